@@ -1,0 +1,542 @@
+//! The canonical gang model: every dialect is read into these types, and the scheduling cycle reads
+//! only these types.
+//!
+//! The model is deliberately plain data: owned strings, sorted maps, no references into Kubernetes
+//! objects. A [`Snapshot`] is what the cycle sees; building one is the adapters' job (see
+//! [`crate::convert`] and [`crate::dialect`]).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::resources::Resources;
+
+/// A point in time, in milliseconds since the Unix epoch. The core never reads a clock: `now` is
+/// always a parameter, and every timestamp in a snapshot comes from the API.
+///
+/// Serialises as an RFC 3339 string (`2026-01-01T00:00:00Z`), which is how Kubernetes writes times;
+/// deserialises from that or from an integer number of milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(pub i64);
+
+impl Time {
+    /// Milliseconds since the Unix epoch.
+    pub const fn millis(self) -> i64 {
+        self.0
+    }
+
+    /// From whole seconds since the Unix epoch.
+    pub const fn from_secs(secs: i64) -> Self {
+        Time(secs.saturating_mul(1000))
+    }
+
+    /// This time plus a duration (saturating).
+    pub fn plus(self, d: Duration) -> Self {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Time(self.0.saturating_add(ms))
+    }
+
+    /// How long after `earlier` this time is; zero if it is not after it.
+    pub fn since(self, earlier: Time) -> Duration {
+        Duration::from_millis(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
+    }
+
+    /// Parses an RFC 3339 timestamp as Kubernetes writes it.
+    pub fn parse_rfc3339(s: &str) -> Result<Self, String> {
+        s.parse::<k8s_openapi::jiff::Timestamp>()
+            .map(|t| Time(t.as_millisecond()))
+            .map_err(|e| format!("invalid timestamp {s:?}: {e}"))
+    }
+
+    /// From a Kubernetes `metav1.Time`.
+    pub fn from_k8s(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Self {
+        Time(t.0.as_millisecond())
+    }
+
+    /// To a Kubernetes `metav1.Time` (out-of-range values clamp to the epoch).
+    pub fn to_k8s(self) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+        let ts = k8s_openapi::jiff::Timestamp::from_millisecond(self.0).unwrap_or_default();
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts)
+    }
+}
+
+impl fmt::Display for Time {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match k8s_openapi::jiff::Timestamp::from_millisecond(self.0) {
+            Ok(ts) => write!(f, "{ts}"),
+            Err(_) => write!(f, "{}ms", self.0),
+        }
+    }
+}
+
+impl Serialize for Time {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Time {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Millis(i64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Millis(ms) => Ok(Time(ms)),
+            Raw::Text(s) => Time::parse_rfc3339(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `namespace/name` of a namespaced object. Ordered by namespace, then name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ObjectKey { namespace: namespace.into(), name: name.into() }
+    }
+
+    /// Parses `namespace/name`; a bare `name` takes `default_namespace`.
+    pub fn parse(s: &str, default_namespace: &str) -> Option<Self> {
+        match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Some(ObjectKey::new(ns, name))
+            }
+            None if !s.is_empty() => Some(ObjectKey::new(default_namespace, s)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A pod's key.
+pub type PodKey = ObjectKey;
+/// A gang's key: the namespace and name of the gang object (or of the CRD-less gang label).
+pub type GangKey = ObjectKey;
+
+/// A node taint.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl fmt::Display for Taint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}={}:{:?}", self.key, v, self.effect),
+            None => write!(f, "{}:{:?}", self.key, self.effect),
+        }
+    }
+}
+
+/// A pod toleration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Toleration {
+    /// Empty with `Exists` tolerates every taint.
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub operator: TolerationOperator,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `None` tolerates every effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<TaintEffect>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    #[default]
+    Equal,
+    Exists,
+}
+
+/// A node's readiness and schedulability as the scheduler sees them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    /// Allocatable resources, including `pods` (the pod-count limit).
+    pub allocatable: Resources,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    #[serde(default)]
+    pub unschedulable: bool,
+    #[serde(default = "yes")]
+    pub ready: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One required node-selector requirement (`matchExpressions` / `matchFields`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeSelectorRequirement {
+    pub key: String,
+    pub operator: NodeSelectorOperator,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeSelectorOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+}
+
+/// One `nodeSelectorTerm`: all its requirements must hold. Terms are ORed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeSelectorTerm {
+    #[serde(default)]
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+    /// Only `metadata.name` is a valid field key, as in Kubernetes.
+    #[serde(default)]
+    pub match_fields: Vec<NodeSelectorRequirement>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PodPhase {
+    #[default]
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PreemptionPolicy {
+    #[default]
+    PreemptLowerPriority,
+    Never,
+}
+
+/// Which gang a pod belongs to, and to which leaf subgroup.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Membership {
+    pub gang: GangKey,
+    /// The leaf subgroup, if the gang has subgroups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subgroup: Option<String>,
+}
+
+/// A pod as the scheduler sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pod {
+    pub key: PodKey,
+    #[serde(default)]
+    pub uid: String,
+    /// Effective requests as kube-scheduler computes them (see [`crate::resources::effective_requests`]).
+    /// The `pods` resource is not included: every pod takes one pod slot.
+    #[serde(default)]
+    pub requests: Resources,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity terms (ORed). Empty means no constraint.
+    #[serde(default)]
+    pub affinity: Vec<NodeSelectorTerm>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default)]
+    pub preemption_policy: PreemptionPolicy,
+    #[serde(default)]
+    pub phase: PodPhase,
+    /// `spec.nodeName`: set once bound, whoever bound it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// A node nominated for this pod by an earlier preemption (`status.nominatedNodeName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nominated_node: Option<String>,
+    #[serde(default)]
+    pub created: Time,
+    /// `metadata.deletionTimestamp` is set: the pod is going away.
+    #[serde(default)]
+    pub deleting: bool,
+    #[serde(default)]
+    pub scheduler_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<Membership>,
+}
+
+impl Pod {
+    /// Bound to a node (or running there) and not finished: it uses the node's resources.
+    pub fn uses_node(&self) -> bool {
+        self.node_name.is_some() && !matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    /// Waiting for a node.
+    pub fn is_pending(&self) -> bool {
+        self.node_name.is_none() && self.phase == PodPhase::Pending && !self.deleting
+    }
+
+    /// Counts toward its gang's quorum: pending, bound or running, and not being deleted.
+    pub fn is_active(&self) -> bool {
+        !self.deleting && matches!(self.phase, PodPhase::Pending | PodPhase::Running | PodPhase::Unknown)
+    }
+}
+
+/// All-or-nothing strictness.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum GangMode {
+    /// Nothing is held across cycles: a gang that does not fit whole releases everything.
+    #[default]
+    Strict,
+    /// Partial placements are reserved across cycles until the gang's timeout.
+    NonStrict,
+}
+
+/// Where a gang was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Dialect {
+    /// `kube-gang.io/v1alpha1` `Gang`.
+    KubeGang,
+    /// `kube-gang.io/*` pod annotations, no CRD.
+    KubeGangAnnotations,
+    /// Upstream `scheduling.k8s.io` Workload / PodGroup / CompositePodGroup.
+    Upstream,
+    /// scheduler-plugins coscheduling `scheduling.x-k8s.io/v1alpha1` PodGroup.
+    Coscheduling,
+    /// Volcano `scheduling.volcano.sh/v1beta1` PodGroup.
+    Volcano,
+    /// Koordinator `gang.scheduling.koordinator.sh/*` annotations.
+    Koordinator,
+    /// KAI-Scheduler `scheduling.run.ai/v2alpha2` PodGroup.
+    Kai,
+}
+
+impl Dialect {
+    /// Short, stable name used in CLI output (`SOURCE` column) and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::KubeGang => "kube-gang",
+            Dialect::KubeGangAnnotations => "kube-gang/annotations",
+            Dialect::Upstream => "scheduling.k8s.io",
+            Dialect::Coscheduling => "coscheduling",
+            Dialect::Volcano => "volcano",
+            Dialect::Koordinator => "koordinator",
+            Dialect::Kai => "kai",
+        }
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The origin of a gang: dialect and object kind (`Gang`, `PodGroup`, `Pod` for annotation gangs).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Source {
+    pub dialect: Dialect,
+    pub kind: String,
+}
+
+/// One subgroup of a hierarchical gang. A leaf's `min_member` counts pods; an inner subgroup's counts
+/// satisfied children.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SubGroup {
+    pub name: String,
+    /// `None` for a top-level subgroup (child of the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    pub min_member: u32,
+    /// Every member under this subgroup lands in one domain of this node label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
+}
+
+/// The state of a gang that only the API holds between cycles (read from the gang's status; written
+/// back from [`crate::plan::Outcome`]). The scheduler keeps nothing else in memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GangState {
+    /// When the gang first became schedulable-in-principle (quorum present) and started waiting for
+    /// placement; the timeout runs from here. `None`: not started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<Time>,
+    /// When active members first fell below the minimum after the gang had been satisfied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded_since: Option<Time>,
+    /// Number of timeouts so far (drives retry backoff).
+    #[serde(default)]
+    pub timeouts: u32,
+    /// While set and after `now`, the gang is not attempted (backoff after a timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_until: Option<Time>,
+    /// The gang was satisfied at some point (its minimum was running or bound).
+    #[serde(default)]
+    pub was_satisfied: bool,
+    /// A terminal failure after a timeout with the `Fail` action.
+    #[serde(default)]
+    pub failed: bool,
+}
+
+/// A gang in the canonical model: a tree with a root and named subgroups.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gang {
+    pub key: GangKey,
+    /// The root's minimum: pods when there are no subgroups, else satisfied top-level subgroups.
+    pub min_member: u32,
+    #[serde(default)]
+    pub subgroups: Vec<SubGroup>,
+    #[serde(default)]
+    pub mode: GangMode,
+    /// How long the gang may wait once its quorum exists. `None`: the configured default.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    pub timeout: Option<Duration>,
+    /// Every member lands in one domain of this node label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
+    /// Other gangs that must be satisfied in the same cycle as this one (this gang not included).
+    #[serde(default)]
+    pub gang_group: Vec<GangKey>,
+    /// Grace period before a degraded gang is evicted. `None`: the configured default (60 s).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    pub stale_grace: Option<Duration>,
+    /// Resources the whole gang needs at minimum (informational quorum check, as in coscheduling).
+    #[serde(default)]
+    pub min_resources: Resources,
+    /// The expected number of members, when the spec says (total-member, replicas, parallelism).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_member: Option<u32>,
+    /// A priority for the gang itself; when `None`, the highest priority among its members is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    pub source: Source,
+    #[serde(default)]
+    pub created: Time,
+    #[serde(default)]
+    pub state: GangState,
+}
+
+impl Gang {
+    /// A gang with no subgroups, for tests and builders.
+    pub fn new(key: GangKey, min_member: u32, source: Source) -> Self {
+        Gang {
+            key,
+            min_member,
+            subgroups: Vec::new(),
+            mode: GangMode::Strict,
+            timeout: None,
+            topology_key: None,
+            gang_group: Vec::new(),
+            stale_grace: None,
+            min_resources: Resources::default(),
+            total_member: None,
+            priority: None,
+            source,
+            created: Time::default(),
+            state: GangState::default(),
+        }
+    }
+
+    /// The leaf subgroups (those no other subgroup names as parent), in spec order.
+    pub fn leaves(&self) -> impl Iterator<Item = &SubGroup> {
+        self.subgroups
+            .iter()
+            .filter(|s| !self.subgroups.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str())))
+    }
+
+    /// The smallest number of pods that can satisfy the tree, assuming each leaf is filled to its own
+    /// minimum and each inner node picks its cheapest children. `None` if the tree is malformed.
+    pub fn min_pods(&self) -> Option<u64> {
+        fn cost(gang: &Gang, parent: Option<&str>, need: u32, depth: usize) -> Option<u64> {
+            if depth > crate::validate::MAX_SUBGROUP_DEPTH + 1 {
+                return None;
+            }
+            let mut children: Vec<u64> = Vec::new();
+            for s in gang.subgroups.iter().filter(|s| s.parent.as_deref() == parent) {
+                let is_leaf = !gang.subgroups.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str()));
+                let c = if is_leaf {
+                    u64::from(s.min_member)
+                } else {
+                    cost(gang, Some(&s.name), s.min_member, depth + 1)?
+                };
+                children.push(c);
+            }
+            if children.len() < need as usize {
+                return None;
+            }
+            children.sort_unstable();
+            Some(children.iter().take(need as usize).sum())
+        }
+        if self.subgroups.is_empty() {
+            Some(u64::from(self.min_member))
+        } else {
+            cost(self, None, self.min_member, 0)
+        }
+    }
+}
+
+/// Serde helper: an optional duration as whole seconds.
+pub(crate) mod opt_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_u64(d.as_secs()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_secs))
+    }
+}
+
+/// A node held for a member of a `NonStrict` gang across cycles; returned in the plan and handed
+/// back in the next snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Reservation {
+    pub pod: PodKey,
+    pub node: String,
+    pub gang: GangKey,
+}
+
+/// Everything one scheduling cycle sees. Built by adapters; never mutated by the cycle.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    #[serde(default)]
+    pub nodes: Vec<Node>,
+    /// Every pod in the cluster that may use a node or wait for one, whoever schedules it.
+    #[serde(default)]
+    pub pods: Vec<Pod>,
+    #[serde(default)]
+    pub gangs: Vec<Gang>,
+    /// `NonStrict` reservations carried over from the previous cycle's plan.
+    #[serde(default)]
+    pub reservations: Vec<Reservation>,
+}

@@ -1,0 +1,201 @@
+//! What one scheduling cycle decides: the [`Plan`].
+//!
+//! A plan is data. The scheduler binary applies it (bind, evict, write status), `kubectl gang
+//! simulate` prints it, and tests assert on it. Every list in a plan is sorted, so the same snapshot
+//! always gives the same plan, byte for byte.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{GangKey, GangState, PodKey, Reservation};
+
+/// Bind `pod` (with `uid`) to `node`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Binding {
+    pub pod: PodKey,
+    pub uid: String,
+    pub node: String,
+}
+
+/// Why a pod is evicted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EvictionReason {
+    /// Displaced by a higher-priority gang (`preemptor` in the eviction).
+    Preempted,
+    /// Its gang fell below its minimum for longer than the grace period.
+    StaleGang,
+    /// Its gang timed out with the `Fail` action and releases what it holds.
+    TimedOut,
+}
+
+/// Evict `pod` from `node` through the Eviction API.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Eviction {
+    pub pod: PodKey,
+    pub uid: String,
+    pub node: String,
+    pub reason: EvictionReason,
+    /// The victim's gang (`None` for a pod outside any gang).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangKey>,
+    /// The gang this eviction makes room for (preemption only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptor: Option<GangKey>,
+}
+
+/// `pod` will go to `node` once the victims are gone (written as `status.nominatedNodeName`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Nomination {
+    pub pod: PodKey,
+    pub node: String,
+}
+
+/// A machine-readable reason for a gang's outcome. Stable: it appears in conditions, events,
+/// metrics labels and `kubectl gang -o json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Reason {
+    /// Placed this cycle (bindings in the plan).
+    Scheduled,
+    /// Already satisfied: its minimum is bound or running, nothing (more) to place.
+    Running,
+    /// Fewer members exist than the gang needs.
+    WaitingForMembers,
+    /// Members exist but do not fit, now.
+    Unschedulable,
+    /// Would fit in total but not within one domain of the topology key.
+    TopologyUnsatisfiable,
+    /// Victims are being evicted to make room (evictions and nominations in the plan).
+    Preempting,
+    /// Waited longer than its timeout.
+    TimedOut,
+    /// In backoff after a timeout; retried later.
+    BackingOff,
+    /// A NonStrict gang that holds reservations and waits for more room.
+    Reserved,
+    /// Part of a gang group whose other gangs are not satisfiable this cycle.
+    WaitingForGangGroup,
+    /// Active members fell below the minimum; evicted after the grace period.
+    Degraded,
+    /// Degraded past its grace period: remaining members evicted.
+    Stale,
+    /// The gang's spec is invalid; the message says why.
+    InvalidSpec,
+    /// Every member finished.
+    Completed,
+    /// Gave up after a timeout with the `Fail` action.
+    Failed,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Scheduled => "Scheduled",
+            Reason::Running => "Running",
+            Reason::WaitingForMembers => "WaitingForMembers",
+            Reason::Unschedulable => "Unschedulable",
+            Reason::TopologyUnsatisfiable => "TopologyUnsatisfiable",
+            Reason::Preempting => "Preempting",
+            Reason::TimedOut => "TimedOut",
+            Reason::BackingOff => "BackingOff",
+            Reason::Reserved => "Reserved",
+            Reason::WaitingForGangGroup => "WaitingForGangGroup",
+            Reason::Degraded => "Degraded",
+            Reason::Stale => "Stale",
+            Reason::InvalidSpec => "InvalidSpec",
+            Reason::Completed => "Completed",
+            Reason::Failed => "Failed",
+        }
+    }
+
+    /// True when the gang is (now) placed or running.
+    pub fn is_satisfied(self) -> bool {
+        matches!(self, Reason::Scheduled | Reason::Running | Reason::Completed)
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The coarse phase shown in `kubectl get gangs` and the Gang status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Phase {
+    /// Waiting for members or room.
+    Pending,
+    /// Placed: the minimum is bound, not yet all running.
+    Scheduled,
+    /// The minimum is running.
+    Running,
+    /// Below its minimum after having run.
+    Degraded,
+    /// Every member finished successfully.
+    Completed,
+    /// Gave up (timeout with `Fail`, or stale).
+    Failed,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Scheduled => "Scheduled",
+            Phase::Running => "Running",
+            Phase::Degraded => "Degraded",
+            Phase::Completed => "Completed",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Member counts for a gang at the end of the cycle (bindings in this plan counted as bound).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Counts {
+    /// Active members that exist (pending, bound or running).
+    pub members: u32,
+    /// Members with a node (including bindings in this plan).
+    pub bound: u32,
+    /// Members in phase Running.
+    pub running: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+}
+
+/// The per-gang result of a cycle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub gang: GangKey,
+    pub reason: Reason,
+    pub phase: Phase,
+    /// What a user reads: why the gang waits and what would unblock it, down to nodes and domains.
+    pub message: String,
+    pub counts: Counts,
+    /// The gang state to persist (in the Gang status) and hand back in the next snapshot.
+    pub state: GangState,
+}
+
+/// Everything one cycle decided. Lists are sorted; outcomes are in gang-key order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub bindings: Vec<Binding>,
+    pub evictions: Vec<Eviction>,
+    pub nominations: Vec<Nomination>,
+    /// NonStrict reservations to carry into the next cycle's snapshot.
+    pub reservations: Vec<Reservation>,
+    pub outcomes: Vec<Outcome>,
+}
+
+impl Plan {
+    /// The outcome for `gang`, if the plan has one.
+    pub fn outcome(&self, gang: &GangKey) -> Option<&Outcome> {
+        self.outcomes.binary_search_by(|o| o.gang.cmp(gang)).ok().map(|i| &self.outcomes[i])
+    }
+}

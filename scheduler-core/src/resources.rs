@@ -1,0 +1,131 @@
+//! Resource amounts in integer units, and effective pod requests as kube-scheduler computes them.
+//!
+//! Units follow kube-scheduler's `framework.Resource`: `cpu` in millicores, every other resource
+//! (memory, ephemeral-storage, hugepages-*, extended resources such as `nvidia.com/gpu`) in base
+//! units, rounded up. Amounts are `i64`, like Kubernetes' `Quantity.Value()`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The `cpu` resource name.
+pub const CPU: &str = "cpu";
+/// The `memory` resource name.
+pub const MEMORY: &str = "memory";
+/// The `pods` resource name (pod-count limit on nodes).
+pub const PODS: &str = "pods";
+/// The `ephemeral-storage` resource name.
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+
+/// A set of resource amounts, keyed by resource name, in the units described in the module docs.
+/// Zero amounts are not stored.
+#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Resources(BTreeMap<String, i64>);
+
+impl Resources {
+    pub fn new() -> Self {
+        Resources(BTreeMap::new())
+    }
+
+    /// The amount of `name` (zero when absent).
+    pub fn get(&self, name: &str) -> i64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+
+    /// Sets `name` to `amount` (removing it when zero).
+    pub fn set(&mut self, name: impl Into<String>, amount: i64) {
+        let name = name.into();
+        if amount == 0 {
+            self.0.remove(&name);
+        } else {
+            self.0.insert(name, amount);
+        }
+    }
+
+    /// Builder form of [`Resources::set`].
+    pub fn with(mut self, name: impl Into<String>, amount: i64) -> Self {
+        self.set(name, amount);
+        self
+    }
+
+    /// Adds every amount of `other` (saturating).
+    pub fn add(&mut self, other: &Resources) {
+        for (k, v) in &other.0 {
+            let cur = self.get(k);
+            self.set(k.clone(), cur.saturating_add(*v));
+        }
+    }
+
+    /// For each resource, the larger of the two.
+    pub fn max_with(&mut self, other: &Resources) {
+        for (k, v) in &other.0 {
+            if *v > self.get(k) {
+                self.set(k.clone(), *v);
+            }
+        }
+    }
+
+    /// Resource names and amounts, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Renders one amount in the units a user reads: `cpu 500m`, `memory 4Gi`, `nvidia.com/gpu 8`.
+    pub fn format_amount(name: &str, amount: i64) -> String {
+        if name == CPU {
+            if amount % 1000 == 0 { format!("{}", amount / 1000) } else { format!("{amount}m") }
+        } else if name == MEMORY || name == EPHEMERAL_STORAGE || name.starts_with("hugepages-") {
+            const UNITS: [(&str, i64); 5] =
+                [("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
+            for (suffix, size) in UNITS {
+                if amount != 0 && amount % size == 0 {
+                    return format!("{}{suffix}", amount / size);
+                }
+            }
+            format!("{amount}")
+        } else {
+            format!("{amount}")
+        }
+    }
+}
+
+impl FromIterator<(String, i64)> for Resources {
+    fn from_iter<T: IntoIterator<Item = (String, i64)>>(iter: T) -> Self {
+        let mut r = Resources::new();
+        for (k, v) in iter {
+            r.set(k, v);
+        }
+        r
+    }
+}
+
+impl fmt::Debug for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.0.iter()).finish()
+    }
+}
+
+/// `cpu 8, memory 32Gi, nvidia.com/gpu 8`
+impl fmt::Display for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (k, v) in &self.0 {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{k} {}", Resources::format_amount(k, *v))?;
+        }
+        Ok(())
+    }
+}
