@@ -18,7 +18,7 @@ pub enum Scoring {
 
 /// What happens when a gang's timeout expires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "action")]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase", tag = "action")]
 pub enum TimeoutAction {
     /// Release what the gang holds, wait `initial * 2^n` (capped at `max`), then try again.
     Retry {

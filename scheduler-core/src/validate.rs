@@ -3,7 +3,10 @@
 
 use serde_json::Value;
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::error::FieldError;
+use crate::model::Gang;
 
 /// How deep a subgroup tree may nest below the root.
 pub const MAX_SUBGROUP_DEPTH: usize = 4;
@@ -28,4 +31,174 @@ impl Verdict {
 /// an opted-in workload. `old` is the previous version on UPDATE. Unrelated kinds get an empty verdict.
 pub fn validate(_new: &Value, _old: Option<&Value>) -> Verdict {
     Verdict::default()
+}
+
+/// The rules on a gang's shape, on the canonical model: minimums, the subgroup tree (names, parents,
+/// cycles, depth, reachability of every minimum), topology keys and the gang group. Paths are those of
+/// the `Gang` CRD (`spec.subGroups[2].parent`); other dialects map them in their own validation.
+pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if gang.min_member < 1 {
+        errors.push(FieldError::new("spec.minMember", "must be at least 1"));
+    }
+    if gang.subgroups.len() > MAX_SUBGROUPS {
+        errors.push(FieldError::new(
+            "spec.subGroups",
+            format!("has {} subgroups; at most {MAX_SUBGROUPS} are allowed", gang.subgroups.len()),
+        ));
+    }
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, s) in gang.subgroups.iter().enumerate() {
+        let path = format!("spec.subGroups[{i}]");
+        if let Err(e) = check_label_value(&s.name) {
+            errors.push(FieldError::new(format!("{path}.name"), e));
+        }
+        if let Some(first) = seen.insert(&s.name, i) {
+            errors.push(FieldError::new(
+                format!("{path}.name"),
+                format!("duplicate subgroup name {:?} (also spec.subGroups[{first}])", s.name),
+            ));
+        }
+        if s.min_member < 1 {
+            errors.push(FieldError::new(format!("{path}.minMember"), "must be at least 1"));
+        }
+        if let Some(key) = &s.topology_key
+            && let Err(e) = check_label_key(key)
+        {
+            errors.push(FieldError::new(format!("{path}.topologyKey"), e));
+        }
+    }
+    let names: BTreeSet<&str> = gang.subgroups.iter().map(|s| s.name.as_str()).collect();
+    let mut tree_ok = true;
+    for (i, s) in gang.subgroups.iter().enumerate() {
+        let Some(parent) = &s.parent else { continue };
+        let path = format!("spec.subGroups[{i}].parent");
+        if parent == &s.name {
+            errors.push(FieldError::new(path, format!("subgroup {:?} names itself as parent", s.name)));
+            tree_ok = false;
+        } else if !names.contains(parent.as_str()) {
+            errors
+                .push(FieldError::new(path, format!("not found: {parent:?} is not a subgroup of this gang")));
+            tree_ok = false;
+        }
+    }
+    if tree_ok {
+        // Walk up from each subgroup: a cycle never reaches the root; depth is bounded.
+        for (i, s) in gang.subgroups.iter().enumerate() {
+            let mut depth = 0;
+            let mut cur = s.parent.as_deref();
+            while let Some(p) = cur {
+                depth += 1;
+                if depth > gang.subgroups.len() {
+                    errors.push(FieldError::new(
+                        format!("spec.subGroups[{i}].parent"),
+                        format!("subgroup {:?} is part of a parent cycle", s.name),
+                    ));
+                    tree_ok = false;
+                    break;
+                }
+                cur = gang.subgroups.iter().find(|x| x.name == p).and_then(|x| x.parent.as_deref());
+            }
+            if tree_ok && depth >= MAX_SUBGROUP_DEPTH {
+                errors.push(FieldError::new(
+                    format!("spec.subGroups[{i}].parent"),
+                    format!(
+                        "subgroup {:?} is nested {} levels deep; at most {MAX_SUBGROUP_DEPTH} are allowed",
+                        s.name,
+                        depth + 1
+                    ),
+                ));
+                tree_ok = false;
+            }
+        }
+    }
+    if tree_ok {
+        let children =
+            |parent: Option<&str>| gang.subgroups.iter().filter(|c| c.parent.as_deref() == parent).count();
+        if !gang.subgroups.is_empty() {
+            let top = children(None);
+            if u64::from(gang.min_member) > top as u64 {
+                errors.push(FieldError::new(
+                    "spec.minMember",
+                    format!(
+                        "counts satisfied top-level subgroups when subgroups are set: {} can never be satisfied by {top} top-level subgroup(s)",
+                        gang.min_member
+                    ),
+                ));
+            }
+        }
+        for (i, s) in gang.subgroups.iter().enumerate() {
+            let n = children(Some(&s.name));
+            if n > 0 && u64::from(s.min_member) > n as u64 {
+                errors.push(FieldError::new(
+                    format!("spec.subGroups[{i}].minMember"),
+                    format!("counts satisfied child subgroups: {} can never be satisfied by {n} child subgroup(s)", s.min_member),
+                ));
+            }
+        }
+        if let (Some(total), Some(min)) = (gang.total_member, gang.min_pods())
+            && min > u64::from(total)
+        {
+            errors.push(FieldError::new(
+                "spec.minMember",
+                format!("needs at least {min} pods but the gang expects only {total} members: it can never be satisfied"),
+            ));
+        }
+    }
+    if let Some(key) = &gang.topology_key
+        && let Err(e) = check_label_key(key)
+    {
+        errors.push(FieldError::new("spec.topologyKey", e));
+    }
+    for (i, other) in gang.gang_group.iter().enumerate() {
+        if other == &gang.key {
+            errors.push(FieldError::new(
+                format!("spec.gangGroup[{i}]"),
+                "a gang cannot name itself in its gang group",
+            ));
+        }
+    }
+    errors
+}
+
+/// A Kubernetes label value: at most 63 characters, alphanumerics, `-`, `_`, `.`, starting and
+/// ending with an alphanumeric. Subgroup names are written into pod labels, so they must be one.
+pub fn check_label_value(v: &str) -> Result<(), String> {
+    if v.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if v.len() > 63 {
+        return Err(format!("{v:?} is longer than 63 characters"));
+    }
+    let ok_inner = v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !ok_inner || !ends(v.chars().next()) || !ends(v.chars().last()) {
+        return Err(format!(
+            "{v:?} is not a valid label value (alphanumerics, '-', '_', '.', starting and ending with an alphanumeric)"
+        ));
+    }
+    Ok(())
+}
+
+/// A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63
+/// characters (as a label value, but not empty).
+pub fn check_label_key(k: &str) -> Result<(), String> {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    if let Some(p) = prefix {
+        let valid = !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            });
+        if !valid {
+            return Err(format!("{k:?} is not a valid label key: prefix {p:?} is not a DNS subdomain"));
+        }
+    }
+    check_label_value(name).map_err(|e| format!("{k:?} is not a valid label key: {e}"))
 }

@@ -1,0 +1,390 @@
+//! Free capacity per node in a dense form, cheap tentative changes ([`Txn`]), and the static fit
+//! filters (readiness, taints, selectors, affinity) that do not depend on capacity.
+//!
+//! Resource names are interned once per cycle, so a node's free capacity is a short `Vec<i64>` and a
+//! fit check is a loop over a handful of integers. Tentative placements never copy the cluster: a
+//! [`Txn`] records only the nodes it touched and is either committed or dropped.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::model::{
+    Node, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, Pod, TaintEffect, Toleration,
+    TolerationOperator,
+};
+use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+
+/// Interned resource names for one cycle.
+#[derive(Debug, Default)]
+pub(crate) struct ResourceIndex {
+    pub names: Vec<String>,
+    index: HashMap<String, usize>,
+}
+
+impl ResourceIndex {
+    pub fn intern(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), self.names.len() - 1);
+        self.names.len() - 1
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Scarcity rank used by bin-packing: extended resources (GPUs, RDMA, …) first, then cpu,
+    /// memory, ephemeral storage. Lower is scarcer.
+    pub fn scarcity(&self, i: usize) -> (u8, &str) {
+        let name = self.names[i].as_str();
+        let rank = match name {
+            CPU => 1,
+            MEMORY => 2,
+            EPHEMERAL_STORAGE => 3,
+            n if n.starts_with("hugepages-") => 3,
+            _ => 0,
+        };
+        (rank, name)
+    }
+}
+
+/// A request as a sparse list of (resource index, amount), sorted scarcest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Demand(pub Vec<(usize, i64)>);
+
+/// Free capacity of every node, and its pod slots.
+#[derive(Clone, Debug)]
+pub(crate) struct State {
+    width: usize,
+    free: Vec<i64>,
+    pods: Vec<i64>,
+}
+
+impl State {
+    pub fn new(nodes: &[Node], res: &mut ResourceIndex) -> Self {
+        for n in nodes {
+            for (name, _) in n.allocatable.iter() {
+                if name != PODS {
+                    res.intern(name);
+                }
+            }
+        }
+        let width = res.len();
+        let mut free = vec![0; nodes.len() * width];
+        let mut pods = vec![0; nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            for (name, amount) in n.allocatable.iter() {
+                if name == PODS {
+                    pods[i] = amount;
+                } else {
+                    let r = res.intern(name);
+                    free[i * width + r] = amount;
+                }
+            }
+        }
+        State { width, free, pods }
+    }
+
+    fn amount(&self, node: usize, r: usize) -> i64 {
+        if r < self.width { self.free[node * self.width + r] } else { 0 }
+    }
+
+    /// Takes (or, with `sign = -1`, returns) a pod's demand on a node. May go negative: pods bound
+    /// by others can overcommit a node, and the cycle must see that as "no room", not panic.
+    pub fn apply(&mut self, node: usize, d: &Demand, sign: i64) {
+        for &(r, a) in &d.0 {
+            if r < self.width {
+                let slot = &mut self.free[node * self.width + r];
+                *slot = slot.saturating_sub(a.saturating_mul(sign));
+            }
+        }
+        self.pods[node] = self.pods[node].saturating_sub(sign);
+    }
+
+    pub fn commit(&mut self, txn: Txn) {
+        for (node, (free, pods)) in txn.changes {
+            for (r, a) in free.into_iter().enumerate() {
+                if r < self.width {
+                    self.free[node * self.width + r] = a;
+                }
+            }
+            self.pods[node] = pods;
+        }
+    }
+
+    /// Free amount of resource `r` on `node` (as seen through `txn`).
+    pub fn free(&self, txn: &Txn, node: usize, r: usize) -> i64 {
+        match txn.changes.get(&node) {
+            Some((free, _)) => free.get(r).copied().unwrap_or(0),
+            None => self.amount(node, r),
+        }
+    }
+
+    pub fn free_pods(&self, txn: &Txn, node: usize) -> i64 {
+        match txn.changes.get(&node) {
+            Some((_, pods)) => *pods,
+            None => self.pods[node],
+        }
+    }
+
+    /// Whether `d` fits on `node` now; else the first resource short (`None` index = pod slots).
+    pub fn fits(&self, txn: &Txn, node: usize, d: &Demand) -> Result<(), Option<usize>> {
+        if self.free_pods(txn, node) < 1 {
+            return Err(None);
+        }
+        for &(r, a) in &d.0 {
+            if a > 0 && self.free(txn, node, r) < a {
+                return Err(Some(r));
+            }
+        }
+        Ok(())
+    }
+
+    /// Places `d` on `node` inside `txn`.
+    pub fn take(&self, txn: &mut Txn, node: usize, d: &Demand) {
+        self.change(txn, node, d, 1);
+    }
+
+    /// Gives `d` back on `node` inside `txn` (a victim leaving, a reservation released).
+    pub fn give(&self, txn: &mut Txn, node: usize, d: &Demand) {
+        self.change(txn, node, d, -1);
+    }
+
+    fn change(&self, txn: &mut Txn, node: usize, d: &Demand, sign: i64) {
+        let width = self.width;
+        let entry = txn.changes.entry(node).or_insert_with(|| {
+            let free = (0..width).map(|r| self.free[node * width + r]).collect();
+            (free, self.pods[node])
+        });
+        for &(r, a) in &d.0 {
+            if let Some(slot) = entry.0.get_mut(r) {
+                *slot = slot.saturating_sub(a.saturating_mul(sign));
+            }
+        }
+        entry.1 = entry.1.saturating_sub(sign);
+    }
+}
+
+/// Tentative changes to a [`State`]: only the nodes touched, so trying a gang costs what the gang
+/// touches, not what the cluster holds.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Txn {
+    changes: BTreeMap<usize, (Vec<i64>, i64)>,
+}
+
+impl Txn {
+    /// Applies `other` on top of this one (a nested attempt that succeeded).
+    pub fn absorb(&mut self, other: Txn) {
+        self.changes.extend(other.changes);
+    }
+}
+
+/// Why a node cannot take a pod regardless of capacity.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Static {
+    NotReady,
+    Unschedulable,
+    Taint(String),
+    NodeSelector,
+    Affinity,
+}
+
+/// Checks everything about `node` and `pod` that does not depend on free capacity.
+pub(crate) fn static_fit(node: &Node, pod: &Pod) -> Result<(), Static> {
+    if !node.ready {
+        return Err(Static::NotReady);
+    }
+    if node.unschedulable && !tolerates_unschedulable(&pod.tolerations) {
+        return Err(Static::Unschedulable);
+    }
+    for taint in &node.taints {
+        if taint.effect == TaintEffect::PreferNoSchedule {
+            continue;
+        }
+        if !pod.tolerations.iter().any(|t| tolerates(t, &taint.key, taint.value.as_deref(), taint.effect)) {
+            return Err(Static::Taint(taint.to_string()));
+        }
+    }
+    for (k, v) in &pod.node_selector {
+        if node.labels.get(k) != Some(v) {
+            return Err(Static::NodeSelector);
+        }
+    }
+    if !pod.affinity.is_empty() && !pod.affinity.iter().any(|t| term_matches(t, node)) {
+        return Err(Static::Affinity);
+    }
+    Ok(())
+}
+
+/// How many `PreferNoSchedule` taints of `node` the pod does not tolerate (lowers the score).
+pub(crate) fn soft_taints(node: &Node, pod: &Pod) -> usize {
+    node.taints
+        .iter()
+        .filter(|t| t.effect == TaintEffect::PreferNoSchedule)
+        .filter(|t| !pod.tolerations.iter().any(|tol| tolerates(tol, &t.key, t.value.as_deref(), t.effect)))
+        .count()
+}
+
+fn tolerates_unschedulable(tolerations: &[Toleration]) -> bool {
+    tolerations
+        .iter()
+        .any(|t| tolerates(t, "node.kubernetes.io/unschedulable", None, TaintEffect::NoSchedule))
+}
+
+/// Kubernetes' `Toleration.ToleratesTaint`.
+pub(crate) fn tolerates(t: &Toleration, key: &str, value: Option<&str>, effect: TaintEffect) -> bool {
+    if let Some(e) = t.effect
+        && e != effect
+    {
+        return false;
+    }
+    if !t.key.is_empty() && t.key != key {
+        return false;
+    }
+    match t.operator {
+        TolerationOperator::Exists => true,
+        TolerationOperator::Equal => t.value.as_deref().unwrap_or("") == value.unwrap_or(""),
+    }
+}
+
+fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
+    // An empty term matches nothing, as in Kubernetes.
+    if term.match_expressions.is_empty() && term.match_fields.is_empty() {
+        return false;
+    }
+    term.match_expressions.iter().all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
+        && term.match_fields.iter().all(|r| {
+            let value = if r.key == "metadata.name" { Some(node.name.as_str()) } else { None };
+            requirement_matches(r, value)
+        })
+}
+
+fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
+    match r.operator {
+        NodeSelectorOperator::In => value.is_some_and(|v| r.values.iter().any(|x| x == v)),
+        NodeSelectorOperator::NotIn => value.is_none_or(|v| !r.values.iter().any(|x| x == v)),
+        NodeSelectorOperator::Exists => value.is_some(),
+        NodeSelectorOperator::DoesNotExist => value.is_none(),
+        NodeSelectorOperator::Gt | NodeSelectorOperator::Lt => {
+            let (Some(v), Some(bound)) = (value.and_then(|v| v.parse::<i64>().ok()), r.values.first()) else {
+                return false;
+            };
+            let Ok(bound) = bound.parse::<i64>() else { return false };
+            if r.operator == NodeSelectorOperator::Gt { v > bound } else { v < bound }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Taint, TaintEffect};
+    use crate::resources::Resources;
+
+    fn node(name: &str) -> Node {
+        Node {
+            name: name.into(),
+            allocatable: Resources::new().with("cpu", 4000).with("pods", 2),
+            labels: [("zone".to_string(), "a".to_string()), ("gen".to_string(), "5".to_string())].into(),
+            taints: vec![],
+            unschedulable: false,
+            ready: true,
+        }
+    }
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({"key": {"namespace": "ns", "name": "p"}})).unwrap()
+    }
+
+    #[test]
+    fn txn_changes_only_what_it_touches_until_committed() {
+        let mut res = ResourceIndex::default();
+        let mut state = State::new(&[node("a"), node("b")], &mut res);
+        let cpu = res.intern("cpu");
+        let d = Demand(vec![(cpu, 3000)]);
+        let mut txn = Txn::default();
+        assert_eq!(state.fits(&txn, 0, &d), Ok(()));
+        state.take(&mut txn, 0, &d);
+        assert_eq!(state.fits(&txn, 0, &d), Err(Some(cpu)));
+        assert_eq!(state.free(&Txn::default(), 0, cpu), 4000, "base untouched before commit");
+        state.commit(txn);
+        assert_eq!(state.free(&Txn::default(), 0, cpu), 1000);
+        assert_eq!(state.free_pods(&Txn::default(), 0), 1);
+    }
+
+    #[test]
+    fn pod_slots_run_out() {
+        let mut res = ResourceIndex::default();
+        let state = State::new(&[node("a")], &mut res);
+        let d = Demand::default();
+        let mut txn = Txn::default();
+        state.take(&mut txn, 0, &d);
+        state.take(&mut txn, 0, &d);
+        assert_eq!(state.fits(&txn, 0, &d), Err(None));
+    }
+
+    #[test]
+    fn affinity_operators() {
+        let n = node("gpu-1");
+        let req = |key: &str, op, values: &[&str]| NodeSelectorRequirement {
+            key: key.into(),
+            operator: op,
+            values: values.iter().map(|s| s.to_string()).collect(),
+        };
+        use NodeSelectorOperator::*;
+        let cases = [
+            (req("zone", In, &["a", "b"]), true),
+            (req("zone", NotIn, &["a"]), false),
+            (req("missing", NotIn, &["a"]), true),
+            (req("zone", Exists, &[]), true),
+            (req("zone", DoesNotExist, &[]), false),
+            (req("gen", Gt, &["4"]), true),
+            (req("gen", Lt, &["5"]), false),
+            (req("zone", Gt, &["1"]), false),
+        ];
+        for (r, want) in cases {
+            let mut p = pod();
+            p.affinity = vec![NodeSelectorTerm { match_expressions: vec![r.clone()], match_fields: vec![] }];
+            assert_eq!(static_fit(&n, &p).is_ok(), want, "{r:?}");
+        }
+        let mut p = pod();
+        p.affinity = vec![NodeSelectorTerm {
+            match_expressions: vec![],
+            match_fields: vec![req("metadata.name", In, &["gpu-1"])],
+        }];
+        assert!(static_fit(&n, &p).is_ok());
+        p.affinity[0].match_fields[0].values = vec!["gpu-2".into()];
+        assert_eq!(static_fit(&n, &p), Err(Static::Affinity));
+    }
+
+    #[test]
+    fn taints_and_tolerations() {
+        let mut n = node("a");
+        n.taints = vec![Taint {
+            key: "gpu".into(),
+            value: Some("reserved".into()),
+            effect: TaintEffect::NoSchedule,
+        }];
+        let mut p = pod();
+        assert_eq!(static_fit(&n, &p), Err(Static::Taint("gpu=reserved:NoSchedule".into())));
+        p.tolerations = vec![Toleration {
+            key: "gpu".into(),
+            operator: TolerationOperator::Equal,
+            value: Some("other".into()),
+            effect: None,
+        }];
+        assert!(static_fit(&n, &p).is_err(), "wrong value does not tolerate");
+        p.tolerations[0].operator = TolerationOperator::Exists;
+        assert!(static_fit(&n, &p).is_ok());
+        n.taints[0].effect = TaintEffect::PreferNoSchedule;
+        let q = pod();
+        assert!(static_fit(&n, &q).is_ok(), "PreferNoSchedule never filters");
+        assert_eq!(soft_taints(&n, &q), 1);
+        n.unschedulable = true;
+        assert_eq!(static_fit(&n, &q), Err(Static::Unschedulable));
+        n.unschedulable = false;
+        n.ready = false;
+        assert_eq!(static_fit(&n, &q), Err(Static::NotReady));
+    }
+}

@@ -1,0 +1,157 @@
+//! The subgroup tree of a gang: when is it satisfied, and what is missing.
+//!
+//! A leaf's `min_member` counts pods; an inner subgroup's counts satisfied children; the root counts
+//! pods when there are no subgroups, else satisfied top-level subgroups (DESIGN.md).
+
+use std::collections::BTreeMap;
+
+use crate::model::Gang;
+use crate::validate::MAX_SUBGROUP_DEPTH;
+
+/// Pods per leaf subgroup (`""` for a gang without subgroups).
+pub(crate) type LeafCounts = BTreeMap<String, u32>;
+
+/// The leaf a pod counts toward: its subgroup when the gang has subgroups and names it as a leaf,
+/// `""` when the gang has none, `None` when the pod cannot count (unknown or missing subgroup).
+pub(crate) fn leaf_of<'a>(gang: &Gang, subgroup: Option<&'a str>) -> Option<&'a str> {
+    if gang.subgroups.is_empty() {
+        return Some("");
+    }
+    let name = subgroup?;
+    gang.leaves().any(|l| l.name == name).then_some(name)
+}
+
+/// Whether the gang's root is satisfied with `counts` pods per leaf.
+pub(crate) fn satisfied(gang: &Gang, counts: &LeafCounts) -> bool {
+    if gang.subgroups.is_empty() {
+        return counts.get("").copied().unwrap_or(0) >= gang.min_member;
+    }
+    children_satisfied(gang, None, counts, 0) >= gang.min_member
+}
+
+/// Whether subgroup `name` is satisfied.
+pub(crate) fn subgroup_satisfied(gang: &Gang, name: &str, counts: &LeafCounts, depth: usize) -> bool {
+    let Some(s) = gang.subgroups.iter().find(|s| s.name == name) else { return false };
+    if depth > MAX_SUBGROUP_DEPTH + 1 {
+        return false;
+    }
+    let is_leaf = !gang.subgroups.iter().any(|c| c.parent.as_deref() == Some(name));
+    if is_leaf {
+        counts.get(name).copied().unwrap_or(0) >= s.min_member
+    } else {
+        children_satisfied(gang, Some(name), counts, depth + 1) >= s.min_member
+    }
+}
+
+fn children_satisfied(gang: &Gang, parent: Option<&str>, counts: &LeafCounts, depth: usize) -> u32 {
+    let n = gang
+        .subgroups
+        .iter()
+        .filter(|s| s.parent.as_deref() == parent)
+        .filter(|s| subgroup_satisfied(gang, &s.name, counts, depth + 1))
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The minimum pods each leaf needs (`""` for a gang without subgroups).
+pub(crate) fn leaf_minimums(gang: &Gang) -> LeafCounts {
+    if gang.subgroups.is_empty() {
+        return [(String::new(), gang.min_member)].into();
+    }
+    gang.leaves().map(|l| (l.name.clone(), l.min_member)).collect()
+}
+
+/// The leaves under subgroup `name` (itself if it is a leaf).
+pub(crate) fn leaves_under(gang: &Gang, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![(name.to_string(), 0usize)];
+    while let Some((n, depth)) = stack.pop() {
+        if depth > MAX_SUBGROUP_DEPTH + 1 {
+            continue;
+        }
+        let children: Vec<_> =
+            gang.subgroups.iter().filter(|c| c.parent.as_deref() == Some(n.as_str())).collect();
+        if children.is_empty() {
+            out.push(n);
+        } else {
+            stack.extend(children.into_iter().map(|c| (c.name.clone(), depth + 1)));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// "decode 1 of 4, prefill 2 of 2" for leaves below their minimum.
+pub(crate) fn shortfall(gang: &Gang, counts: &LeafCounts) -> String {
+    leaf_minimums(gang)
+        .iter()
+        .filter(|(leaf, min)| counts.get(*leaf).copied().unwrap_or(0) < **min && !leaf.is_empty())
+        .map(|(leaf, min)| format!("{leaf} {} of {min}", counts.get(leaf).copied().unwrap_or(0)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Dialect, GangKey, Source, SubGroup};
+
+    fn sg(name: &str, parent: Option<&str>, min: u32) -> SubGroup {
+        SubGroup { name: name.into(), parent: parent.map(Into::into), min_member: min, topology_key: None }
+    }
+
+    fn disagg() -> Gang {
+        // Two replicas of (prefill 2 + decode 4); any one replica satisfies the root.
+        let mut g = Gang::new(
+            GangKey::new("ns", "llm"),
+            1,
+            Source { dialect: Dialect::KubeGang, kind: "Gang".into() },
+        );
+        g.subgroups = vec![
+            sg("r0", None, 2),
+            sg("r0-prefill", Some("r0"), 2),
+            sg("r0-decode", Some("r0"), 4),
+            sg("r1", None, 2),
+            sg("r1-prefill", Some("r1"), 2),
+            sg("r1-decode", Some("r1"), 4),
+        ];
+        g
+    }
+
+    fn counts(v: &[(&str, u32)]) -> LeafCounts {
+        v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn inner_subgroups_count_satisfied_children() {
+        let g = disagg();
+        assert!(!satisfied(&g, &counts(&[("r0-prefill", 2), ("r0-decode", 3), ("r1-prefill", 2)])));
+        assert!(satisfied(
+            &g,
+            &counts(&[("r0-prefill", 2), ("r0-decode", 3), ("r1-prefill", 2), ("r1-decode", 4)])
+        ));
+        let mut both = g.clone();
+        both.min_member = 2;
+        assert!(!satisfied(&both, &counts(&[("r1-prefill", 2), ("r1-decode", 4)])));
+        assert_eq!(g.min_pods(), Some(6));
+        assert_eq!(both.min_pods(), Some(12));
+    }
+
+    #[test]
+    fn flat_gang_counts_pods() {
+        let g =
+            Gang::new(GangKey::new("ns", "g"), 3, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+        assert!(!satisfied(&g, &counts(&[("", 2)])));
+        assert!(satisfied(&g, &counts(&[("", 3)])));
+        assert_eq!(leaf_of(&g, Some("whatever")), Some(""));
+    }
+
+    #[test]
+    fn leaves_and_shortfall() {
+        let g = disagg();
+        assert_eq!(leaves_under(&g, "r1"), vec!["r1-decode", "r1-prefill"]);
+        assert_eq!(leaf_of(&g, Some("r0")), None, "pods attach to leaves only");
+        assert_eq!(leaf_of(&g, None), None);
+        assert_eq!(shortfall(&g, &counts(&[("r0-decode", 1)])).split(", ").count(), 4);
+    }
+}

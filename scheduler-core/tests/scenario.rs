@@ -1,0 +1,447 @@
+//! Data-driven scenarios for the scheduling cycle: each YAML file under
+//! `tests/fixtures/scenarios/` lists nodes, gangs, pods and `now`, and the plan expected from one
+//! cycle — optionally followed by more cycles after time passes and the plan is applied the way a
+//! cluster would (`sim::apply`). One scenario per rule; one per bug.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use scheduler_core::config::Config;
+use scheduler_core::model::*;
+use scheduler_core::resources::Resources;
+use scheduler_core::{Plan, schedule, sim};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Scenario {
+    description: String,
+    #[serde(default = "epoch")]
+    now: Time,
+    #[serde(default)]
+    config: serde_json::Value,
+    nodes: Vec<FNode>,
+    #[serde(default)]
+    gangs: Vec<FGang>,
+    #[serde(default)]
+    pods: Vec<FPod>,
+    expect: Expect,
+    #[serde(default)]
+    then: Vec<Step>,
+}
+
+fn epoch() -> Time {
+    Time::parse_rfc3339("2026-01-01T00:00:00Z").unwrap()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Step {
+    advance_seconds: u64,
+    #[serde(default)]
+    delete_pods: Vec<String>,
+    #[serde(default)]
+    set_phase: BTreeMap<String, PodPhase>,
+    #[serde(default)]
+    add_pods: Vec<FPod>,
+    expect: Expect,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FNode {
+    name: String,
+    resources: BTreeMap<String, String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    taints: Vec<String>,
+    #[serde(default)]
+    unschedulable: bool,
+    #[serde(default = "yes")]
+    ready: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FGang {
+    name: String,
+    #[serde(default = "default_ns")]
+    namespace: String,
+    min_member: u32,
+    #[serde(default)]
+    sub_groups: Vec<FSubGroup>,
+    #[serde(default)]
+    mode: GangMode,
+    timeout_seconds: Option<u64>,
+    topology_key: Option<String>,
+    #[serde(default)]
+    gang_group: Vec<String>,
+    stale_grace_seconds: Option<u64>,
+    total_member: Option<u32>,
+    /// Seconds before `now` the gang was created.
+    #[serde(default)]
+    age_seconds: u64,
+    #[serde(default)]
+    state: GangState,
+}
+
+fn default_ns() -> String {
+    "default".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FSubGroup {
+    name: String,
+    parent: Option<String>,
+    min_member: u32,
+    topology_key: Option<String>,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FPod {
+    name: String,
+    #[serde(default = "default_ns")]
+    namespace: String,
+    /// Expands `name` into `name-0` … `name-{n-1}`.
+    replicas: Option<u32>,
+    gang: Option<String>,
+    subgroup: Option<String>,
+    #[serde(default)]
+    resources: BTreeMap<String, String>,
+    node: Option<String>,
+    #[serde(default)]
+    phase: PodPhase,
+    #[serde(default)]
+    priority: i32,
+    #[serde(default)]
+    preemption_policy: PreemptionPolicy,
+    #[serde(default = "ours")]
+    scheduler: String,
+    #[serde(default)]
+    node_selector: BTreeMap<String, String>,
+    /// `key=value:Effect`, `key:Exists`, `key` (any effect, Exists).
+    #[serde(default)]
+    tolerations: Vec<String>,
+    /// One term of `key Op v1,v2` requirements.
+    #[serde(default)]
+    affinity: Vec<String>,
+    #[serde(default)]
+    deleting: bool,
+    nominated: Option<String>,
+    #[serde(default)]
+    age_seconds: u64,
+}
+
+fn ours() -> String {
+    "gang-scheduler".into()
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Expect {
+    /// Exactly these bindings (pod → node).
+    bindings: Option<BTreeMap<String, String>>,
+    /// Exactly this many bindings (when which node is up to scoring).
+    binding_count: Option<usize>,
+    /// These pods are bound to one of the listed nodes.
+    bound_to: Option<BTreeMap<String, Vec<String>>>,
+    /// All bindings of these pods land in one domain of `label`.
+    same_domain: Option<SameDomain>,
+    /// Exactly these pods are evicted.
+    evictions: Option<BTreeSet<String>>,
+    nominations: Option<BTreeMap<String, String>>,
+    reservation_count: Option<usize>,
+    #[serde(default)]
+    outcomes: BTreeMap<String, FOutcome>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SameDomain {
+    label: String,
+    pods: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FOutcome {
+    reason: scheduler_core::Reason,
+    phase: Option<scheduler_core::plan::Phase>,
+    #[serde(default)]
+    message: Vec<String>,
+}
+
+/// Fixture quantities (`64Gi`, `500m`, `8`) in the crate's units; a tiny subset of the real grammar,
+/// enough for hand-written fixtures.
+fn amount(resource: &str, q: &str) -> i64 {
+    let (num, mult): (&str, f64) =
+        [("Ki", 1024f64), ("Mi", 1048576.0), ("Gi", 1073741824.0), ("Ti", 1099511627776.0), ("m", 0.001)]
+            .iter()
+            .find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m)))
+            .unwrap_or((q, 1.0));
+    let v: f64 = num.parse::<f64>().unwrap_or_else(|e| panic!("fixture quantity {q:?}: {e}")) * mult;
+    if resource == "cpu" { (v * 1000.0).round() as i64 } else { v.round() as i64 }
+}
+
+fn resources(m: &BTreeMap<String, String>) -> Resources {
+    m.iter().map(|(k, v)| (k.clone(), amount(k, v))).collect()
+}
+
+fn taint(s: &str) -> Taint {
+    let (kv, effect) = s.rsplit_once(':').expect("taint needs :Effect");
+    let effect = serde_json::from_value(serde_json::Value::String(effect.into())).expect("taint effect");
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k.to_string(), Some(v.to_string())),
+        None => (kv.to_string(), None),
+    };
+    Taint { key, value, effect }
+}
+
+fn toleration(s: &str) -> Toleration {
+    let (kv, effect) = match s.rsplit_once(':') {
+        Some((kv, "Exists")) => (kv, None),
+        Some((kv, e)) => {
+            (kv, Some(serde_json::from_value(serde_json::Value::String(e.into())).expect("effect")))
+        }
+        None => (s, None),
+    };
+    match kv.split_once('=') {
+        Some((k, v)) => {
+            Toleration { key: k.into(), operator: TolerationOperator::Equal, value: Some(v.into()), effect }
+        }
+        None => Toleration { key: kv.into(), operator: TolerationOperator::Exists, value: None, effect },
+    }
+}
+
+fn requirement(s: &str) -> NodeSelectorRequirement {
+    let mut parts = s.split_whitespace();
+    let key = parts.next().expect("key").to_string();
+    let op = serde_json::from_value(serde_json::Value::String(parts.next().expect("operator").into()))
+        .expect("op");
+    let values = parts.next().map(|v| v.split(',').map(String::from).collect()).unwrap_or_default();
+    NodeSelectorRequirement { key, operator: op, values }
+}
+
+fn pods(f: &FPod, now: Time) -> Vec<Pod> {
+    let names: Vec<String> = match f.replicas {
+        Some(n) => (0..n).map(|i| format!("{}-{i}", f.name)).collect(),
+        None => vec![f.name.clone()],
+    };
+    let (expressions, fields): (Vec<_>, Vec<_>) =
+        f.affinity.iter().map(|s| requirement(s)).partition(|r| r.key != "metadata.name");
+    names
+        .into_iter()
+        .map(|name| Pod {
+            key: ObjectKey::new(&f.namespace, &name),
+            uid: format!("uid-{name}"),
+            requests: resources(&f.resources),
+            node_selector: f.node_selector.clone(),
+            affinity: if f.affinity.is_empty() {
+                vec![]
+            } else {
+                vec![NodeSelectorTerm {
+                    match_expressions: expressions.clone(),
+                    match_fields: fields.clone(),
+                }]
+            },
+            tolerations: f.tolerations.iter().map(|t| toleration(t)).collect(),
+            priority: f.priority,
+            preemption_policy: f.preemption_policy,
+            phase: f.phase,
+            node_name: f.node.clone(),
+            nominated_node: f.nominated.clone(),
+            created: Time(now.0 - 1000 * f.age_seconds as i64),
+            deleting: f.deleting,
+            scheduler_name: f.scheduler.clone(),
+            gang: f
+                .gang
+                .as_ref()
+                .map(|g| Membership { gang: ObjectKey::new(&f.namespace, g), subgroup: f.subgroup.clone() }),
+        })
+        .collect()
+}
+
+fn snapshot(s: &Scenario) -> Snapshot {
+    let nodes = s
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut allocatable = resources(&n.resources);
+            if allocatable.get("pods") == 0 {
+                allocatable.set("pods", 110);
+            }
+            Node {
+                name: n.name.clone(),
+                allocatable,
+                labels: n.labels.clone(),
+                taints: n.taints.iter().map(|t| taint(t)).collect(),
+                unschedulable: n.unschedulable,
+                ready: n.ready,
+            }
+        })
+        .collect();
+    let gangs = s
+        .gangs
+        .iter()
+        .map(|g| {
+            let mut gang = Gang::new(
+                ObjectKey::new(&g.namespace, &g.name),
+                g.min_member,
+                Source { dialect: Dialect::KubeGang, kind: "Gang".into() },
+            );
+            gang.subgroups = g
+                .sub_groups
+                .iter()
+                .map(|s| SubGroup {
+                    name: s.name.clone(),
+                    parent: s.parent.clone(),
+                    min_member: s.min_member,
+                    topology_key: s.topology_key.clone(),
+                })
+                .collect();
+            gang.mode = g.mode;
+            gang.timeout = g.timeout_seconds.map(Duration::from_secs);
+            gang.topology_key = g.topology_key.clone();
+            gang.gang_group =
+                g.gang_group.iter().map(|k| ObjectKey::parse(k, &g.namespace).unwrap()).collect();
+            gang.stale_grace = g.stale_grace_seconds.map(Duration::from_secs);
+            gang.total_member = g.total_member;
+            gang.created = Time(s.now.0 - 1000 * g.age_seconds as i64);
+            gang.state = g.state.clone();
+            gang
+        })
+        .collect();
+    let pods = s.pods.iter().flat_map(|p| pods(p, s.now)).collect();
+    Snapshot { nodes, pods, gangs, reservations: vec![] }
+}
+
+fn config(v: &serde_json::Value) -> Config {
+    if v.is_null() { Config::default() } else { serde_json::from_value(v.clone()).expect("config") }
+}
+
+fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut fail = |m: String| failures.push(format!("{}: {step}: {m}", file.display()));
+    let got: BTreeMap<String, String> =
+        plan.bindings.iter().map(|b| (b.pod.name.clone(), b.node.clone())).collect();
+    if let Some(want) = &e.bindings
+        && &got != want
+    {
+        fail(format!("bindings: want {want:?}, got {got:?}"));
+    }
+    if let Some(n) = e.binding_count
+        && got.len() != n
+    {
+        fail(format!("binding count: want {n}, got {} ({got:?})", got.len()));
+    }
+    for (pod, nodes) in e.bound_to.iter().flatten() {
+        if !got.get(pod).is_some_and(|n| nodes.contains(n)) {
+            fail(format!("{pod}: want one of {nodes:?}, got {:?}", got.get(pod)));
+        }
+    }
+    if let Some(sd) = &e.same_domain {
+        let domains: BTreeSet<Option<&String>> = sd
+            .pods
+            .iter()
+            .map(|p| {
+                let node = got.get(p).unwrap_or_else(|| panic!("{}: {p} not bound", file.display()));
+                snap.nodes.iter().find(|n| &n.name == node).and_then(|n| n.labels.get(&sd.label))
+            })
+            .collect();
+        if domains.len() != 1 {
+            fail(format!("pods span {} domains of {}: {domains:?}", domains.len(), sd.label));
+        }
+    }
+    if let Some(want) = &e.evictions {
+        let got: BTreeSet<String> = plan.evictions.iter().map(|e| e.pod.name.clone()).collect();
+        if &got != want {
+            fail(format!("evictions: want {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = &e.nominations {
+        let got: BTreeMap<String, String> =
+            plan.nominations.iter().map(|n| (n.pod.name.clone(), n.node.clone())).collect();
+        if &got != want {
+            fail(format!("nominations: want {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(n) = e.reservation_count
+        && plan.reservations.len() != n
+    {
+        fail(format!("reservations: want {n}, got {:?}", plan.reservations));
+    }
+    for (gang, want) in &e.outcomes {
+        let Some(o) = plan.outcomes.iter().find(|o| &o.gang.name == gang) else {
+            fail(format!("no outcome for gang {gang}"));
+            continue;
+        };
+        if o.reason != want.reason {
+            fail(format!("{gang}: reason: want {}, got {} ({})", want.reason, o.reason, o.message));
+        }
+        if let Some(p) = want.phase
+            && o.phase != p
+        {
+            fail(format!("{gang}: phase: want {p}, got {}", o.phase));
+        }
+        for needle in &want.message {
+            if !o.message.contains(needle.as_str()) {
+                fail(format!("{gang}: message {:?} lacks {needle:?}", o.message));
+            }
+        }
+    }
+    failures
+}
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn scenarios() {
+    let files = fixtures();
+    assert!(files.len() >= 20, "expected the scenario suite, found {} files", files.len());
+    let mut failures = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let s: Scenario = serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert!(!s.description.is_empty());
+        let config = config(&s.config);
+        let mut snap = snapshot(&s);
+        let mut now = s.now;
+        let plan = schedule(&snap, &config, now);
+        assert_eq!(plan, schedule(&snap, &config, now), "{}: same input, same plan", file.display());
+        failures.extend(check(&file, "cycle 1", &snap, &plan, &s.expect));
+        let mut plan = plan;
+        for (i, step) in s.then.iter().enumerate() {
+            sim::apply(&mut snap, &plan);
+            now = now.plus(Duration::from_secs(step.advance_seconds));
+            snap.pods.retain(|p| !step.delete_pods.contains(&p.key.name));
+            for p in &mut snap.pods {
+                if let Some(phase) = step.set_phase.get(&p.key.name) {
+                    p.phase = *phase;
+                }
+            }
+            for f in &step.add_pods {
+                snap.pods.extend(pods(f, now));
+            }
+            plan = schedule(&snap, &config, now);
+            failures.extend(check(&file, &format!("cycle {}", i + 2), &snap, &plan, &step.expect));
+        }
+    }
+    assert!(failures.is_empty(), "{} scenario failure(s):\n{}", failures.len(), failures.join("\n"));
+}
