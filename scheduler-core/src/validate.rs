@@ -28,9 +28,173 @@ impl Verdict {
 }
 
 /// Validates any object: a `Gang`, any dialect's PodGroup, a Pod with gang labels or annotations, or
-/// an opted-in workload. `old` is the previous version on UPDATE. Unrelated kinds get an empty verdict.
-pub fn validate(_new: &Value, _old: Option<&Value>) -> Verdict {
-    Verdict::default()
+/// a workload that opted in or carries gang labels. `old` is the previous version on UPDATE.
+/// Unrelated kinds get an empty verdict. Every problem is reported, each with its field path.
+pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
+    let mut v = Verdict::default();
+    if !new.is_object() {
+        v.errors.push(FieldError::new("", "not a Kubernetes object"));
+        return v;
+    }
+    let kind = new.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api_version = new.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if let Some(read) = crate::dialect::read_object(new) {
+        match read {
+            Ok(crate::dialect::GangObject::Gang(g)) => {
+                v.errors.extend(gang_tree_errors(&g));
+                if let Some(old) = old.and_then(|o| match crate::dialect::read_object(o) {
+                    Some(Ok(crate::dialect::GangObject::Gang(g))) => Some(g),
+                    _ => None,
+                }) {
+                    v.errors.extend(update_errors(&old, &g));
+                }
+                if g.mode == crate::model::GangMode::NonStrict && g.timeout.is_none() {
+                    v.warnings.push(
+                        "a NonStrict gang without a timeout holds the nodes it reserves until it fits; set spec.scheduleTimeoutSeconds"
+                            .into(),
+                    );
+                }
+            }
+            Ok(crate::dialect::GangObject::UpstreamGroup(g)) => {
+                if g.min == Some(0) {
+                    let field = if g.kind == "PodGroup" { "minCount" } else { "minGroupCount" };
+                    v.errors.push(FieldError::new(format!("spec.schedulingPolicy.gang.{field}"), "must be at least 1"));
+                }
+            }
+            Err(e) => v.errors.extend(e),
+        }
+        return v;
+    }
+    if api_version == "v1" && kind == "Pod" {
+        validate_pod(new, &mut v);
+        return v;
+    }
+    if let Some(shape) = crate::workload::inspect(new) {
+        validate_workload(new, shape, &mut v);
+    }
+    v
+}
+
+fn validate_pod(pod: &Value, v: &mut Verdict) {
+    let claims = match crate::dialect::pod_claims(pod) {
+        Ok(c) => c,
+        Err(e) => {
+            v.errors.extend(e);
+            return;
+        }
+    };
+    for c in &claims {
+        match crate::dialect::annotation_gang(c, pod) {
+            Some(Ok(g)) => {
+                if g.min_member == 0 && c.dialect != crate::model::Dialect::KubeGangAnnotations {
+                    v.errors.push(FieldError::new(c.path.clone(), "the gang's minimum must be at least 1"));
+                }
+                if let Some(total) = g.total_member
+                    && g.min_member > total
+                {
+                    v.errors.push(FieldError::new(
+                        "metadata.annotations",
+                        format!("min-member {} exceeds total-member {total}: the gang can never be satisfied", g.min_member),
+                    ));
+                }
+            }
+            Some(Err(e)) => v.errors.extend(e),
+            None => {}
+        }
+    }
+    if let Some(min) = pod.pointer("/metadata/annotations").and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER))
+        && min.as_str() == Some("0")
+    {
+        v.errors.push(FieldError::new(
+            format!("metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER),
+            "must be at least 1",
+        ));
+    }
+    let scheduler = pod.pointer("/spec/schedulerName").and_then(Value::as_str).unwrap_or("");
+    if !claims.is_empty() && scheduler != crate::SCHEDULER_NAME && !scheduler.is_empty() && scheduler != "default-scheduler" {
+        v.warnings.push(format!(
+            "spec.schedulerName is {scheduler:?}: this gang member will not be placed by {}",
+            crate::SCHEDULER_NAME
+        ));
+    }
+}
+
+fn validate_workload(obj: &Value, shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>, v: &mut Verdict) {
+    let shape = match shape {
+        Ok(s) => s,
+        Err(e) => {
+            // Only a workload that asked for a gang is ours to reject.
+            if crate::workload::is_opted_in(obj, None) || has_gang_labels(obj) {
+                v.errors.extend(e);
+            }
+            return;
+        }
+    };
+    if !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
+        return;
+    }
+    let total = shape.group_size.unwrap_or_else(|| shape.roles.iter().map(|r| r.pods).sum());
+    for role in &shape.roles {
+        let Some(template) = obj.pointer(&role.template) else { continue };
+        let annotations = template.pointer("/metadata/annotations");
+        let path = crate::workload::path_of(&role.template);
+        if let Some(min) = annotations.and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER)) {
+            let field = format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER);
+            match min.as_str().map(|s| s.trim().parse::<u32>()) {
+                Some(Ok(0)) => v.errors.push(FieldError::new(field, "must be at least 1")),
+                Some(Ok(n)) if n > total => v.errors.push(FieldError::new(
+                    field,
+                    format!(
+                        "{n} exceeds the {total} pods the {} runs at once: the gang can never be satisfied",
+                        shape.kind
+                    ),
+                )),
+                Some(Ok(_)) => {}
+                _ => v.errors.push(FieldError::new(field, format!("{min} is not a positive integer"))),
+            }
+        }
+        if let Some(Err(e)) = annotations
+            .and_then(|a| a.get(crate::names::ANNOTATION_TIMEOUT))
+            .and_then(Value::as_str)
+            .map(crate::dialect::parse_duration)
+        {
+            v.errors.push(FieldError::new(format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_TIMEOUT), e));
+        }
+    }
+    if shape.kind == "Job"
+        && obj.pointer("/spec/completions").and_then(Value::as_u64).is_some_and(|c| c > u64::from(total))
+    {
+        v.warnings.push(format!(
+            "spec.completions exceeds spec.parallelism: the gang covers the {total} pods that run at once, not every completion"
+        ));
+    }
+}
+
+fn has_gang_labels(obj: &Value) -> bool {
+    let Some(Ok(shape)) = crate::workload::inspect(obj) else { return false };
+    shape.roles.iter().any(|r| {
+        obj.pointer(&r.template)
+            .and_then(|t| t.pointer("/metadata/labels"))
+            .and_then(|l| l.get(crate::names::LABEL_GANG))
+            .is_some()
+    })
+}
+
+/// Rules between the old and new version of a gang: the subgroup tree of an existing gang is fixed
+/// (its members' labels name it), so renaming or re-parenting subgroups is rejected.
+fn update_errors(old: &Gang, new: &Gang) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let old_tree: BTreeMap<&str, Option<&str>> =
+        old.subgroups.iter().map(|s| (s.name.as_str(), s.parent.as_deref())).collect();
+    let new_tree: BTreeMap<&str, Option<&str>> =
+        new.subgroups.iter().map(|s| (s.name.as_str(), s.parent.as_deref())).collect();
+    if old_tree != new_tree {
+        errors.push(FieldError::new(
+            "spec.subGroups",
+            "the subgroup tree (names and parents) is immutable: members are labelled with it; change minimums only, or delete and recreate the gang",
+        ));
+    }
+    errors
 }
 
 /// The rules on a gang's shape, on the canonical model: minimums, the subgroup tree (names, parents,

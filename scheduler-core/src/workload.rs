@@ -1,26 +1,413 @@
 //! Workloads (Job, JobSet, PyTorchJob/MPIJob/TFJob, LeaderWorkerSet, RayCluster, StatefulSet):
-//! whether they opted in, what gang shape they imply, injection of gang labels/annotations and
-//! `schedulerName` into their pod templates, and expansion into the pods their controller would create.
+//! whether they opted in, what gang shape they imply ([`inspect`]), injection of gang labels,
+//! annotations and `schedulerName` into their pod templates ([`inject`]), and expansion into the pods
+//! their controller would create ([`expand`]).
+//!
+//! The gang a workload implies is CRD-less: label `kube-gang.io/gang=<workload name>` and
+//! annotation `kube-gang.io/min-member=<pods it needs>` on every pod template, plus a
+//! `kube-gang.io/subgroup=<role>` label where the workload has roles (a Gang object with
+//! `subGroups` can then give each role its own minimum). LeaderWorkerSet gets one gang per group.
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use crate::error::FieldError;
+use crate::names::*;
+
+/// LeaderWorkerSet's pod label carrying the group index; one gang per group.
+pub const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
+/// LeaderWorkerSet's pod label carrying the set's name.
+pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+/// The scheduler the API server writes when a pod names none.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// One role of a workload: a pod template and how many pods it makes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Role {
+    /// Role name (`worker`, `launcher`, a replicatedJob's name); empty for single-template kinds.
+    pub name: String,
+    /// Pods this role runs at once.
+    pub pods: u32,
+    /// JSON pointer of the pod template (`/spec/template`).
+    pub template: String,
+}
+
+/// The gang a workload implies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadShape {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub roles: Vec<Role>,
+    /// Pods the gang needs (all of them: a distributed job is useless short of any).
+    pub min_member: u32,
+    /// One gang per this many pods (LeaderWorkerSet groups); `None`: one gang for the workload.
+    pub group_size: Option<u32>,
+    /// Number of gangs (LeaderWorkerSet replicas); 1 otherwise.
+    pub groups: u32,
+}
 
 /// True when the object (or, when given, its namespace) carries `kube-gang.io/enabled: "true"`.
-pub fn is_opted_in(_obj: &Value, _namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
-    false
+pub fn is_opted_in(obj: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
+    let on_object = obj.pointer("/metadata/labels").and_then(|l| l.get(LABEL_ENABLED)).and_then(Value::as_str);
+    match on_object {
+        Some(v) => v == "true",
+        None => namespace_labels.and_then(|l| l.get(LABEL_ENABLED)).is_some_and(|v| v == "true"),
+    }
+}
+
+/// True when `obj` is a workload kind this module knows.
+pub fn is_workload(obj: &Value) -> bool {
+    inspect(obj).is_some()
+}
+
+fn int_at(obj: &Value, ptr: &str, default: i64, errors: &mut Vec<FieldError>) -> u32 {
+    match obj.pointer(ptr) {
+        None | Some(Value::Null) => u32::try_from(default).unwrap_or(0),
+        Some(v) => match v.as_i64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) => n,
+            None => {
+                errors.push(FieldError::new(path_of(ptr), format!("must be a non-negative integer, got {v}")));
+                0
+            }
+        },
+    }
+}
+
+/// `/spec/replicatedJobs/0/replicas` → `spec.replicatedJobs[0].replicas`.
+pub fn path_of(ptr: &str) -> String {
+    let mut out = String::new();
+    for part in ptr.split('/').skip(1) {
+        let part = part.replace("~1", "/").replace("~0", "~");
+        if part.chars().all(|c| c.is_ascii_digit()) && !part.is_empty() {
+            out.push_str(&format!("[{part}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&part);
+        }
+    }
+    out
+}
+
+/// The gang shape of a workload. `None`: not a workload kind we know.
+pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
+    let kind = obj.get("kind").and_then(Value::as_str)?;
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let mut errors = Vec::new();
+    let mut roles = Vec::new();
+    let mut group_size = None;
+    let mut groups = 1;
+    match (group, kind) {
+        ("batch", "Job") => {
+            let parallelism = int_at(obj, "/spec/parallelism", 1, &mut errors);
+            let completions = obj.pointer("/spec/completions").and_then(Value::as_u64);
+            let pods = match completions {
+                Some(c) => parallelism.min(u32::try_from(c).unwrap_or(u32::MAX)),
+                None => parallelism,
+            };
+            roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
+        }
+        ("apps", "StatefulSet") => {
+            let pods = int_at(obj, "/spec/replicas", 1, &mut errors);
+            roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
+        }
+        ("jobset.x-k8s.io", "JobSet") => {
+            let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).cloned().unwrap_or_default();
+            for (i, _) in jobs.iter().enumerate() {
+                let base = format!("/spec/replicatedJobs/{i}");
+                let name = obj.pointer(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
+                let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
+                let parallelism = int_at(obj, &format!("{base}/template/spec/parallelism"), 1, &mut errors);
+                roles.push(Role {
+                    name,
+                    pods: replicas.saturating_mul(parallelism),
+                    template: format!("{base}/template/spec/template"),
+                });
+            }
+        }
+        ("kubeflow.org", "PyTorchJob" | "MPIJob" | "TFJob" | "XGBoostJob" | "PaddleJob") => {
+            let field = match kind {
+                "PyTorchJob" => "pytorchReplicaSpecs",
+                "MPIJob" => "mpiReplicaSpecs",
+                "TFJob" => "tfReplicaSpecs",
+                "XGBoostJob" => "xgbReplicaSpecs",
+                _ => "paddleReplicaSpecs",
+            };
+            let specs = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_object).cloned().unwrap_or_default();
+            for role in specs.keys() {
+                let base = format!("/spec/{field}/{role}");
+                let pods = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
+                roles.push(Role { name: role.to_lowercase(), pods, template: format!("{base}/template") });
+            }
+        }
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => {
+            groups = int_at(obj, "/spec/replicas", 1, &mut errors);
+            let size = int_at(obj, "/spec/leaderWorkerTemplate/size", 1, &mut errors);
+            group_size = Some(size);
+            if obj.pointer("/spec/leaderWorkerTemplate/leaderTemplate").is_some_and(|t| !t.is_null()) {
+                roles.push(Role { name: "leader".into(), pods: groups, template: "/spec/leaderWorkerTemplate/leaderTemplate".into() });
+                roles.push(Role {
+                    name: "worker".into(),
+                    pods: groups.saturating_mul(size.saturating_sub(1)),
+                    template: "/spec/leaderWorkerTemplate/workerTemplate".into(),
+                });
+            } else {
+                roles.push(Role {
+                    name: "worker".into(),
+                    pods: groups.saturating_mul(size),
+                    template: "/spec/leaderWorkerTemplate/workerTemplate".into(),
+                });
+            }
+        }
+        ("ray.io", "RayCluster") => {
+            roles.push(Role { name: "head".into(), pods: 1, template: "/spec/headGroupSpec/template".into() });
+            let workers = obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array).cloned().unwrap_or_default();
+            for (i, w) in workers.iter().enumerate() {
+                let base = format!("/spec/workerGroupSpecs/{i}");
+                let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
+                let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
+                let min = int_at(obj, &format!("{base}/minReplicas"), i64::from(replicas), &mut errors);
+                roles.push(Role { name, pods: replicas.max(min), template: format!("{base}/template") });
+            }
+        }
+        _ => return None,
+    }
+    let meta = obj.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("").to_string();
+    let namespace =
+        meta.and_then(|m| m.get("namespace")).and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
+    if name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "required (generateName is not supported for gang workloads)"));
+    }
+    for r in &roles {
+        if !obj.pointer(&r.template).is_some_and(Value::is_object) {
+            errors.push(FieldError::new(path_of(&r.template), "pod template is missing"));
+        }
+    }
+    let total: u32 = roles.iter().map(|r| r.pods).fold(0, u32::saturating_add);
+    let min_member = group_size.unwrap_or(total);
+    if min_member == 0 {
+        errors.push(FieldError::new("spec", format!("the {kind} runs no pods: a gang needs at least one member")));
+    }
+    if !errors.is_empty() {
+        return Some(Err(errors));
+    }
+    Some(Ok(WorkloadShape {
+        kind: kind.to_string(),
+        namespace: namespace.to_string(),
+        name,
+        roles,
+        min_member,
+        group_size,
+        groups,
+    }))
+}
+
+fn map_at<'a>(obj: &'a mut Value, keys: &[&str]) -> Option<&'a mut Map<String, Value>> {
+    let mut cur = obj;
+    for k in keys {
+        let map = cur.as_object_mut()?;
+        let entry = map.entry(k.to_string()).or_insert_with(|| json!({}));
+        if entry.is_null() {
+            *entry = json!({});
+        }
+        cur = entry;
+    }
+    cur.as_object_mut()
+}
+
+/// Sets `key` in the map unless the user already did: what the user set is never overwritten.
+fn set_default(map: &mut Map<String, Value>, key: &str, value: String) {
+    map.entry(key.to_string()).or_insert(Value::String(value));
+}
+
+/// Writes `schedulerName` unless the user chose a scheduler other than the default.
+fn set_scheduler(spec: &mut Map<String, Value>) {
+    let current = spec.get("schedulerName").and_then(Value::as_str);
+    if current.is_none_or(|s| s.is_empty() || s == DEFAULT_SCHEDULER) {
+        spec.insert("schedulerName".into(), Value::String(crate::SCHEDULER_NAME.into()));
+    }
 }
 
 /// The object with the gang label, `min-member` annotation, subgroup labels and `schedulerName`
-/// written into every pod template (workloads), or the missing `schedulerName` (gang pods).
-/// Idempotent; never overwrites what the user set. Unknown kinds come back unchanged.
+/// written into every pod template (workloads), or the missing `schedulerName` (pods that claim a
+/// gang in any dialect). Idempotent; never overwrites what the user set. Other kinds come back
+/// unchanged.
 pub fn inject(obj: &Value) -> Result<Value, Vec<FieldError>> {
-    Ok(obj.clone())
+    if obj.get("kind").and_then(Value::as_str) == Some("Pod") && obj.get("apiVersion").and_then(Value::as_str) == Some("v1") {
+        let claims = crate::dialect::pod_claims(obj)?;
+        let mut out = obj.clone();
+        if !claims.is_empty()
+            && let Some(spec) = map_at(&mut out, &["spec"])
+        {
+            set_scheduler(spec);
+        }
+        return Ok(out);
+    }
+    let Some(shape) = inspect(obj) else { return Ok(obj.clone()) };
+    let shape = shape?;
+    let mut out = obj.clone();
+    let with_roles = shape.roles.len() > 1;
+    for role in &shape.roles {
+        let Some(template) = out.pointer_mut(&role.template) else { continue };
+        if let Some(labels) = map_at(template, &["metadata", "labels"]) {
+            set_default(labels, LABEL_GANG, shape.name.clone());
+            if with_roles && !role.name.is_empty() {
+                set_default(labels, LABEL_SUBGROUP, role.name.clone());
+            }
+        }
+        if let Some(annotations) = map_at(template, &["metadata", "annotations"]) {
+            set_default(annotations, ANNOTATION_MIN_MEMBER, shape.min_member.to_string());
+            let total = shape.group_size.unwrap_or_else(|| shape.roles.iter().map(|r| r.pods).sum());
+            set_default(annotations, ANNOTATION_TOTAL_MEMBER, total.to_string());
+        }
+        if let Some(spec) = map_at(template, &["spec"]) {
+            set_scheduler(spec);
+        }
+    }
+    Ok(out)
 }
 
-/// The pods the workload's controller would create, injection applied. A Pod expands to itself.
-pub fn expand(_obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
-    Ok(Vec::new())
+/// The pods the workload's controller would create, injection applied (for `simulate`). A Pod
+/// expands to itself (injected); objects that are neither give an empty list.
+pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
+    let is_pod = obj.get("kind").and_then(Value::as_str) == Some("Pod");
+    if is_pod {
+        return Ok(vec![inject(obj)?]);
+    }
+    let Some(shape) = inspect(obj) else { return Ok(Vec::new()) };
+    let shape = shape?;
+    let injected = inject(obj)?;
+    let mut pods = Vec::new();
+    for role in &shape.roles {
+        let Some(template) = injected.pointer(&role.template) else { continue };
+        let per_group = match shape.group_size {
+            Some(_) => role.pods / shape.groups.max(1),
+            None => role.pods,
+        };
+        for g in 0..shape.groups {
+            for i in 0..per_group {
+                let mut name = shape.name.clone();
+                if shape.group_size.is_some() {
+                    name.push_str(&format!("-{g}"));
+                }
+                if !role.name.is_empty() {
+                    name.push_str(&format!("-{}", role.name));
+                }
+                name.push_str(&format!("-{i}"));
+                let mut metadata = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
+                if let Some(m) = metadata.as_object_mut() {
+                    m.insert("name".into(), Value::String(name));
+                    m.insert("namespace".into(), Value::String(shape.namespace.clone()));
+                }
+                if shape.group_size.is_some()
+                    && let Some(labels) = map_at(&mut metadata, &["labels"])
+                {
+                    labels.insert(LWS_NAME.into(), Value::String(shape.name.clone()));
+                    labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
+                }
+                pods.push(json!({
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": metadata,
+                    "spec": template.get("spec").cloned().unwrap_or_else(|| json!({})),
+                }));
+            }
+        }
+    }
+    Ok(pods)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pytorch() -> Value {
+        json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "bert", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": {"spec": {"containers": [{"name": "m"}]}}},
+                "Worker": {"replicas": 3, "template": {"metadata": {"annotations": {"kube-gang.io/min-member": "2"}},
+                    "spec": {"schedulerName": "volcano", "containers": [{"name": "w"}]}}}}}})
+    }
+
+    #[test]
+    fn pytorchjob_roles_sum_and_user_settings_win() {
+        let shape = inspect(&pytorch()).unwrap().unwrap();
+        assert_eq!(shape.min_member, 4);
+        let out = inject(&pytorch()).unwrap();
+        let master = out.pointer("/spec/pytorchReplicaSpecs/Master/template").unwrap();
+        assert_eq!(master.pointer("/metadata/labels/kube-gang.io~1gang"), Some(&json!("bert")));
+        assert_eq!(master.pointer("/metadata/labels/kube-gang.io~1subgroup"), Some(&json!("master")));
+        assert_eq!(master.pointer("/metadata/annotations/kube-gang.io~1min-member"), Some(&json!("4")));
+        assert_eq!(master.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")));
+        let worker = out.pointer("/spec/pytorchReplicaSpecs/Worker/template").unwrap();
+        assert_eq!(worker.pointer("/metadata/annotations/kube-gang.io~1min-member"), Some(&json!("2")), "never overwritten");
+        assert_eq!(worker.pointer("/spec/schedulerName"), Some(&json!("volcano")), "the user's scheduler stays");
+        assert_eq!(inject(&out).unwrap(), out, "a second pass is a no-op");
+    }
+
+    #[test]
+    fn jobset_counts_replicas_times_parallelism() {
+        let js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+            "spec": {"replicatedJobs": [
+                {"name": "driver", "template": {"spec": {"template": {"spec": {}}}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4, "template": {"spec": {}}}}}]}});
+        let shape = inspect(&js).unwrap().unwrap();
+        assert_eq!(shape.min_member, 9);
+        let pods = expand(&js).unwrap();
+        assert_eq!(pods.len(), 9);
+        assert!(pods.iter().all(|p| p.pointer("/spec/schedulerName") == Some(&json!("gang-scheduler"))));
+        assert_eq!(pods[0].pointer("/metadata/namespace"), Some(&json!("default")));
+    }
+
+    #[test]
+    fn leaderworkerset_is_one_gang_per_group() {
+        let lws = json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "vllm"},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 4, "workerTemplate": {"spec": {}}}}});
+        let shape = inspect(&lws).unwrap().unwrap();
+        assert_eq!((shape.min_member, shape.groups), (4, 2));
+        let pods = expand(&lws).unwrap();
+        assert_eq!(pods.len(), 8);
+        let groups: std::collections::BTreeSet<_> = pods
+            .iter()
+            .map(|p| crate::dialect::pod_claims(p).unwrap()[0].gang.name.clone())
+            .collect();
+        assert_eq!(groups.into_iter().collect::<Vec<_>>(), vec!["vllm-0", "vllm-1"]);
+    }
+
+    #[test]
+    fn bad_counts_name_the_field() {
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+            "spec": {"parallelism": -2, "template": {"spec": {}}}});
+        let errs = inspect(&job).unwrap().unwrap_err();
+        assert_eq!(errs[0].path, "spec.parallelism");
+        let missing = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"replicas": 3}});
+        assert_eq!(inspect(&missing).unwrap().unwrap_err()[0].path, "spec.template");
+    }
+
+    #[test]
+    fn opt_in_on_object_or_namespace() {
+        let labelled = json!({"metadata": {"labels": {"kube-gang.io/enabled": "true"}}});
+        let plain = json!({"metadata": {}});
+        let off = json!({"metadata": {"labels": {"kube-gang.io/enabled": "false"}}});
+        let ns: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();
+        assert!(is_opted_in(&labelled, None));
+        assert!(!is_opted_in(&plain, None));
+        assert!(is_opted_in(&plain, Some(&ns)));
+        assert!(!is_opted_in(&off, Some(&ns)), "the object's own label wins");
+    }
+
+    #[test]
+    fn pods_claiming_a_gang_get_our_scheduler() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"kube-gang.io/gang": "g"}},
+            "spec": {"schedulerName": "default-scheduler"}});
+        assert_eq!(inject(&pod).unwrap().pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")));
+        let other = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
+        assert_eq!(inject(&other).unwrap(), other);
+    }
 }

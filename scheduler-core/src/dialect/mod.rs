@@ -1,1 +1,270 @@
-//! (being written)
+//! Every gang dialect in use today, read into one model.
+//!
+//! Each dialect module knows two things: which pods claim membership of one of its gangs
+//! ([`Claim`]s, from labels, annotations or `spec.schedulingGroup`), and how its gang objects
+//! (CRDs) or CRD-less annotations become a canonical [`Gang`]. Adding a dialect adds one module and
+//! one line in [`pod_claims`] and [`read_object`]; nothing else changes.
+//!
+//! | dialect | gang object | pod membership |
+//! |---|---|---|
+//! | kube-gang | `kube-gang.io/v1alpha1` `Gang`, or pod annotations | label `kube-gang.io/gang` (+ `kube-gang.io/subgroup`) |
+//! | upstream | `scheduling.k8s.io` `PodGroup` / `CompositePodGroup` | `spec.schedulingGroup.podGroupName` |
+//! | coscheduling | `scheduling.x-k8s.io/v1alpha1` `PodGroup` | label `scheduling.x-k8s.io/pod-group` |
+//! | Volcano | `scheduling.volcano.sh/v1beta1` `PodGroup` | annotation `scheduling.k8s.io/group-name` |
+//! | Koordinator | pod annotations `gang.scheduling.koordinator.sh/*` | annotation `gang.scheduling.koordinator.sh/name` |
+//! | KAI | `scheduling.run.ai/v2alpha2` `PodGroup` | annotation `pod-group-name` (+ label `kai.scheduler/subgroup-name`) |
+
+pub mod coscheduling;
+pub mod kai;
+pub mod koordinator;
+// PENDING(crd) pub mod kubegang;
+pub mod upstream;
+pub mod volcano;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::error::FieldError;
+use crate::model::{Dialect, Gang, GangKey, Time};
+
+/// A pod's claim to belong to a gang, as one dialect reads it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Claim {
+    pub dialect: Dialect,
+    pub gang: GangKey,
+    /// The leaf subgroup the pod names, if any.
+    pub subgroup: Option<String>,
+    /// Where the claim was read from (`metadata.labels[kube-gang.io/gang]`), for messages.
+    pub path: String,
+}
+
+/// A gang-defining object, read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GangObject {
+    /// A complete gang.
+    Gang(Gang),
+    /// One node of an upstream `scheduling.k8s.io` hierarchy; trees are assembled from these once
+    /// every object is known (see [`upstream::assemble`]).
+    UpstreamGroup(upstream::Group),
+}
+
+/// Every gang claim a pod makes, in every dialect. A pod that claims two different gangs is an
+/// error naming both; the same gang named by two dialects (Koordinator annotations on a
+/// coscheduling pod, say) is one claim per dialect and not a conflict.
+pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
+    let meta = Meta::of(pod);
+    let mut claims = Vec::new();
+    let mut errors = Vec::new();
+    for read in [/* PENDING(crd) kubegang::claim, */ upstream::claim, coscheduling::claim, volcano::claim, koordinator::claim, kai::claim] {
+        match read(&meta, pod) {
+            Ok(Some(c)) => claims.push(c),
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(first) = claims.first() {
+        for other in &claims[1..] {
+            if other.gang != first.gang {
+                errors.push(FieldError::new(
+                    other.path.clone(),
+                    format!(
+                        "pod is claimed by two gangs: {} {} ({}) and {} {} ({})",
+                        first.dialect, first.gang, first.path, other.dialect, other.gang, other.path
+                    ),
+                ));
+            }
+        }
+    }
+    if errors.is_empty() { Ok(claims) } else { Err(errors) }
+}
+
+/// Reads a gang-defining object of any dialect. `None`: not a gang object.
+pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    match (group, kind) {
+        // PENDING(crd) (crate::GROUP, "Gang") => Some(kubegang::read(obj).map(GangObject::Gang)),
+        (coscheduling::GROUP, "PodGroup") => Some(coscheduling::read(obj).map(GangObject::Gang)),
+        (volcano::GROUP, "PodGroup") => Some(volcano::read(obj).map(GangObject::Gang)),
+        (kai::GROUP, "PodGroup") => Some(kai::read(obj).map(GangObject::Gang)),
+        (upstream::GROUP, "PodGroup" | "CompositePodGroup") => {
+            Some(upstream::read(obj).map(GangObject::UpstreamGroup))
+        }
+        _ => None,
+    }
+}
+
+/// A gang defined by the annotations of its pods (kube-gang CRD-less, Koordinator): built from the
+/// first pod that claims it. `None` when the claim's dialect has no annotation form.
+pub fn annotation_gang(claim: &Claim, pod: &Value) -> Option<Result<Gang, Vec<FieldError>>> {
+    let meta = Meta::of(pod);
+    match claim.dialect {
+        // PENDING(crd) Dialect::KubeGangAnnotations => Some(kubegang::annotation_gang(&meta, claim)),
+        Dialect::Koordinator => Some(koordinator::annotation_gang(&meta, claim)),
+        _ => None,
+    }
+}
+
+/// The metadata every reader needs, borrowed from a raw object.
+#[derive(Debug)]
+pub(crate) struct Meta<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub labels: BTreeMap<&'a str, &'a str>,
+    pub annotations: BTreeMap<&'a str, &'a str>,
+    pub created: Time,
+}
+
+impl<'a> Meta<'a> {
+    pub fn of(obj: &'a Value) -> Self {
+        let m = obj.get("metadata");
+        let s = |k: &str| m.and_then(|m| m.get(k)).and_then(Value::as_str);
+        let map = |k: &str| -> BTreeMap<&'a str, &'a str> {
+            m.and_then(|m| m.get(k))
+                .and_then(Value::as_object)
+                .map(|o| o.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v))).collect())
+                .unwrap_or_default()
+        };
+        Meta {
+            namespace: s("namespace").filter(|n| !n.is_empty()).unwrap_or("default"),
+            name: s("name").unwrap_or(""),
+            labels: map("labels"),
+            annotations: map("annotations"),
+            created: s("creationTimestamp").and_then(|t| Time::parse_rfc3339(t).ok()).unwrap_or_default(),
+        }
+    }
+
+    pub fn key(&self) -> GangKey {
+        GangKey::new(self.namespace, self.name)
+    }
+}
+
+/// Field path of a label.
+pub(crate) fn label_path(key: &str) -> String {
+    format!("metadata.labels[{key}]")
+}
+
+/// Field path of an annotation.
+pub(crate) fn annotation_path(key: &str) -> String {
+    format!("metadata.annotations[{key}]")
+}
+
+/// Deserialises a dialect's typed object, turning serde's message into a field error.
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<T, Vec<FieldError>> {
+    serde_json::from_value(obj.clone()).map_err(|e| vec![FieldError::new(serde_path(&e.to_string()), e.to_string())])
+}
+
+/// Best-effort location from a serde message ("missing field `minMember`" → `spec.minMember`).
+fn serde_path(msg: &str) -> String {
+    match msg.split('`').nth(1) {
+        Some(field) if msg.contains("field") => format!("spec.{field}"),
+        _ => "spec".to_string(),
+    }
+}
+
+/// A Go `time.Duration` string (`90s`, `1h30m`, `1.5h`, `500ms`) or bare seconds (`600`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty duration".into());
+    }
+    if let Ok(secs) = t.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let bad = || format!("invalid duration {s:?}: use a number of seconds or units h, m, s, ms (e.g. 90s, 15m, 1h30m)");
+    let mut total = 0f64;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        if num_len == 0 {
+            return Err(bad());
+        }
+        let n: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+        rest = &rest[num_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            "us" | "µs" => 0.000_001,
+            "ns" => 0.000_000_001,
+            _ => return Err(bad()),
+        };
+        total += n * factor;
+        rest = &rest[unit_len..];
+    }
+    if !total.is_finite() || total > 1e12 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// A non-negative count from an annotation or field, with a message naming the value.
+pub(crate) fn parse_count(path: &str, v: &str) -> Result<u32, FieldError> {
+    v.trim()
+        .parse::<u32>()
+        .map_err(|_| FieldError::new(path, format!("{v:?} is not a non-negative integer")))
+}
+
+/// An `i32` spec field that must be a non-negative count.
+pub(crate) fn count_field(path: &str, v: i32) -> Result<u32, FieldError> {
+    u32::try_from(v).map_err(|_| FieldError::new(path, format!("must not be negative, got {v}")))
+}
+
+/// Resource minimums from a `minResources`-style map of quantities.
+pub(crate) fn min_resources(
+    path: &str,
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> Result<crate::resources::Resources, Vec<FieldError>> {
+    // PENDING(quantity) match list { Some(l) => crate::resources::resource_list(path, l), None => ... }
+    let _ = (path, list);
+    Ok(crate::resources::Resources::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("600"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "h", "10x", "-5s", "1e9h", "5 s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_pod_claimed_by_two_gangs_names_both() {
+        let pod = json!({"metadata": {"namespace": "ml", "name": "p",
+            "labels": {"kube-gang.io/gang": "a", "scheduling.x-k8s.io/pod-group": "b"}}});
+        let errs = pod_claims(&pod).unwrap_err();
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].message.contains("ml/a") && errs[0].message.contains("ml/b"), "{}", errs[0]);
+        assert_eq!(errs[0].path, "metadata.labels[scheduling.x-k8s.io/pod-group]");
+    }
+
+    #[test]
+    fn the_same_gang_in_two_dialects_is_not_a_conflict() {
+        let pod = json!({"metadata": {"name": "p",
+            "labels": {"scheduling.x-k8s.io/pod-group": "g"},
+            "annotations": {"gang.scheduling.koordinator.sh/name": "g"}}});
+        let claims = pod_claims(&pod).unwrap();
+        assert_eq!(claims.len(), 2);
+        assert!(claims.iter().all(|c| c.gang == GangKey::new("default", "g")));
+    }
+
+    #[test]
+    fn unrelated_objects_are_not_gang_objects() {
+        assert!(read_object(&json!({"apiVersion": "v1", "kind": "ConfigMap"})).is_none());
+        assert!(read_object(&json!({"apiVersion": "batch/v1", "kind": "Job"})).is_none());
+        assert!(read_object(&json!("not an object")).is_none());
+    }
+}

@@ -127,6 +127,7 @@ fn census(c: &Cycle<'_>, p: usize) -> String {
         };
         *groups.entry(why).or_default() += 1;
     }
+    fit.sort_unstable();
     let total = c.snap.nodes.len();
     let mut out = if fit.is_empty() {
         format!("0 of {total} nodes fit")

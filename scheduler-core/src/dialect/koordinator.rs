@@ -1,0 +1,79 @@
+//! Koordinator: CRD-less gangs from pod annotations `gang.scheduling.koordinator.sh/{name,
+//! min-available, total-number, mode, waiting-time, groups}`.
+
+use serde_json::Value;
+
+use super::{Claim, Meta, annotation_path, parse_count, parse_duration};
+use crate::error::FieldError;
+use crate::model::{Dialect, Gang, GangKey, GangMode, Source};
+
+/// Annotation naming the gang.
+pub const NAME: &str = "gang.scheduling.koordinator.sh/name";
+/// Minimum members.
+pub const MIN_AVAILABLE: &str = "gang.scheduling.koordinator.sh/min-available";
+/// Expected total members.
+pub const TOTAL_NUMBER: &str = "gang.scheduling.koordinator.sh/total-number";
+/// `Strict` or `NonStrict`.
+pub const MODE: &str = "gang.scheduling.koordinator.sh/mode";
+/// How long the gang may wait (a Go duration).
+pub const WAITING_TIME: &str = "gang.scheduling.koordinator.sh/waiting-time";
+/// JSON list of `namespace/name` gangs scheduled together.
+pub const GROUPS: &str = "gang.scheduling.koordinator.sh/groups";
+
+pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
+    Ok(meta.annotations.get(NAME).map(|name| Claim {
+        dialect: Dialect::Koordinator,
+        gang: GangKey::new(meta.namespace, *name),
+        subgroup: None,
+        path: annotation_path(NAME),
+    }))
+}
+
+pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let a = &meta.annotations;
+    let min = match a.get(MIN_AVAILABLE) {
+        Some(v) => parse_count(&annotation_path(MIN_AVAILABLE), v).map_err(|e| errors.push(e)).unwrap_or(0),
+        None => {
+            errors.push(FieldError::new(annotation_path(MIN_AVAILABLE), "required with gang.scheduling.koordinator.sh/name"));
+            0
+        }
+    };
+    let mut gang = Gang::new(claim.gang.clone(), min, Source { dialect: Dialect::Koordinator, kind: "Pod".into() });
+    gang.created = meta.created;
+    if let Some(v) = a.get(TOTAL_NUMBER) {
+        match parse_count(&annotation_path(TOTAL_NUMBER), v) {
+            Ok(n) => gang.total_member = Some(n),
+            Err(e) => errors.push(e),
+        }
+    }
+    match a.get(MODE).copied() {
+        None | Some("Strict") => {}
+        Some("NonStrict") => gang.mode = GangMode::NonStrict,
+        Some(other) => errors.push(FieldError::new(annotation_path(MODE), format!("{other:?} is not Strict or NonStrict"))),
+    }
+    if let Some(v) = a.get(WAITING_TIME) {
+        match parse_duration(v) {
+            Ok(d) => gang.timeout = Some(d),
+            Err(e) => errors.push(FieldError::new(annotation_path(WAITING_TIME), e)),
+        }
+    }
+    if let Some(v) = a.get(GROUPS) {
+        match serde_json::from_str::<Vec<String>>(v) {
+            Ok(list) => {
+                for (i, s) in list.iter().enumerate() {
+                    match GangKey::parse(s, meta.namespace) {
+                        Some(k) if k != claim.gang => gang.gang_group.push(k),
+                        Some(_) => {}
+                        None => errors.push(FieldError::new(
+                            format!("{}[{i}]", annotation_path(GROUPS)),
+                            format!("{s:?} is not namespace/name"),
+                        )),
+                    }
+                }
+            }
+            Err(e) => errors.push(FieldError::new(annotation_path(GROUPS), format!("not a JSON list of strings: {e}"))),
+        }
+    }
+    if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}

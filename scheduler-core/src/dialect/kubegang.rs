@@ -1,0 +1,155 @@
+//! kube-gang's own dialect: the `kube-gang.io/v1alpha1` `Gang` CRD, or CRD-less gangs from pod
+//! annotations (`kube-gang.io/min-member`, …); membership by label `kube-gang.io/gang`.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{Claim, Meta, annotation_path, count_field, label_path, parse_count, parse_duration, typed};
+use crate::crd;
+use crate::error::FieldError;
+use crate::model::{Dialect, Gang, GangKey, GangMode, GangState, Source, SubGroup, Time};
+use crate::names::*;
+
+pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
+    let Some(name) = meta.labels.get(LABEL_GANG) else { return Ok(None) };
+    if name.is_empty() {
+        return Err(FieldError::new(label_path(LABEL_GANG), "must name a gang"));
+    }
+    let dialect = if meta.annotations.contains_key(ANNOTATION_MIN_MEMBER) {
+        Dialect::KubeGangAnnotations
+    } else {
+        Dialect::KubeGang
+    };
+    // LeaderWorkerSet: one gang per group, told apart by the group index the LWS controller writes.
+    let lws = meta.labels.get(crate::workload::LWS_NAME).zip(meta.labels.get(crate::workload::LWS_GROUP_INDEX));
+    let gang = match lws {
+        Some((lws_name, index)) if lws_name == name => GangKey::new(meta.namespace, format!("{name}-{index}")),
+        _ => GangKey::new(meta.namespace, *name),
+    };
+    Ok(Some(Claim {
+        dialect,
+        gang,
+        subgroup: meta.labels.get(LABEL_SUBGROUP).map(|s| s.to_string()),
+        path: label_path(LABEL_GANG),
+    }))
+}
+
+/// Reads a `Gang` object (spec and the scheduler's persisted status).
+pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
+    let g: crd::Gang = typed(obj)?;
+    from_crd(&g)
+}
+
+/// The canonical gang of a typed `Gang`.
+pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
+    let meta = &g.metadata;
+    let key = GangKey::new(
+        meta.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or("default"),
+        meta.name.as_deref().unwrap_or(""),
+    );
+    let spec = &g.spec;
+    let mut errors = Vec::new();
+    let min = count_field("spec.minMember", spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
+    let mut gang = Gang::new(key.clone(), min, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+    gang.created = meta.creation_timestamp.as_ref().map(Time::from_k8s).unwrap_or_default();
+    for (i, s) in spec.sub_groups.iter().enumerate() {
+        gang.subgroups.push(SubGroup {
+            name: s.name.clone(),
+            parent: s.parent.clone(),
+            min_member: count_field(&format!("spec.subGroups[{i}].minMember"), s.min_member)
+                .map_err(|e| errors.push(e))
+                .unwrap_or(0),
+            topology_key: s.topology_key.clone(),
+        });
+    }
+    match super::min_resources("spec.minResources", spec.min_resources.as_ref()) {
+        Ok(r) => gang.min_resources = r,
+        Err(e) => errors.extend(e),
+    }
+    gang.mode = spec.mode.unwrap_or_default();
+    gang.timeout = seconds("spec.scheduleTimeoutSeconds", spec.schedule_timeout_seconds, &mut errors);
+    gang.stale_grace = seconds("spec.staleGracePeriodSeconds", spec.stale_grace_period_seconds, &mut errors);
+    gang.topology_key = spec.topology_key.clone();
+    for (i, s) in spec.gang_group.iter().enumerate() {
+        match GangKey::parse(s, &key.namespace) {
+            Some(k) => gang.gang_group.push(k),
+            None => errors.push(FieldError::new(format!("spec.gangGroup[{i}]"), format!("{s:?} is not namespace/name"))),
+        }
+    }
+    if let Some(status) = &g.status {
+        gang.state = state_of(status);
+    }
+    if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}
+
+fn seconds(path: &str, v: Option<i64>, errors: &mut Vec<FieldError>) -> Option<Duration> {
+    let v = v?;
+    match u64::try_from(v) {
+        Ok(s) => Some(Duration::from_secs(s)),
+        Err(_) => {
+            errors.push(FieldError::new(path, format!("must not be negative, got {v}")));
+            None
+        }
+    }
+}
+
+/// The scheduler state persisted in a Gang's status.
+pub fn state_of(status: &crd::GangStatus) -> GangState {
+    GangState {
+        waiting_since: status.waiting_since.as_ref().map(Time::from_k8s),
+        degraded_since: status.degraded_since.as_ref().map(Time::from_k8s),
+        timeouts: u32::try_from(status.timeouts.unwrap_or(0)).unwrap_or(0),
+        backoff_until: status.backoff_until.as_ref().map(Time::from_k8s),
+        was_satisfied: status.was_satisfied.unwrap_or(false),
+        failed: status.gave_up.unwrap_or(false),
+    }
+}
+
+pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Vec<FieldError>> {
+    let a = &meta.annotations;
+    let mut errors = Vec::new();
+    let min = match a.get(ANNOTATION_MIN_MEMBER) {
+        Some(v) => parse_count(&annotation_path(ANNOTATION_MIN_MEMBER), v).map_err(|e| errors.push(e)).unwrap_or(0),
+        None => 0,
+    };
+    let source = Source { dialect: Dialect::KubeGangAnnotations, kind: "Pod".into() };
+    let mut gang = Gang::new(claim.gang.clone(), min, source);
+    gang.created = meta.created;
+    if let Some(v) = a.get(ANNOTATION_TOTAL_MEMBER) {
+        match parse_count(&annotation_path(ANNOTATION_TOTAL_MEMBER), v) {
+            Ok(n) => gang.total_member = Some(n),
+            Err(e) => errors.push(e),
+        }
+    }
+    match a.get(ANNOTATION_MODE).copied() {
+        None | Some("Strict") => {}
+        Some("NonStrict") => gang.mode = GangMode::NonStrict,
+        Some(other) => errors.push(FieldError::new(
+            annotation_path(ANNOTATION_MODE),
+            format!("{other:?} is not Strict or NonStrict"),
+        )),
+    }
+    if let Some(v) = a.get(ANNOTATION_TIMEOUT) {
+        match parse_duration(v) {
+            Ok(d) => gang.timeout = Some(d),
+            Err(e) => errors.push(FieldError::new(annotation_path(ANNOTATION_TIMEOUT), e)),
+        }
+    }
+    if let Some(v) = a.get(ANNOTATION_TOPOLOGY_KEY) {
+        gang.topology_key = Some(v.to_string());
+    }
+    if let Some(v) = a.get(ANNOTATION_GANG_GROUP) {
+        for (i, s) in v.split(',').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
+            match GangKey::parse(s, meta.namespace) {
+                Some(k) if k != claim.gang => gang.gang_group.push(k),
+                Some(_) => {}
+                None => errors.push(FieldError::new(
+                    format!("{}[{i}]", annotation_path(ANNOTATION_GANG_GROUP)),
+                    format!("{s:?} is not namespace/name"),
+                )),
+            }
+        }
+    }
+    if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}

@@ -1,0 +1,83 @@
+//! Volcano: `scheduling.volcano.sh/v1beta1` `PodGroup` (with per-task `minTaskMember`) and the pod
+//! annotation `scheduling.k8s.io/group-name`; a pod's task comes from `volcano.sh/task-spec`.
+//!
+//! `minTaskMember` becomes one leaf subgroup per task, all required. Volcano's `minMember` also
+//! bounds the total; when it exceeds the sum of the task minimums the remainder ("any N more pods
+//! of any task") has no per-task form, so the gang is read flat with `minMember` — the total is the
+//! stronger guarantee — and the per-task minimums are not enforced.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Claim, Meta, annotation_path, count_field, min_resources, typed};
+use crate::error::FieldError;
+use crate::model::{Dialect, Gang, GangKey, Source, SubGroup};
+
+/// The API group.
+pub const GROUP: &str = "scheduling.volcano.sh";
+/// Pod annotation naming the PodGroup.
+pub const ANNOTATION: &str = "scheduling.k8s.io/group-name";
+/// Pod annotation naming the Volcano job task.
+pub const TASK_ANNOTATION: &str = "volcano.sh/task-spec";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodGroup {
+    #[serde(default)]
+    spec: Spec,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Spec {
+    #[serde(default)]
+    min_member: i32,
+    #[serde(default)]
+    min_task_member: BTreeMap<String, i32>,
+    min_resources: Option<BTreeMap<String, Quantity>>,
+    priority_class_name: Option<String>,
+}
+
+pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
+    Ok(meta.annotations.get(ANNOTATION).map(|name| Claim {
+        dialect: Dialect::Volcano,
+        gang: GangKey::new(meta.namespace, *name),
+        subgroup: meta.annotations.get(TASK_ANNOTATION).map(|t| t.to_string()),
+        path: annotation_path(ANNOTATION),
+    }))
+}
+
+/// Reads a Volcano PodGroup.
+pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
+    let meta = Meta::of(obj);
+    let pg: PodGroup = typed(obj)?;
+    let _ = &pg.spec.priority_class_name;
+    let mut errors = Vec::new();
+    let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
+    let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Volcano, kind: "PodGroup".into() });
+    gang.created = meta.created;
+    match min_resources("spec.minResources", pg.spec.min_resources.as_ref()) {
+        Ok(r) => gang.min_resources = r,
+        Err(e) => errors.extend(e),
+    }
+    let mut tasks = Vec::new();
+    let mut sum = 0u64;
+    for (task, n) in &pg.spec.min_task_member {
+        match count_field(&format!("spec.minTaskMember[{task}]"), *n) {
+            Ok(0) => {}
+            Ok(n) => {
+                sum += u64::from(n);
+                tasks.push(SubGroup { name: task.clone(), parent: None, min_member: n, topology_key: None });
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if !tasks.is_empty() && sum >= u64::from(min) {
+        gang.min_member = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
+        gang.subgroups = tasks;
+    }
+    if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}

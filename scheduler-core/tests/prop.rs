@@ -1,0 +1,190 @@
+//! Property tests for the invariants of the cycle, on random clusters:
+//! a gang is bound fully or not at all; no node exceeds its allocatable; the same input gives the
+//! same plan, whatever order the snapshot lists things in; victims are strictly lower priority.
+
+use std::collections::{BTreeMap, HashMap};
+
+use proptest::prelude::*;
+use scheduler_core::config::{Config, Scoring};
+use scheduler_core::model::*;
+use scheduler_core::resources::Resources;
+use scheduler_core::{Reason, schedule};
+
+#[derive(Clone, Debug)]
+struct GangSpec {
+    members: u32,
+    min: u32,
+    gpus: i64,
+    cpu: i64,
+    priority: i32,
+    topology: bool,
+    subgroups: bool,
+}
+
+fn gang_spec() -> impl Strategy<Value = GangSpec> {
+    (1u32..6, 0u32..6, prop_oneof![Just(0i64), Just(1), Just(2), Just(4), Just(8)], 1i64..16, 0i32..3, any::<bool>(), any::<bool>())
+        .prop_map(|(members, min, gpus, cpu, priority, topology, subgroups)| GangSpec {
+            members,
+            min: min.clamp(1, members),
+            gpus,
+            cpu: cpu * 500,
+            priority: priority * 100,
+            topology,
+            subgroups,
+        })
+}
+
+fn cluster() -> impl Strategy<Value = (Vec<(i64, i64, u8)>, Vec<GangSpec>, Vec<(usize, i32)>)> {
+    (
+        prop::collection::vec((prop_oneof![Just(0i64), Just(4), Just(8)], 4i64..33, 0u8..3), 1..10),
+        prop::collection::vec(gang_spec(), 1..8),
+        // Running non-gang pods: (node index, priority)
+        prop::collection::vec((0usize..10, 0i32..3), 0..6),
+    )
+}
+
+fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)]) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for (i, &(gpus, cpus, rack)) in nodes.iter().enumerate() {
+        snap.nodes.push(Node {
+            name: format!("n{i:02}"),
+            allocatable: Resources::new().with("cpu", cpus * 1000).with("nvidia.com/gpu", gpus).with("pods", 20),
+            labels: [("rack".to_string(), format!("r{rack}"))].into(),
+            taints: vec![],
+            unschedulable: false,
+            ready: true,
+        });
+    }
+    let mut used: HashMap<usize, (i64, i64)> = HashMap::new();
+    for (j, &(node, priority)) in running.iter().enumerate() {
+        let node = node % nodes.len();
+        let (g, c) = used.entry(node).or_default();
+        // Only what fits: a cluster others overcommitted is not what these invariants are about.
+        if *g + 1 <= nodes[node].0 && *c + 1000 <= nodes[node].1 * 1000 {
+            *g += 1;
+            *c += 1000;
+            snap.pods.push(pod(&format!("bg-{j}"), None, 1, 1000, priority * 100, Some(format!("n{node:02}"))));
+        }
+    }
+    for (i, g) in gangs.iter().enumerate() {
+        let key = ObjectKey::new("ns", format!("g{i}"));
+        let mut gang = Gang::new(key.clone(), g.min, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+        if g.topology {
+            gang.topology_key = Some("rack".into());
+        }
+        if g.subgroups && g.members >= 2 {
+            gang.min_member = 2;
+            gang.subgroups = vec![
+                SubGroup { name: "a".into(), parent: None, min_member: 1, topology_key: None },
+                SubGroup { name: "b".into(), parent: None, min_member: (g.members - 1).min(g.min).max(1), topology_key: None },
+            ];
+        }
+        for m in 0..g.members {
+            let sub = if gang.subgroups.is_empty() { None } else if m == 0 { Some("a") } else { Some("b") };
+            let mut p = pod(&format!("g{i}-{m}"), Some(&key), g.gpus, g.cpu, g.priority, None);
+            if let (Some(s), Some(mem)) = (sub, p.gang.as_mut()) {
+                mem.subgroup = Some(s.into());
+            }
+            snap.pods.push(p);
+        }
+        snap.gangs.push(gang);
+    }
+    snap
+}
+
+fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, node: Option<String>) -> Pod {
+    Pod {
+        key: ObjectKey::new("ns", name),
+        uid: format!("uid-{name}"),
+        requests: Resources::new().with("nvidia.com/gpu", gpus).with("cpu", cpu),
+        node_selector: BTreeMap::new(),
+        affinity: vec![],
+        tolerations: vec![],
+        priority,
+        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+        phase: if node.is_some() { PodPhase::Running } else { PodPhase::Pending },
+        node_name: node,
+        nominated_node: None,
+        created: Time::default(),
+        deleting: false,
+        scheduler_name: if gang.is_some() { "gang-scheduler".into() } else { "default-scheduler".into() },
+        gang: gang.map(|g| Membership { gang: g.clone(), subgroup: None }),
+    }
+}
+
+fn config(spread: bool) -> Config {
+    Config { scoring: if spread { Scoring::Spread } else { Scoring::BinPack }, ..Config::default() }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn all_or_nothing_and_capacity((nodes, gangs, running) in cluster(), spread in any::<bool>()) {
+        let snap = build(&nodes, &gangs, &running);
+        let plan = schedule(&snap, &config(spread), Time::from_secs(1_000));
+        let pods: HashMap<&PodKey, &Pod> = snap.pods.iter().map(|p| (&p.key, p)).collect();
+
+        // Capacity: every node's requests, existing and new, fit its allocatable.
+        let mut load: HashMap<&str, Resources> = HashMap::new();
+        for p in snap.pods.iter().filter(|p| p.uses_node()) {
+            load.entry(p.node_name.as_deref().unwrap()).or_default().add(&p.requests);
+        }
+        let mut count: HashMap<&str, i64> = HashMap::new();
+        for b in &plan.bindings {
+            load.entry(b.node.as_str()).or_default().add(&pods[&b.pod].requests);
+            *count.entry(b.node.as_str()).or_default() += 1;
+        }
+        for n in &snap.nodes {
+            let used = load.get(n.name.as_str()).cloned().unwrap_or_default();
+            for (r, amount) in used.iter() {
+                prop_assert!(amount <= n.allocatable.get(r), "{} over {r}: {amount} > {}", n.name, n.allocatable.get(r));
+            }
+        }
+
+        // All or nothing: a gang with bindings was placed whole, and a gang placed whole reports it.
+        for g in &snap.gangs {
+            let bound: Vec<_> = plan.bindings.iter().filter(|b| pods[&b.pod].gang.as_ref().is_some_and(|m| m.gang == g.key)).collect();
+            let outcome = plan.outcome(&g.key).expect("every gang has an outcome");
+            if !bound.is_empty() {
+                prop_assert_eq!(outcome.reason, Reason::Scheduled, "{}: {}", g.key, outcome.message);
+                let need = g.min_pods().unwrap() as usize;
+                prop_assert!(bound.len() >= need, "{}: {} bound < {need}", g.key, bound.len());
+            }
+            if outcome.reason == Reason::Scheduled {
+                prop_assert!(!bound.is_empty());
+            }
+            if let Some(key) = &g.topology_key {
+                let domains: std::collections::BTreeSet<_> = bound.iter()
+                    .map(|b| snap.nodes.iter().find(|n| n.name == b.node).unwrap().labels.get(key))
+                    .collect();
+                prop_assert!(domains.len() <= 1, "{} spans {domains:?}", g.key);
+            }
+        }
+
+        // Victims are strictly lower priority than their preemptor.
+        for e in &plan.evictions {
+            let victim = pods[&e.pod].priority;
+            let preemptor = e.preemptor.as_ref().expect("only preemption evicts here");
+            let top = snap.pods.iter().filter(|p| p.gang.as_ref().is_some_and(|m| &m.gang == preemptor)).map(|p| p.priority).max().unwrap();
+            prop_assert!(victim < top);
+        }
+    }
+
+    #[test]
+    fn same_input_same_plan_in_any_order((nodes, gangs, running) in cluster(), seed in any::<u64>()) {
+        let snap = build(&nodes, &gangs, &running);
+        let config = config(false);
+        let now = Time::from_secs(1_000);
+        let plan = schedule(&snap, &config, now);
+        prop_assert_eq!(&plan, &schedule(&snap, &config, now));
+        let mut shuffled = snap.clone();
+        let rotate = |len: usize| if len == 0 { 0 } else { (seed as usize) % len };
+        let (n, p, g) = (rotate(shuffled.nodes.len()), rotate(shuffled.pods.len()), rotate(shuffled.gangs.len()));
+        shuffled.nodes.rotate_left(n);
+        shuffled.pods.rotate_left(p);
+        shuffled.gangs.rotate_left(g);
+        shuffled.pods.reverse();
+        prop_assert_eq!(plan, schedule(&shuffled, &config, now));
+    }
+}
