@@ -53,7 +53,7 @@ pub(super) fn unplaced(c: &Cycle<'_>, g: usize, a: &Placement) -> String {
         } else {
             parts.push(census(c, p));
             parts.push(format!(
-                "room for {} of {need}",
+                "room for {} of the {need} members needed",
                 a.bindings.len().min(usize::try_from(need).unwrap_or(usize::MAX))
             ));
         }
