@@ -96,8 +96,22 @@ fn names(list: &[&str]) -> String {
     s
 }
 
-/// Why each node can or cannot take pod `p` right now, grouped.
+/// Why each node can or cannot take pod `p` right now, grouped. Cached per pod shape while the
+/// cluster state is unchanged: once a cluster is full, every waiting gang of the same shape gets the
+/// same census without another pass over the nodes.
 fn census(c: &Cycle<'_>, p: usize) -> String {
+    let shape = (std::rc::Rc::as_ptr(&c.place.feasible(p)) as usize, c.demand[p].clone());
+    if let Some((version, text)) = c.census.borrow().get(&shape)
+        && *version == c.state.version
+    {
+        return text.clone();
+    }
+    let text = census_uncached(c, p);
+    c.census.borrow_mut().insert(shape, (c.state.version, text.clone()));
+    text
+}
+
+fn census_uncached(c: &Cycle<'_>, p: usize) -> String {
     let pod = &c.snap.pods[p];
     let txn = Txn::default();
     let mut fit: Vec<&str> = Vec::new();

@@ -79,6 +79,8 @@ struct Cycle<'a> {
     /// Pods evicted earlier in this cycle (not victims twice).
     evicted: BTreeSet<usize>,
     place: place::Placer<'a>,
+    /// Explanations per pod shape, valid for one state version (see `explain::census`).
+    census: std::cell::RefCell<HashMap<(usize, Demand), (u64, String)>>,
     plan: Plan,
 }
 
@@ -203,6 +205,7 @@ impl<'a> Cycle<'a> {
             reserved,
             evicted: BTreeSet::new(),
             place,
+            census: std::cell::RefCell::new(HashMap::new()),
             plan: Plan::default(),
         }
     }

@@ -6,9 +6,9 @@
 //! the second pass places every remaining member that fits.
 
 use std::cell::RefCell;
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
@@ -38,14 +38,26 @@ pub(crate) struct Feasible {
 /// Signature hash → (representative pod, its feasible nodes); equal hashes are compared exactly.
 type FeasibleCache = HashMap<u64, Vec<(usize, Rc<Feasible>)>>;
 
+/// How many requested resources a node key orders by (the scarcest first; the last slot is pod
+/// slots). Pods requesting more distinct resources than this are ordered by the first ones only.
+const KEY_WIDTH: usize = 8;
+
+/// (untolerated PreferNoSchedule taints, free room per requested resource, name rank): smaller is better.
+type NodeKey = (usize, [i64; KEY_WIDTH], usize);
+
 /// A restriction to one domain of one topology key.
 type Filter = Vec<(Rc<Topology>, u32)>;
 
 pub(crate) struct Placer<'a> {
     snap: &'a Snapshot,
     node_index: HashMap<&'a str, usize>,
+    /// Node index → position in name order: the final tie-break, so node order in the snapshot
+    /// never changes a plan.
+    rank: Vec<usize>,
     scoring: Scoring,
     feasible: RefCell<FeasibleCache>,
+    /// Pod index → its feasible set, once looked up.
+    by_pod: RefCell<Vec<Option<Rc<Feasible>>>>,
     topologies: RefCell<HashMap<String, Rc<Topology>>>,
 }
 
@@ -96,8 +108,18 @@ impl<'a> Placer<'a> {
         Placer {
             snap,
             node_index: snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect(),
+            rank: {
+                let mut order: Vec<usize> = (0..snap.nodes.len()).collect();
+                order.sort_by(|&a, &b| snap.nodes[a].name.cmp(&snap.nodes[b].name));
+                let mut rank = vec![0; order.len()];
+                for (r, n) in order.into_iter().enumerate() {
+                    rank[n] = r;
+                }
+                rank
+            },
             scoring: config.scoring,
             feasible: RefCell::new(HashMap::new()),
+            by_pod: RefCell::new(vec![None; snap.pods.len()]),
             topologies: RefCell::new(HashMap::new()),
         }
     }
@@ -105,6 +127,17 @@ impl<'a> Placer<'a> {
     /// Nodes that pass every capacity-independent check for pod `p`; computed once per distinct
     /// constraint signature per cycle (members of a gang usually share one).
     pub fn feasible(&self, p: usize) -> Rc<Feasible> {
+        if let Some(Some(f)) = self.by_pod.borrow().get(p) {
+            return f.clone();
+        }
+        let f = self.feasible_uncached(p);
+        if let Some(slot) = self.by_pod.borrow_mut().get_mut(p) {
+            *slot = Some(f.clone());
+        }
+        f
+    }
+
+    fn feasible_uncached(&self, p: usize) -> Rc<Feasible> {
         let pod = &self.snap.pods[p];
         let mut h = DefaultHasher::new();
         pod.node_selector.hash(&mut h);
@@ -414,31 +447,113 @@ impl<'a> Placer<'a> {
         } else {
             r.gang.subgroups.iter().find(|s| s.name == leaf).map_or(0, |s| s.min_member)
         };
-        let mut failed: Option<usize> = None;
         let filter = if filter.is_empty() { None } else { Some(filter) };
-        for &p in pods {
-            if cap && w.counts.get(leaf).copied().unwrap_or(0) >= min {
+        let todo: Vec<usize> =
+            pods.iter().copied().filter(|p| !w.bindings.iter().any(|&(q, _)| q == *p)).collect();
+        let mut i = 0;
+        while i < todo.len() {
+            let room =
+                if cap { min.saturating_sub(w.counts.get(leaf).copied().unwrap_or(0)) } else { u32::MAX };
+            if room == 0 {
                 break;
             }
-            if w.bindings.iter().any(|&(q, _)| q == p) {
-                continue;
-            }
-            // A member shaped like one that just failed fails too: skip the scan.
-            if let Some(f) = failed
-                && r.demand[f] == r.demand[p]
-                && Rc::ptr_eq(&self.feasible(f), &self.feasible(p))
-                && self.snap.pods[p].nominated_node.is_none()
-                && !r.reserved.contains_key(&p)
-            {
-                continue;
-            }
-            match self.best_node(r.state, &w.txn, r.demand, p, filter, r.reserved.get(&p)) {
-                Some(n) => {
-                    r.state.take(&mut w.txn, n, &r.demand[p]);
-                    w.bindings.push((p, n));
-                    *w.counts.entry(leaf.to_string()).or_default() += 1;
+            let p = todo[i];
+            let pinned = self.snap.pods[p].nominated_node.is_some() || r.reserved.contains_key(&p);
+            if pinned {
+                if let Some(n) = self.best_node(r.state, &w.txn, r.demand, p, filter, r.reserved.get(&p)) {
+                    self.place(r, w, leaf, p, n);
                 }
-                None => failed = Some(p),
+                i += 1;
+                continue;
+            }
+            // A run of members shaped alike (same requests, same constraints) is placed from one
+            // scan of the nodes: O(nodes + members · log nodes) instead of O(nodes · members).
+            let feasible = self.feasible(p);
+            let mut end = i + 1;
+            while end < todo.len() {
+                let q = todo[end];
+                let alike = r.demand[q] == r.demand[p]
+                    && Rc::ptr_eq(&self.feasible(q), &feasible)
+                    && self.snap.pods[q].nominated_node.is_none()
+                    && !r.reserved.contains_key(&q);
+                if !alike {
+                    break;
+                }
+                end += 1;
+            }
+            let run = &todo[i..end.min(i.saturating_add(usize::try_from(room).unwrap_or(usize::MAX)))];
+            self.place_run(r, w, leaf, run, &feasible, filter);
+            i = end;
+        }
+    }
+
+    fn place(&self, r: &Request<'_>, w: &mut Work, leaf: &str, p: usize, n: usize) {
+        r.state.take(&mut w.txn, n, &r.demand[p]);
+        w.bindings.push((p, n));
+        *w.counts.entry(leaf.to_string()).or_default() += 1;
+    }
+
+    /// Places identical members one by one on the best node each time, exactly as calling
+    /// [`Placer::best_node`] per member would, in one pass over the nodes.
+    ///
+    /// Why one pass suffices: a node's key only changes when a member lands on it, so the nodes a
+    /// run of `k` members uses are among the `k` best before the run starts (bin-packing makes a
+    /// used node better, spreading makes it worse; either way untouched nodes are taken in their
+    /// initial order). The pass keeps those `k` in a bounded heap, then places from them.
+    fn place_run(
+        &self,
+        r: &Request<'_>,
+        w: &mut Work,
+        leaf: &str,
+        run: &[usize],
+        feasible: &Feasible,
+        filter: Option<&Filter>,
+    ) {
+        let Some(&first) = run.first() else { return };
+        let d = &r.demand[first];
+        let pod = &self.snap.pods[first];
+        let allowed = |n: usize| filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom));
+        let spread = self.scoring == Scoring::Spread;
+        let key = |txn: &Txn, n: usize| -> NodeKey {
+            let sign = if spread { -1 } else { 1 };
+            let mut room = [0i64; KEY_WIDTH];
+            for (slot, &(res, _)) in room.iter_mut().zip(d.0.iter().take(KEY_WIDTH - 1)) {
+                *slot = sign * r.state.free(txn, n, res);
+            }
+            room[d.0.len().min(KEY_WIDTH - 1)] = sign * r.state.free_pods(txn, n);
+            (soft_taints(&self.snap.nodes[n], pod), room, self.rank[n])
+        };
+        let nodes: Box<dyn Iterator<Item = usize>> = match filter.and_then(|f| f.last()) {
+            Some((t, dom)) => {
+                let idx = usize::try_from(*dom).unwrap_or(usize::MAX);
+                match t.domains.get(idx) {
+                    Some((_, ns)) => Box::new(ns.iter().copied().filter(|&n| feasible.mask[n])),
+                    None => Box::new(std::iter::empty()),
+                }
+            }
+            None => Box::new(feasible.list.iter().copied()),
+        };
+        // The k best candidates, worst on top so it can be evicted.
+        let k = run.len();
+        let mut best: BinaryHeap<(NodeKey, usize)> = BinaryHeap::with_capacity(k + 1);
+        for n in nodes {
+            if !allowed(n) || r.state.fits(&w.txn, n, d).is_err() {
+                continue;
+            }
+            let kn = key(&w.txn, n);
+            if best.len() < k {
+                best.push((kn, n));
+            } else if best.peek().is_some_and(|(worst, _)| kn < *worst) {
+                best.pop();
+                best.push((kn, n));
+            }
+        }
+        let mut heap: BinaryHeap<Reverse<(NodeKey, usize)>> = best.into_iter().map(Reverse).collect();
+        for &p in run {
+            let Some(Reverse((_, n))) = heap.pop() else { break };
+            self.place(r, w, leaf, p, n);
+            if r.state.fits(&w.txn, n, d).is_ok() {
+                heap.push(Reverse((key(&w.txn, n), n)));
             }
         }
     }

@@ -56,6 +56,8 @@ pub(crate) struct Demand(pub Vec<(usize, i64)>);
 /// Free capacity of every node, and its pod slots.
 #[derive(Clone, Debug)]
 pub(crate) struct State {
+    /// Bumped by every commit: what was computed from this state is valid while it is unchanged.
+    pub version: u64,
     width: usize,
     free: Vec<i64>,
     pods: Vec<i64>,
@@ -83,7 +85,7 @@ impl State {
                 }
             }
         }
-        State { width, free, pods }
+        State { version: 0, width, free, pods }
     }
 
     fn amount(&self, node: usize, r: usize) -> i64 {
@@ -103,6 +105,9 @@ impl State {
     }
 
     pub fn commit(&mut self, txn: Txn) {
+        if !txn.changes.is_empty() {
+            self.version += 1;
+        }
         for (node, (free, pods)) in txn.changes {
             for (r, a) in free.into_iter().enumerate() {
                 if r < self.width {
