@@ -58,7 +58,10 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
             Ok(crate::dialect::GangObject::UpstreamGroup(g)) => {
                 if g.min == Some(0) {
                     let field = if g.kind == "PodGroup" { "minCount" } else { "minGroupCount" };
-                    v.errors.push(FieldError::new(format!("spec.schedulingPolicy.gang.{field}"), "must be at least 1"));
+                    v.errors.push(FieldError::new(
+                        format!("spec.schedulingPolicy.gang.{field}"),
+                        "must be at least 1",
+                    ));
                 }
             }
             Err(e) => v.errors.extend(e),
@@ -94,7 +97,10 @@ fn validate_pod(pod: &Value, v: &mut Verdict) {
                 {
                     v.errors.push(FieldError::new(
                         "metadata.annotations",
-                        format!("min-member {} exceeds total-member {total}: the gang can never be satisfied", g.min_member),
+                        format!(
+                            "min-member {} exceeds total-member {total}: the gang can never be satisfied",
+                            g.min_member
+                        ),
                     ));
                 }
             }
@@ -102,7 +108,8 @@ fn validate_pod(pod: &Value, v: &mut Verdict) {
             None => {}
         }
     }
-    if let Some(min) = pod.pointer("/metadata/annotations").and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER))
+    if let Some(min) =
+        pod.pointer("/metadata/annotations").and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER))
         && min.as_str() == Some("0")
     {
         v.errors.push(FieldError::new(
@@ -111,7 +118,11 @@ fn validate_pod(pod: &Value, v: &mut Verdict) {
         ));
     }
     let scheduler = pod.pointer("/spec/schedulerName").and_then(Value::as_str).unwrap_or("");
-    if !claims.is_empty() && scheduler != crate::SCHEDULER_NAME && !scheduler.is_empty() && scheduler != "default-scheduler" {
+    if !claims.is_empty()
+        && scheduler != crate::SCHEDULER_NAME
+        && !scheduler.is_empty()
+        && scheduler != "default-scheduler"
+    {
         v.warnings.push(format!(
             "spec.schedulerName is {scheduler:?}: this gang member will not be placed by {}",
             crate::SCHEDULER_NAME
@@ -119,7 +130,11 @@ fn validate_pod(pod: &Value, v: &mut Verdict) {
     }
 }
 
-fn validate_workload(obj: &Value, shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>, v: &mut Verdict) {
+fn validate_workload(
+    obj: &Value,
+    shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>,
+    v: &mut Verdict,
+) {
     let shape = match shape {
         Ok(s) => s,
         Err(e) => {
@@ -158,7 +173,10 @@ fn validate_workload(obj: &Value, shape: Result<crate::workload::WorkloadShape, 
             .and_then(Value::as_str)
             .map(crate::dialect::parse_duration)
         {
-            v.errors.push(FieldError::new(format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_TIMEOUT), e));
+            v.errors.push(FieldError::new(
+                format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_TIMEOUT),
+                e,
+            ));
         }
     }
     if shape.kind == "Job"

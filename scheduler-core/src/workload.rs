@@ -50,7 +50,8 @@ pub struct WorkloadShape {
 
 /// True when the object (or, when given, its namespace) carries `kube-gang.io/enabled: "true"`.
 pub fn is_opted_in(obj: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
-    let on_object = obj.pointer("/metadata/labels").and_then(|l| l.get(LABEL_ENABLED)).and_then(Value::as_str);
+    let on_object =
+        obj.pointer("/metadata/labels").and_then(|l| l.get(LABEL_ENABLED)).and_then(Value::as_str);
     match on_object {
         Some(v) => v == "true",
         None => namespace_labels.and_then(|l| l.get(LABEL_ENABLED)).is_some_and(|v| v == "true"),
@@ -68,7 +69,8 @@ fn int_at(obj: &Value, ptr: &str, default: i64, errors: &mut Vec<FieldError>) ->
         Some(v) => match v.as_i64().and_then(|n| u32::try_from(n).ok()) {
             Some(n) => n,
             None => {
-                errors.push(FieldError::new(path_of(ptr), format!("must be a non-negative integer, got {v}")));
+                errors
+                    .push(FieldError::new(path_of(ptr), format!("must be a non-negative integer, got {v}")));
                 0
             }
         },
@@ -116,10 +118,12 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
         }
         ("jobset.x-k8s.io", "JobSet") => {
-            let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).cloned().unwrap_or_default();
+            let jobs =
+                obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).cloned().unwrap_or_default();
             for (i, _) in jobs.iter().enumerate() {
                 let base = format!("/spec/replicatedJobs/{i}");
-                let name = obj.pointer(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
+                let name =
+                    obj.pointer(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
                 let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
                 let parallelism = int_at(obj, &format!("{base}/template/spec/parallelism"), 1, &mut errors);
                 roles.push(Role {
@@ -137,7 +141,11 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 "XGBoostJob" => "xgbReplicaSpecs",
                 _ => "paddleReplicaSpecs",
             };
-            let specs = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_object).cloned().unwrap_or_default();
+            let specs = obj
+                .pointer(&format!("/spec/{field}"))
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
             for role in specs.keys() {
                 let base = format!("/spec/{field}/{role}");
                 let pods = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
@@ -149,7 +157,11 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             let size = int_at(obj, "/spec/leaderWorkerTemplate/size", 1, &mut errors);
             group_size = Some(size);
             if obj.pointer("/spec/leaderWorkerTemplate/leaderTemplate").is_some_and(|t| !t.is_null()) {
-                roles.push(Role { name: "leader".into(), pods: groups, template: "/spec/leaderWorkerTemplate/leaderTemplate".into() });
+                roles.push(Role {
+                    name: "leader".into(),
+                    pods: groups,
+                    template: "/spec/leaderWorkerTemplate/leaderTemplate".into(),
+                });
                 roles.push(Role {
                     name: "worker".into(),
                     pods: groups.saturating_mul(size.saturating_sub(1)),
@@ -164,8 +176,13 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             }
         }
         ("ray.io", "RayCluster") => {
-            roles.push(Role { name: "head".into(), pods: 1, template: "/spec/headGroupSpec/template".into() });
-            let workers = obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array).cloned().unwrap_or_default();
+            roles.push(Role {
+                name: "head".into(),
+                pods: 1,
+                template: "/spec/headGroupSpec/template".into(),
+            });
+            let workers =
+                obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array).cloned().unwrap_or_default();
             for (i, w) in workers.iter().enumerate() {
                 let base = format!("/spec/workerGroupSpecs/{i}");
                 let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
@@ -178,10 +195,16 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     }
     let meta = obj.get("metadata");
     let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("").to_string();
-    let namespace =
-        meta.and_then(|m| m.get("namespace")).and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
+    let namespace = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
     if name.is_empty() {
-        errors.push(FieldError::new("metadata.name", "required (generateName is not supported for gang workloads)"));
+        errors.push(FieldError::new(
+            "metadata.name",
+            "required (generateName is not supported for gang workloads)",
+        ));
     }
     for r in &roles {
         if !obj.pointer(&r.template).is_some_and(Value::is_object) {
@@ -191,7 +214,10 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let total: u32 = roles.iter().map(|r| r.pods).fold(0, u32::saturating_add);
     let min_member = group_size.unwrap_or(total);
     if min_member == 0 {
-        errors.push(FieldError::new("spec", format!("the {kind} runs no pods: a gang needs at least one member")));
+        errors.push(FieldError::new(
+            "spec",
+            format!("the {kind} runs no pods: a gang needs at least one member"),
+        ));
     }
     if !errors.is_empty() {
         return Some(Err(errors));
@@ -238,7 +264,9 @@ fn set_scheduler(spec: &mut Map<String, Value>) {
 /// gang in any dialect). Idempotent; never overwrites what the user set. Other kinds come back
 /// unchanged.
 pub fn inject(obj: &Value) -> Result<Value, Vec<FieldError>> {
-    if obj.get("kind").and_then(Value::as_str) == Some("Pod") && obj.get("apiVersion").and_then(Value::as_str) == Some("v1") {
+    if obj.get("kind").and_then(Value::as_str) == Some("Pod")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
+    {
         let claims = crate::dialect::pod_claims(obj)?;
         let mut out = obj.clone();
         if !claims.is_empty()
@@ -346,8 +374,16 @@ mod tests {
         assert_eq!(master.pointer("/metadata/annotations/kube-gang.io~1min-member"), Some(&json!("4")));
         assert_eq!(master.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")));
         let worker = out.pointer("/spec/pytorchReplicaSpecs/Worker/template").unwrap();
-        assert_eq!(worker.pointer("/metadata/annotations/kube-gang.io~1min-member"), Some(&json!("2")), "never overwritten");
-        assert_eq!(worker.pointer("/spec/schedulerName"), Some(&json!("volcano")), "the user's scheduler stays");
+        assert_eq!(
+            worker.pointer("/metadata/annotations/kube-gang.io~1min-member"),
+            Some(&json!("2")),
+            "never overwritten"
+        );
+        assert_eq!(
+            worker.pointer("/spec/schedulerName"),
+            Some(&json!("volcano")),
+            "the user's scheduler stays"
+        );
         assert_eq!(inject(&out).unwrap(), out, "a second pass is a no-op");
     }
 
@@ -373,10 +409,8 @@ mod tests {
         assert_eq!((shape.min_member, shape.groups), (4, 2));
         let pods = expand(&lws).unwrap();
         assert_eq!(pods.len(), 8);
-        let groups: std::collections::BTreeSet<_> = pods
-            .iter()
-            .map(|p| crate::dialect::pod_claims(p).unwrap()[0].gang.name.clone())
-            .collect();
+        let groups: std::collections::BTreeSet<_> =
+            pods.iter().map(|p| crate::dialect::pod_claims(p).unwrap()[0].gang.name.clone()).collect();
         assert_eq!(groups.into_iter().collect::<Vec<_>>(), vec!["vllm-0", "vllm-1"]);
     }
 

@@ -22,7 +22,15 @@ struct GangSpec {
 }
 
 fn gang_spec() -> impl Strategy<Value = GangSpec> {
-    (1u32..6, 0u32..6, prop_oneof![Just(0i64), Just(1), Just(2), Just(4), Just(8)], 1i64..16, 0i32..3, any::<bool>(), any::<bool>())
+    (
+        1u32..6,
+        0u32..6,
+        prop_oneof![Just(0i64), Just(1), Just(2), Just(4), Just(8)],
+        1i64..16,
+        0i32..3,
+        any::<bool>(),
+        any::<bool>(),
+    )
         .prop_map(|(members, min, gpus, cpu, priority, topology, subgroups)| GangSpec {
             members,
             min: min.clamp(1, members),
@@ -34,7 +42,10 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
         })
 }
 
-fn cluster() -> impl Strategy<Value = (Vec<(i64, i64, u8)>, Vec<GangSpec>, Vec<(usize, i32)>)> {
+/// (nodes as (gpus, cores, rack), gangs, running pods as (node, priority))
+type Cluster = (Vec<(i64, i64, u8)>, Vec<GangSpec>, Vec<(usize, i32)>);
+
+fn cluster() -> impl Strategy<Value = Cluster> {
     (
         prop::collection::vec((prop_oneof![Just(0i64), Just(4), Just(8)], 4i64..33, 0u8..3), 1..10),
         prop::collection::vec(gang_spec(), 1..8),
@@ -48,7 +59,10 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
     for (i, &(gpus, cpus, rack)) in nodes.iter().enumerate() {
         snap.nodes.push(Node {
             name: format!("n{i:02}"),
-            allocatable: Resources::new().with("cpu", cpus * 1000).with("nvidia.com/gpu", gpus).with("pods", 20),
+            allocatable: Resources::new()
+                .with("cpu", cpus * 1000)
+                .with("nvidia.com/gpu", gpus)
+                .with("pods", 20),
             labels: [("rack".to_string(), format!("r{rack}"))].into(),
             taints: vec![],
             unschedulable: false,
@@ -60,15 +74,23 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
         let node = node % nodes.len();
         let (g, c) = used.entry(node).or_default();
         // Only what fits: a cluster others overcommitted is not what these invariants are about.
-        if *g + 1 <= nodes[node].0 && *c + 1000 <= nodes[node].1 * 1000 {
+        if *g < nodes[node].0 && *c + 1000 <= nodes[node].1 * 1000 {
             *g += 1;
             *c += 1000;
-            snap.pods.push(pod(&format!("bg-{j}"), None, 1, 1000, priority * 100, Some(format!("n{node:02}"))));
+            snap.pods.push(pod(
+                &format!("bg-{j}"),
+                None,
+                1,
+                1000,
+                priority * 100,
+                Some(format!("n{node:02}")),
+            ));
         }
     }
     for (i, g) in gangs.iter().enumerate() {
         let key = ObjectKey::new("ns", format!("g{i}"));
-        let mut gang = Gang::new(key.clone(), g.min, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+        let mut gang =
+            Gang::new(key.clone(), g.min, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
         if g.topology {
             gang.topology_key = Some("rack".into());
         }
@@ -76,11 +98,22 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
             gang.min_member = 2;
             gang.subgroups = vec![
                 SubGroup { name: "a".into(), parent: None, min_member: 1, topology_key: None },
-                SubGroup { name: "b".into(), parent: None, min_member: (g.members - 1).min(g.min).max(1), topology_key: None },
+                SubGroup {
+                    name: "b".into(),
+                    parent: None,
+                    min_member: (g.members - 1).min(g.min).max(1),
+                    topology_key: None,
+                },
             ];
         }
         for m in 0..g.members {
-            let sub = if gang.subgroups.is_empty() { None } else if m == 0 { Some("a") } else { Some("b") };
+            let sub = if gang.subgroups.is_empty() {
+                None
+            } else if m == 0 {
+                Some("a")
+            } else {
+                Some("b")
+            };
             let mut p = pod(&format!("g{i}-{m}"), Some(&key), g.gpus, g.cpu, g.priority, None);
             if let (Some(s), Some(mem)) = (sub, p.gang.as_mut()) {
                 mem.subgroup = Some(s.into());

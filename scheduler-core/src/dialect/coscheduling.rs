@@ -51,7 +51,8 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let pg: PodGroup = typed(obj)?;
     let mut errors = Vec::new();
     let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
-    let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Coscheduling, kind: "PodGroup".into() });
+    let mut gang =
+        Gang::new(meta.key(), min, Source { dialect: Dialect::Coscheduling, kind: "PodGroup".into() });
     gang.created = meta.created;
     match min_resources("spec.minResources", pg.spec.min_resources.as_ref()) {
         Ok(r) => gang.min_resources = r,
@@ -60,7 +61,10 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     if let Some(t) = pg.spec.schedule_timeout_seconds {
         match u64::try_from(t) {
             Ok(t) => gang.timeout = Some(Duration::from_secs(t)),
-            Err(_) => errors.push(FieldError::new("spec.scheduleTimeoutSeconds", format!("must not be negative, got {t}"))),
+            Err(_) => errors.push(FieldError::new(
+                "spec.scheduleTimeoutSeconds",
+                format!("must not be negative, got {t}"),
+            )),
         }
     }
     if errors.is_empty() { Ok(gang) } else { Err(errors) }

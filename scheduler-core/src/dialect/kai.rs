@@ -62,7 +62,11 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
         dialect: Dialect::Kai,
         gang: GangKey::new(meta.namespace, *name),
         subgroup: meta.labels.get(SUBGROUP_LABEL).map(|s| s.to_string()),
-        path: if meta.annotations.contains_key(ANNOTATION) { annotation_path(ANNOTATION) } else { label_path(ANNOTATION) },
+        path: if meta.annotations.contains_key(ANNOTATION) {
+            annotation_path(ANNOTATION)
+        } else {
+            label_path(ANNOTATION)
+        },
     }))
 }
 

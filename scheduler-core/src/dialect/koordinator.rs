@@ -35,11 +35,15 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     let min = match a.get(MIN_AVAILABLE) {
         Some(v) => parse_count(&annotation_path(MIN_AVAILABLE), v).map_err(|e| errors.push(e)).unwrap_or(0),
         None => {
-            errors.push(FieldError::new(annotation_path(MIN_AVAILABLE), "required with gang.scheduling.koordinator.sh/name"));
+            errors.push(FieldError::new(
+                annotation_path(MIN_AVAILABLE),
+                "required with gang.scheduling.koordinator.sh/name",
+            ));
             0
         }
     };
-    let mut gang = Gang::new(claim.gang.clone(), min, Source { dialect: Dialect::Koordinator, kind: "Pod".into() });
+    let mut gang =
+        Gang::new(claim.gang.clone(), min, Source { dialect: Dialect::Koordinator, kind: "Pod".into() });
     gang.created = meta.created;
     if let Some(v) = a.get(TOTAL_NUMBER) {
         match parse_count(&annotation_path(TOTAL_NUMBER), v) {
@@ -50,7 +54,8 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     match a.get(MODE).copied() {
         None | Some("Strict") => {}
         Some("NonStrict") => gang.mode = GangMode::NonStrict,
-        Some(other) => errors.push(FieldError::new(annotation_path(MODE), format!("{other:?} is not Strict or NonStrict"))),
+        Some(other) => errors
+            .push(FieldError::new(annotation_path(MODE), format!("{other:?} is not Strict or NonStrict"))),
     }
     if let Some(v) = a.get(WAITING_TIME) {
         match parse_duration(v) {
@@ -72,7 +77,8 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
                     }
                 }
             }
-            Err(e) => errors.push(FieldError::new(annotation_path(GROUPS), format!("not a JSON list of strings: {e}"))),
+            Err(e) => errors
+                .push(FieldError::new(annotation_path(GROUPS), format!("not a JSON list of strings: {e}"))),
         }
     }
     if errors.is_empty() { Ok(gang) } else { Err(errors) }

@@ -57,7 +57,13 @@ pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
     let meta = Meta::of(pod);
     let mut claims = Vec::new();
     let mut errors = Vec::new();
-    for read in [/* PENDING(crd) kubegang::claim, */ upstream::claim, coscheduling::claim, volcano::claim, koordinator::claim, kai::claim] {
+    for read in [
+        /* PENDING(crd) kubegang::claim, */ upstream::claim,
+        coscheduling::claim,
+        volcano::claim,
+        koordinator::claim,
+        kai::claim,
+    ] {
         match read(&meta, pod) {
             Ok(Some(c)) => claims.push(c),
             Ok(None) => {}
@@ -154,7 +160,8 @@ pub(crate) fn annotation_path(key: &str) -> String {
 
 /// Deserialises a dialect's typed object, turning serde's message into a field error.
 pub(crate) fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<T, Vec<FieldError>> {
-    serde_json::from_value(obj.clone()).map_err(|e| vec![FieldError::new(serde_path(&e.to_string()), e.to_string())])
+    serde_json::from_value(obj.clone())
+        .map_err(|e| vec![FieldError::new(serde_path(&e.to_string()), e.to_string())])
 }
 
 /// Best-effort location from a serde message ("missing field `minMember`" → `spec.minMember`).
@@ -174,7 +181,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if let Ok(secs) = t.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    let bad = || format!("invalid duration {s:?}: use a number of seconds or units h, m, s, ms (e.g. 90s, 15m, 1h30m)");
+    let bad = || {
+        format!("invalid duration {s:?}: use a number of seconds or units h, m, s, ms (e.g. 90s, 15m, 1h30m)")
+    };
     let mut total = 0f64;
     let mut rest = t;
     while !rest.is_empty() {
@@ -205,9 +214,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// A non-negative count from an annotation or field, with a message naming the value.
 pub(crate) fn parse_count(path: &str, v: &str) -> Result<u32, FieldError> {
-    v.trim()
-        .parse::<u32>()
-        .map_err(|_| FieldError::new(path, format!("{v:?} is not a non-negative integer")))
+    v.trim().parse::<u32>().map_err(|_| FieldError::new(path, format!("{v:?} is not a non-negative integer")))
 }
 
 /// An `i32` spec field that must be a non-negative count.

@@ -73,10 +73,15 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
             group.parent = pg.spec.parent_composite_pod_group_name;
             group.priority = pg.spec.priority;
             group.topology_key = first_key(
-                pg.spec.scheduling_constraints.and_then(|c| c.topology).map(|t| t.into_iter().map(|t| t.key).collect()),
+                pg.spec
+                    .scheduling_constraints
+                    .and_then(|c| c.topology)
+                    .map(|t| t.into_iter().map(|t| t.key).collect()),
             );
             if let Some(g) = pg.spec.scheduling_policy.gang {
-                group.min = count_field("spec.schedulingPolicy.gang.minCount", g.min_count).map_err(|e| errors.push(e)).ok();
+                group.min = count_field("spec.schedulingPolicy.gang.minCount", g.min_count)
+                    .map_err(|e| errors.push(e))
+                    .ok();
             }
         }
         ("scheduling.k8s.io/v1alpha3", "PodGroup") => {
@@ -84,10 +89,15 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
             group.parent = pg.spec.parent_composite_pod_group_name;
             group.priority = pg.spec.priority;
             group.topology_key = first_key(
-                pg.spec.scheduling_constraints.and_then(|c| c.topology).map(|t| t.into_iter().map(|t| t.key).collect()),
+                pg.spec
+                    .scheduling_constraints
+                    .and_then(|c| c.topology)
+                    .map(|t| t.into_iter().map(|t| t.key).collect()),
             );
             if let Some(g) = pg.spec.scheduling_policy.gang {
-                group.min = count_field("spec.schedulingPolicy.gang.minCount", g.min_count).map_err(|e| errors.push(e)).ok();
+                group.min = count_field("spec.schedulingPolicy.gang.minCount", g.min_count)
+                    .map_err(|e| errors.push(e))
+                    .ok();
             }
         }
         ("scheduling.k8s.io/v1alpha3", "CompositePodGroup") => {
@@ -95,11 +105,15 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
             group.parent = cpg.spec.parent_composite_pod_group_name;
             group.priority = cpg.spec.priority;
             group.topology_key = first_key(
-                cpg.spec.scheduling_constraints.and_then(|c| c.topology).map(|t| t.into_iter().map(|t| t.key).collect()),
+                cpg.spec
+                    .scheduling_constraints
+                    .and_then(|c| c.topology)
+                    .map(|t| t.into_iter().map(|t| t.key).collect()),
             );
             if let Some(g) = cpg.spec.scheduling_policy.gang {
-                group.min =
-                    count_field("spec.schedulingPolicy.gang.minGroupCount", g.min_group_count).map_err(|e| errors.push(e)).ok();
+                group.min = count_field("spec.schedulingPolicy.gang.minGroupCount", g.min_group_count)
+                    .map_err(|e| errors.push(e))
+                    .ok();
             }
         }
         _ => {
@@ -128,18 +142,28 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
             depth += 1;
             let pk = GangKey::new(&cur.key.namespace, parent);
             match by_key.get(&pk) {
-                Some(p) if p.kind == "CompositePodGroup" && depth <= crate::validate::MAX_SUBGROUP_DEPTH + 1 => cur = p,
+                Some(p)
+                    if p.kind == "CompositePodGroup" && depth <= crate::validate::MAX_SUBGROUP_DEPTH + 1 =>
+                {
+                    cur = p
+                }
                 Some(p) if p.kind != "CompositePodGroup" => {
                     problems.push((
                         g.key.clone(),
-                        FieldError::new("spec.parentCompositePodGroupName", format!("{pk} is a {}, not a CompositePodGroup", p.kind)),
+                        FieldError::new(
+                            "spec.parentCompositePodGroupName",
+                            format!("{pk} is a {}, not a CompositePodGroup", p.kind),
+                        ),
                     ));
                     continue 'groups;
                 }
                 Some(_) => {
                     problems.push((
                         g.key.clone(),
-                        FieldError::new("spec.parentCompositePodGroupName", "the hierarchy is too deep or has a cycle"),
+                        FieldError::new(
+                            "spec.parentCompositePodGroupName",
+                            "the hierarchy is too deep or has a cycle",
+                        ),
                     ));
                     continue 'groups;
                 }
@@ -210,15 +234,20 @@ mod tests {
             "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 2}},
                      "schedulingConstraints": {"topology": [{"key": "rack"}]},
                      "workloadRef": {"workloadName": "w", "templateName": "t"}}});
-        let groups: Vec<Group> =
-            [cpg, pg("prefill", Some("llm"), 2), pg("decode", Some("llm"), 4)].iter().map(|o| read(o).unwrap()).collect();
+        let groups: Vec<Group> = [cpg, pg("prefill", Some("llm"), 2), pg("decode", Some("llm"), 4)]
+            .iter()
+            .map(|o| read(o).unwrap())
+            .collect();
         let (gangs, resolution, problems) = assemble(&groups);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(gangs.len(), 1);
         let g = &gangs[0];
         assert_eq!((g.min_member, g.topology_key.as_deref()), (2, Some("rack")));
         assert_eq!(g.min_pods(), Some(6));
-        assert_eq!(resolution[&GangKey::new("ml", "decode")], (GangKey::new("ml", "llm"), Some("decode".into())));
+        assert_eq!(
+            resolution[&GangKey::new("ml", "decode")],
+            (GangKey::new("ml", "llm"), Some("decode".into()))
+        );
     }
 
     #[test]
