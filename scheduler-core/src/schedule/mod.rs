@@ -619,6 +619,34 @@ impl<'a> Cycle<'a> {
         let timeout = gang.timeout.or(self.config.default_timeout);
         let why = explain::unplaced(self, g, &attempt);
 
+        // Half-bound: members hold nodes (a crash mid-binding, or a race) but the gang cannot be
+        // completed. Released after the grace period rather than held forever.
+        let bound: Vec<usize> =
+            self.members[g].all.iter().copied().filter(|&p| self.snap.pods[p].uses_node()).collect();
+        if !bound.is_empty() {
+            let since = *st.degraded_since.get_or_insert(self.now);
+            let grace = gang.stale_grace.unwrap_or(self.config.stale_grace_period);
+            let n = bound.len();
+            if self.now.since(since) >= grace {
+                for p in bound {
+                    self.evict(p, EvictionReason::StaleGang, None);
+                }
+                st.degraded_since = None;
+                let msg = format!(
+                    "{n} member(s) were bound but the gang could not be completed within {}s: releasing them. {why}",
+                    grace.as_secs()
+                );
+                self.outcome(g, Reason::Stale, Phase::Degraded, msg, st, 0);
+            } else {
+                let left = grace.saturating_sub(self.now.since(since)).as_secs();
+                let msg = format!(
+                    "{n} member(s) bound but the gang cannot be completed; they are released in {left}s unless the rest fit. {why}"
+                );
+                self.outcome(g, Reason::Degraded, Phase::Degraded, msg, st, 0);
+            }
+            return;
+        }
+
         if let Some(t) = timeout
             && self.now.since(since) >= t
         {
