@@ -1,1 +1,186 @@
-//! (being written)
+//! Exact Kubernetes quantities (`resource.Quantity`): `500m`, `1.5`, `64Gi`, `129e6`, `12E-3`.
+//!
+//! Parsed without floating point into `mantissa × 10^exponent` (binary suffixes multiply the
+//! mantissa by the exact power of 1024), then rounded up into the integer units the scheduler uses,
+//! as kube-scheduler does with `MilliValue()` and `Value()`. Malformed input is a typed error naming
+//! the value; nothing panics and nothing is silently truncated.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A parsed quantity, exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Quantity {
+    mantissa: i128,
+    exponent: i32,
+}
+
+/// Why a quantity is not valid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QuantityError {
+    #[error(
+        "{0:?} is not a quantity (expected a number with an optional suffix such as 500m, 2, 1.5Gi, 1e3)"
+    )]
+    Malformed(String),
+    #[error(
+        "{0:?} has an unknown suffix {1:?} (use n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent)"
+    )]
+    UnknownSuffix(String, String),
+    #[error("{0:?} is too large")]
+    Overflow(String),
+}
+
+const BINARY: [(&str, u32); 6] = [("Ki", 1), ("Mi", 2), ("Gi", 3), ("Ti", 4), ("Pi", 5), ("Ei", 6)];
+const DECIMAL: [(&str, i32); 9] =
+    [("n", -9), ("u", -6), ("m", -3), ("", 0), ("k", 3), ("M", 6), ("G", 9), ("T", 12), ("P", 15)];
+
+/// Parses a Kubernetes quantity.
+pub fn parse(s: &str) -> Result<Quantity, QuantityError> {
+    s.parse()
+}
+
+impl FromStr for Quantity {
+    type Err = QuantityError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let malformed = || QuantityError::Malformed(s.to_string());
+        let overflow = || QuantityError::Overflow(s.to_string());
+        let (negative, body) = match s.as_bytes().first() {
+            Some(b'-') => (true, &s[1..]),
+            Some(b'+') => (false, &s[1..]),
+            _ => (false, s),
+        };
+        let num_end = body.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(body.len());
+        let (number, suffix) = body.split_at(num_end);
+        let (int, frac) = match number.split_once('.') {
+            Some((i, f)) => (i, f),
+            None => (number, ""),
+        };
+        if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+            return Err(malformed());
+        }
+        let mut mantissa: i128 = 0;
+        for c in int.chars().chain(frac.chars()) {
+            let d = i128::from(c.to_digit(10).ok_or_else(malformed)?);
+            mantissa = mantissa.checked_mul(10).and_then(|m| m.checked_add(d)).ok_or_else(overflow)?;
+        }
+        let mut exponent = -i32::try_from(frac.len()).map_err(|_| overflow())?;
+        if let Some((_, k)) = BINARY.iter().find(|(sfx, _)| *sfx == suffix) {
+            mantissa = mantissa.checked_mul(1024i128.pow(*k)).ok_or_else(overflow)?;
+        } else if let Some((_, e)) = DECIMAL.iter().find(|(sfx, _)| *sfx == suffix) {
+            exponent += e;
+        } else if suffix == "E" {
+            exponent += 18;
+        } else if let Some(rest) = suffix.strip_prefix(['e', 'E']).filter(|r| !r.is_empty()) {
+            if !rest.trim_start_matches(['+', '-']).chars().all(|c| c.is_ascii_digit()) {
+                return Err(malformed());
+            }
+            let e: i32 = rest.parse().map_err(|_| malformed())?;
+            exponent = exponent.checked_add(e).ok_or_else(overflow)?;
+        } else {
+            return Err(QuantityError::UnknownSuffix(s.to_string(), suffix.to_string()));
+        }
+        if !(-40..=40).contains(&exponent) && mantissa != 0 {
+            return Err(overflow());
+        }
+        Ok(Quantity { mantissa: if negative { -mantissa } else { mantissa }, exponent })
+    }
+}
+
+impl Quantity {
+    /// `value × 10^scale`, rounded up (toward +∞, as Kubernetes rounds); `None` if it does not fit
+    /// an `i64`.
+    fn scaled_ceil(&self, scale: i32) -> Option<i64> {
+        let e = self.exponent + scale;
+        if self.mantissa == 0 {
+            return Some(0);
+        }
+        let v: i128 = if e >= 0 {
+            self.mantissa.checked_mul(10i128.checked_pow(u32::try_from(e).ok()?)?)?
+        } else {
+            let div = 10i128.checked_pow(u32::try_from(-e).ok()?);
+            match div {
+                Some(div) => {
+                    let q = self.mantissa.div_euclid(div);
+                    if self.mantissa.rem_euclid(div) != 0 { q + 1 } else { q }
+                }
+                // Smaller than any representable unit: rounds up to 1 (or 0 when negative).
+                None => i128::from(self.mantissa > 0),
+            }
+        };
+        i64::try_from(v).ok()
+    }
+
+    /// Thousandths of the value, rounded up (`MilliValue()`); `None` when it overflows `i64`.
+    pub fn milli_ceil(&self) -> Option<i64> {
+        self.scaled_ceil(3)
+    }
+
+    /// The value in base units, rounded up (`Value()`); `None` when it overflows `i64`.
+    pub fn value_ceil(&self) -> Option<i64> {
+        self.scaled_ceil(0)
+    }
+
+    pub fn is_negative(&self) -> bool {
+        self.mantissa < 0
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.mantissa == 0
+    }
+}
+
+impl fmt::Display for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}e{}", self.mantissa, self.exponent)
+    }
+}
+
+/// The amount of `resource` in the scheduler's units: millicores for `cpu`, base units (rounded
+/// up) for everything else.
+pub fn amount(resource: &str, q: &str) -> Result<i64, QuantityError> {
+    let parsed = parse(q.trim_matches(|c: char| c == '"'))?;
+    let v = if resource == crate::resources::CPU { parsed.milli_ceil() } else { parsed.value_ceil() };
+    v.ok_or_else(|| QuantityError::Overflow(q.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_examples_from_the_kubernetes_docs() {
+        // "128974848, 129e6, 129M, 128974848000m, 123Mi" are all roughly the same memory.
+        assert_eq!(amount("memory", "128974848"), Ok(128_974_848));
+        assert_eq!(amount("memory", "129e6"), Ok(129_000_000));
+        assert_eq!(amount("memory", "129M"), Ok(129_000_000));
+        assert_eq!(amount("memory", "128974848000m"), Ok(128_974_848));
+        assert_eq!(amount("memory", "123Mi"), Ok(128_974_848));
+        assert_eq!(amount("cpu", "0.5"), Ok(500));
+        assert_eq!(amount("cpu", "100m"), Ok(100));
+        assert_eq!(amount("cpu", "0.1"), Ok(100));
+        assert_eq!(amount("cpu", "1u"), Ok(1), "rounds up");
+        assert_eq!(amount("cpu", "2"), Ok(2000));
+        assert_eq!(amount("memory", "1Gi"), Ok(1 << 30));
+        assert_eq!(amount("memory", "1.5Gi"), Ok(3 << 29));
+        assert_eq!(amount("memory", "1e3"), Ok(1000));
+        assert_eq!(amount("memory", "12E-3"), Ok(1), "0.012 bytes rounds up to 1");
+        assert_eq!(amount("nvidia.com/gpu", "8"), Ok(8));
+        assert_eq!(amount("memory", "1E"), Ok(1_000_000_000_000_000_000));
+        assert_eq!(amount("cpu", "-1"), Ok(-1000));
+        assert_eq!(amount("cpu", "+.5"), Ok(500));
+    }
+
+    #[test]
+    fn malformed_values_name_the_value() {
+        for bad in [
+            "", "-", ".", "1.2.3", "1Kb", "--1", "1 Gi", " 1", "1e", "1e+", "e3", "Gi", "1ki", "0x10",
+            "1e3.5",
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(err.to_string().contains(&format!("{bad:?}")), "{bad:?}: {err}");
+        }
+        assert!(matches!(amount("memory", "99999999999999999999Ei"), Err(QuantityError::Overflow(_))));
+        assert!(matches!(amount("memory", "1e40"), Err(QuantityError::Overflow(_))));
+    }
+}

@@ -129,3 +129,100 @@ impl fmt::Display for Resources {
         Ok(())
     }
 }
+
+/// A `ResourceList` (requests, limits, allocatable, overhead) in the scheduler's units. Every bad
+/// entry is an error at `path[name]` naming the value; negative amounts are errors.
+pub fn resource_list(
+    path: &str,
+    list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> Result<Resources, Vec<crate::error::FieldError>> {
+    let mut out = Resources::new();
+    let mut errors = Vec::new();
+    for (name, q) in list {
+        match crate::quantity::amount(name, &q.0) {
+            Ok(a) if a < 0 => errors.push(crate::error::FieldError::new(
+                format!("{path}[{name}]"),
+                format!("must not be negative, got {:?}", q.0),
+            )),
+            Ok(a) => out.set(name.clone(), a),
+            Err(e) => errors.push(crate::error::FieldError::new(format!("{path}[{name}]"), e.to_string())),
+        }
+    }
+    if errors.is_empty() { Ok(out) } else { Err(errors) }
+}
+
+/// One container's requests, with the API server's defaulting applied: a resource with a limit and
+/// no request requests its limit (objects read from files have not been through the API server).
+fn container_requests(
+    path: &str,
+    c: &k8s_openapi::api::core::v1::Container,
+) -> Result<Resources, Vec<crate::error::FieldError>> {
+    let Some(res) = &c.resources else { return Ok(Resources::new()) };
+    let mut errors = Vec::new();
+    let mut requests = match &res.requests {
+        Some(r) => resource_list(&format!("{path}.resources.requests"), r).unwrap_or_else(|e| {
+            errors.extend(e);
+            Resources::new()
+        }),
+        None => Resources::new(),
+    };
+    if let Some(limits) = &res.limits {
+        match resource_list(&format!("{path}.resources.limits"), limits) {
+            Ok(l) => {
+                for (name, amount) in l.iter() {
+                    let explicit = res.requests.as_ref().is_some_and(|r| r.contains_key(name));
+                    if !explicit {
+                        requests.set(name.to_string(), amount);
+                    }
+                }
+            }
+            Err(e) => errors.extend(e),
+        }
+    }
+    if errors.is_empty() { Ok(requests) } else { Err(errors) }
+}
+
+/// Effective pod requests exactly as kube-scheduler computes them (`PodRequests` with sidecars):
+/// regular containers and restartable init containers (sidecars, `restartPolicy: Always`) run
+/// together; each regular init container runs alone beside the sidecars started before it; per
+/// resource the pod needs the larger of the two, plus `spec.overhead`.
+pub fn effective_requests(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+) -> Result<Resources, Vec<crate::error::FieldError>> {
+    let mut errors = Vec::new();
+    let mut running = Resources::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        match container_requests(&format!("spec.containers[{i}]"), c) {
+            Ok(r) => running.add(&r),
+            Err(e) => errors.extend(e),
+        }
+    }
+    let mut sidecars = Resources::new();
+    let mut init_peak = Resources::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let r = match container_requests(&format!("spec.initContainers[{i}]"), c) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.extend(e);
+                continue;
+            }
+        };
+        if c.restart_policy.as_deref() == Some("Always") {
+            running.add(&r);
+            sidecars.add(&r);
+            init_peak.max_with(&sidecars);
+        } else {
+            let mut alone = r;
+            alone.add(&sidecars);
+            init_peak.max_with(&alone);
+        }
+    }
+    running.max_with(&init_peak);
+    if let Some(overhead) = &spec.overhead {
+        match resource_list("spec.overhead", overhead) {
+            Ok(o) => running.add(&o),
+            Err(e) => errors.extend(e),
+        }
+    }
+    if errors.is_empty() { Ok(running) } else { Err(errors) }
+}

@@ -22,9 +22,12 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
         Dialect::KubeGang
     };
     // LeaderWorkerSet: one gang per group, told apart by the group index the LWS controller writes.
-    let lws = meta.labels.get(crate::workload::LWS_NAME).zip(meta.labels.get(crate::workload::LWS_GROUP_INDEX));
+    let lws =
+        meta.labels.get(crate::workload::LWS_NAME).zip(meta.labels.get(crate::workload::LWS_GROUP_INDEX));
     let gang = match lws {
-        Some((lws_name, index)) if lws_name == name => GangKey::new(meta.namespace, format!("{name}-{index}")),
+        Some((lws_name, index)) if lws_name == name => {
+            GangKey::new(meta.namespace, format!("{name}-{index}"))
+        }
         _ => GangKey::new(meta.namespace, *name),
     };
     Ok(Some(Claim {
@@ -74,7 +77,10 @@ pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
     for (i, s) in spec.gang_group.iter().enumerate() {
         match GangKey::parse(s, &key.namespace) {
             Some(k) => gang.gang_group.push(k),
-            None => errors.push(FieldError::new(format!("spec.gangGroup[{i}]"), format!("{s:?} is not namespace/name"))),
+            None => errors.push(FieldError::new(
+                format!("spec.gangGroup[{i}]"),
+                format!("{s:?} is not namespace/name"),
+            )),
         }
     }
     if let Some(status) = &g.status {
@@ -110,7 +116,9 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     let a = &meta.annotations;
     let mut errors = Vec::new();
     let min = match a.get(ANNOTATION_MIN_MEMBER) {
-        Some(v) => parse_count(&annotation_path(ANNOTATION_MIN_MEMBER), v).map_err(|e| errors.push(e)).unwrap_or(0),
+        Some(v) => {
+            parse_count(&annotation_path(ANNOTATION_MIN_MEMBER), v).map_err(|e| errors.push(e)).unwrap_or(0)
+        }
         None => 0,
     };
     let source = Source { dialect: Dialect::KubeGangAnnotations, kind: "Pod".into() };

@@ -17,7 +17,7 @@
 pub mod coscheduling;
 pub mod kai;
 pub mod koordinator;
-// PENDING(crd) pub mod kubegang;
+pub mod kubegang;
 pub mod upstream;
 pub mod volcano;
 
@@ -58,7 +58,8 @@ pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
     let mut claims = Vec::new();
     let mut errors = Vec::new();
     for read in [
-        /* PENDING(crd) kubegang::claim, */ upstream::claim,
+        kubegang::claim,
+        upstream::claim,
         coscheduling::claim,
         volcano::claim,
         koordinator::claim,
@@ -92,7 +93,7 @@ pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     match (group, kind) {
-        // PENDING(crd) (crate::GROUP, "Gang") => Some(kubegang::read(obj).map(GangObject::Gang)),
+        (crate::GROUP, "Gang") => Some(kubegang::read(obj).map(GangObject::Gang)),
         (coscheduling::GROUP, "PodGroup") => Some(coscheduling::read(obj).map(GangObject::Gang)),
         (volcano::GROUP, "PodGroup") => Some(volcano::read(obj).map(GangObject::Gang)),
         (kai::GROUP, "PodGroup") => Some(kai::read(obj).map(GangObject::Gang)),
@@ -108,7 +109,7 @@ pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
 pub fn annotation_gang(claim: &Claim, pod: &Value) -> Option<Result<Gang, Vec<FieldError>>> {
     let meta = Meta::of(pod);
     match claim.dialect {
-        // PENDING(crd) Dialect::KubeGangAnnotations => Some(kubegang::annotation_gang(&meta, claim)),
+        Dialect::KubeGangAnnotations => Some(kubegang::annotation_gang(&meta, claim)),
         Dialect::Koordinator => Some(koordinator::annotation_gang(&meta, claim)),
         _ => None,
     }
@@ -227,9 +228,10 @@ pub(crate) fn min_resources(
     path: &str,
     list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
 ) -> Result<crate::resources::Resources, Vec<FieldError>> {
-    // PENDING(quantity) match list { Some(l) => crate::resources::resource_list(path, l), None => ... }
-    let _ = (path, list);
-    Ok(crate::resources::Resources::default())
+    match list {
+        Some(l) => crate::resources::resource_list(path, l),
+        None => Ok(crate::resources::Resources::default()),
+    }
 }
 
 #[cfg(test)]
