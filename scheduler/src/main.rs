@@ -1,1 +1,5 @@
-fn main() {}
+//! `gang-scheduler`: see the crate docs in `lib.rs`.
+
+fn main() -> std::process::ExitCode {
+    gang_scheduler::main()
+}

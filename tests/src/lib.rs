@@ -72,7 +72,11 @@ pub struct FakeApi {
 }
 
 fn kind_to_resource(api_version: &str, kind: &str) -> Resource {
-    let prefix = if api_version.contains('/') { format!("/apis/{api_version}") } else { format!("/api/{api_version}") };
+    let prefix = if api_version.contains('/') {
+        format!("/apis/{api_version}")
+    } else {
+        format!("/api/{api_version}")
+    };
     let plural = match kind {
         "PriorityClass" => "priorityclasses".to_string(),
         k => format!("{}s", k.to_lowercase()),
@@ -158,7 +162,13 @@ impl FakeApi {
     /// The stored object.
     pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
         let res = kind_to_resource(api_version, kind);
-        self.inner.store.lock().expect("store").objects.get(&(res, namespace.to_string(), name.to_string())).cloned()
+        self.inner
+            .store
+            .lock()
+            .expect("store")
+            .objects
+            .get(&(res, namespace.to_string(), name.to_string()))
+            .cloned()
     }
 
     /// Every request so far.
@@ -237,9 +247,9 @@ struct Target {
 
 fn parse_path(path: &str) -> Option<Target> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (prefix, rest) = match parts.first()? {
-        &"api" => (format!("/api/{}", parts.get(1)?), &parts[2..]),
-        &"apis" => (format!("/apis/{}/{}", parts.get(1)?, parts.get(2)?), &parts[3..]),
+    let (prefix, rest) = match *parts.first()? {
+        "api" => (format!("/api/{}", parts.get(1)?), parts.get(2..)?),
+        "apis" => (format!("/apis/{}/{}", parts.get(1)?, parts.get(2)?), parts.get(3..)?),
         _ => return None,
     };
     let (namespace, rest) = if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
@@ -249,7 +259,12 @@ fn parse_path(path: &str) -> Option<Target> {
     };
     // `/api/v1/namespaces/{name}` itself is the namespaces resource.
     if rest.is_empty() && !namespace.is_empty() {
-        return Some(Target { res: (prefix, "namespaces".into()), namespace: String::new(), name: Some(namespace), sub: None });
+        return Some(Target {
+            res: (prefix, "namespaces".into()),
+            namespace: String::new(),
+            name: Some(namespace),
+            sub: None,
+        });
     }
     Some(Target {
         res: (prefix, rest.first()?.to_string()),
@@ -267,8 +282,17 @@ async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     {
         let mut s = inner.store.lock().expect("store");
-        s.requests.push(Recorded { method: method.to_string(), path: path.clone(), query: query.clone(), body: body.clone() });
-        if let Some(f) = s.faults.iter_mut().find(|f| f.times > 0 && f.method == method.as_str() && path.ends_with(&f.path_suffix)) {
+        s.requests.push(Recorded {
+            method: method.to_string(),
+            path: path.clone(),
+            query: query.clone(),
+            body: body.clone(),
+        });
+        if let Some(f) = s
+            .faults
+            .iter_mut()
+            .find(|f| f.times > 0 && f.method == method.as_str() && path.ends_with(&f.path_suffix))
+        {
             f.times -= 1;
             let code = StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut resp = status(code, "Injected", "injected fault");
@@ -281,7 +305,11 @@ async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     let Some(t) = parse_path(&path) else { return status(StatusCode::NOT_FOUND, "NotFound", "unknown path") };
     let served = inner.served.lock().expect("served").contains(&t.res);
     if !served {
-        return status(StatusCode::NOT_FOUND, "NotFound", &format!("the server could not find the requested resource {}", t.res.1));
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            &format!("the server could not find the requested resource {}", t.res.1),
+        );
     }
     let watch = query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
     match (&method, &t.name, t.sub.as_deref()) {
@@ -306,7 +334,9 @@ fn list(inner: &Inner, t: &Target) -> Response {
         .filter(|((res, ns, _), _)| *res == t.res && (t.namespace.is_empty() || *ns == t.namespace))
         .map(|(_, v)| v.clone())
         .collect();
-    ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": s.version.to_string()}, "items": items}))
+    ok(
+        json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": s.version.to_string()}, "items": items}),
+    )
 }
 
 fn get(inner: &Inner, t: &Target, name: &str) -> Response {
@@ -336,7 +366,8 @@ fn create(inner: &Inner, t: &Target, mut body: Value) -> Response {
     let name = match body.pointer("/metadata/name").and_then(Value::as_str) {
         Some(n) => n.to_string(),
         None => {
-            let base = body.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("obj-").to_string();
+            let base =
+                body.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("obj-").to_string();
             let n = format!("{base}{}", s.version + 1);
             if let Some(m) = body.pointer_mut("/metadata").and_then(Value::as_object_mut) {
                 m.insert("name".into(), Value::String(n.clone()));
@@ -366,7 +397,11 @@ fn replace(inner: &Inner, t: &Target, name: &str, body: Value) -> Response {
     let have = current.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
     let want = body.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
     if !want.is_empty() && want != have {
-        return status(StatusCode::CONFLICT, "Conflict", "the object has been modified; please apply your changes to the latest version");
+        return status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "the object has been modified; please apply your changes to the latest version",
+        );
     }
     let obj = store_change(inner, &mut s, key, body, "MODIFIED");
     ok(obj)
@@ -416,17 +451,29 @@ fn bind(inner: &Inner, t: &Target, name: &str, body: &Value) -> Response {
     };
     let uid = body.pointer("/metadata/uid").and_then(Value::as_str);
     if uid.is_some_and(|u| Some(u) != pod.pointer("/metadata/uid").and_then(Value::as_str)) {
-        return status(StatusCode::CONFLICT, "Conflict", "Precondition failed: UID in precondition does not match");
+        return status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "Precondition failed: UID in precondition does not match",
+        );
     }
     if let Some(node) = pod.pointer("/spec/nodeName").and_then(Value::as_str) {
-        return status(StatusCode::CONFLICT, "Conflict", &format!("pod {name} is already assigned to node \"{node}\""));
+        return status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            &format!("pod {name} is already assigned to node \"{node}\""),
+        );
     }
     let node = body.pointer("/target/name").cloned().unwrap_or(Value::Null);
     if let Some(spec) = pod.pointer_mut("/spec").and_then(Value::as_object_mut) {
         spec.insert("nodeName".into(), node);
     }
     store_change(inner, &mut s, key, pod, "MODIFIED");
-    (StatusCode::CREATED, [("content-type", "application/json")], json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}).to_string())
+    (
+        StatusCode::CREATED,
+        [("content-type", "application/json")],
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}).to_string(),
+    )
         .into_response()
 }
 
@@ -438,10 +485,18 @@ fn evict(inner: &Inner, t: &Target, name: &str, body: &Value) -> Response {
     };
     let uid = body.pointer("/deleteOptions/preconditions/uid").and_then(Value::as_str);
     if uid.is_some_and(|u| Some(u) != pod.pointer("/metadata/uid").and_then(Value::as_str)) {
-        return status(StatusCode::CONFLICT, "Conflict", "Precondition failed: UID in precondition does not match");
+        return status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "Precondition failed: UID in precondition does not match",
+        );
     }
     store_change(inner, &mut s, key, pod, "DELETED");
-    (StatusCode::CREATED, [("content-type", "application/json")], json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}).to_string())
+    (
+        StatusCode::CREATED,
+        [("content-type", "application/json")],
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}).to_string(),
+    )
         .into_response()
 }
 
@@ -455,7 +510,8 @@ fn watch_stream(inner: Arc<Inner>, t: Target, query: &str) -> Response {
         let s = inner.store.lock().expect("store");
         if from < s.compacted {
             let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410, "message": "too old resource version"}});
-            return (StatusCode::OK, [("content-type", "application/json")], format!("{gone}\n")).into_response();
+            return (StatusCode::OK, [("content-type", "application/json")], format!("{gone}\n"))
+                .into_response();
         }
         let backlog: Vec<(u64, Resource, &'static str, Value)> =
             s.history.iter().filter(|(v, r, _, _)| *v > from && *r == t.res).cloned().collect();
@@ -464,7 +520,9 @@ fn watch_stream(inner: Arc<Inner>, t: Target, query: &str) -> Response {
     let ns = t.namespace.clone();
     let res = t.res.clone();
     let matches = move |r: &Resource, obj: &Value| {
-        *r == res && (ns.is_empty() || obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns.as_str()))
+        *r == res
+            && (ns.is_empty()
+                || obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns.as_str()))
     };
     let last = backlog.last().map_or(from, |b| b.0);
     let initial: Vec<Result<Bytes, std::io::Error>> = backlog
@@ -494,7 +552,8 @@ fn watch_stream(inner: Arc<Inner>, t: Target, query: &str) -> Response {
 
 /// A node object as the API serves it.
 pub fn node(name: &str, cpu: &str, gpus: u32, labels: &[(&str, &str)]) -> Value {
-    let labels: serde_json::Map<String, Value> = labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let labels: serde_json::Map<String, Value> =
+        labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
            "status": {"allocatable": {"cpu": cpu, "memory": "512Gi", "pods": "110", "nvidia.com/gpu": gpus.to_string()},
                       "conditions": [{"type": "Ready", "status": "True"}]}})

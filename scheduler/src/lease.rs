@@ -1,0 +1,152 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease: acquire when free or expired, renew while
+//! held, release on shutdown. Every write carries the Lease's `resourceVersion`, so two replicas
+//! racing for it cannot both win: the API server rejects the stale write with a 409.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
+use kube::api::PostParams;
+use scheduler_core::model::Time;
+
+/// How long a Lease is valid without renewal.
+pub const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How often the holder renews (well inside the duration).
+pub const RENEW_EVERY: Duration = Duration::from_secs(5);
+
+/// What to do with a Lease as found, for `me` at `now`. Pure, so the rules are tested without a
+/// cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// No Lease yet: create it holding it.
+    Create,
+    /// Ours: renew it.
+    Renew,
+    /// Someone else's and expired (or released): take it over.
+    TakeOver,
+    /// Someone else holds it.
+    Follow { holder: String },
+}
+
+/// Decides from the Lease's current spec.
+pub fn decide(lease: Option<&LeaseSpec>, me: &str, now: Time) -> Decision {
+    let Some(spec) = lease else { return Decision::Create };
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    if holder == me {
+        return Decision::Renew;
+    }
+    if holder.is_empty() {
+        return Decision::TakeOver;
+    }
+    let duration =
+        Duration::from_secs(u64::try_from(spec.lease_duration_seconds.unwrap_or(15)).unwrap_or(15));
+    let renewed = spec.renew_time.as_ref().map(|t| Time(t.0.as_millisecond())).unwrap_or_default();
+    if now.since(renewed) > duration { Decision::TakeOver } else { Decision::Follow { holder } }
+}
+
+fn micro(now: Time) -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::from_millisecond(now.0).unwrap_or_default())
+}
+
+/// The Lease spec a holder writes.
+pub fn held_spec(me: &str, now: Time, previous: Option<&LeaseSpec>, taking_over: bool) -> LeaseSpec {
+    let transitions = previous.and_then(|p| p.lease_transitions).unwrap_or(0);
+    LeaseSpec {
+        holder_identity: Some(me.to_string()),
+        lease_duration_seconds: Some(i32::try_from(LEASE_DURATION.as_secs()).unwrap_or(15)),
+        acquire_time: if taking_over || previous.is_none() {
+            Some(micro(now))
+        } else {
+            previous.and_then(|p| p.acquire_time.clone())
+        },
+        renew_time: Some(micro(now)),
+        lease_transitions: Some(if taking_over { transitions + 1 } else { transitions }),
+        ..LeaseSpec::default()
+    }
+}
+
+/// One election round against the API: returns whether `me` holds the Lease afterwards.
+pub async fn round(api: &Api<Lease>, name: &str, me: &str, now: Time) -> kube::Result<bool> {
+    let current = api.get_opt(name).await?;
+    let spec = current.as_ref().and_then(|l| l.spec.clone());
+    match decide(spec.as_ref(), me, now) {
+        Decision::Follow { holder } => {
+            tracing::debug!(%holder, "following");
+            Ok(false)
+        }
+        Decision::Create => {
+            let lease = Lease {
+                metadata: ObjectMeta { name: Some(name.to_string()), ..ObjectMeta::default() },
+                spec: Some(held_spec(me, now, None, true)),
+            };
+            match api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+        d @ (Decision::Renew | Decision::TakeOver) => {
+            let Some(mut lease) = current else { return Ok(false) };
+            lease.spec = Some(held_spec(me, now, spec.as_ref(), d == Decision::TakeOver));
+            match api.replace(name, &PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                // Someone else wrote first: follow them.
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// Releases the Lease if `me` holds it, so a successor need not wait for it to expire.
+pub async fn release(api: &Api<Lease>, name: &str, me: &str) -> kube::Result<()> {
+    let Some(mut lease) = api.get_opt(name).await? else { return Ok(()) };
+    if lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) != Some(me) {
+        return Ok(());
+    }
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+    }
+    match api.replace(name, &PostParams::default(), &lease).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(holder: Option<&str>, renewed_secs: i64) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: holder.map(Into::into),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(micro(Time::from_secs(renewed_secs))),
+            ..LeaseSpec::default()
+        }
+    }
+
+    #[test]
+    fn election_rules() {
+        let now = Time::from_secs(100);
+        assert_eq!(decide(None, "a", now), Decision::Create);
+        assert_eq!(decide(Some(&spec(Some("a"), 99)), "a", now), Decision::Renew);
+        assert_eq!(decide(Some(&spec(Some("b"), 95)), "a", now), Decision::Follow { holder: "b".into() });
+        assert_eq!(decide(Some(&spec(Some("b"), 80)), "a", now), Decision::TakeOver, "expired");
+        assert_eq!(decide(Some(&spec(None, 99)), "a", now), Decision::TakeOver, "released");
+    }
+
+    #[test]
+    fn takeover_counts_a_transition() {
+        let prev = spec(Some("b"), 0);
+        let s = held_spec("a", Time::from_secs(100), Some(&prev), true);
+        assert_eq!(s.lease_transitions, Some(1));
+        assert_eq!(s.holder_identity.as_deref(), Some("a"));
+        let renewed = held_spec("a", Time::from_secs(105), Some(&s), false);
+        assert_eq!(renewed.lease_transitions, Some(1));
+        assert_eq!(renewed.acquire_time, s.acquire_time);
+    }
+}

@@ -1,0 +1,166 @@
+//! gang-scheduler: runs kube-gang's scheduling cycle against a cluster.
+//!
+//! The binary is a thin adapter around `scheduler-core`: the cluster is watched into a synchronous
+//! [`index::Index`]; a cycle takes a snapshot of it and calls `schedule`; [`apply`] turns the plan
+//! into the exact API requests (bindings, evictions, status patches, events) that [`run`] sends.
+//! Everything that decides is pure and tested without a cluster.
+
+pub mod apply;
+pub mod config;
+pub mod index;
+pub mod lease;
+pub mod metrics;
+pub mod ratelimit;
+pub mod run;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Places whole gangs: pods whose `spec.schedulerName` is `--scheduler-name` are bound all together
+/// or not at all, with preemption, timeouts and stale-gang eviction. Reads every gang dialect
+/// (kube-gang Gang, scheduling.k8s.io PodGroup, coscheduling, Volcano, Koordinator, KAI).
+#[derive(Debug, Parser)]
+#[command(name = "gang-scheduler", version, about, long_about = None)]
+pub struct Args {
+    /// Only pods with this spec.schedulerName are placed.
+    #[arg(long, env = "GANG_SCHEDULER_NAME", default_value = scheduler_core::SCHEDULER_NAME)]
+    pub scheduler_name: String,
+    /// Run a cycle at least this often (cycles also run on every change, debounced).
+    #[arg(long, env = "GANG_SCHEDULER_PERIOD", default_value = "1s", value_parser = parse_duration)]
+    pub period: Duration,
+    /// Scheduling policy file (YAML): scoring, defaultTimeout, timeoutAction, stalePeriod, preemption.
+    #[arg(long, env = "GANG_SCHEDULER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address of the plain-HTTP probe server: /healthz, /readyz, /metrics.
+    #[arg(long, env = "GANG_SCHEDULER_PROBE_LISTEN", default_value = "0.0.0.0:8080")]
+    pub probe_listen: SocketAddr,
+    /// Elect a leader through a coordination.k8s.io Lease; only the leader binds.
+    #[arg(long, env = "GANG_SCHEDULER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Name of the Lease used for leader election.
+    #[arg(long, env = "GANG_SCHEDULER_LEASE_NAME", default_value = "gang-scheduler")]
+    pub lease_name: String,
+    /// Namespace of the Lease (defaults to the pod's namespace, from POD_NAMESPACE).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-gang-system")]
+    pub lease_namespace: String,
+    /// Client-side limit on API requests per second.
+    #[arg(long, env = "GANG_SCHEDULER_KUBE_API_QPS", default_value_t = 50.0)]
+    pub kube_api_qps: f64,
+    /// Burst allowed above --kube-api-qps.
+    #[arg(long, env = "GANG_SCHEDULER_KUBE_API_BURST", default_value_t = 100)]
+    pub kube_api_burst: u32,
+    /// Bindings in flight at once.
+    #[arg(long, env = "GANG_SCHEDULER_BIND_CONCURRENCY", default_value_t = 16)]
+    pub bind_concurrency: usize,
+    /// Log format.
+    #[arg(long, env = "GANG_SCHEDULER_LOG_FORMAT", value_enum, default_value = "plain")]
+    pub log_format: LogFormat,
+    /// Print the effective scheduling policy (after --config) as YAML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+/// How logs are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Plain,
+    Json,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    scheduler_core::dialect::parse_duration(s)
+}
+
+/// Entry point: parse flags, load the policy, run.
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> anyhow::Result<()> {
+    let policy = config::load(args.config.as_deref(), &args.scheduler_name)?;
+    if args.print_config {
+        print!("{}", serde_norway::to_string(&policy)?);
+        return Ok(());
+    }
+    init_tracing(args.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(args, policy))
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Plain => builder.init(),
+    }
+}
+
+async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+    let metrics = metrics::Metrics::new();
+    let listener = tokio::net::TcpListener::bind(args.probe_listen)
+        .await
+        .with_context(|| format!("binding --probe-listen {}", args.probe_listen))?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let probe_stop = stop.clone();
+    let router = metrics::router(metrics.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).with_graceful_shutdown(probe_stop.cancelled_owned()).await;
+    });
+    let signal_stop = stop.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        signal_stop.cancel();
+    });
+    let identity =
+        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gang-scheduler-{}", std::process::id()));
+    let settings = run::Settings {
+        config,
+        period: args.period,
+        leader_elect: args.leader_elect,
+        lease_name: args.lease_name.clone(),
+        lease_namespace: args.lease_namespace.clone(),
+        identity,
+        bind_concurrency: args.bind_concurrency,
+        qps: args.kube_api_qps,
+        burst: args.kube_api_burst,
+    };
+    run::run(client, settings, metrics, stop).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,185 @@
+//! gang-scheduler against the HTTP-level fake Kubernetes API: the exact requests a real API
+//! server would receive, and behaviour under injected faults.
+
+use std::time::Duration;
+
+use gang_scheduler::metrics::Metrics;
+use gang_scheduler::run::{Settings, run};
+use kube_gang_tests::{FakeApi, gang, gang_pod, node};
+use scheduler_core::Config;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+async fn start(fake: &FakeApi, leader_elect: bool) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let config = kube::Config::new(fake.url().parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let settings = Settings {
+        config: Config::default(),
+        period: Duration::from_millis(100),
+        leader_elect,
+        lease_name: "gang-scheduler".into(),
+        lease_namespace: "kube-gang-system".into(),
+        identity: "test-replica".into(),
+        bind_concurrency: 4,
+        qps: 1000.0,
+        burst: 1000,
+    };
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    let handle = tokio::spawn(async move {
+        run(client, settings, Metrics::new(), s).await.unwrap();
+    });
+    (stop, handle)
+}
+
+async fn fake() -> FakeApi {
+    FakeApi::start(&[("/apis/kube-gang.io/v1alpha1", "gangs")]).await
+}
+
+fn bound(fake: &FakeApi, ns: &str, name: &str) -> Option<String> {
+    fake.get("v1", "Pod", ns, name)?.pointer("/spec/nodeName").and_then(|n| n.as_str()).map(String::from)
+}
+
+#[tokio::test]
+async fn binds_a_whole_gang_with_the_pod_uid_and_reports_status() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(node("gpu-2", "64", 8, &[]));
+    fake.put(gang("ml", "train", 2));
+    fake.put(gang_pod("ml", "train-0", "train", 8));
+    fake.put(gang_pod("ml", "train-1", "train", 8));
+    let (stop, handle) = start(&fake, false).await;
+    let done = fake
+        .wait_for(Duration::from_secs(10), |f| {
+            bound(f, "ml", "train-0").is_some() && bound(f, "ml", "train-1").is_some()
+        })
+        .await;
+    assert!(done, "requests: {:#?}", fake.requests());
+    let binds = fake.requests_to("POST", "/binding");
+    assert_eq!(binds.len(), 2, "one binding per member, no retries: {binds:#?}");
+    let b0 = binds.iter().find(|r| r.path == "/api/v1/namespaces/ml/pods/train-0/binding").unwrap();
+    let uid = fake.get("v1", "Pod", "ml", "train-0").unwrap()["metadata"]["uid"].clone();
+    assert_eq!(b0.body["metadata"]["uid"], uid);
+    assert_eq!(b0.body["kind"], "Binding");
+    assert_ne!(
+        bound(&fake, "ml", "train-0"),
+        bound(&fake, "ml", "train-1"),
+        "8-GPU members need a node each"
+    );
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| !f.requests_to("PATCH", "/gangs/train/status").is_empty())
+            .await,
+        "gang status written"
+    );
+    let status = fake.requests_to("PATCH", "/gangs/train/status")[0].body.clone();
+    assert_eq!(status["status"]["phase"], "Scheduled");
+    assert_eq!(status["status"]["conditions"][0]["reason"], "Scheduled");
+    assert_eq!(status["status"]["observedGeneration"], 1);
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_gang_that_cannot_fit_binds_nothing_and_says_why_once() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(gang("ml", "big", 2));
+    fake.put(gang_pod("ml", "big-0", "big", 8));
+    fake.put(gang_pod("ml", "big-1", "big", 8));
+    let (stop, handle) = start(&fake, false).await;
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| !f.requests_to("PATCH", "/pods/big-1/status").is_empty())
+            .await
+    );
+    // Several cycles pass.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "all or nothing");
+    let cond = &fake.requests_to("PATCH", "/pods/big-1/status")[0].body["status"]["conditions"][0];
+    assert_eq!(cond["type"], "PodScheduled");
+    assert_eq!(cond["status"], "False");
+    assert!(cond["message"].as_str().unwrap().contains("room for 1 of the 2 members needed"), "{cond}");
+    let events = fake.requests_to("POST", "/events");
+    assert_eq!(events.len(), 1, "rate-limited: one FailedScheduling while nothing changes: {events:#?}");
+    assert_eq!(events[0].body["reason"], "FailedScheduling");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_binding_is_retried_and_the_gang_completes() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(node("gpu-2", "64", 8, &[]));
+    fake.put(gang("ml", "train", 2));
+    fake.put(gang_pod("ml", "train-0", "train", 8));
+    fake.put(gang_pod("ml", "train-1", "train", 8));
+    fake.fault("POST", "/pods/train-1/binding", 500, 1);
+    let (stop, handle) = start(&fake, false).await;
+    let done = fake
+        .wait_for(Duration::from_secs(10), |f| {
+            bound(f, "ml", "train-0").is_some() && bound(f, "ml", "train-1").is_some()
+        })
+        .await;
+    assert!(done, "requests: {:#?}", fake.requests_to("POST", "/binding"));
+    assert_eq!(fake.requests_to("POST", "/pods/train-1/binding").len(), 2, "failed once, retried once");
+    assert_eq!(
+        fake.requests_to("POST", "/pods/train-0/binding").len(),
+        1,
+        "the bound member is not re-bound"
+    );
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_watch_that_expires_relists_and_sees_what_changed() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    let (stop, handle) = start(&fake, false).await;
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| f
+            .requests()
+            .iter()
+            .any(|r| r.query.contains("watch=true")))
+            .await
+    );
+    // History is compacted and the next watch attempt from an old version gets 410 Gone.
+    fake.compact();
+    fake.fault("GET", "/api/v1/pods", 410, 1);
+    fake.put(gang_pod("ml", "late-0", "late", 4));
+    fake.put(gang("ml", "late", 1));
+    assert!(
+        fake.wait_for(Duration::from_secs(15), |f| bound(f, "ml", "late-0").is_some()).await,
+        "{:#?}",
+        fake.requests()
+    );
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn only_the_lease_holder_binds() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(gang("ml", "g", 1));
+    fake.put(gang_pod("ml", "g-0", "g", 1));
+    // Another replica holds a fresh lease.
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    fake.put(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "gang-scheduler", "namespace": "kube-gang-system"},
+        "spec": {"holderIdentity": "other", "leaseDurationSeconds": 3600, "renewTime": now}}));
+    let (stop, handle) = start(&fake, true).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "a follower never binds");
+    // The holder releases the lease: this replica takes over and binds.
+    fake.put(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "gang-scheduler", "namespace": "kube-gang-system"},
+        "spec": {"leaseDurationSeconds": 1, "renewTime": now}}));
+    assert!(fake.wait_for(Duration::from_secs(15), |f| bound(f, "ml", "g-0").is_some()).await);
+    let lease = fake.get("coordination.k8s.io/v1", "Lease", "kube-gang-system", "gang-scheduler").unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "test-replica");
+    stop.cancel();
+    handle.await.unwrap();
+    let lease = fake.get("coordination.k8s.io/v1", "Lease", "kube-gang-system", "gang-scheduler").unwrap();
+    assert!(lease["spec"].get("holderIdentity").is_none_or(|h| h.is_null()), "released on shutdown: {lease}");
+}
