@@ -1,0 +1,117 @@
+//! Effective requests as kube-scheduler computes them, and node/pod conversion.
+
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
+use scheduler_core::convert::{self, PriorityClasses};
+use scheduler_core::resources::effective_requests;
+use serde_json::json;
+
+fn spec(v: serde_json::Value) -> PodSpec {
+    serde_json::from_value(v).unwrap()
+}
+
+fn c(name: &str, cpu: &str, mem: &str) -> serde_json::Value {
+    json!({"name": name, "resources": {"requests": {"cpu": cpu, "memory": mem}}})
+}
+
+#[test]
+fn containers_sum_and_init_containers_take_the_max() {
+    let s = spec(json!({"containers": [c("a", "1", "1Gi"), c("b", "500m", "1Gi")],
+                        "initContainers": [c("init", "4", "512Mi")]}));
+    let r = effective_requests(&s).unwrap();
+    assert_eq!(r.get("cpu"), 4000, "the init container needs more cpu than the app");
+    assert_eq!(r.get("memory"), 2 << 30, "the app needs more memory than the init container");
+}
+
+#[test]
+fn sidecars_run_alongside_both_init_and_app_containers() {
+    // sidecar (1 cpu) starts first; then a regular init (2 cpu) runs beside it; then the app (1 cpu).
+    let mut sidecar = c("proxy", "1", "100Mi");
+    sidecar["restartPolicy"] = json!("Always");
+    let s = spec(
+        json!({"containers": [c("app", "1", "1Gi")], "initContainers": [sidecar, c("migrate", "2", "100Mi")]}),
+    );
+    let r = effective_requests(&s).unwrap();
+    assert_eq!(r.get("cpu"), 3000, "max(app 1 + sidecar 1, migrate 2 + sidecar 1)");
+    assert_eq!(r.get("memory"), (1 << 30) + 100 * (1 << 20));
+}
+
+#[test]
+fn a_regular_init_container_before_a_sidecar_does_not_count_it() {
+    let mut sidecar = c("proxy", "3", "0");
+    sidecar["restartPolicy"] = json!("Always");
+    let s =
+        spec(json!({"containers": [c("app", "1", "0")], "initContainers": [c("first", "2", "0"), sidecar]}));
+    assert_eq!(effective_requests(&s).unwrap().get("cpu"), 4000, "app + sidecar; `first` ran alone");
+}
+
+#[test]
+fn overhead_is_added_and_limits_default_requests() {
+    let s = spec(
+        json!({"containers": [{"name": "gpu", "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "2"}, "requests": {"cpu": "1"}}}],
+                        "overhead": {"cpu": "250m", "memory": "120Mi"}}),
+    );
+    let r = effective_requests(&s).unwrap();
+    assert_eq!(r.get("nvidia.com/gpu"), 8, "a limit without a request requests the limit");
+    assert_eq!(r.get("cpu"), 1250, "an explicit request wins over the limit; overhead added");
+    assert_eq!(r.get("memory"), 120 << 20);
+    assert!(effective_requests(&spec(json!({"containers": [{"name": "x"}]}))).unwrap().is_empty());
+}
+
+#[test]
+fn bad_quantities_name_the_container_and_resource() {
+    let s = spec(json!({"containers": [c("ok", "1", "1Gi")], "initContainers": [c("bad", "one", "1Gi")]}));
+    let errs = effective_requests(&s).unwrap_err();
+    assert_eq!(errs[0].path, "spec.initContainers[0].resources.requests[cpu]");
+    assert!(errs[0].message.contains("\"one\""));
+    let neg = spec(json!({"containers": [c("neg", "-1", "1Gi")]}));
+    assert!(effective_requests(&neg).unwrap_err()[0].message.contains("negative"));
+}
+
+#[test]
+fn nodes_readiness_taints_and_allocatable() {
+    let n: Node = serde_json::from_value(json!({"metadata": {"name": "gpu-1", "labels": {"rack": "a"}},
+        "spec": {"unschedulable": true, "taints": [{"key": "gpu", "value": "reserved", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "8", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "False"}]}}))
+    .unwrap();
+    let m = convert::node(&n).unwrap();
+    assert_eq!((m.allocatable.get("cpu"), m.allocatable.get("pods")), (64_000, 110));
+    assert!(!m.ready && m.unschedulable);
+    assert_eq!(m.taints[0].to_string(), "gpu=reserved:NoSchedule");
+    let bad: Node = serde_json::from_value(json!({"metadata": {"name": "x"},
+        "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}))
+    .unwrap();
+    assert_eq!(convert::node(&bad).unwrap_err()[0].path, "spec.taints[0].effect");
+}
+
+#[test]
+fn pods_priority_affinity_and_errors() {
+    let pcs = PriorityClasses::from_objects(&[
+        serde_json::from_value(json!({"metadata": {"name": "high"}, "value": 1000})).unwrap(),
+        serde_json::from_value(json!({"metadata": {"name": "base"}, "value": 10, "globalDefault": true}))
+            .unwrap(),
+    ]);
+    let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"priorityClassName": "high", "containers": [],
+                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["8"]}],
+                     "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}},
+                 "tolerations": [{"operator": "Exists"}]}}))
+    .unwrap();
+    let m = convert::pod(&p, &pcs).unwrap();
+    assert_eq!(
+        (m.priority, m.key.namespace.as_str(), m.scheduler_name.as_str()),
+        (1000, "default", "default-scheduler")
+    );
+    assert_eq!(m.affinity[0].match_fields.len(), 1);
+    let plain: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "q"}, "spec": {"containers": []}})).unwrap();
+    assert_eq!(convert::pod(&plain, &pcs).unwrap().priority, 10, "global default");
+    let bad: Pod = serde_json::from_value(json!({"metadata": {"name": "r"}, "spec": {"priorityClassName": "nope", "containers": [],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "k", "operator": "Near"}]}]}}}}})).unwrap();
+    let errs = convert::pod(&bad, &pcs).unwrap_err();
+    let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+    assert!(paths.contains(&"spec.priorityClassName"), "{paths:?}");
+    assert!(paths.contains(&"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator"), "{paths:?}");
+}

@@ -1,0 +1,218 @@
+//! Every dialect, one model: each dialect's objects and pod markers, assembled through
+//! `Cluster`, become the same canonical gang and memberships.
+
+use scheduler_core::cluster::Cluster;
+use scheduler_core::model::{Dialect, Gang, GangKey, GangMode, Snapshot};
+use serde_json::{Value, json};
+
+fn pod(name: &str, labels: Value, annotations: Value, extra_spec: Value) -> Value {
+    let mut spec = json!({"schedulerName": "gang-scheduler", "containers": [{"name": "c",
+        "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]});
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        s.extend(e.clone());
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml", "labels": labels, "annotations": annotations},
+        "spec": spec, "status": {"phase": "Pending"}})
+}
+
+fn assemble(objects: Vec<Value>) -> (Snapshot, Vec<String>) {
+    let mut c = Cluster::new();
+    for o in objects {
+        c.push(o).unwrap();
+    }
+    let a = c.snapshot();
+    (a.snapshot, a.problems.iter().map(ToString::to_string).collect())
+}
+
+fn only_gang(snap: &Snapshot) -> &Gang {
+    assert_eq!(snap.gangs.len(), 1, "{:#?}", snap.gangs);
+    &snap.gangs[0]
+}
+
+fn members(snap: &Snapshot, gang: &str) -> Vec<(String, Option<String>)> {
+    let key = GangKey::new("ml", gang);
+    snap.pods
+        .iter()
+        .filter(|p| p.gang.as_ref().is_some_and(|m| m.gang == key))
+        .map(|p| (p.key.name.clone(), p.gang.as_ref().and_then(|m| m.subgroup.clone())))
+        .collect()
+}
+
+#[test]
+fn kube_gang_crd_with_subgroups() {
+    let (snap, problems) = assemble(vec![
+        json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "llm", "namespace": "ml"},
+               "spec": {"minMember": 1, "mode": "NonStrict", "scheduleTimeoutSeconds": 600, "topologyKey": "rack",
+                        "subGroups": [{"name": "prefill", "minMember": 1}, {"name": "decode", "minMember": 2}],
+                        "minResources": {"nvidia.com/gpu": "3"}}}),
+        pod(
+            "p0",
+            json!({"kube-gang.io/gang": "llm", "kube-gang.io/subgroup": "prefill"}),
+            json!({}),
+            json!({}),
+        ),
+        pod(
+            "d0",
+            json!({"kube-gang.io/gang": "llm", "kube-gang.io/subgroup": "decode"}),
+            json!({}),
+            json!({}),
+        ),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    assert_eq!(
+        (g.source.dialect, g.mode, g.topology_key.as_deref()),
+        (Dialect::KubeGang, GangMode::NonStrict, Some("rack"))
+    );
+    assert_eq!(g.timeout.map(|t| t.as_secs()), Some(600));
+    assert_eq!(g.min_resources.get("nvidia.com/gpu"), 3);
+    assert_eq!(
+        members(&snap, "llm"),
+        vec![("d0".into(), Some("decode".into())), ("p0".into(), Some("prefill".into()))]
+    );
+}
+
+#[test]
+fn kube_gang_annotations_without_a_crd() {
+    let ann = json!({"kube-gang.io/min-member": "2", "kube-gang.io/timeout": "15m", "kube-gang.io/gang-group": "ml/other"});
+    let (snap, problems) = assemble(vec![
+        pod("w0", json!({"kube-gang.io/gang": "job"}), ann.clone(), json!({})),
+        pod("w1", json!({"kube-gang.io/gang": "job"}), ann, json!({})),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    assert_eq!((g.min_member, g.source.dialect), (2, Dialect::KubeGangAnnotations));
+    assert_eq!(g.timeout.map(|t| t.as_secs()), Some(900));
+    assert_eq!(g.gang_group, vec![GangKey::new("ml", "other")]);
+    assert_eq!(members(&snap, "job").len(), 2);
+}
+
+#[test]
+fn coscheduling_podgroup() {
+    let (snap, problems) = assemble(vec![
+        json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "ml"},
+               "spec": {"minMember": 3, "scheduleTimeoutSeconds": 60}}),
+        pod("a", json!({"scheduling.x-k8s.io/pod-group": "pg"}), json!({}), json!({})),
+        pod("b", json!({"pod-group.scheduling.sigs.k8s.io": "pg"}), json!({}), json!({})),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    assert_eq!((g.min_member, g.source.dialect), (3, Dialect::Coscheduling));
+    assert_eq!(members(&snap, "pg").len(), 2, "the legacy label counts too");
+}
+
+#[test]
+fn volcano_podgroup_with_task_minimums() {
+    let (snap, problems) = assemble(vec![
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "vj", "namespace": "ml"},
+               "spec": {"minMember": 3, "minTaskMember": {"ps": 1, "worker": 2}}}),
+        pod(
+            "ps-0",
+            json!({}),
+            json!({"scheduling.k8s.io/group-name": "vj", "volcano.sh/task-spec": "ps"}),
+            json!({}),
+        ),
+        pod(
+            "worker-0",
+            json!({}),
+            json!({"scheduling.k8s.io/group-name": "vj", "volcano.sh/task-spec": "worker"}),
+            json!({}),
+        ),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    assert_eq!(g.source.dialect, Dialect::Volcano);
+    assert_eq!(g.min_pods(), Some(3));
+    assert_eq!(g.subgroups.len(), 2);
+    assert_eq!(members(&snap, "vj")[0].1.as_deref(), Some("ps"));
+}
+
+#[test]
+fn koordinator_annotations() {
+    let ann = json!({"gang.scheduling.koordinator.sh/name": "kg", "gang.scheduling.koordinator.sh/min-available": "2",
+                     "gang.scheduling.koordinator.sh/mode": "NonStrict", "gang.scheduling.koordinator.sh/waiting-time": "300s",
+                     "gang.scheduling.koordinator.sh/groups": "[\"ml/kg\", \"ml/kh\"]"});
+    let (snap, problems) = assemble(vec![pod("k0", json!({}), ann, json!({}))]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    assert_eq!((g.min_member, g.mode, g.source.dialect), (2, GangMode::NonStrict, Dialect::Koordinator));
+    assert_eq!(g.gang_group, vec![GangKey::new("ml", "kh")], "itself is not its own group member");
+}
+
+#[test]
+fn kai_podgroup_with_hierarchical_subgroups() {
+    let (snap, problems) = assemble(vec![
+        json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "kai", "namespace": "ml"},
+               "spec": {"minMember": 6, "topologyConstraint": {"requiredTopologyLevel": "rack"},
+                        "subGroups": [{"name": "r0", "minSubGroup": 2}, {"name": "r0-a", "parent": "r0", "minMember": 2},
+                                      {"name": "r0-b", "parent": "r0", "minMember": 4}]}}),
+        pod("x", json!({"kai.scheduler/subgroup-name": "r0-a"}), json!({"pod-group-name": "kai"}), json!({})),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    assert_eq!((g.source.dialect, g.min_member, g.topology_key.as_deref()), (Dialect::Kai, 1, Some("rack")));
+    assert_eq!(g.min_pods(), Some(6));
+    assert_eq!(members(&snap, "kai"), vec![("x".into(), Some("r0-a".into()))]);
+}
+
+#[test]
+fn upstream_workload_podgroups_resolve_to_their_root() {
+    let (snap, problems) = assemble(vec![
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup", "metadata": {"name": "disagg", "namespace": "ml"},
+               "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 2}}, "workloadRef": {"workloadName": "w", "templateName": "t"}}}),
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup", "metadata": {"name": "prefill", "namespace": "ml"},
+               "spec": {"parentCompositePodGroupName": "disagg", "schedulingPolicy": {"gang": {"minCount": 1}},
+                        "workloadRef": {"workloadName": "w", "templateName": "p"}}}),
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup", "metadata": {"name": "decode", "namespace": "ml"},
+               "spec": {"parentCompositePodGroupName": "disagg", "schedulingPolicy": {"gang": {"minCount": 2}},
+                        "workloadRef": {"workloadName": "w", "templateName": "d"}}}),
+        pod("d-0", json!({}), json!({}), json!({"schedulingGroup": {"podGroupName": "decode"}})),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    assert_eq!((g.key.name.as_str(), g.min_member, g.min_pods()), ("disagg", 2, Some(3)));
+    assert_eq!(members(&snap, "disagg"), vec![("d-0".into(), Some("decode".into()))]);
+}
+
+#[test]
+fn bad_objects_become_problems_with_paths_not_panics() {
+    let mut c = Cluster::new();
+    c.push(json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "lots"}}},
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "neg", "namespace": "ml"}, "spec": {"minMember": -1}},
+    ]}))
+    .unwrap();
+    c.push(pod(
+        "two",
+        json!({"kube-gang.io/gang": "a", "scheduling.x-k8s.io/pod-group": "b"}),
+        json!({}),
+        json!({}),
+    ))
+    .unwrap();
+    c.push(pod("orphan", json!({"kube-gang.io/gang": "nowhere"}), json!({}), json!({}))).unwrap();
+    assert!(c.push(json!({"kind": "Pod"})).is_err(), "no name");
+    assert!(c.push(json!(42)).is_err());
+    let a = c.snapshot();
+    let text: Vec<String> = a.problems.iter().map(ToString::to_string).collect();
+    let has = |needle: &str| text.iter().any(|t| t.contains(needle));
+    assert!(has("Node n: status.allocatable[cpu]: \"lots\" is not a quantity"), "{text:#?}");
+    assert!(has("PodGroup ml/neg: spec.minMember: must not be negative"), "{text:#?}");
+    assert!(has("claimed by two gangs"), "{text:#?}");
+    assert!(has("gang ml/nowhere does not exist"), "{text:#?}");
+    assert!(a.snapshot.nodes.is_empty());
+    assert!(
+        a.snapshot.pods.iter().all(|p| p.key.name != "two"),
+        "a pending pod claimed twice is never placed"
+    );
+}
+
+#[test]
+fn the_same_name_in_two_dialects_keeps_the_kube_gang_object() {
+    let (snap, problems) = assemble(vec![
+        json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 2}}),
+        json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 5}}),
+    ]);
+    assert_eq!(only_gang(&snap).min_member, 2);
+    assert!(problems.iter().any(|p| p.contains("defined by both")), "{problems:?}");
+}

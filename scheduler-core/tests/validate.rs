@@ -1,0 +1,159 @@
+//! The rule book: a valid disaggregated-serving gang, and broken variants of it, each rejected with
+//! the field path a user must fix. Every problem is reported, not just the first.
+
+use scheduler_core::validate::validate;
+use serde_json::{Value, json};
+
+fn disagg() -> Value {
+    json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "llm", "namespace": "serving"},
+        "spec": {"minMember": 2, "topologyKey": "topology.kubernetes.io/zone", "scheduleTimeoutSeconds": 900,
+                 "subGroups": [
+                    {"name": "replica-0", "minMember": 2, "topologyKey": "kube-gang.io/rack"},
+                    {"name": "replica-0-prefill", "parent": "replica-0", "minMember": 2},
+                    {"name": "replica-0-decode", "parent": "replica-0", "minMember": 4},
+                    {"name": "replica-1", "minMember": 2, "topologyKey": "kube-gang.io/rack"},
+                    {"name": "replica-1-prefill", "parent": "replica-1", "minMember": 2},
+                    {"name": "replica-1-decode", "parent": "replica-1", "minMember": 4}]}})
+}
+
+fn paths(v: &Value) -> Vec<String> {
+    validate(v, None).errors.iter().map(|e| e.path.clone()).collect()
+}
+
+fn broken(edit: impl FnOnce(&mut Value)) -> Value {
+    let mut v = disagg();
+    edit(&mut v);
+    v
+}
+
+#[test]
+fn the_disaggregated_serving_gang_is_valid() {
+    let v = validate(&disagg(), None);
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+}
+
+#[test]
+fn broken_variants_name_their_fields() {
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (
+            broken(|v| v["spec"]["subGroups"][2]["parent"] = json!("replica-9")),
+            "spec.subGroups[2].parent",
+            "not found",
+        ),
+        (
+            broken(|v| v["spec"]["subGroups"][4]["name"] = json!("replica-0-prefill")),
+            "spec.subGroups[4].name",
+            "duplicate",
+        ),
+        (broken(|v| v["spec"]["minMember"] = json!(3)), "spec.minMember", "can never be satisfied"),
+        (
+            broken(|v| v["spec"]["subGroups"][0]["minMember"] = json!(3)),
+            "spec.subGroups[0].minMember",
+            "can never be satisfied",
+        ),
+        (
+            broken(|v| v["spec"]["subGroups"][1]["minMember"] = json!(0)),
+            "spec.subGroups[1].minMember",
+            "at least 1",
+        ),
+        (
+            broken(|v| v["spec"]["subGroups"][0]["parent"] = json!("replica-0-decode")),
+            "spec.subGroups[0].parent",
+            "cycle",
+        ),
+        (
+            broken(|v| v["spec"]["subGroups"][3]["name"] = json!("Replica 1!")),
+            "spec.subGroups[3].name",
+            "label value",
+        ),
+        (broken(|v| v["spec"]["topologyKey"] = json!("bad key/")), "spec.topologyKey", "label key"),
+        (broken(|v| v["spec"]["gangGroup"] = json!(["serving/llm"])), "spec.gangGroup[0]", "itself"),
+        (
+            broken(|v| v["spec"]["scheduleTimeoutSeconds"] = json!(-5)),
+            "spec.scheduleTimeoutSeconds",
+            "negative",
+        ),
+    ];
+    for (obj, path, needle) in cases {
+        let v = validate(&obj, None);
+        let hit = v.errors.iter().find(|e| e.path == path);
+        assert!(
+            hit.is_some_and(|e| e.message.contains(needle)),
+            "{path}: want {needle:?}, got {:?}",
+            v.errors
+        );
+    }
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let v = broken(|v| {
+        v["spec"]["subGroups"][2]["parent"] = json!("nowhere");
+        v["spec"]["subGroups"][5]["minMember"] = json!(0);
+    });
+    let p = paths(&v);
+    assert!(
+        p.contains(&"spec.subGroups[2].parent".to_string())
+            && p.contains(&"spec.subGroups[5].minMember".to_string()),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn malformed_gangs_are_errors_not_panics() {
+    let v = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "x"}, "spec": {"minMember": "two"}});
+    let errs = validate(&v, None).errors;
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].message.contains("invalid type"), "{errs:?}");
+    assert!(!validate(&json!("nope"), None).errors.is_empty());
+}
+
+#[test]
+fn the_subgroup_tree_is_immutable_on_update() {
+    let old = disagg();
+    let renamed = broken(|v| v["spec"]["subGroups"][1]["name"] = json!("replica-0-p"));
+    assert!(
+        validate(&renamed, Some(&old))
+            .errors
+            .iter()
+            .any(|e| e.path == "spec.subGroups" && e.message.contains("immutable"))
+    );
+    let resized = broken(|v| v["spec"]["subGroups"][2]["minMember"] = json!(3));
+    assert!(validate(&resized, Some(&old)).errors.is_empty(), "minimums may change");
+}
+
+#[test]
+fn workloads_that_can_never_be_satisfied_are_denied() {
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"parallelism": 4, "template": {"metadata": {"annotations": {"kube-gang.io/min-member": "8"}}, "spec": {"containers": []}}}});
+    let errs = validate(&job, None).errors;
+    assert_eq!(errs[0].path, "spec.template.metadata.annotations[kube-gang.io/min-member]");
+    assert!(errs[0].message.contains("8 exceeds the 4 pods"), "{errs:?}");
+    // Not opted in and no gang labels: not ours to judge.
+    let plain = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": {"parallelism": -1, "template": {}}});
+    assert!(validate(&plain, None).errors.is_empty());
+}
+
+#[test]
+fn pods_claimed_by_two_gangs_and_bad_annotations() {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
+        "labels": {"kube-gang.io/gang": "a"}, "annotations": {"scheduling.k8s.io/group-name": "b"}}, "spec": {"containers": []}});
+    let errs = validate(&pod, None).errors;
+    assert!(errs[0].message.contains("ml/a") && errs[0].message.contains("ml/b"), "{errs:?}");
+    let bad = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
+        "labels": {"kube-gang.io/gang": "a"}, "annotations": {"kube-gang.io/min-member": "many", "kube-gang.io/timeout": "soon"}},
+        "spec": {"containers": []}});
+    let p = paths(&bad);
+    assert!(p.contains(&"metadata.annotations[kube-gang.io/min-member]".to_string()), "{p:?}");
+    assert!(p.contains(&"metadata.annotations[kube-gang.io/timeout]".to_string()), "{p:?}");
+}
+
+#[test]
+fn other_dialects_podgroups_are_validated_too() {
+    let pg = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "w"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}});
+    assert_eq!(paths(&pg), vec!["spec.schedulingPolicy.gang.minCount"]);
+    let kai = json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "k"},
+        "spec": {"minMember": 1, "subGroups": [{"name": "a", "parent": "ghost", "minMember": 1}]}});
+    assert!(paths(&kai).contains(&"spec.subGroups[0].parent".to_string()), "{:?}", paths(&kai));
+}
