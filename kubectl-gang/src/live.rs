@@ -1,0 +1,84 @@
+//! Reading a live cluster with kube-rs: kubeconfig (multi-path `KUBECONFIG` merged as kubectl
+//! does), `--context`, the context's namespace; every object the core reads, every dialect's gang
+//! objects included (a dialect whose CRD is not installed is skipped).
+
+use std::path::Path;
+
+use anyhow::Context;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::Value;
+
+/// A connected client and the namespace of its context.
+pub struct Live {
+    pub client: kube::Client,
+    pub namespace: String,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live").field("namespace", &self.namespace).finish_non_exhaustive()
+    }
+}
+
+/// Connects as kubectl would.
+pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Live> {
+    let options = KubeConfigOptions { context: context.map(String::from), ..KubeConfigOptions::default() };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options).await?
+        }
+        None => match Kubeconfig::from_env()? {
+            Some(kc) => kube::Config::from_custom_kubeconfig(kc, &options).await?,
+            None => kube::Config::from_kubeconfig(&options).await.or_else(|_| kube::Config::incluster())?,
+        },
+    };
+    let namespace = config.default_namespace.clone();
+    let client = kube::Client::try_from(config)?;
+    Ok(Live { client, namespace })
+}
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    ApiResource { group: group.into(), version: version.into(), api_version, kind: kind.into(), plural: plural.into() }
+}
+
+/// Everything `status`, `simulate` and `snapshot` read: (resource, required).
+pub fn resources() -> Vec<(ApiResource, bool)> {
+    vec![
+        (ar("", "v1", "Node", "nodes"), true),
+        (ar("", "v1", "Pod", "pods"), true),
+        (ar("", "v1", "Namespace", "namespaces"), false),
+        (ar("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"), false),
+        (ar(scheduler_core::GROUP, scheduler_core::VERSION, "Gang", "gangs"), false),
+        (ar("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"), false),
+        (ar("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"), false),
+        (ar("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"), false),
+        (ar("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"), false),
+        (ar("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"), false),
+    ]
+}
+
+/// Lists every resource the plugin reads, as raw objects with `apiVersion` and `kind`.
+pub async fn fetch(live: &Live) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for (r, required) in resources() {
+        let api: Api<DynamicObject> = Api::all_with(live.client.clone(), &r);
+        match api.list(&ListParams::default()).await {
+            Ok(list) => {
+                for o in list.items {
+                    let mut v = serde_json::to_value(o)?;
+                    if let Some(m) = v.as_object_mut() {
+                        m.insert("apiVersion".into(), Value::String(r.api_version.clone()));
+                        m.insert("kind".into(), Value::String(r.kind.clone()));
+                    }
+                    out.push(v);
+                }
+            }
+            Err(kube::Error::Api(e)) if !required && (e.code == 404 || e.code == 403) => {}
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("listing {}", r.plural))),
+        }
+    }
+    Ok(out)
+}
