@@ -34,7 +34,8 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
         if p.as_os_str() == "-" {
             out.push(p.clone());
         } else if p.is_dir() {
-            let entries = std::fs::read_dir(p).map_err(|e| InputError::Io { path: p.display().to_string(), source: e })?;
+            let entries = std::fs::read_dir(p)
+                .map_err(|e| InputError::Io { path: p.display().to_string(), source: e })?;
             let mut files: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
@@ -54,10 +55,13 @@ pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<Sourced>, InputError> {
     for p in expand_paths(paths)? {
         let (name, text) = if p.as_os_str() == "-" {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).map_err(|e| InputError::Io { path: "-".into(), source: e })?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| InputError::Io { path: "-".into(), source: e })?;
             ("-".to_string(), s)
         } else {
-            let s = std::fs::read_to_string(&p).map_err(|e| InputError::Io { path: p.display().to_string(), source: e })?;
+            let s = std::fs::read_to_string(&p)
+                .map_err(|e| InputError::Io { path: p.display().to_string(), source: e })?;
             (p.display().to_string(), s)
         };
         out.extend(parse_text(&name, &text)?);
@@ -75,8 +79,11 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
     let mut out = Vec::new();
     let trimmed = text.trim_start();
     let docs: Vec<Value> = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| InputError::Parse { path: name.into(), doc: 1, message: e.to_string() })?;
+        let v: Value = serde_json::from_str(text).map_err(|e| InputError::Parse {
+            path: name.into(),
+            doc: 1,
+            message: e.to_string(),
+        })?;
         match v {
             Value::Array(items) => items,
             v => vec![v],
@@ -84,8 +91,11 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
     } else {
         let mut docs = Vec::new();
         for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-            let v: Value = serde::Deserialize::deserialize(doc)
-                .map_err(|e| InputError::Parse { path: name.into(), doc: i + 1, message: e.to_string() })?;
+            let v: Value = serde::Deserialize::deserialize(doc).map_err(|e| InputError::Parse {
+                path: name.into(),
+                doc: i + 1,
+                message: e.to_string(),
+            })?;
             docs.push(v);
         }
         docs
@@ -93,8 +103,22 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
     for (i, v) in docs.into_iter().enumerate() {
         match v {
             Value::Null => {}
-            Value::Object(ref m) if m.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) && m.contains_key("items") => {
-                let items = m.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+            Value::Object(mut m)
+                if m.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
+                    && m.contains_key("items") =>
+            {
+                let items = match m.remove("items") {
+                    Some(Value::Array(items)) => items,
+                    Some(Value::Null) | None => Vec::new(),
+                    Some(other) => {
+                        return Err(InputError::Parse {
+                            path: name.into(),
+                            doc: i + 1,
+                            message: format!("items: expected a list, found {}", kind_of(&other)),
+                        });
+                    }
+                };
+                out.reserve(items.len());
                 out.extend(items.into_iter().map(|o| Sourced { file: name.into(), object: o }));
             }
             Value::Object(_) => out.push(Sourced { file: name.into(), object: v }),

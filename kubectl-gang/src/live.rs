@@ -26,7 +26,8 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow
     let options = KubeConfigOptions { context: context.map(String::from), ..KubeConfigOptions::default() };
     let config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &options).await?
         }
         None => match Kubeconfig::from_env()? {
@@ -41,7 +42,13 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    ApiResource { group: group.into(), version: version.into(), api_version, kind: kind.into(), plural: plural.into() }
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version,
+        kind: kind.into(),
+        plural: plural.into(),
+    }
 }
 
 /// Everything `status`, `simulate` and `snapshot` read: (resource, required).
@@ -81,4 +88,28 @@ pub async fn fetch(live: &Live) -> anyhow::Result<Vec<Value>> {
         }
     }
     Ok(out)
+}
+
+/// Events in `namespace` (events.k8s.io/v1, else core v1), for the detail view.
+pub async fn events(live: &Live, namespace: &str) -> anyhow::Result<Vec<Value>> {
+    for r in [ar("events.k8s.io", "v1", "Event", "events"), ar("", "v1", "Event", "events")] {
+        let api: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), namespace, &r);
+        match api.list(&ListParams::default()).await {
+            Ok(list) => {
+                let mut out = Vec::new();
+                for o in list.items {
+                    let mut v = serde_json::to_value(o)?;
+                    if let Some(m) = v.as_object_mut() {
+                        m.insert("apiVersion".into(), Value::String(r.api_version.clone()));
+                        m.insert("kind".into(), Value::String("Event".into()));
+                    }
+                    out.push(v);
+                }
+                return Ok(out);
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 403 => {}
+            Err(e) => return Err(anyhow::Error::new(e).context("listing events")),
+        }
+    }
+    Ok(Vec::new())
 }

@@ -245,15 +245,16 @@ impl Cluster {
         let mut pods: Vec<Pod> = Vec::new();
         let mut claims_of: Vec<Vec<Claim>> = Vec::new();
         let mut raw_of: Vec<&Value> = Vec::new();
-        for v in self.pods.values() {
-            let mut pod = match convert::pod_from_value(v, &priorities) {
+        let raw: Vec<&Value> = self.pods.values().collect();
+        for (v, (converted, claims)) in raw.iter().copied().zip(convert_pods(&raw, &priorities)) {
+            let mut pod = match converted {
                 Ok(p) => p,
                 Err(e) => {
                     problems.push(Problem { object: describe(v), errors: e });
                     continue;
                 }
             };
-            let claims = match dialect::pod_claims(v) {
+            let claims = match claims {
                 Ok(c) => c,
                 Err(e) => {
                     problems.push(Problem { object: describe(v), errors: e });
@@ -293,7 +294,11 @@ impl Cluster {
         for &i in &order {
             for c in &claims_of[i] {
                 let Some(&(src, _)) = annotation_source.get(&c.gang) else { continue };
-                if src == i {
+                // Pods stamped from one template carry the same annotations: nothing to compare.
+                if src == i
+                    || raw_of[i].pointer("/metadata/annotations")
+                        == raw_of[src].pointer("/metadata/annotations")
+                {
                     continue;
                 }
                 if let (Some(Ok(mine)), Some(gang)) =
@@ -347,4 +352,26 @@ impl Cluster {
             Snapshot { nodes, pods, gangs: defined.into_values().collect(), reservations: Vec::new() };
         Assembled { snapshot, problems }
     }
+}
+
+type Converted = (Result<Pod, Vec<FieldError>>, Result<Vec<Claim>, Vec<FieldError>>);
+
+/// Converts raw pods and reads their gang claims, in order. Each pod is independent of the others,
+/// so large clusters are split over the machine's cores (the result is the same either way).
+fn convert_pods(raw: &[&Value], priorities: &PriorityClasses) -> Vec<Converted> {
+    let one = |v: &Value| (convert::pod_from_value(v, priorities), dialect::pod_claims(v));
+    const PER_THREAD: usize = 8_192;
+    let threads =
+        std::thread::available_parallelism().map_or(1, usize::from).min(raw.len() / PER_THREAD).max(1);
+    if threads == 1 {
+        return raw.iter().map(|v| one(v)).collect();
+    }
+    let chunk = raw.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = raw
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(|v| one(v)).collect::<Vec<_>>()))
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    })
 }

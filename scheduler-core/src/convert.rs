@@ -58,7 +58,8 @@ impl PriorityClasses {
 
 /// Deserialises a raw object into a k8s-openapi type, the serde message as the error.
 fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, Vec<FieldError>> {
-    serde_json::from_value(v.clone()).map_err(|e| vec![FieldError::new("", format!("cannot decode: {e}"))])
+    // Deserializing from a borrowed `Value` reads it in place: no copy of the object.
+    T::deserialize(v).map_err(|e| vec![FieldError::new("", format!("cannot decode: {e}"))])
 }
 
 /// A raw Node.

@@ -212,7 +212,21 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         }
     }
     let total: u32 = roles.iter().map(|r| r.pods).fold(0, u32::saturating_add);
-    let min_member = group_size.unwrap_or(total);
+    let mut min_member = group_size.unwrap_or(total);
+    // The workload may ask for less than all of its pods (an elastic gang): its own
+    // `kube-gang.io/min-member` annotation wins over the derived minimum.
+    let field = format!("metadata.annotations[{ANNOTATION_MIN_MEMBER}]");
+    if let Some(v) = meta.and_then(|m| m.pointer("/annotations")).and_then(|a| a.get(ANNOTATION_MIN_MEMBER)) {
+        match v.as_str().map(|s| s.trim().parse::<u32>()) {
+            Some(Ok(0)) => errors.push(FieldError::new(field, "must be at least 1")),
+            Some(Ok(n)) if n > min_member => errors.push(FieldError::new(
+                field,
+                format!("{n} exceeds the {min_member} pods the {kind} runs at once: the gang can never be satisfied"),
+            )),
+            Some(Ok(n)) => min_member = n,
+            _ => errors.push(FieldError::new(field, format!("{v} is not a positive integer"))),
+        }
+    }
     if min_member == 0 {
         errors.push(FieldError::new(
             "spec",

@@ -16,6 +16,9 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     if name.is_empty() {
         return Err(FieldError::new(label_path(LABEL_GANG), "must name a gang"));
     }
+    if let Err(e) = crate::validate::check_label_value(name) {
+        return Err(FieldError::new(label_path(LABEL_GANG), e));
+    }
     let dialect = if meta.annotations.contains_key(ANNOTATION_MIN_MEMBER) {
         Dialect::KubeGangAnnotations
     } else {

@@ -1,0 +1,66 @@
+//! Reading a large cluster dump: 140,000 pods on 2,000 nodes, as `kubectl get -o json|yaml`
+//! prints it, through the plugin's reader, the cluster store and snapshot assembly — what every
+//! `--cluster` command pays before it computes anything. Target: ≤ 1.5 s.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use kubectl_gang::input::parse_text;
+use scheduler_core::cluster::{Assembled, Cluster};
+use serde_json::{Value, json};
+
+fn dump(nodes: usize, pods: usize) -> Value {
+    let mut items = Vec::with_capacity(nodes + pods);
+    for n in 0..nodes {
+        items.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}"), "labels": {"kubernetes.io/hostname": format!("node-{n}"),
+                "topology.kubernetes.io/zone": format!("zone-{}", n % 3), "kube-gang.io/rack": format!("rack-{}", n / 32)}},
+            "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}));
+    }
+    for p in 0..pods {
+        let gang = format!("job-{}", p / 8);
+        let bound = p % 10 != 0;
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{gang}-{}", p % 8), "namespace": format!("team-{}", (p / 8) % 40),
+                "uid": format!("00000000-0000-0000-0000-{p:012}"), "creationTimestamp": "2026-11-22T08:00:00Z",
+                "labels": {"kube-gang.io/gang": gang, "app": "trainer", "batch.kubernetes.io/job-name": gang},
+                "annotations": {"kube-gang.io/min-member": "8"}},
+            "spec": {"schedulerName": "gang-scheduler", "priorityClassName": "training", "priority": 1000,
+                "containers": [{"name": "trainer", "image": "example/trainer:1",
+                    "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
+                                  "limits": {"nvidia.com/gpu": "1"}}}],
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+            "status": {"phase": if bound { "Running" } else { "Pending" }}});
+        if bound {
+            pod["spec"]["nodeName"] = json!(format!("node-{}", p % nodes));
+        }
+        items.push(pod);
+    }
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+fn read(text: &str) -> (Cluster, Assembled) {
+    let mut cluster = Cluster::new();
+    for s in parse_text("dump", text).expect("parses") {
+        cluster.push(s.object).expect("stores");
+    }
+    let assembled = cluster.snapshot();
+    (cluster, assembled)
+}
+
+fn bench(c: &mut Criterion) {
+    let list = dump(2_000, 140_000);
+    let as_json = serde_json::to_string(&list).expect("json");
+    let as_yaml = serde_norway::to_string(&list).expect("yaml");
+    assert_eq!(read(&as_json).1.snapshot.pods.len(), 140_000);
+    let mut g = c.benchmark_group("read_dump_140k_pods");
+    g.sample_size(10);
+    // The CLI exits without freeing what it read (see status.rs): drops are not timed.
+    g.bench_function("json", |b| b.iter_with_large_drop(|| read(black_box(&as_json))));
+    g.bench_function("yaml", |b| b.iter_with_large_drop(|| read(black_box(&as_yaml))));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

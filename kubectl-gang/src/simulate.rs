@@ -1,0 +1,293 @@
+//! `kubectl gang simulate -f FILE…`: expand workloads into the pods their controllers would create
+//! (the webhook's injection applied), add them to the cluster as it is, and run the scheduler's own
+//! cycle once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use scheduler_core::cluster::{Cluster, describe};
+use scheduler_core::model::GangKey;
+use scheduler_core::plan::Reason;
+use scheduler_core::{Config, Time, dialect, schedule, workload};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::cli::{Format, Global, SimulateArgs};
+use crate::input::{self, Sourced};
+use crate::table::{Grid, Tone, color_enabled};
+use crate::{Output, load};
+
+/// A pod and a node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Place {
+    /// `namespace/name`.
+    pub pod: String,
+    pub node: String,
+}
+
+/// One simulated gang, as `-o json` prints it (a contract: fields are only ever added).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GangResult {
+    pub namespace: String,
+    pub name: String,
+    pub schedulable: bool,
+    pub reason: String,
+    pub message: String,
+    pub placements: Vec<Place>,
+    pub preemptions: Vec<Place>,
+}
+
+/// Objects ready to add to a cluster: timestamps, UIDs and namespaces filled in, workloads
+/// expanded.
+#[derive(Clone, Debug, Default)]
+pub struct Prepared {
+    pub objects: Vec<Value>,
+    /// The pods among `objects`.
+    pub pods: BTreeSet<(String, String)>,
+    /// Gang objects among `objects`, as `namespace/name`.
+    pub gang_objects: BTreeSet<GangKey>,
+    /// Problems that stop the simulation: `FILE: Kind ns/name: path: message`.
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Expands and stamps submitted objects.
+pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
+    let stamp = serde_json::to_value(now.to_k8s()).unwrap_or(Value::Null);
+    let mut out = Prepared::default();
+    for s in sourced {
+        let mut obj = s.object.clone();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let cluster_scoped = matches!(kind.as_str(), "Node" | "Namespace" | "PriorityClass");
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            if !cluster_scoped {
+                meta.entry("namespace").or_insert_with(|| Value::String(default_ns.to_string()));
+            }
+            meta.entry("creationTimestamp").or_insert_with(|| stamp.clone());
+        }
+        let what = describe(&obj);
+        if kind == "Pod" || workload::is_workload(&obj) {
+            match workload::expand(&obj) {
+                Ok(pods) if pods.is_empty() => {
+                    out.warnings.push(format!("{}: {what}: creates no pods; skipped", s.file));
+                }
+                Ok(pods) => {
+                    for mut p in pods {
+                        let ns = p
+                            .pointer("/metadata/namespace")
+                            .and_then(Value::as_str)
+                            .unwrap_or(default_ns)
+                            .to_string();
+                        let name =
+                            p.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+                        if let Some(meta) = p.get_mut("metadata").and_then(Value::as_object_mut) {
+                            meta.insert("uid".into(), Value::String(format!("simulated-{ns}-{name}")));
+                            meta.insert("creationTimestamp".into(), stamp.clone());
+                        }
+                        if let Some(m) = p.as_object_mut() {
+                            m.insert("status".into(), json!({"phase": "Pending"}));
+                        }
+                        out.pods.insert((ns, name));
+                        out.objects.push(p);
+                    }
+                }
+                Err(errors) => {
+                    for e in errors {
+                        out.errors.push(format!("{}: {what}: {e}", s.file));
+                    }
+                }
+            }
+        } else if dialect::read_object(&obj).is_some() {
+            let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(default_ns);
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+            out.gang_objects.insert(GangKey::new(ns, name));
+            out.objects.push(obj);
+        } else if cluster_scoped {
+            out.objects.push(obj);
+        } else {
+            out.warnings.push(format!("{}: {what}: neither a workload nor a gang object; skipped", s.file));
+        }
+    }
+    out
+}
+
+/// The result of one simulation.
+#[derive(Clone, Debug, Default)]
+pub struct Simulation {
+    pub gangs: Vec<GangResult>,
+    pub warnings: Vec<String>,
+}
+
+/// Adds `prepared` to `cluster` and runs one cycle.
+pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Time) -> Simulation {
+    let mut cluster = cluster.clone();
+    let mut sim = Simulation::default();
+    for o in &prepared.objects {
+        if let Err(e) = cluster.push(o.clone()) {
+            sim.warnings.push(format!("{}: {e}", describe(o)));
+        }
+    }
+    let assembled = cluster.snapshot();
+    let snapshot = &assembled.snapshot;
+    let submitted_pod = |ns: &str, name: &str| prepared.pods.contains(&(ns.to_string(), name.to_string()));
+    for p in &assembled.problems {
+        let ours =
+            prepared.objects.iter().any(|o| describe(o) == p.object) || p.object.starts_with("PodGroup ");
+        if ours {
+            sim.warnings.push(p.to_string());
+        }
+    }
+    let mut gangs: BTreeSet<GangKey> = prepared.gang_objects.clone();
+    for p in &snapshot.pods {
+        if submitted_pod(&p.key.namespace, &p.key.name) {
+            match &p.gang {
+                Some(m) => {
+                    gangs.insert(m.gang.clone());
+                }
+                None => sim.warnings.push(format!(
+                    "pod {} belongs to no gang: the gang scheduler would not place it as one",
+                    p.key
+                )),
+            }
+        }
+    }
+    let plan = schedule(snapshot, config, now);
+    let member_of: BTreeMap<&scheduler_core::PodKey, &GangKey> =
+        snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
+    for key in gangs {
+        let Some(outcome) = plan.outcome(&key) else {
+            sim.gangs.push(GangResult {
+                namespace: key.namespace.clone(),
+                name: key.name.clone(),
+                schedulable: false,
+                reason: Reason::WaitingForMembers.as_str().into(),
+                message: "the gang has no members in this simulation".into(),
+                placements: Vec::new(),
+                preemptions: Vec::new(),
+            });
+            continue;
+        };
+        let mine = |pod: &scheduler_core::PodKey| member_of.get(pod).is_some_and(|g| **g == key);
+        let mut placements: Vec<Place> = plan
+            .bindings
+            .iter()
+            .filter(|b| mine(&b.pod))
+            .map(|b| Place { pod: b.pod.to_string(), node: b.node.clone() })
+            .chain(
+                plan.nominations
+                    .iter()
+                    .filter(|n| mine(&n.pod))
+                    .map(|n| Place { pod: n.pod.to_string(), node: n.node.clone() }),
+            )
+            .collect();
+        placements.sort_by(|a, b| a.pod.cmp(&b.pod));
+        let preemptions: Vec<Place> = plan
+            .evictions
+            .iter()
+            .filter(|e| e.preemptor.as_ref() == Some(&key))
+            .map(|e| Place { pod: e.pod.to_string(), node: e.node.clone() })
+            .collect();
+        let schedulable = matches!(outcome.reason, Reason::Scheduled | Reason::Running | Reason::Preempting);
+        sim.gangs.push(GangResult {
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            schedulable,
+            reason: outcome.reason.as_str().into(),
+            message: outcome.message.clone(),
+            placements,
+            preemptions,
+        });
+    }
+    sim
+}
+
+/// Human-readable result.
+pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
+    let mut out = String::new();
+    let mut grid = Grid::new(&["NAMESPACE", "GANG", "FITS", "REASON", "PLACED", "PREEMPTS"]);
+    for g in &sim.gangs {
+        let fits = if g.schedulable { "yes" } else { "no" };
+        grid.toned(vec![
+            (g.namespace.clone(), Tone::Plain),
+            (g.name.clone(), Tone::Plain),
+            (fits.into(), Tone::of(fits)),
+            (g.reason.clone(), Tone::of(&g.reason)),
+            (g.placements.len().to_string(), Tone::Plain),
+            (g.preemptions.len().to_string(), Tone::Plain),
+        ]);
+    }
+    out.push_str(&grid.render(no_headers, color, 0));
+    for g in &sim.gangs {
+        let _ = writeln!(
+            out,
+            "\n{}/{}: {}",
+            g.namespace,
+            g.name,
+            if g.schedulable { "fits" } else { "does not fit" }
+        );
+        for line in g.message.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        if !g.placements.is_empty() {
+            let mut grid = Grid::new(&["POD", "NODE"]);
+            for p in &g.placements {
+                grid.row([p.pod.clone(), p.node.clone()]);
+            }
+            out.push_str(&grid.render(no_headers, color, 2));
+        }
+        if !g.preemptions.is_empty() {
+            let _ = writeln!(out, "  would preempt:");
+            let mut grid = Grid::new(&["VICTIM", "NODE"]);
+            for p in &g.preemptions {
+                grid.row([p.pod.clone(), p.node.clone()]);
+            }
+            out.push_str(&grid.render(no_headers, color, 2));
+        }
+    }
+    out
+}
+
+/// Runs `simulate`.
+pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
+    let config = match &args.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            if text.trim().is_empty() {
+                Config::default()
+            } else {
+                serde_norway::from_str(&text)
+                    .map_err(|e| anyhow::anyhow!("{}: invalid scheduling policy: {e}", p.display()))?
+            }
+        }
+        None => Config::default(),
+    };
+    let sourced = input::read_paths(&args.files)?;
+    let world = load(g, None)?;
+    let prepared = prepare(&sourced, &world.namespace, world.now);
+    let mut stderr = String::new();
+    for w in world.warnings.iter().chain(&prepared.warnings) {
+        let _ = writeln!(stderr, "warning: {w}");
+    }
+    if !prepared.errors.is_empty() {
+        let mut msg = String::from("the input is invalid:");
+        for e in &prepared.errors {
+            let _ = write!(msg, "\n  {e}");
+        }
+        anyhow::bail!(msg);
+    }
+    let sim = simulate(&world.cluster, &prepared, &config, world.now);
+    for w in &sim.warnings {
+        let _ = writeln!(stderr, "warning: {w}");
+    }
+    if sim.gangs.is_empty() {
+        anyhow::bail!("no gang in the input: nothing to simulate");
+    }
+    let stdout = match g.output {
+        Some(Format::Json) => serde_json::to_string_pretty(&json!({"gangs": sim.gangs}))? + "\n",
+        Some(Format::Yaml) => serde_norway::to_string(&json!({"gangs": sim.gangs}))?,
+        Some(Format::Name) => sim.gangs.iter().map(|x| format!("gang/{}\n", x.name)).collect(),
+        _ => render(&sim, g.no_headers, color_enabled()),
+    };
+    let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };
+    Ok(Output { stdout, stderr, code })
+}

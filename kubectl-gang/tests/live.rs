@@ -1,0 +1,131 @@
+//! Live mode: the real binary, in its own process, against the HTTP-level fake of the Kubernetes
+//! API from the `tests` crate (the same fake the scheduler's tests use), and the real `kubectl`
+//! finding the binary as a plugin.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use kube_gang_tests::{FakeApi, gang, gang_pod, node};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-gang");
+
+async fn run(kubeconfig: &Path, args: &[&str]) -> Output {
+    let (kubeconfig, args): (std::path::PathBuf, Vec<String>) =
+        (kubeconfig.to_path_buf(), args.iter().map(|a| a.to_string()).collect());
+    tokio::task::spawn_blocking(move || {
+        Command::new(BIN).args(&args).env("KUBECONFIG", kubeconfig).env_remove("NO_COLOR").output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+async fn cluster() -> (FakeApi, tempfile::TempDir, std::path::PathBuf) {
+    let api = FakeApi::start(&[("/apis/kube-gang.io/v1alpha1", "gangs")]).await;
+    for n in ["n1", "n2", "n3"] {
+        api.put(node(n, "64", 8, &[("kube-gang.io/rack", "a")]));
+    }
+    api.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}));
+    api.put(gang("ml", "trainer", 2));
+    for i in 0..2 {
+        let mut p = gang_pod("ml", &format!("trainer-{i}"), "trainer", 8);
+        p["spec"]["nodeName"] = json!(format!("n{}", i + 1));
+        p["status"]["phase"] = json!("Running");
+        api.put(p);
+    }
+    api.put(gang("ml", "wide", 3));
+    for i in 0..3 {
+        api.put(gang_pod("ml", &format!("wide-{i}"), "wide", 8));
+    }
+    api.put(json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "wide-0.1", "namespace": "ml"}, "eventTime": "2026-11-22T08:41:00.000000Z",
+        "type": "Warning", "reason": "FailedScheduling", "note": "gang ml/wide: room for 1 of the 3 members needed",
+        "regarding": {"kind": "Pod", "namespace": "ml", "name": "wide-0"},
+        "action": "Scheduling", "reportingController": "gang-scheduler", "reportingInstance": "a"}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(&kubeconfig, api.kubeconfig().replace("namespace: default", "namespace: ml")).unwrap();
+    (api, dir, kubeconfig)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reads_the_live_api_in_the_contexts_namespace() {
+    let (api, _dir, kubeconfig) = cluster().await;
+    let out = run(&kubeconfig, &["status", "-o", "json"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gangs = v["gangs"].as_array().unwrap();
+    assert_eq!(gangs.len(), 2, "{v:#}");
+    let trainer = &gangs[0];
+    assert_eq!(trainer["name"], "trainer");
+    assert_eq!(trainer["source"], "kube-gang/Gang");
+    assert_eq!(trainer["phase"], "Running");
+    assert_eq!((trainer["minMember"].as_u64(), trainer["running"].as_u64()), (Some(2), Some(2)));
+    let wide = &gangs[1];
+    assert_eq!((wide["name"].as_str(), wide["phase"].as_str()), (Some("wide"), Some("Pending")));
+    assert_eq!(wide["reason"], "Unschedulable");
+    assert!(wide["message"].as_str().unwrap().contains("room for 1 of the 3"), "{wide:#}");
+    // Read-only: the plugin lists and never writes.
+    assert!(api.requests().iter().all(|r| r.method == "GET"), "{:?}", api.requests());
+    // Dialects whose CRDs are not installed (404) are skipped, not errors.
+    assert!(api.requests().iter().any(|r| r.path.contains("scheduling.volcano.sh")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detail_view_shows_live_events_and_the_why() {
+    let (_api, _dir, kubeconfig) = cluster().await;
+    let out = run(&kubeconfig, &["status", "wide", "--now", "2026-11-22T09:00:00Z"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("FailedScheduling"), "{text}");
+    assert!(text.contains("Why (a scheduling cycle on this state, now):"), "{text}");
+    assert!(text.contains("room for 1 of the 3 members needed"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_places_on_the_live_cluster_and_errors_are_clean() {
+    let (_api, dir, kubeconfig) = cluster().await;
+    let job = dir.path().join("job.yaml");
+    std::fs::write(
+        &job,
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: small, labels: {kube-gang.io/enabled: \"true\"}}\nspec:\n  parallelism: 2\n  template:\n    spec:\n      containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 4}}}]\n",
+    )
+    .unwrap();
+    let out = run(&kubeconfig, &["simulate", "-o", "json", "-f", job.to_str().unwrap()]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gangs"][0]["namespace"], "ml", "the context's namespace is the default");
+    assert_eq!(v["gangs"][0]["placements"].as_array().unwrap().len(), 2);
+    assert_eq!(v["gangs"][0]["placements"][0]["node"], "n3", "the only node with room");
+
+    let out = run(&kubeconfig, &["status", "--context", "nope"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: ") && err.contains("nope"), "{err}");
+}
+
+#[test]
+fn kubectl_finds_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("kubectl-gang");
+    std::fs::copy(BIN, &plugin).unwrap();
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    let list = Command::new("kubectl")
+        .args(["plugin", "list"])
+        .env("PATH", &path)
+        .output()
+        .expect("kubectl on PATH");
+    let stdout = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        stdout.contains(&plugin.display().to_string()),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let help = Command::new("kubectl").args(["gang", "--help"]).env("PATH", &path).output().unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("Usage: kubectl gang"), "{help}");
+    for cmd in ["status", "simulate", "validate", "snapshot", "completion", "demo"] {
+        assert!(help.contains(cmd), "{cmd} in {help}");
+    }
+}
