@@ -173,13 +173,33 @@ fn structural(v: &mut Value) {
                     m.insert("nullable".into(), Value::Bool(true));
                 }
             }
+            // A documented enum comes as oneOf [{enum: [x], type, description}, …]: one enum.
+            if let Some(Value::Array(one_of)) = m.get("oneOf").cloned()
+                && !one_of.is_empty()
+                && one_of
+                    .iter()
+                    .all(|s| s.get("enum").and_then(Value::as_array).is_some_and(|e| e.len() == 1))
+            {
+                let values: Vec<Value> =
+                    one_of.iter().filter_map(|s| s.get("enum").and_then(|e| e.get(0)).cloned()).collect();
+                m.remove("oneOf");
+                m.insert("type".into(), Value::String("string".into()));
+                m.insert("enum".into(), Value::Array(values));
+            }
             // Option<enum> comes as anyOf [{enum}, {null}]: flatten it.
             if let Some(Value::Array(any)) = m.get("anyOf").cloned() {
+                let only_null = |s: &Value| {
+                    s.get("type") == Some(&Value::String("null".into()))
+                        || s.get("enum")
+                            .and_then(Value::as_array)
+                            .is_some_and(|e| e.iter().all(Value::is_null))
+                };
                 let non_null: Vec<Value> = any
                     .into_iter()
-                    .filter(|s| {
-                        s.get("type") != Some(&Value::String("null".into()))
-                            && s.get("nullable").is_none_or(|n| n != true || s.get("enum").is_some())
+                    .filter(|s| !only_null(s))
+                    .map(|mut s| {
+                        structural(&mut s);
+                        s
                     })
                     .collect();
                 if let [Value::Object(one)] = non_null.as_slice() {
