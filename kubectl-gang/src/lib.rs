@@ -73,8 +73,9 @@ pub fn now(g: &Global) -> anyhow::Result<Time> {
     }
 }
 
-/// Reads the world the global flags point at.
-pub fn load(g: &Global, with_events_in: Option<&str>) -> anyhow::Result<World> {
+/// Reads the world the global flags point at; with `events_for` (a gang, `name` or `ns/name`), also
+/// the live events of that gang's namespace (a dump brings its own).
+pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
     let now = now(g)?;
     let (objects, context_ns) = match &g.cluster {
         Some(path) => (read_dump(path)?, None),
@@ -83,9 +84,11 @@ pub fn load(g: &Global, with_events_in: Option<&str>) -> anyhow::Result<World> {
             rt.block_on(async {
                 let live = live::connect(g.kubeconfig.as_deref(), g.context.as_deref()).await?;
                 let mut objects = live::fetch(&live).await?;
-                if let Some(ns) = with_events_in {
-                    let ns =
-                        g.namespace.as_deref().unwrap_or(if ns.is_empty() { &live.namespace } else { ns });
+                if let Some(gang) = events_for {
+                    let ns = match gang.split_once('/') {
+                        Some((ns, _)) => ns,
+                        None => g.namespace.as_deref().unwrap_or(&live.namespace),
+                    };
                     objects.extend(live::events(&live, ns).await?);
                 }
                 anyhow::Ok((objects, Some(live.namespace)))

@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use anyhow::Context;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use scheduler_core::cluster::{ApiKind, READ};
 use serde_json::Value;
 
 /// A connected client and the namespace of its context.
@@ -40,31 +41,15 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow
     Ok(Live { client, namespace })
 }
 
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version,
-        kind: kind.into(),
-        plural: plural.into(),
-    }
+fn resource(k: &ApiKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(k.group, k.version, k.kind), k.plural)
 }
 
-/// Everything `status`, `simulate` and `snapshot` read: (resource, required).
+/// Everything `status`, `simulate` and `snapshot` read (the core's list): (resource, required).
+/// Only nodes and pods are required: a user who may not list namespaces or priority classes, or a
+/// cluster without some dialect's CRD, still gets an answer.
 pub fn resources() -> Vec<(ApiResource, bool)> {
-    vec![
-        (ar("", "v1", "Node", "nodes"), true),
-        (ar("", "v1", "Pod", "pods"), true),
-        (ar("", "v1", "Namespace", "namespaces"), false),
-        (ar("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"), false),
-        (ar(scheduler_core::GROUP, scheduler_core::VERSION, "Gang", "gangs"), false),
-        (ar("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"), false),
-        (ar("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"), false),
-        (ar("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"), false),
-        (ar("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"), false),
-        (ar("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"), false),
-    ]
+    READ.iter().map(|k| (resource(k), matches!(k.kind, "Node" | "Pod") && k.builtin)).collect()
 }
 
 /// Lists every resource the plugin reads, as raw objects with `apiVersion` and `kind`.
@@ -92,7 +77,11 @@ pub async fn fetch(live: &Live) -> anyhow::Result<Vec<Value>> {
 
 /// Events in `namespace` (events.k8s.io/v1, else core v1), for the detail view.
 pub async fn events(live: &Live, namespace: &str) -> anyhow::Result<Vec<Value>> {
-    for r in [ar("events.k8s.io", "v1", "Event", "events"), ar("", "v1", "Event", "events")] {
+    let events = [
+        ApiKind { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", builtin: true },
+        ApiKind { group: "", version: "v1", kind: "Event", plural: "events", builtin: true },
+    ];
+    for r in events.iter().map(resource) {
         let api: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), namespace, &r);
         match api.list(&ListParams::default()).await {
             Ok(list) => {

@@ -131,8 +131,9 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
     let snapshot = &assembled.snapshot;
     let submitted_pod = |ns: &str, name: &str| prepared.pods.contains(&(ns.to_string(), name.to_string()));
     for p in &assembled.problems {
-        let ours =
-            prepared.objects.iter().any(|o| describe(o) == p.object) || p.object.starts_with("PodGroup ");
+        // Upstream PodGroups are reported by key after assembly (`PodGroup ns/name`).
+        let ours = prepared.objects.iter().any(|o| describe(o) == p.object)
+            || prepared.gang_objects.iter().any(|k| p.object == format!("PodGroup {k}"));
         if ours {
             sim.warnings.push(p.to_string());
         }

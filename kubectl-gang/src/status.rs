@@ -142,7 +142,7 @@ fn defining_object<'a>(world: &'a World, key: &GangKey) -> Option<&'a Value> {
 
 /// Runs `status`.
 pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
-    let world = load(g, args.name.as_ref().map(|_| ""))?;
+    let world = load(g, args.name.as_deref())?;
     let selector = match &g.selector {
         Some(s) => Selector::parse(s).map_err(|e| anyhow::anyhow!("-l: {e}"))?,
         None => Selector::default(),
@@ -186,16 +186,9 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         if g.selector.is_some() {
             let matched = match defining_object(&world, &gang.key) {
                 Some(obj) => selector.matches(&labels_of(obj)),
-                None => world
-                    .cluster
-                    .pods()
-                    .filter(|p| {
-                        pods.iter().any(|m| {
-                            Some(m.key.name.as_str()) == p.pointer("/metadata/name").and_then(Value::as_str)
-                                && Some(m.key.namespace.as_str())
-                                    == p.pointer("/metadata/namespace").and_then(Value::as_str)
-                        })
-                    })
+                None => pods
+                    .iter()
+                    .filter_map(|m| world.cluster.pod(&m.key.namespace, &m.key.name))
                     .any(|p| selector.matches(&labels_of(p))),
             };
             if !matched {

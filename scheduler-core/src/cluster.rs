@@ -16,6 +16,51 @@ use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
 use crate::model::{Dialect, Gang, GangKey, Membership, Pod, Snapshot};
 
+/// A kind the cluster view reads from the API: every front door that lists or watches the cluster
+/// reads exactly these, so a dialect added here reaches the scheduler and the plugin alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiKind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    /// A built-in Kubernetes kind (always served); the others are CRDs that may be absent.
+    pub builtin: bool,
+}
+
+const fn api_kind(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+) -> ApiKind {
+    ApiKind { group, version, kind, plural, builtin: false }
+}
+
+const fn builtin(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+) -> ApiKind {
+    ApiKind { group, version, kind, plural, builtin: true }
+}
+
+/// Everything [`Cluster`] understands: nodes, pods, namespaces, priority classes and every gang
+/// dialect's objects.
+pub const READ: &[ApiKind] = &[
+    builtin("", "v1", "Node", "nodes"),
+    builtin("", "v1", "Pod", "pods"),
+    builtin("", "v1", "Namespace", "namespaces"),
+    builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
+    api_kind(crate::GROUP, crate::VERSION, "Gang", "gangs"),
+    api_kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
+    api_kind("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"),
+    api_kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+    api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
+    api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
+];
+
 /// One object that could not be read, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
@@ -162,6 +207,11 @@ impl Cluster {
     pub fn namespace_labels(&self, ns: &str) -> Option<BTreeMap<String, String>> {
         let labels = self.namespaces.get(ns)?.pointer("/metadata/labels")?.as_object()?;
         Some(labels.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect())
+    }
+
+    /// The raw pod `namespace/name`, if the cluster holds it.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Value> {
+        self.pods.get(&(namespace.to_string(), name.to_string()))
     }
 
     /// Every raw pod, in key order.

@@ -33,33 +33,18 @@ pub struct Watched {
     pub required: bool,
 }
 
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version,
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
-/// Every resource the scheduler reads.
+/// Every resource the scheduler reads: the core's list; built-in kinds must be served.
 pub fn resources() -> Vec<Watched> {
-    let req = |r| Watched { resource: r, required: true };
-    let opt = |r| Watched { resource: r, required: false };
-    vec![
-        req(ar("", "v1", "Node", "nodes")),
-        req(ar("", "v1", "Pod", "pods")),
-        req(ar("", "v1", "Namespace", "namespaces")),
-        req(ar("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses")),
-        opt(ar(scheduler_core::GROUP, scheduler_core::VERSION, "Gang", "gangs")),
-        opt(ar("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups")),
-        opt(ar("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups")),
-        opt(ar("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")),
-        opt(ar("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")),
-        opt(ar("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups")),
-    ]
+    scheduler_core::cluster::READ
+        .iter()
+        .map(|k| Watched {
+            resource: ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk(k.group, k.version, k.kind),
+                k.plural,
+            ),
+            required: k.builtin,
+        })
+        .collect()
 }
 
 fn resource_key(r: &ApiResource) -> String {

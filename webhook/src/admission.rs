@@ -77,19 +77,19 @@ pub fn review(hook: Hook, body: &[u8], namespace_opted_in: bool) -> Result<(Valu
     };
     let object = request.get("object").filter(|o| !o.is_null());
     let old = request.get("oldObject").filter(|o| !o.is_null());
-    let response = match (summary.operation.as_str(), object) {
+    let (response, patched) = match (summary.operation.as_str(), object) {
         // Deleting is always allowed; so is anything without an object to look at.
-        ("DELETE", _) | ("CONNECT", _) | (_, None) => json!({"uid": uid, "allowed": true}),
+        ("DELETE", _) | ("CONNECT", _) | (_, None) => (json!({"uid": uid, "allowed": true}), 0),
         (_, Some(obj)) => {
             let obj = with_request_defaults(obj, &summary);
             match hook {
-                Hook::Validate => validate_response(uid, &obj, old, namespace_opted_in),
+                Hook::Validate => (validate_response(uid, &obj, old, namespace_opted_in), 0),
                 Hook::Mutate => mutate_response(uid, &obj, namespace_opted_in),
             }
         }
     };
     summary.allowed = response.get("allowed").and_then(Value::as_bool).unwrap_or(false);
-    summary.patched = response.get("patch").map_or(0, |_| response_patch_len(&response));
+    summary.patched = patched;
     Ok((
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
         summary,
@@ -156,37 +156,41 @@ fn mark_opted_in(obj: &mut Value) {
     }
 }
 
-fn mutate_response(uid: &str, obj: &Value, namespace_opted_in: bool) -> Value {
+/// The mutating response and the number of patch operations in it.
+fn mutate_response(uid: &str, obj: &Value, namespace_opted_in: bool) -> (Value, usize) {
+    let allow = json!({"uid": uid, "allowed": true});
     if !obj.is_object() {
         // Our failure to read an object must never block its creation.
-        return json!({"uid": uid, "allowed": true, "warnings": ["kube-gang: object is not a Kubernetes object; not mutated"]});
+        let warning = "kube-gang: object is not a Kubernetes object; not mutated";
+        return (json!({"uid": uid, "allowed": true, "warnings": [warning]}), 0);
     }
     let is_pod = obj.get("kind").and_then(Value::as_str) == Some("Pod");
     let ours = is_pod
         || (workload::is_workload(obj)
             && workload::is_opted_in(obj, namespace_labels(namespace_opted_in).as_ref()));
     if !ours {
-        return json!({"uid": uid, "allowed": true});
+        return (allow, 0);
     }
     match workload::inject(obj) {
         Ok(injected) => {
             let patch = json_patch::diff(obj, &injected);
             if patch.0.is_empty() {
-                return json!({"uid": uid, "allowed": true});
+                return (allow, 0);
             }
             let bytes = serde_json::to_vec(&patch).unwrap_or_default();
-            json!({
+            let response = json!({
                 "uid": uid,
                 "allowed": true,
                 "patchType": "JSONPatch",
                 "patch": base64::engine::general_purpose::STANDARD.encode(bytes),
-            })
+            });
+            (response, patch.0.len())
         }
         Err(errors) => {
             // The validating hook denies it with the same messages; mutate only explains.
             let warnings: Vec<String> =
                 errors.iter().map(|e| format!("kube-gang: not injected: {e}")).collect();
-            json!({"uid": uid, "allowed": true, "warnings": warnings})
+            (json!({"uid": uid, "allowed": true, "warnings": warnings}), 0)
         }
     }
 }
@@ -202,15 +206,6 @@ fn deny(uid: &str, message: String) -> Value {
         "allowed": false,
         "status": {"code": 422, "reason": "Invalid", "message": message},
     })
-}
-
-fn response_patch_len(response: &Value) -> usize {
-    response
-        .get("patch")
-        .and_then(Value::as_str)
-        .and_then(|p| base64::engine::general_purpose::STANDARD.decode(p).ok())
-        .and_then(|b| serde_json::from_slice::<Vec<Value>>(&b).ok())
-        .map_or(0, |ops| ops.len())
 }
 
 #[cfg(test)]

@@ -84,6 +84,11 @@ struct HookLabel {
     hook: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: String,
+}
+
 /// Request counters and latencies; labels are bounded (hook × result).
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -109,9 +114,9 @@ impl Default for Metrics {
             "Time to answer one AdmissionReview (decode, decide, encode)",
             duration.clone(),
         );
-        let build = Family::<HookLabel, prometheus_client::metrics::gauge::Gauge>::default();
-        build.get_or_create(&HookLabel { hook: env!("CARGO_PKG_VERSION").into() }).set(1);
-        registry.register("gang_webhook_build_info", "Build version (label hook holds the version)", build);
+        let build = Family::<VersionLabel, prometheus_client::metrics::gauge::Gauge>::default();
+        build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION").into() }).set(1);
+        registry.register("gang_webhook_build_info", "Build version", build);
         Metrics { requests, duration, registry: Arc::new(registry) }
     }
 }

@@ -96,15 +96,18 @@ proptest! {
         let (v, _) = review(Hook::Validate, &body, ns_opt_in).unwrap();
         prop_assert_eq!(&v["response"]["uid"], "u");
         prop_assert!(v["response"]["allowed"].is_boolean());
-        let (m, _) = review(Hook::Mutate, &body, ns_opt_in).unwrap();
+        let (m, summary) = review(Hook::Mutate, &body, ns_opt_in).unwrap();
         prop_assert_eq!(&m["response"]["uid"], "u");
         prop_assert_eq!(&m["response"]["allowed"], true, "mutation never denies");
         if let Some(p) = m["response"]["patch"].as_str() {
             use base64::Engine as _;
             let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
             let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+            prop_assert_eq!(summary.patched, patch.0.len(), "the logged count is the patch's");
             let mut doc = obj.clone();
             prop_assert!(json_patch::patch(&mut doc, &patch).is_ok(), "the patch applies to the object it was made for");
+        } else {
+            prop_assert_eq!(summary.patched, 0);
         }
     }
 }

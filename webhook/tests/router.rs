@@ -279,4 +279,6 @@ async fn metrics_count_by_hook_and_result() {
     let text = state.metrics.encode();
     assert!(text.contains(r#"gang_webhook_requests_total{hook="mutate",result="allowed"} 1"#), "{text}");
     assert!(text.contains("gang_webhook_request_duration_seconds_count{hook=\"mutate\"} 1"), "{text}");
+    let build = format!("gang_webhook_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+    assert!(text.contains(&build), "{text}");
 }
