@@ -7,14 +7,14 @@
 //! annotations) are built from the oldest pod that claims them; upstream PodGroups resolve to the
 //! root of their CompositePodGroup tree.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Membership, Pod, Snapshot};
+use crate::model::{Dialect, Gang, GangKey, Membership, Node, Pod, Snapshot};
 
 /// A kind the cluster view reads from the API: every front door that lists or watches the cluster
 /// reads exactly these, so a dialect added here reaches the scheduler and the plugin alike.
@@ -83,6 +83,75 @@ pub struct Assembled {
     pub problems: Vec<Problem>,
 }
 
+/// Conversions kept between snapshots of one [`Cluster`] that changes a little at a time (a
+/// watch-fed index): an object whose `resourceVersion` is unchanged is not converted again.
+/// Pods are converted afresh when the priority classes change (their priority depends on them).
+/// Objects without a `resourceVersion` (files) are always converted.
+#[derive(Debug, Default)]
+pub struct Memo {
+    nodes: HashMap<String, (String, Result<Node, Vec<FieldError>>)>,
+    pods: HashMap<(String, String), (String, Converted)>,
+    priorities: Option<PriorityClasses>,
+}
+
+impl Memo {
+    pub fn new() -> Self {
+        Memo::default()
+    }
+
+    fn nodes(&mut self, raw: &BTreeMap<String, Value>) -> Vec<Result<Node, Vec<FieldError>>> {
+        self.nodes.retain(|k, _| raw.contains_key(k));
+        raw.iter()
+            .map(|(name, v)| {
+                let rv = str_at(v, "/metadata/resourceVersion");
+                match self.nodes.get(name) {
+                    Some((seen, n)) if !rv.is_empty() && seen == rv => n.clone(),
+                    _ => {
+                        let n = convert::node_from_value(v);
+                        if !rv.is_empty() {
+                            self.nodes.insert(name.clone(), (rv.to_string(), n.clone()));
+                        }
+                        n
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn pods(
+        &mut self,
+        raw: &BTreeMap<(String, String), Value>,
+        priorities: &PriorityClasses,
+    ) -> Vec<Converted> {
+        if self.priorities.as_ref() != Some(priorities) {
+            self.pods.clear();
+            self.priorities = Some(priorities.clone());
+        }
+        self.pods.retain(|k, _| raw.contains_key(k));
+        let mut out: Vec<Option<Converted>> = Vec::with_capacity(raw.len());
+        let mut misses: Vec<(usize, &(String, String), &Value)> = Vec::new();
+        for (i, (key, v)) in raw.iter().enumerate() {
+            let rv = str_at(v, "/metadata/resourceVersion");
+            match self.pods.get(key) {
+                Some((seen, c)) if !rv.is_empty() && seen == rv => out.push(Some(c.clone())),
+                _ => {
+                    out.push(None);
+                    misses.push((i, key, v));
+                }
+            }
+        }
+        let fresh: Vec<&Value> = misses.iter().map(|&(_, _, v)| v).collect();
+        for ((i, key, v), c) in misses.into_iter().zip(convert_pods(&fresh, priorities)) {
+            let rv = str_at(v, "/metadata/resourceVersion");
+            if !rv.is_empty() {
+                self.pods.insert(key.clone(), (rv.to_string(), c.clone()));
+            }
+            out[i] = Some(c);
+        }
+        out.into_iter().flatten().collect()
+    }
+}
+
 /// Raw API objects, as listed from the API or read from a dump. Later pushes of the same object
 /// replace earlier ones.
 #[derive(Clone, Debug, Default)]
@@ -124,7 +193,9 @@ impl Cluster {
             return Err(FieldError::new("kind", "missing"));
         }
         if kind.ends_with("List") && obj.get("items").is_some() {
-            let Some(Value::Array(items)) = obj.get("items").cloned() else {
+            let mut obj = obj;
+            // Taken, not cloned: a dump's list holds the whole cluster.
+            let Some(Value::Array(items)) = obj.get_mut("items").map(Value::take) else {
                 return Err(FieldError::new("items", "must be a list"));
             };
             let mut first_error = None;
@@ -179,16 +250,24 @@ impl Cluster {
 
     /// Removes an object (a watch `Deleted` event).
     pub fn remove(&mut self, obj: &Value) {
-        let kind = str_at(obj, "/kind");
-        let name = str_at(obj, "/metadata/name").to_string();
-        let ns = str_at(obj, "/metadata/namespace").to_string();
+        self.remove_named(
+            str_at(obj, "/apiVersion"),
+            str_at(obj, "/kind"),
+            str_at(obj, "/metadata/namespace"),
+            str_at(obj, "/metadata/name"),
+        );
+    }
+
+    /// Removes the object of this API version, kind, namespace and name, if held.
+    pub fn remove_named(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
+        let name = name.to_string();
         match kind {
             "Node" => {
                 self.nodes.remove(&name);
             }
             "Pod" => {
-                let ns = if ns.is_empty() { "default".to_string() } else { ns };
-                self.pods.remove(&(ns, name));
+                let ns = if namespace.is_empty() { "default" } else { namespace };
+                self.pods.remove(&(ns.to_string(), name));
             }
             "Namespace" => {
                 self.namespaces.remove(&name);
@@ -197,8 +276,8 @@ impl Cluster {
                 self.priority_classes.remove(&name);
             }
             _ => {
-                let group = str_at(obj, "/apiVersion").rsplit_once('/').map_or("", |(g, _)| g).to_string();
-                self.gang_objects.remove(&(group, kind.to_string(), ns, name));
+                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+                self.gang_objects.remove(&(group, kind.to_string(), namespace.to_string(), name));
             }
         }
     }
@@ -224,8 +303,35 @@ impl Cluster {
         self.gang_objects.values()
     }
 
+    /// The raw object of this API version, kind, namespace and name, if the cluster holds it.
+    pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
+        match (api_version, kind) {
+            ("v1", "Node") => self.nodes.get(name),
+            ("v1", "Pod") => {
+                let ns = if namespace.is_empty() { "default" } else { namespace };
+                self.pods.get(&(ns.to_string(), name.to_string()))
+            }
+            ("v1", "Namespace") => self.namespaces.get(name),
+            (_, "PriorityClass") => self.priority_classes.get(name),
+            _ => {
+                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+                self.gang_objects.get(&(group, kind.to_string(), namespace.to_string(), name.to_string()))
+            }
+        }
+    }
+
     /// The snapshot the cycle sees.
     pub fn snapshot(&self) -> Assembled {
+        self.assemble(None)
+    }
+
+    /// The snapshot the cycle sees, converting only what changed since the last call with the
+    /// same `memo` (see [`Memo`]).
+    pub fn snapshot_with(&self, memo: &mut Memo) -> Assembled {
+        self.assemble(Some(memo))
+    }
+
+    fn assemble(&self, mut memo: Option<&mut Memo>) -> Assembled {
         let mut problems = Vec::new();
         let mut problem =
             |obj: &Value, errors: Vec<FieldError>| problems.push(Problem { object: describe(obj), errors });
@@ -240,8 +346,12 @@ impl Cluster {
         let priorities = PriorityClasses::from_objects(&classes);
 
         let mut nodes = Vec::new();
-        for v in self.nodes.values() {
-            match convert::node_from_value(v) {
+        let converted_nodes: Vec<Result<Node, Vec<FieldError>>> = match memo.as_deref_mut() {
+            Some(m) => m.nodes(&self.nodes),
+            None => self.nodes.values().map(convert::node_from_value).collect(),
+        };
+        for (v, converted) in self.nodes.values().zip(converted_nodes) {
+            match converted {
                 Ok(n) => nodes.push(n),
                 Err(e) => problem(v, e),
             }
@@ -296,7 +406,11 @@ impl Cluster {
         let mut claims_of: Vec<Vec<Claim>> = Vec::new();
         let mut raw_of: Vec<&Value> = Vec::new();
         let raw: Vec<&Value> = self.pods.values().collect();
-        for (v, (converted, claims)) in raw.iter().copied().zip(convert_pods(&raw, &priorities)) {
+        let converted_pods = match memo {
+            Some(m) => m.pods(&self.pods, &priorities),
+            None => convert_pods(&raw, &priorities),
+        };
+        for (v, (converted, claims)) in raw.iter().copied().zip(converted_pods) {
             let mut pod = match converted {
                 Ok(p) => p,
                 Err(e) => {

@@ -272,6 +272,13 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "default-scheduler".into()),
         gang: None,
+        failure: status
+            .filter(|_| phase == PodPhase::Failed && spec.node_name.as_deref().is_some_and(|n| !n.is_empty()))
+            .and_then(|s| s.reason.as_deref().filter(|r| !r.is_empty()))
+            .map(|reason| match status.and_then(|s| s.message.as_deref()).filter(|m| !m.is_empty()) {
+                Some(message) => format!("{reason}: {message}"),
+                None => reason.to_string(),
+            }),
     })
 }
 

@@ -29,6 +29,8 @@ pub use error::{FieldError, FieldErrors};
 pub use model::{Gang, GangKey, Node, Pod, PodKey, Snapshot, Time};
 pub use plan::{Outcome, Plan, Reason};
 pub use schedule::schedule;
+#[doc(hidden)]
+pub use schedule::schedule_reference;
 
 /// The API group of kube-gang's own objects and the prefix of its labels and annotations.
 pub const GROUP: &str = "kube-gang.io";

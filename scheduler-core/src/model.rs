@@ -287,6 +287,11 @@ pub struct Pod {
     pub scheduler_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang: Option<Membership>,
+    /// Why a pod that had a node failed there (`status.reason: status.message`), e.g. the
+    /// kubelet refusing it at admission (`OutOfnvidia.com/gpu: …`) because another scheduler raced
+    /// us to the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 impl Pod {
@@ -298,6 +303,21 @@ impl Pod {
     /// Waiting for a node.
     pub fn is_pending(&self) -> bool {
         self.node_name.is_none() && self.phase == PodPhase::Pending && !self.deleting
+    }
+
+    /// Refused by the kubelet at admission (as opposed to failing while it ran).
+    pub fn rejected_at_admission(&self) -> bool {
+        self.failure.as_deref().is_some_and(|f| {
+            let reason = f.split(':').next().unwrap_or("");
+            reason.starts_with("OutOf")
+                || matches!(
+                    reason,
+                    "UnexpectedAdmissionError"
+                        | "NodeAffinity"
+                        | "NodeSelectorMismatching"
+                        | "PodOSNotSupported"
+                )
+        })
     }
 
     /// Counts toward its gang's quorum: pending, bound or running, and not being deleted.

@@ -115,3 +115,73 @@ fn pods_priority_affinity_and_errors() {
     assert!(paths.contains(&"spec.priorityClassName"), "{paths:?}");
     assert!(paths.contains(&"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator"), "{paths:?}");
 }
+
+#[test]
+fn a_pod_the_kubelet_refused_carries_why() {
+    let pcs = PriorityClasses::default();
+    let refused: Pod = serde_json::from_value(json!({"metadata": {"name": "w-3"},
+        "spec": {"nodeName": "gpu-2", "containers": []},
+        "status": {"phase": "Failed", "reason": "OutOfnvidia.com/gpu",
+                   "message": "Node didn't have enough resource: nvidia.com/gpu"}}))
+    .unwrap();
+    let m = convert::pod(&refused, &pcs).unwrap();
+    assert_eq!(
+        m.failure.as_deref(),
+        Some("OutOfnvidia.com/gpu: Node didn't have enough resource: nvidia.com/gpu")
+    );
+    assert!(m.rejected_at_admission());
+    let crashed: Pod = serde_json::from_value(json!({"metadata": {"name": "w-4"},
+        "spec": {"nodeName": "gpu-2", "containers": []},
+        "status": {"phase": "Failed", "reason": "Evicted"}}))
+    .unwrap();
+    let m = convert::pod(&crashed, &pcs).unwrap();
+    assert_eq!(m.failure.as_deref(), Some("Evicted"));
+    assert!(!m.rejected_at_admission(), "node-pressure eviction is not an admission refusal");
+    let unbound: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "w-5"}, "spec": {"containers": []},
+        "status": {"phase": "Failed", "reason": "OutOfcpu"}}))
+        .unwrap();
+    assert_eq!(convert::pod(&unbound, &pcs).unwrap().failure, None, "only pods that had a node");
+}
+
+#[test]
+fn a_memoized_snapshot_always_equals_a_fresh_one() {
+    use scheduler_core::cluster::{Cluster, Memo};
+    let pod = |name: &str, rv: &str, cpu: &str, class: Option<&str>| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": "ml", "resourceVersion": rv, "labels": {"kube-gang.io/gang": "g"},
+                            "annotations": {"kube-gang.io/min-member": "2"}},
+               "spec": {"schedulerName": "gang-scheduler", "priorityClassName": class,
+                        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}})
+    };
+    let node = |name: &str, rv: &str, cpu: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "resourceVersion": rv},
+               "status": {"allocatable": {"cpu": cpu, "pods": "10"}}})
+    };
+    let class = |value: i64| json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high", "resourceVersion": "9"}, "value": value});
+    let mut cluster = Cluster::new();
+    let mut memo = Memo::new();
+    let same = |cluster: &Cluster, memo: &mut Memo, step: &str| {
+        assert_eq!(cluster.snapshot_with(memo), cluster.snapshot(), "{step}");
+    };
+    cluster.push(class(100)).unwrap();
+    cluster.push(node("n1", "1", "4")).unwrap();
+    cluster.push(pod("a", "2", "1", Some("high"))).unwrap();
+    cluster.push(pod("b", "3", "1", None)).unwrap();
+    same(&cluster, &mut memo, "first");
+    same(&cluster, &mut memo, "unchanged");
+    cluster.push(pod("a", "4", "2", Some("high"))).unwrap();
+    cluster.push(node("n1", "5", "8")).unwrap();
+    same(&cluster, &mut memo, "a pod and a node changed");
+    let snap = cluster.snapshot_with(&mut memo).snapshot;
+    assert_eq!(snap.pods[0].requests.get("cpu"), 2000);
+    assert_eq!(snap.nodes[0].allocatable.get("cpu"), 8000);
+    cluster.push(class(500)).unwrap();
+    same(&cluster, &mut memo, "a priority class changed");
+    assert_eq!(cluster.snapshot_with(&mut memo).snapshot.pods[0].priority, 500);
+    cluster.remove(&pod("b", "3", "1", None));
+    same(&cluster, &mut memo, "a pod deleted");
+    // A pod re-created under the same name with an older-looking version is converted again.
+    cluster.push(pod("b", "1", "3", None)).unwrap();
+    same(&cluster, &mut memo, "re-created");
+}

@@ -136,6 +136,8 @@ struct FPod {
     #[serde(default)]
     deleting: bool,
     nominated: Option<String>,
+    /// `reason: message` of a pod that failed on its node.
+    failure: Option<String>,
     #[serde(default)]
     age_seconds: u64,
 }
@@ -265,6 +267,7 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
                 .gang
                 .as_ref()
                 .map(|g| Membership { gang: ObjectKey::new(&f.namespace, g), subgroup: f.subgroup.clone() }),
+            failure: f.failure.clone(),
         })
         .collect()
 }

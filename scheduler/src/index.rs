@@ -1,10 +1,13 @@
-//! The synchronous index the watches feed: raw objects per watched resource, plus the bindings this
-//! scheduler sent that the watch has not confirmed yet (so the next cycle cannot double-book a
-//! node). A cycle assembles a snapshot from it through the core's one assembly path.
+//! The synchronous index the watches feed: the watched objects in the core's [`Cluster`], plus the
+//! bindings this scheduler sent that the watch has not confirmed yet (so the next cycle cannot
+//! double-book a node). A cycle assembles a snapshot from it through the core's one assembly
+//! path; a [`Memo`] keeps the conversions of objects that did not change since the last cycle, so
+//! a cycle costs what changed, not what the cluster holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
-use scheduler_core::cluster::{Assembled, Cluster};
+use scheduler_core::cluster::{Assembled, Cluster, Memo};
 use scheduler_core::model::PodKey;
 use scheduler_core::plan::Binding;
 use serde_json::Value;
@@ -12,15 +15,22 @@ use serde_json::Value;
 /// Cluster state as the scheduler knows it.
 #[derive(Debug, Default)]
 pub struct Index {
-    /// Resource (e.g. `v1/Pod`) → (namespace, name) → object.
-    objects: BTreeMap<String, BTreeMap<(String, String), Value>>,
-    /// Pod → node for bindings sent but not yet seen in a watch event.
-    assumed: BTreeMap<PodKey, String>,
+    cluster: Cluster,
+    memo: Memo,
+    /// Resource (e.g. `v1/Pod`) → the (namespace, name) of each object held.
+    keys: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// Bindings sent and not yet seen in the watch: pod → (node, when sent).
+    assumed: BTreeMap<PodKey, (String, Instant)>,
 }
 
 fn key_of(obj: &Value) -> (String, String) {
     let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
     (s("/metadata/namespace"), s("/metadata/name"))
+}
+
+/// `v1/Pod` → (`v1`, `Pod`); `kube-gang.io/v1alpha1/Gang` → (`kube-gang.io/v1alpha1`, `Gang`).
+fn split(resource: &str) -> (&str, &str) {
+    resource.rsplit_once('/').unwrap_or(("", resource))
 }
 
 impl Index {
@@ -35,7 +45,13 @@ impl Index {
         {
             self.assumed.remove(&pod);
         }
-        self.objects.entry(resource.to_string()).or_default().insert(key_of(&obj), obj);
+        let key = key_of(&obj);
+        // Objects the core cannot file are reported when a snapshot is assembled, not here.
+        if self.cluster.push(obj).is_ok() {
+            self.keys.entry(resource.to_string()).or_default().insert(key);
+        }
+        // Kinds the cluster view does not use are not kept (a watch would grow them forever).
+        self.cluster.others.clear();
     }
 
     /// A watch `Delete` event for `resource`.
@@ -43,38 +59,53 @@ impl Index {
         if let Some(pod) = pod_key(obj) {
             self.assumed.remove(&pod);
         }
-        if let Some(m) = self.objects.get_mut(resource) {
-            m.remove(&key_of(obj));
+        self.forget_object(resource, &key_of(obj));
+    }
+
+    fn forget_object(&mut self, resource: &str, (ns, name): &(String, String)) {
+        let (api_version, kind) = split(resource);
+        self.cluster.remove_named(api_version, kind, ns, name);
+        if let Some(keys) = self.keys.get_mut(resource) {
+            keys.remove(&(ns.clone(), name.clone()));
         }
     }
 
     /// A completed (re-)list of `resource` replaces what the index held for it: objects deleted
     /// while the watch was down (410 Gone, a dropped connection) disappear here.
     pub fn replace(&mut self, resource: &str, objects: Vec<Value>) {
-        let fresh: BTreeMap<(String, String), Value> = objects.into_iter().map(|o| (key_of(&o), o)).collect();
-        for o in fresh.values() {
-            if let Some(pod) = pod_key(o)
-                && o.pointer("/spec/nodeName").and_then(Value::as_str).is_some()
-            {
-                self.assumed.remove(&pod);
-            }
+        let fresh: BTreeSet<(String, String)> = objects.iter().map(key_of).collect();
+        let gone: Vec<(String, String)> =
+            self.keys.get(resource).map(|k| k.difference(&fresh).cloned().collect()).unwrap_or_default();
+        for key in &gone {
+            self.forget_object(resource, key);
         }
-        self.objects.insert(resource.to_string(), fresh);
+        for o in objects {
+            self.apply(resource, o);
+        }
     }
 
     /// How many objects of `resource` are held.
     pub fn count(&self, resource: &str) -> usize {
-        self.objects.get(resource).map_or(0, BTreeMap::len)
+        self.keys.get(resource).map_or(0, BTreeSet::len)
     }
 
     /// The raw object, if held.
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<&Value> {
-        self.objects.get(resource)?.get(&(namespace.to_string(), name.to_string()))
+        let (api_version, kind) = split(resource);
+        self.cluster.get(api_version, kind, namespace, name)
     }
 
-    /// Records a binding this scheduler sent.
+    /// Records a binding sent to the API.
     pub fn assume(&mut self, b: &Binding) {
-        self.assumed.insert(b.pod.clone(), b.node.clone());
+        self.assumed.insert(b.pod.clone(), (b.node.clone(), Instant::now()));
+    }
+
+    /// Drops assumptions older than `ttl` that the watch never confirmed (a binding whose outcome
+    /// could not be learned and that did not happen): their pods are placed again.
+    pub fn expire(&mut self, ttl: Duration) -> usize {
+        let before = self.assumed.len();
+        self.assumed.retain(|_, (_, at)| at.elapsed() < ttl);
+        before - self.assumed.len()
     }
 
     /// Forgets an assumed binding (the API refused it).
@@ -88,18 +119,11 @@ impl Index {
     }
 
     /// What the cycle sees: the watched state with assumed bindings applied.
-    pub fn snapshot(&self) -> Assembled {
-        let mut cluster = Cluster::new();
-        for objects in self.objects.values() {
-            for o in objects.values() {
-                // Objects the core cannot read are reported through the assembly's problems.
-                let _ = cluster.push(o.clone());
-            }
-        }
-        let mut a = cluster.snapshot();
+    pub fn snapshot(&mut self) -> Assembled {
+        let mut a = self.cluster.snapshot_with(&mut self.memo);
         for p in &mut a.snapshot.pods {
             if p.node_name.is_none()
-                && let Some(node) = self.assumed.get(&p.key)
+                && let Some((node, _)) = self.assumed.get(&p.key)
             {
                 p.node_name = Some(node.clone());
             }

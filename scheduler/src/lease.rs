@@ -10,10 +10,17 @@ use kube::Api;
 use kube::api::PostParams;
 use scheduler_core::model::Time;
 
-/// How long a Lease is valid without renewal.
+/// How long a Lease is valid without renewal, unless `--leader-elect-lease-duration` says otherwise.
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
-/// How often the holder renews (well inside the duration).
-pub const RENEW_EVERY: Duration = Duration::from_secs(5);
+/// How often replicas try to acquire or renew, unless `--leader-elect-retry-period` says otherwise.
+pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
+
+/// How long after its last successful renewal a leader may still act: two thirds of the lease
+/// duration, so it stops well before a successor may take over (kube-scheduler's renew deadline
+/// sits at the same fraction by default).
+pub fn renew_deadline(lease_duration: Duration) -> Duration {
+    lease_duration.saturating_mul(2) / 3
+}
 
 /// What to do with a Lease as found, for `me` at `now`. Pure, so the rules are tested without a
 /// cluster.
@@ -50,11 +57,17 @@ fn micro(now: Time) -> MicroTime {
 }
 
 /// The Lease spec a holder writes.
-pub fn held_spec(me: &str, now: Time, previous: Option<&LeaseSpec>, taking_over: bool) -> LeaseSpec {
+pub fn held_spec(
+    me: &str,
+    now: Time,
+    previous: Option<&LeaseSpec>,
+    taking_over: bool,
+    duration: Duration,
+) -> LeaseSpec {
     let transitions = previous.and_then(|p| p.lease_transitions).unwrap_or(0);
     LeaseSpec {
         holder_identity: Some(me.to_string()),
-        lease_duration_seconds: Some(i32::try_from(LEASE_DURATION.as_secs()).unwrap_or(15)),
+        lease_duration_seconds: Some(i32::try_from(duration.as_secs().max(1)).unwrap_or(15)),
         acquire_time: if taking_over || previous.is_none() {
             Some(micro(now))
         } else {
@@ -67,7 +80,13 @@ pub fn held_spec(me: &str, now: Time, previous: Option<&LeaseSpec>, taking_over:
 }
 
 /// One election round against the API: returns whether `me` holds the Lease afterwards.
-pub async fn round(api: &Api<Lease>, name: &str, me: &str, now: Time) -> kube::Result<bool> {
+pub async fn round(
+    api: &Api<Lease>,
+    name: &str,
+    me: &str,
+    now: Time,
+    duration: Duration,
+) -> kube::Result<bool> {
     let current = api.get_opt(name).await?;
     let spec = current.as_ref().and_then(|l| l.spec.clone());
     match decide(spec.as_ref(), me, now) {
@@ -78,7 +97,7 @@ pub async fn round(api: &Api<Lease>, name: &str, me: &str, now: Time) -> kube::R
         Decision::Create => {
             let lease = Lease {
                 metadata: ObjectMeta { name: Some(name.to_string()), ..ObjectMeta::default() },
-                spec: Some(held_spec(me, now, None, true)),
+                spec: Some(held_spec(me, now, None, true, duration)),
             };
             match api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(true),
@@ -88,7 +107,7 @@ pub async fn round(api: &Api<Lease>, name: &str, me: &str, now: Time) -> kube::R
         }
         d @ (Decision::Renew | Decision::TakeOver) => {
             let Some(mut lease) = current else { return Ok(false) };
-            lease.spec = Some(held_spec(me, now, spec.as_ref(), d == Decision::TakeOver));
+            lease.spec = Some(held_spec(me, now, spec.as_ref(), d == Decision::TakeOver, duration));
             match api.replace(name, &PostParams::default(), &lease).await {
                 Ok(_) => Ok(true),
                 // Someone else wrote first: follow them.
@@ -142,10 +161,12 @@ mod tests {
     #[test]
     fn takeover_counts_a_transition() {
         let prev = spec(Some("b"), 0);
-        let s = held_spec("a", Time::from_secs(100), Some(&prev), true);
+        let s = held_spec("a", Time::from_secs(100), Some(&prev), true, LEASE_DURATION);
         assert_eq!(s.lease_transitions, Some(1));
         assert_eq!(s.holder_identity.as_deref(), Some("a"));
-        let renewed = held_spec("a", Time::from_secs(105), Some(&s), false);
+        let renewed = held_spec("a", Time::from_secs(105), Some(&s), false, LEASE_DURATION);
+        assert_eq!(renewed.lease_duration_seconds, Some(15));
+        assert!(renew_deadline(LEASE_DURATION) < LEASE_DURATION);
         assert_eq!(renewed.lease_transitions, Some(1));
         assert_eq!(renewed.acquire_time, s.acquire_time);
     }

@@ -47,6 +47,14 @@ pub struct Args {
     /// Namespace of the Lease (defaults to the pod's namespace, from POD_NAMESPACE).
     #[arg(long, env = "POD_NAMESPACE", default_value = "kube-gang-system")]
     pub lease_namespace: String,
+    /// How long the Lease is valid without renewal; a new leader waits this long after the old one
+    /// stops renewing.
+    #[arg(long, env = "GANG_SCHEDULER_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How often replicas try to acquire or renew the Lease (must be under a third of the lease
+    /// duration: the leader stops acting when two thirds have passed without a renewal).
+    #[arg(long, env = "GANG_SCHEDULER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
     /// Client-side limit on API requests per second.
     #[arg(long, env = "GANG_SCHEDULER_KUBE_API_QPS", default_value_t = 50.0)]
     pub kube_api_qps: f64,
@@ -88,6 +96,13 @@ pub fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {
+    if args.leader_elect_retry_period.saturating_mul(3) >= args.leader_elect_lease_duration {
+        anyhow::bail!(
+            "--leader-elect-retry-period ({:?}) must be under a third of --leader-elect-lease-duration ({:?})",
+            args.leader_elect_retry_period,
+            args.leader_elect_lease_duration
+        );
+    }
     let policy = config::load(args.config.as_deref(), &args.scheduler_name)?;
     if args.print_config {
         print!("{}", serde_norway::to_string(&policy)?);
@@ -110,7 +125,15 @@ fn init_tracing(format: LogFormat) {
 
 async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()> {
     use anyhow::Context;
-    let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+    let identity = identity();
+    let mut kube_config =
+        kube::Config::infer().await.context("loading the Kubernetes client configuration")?;
+    // Audit logs (and tests) tell replicas apart by their User-Agent.
+    let agent = format!("gang-scheduler/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    if let Ok(value) = http::HeaderValue::from_str(&agent) {
+        kube_config.headers.push((http::header::USER_AGENT, value));
+    }
+    let client = kube::Client::try_from(kube_config).context("connecting to the Kubernetes API")?;
     let metrics = metrics::Metrics::new();
     let listener = tokio::net::TcpListener::bind(args.probe_listen)
         .await
@@ -127,8 +150,6 @@ async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()
         tracing::info!("shutting down");
         signal_stop.cancel();
     });
-    let identity =
-        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gang-scheduler-{}", std::process::id()));
     let settings = run::Settings {
         config,
         period: args.period,
@@ -136,11 +157,23 @@ async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()
         lease_name: args.lease_name.clone(),
         lease_namespace: args.lease_namespace.clone(),
         identity,
+        lease_duration: args.leader_elect_lease_duration,
+        retry_period: args.leader_elect_retry_period,
         bind_concurrency: args.bind_concurrency,
         qps: args.kube_api_qps,
         burst: args.kube_api_burst,
     };
     run::run(client, settings, metrics, stop).await
+}
+
+/// This replica's Lease holder identity: `POD_NAME` (the Deployment sets it from the pod's name),
+/// else the host name and process id — never something two replicas could share.
+fn identity() -> String {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    var("POD_NAME").unwrap_or_else(|| {
+        let host = var("HOSTNAME").unwrap_or_else(|| "gang-scheduler".into());
+        format!("{host}-{}", std::process::id())
+    })
 }
 
 async fn shutdown_signal() {

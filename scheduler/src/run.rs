@@ -47,6 +47,10 @@ pub fn resources() -> Vec<Watched> {
         .collect()
 }
 
+/// How long a binding whose outcome is unknown keeps its node booked without the watch
+/// confirming it.
+const ASSUME_TTL: Duration = Duration::from_secs(30);
+
 fn resource_key(r: &ApiResource) -> String {
     format!("{}/{}", r.api_version, r.kind)
 }
@@ -121,6 +125,10 @@ pub struct Settings {
     pub lease_name: String,
     pub lease_namespace: String,
     pub identity: String,
+    /// How long the Lease is valid without renewal.
+    pub lease_duration: Duration,
+    /// How often to try to acquire or renew the Lease.
+    pub retry_period: Duration,
     pub bind_concurrency: usize,
     pub qps: f64,
     pub burst: u32,
@@ -147,6 +155,8 @@ pub async fn run(
     let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.lease_namespace);
     let mut leader = !settings.leader_elect;
     let mut last_lease: Option<Instant> = None;
+    // When the Lease was last written by us: a leader acts only within the renew deadline of it.
+    let mut renewed: Option<Instant> = None;
     let mut dirty = true;
     let mut tick = tokio::time::interval(settings.period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -168,17 +178,27 @@ pub async fn run(
             last_discovery = Some(Instant::now());
         }
         // Leader election.
-        if settings.leader_elect && last_lease.is_none_or(|t| t.elapsed() >= crate::lease::RENEW_EVERY) {
-            match crate::lease::round(&leases, &settings.lease_name, &settings.identity, now()).await {
+        if settings.leader_elect && last_lease.is_none_or(|t| t.elapsed() >= settings.retry_period) {
+            let attempt = Instant::now();
+            let round = crate::lease::round(
+                &leases,
+                &settings.lease_name,
+                &settings.identity,
+                now(),
+                settings.lease_duration,
+            );
+            match round.await {
                 Ok(l) => {
                     if l != leader {
                         tracing::info!(leader = l, identity = %settings.identity, "leadership changed");
                     }
                     leader = l;
+                    renewed = l.then_some(attempt);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "lease round failed; not leading until it succeeds");
                     leader = false;
+                    renewed = None;
                 }
             }
             metrics.leader.set(i64::from(leader));
@@ -206,6 +226,10 @@ pub async fn run(
         }
         dirty = false;
         let started_at = Instant::now();
+        let expired = index.expire(ASSUME_TTL);
+        if expired > 0 {
+            tracing::warn!(pods = expired, "bindings never confirmed by the watch; placing those pods again");
+        }
         let now = now();
         let assembled = index.snapshot();
         for p in &assembled.problems {
@@ -214,10 +238,14 @@ pub async fn run(
         let plan = scheduler_core::schedule(&assembled.snapshot, &settings.config, now);
         metrics.cycle_duration.observe(started_at.elapsed().as_secs_f64());
         record(&metrics, &plan);
-        if !leader {
+        // A leader whose last renewal is older than the renew deadline (a stalled API, a slow
+        // cycle) no longer acts: a successor may take over once the Lease expires.
+        let deadline = crate::lease::renew_deadline(settings.lease_duration);
+        let leading = leader && (!settings.leader_elect || renewed.is_some_and(|t| t.elapsed() < deadline));
+        if !leading {
             continue;
         }
-        let gangs = gang_meta(&index);
+        let gangs = gang_meta(&index, &assembled.snapshot.gangs);
         let requests = apply::requests(&plan, &assembled.snapshot, &gangs, &mut limiter, now);
         for b in &plan.bindings {
             index.assume(b);
@@ -271,14 +299,16 @@ fn record(metrics: &Metrics, plan: &Plan) {
 }
 
 /// Generation and current status of every `Gang`, for status patches.
-fn gang_meta(index: &Index) -> BTreeMap<GangKey, (Option<i64>, Option<Value>)> {
+fn gang_meta(
+    index: &Index,
+    gangs: &[scheduler_core::model::Gang],
+) -> BTreeMap<GangKey, (Option<i64>, Option<Value>)> {
     let key = format!("{}/{}/Gang", scheduler_core::GROUP, scheduler_core::VERSION);
     let mut out = BTreeMap::new();
     if index.count(&key) == 0 {
         return out;
     }
-    let snap = index.snapshot();
-    for g in snap.snapshot.gangs {
+    for g in gangs {
         if let Some(obj) = index.get(&key, &g.key.namespace, &g.key.name) {
             let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
             out.insert(g.key.clone(), (generation, obj.get("status").cloned()));
@@ -305,16 +335,29 @@ async fn send_all(
             async move {
                 let _permit = permits.acquire().await.ok()?;
                 rate.acquire().await;
-                match send(client, &r).await {
-                    Ok(_) => None,
-                    Err(e) if conflict_means_done(client, &r, &e).await => None,
-                    Err(e) => {
-                        tracing::warn!(path = %r.path, error = %e, "binding failed");
-                        let ns = r.body.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-                        let name = r.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-                        Some(scheduler_core::model::PodKey::new(ns, name))
+                let e = match send(client, &r).await {
+                    Ok(_) => return None,
+                    Err(e) => e,
+                };
+                let ns = r.body.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+                let name = r.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                let refused = matches!(&e, kube::Error::Api(s) if s.code != 409);
+                if !refused {
+                    // A 409, or no answer at all (a dropped connection): the binding may have
+                    // happened. The pod says whether it is on the node we chose.
+                    match on_our_node(client, &r).await {
+                        Some(true) => return None,
+                        Some(false) => {}
+                        None => {
+                            // Unknown: keep the node booked until the watch tells, or the
+                            // assumption expires.
+                            tracing::warn!(path = %r.path, error = %e, "binding outcome unknown");
+                            return None;
+                        }
                     }
                 }
+                tracing::warn!(path = %r.path, error = %e, "binding failed");
+                Some(scheduler_core::model::PodKey::new(ns, name))
             }
         })
         .buffer_unordered(concurrency.max(1))
@@ -343,19 +386,17 @@ async fn send(client: &kube::Client, r: &Request) -> Result<Value, kube::Error> 
     client.request::<Value>(req).await
 }
 
-/// A 409 on a binding whose pod is already on the node we chose is success (a retry after a lost
-/// response, or a racing replica that chose the same node).
-async fn conflict_means_done(client: &kube::Client, r: &Request, e: &kube::Error) -> bool {
-    let kube::Error::Api(status) = e else { return false };
-    if status.code != 409 {
-        return false;
-    }
+/// Whether the pod of a binding request is on the node the request chose (`None`: could not
+/// tell). After a 409 or a lost response, "yes" means the binding is done: a retry after a lost
+/// response, or a racing replica that chose the same node.
+async fn on_our_node(client: &kube::Client, r: &Request) -> Option<bool> {
     let ns = r.body.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
     let name = r.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     let want = r.body.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
     match pods.get_opt(name).await {
-        Ok(Some(p)) => p.spec.and_then(|s| s.node_name).as_deref() == Some(want),
-        _ => false,
+        Ok(Some(p)) => Some(p.spec.and_then(|s| s.node_name).as_deref() == Some(want)),
+        Ok(None) => Some(false),
+        Err(_) => None,
     }
 }

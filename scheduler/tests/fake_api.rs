@@ -20,6 +20,8 @@ async fn start(fake: &FakeApi, leader_elect: bool) -> (CancellationToken, tokio:
         lease_name: "gang-scheduler".into(),
         lease_namespace: "kube-gang-system".into(),
         identity: "test-replica".into(),
+        lease_duration: Duration::from_secs(15),
+        retry_period: Duration::from_millis(500),
         bind_concurrency: 4,
         qps: 1000.0,
         burst: 1000,
@@ -40,20 +42,25 @@ fn bound(fake: &FakeApi, ns: &str, name: &str) -> Option<String> {
     fake.get("v1", "Pod", ns, name)?.pointer("/spec/nodeName").and_then(|n| n.as_str()).map(String::from)
 }
 
-#[tokio::test]
-async fn binds_a_whole_gang_with_the_pod_uid_and_reports_status() {
-    let fake = fake().await;
+/// Two 8-GPU nodes and gang `ml/train` of two 8-GPU members: one member per node.
+fn two_nodes_and_a_gang_of_two(fake: &FakeApi) {
     fake.put(node("gpu-1", "64", 8, &[]));
     fake.put(node("gpu-2", "64", 8, &[]));
     fake.put(gang("ml", "train", 2));
     fake.put(gang_pod("ml", "train-0", "train", 8));
     fake.put(gang_pod("ml", "train-1", "train", 8));
+}
+
+fn both_bound(fake: &FakeApi) -> bool {
+    bound(fake, "ml", "train-0").is_some() && bound(fake, "ml", "train-1").is_some()
+}
+
+#[tokio::test]
+async fn binds_a_whole_gang_with_the_pod_uid_and_reports_status() {
+    let fake = fake().await;
+    two_nodes_and_a_gang_of_two(&fake);
     let (stop, handle) = start(&fake, false).await;
-    let done = fake
-        .wait_for(Duration::from_secs(10), |f| {
-            bound(f, "ml", "train-0").is_some() && bound(f, "ml", "train-1").is_some()
-        })
-        .await;
+    let done = fake.wait_for(Duration::from_secs(10), both_bound).await;
     assert!(done, "requests: {:#?}", fake.requests());
     let binds = fake.requests_to("POST", "/binding");
     assert_eq!(binds.len(), 2, "one binding per member, no retries: {binds:#?}");
@@ -108,18 +115,10 @@ async fn a_gang_that_cannot_fit_binds_nothing_and_says_why_once() {
 #[tokio::test]
 async fn a_failed_binding_is_retried_and_the_gang_completes() {
     let fake = fake().await;
-    fake.put(node("gpu-1", "64", 8, &[]));
-    fake.put(node("gpu-2", "64", 8, &[]));
-    fake.put(gang("ml", "train", 2));
-    fake.put(gang_pod("ml", "train-0", "train", 8));
-    fake.put(gang_pod("ml", "train-1", "train", 8));
+    two_nodes_and_a_gang_of_two(&fake);
     fake.fault("POST", "/pods/train-1/binding", 500, 1);
     let (stop, handle) = start(&fake, false).await;
-    let done = fake
-        .wait_for(Duration::from_secs(10), |f| {
-            bound(f, "ml", "train-0").is_some() && bound(f, "ml", "train-1").is_some()
-        })
-        .await;
+    let done = fake.wait_for(Duration::from_secs(10), both_bound).await;
     assert!(done, "requests: {:#?}", fake.requests_to("POST", "/binding"));
     assert_eq!(fake.requests_to("POST", "/pods/train-1/binding").len(), 2, "failed once, retried once");
     assert_eq!(
@@ -182,4 +181,46 @@ async fn only_the_lease_holder_binds() {
     handle.await.unwrap();
     let lease = fake.get("coordination.k8s.io/v1", "Lease", "kube-gang-system", "gang-scheduler").unwrap();
     assert!(lease["spec"].get("holderIdentity").is_none_or(|h| h.is_null()), "released on shutdown: {lease}");
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_the_servers_retry_after() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(gang("ml", "g", 1));
+    fake.put(gang_pod("ml", "g-0", "g", 8));
+    fake.fault("POST", "/pods/g-0/binding", 429, 1);
+    let (stop, handle) = start(&fake, false).await;
+    assert!(fake.wait_for(Duration::from_secs(15), |f| bound(f, "ml", "g-0").is_some()).await);
+    let binds = fake.requests_to("POST", "/pods/g-0/binding");
+    assert_eq!(binds.iter().map(|r| r.status).collect::<Vec<_>>(), [429, 201], "{binds:#?}");
+    let waited = binds[1].at.duration_since(binds[0].at);
+    assert!(waited >= Duration::from_millis(950), "Retry-After: 1 honoured, retried after {waited:?}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_binding_whose_response_is_lost_is_not_repeated_elsewhere() {
+    use kube_gang_tests::FaultKind;
+    let fake = fake().await;
+    two_nodes_and_a_gang_of_two(&fake);
+    // The API server binds train-1, then the connection drops before the answer.
+    fake.fault_with("POST", "/pods/train-1/binding", FaultKind::LoseResponse, 1);
+    let (stop, handle) = start(&fake, false).await;
+    assert!(fake.wait_for(Duration::from_secs(10), both_bound).await);
+    // Several more cycles.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let binds = fake.requests_to("POST", "/binding");
+    let train1: Vec<_> = binds.iter().filter(|r| r.path.ends_with("/train-1/binding")).collect();
+    assert!(
+        train1.iter().all(|r| r.body["target"]["name"] == train1[0].body["target"]["name"]),
+        "never re-bound to another node: {train1:#?}"
+    );
+    assert!(train1.iter().skip(1).all(|r| r.status == 409), "{train1:#?}");
+    assert_ne!(bound(&fake, "ml", "train-0"), bound(&fake, "ml", "train-1"), "no node double-booked");
+    // The pod was checked rather than forgotten.
+    assert!(!fake.requests_to("GET", "/pods/train-1").is_empty(), "{:#?}", fake.requests());
+    stop.cancel();
+    handle.await.unwrap();
 }

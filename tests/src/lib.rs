@@ -5,8 +5,10 @@
 //! too-old version), get, create, replace (optimistic concurrency: a stale `resourceVersion` is a
 //! 409), merge patches (status included), the `pods/binding` and `pods/eviction` subresources, and
 //! events. Every request is recorded (method, path, query, body) so tests assert on exactly what a
-//! real API server would receive, and faults (a status for the next N matching requests) can be
-//! injected.
+//! real API server would receive — with when it arrived, who sent it (`User-Agent`) and the status
+//! it got — and faults can be injected: a status for the next N matching requests, a request
+//! served but its response lost (the connection drops), and a delay before matching requests are
+//! served (a slow API server).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -28,6 +30,22 @@ pub struct Recorded {
     pub path: String,
     pub query: String,
     pub body: Value,
+    /// When the request arrived.
+    pub at: std::time::Instant,
+    /// The client's `User-Agent` header (empty when absent).
+    pub user_agent: String,
+    /// The status it was answered with (0: not answered yet, or the connection was dropped).
+    pub status: u16,
+}
+
+/// What a fault does to a matching request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Answer with this status instead of serving the request (a 429 carries `Retry-After: 1`).
+    Status(u16),
+    /// Serve the request, then drop the connection instead of answering: the change is made but
+    /// the client never learns it (a lost response).
+    LoseResponse,
 }
 
 /// A fault: answer the next `times` requests whose method matches and whose path ends with
@@ -36,7 +54,7 @@ pub struct Recorded {
 pub struct Fault {
     pub method: String,
     pub path_suffix: String,
-    pub status: u16,
+    pub kind: FaultKind,
     pub times: usize,
 }
 
@@ -54,6 +72,8 @@ struct Store {
     compacted: u64,
     requests: Vec<Recorded>,
     faults: Vec<Fault>,
+    /// (method, path suffix, delay) applied to every matching request before it is served.
+    delays: Vec<(String, String, Duration)>,
 }
 
 #[derive(Debug)]
@@ -181,14 +201,24 @@ impl FakeApi {
         self.requests().into_iter().filter(|r| r.method == method && r.path.ends_with(suffix)).collect()
     }
 
-    /// Injects a fault.
+    /// Answers the next `times` requests matching `method` and `path_suffix` with `status`.
     pub fn fault(&self, method: &str, path_suffix: &str, status: u16, times: usize) {
+        self.fault_with(method, path_suffix, FaultKind::Status(status), times);
+    }
+
+    /// Injects a fault of any kind for the next `times` matching requests.
+    pub fn fault_with(&self, method: &str, path_suffix: &str, kind: FaultKind, times: usize) {
         self.inner.store.lock().expect("store").faults.push(Fault {
             method: method.into(),
             path_suffix: path_suffix.into(),
-            status,
+            kind,
             times,
         });
+    }
+
+    /// Delays every request matching `method` and `path_suffix` by `delay` before serving it.
+    pub fn delay(&self, method: &str, path_suffix: &str, delay: Duration) {
+        self.inner.store.lock().expect("store").delays.push((method.into(), path_suffix.into(), delay));
     }
 
     /// Forgets watch history: a watch resuming from before now gets 410 Gone.
@@ -278,31 +308,78 @@ async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
+    let user_agent = req.headers().get("user-agent").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let at = std::time::Instant::now();
     let bytes: Bytes = axum::body::to_bytes(req.into_body(), 8 << 20).await.unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    {
+    let (index, fault, delay) = {
         let mut s = inner.store.lock().expect("store");
         s.requests.push(Recorded {
             method: method.to_string(),
             path: path.clone(),
             query: query.clone(),
             body: body.clone(),
+            at,
+            user_agent,
+            status: 0,
         });
-        if let Some(f) = s
+        let index = s.requests.len() - 1;
+        let fault = s
             .faults
             .iter_mut()
             .find(|f| f.times > 0 && f.method == method.as_str() && path.ends_with(&f.path_suffix))
-        {
-            f.times -= 1;
-            let code = StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            .map(|f| {
+                f.times -= 1;
+                f.kind
+            });
+        let delay = s
+            .delays
+            .iter()
+            .filter(|(m, suffix, _)| m == method.as_str() && path.ends_with(suffix.as_str()))
+            .map(|(_, _, d)| *d)
+            .max();
+        (index, fault, delay)
+    };
+    if let Some(d) = delay {
+        tokio::time::sleep(d).await;
+    }
+    let resp = match fault {
+        Some(FaultKind::Status(code)) => {
+            let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut resp = status(code, "Injected", "injected fault");
             if code == StatusCode::TOO_MANY_REQUESTS {
                 resp.headers_mut().insert("retry-after", axum::http::HeaderValue::from_static("1"));
             }
-            return resp;
+            resp
         }
+        Some(FaultKind::LoseResponse) => {
+            // Served, then the connection breaks before the body: the client sees an error.
+            let _ = serve(&inner, None, &method, &path, &query, body);
+            let broken = futures::stream::once(async {
+                Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped by the fake"))
+            });
+            return (StatusCode::OK, Body::from_stream(broken)).into_response();
+        }
+        None => return serve(&inner, Some(index), &method, &path, &query, body),
+    };
+    if let Some(r) = inner.store.lock().expect("store").requests.get_mut(index) {
+        r.status = resp.status().as_u16();
     }
-    let Some(t) = parse_path(&path) else { return status(StatusCode::NOT_FOUND, "NotFound", "unknown path") };
+    resp
+}
+
+/// Serves one request. Everything but a watch is one transaction on the store, and its answer is
+/// recorded (at `index`, unless the answer is to be lost) in the same one: whoever sees its effect
+/// also sees that it was answered.
+fn serve(
+    inner: &Arc<Inner>,
+    index: Option<usize>,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: Value,
+) -> Response {
+    let Some(t) = parse_path(path) else { return status(StatusCode::NOT_FOUND, "NotFound", "unknown path") };
     let served = inner.served.lock().expect("served").contains(&t.res);
     if !served {
         return status(
@@ -312,22 +389,29 @@ async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         );
     }
     let watch = query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
-    match (&method, &t.name, t.sub.as_deref()) {
-        (&Method::GET, None, None) if watch => watch_stream(inner, t, &query),
-        (&Method::GET, None, None) => list(&inner, &t),
-        (&Method::GET, Some(name), _) => get(&inner, &t, name),
-        (&Method::POST, None, None) => create(&inner, &t, body),
-        (&Method::PUT, Some(name), _) => replace(&inner, &t, name, body),
-        (&Method::PATCH, Some(name), _) => patch(&inner, &t, name, &body),
-        (&Method::DELETE, Some(name), None) => delete(&inner, &t, name),
-        (&Method::POST, Some(name), Some("binding")) => bind(&inner, &t, name, &body),
-        (&Method::POST, Some(name), Some("eviction")) => evict(&inner, &t, name, &body),
-        _ => status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "not supported by the fake"),
+    if watch && method == Method::GET && t.name.is_none() {
+        return watch_stream(inner.clone(), t, query);
     }
+    let mut guard = inner.store.lock().expect("store");
+    let s = &mut *guard;
+    let resp = match (method, &t.name, t.sub.as_deref()) {
+        (&Method::GET, None, None) => list(s, &t),
+        (&Method::GET, Some(name), _) => get(s, &t, name),
+        (&Method::POST, None, None) => create(inner, s, &t, body),
+        (&Method::PUT, Some(name), _) => replace(inner, s, &t, name, body),
+        (&Method::PATCH, Some(name), _) => patch(inner, s, &t, name, &body),
+        (&Method::DELETE, Some(name), None) => delete(inner, s, &t, name),
+        (&Method::POST, Some(name), Some("binding")) => bind(inner, s, &t, name, &body),
+        (&Method::POST, Some(name), Some("eviction")) => evict(inner, s, &t, name, &body),
+        _ => status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "not supported by the fake"),
+    };
+    if let Some(r) = index.and_then(|i| s.requests.get_mut(i)) {
+        r.status = resp.status().as_u16();
+    }
+    resp
 }
 
-fn list(inner: &Inner, t: &Target) -> Response {
-    let s = inner.store.lock().expect("store");
+fn list(s: &Store, t: &Target) -> Response {
     let items: Vec<Value> = s
         .objects
         .iter()
@@ -339,8 +423,7 @@ fn list(inner: &Inner, t: &Target) -> Response {
     )
 }
 
-fn get(inner: &Inner, t: &Target, name: &str) -> Response {
-    let s = inner.store.lock().expect("store");
+fn get(s: &Store, t: &Target, name: &str) -> Response {
     match s.objects.get(&(t.res.clone(), t.namespace.clone(), name.to_string())) {
         Some(v) => ok(v.clone()),
         None => status(StatusCode::NOT_FOUND, "NotFound", &format!("{} {name} not found", t.res.1)),
@@ -361,8 +444,7 @@ fn store_change(inner: &Inner, s: &mut Store, key: ObjKey, mut obj: Value, ty: &
     obj
 }
 
-fn create(inner: &Inner, t: &Target, mut body: Value) -> Response {
-    let mut s = inner.store.lock().expect("store");
+fn create(inner: &Inner, s: &mut Store, t: &Target, mut body: Value) -> Response {
     let name = match body.pointer("/metadata/name").and_then(Value::as_str) {
         Some(n) => n.to_string(),
         None => {
@@ -384,12 +466,11 @@ fn create(inner: &Inner, t: &Target, mut body: Value) -> Response {
     if s.objects.contains_key(&key) {
         return status(StatusCode::CONFLICT, "AlreadyExists", &format!("{name} already exists"));
     }
-    let obj = store_change(inner, &mut s, key, body, "ADDED");
+    let obj = store_change(inner, s, key, body, "ADDED");
     (StatusCode::CREATED, [("content-type", "application/json")], obj.to_string()).into_response()
 }
 
-fn replace(inner: &Inner, t: &Target, name: &str, body: Value) -> Response {
-    let mut s = inner.store.lock().expect("store");
+fn replace(inner: &Inner, s: &mut Store, t: &Target, name: &str, body: Value) -> Response {
     let key = (t.res.clone(), t.namespace.clone(), name.to_string());
     let Some(current) = s.objects.get(&key) else {
         return status(StatusCode::NOT_FOUND, "NotFound", &format!("{name} not found"));
@@ -403,7 +484,7 @@ fn replace(inner: &Inner, t: &Target, name: &str, body: Value) -> Response {
             "the object has been modified; please apply your changes to the latest version",
         );
     }
-    let obj = store_change(inner, &mut s, key, body, "MODIFIED");
+    let obj = store_change(inner, s, key, body, "MODIFIED");
     ok(obj)
 }
 
@@ -422,29 +503,26 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-fn patch(inner: &Inner, t: &Target, name: &str, body: &Value) -> Response {
-    let mut s = inner.store.lock().expect("store");
+fn patch(inner: &Inner, s: &mut Store, t: &Target, name: &str, body: &Value) -> Response {
     let key = (t.res.clone(), t.namespace.clone(), name.to_string());
     let Some(mut obj) = s.objects.get(&key).cloned() else {
         return status(StatusCode::NOT_FOUND, "NotFound", &format!("{name} not found"));
     };
     merge(&mut obj, body);
-    let obj = store_change(inner, &mut s, key, obj, "MODIFIED");
+    let obj = store_change(inner, s, key, obj, "MODIFIED");
     ok(obj)
 }
 
-fn delete(inner: &Inner, t: &Target, name: &str) -> Response {
-    let mut s = inner.store.lock().expect("store");
+fn delete(inner: &Inner, s: &mut Store, t: &Target, name: &str) -> Response {
     let key = (t.res.clone(), t.namespace.clone(), name.to_string());
     let Some(obj) = s.objects.get(&key).cloned() else {
         return status(StatusCode::NOT_FOUND, "NotFound", &format!("{name} not found"));
     };
-    let obj = store_change(inner, &mut s, key, obj, "DELETED");
+    let obj = store_change(inner, s, key, obj, "DELETED");
     ok(obj)
 }
 
-fn bind(inner: &Inner, t: &Target, name: &str, body: &Value) -> Response {
-    let mut s = inner.store.lock().expect("store");
+fn bind(inner: &Inner, s: &mut Store, t: &Target, name: &str, body: &Value) -> Response {
     let key = (t.res.clone(), t.namespace.clone(), name.to_string());
     let Some(mut pod) = s.objects.get(&key).cloned() else {
         return status(StatusCode::NOT_FOUND, "NotFound", &format!("pods {name} not found"));
@@ -468,7 +546,7 @@ fn bind(inner: &Inner, t: &Target, name: &str, body: &Value) -> Response {
     if let Some(spec) = pod.pointer_mut("/spec").and_then(Value::as_object_mut) {
         spec.insert("nodeName".into(), node);
     }
-    store_change(inner, &mut s, key, pod, "MODIFIED");
+    store_change(inner, s, key, pod, "MODIFIED");
     (
         StatusCode::CREATED,
         [("content-type", "application/json")],
@@ -477,8 +555,7 @@ fn bind(inner: &Inner, t: &Target, name: &str, body: &Value) -> Response {
         .into_response()
 }
 
-fn evict(inner: &Inner, t: &Target, name: &str, body: &Value) -> Response {
-    let mut s = inner.store.lock().expect("store");
+fn evict(inner: &Inner, s: &mut Store, t: &Target, name: &str, body: &Value) -> Response {
     let key = (t.res.clone(), t.namespace.clone(), name.to_string());
     let Some(pod) = s.objects.get(&key).cloned() else {
         return status(StatusCode::NOT_FOUND, "NotFound", &format!("pods {name} not found"));
@@ -491,7 +568,7 @@ fn evict(inner: &Inner, t: &Target, name: &str, body: &Value) -> Response {
             "Precondition failed: UID in precondition does not match",
         );
     }
-    store_change(inner, &mut s, key, pod, "DELETED");
+    store_change(inner, s, key, pod, "DELETED");
     (
         StatusCode::CREATED,
         [("content-type", "application/json")],

@@ -316,6 +316,12 @@ fn deployments_are_highly_available_and_their_flags_parse() {
     assert_eq!(sargs[0], "gang-scheduler");
     let parsed = <gang_scheduler::Args as clap::Parser>::try_parse_from(&sargs).unwrap();
     assert!(parsed.leader_elect);
+    // Two replicas must never share a Lease holder identity: it comes from the pod's own name.
+    let env = sched.spec.template.spec.as_ref().unwrap().containers[0].env.clone().unwrap_or_default();
+    let pod_name = env.iter().find(|e| e.name == "POD_NAME").expect("POD_NAME set");
+    let field =
+        pod_name.value_from.as_ref().and_then(|v| v.field_ref.as_ref()).map(|f| f.field_path.as_str());
+    assert_eq!(field, Some("metadata.name"));
     let role: Role = one(&objects, "Role", "gang-scheduler-leader-election");
     let named = role
         .rules

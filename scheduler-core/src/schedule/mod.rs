@@ -31,7 +31,15 @@ use tree::LeafCounts;
 /// One scheduling cycle. Pure and deterministic: the same snapshot, config and `now` always give
 /// the same plan.
 pub fn schedule(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
-    Cycle::new(snapshot, config, now).run()
+    Cycle::new(snapshot, config, now, true).run()
+}
+
+/// The same cycle without its shortcuts: every member's nodes scanned afresh (no per-class node
+/// order) and every topology domain placed (no bound-based pruning). Slow; it exists so tests can
+/// hold [`schedule`] to it — the shortcuts must never change a plan.
+#[doc(hidden)]
+pub fn schedule_reference(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
+    Cycle::new(snapshot, config, now, false).run()
 }
 
 /// A unit of work in the cycle's order.
@@ -71,7 +79,12 @@ struct Cycle<'a> {
     res: ResourceIndex,
     state: State,
     demand: Vec<Demand>,
-    node_index: HashMap<&'a str, usize>,
+    /// Pod index → the node it names, if that node is in the snapshot.
+    pod_node: Vec<Option<usize>>,
+    /// Pod index → the gang (in the snapshot) it claims.
+    pod_gang: Vec<Option<usize>>,
+    /// Gang index → its priority (see [`Cycle::gang_priority`]).
+    priorities: Vec<i32>,
     gang_index: HashMap<&'a GangKey, usize>,
     members: Vec<Members>,
     /// Pod index → reserved node, for NonStrict reservations in effect.
@@ -94,7 +107,7 @@ enum Attempt {
 }
 
 impl<'a> Cycle<'a> {
-    fn new(snap: &'a Snapshot, config: &'a Config, now: Time) -> Self {
+    fn new(snap: &'a Snapshot, config: &'a Config, now: Time, fast: bool) -> Self {
         let mut res = ResourceIndex::default();
         let mut state = State::new(&snap.nodes, &mut res);
         let node_index: HashMap<&str, usize> =
@@ -113,21 +126,37 @@ impl<'a> Cycle<'a> {
             })
             .collect();
 
+        let pod_node: Vec<Option<usize>> = snap
+            .pods
+            .iter()
+            .map(|p| p.node_name.as_deref().and_then(|n| node_index.get(n)).copied())
+            .collect();
         for (i, p) in snap.pods.iter().enumerate() {
             if p.uses_node()
-                && let Some(&n) = p.node_name.as_deref().and_then(|n| node_index.get(n))
+                && let Some(n) = pod_node[i]
             {
                 state.apply(n, &demand[i], 1);
             }
         }
 
         let mut members = vec![Members::default(); snap.gangs.len()];
-        let mut pods_by_key: Vec<usize> = (0..snap.pods.len()).collect();
-        pods_by_key.sort_by(|&a, &b| snap.pods[a].key.cmp(&snap.pods[b].key));
-        for &i in &pods_by_key {
+        // Members in pod-key order; only pods that claim a gang are sorted (most pods of a big
+        // cluster belong to none), and not at all when the snapshot already lists them in order.
+        let mut claimed: Vec<(usize, usize)> = snap
+            .pods
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.gang.as_ref().and_then(|m| gang_index.get(&m.gang)).map(|&g| (i, g)))
+            .collect();
+        if !claimed.is_sorted_by(|a, b| snap.pods[a.0].key <= snap.pods[b.0].key) {
+            claimed.sort_by(|a, b| snap.pods[a.0].key.cmp(&snap.pods[b.0].key));
+        }
+        let mut pod_gang = vec![None; snap.pods.len()];
+        for &(i, g) in &claimed {
+            pod_gang[i] = Some(g);
+        }
+        for (i, g) in claimed {
             let p = &snap.pods[i];
-            let Some(m) = &p.gang else { continue };
-            let Some(&g) = gang_index.get(&m.gang) else { continue };
             let gang = &snap.gangs[g];
             let entry = &mut members[g];
             entry.all.push(i);
@@ -173,8 +202,11 @@ impl<'a> Cycle<'a> {
         }
 
         // NonStrict reservations hold capacity for pods still pending, until their gang decides.
-        let pod_index: HashMap<&crate::model::PodKey, usize> =
-            snap.pods.iter().enumerate().map(|(i, p)| (&p.key, i)).collect();
+        let pod_index: HashMap<&crate::model::PodKey, usize> = if snap.reservations.is_empty() {
+            HashMap::new()
+        } else {
+            snap.pods.iter().enumerate().map(|(i, p)| (&p.key, i)).collect()
+        };
         let mut reserved = HashMap::new();
         for r in &snap.reservations {
             let (Some(&p), Some(&n), Some(&g)) =
@@ -191,7 +223,15 @@ impl<'a> Cycle<'a> {
             }
         }
 
-        let place = place::Placer::new(snap, config);
+        let priorities: Vec<i32> = snap
+            .gangs
+            .iter()
+            .zip(&members)
+            .map(|(gang, m)| {
+                gang.priority.or_else(|| m.all.iter().map(|&p| snap.pods[p].priority).max()).unwrap_or(0)
+            })
+            .collect();
+        let place = place::Placer::new(snap, config, fast);
         Cycle {
             snap,
             config,
@@ -199,7 +239,9 @@ impl<'a> Cycle<'a> {
             res,
             state,
             demand,
-            node_index,
+            pod_node,
+            pod_gang,
+            priorities,
             gang_index,
             members,
             reserved,
@@ -210,11 +252,9 @@ impl<'a> Cycle<'a> {
         }
     }
 
+    /// A gang's priority: its own, else its highest member's.
     fn gang_priority(&self, g: usize) -> i32 {
-        let gang = &self.snap.gangs[g];
-        gang.priority
-            .or_else(|| self.members[g].all.iter().map(|&p| self.snap.pods[p].priority).max())
-            .unwrap_or(0)
+        self.priorities[g]
     }
 
     fn run(mut self) -> Plan {
@@ -352,6 +392,31 @@ impl<'a> Cycle<'a> {
         });
     }
 
+    /// `; 1 member(s) refused by the kubelet at admission (ml/w-3 on gpu-2: OutOfnvidia.com/gpu)`
+    /// when members failed on their node: the gang is not running, whatever was bound.
+    fn failures_note(&self, g: usize) -> String {
+        let failed: Vec<&crate::model::Pod> = self.members[g]
+            .all
+            .iter()
+            .map(|&p| &self.snap.pods[p])
+            .filter(|p| p.phase == PodPhase::Failed && p.failure.is_some())
+            .collect();
+        let Some(first) = failed.first() else { return String::new() };
+        let what = if failed.iter().all(|p| p.rejected_at_admission()) {
+            "refused by the kubelet at admission"
+        } else {
+            "failed on their node"
+        };
+        format!(
+            "; {} member(s) {what} ({} on {}: {}{})",
+            failed.len(),
+            first.key,
+            first.node_name.as_deref().unwrap_or("?"),
+            first.failure.as_deref().unwrap_or(""),
+            if failed.len() > 1 { ", …" } else { "" }
+        )
+    }
+
     /// The phase of a gang that is placed: `Running` once its minimum runs.
     fn placed_phase(&self, g: usize) -> Phase {
         if tree::satisfied(&self.snap.gangs[g], &self.members[g].running) {
@@ -401,6 +466,7 @@ impl<'a> Cycle<'a> {
             if !short.is_empty() {
                 msg.push_str(&format!(" ({short})"));
             }
+            msg.push_str(&self.failures_note(g));
             if m.orphans > 0 {
                 msg.push_str(&format!(
                     "; {} members name no leaf subgroup of this gang (label {})",
@@ -558,15 +624,17 @@ impl<'a> Cycle<'a> {
             st.was_satisfied = false;
             st.degraded_since = None;
             let msg = format!(
-                "only {active} of {need} members active for {}s (grace {}s): evicting the remaining {count}",
+                "only {active} of {need} members active for {}s (grace {}s): evicting the remaining {count}{}",
                 self.now.since(since).as_secs(),
-                grace.as_secs()
+                grace.as_secs(),
+                self.failures_note(g)
             );
             self.outcome(g, Reason::Stale, Phase::Degraded, msg, st, n);
         } else {
             let left = grace.saturating_sub(self.now.since(since)).as_secs();
             let msg = format!(
-                "only {active} of {need} members active; the remaining members are evicted in {left}s unless replacements are placed"
+                "only {active} of {need} members active{}; the remaining members are evicted in {left}s unless replacements are placed",
+                self.failures_note(g)
             );
             self.outcome(g, Reason::Degraded, Phase::Degraded, msg, st, n);
         }

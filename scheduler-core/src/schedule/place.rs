@@ -5,10 +5,10 @@
 //! extra members of one leaf can never starve another leaf's minimum; once the tree is satisfied
 //! the second pass places every remaining member that fits.
 
-use std::cell::RefCell;
-use std::cmp::{Ordering, Reverse};
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
@@ -48,6 +48,43 @@ type NodeKey = (usize, [i64; KEY_WIDTH], usize);
 /// A restriction to one domain of one topology key.
 type Filter = Vec<(Rc<Topology>, u32)>;
 
+/// Pods alike for placement: one feasible set (by identity), restricted to one topology domain or
+/// not, and a hash of their demand. Classes that share it are told apart by their full demand.
+type ClassKey = (usize, Option<(usize, u32)>, u64);
+
+/// How many node entries the per-class orders may hold in all, per cycle (~100 bytes each):
+/// beyond it, further classes are served by a scan of their nodes, as on first use.
+const MAX_INDEXED: usize = 1 << 19;
+
+/// One equivalence class of pods: members of a gang or role, or pods of the same shape anywhere.
+#[derive(Debug)]
+struct Class {
+    demand: Demand,
+    uses: u32,
+    index: Option<ClassIndex>,
+}
+
+/// The nodes in a class's scope that fit its demand in the committed state, best first. Built on
+/// a class's second use (filter and score once per class, not a node scan per member) and kept
+/// in step by replaying the state's change log, so a commit costs a re-key of the nodes it
+/// touched, not a rebuild.
+#[derive(Debug)]
+struct ClassIndex {
+    order: BTreeSet<(NodeKey, usize)>,
+    keys: HashMap<usize, NodeKey>,
+    /// How much of the state's change log is reflected.
+    synced: usize,
+}
+
+/// Free capacity of one resource (`None`: pod slots) summed per domain of one topology key, in
+/// the committed state; kept in step with the change log like [`ClassIndex`].
+#[derive(Debug)]
+struct DomainTotals {
+    seen: Vec<i64>,
+    totals: Vec<i64>,
+    synced: usize,
+}
+
 pub(crate) struct Placer<'a> {
     snap: &'a Snapshot,
     node_index: HashMap<&'a str, usize>,
@@ -59,6 +96,13 @@ pub(crate) struct Placer<'a> {
     /// Pod index → its feasible set, once looked up.
     by_pod: RefCell<Vec<Option<Rc<Feasible>>>>,
     topologies: RefCell<HashMap<String, Rc<Topology>>>,
+    classes: RefCell<HashMap<ClassKey, Vec<Class>>>,
+    /// Node entries held by all class indices (bounded by [`MAX_INDEXED`]).
+    indexed: Cell<usize>,
+    totals: RefCell<HashMap<(usize, Option<usize>), DomainTotals>>,
+    /// Take the shortcuts (class indices, domain pruning). Off only for the reference cycle the
+    /// property tests hold them to.
+    fast: bool,
 }
 
 impl std::fmt::Debug for Placer<'_> {
@@ -104,7 +148,7 @@ struct Work {
 }
 
 impl<'a> Placer<'a> {
-    pub fn new(snap: &'a Snapshot, config: &Config) -> Self {
+    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool) -> Self {
         Placer {
             snap,
             node_index: snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect(),
@@ -121,6 +165,10 @@ impl<'a> Placer<'a> {
             feasible: RefCell::new(HashMap::new()),
             by_pod: RefCell::new(vec![None; snap.pods.len()]),
             topologies: RefCell::new(HashMap::new()),
+            classes: RefCell::new(HashMap::new()),
+            indexed: Cell::new(0),
+            totals: RefCell::new(HashMap::new()),
+            fast,
         }
     }
 
@@ -214,47 +262,141 @@ impl<'a> Placer<'a> {
                 return Some(n);
             }
         }
-        let mut best: Option<usize> = None;
-        let mut consider = |n: usize| {
-            if !allowed(n) || state.fits(txn, n, d).is_err() {
-                return;
-            }
-            best = match best {
-                Some(b) if self.compare(state, txn, d, pod, b, n) != Ordering::Greater => Some(b),
-                _ => Some(n),
-            };
-        };
-        match filter.and_then(|f| f.last()) {
-            Some((t, dom)) => {
-                let idx = usize::try_from(*dom).unwrap_or(usize::MAX);
-                if let Some((_, nodes)) = t.domains.get(idx) {
-                    nodes.iter().copied().for_each(&mut consider);
-                }
-            }
-            None => feasible.list.iter().copied().for_each(&mut consider),
-        }
-        best
+        self.candidates(state, txn, d, pod, &feasible, filter, 1).first().map(|&(_, n)| n)
     }
 
-    /// Orders two candidate nodes for a pod: `Less` means `a` is better.
-    fn compare(&self, state: &State, txn: &Txn, d: &Demand, pod: &Pod, a: usize, b: usize) -> Ordering {
-        let (na, nb) = (&self.snap.nodes[a], &self.snap.nodes[b]);
-        let soft = soft_taints(na, pod).cmp(&soft_taints(nb, pod));
-        if soft != Ordering::Equal {
-            return soft;
+    /// How good `node` is for a pod of demand `d` as seen through `txn`; smaller is better:
+    /// untolerated `PreferNoSchedule` taints, then the room left per requested resource, scarcest
+    /// first (bin-packing prefers less room, spreading more), then pod slots, then name order.
+    fn node_key(&self, state: &State, txn: &Txn, d: &Demand, pod: &Pod, n: usize) -> NodeKey {
+        let sign = if self.scoring == Scoring::Spread { -1 } else { 1 };
+        let mut room = [0i64; KEY_WIDTH];
+        for (slot, &(res, _)) in room.iter_mut().zip(d.0.iter().take(KEY_WIDTH - 1)) {
+            *slot = sign * state.free(txn, n, res);
         }
-        // Remaining capacity after placement, scarcest requested resource first.
-        let remaining =
-            d.0.iter()
-                .map(|&(r, _)| (r, state.free(txn, a, r).cmp(&state.free(txn, b, r))))
-                .find(|(_, o)| *o != Ordering::Equal)
-                .map(|(_, o)| o)
-                .unwrap_or_else(|| state.free_pods(txn, a).cmp(&state.free_pods(txn, b)));
-        let by_room = match self.scoring {
-            Scoring::BinPack => remaining,
-            Scoring::Spread => remaining.reverse(),
+        room[d.0.len().min(KEY_WIDTH - 1)] = sign * state.free_pods(txn, n);
+        (soft_taints(&self.snap.nodes[n], pod), room, self.rank[n])
+    }
+
+    /// The `k` best nodes (best first) for a pod of demand `d` whose feasible nodes are
+    /// `feasible`, as seen through `txn`, under `filter`.
+    ///
+    /// A class of alike pods used more than once is served from its [`ClassIndex`]: the first `k`
+    /// untouched nodes of its committed order, merged with the nodes `txn` touched (re-keyed), are
+    /// exactly the `k` best — without visiting the rest of the cluster.
+    #[allow(clippy::too_many_arguments)]
+    fn candidates(
+        &self,
+        state: &State,
+        txn: &Txn,
+        d: &Demand,
+        pod: &Pod,
+        feasible: &Rc<Feasible>,
+        filter: Option<&Filter>,
+        k: usize,
+    ) -> Vec<(NodeKey, usize)> {
+        if k == 0 {
+            return Vec::new();
+        }
+        let scope = filter.and_then(|f| f.last());
+        let allowed = |n: usize| {
+            feasible.mask[n] && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
         };
-        by_room.then_with(|| na.name.cmp(&nb.name))
+        let scope_nodes = || -> Box<dyn Iterator<Item = usize> + '_> {
+            match scope {
+                Some((t, dom)) => match t.domains.get(usize::try_from(*dom).unwrap_or(usize::MAX)) {
+                    Some((_, ns)) => Box::new(ns.iter().copied().filter(|&n| feasible.mask[n])),
+                    None => Box::new(std::iter::empty()),
+                },
+                None => Box::new(feasible.list.iter().copied()),
+            }
+        };
+        let key = {
+            let mut h = DefaultHasher::new();
+            d.hash(&mut h);
+            let scope_id = scope.map(|(t, dom)| (Rc::as_ptr(t) as usize, *dom));
+            (Rc::as_ptr(feasible) as usize, scope_id, h.finish())
+        };
+        let mut classes = self.classes.borrow_mut();
+        let bucket = classes.entry(key).or_default();
+        let class = match bucket.iter().position(|c| c.demand == *d) {
+            Some(i) => &mut bucket[i],
+            None => {
+                bucket.push(Class { demand: d.clone(), uses: 0, index: None });
+                let last = bucket.len() - 1;
+                &mut bucket[last]
+            }
+        };
+        class.uses = class.uses.saturating_add(1);
+        let committed = Txn::default();
+        if self.fast && class.index.is_none() && class.uses >= 2 {
+            let size = match scope {
+                Some((t, dom)) => {
+                    t.domains.get(usize::try_from(*dom).unwrap_or(usize::MAX)).map_or(0, |x| x.1.len())
+                }
+                None => feasible.list.len(),
+            };
+            if self.indexed.get().saturating_add(size) <= MAX_INDEXED {
+                self.indexed.set(self.indexed.get() + size);
+                let mut order = BTreeSet::new();
+                let mut keys = HashMap::with_capacity(size);
+                for n in scope_nodes() {
+                    if state.fits(&committed, n, d).is_ok() {
+                        let kn = self.node_key(state, &committed, d, pod, n);
+                        order.insert((kn, n));
+                        keys.insert(n, kn);
+                    }
+                }
+                class.index = Some(ClassIndex { order, keys, synced: state.log().len() });
+            }
+        }
+
+        let mut out: Vec<(NodeKey, usize)> = Vec::with_capacity(k.min(feasible.list.len()) + 1);
+        if let Some(index) = class.index.as_mut() {
+            let in_scope =
+                |n: usize| feasible.mask[n] && scope.is_none_or(|(t, dom)| t.node_domain[n] == *dom);
+            for &n in &state.log()[index.synced..] {
+                if !in_scope(n) {
+                    continue;
+                }
+                if let Some(old) = index.keys.remove(&n) {
+                    index.order.remove(&(old, n));
+                }
+                if state.fits(&committed, n, d).is_ok() {
+                    let kn = self.node_key(state, &committed, d, pod, n);
+                    index.order.insert((kn, n));
+                    index.keys.insert(n, kn);
+                }
+            }
+            index.synced = state.log().len();
+            out.extend(index.order.iter().filter(|&&(_, n)| !txn.touches(n) && allowed(n)).take(k).copied());
+            for n in txn.touched() {
+                if allowed(n) && state.fits(txn, n, d).is_ok() {
+                    out.push((self.node_key(state, txn, d, pod, n), n));
+                }
+            }
+            out.sort_unstable();
+            out.truncate(k);
+            return out;
+        }
+        drop(classes);
+
+        // The k best in one pass, worst on top so it can be evicted.
+        let mut best: BinaryHeap<(NodeKey, usize)> =
+            BinaryHeap::with_capacity(k.min(feasible.list.len()) + 1);
+        for n in scope_nodes() {
+            if !allowed(n) || state.fits(txn, n, d).is_err() {
+                continue;
+            }
+            let kn = self.node_key(state, txn, d, pod, n);
+            if best.len() < k {
+                best.push((kn, n));
+            } else if best.peek().is_some_and(|(worst, _)| kn < *worst) {
+                best.pop();
+                best.push((kn, n));
+            }
+        }
+        best.into_sorted_vec()
     }
 
     /// Tries to place gang `r.gang`.
@@ -270,18 +412,27 @@ impl<'a> Placer<'a> {
         let topo = self.topology(key);
         let mut report = Vec::new();
         let mut best: Option<(i64, usize, Work)> = None;
-        let mut best_partial: Option<Work> = None;
-        for d in self.candidate_domains(r, &topo, None, &start) {
+        let mut best_partial: Option<(usize, Work)> = None;
+        let most = self.most_taken(r, None);
+        for (free, d) in self.by_free(r, &topo, self.candidate_domains(r, &topo, None, &start), &start) {
+            // Domains come least free first, and one can strand no less than its free capacity
+            // less everything the gang could take: past that bound none can beat the best.
+            if self.fast && best.as_ref().is_some_and(|(l, _, _)| free.saturating_sub(most) > *l) {
+                break;
+            }
             let filter: Filter = vec![(topo.clone(), u32::try_from(d).unwrap_or(u32::MAX))];
             let w = self.whole(r, start.clone(), &filter, keep_partial);
             report.push((topo.domains[d].0.clone(), w.bindings.len()));
             if tree::satisfied(gang, &w.counts) {
-                let left = self.leftover(r, &topo.domains[d].1, &w);
-                if best.as_ref().is_none_or(|(l, _, _)| left < *l) {
+                let left = self.leftover(r, &topo, d, &w);
+                if best.as_ref().is_none_or(|(l, bd, _)| (left, d) < (*l, *bd)) {
                     best = Some((left, d, w));
                 }
-            } else if best_partial.as_ref().is_none_or(|b| w.bindings.len() > b.bindings.len()) {
-                best_partial = Some(w);
+            } else if best_partial
+                .as_ref()
+                .is_none_or(|(bd, b)| (Reverse(w.bindings.len()), d) < (Reverse(b.bindings.len()), *bd))
+            {
+                best_partial = Some((d, w));
             }
         }
         report.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -291,7 +442,10 @@ impl<'a> Placer<'a> {
                 self.finish(r, w, Some(domain), report)
             }
             None => {
-                let w = if keep_partial { best_partial.unwrap_or(start.clone()) } else { start.clone() };
+                let w = match best_partial {
+                    Some((_, w)) if keep_partial => w,
+                    _ => start.clone(),
+                };
                 let mut p = self.finish(r, w, None, report);
                 // Would it fit with the constraint lifted? Then the topology is what blocks it.
                 let free = self.whole(r, start, &Vec::new(), false);
@@ -335,18 +489,83 @@ impl<'a> Placer<'a> {
         w
     }
 
-    /// Free capacity of the gang's scarcest requested resource left in `nodes` after `w`: the
-    /// capacity a domain choice strands. Lower is better.
-    fn leftover(&self, r: &Request<'_>, nodes: &[usize], w: &Work) -> i64 {
+    /// The resource domains are compared by: the scarcest one the gang's first pending member
+    /// requests (`None`: pod slots).
+    fn scarce(r: &Request<'_>) -> Option<usize> {
         let first = r.members.pending.values().flatten().next();
-        let scarce = first.and_then(|&p| r.demand[p].0.first()).map(|&(res, _)| res);
-        nodes
+        first.and_then(|&p| r.demand[p].0.first()).map(|&(res, _)| res)
+    }
+
+    /// The most of the scarce resource (see [`Placer::leftover`]) the pending members under
+    /// subgroup `under` (`None`: the whole gang) could take between them.
+    fn most_taken(&self, r: &Request<'_>, under: Option<&str>) -> i64 {
+        let scarce = Self::scarce(r);
+        let leaves = under.map(|s| tree::leaves_under(r.gang, s));
+        r.members
+            .pending
             .iter()
-            .map(|&n| match scarce {
-                Some(res) => r.state.free(&w.txn, n, res),
-                None => r.state.free_pods(&w.txn, n),
+            .filter(|(leaf, _)| leaves.as_ref().is_none_or(|ls| ls.iter().any(|l| l == *leaf)))
+            .flat_map(|(_, pods)| pods)
+            .map(|&p| match scarce {
+                Some(res) => r.demand[p].0.iter().find(|(x, _)| *x == res).map_or(0, |&(_, a)| a),
+                None => 1,
             })
             .fold(0i64, i64::saturating_add)
+    }
+
+    /// `domains` with their free scarce capacity as `w` sees it, least free first (then by
+    /// domain order): the order in which the best fit is found soonest.
+    fn by_free(
+        &self,
+        r: &Request<'_>,
+        topo: &Rc<Topology>,
+        domains: Vec<usize>,
+        w: &Work,
+    ) -> Vec<(i64, usize)> {
+        let mut out: Vec<(i64, usize)> =
+            domains.into_iter().map(|d| (self.leftover(r, topo, d, w), d)).collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Free capacity of the gang's scarcest requested resource left in domain `d` of `topo`
+    /// after `w`: the capacity a domain choice strands. Lower is better. The committed total per
+    /// domain is kept up to date from the state's change log; only the nodes `w` touched are
+    /// visited per call.
+    fn leftover(&self, r: &Request<'_>, topo: &Rc<Topology>, d: usize, w: &Work) -> i64 {
+        let scarce = Self::scarce(r);
+        let value = |txn: &Txn, n: usize| match scarce {
+            Some(res) => r.state.free(txn, n, res),
+            None => r.state.free_pods(txn, n),
+        };
+        let committed = Txn::default();
+        let mut all = self.totals.borrow_mut();
+        let t = all.entry((Rc::as_ptr(topo) as usize, scarce)).or_insert_with(|| {
+            let mut seen = vec![0; topo.node_domain.len()];
+            let mut totals = vec![0i64; topo.domains.len()];
+            for (dom, (_, nodes)) in topo.domains.iter().enumerate() {
+                for &n in nodes {
+                    seen[n] = value(&committed, n);
+                    totals[dom] = totals[dom].saturating_add(seen[n]);
+                }
+            }
+            DomainTotals { seen, totals, synced: r.state.log().len() }
+        });
+        for &n in &r.state.log()[t.synced..] {
+            let Some(dom) = usize::try_from(topo.node_domain[n]).ok().filter(|&x| x < t.totals.len()) else {
+                continue;
+            };
+            let now = value(&committed, n);
+            t.totals[dom] = t.totals[dom].saturating_add(now.saturating_sub(t.seen[n]));
+            t.seen[n] = now;
+        }
+        t.synced = r.state.log().len();
+        let target = u32::try_from(d).unwrap_or(u32::MAX);
+        w.txn
+            .touched()
+            .filter(|&n| topo.node_domain[n] == target)
+            .map(|n| value(&w.txn, n).saturating_sub(value(&committed, n)))
+            .fold(t.totals.get(d).copied().unwrap_or(0), i64::saturating_add)
     }
 
     /// Domains worth trying for a subtree: the one its members already occupy, if any, else all.
@@ -407,25 +626,33 @@ impl<'a> Placer<'a> {
             match &child.topology_key {
                 Some(key) => {
                     let topo = self.topology(key);
-                    let mut best: Option<(i64, Work)> = None;
-                    let mut partial: Option<Work> = None;
-                    for d in self.candidate_domains(r, &topo, Some(&child.name), w) {
+                    let mut best: Option<(i64, usize, Work)> = None;
+                    let mut partial: Option<(usize, Work)> = None;
+                    let most = self.most_taken(r, Some(&child.name));
+                    let domains = self.candidate_domains(r, &topo, Some(&child.name), w);
+                    for (free, d) in self.by_free(r, &topo, domains, w) {
+                        if self.fast && best.as_ref().is_some_and(|(l, _, _)| free.saturating_sub(most) > *l)
+                        {
+                            break;
+                        }
                         let mut f = filter.clone();
                         f.push((topo.clone(), u32::try_from(d).unwrap_or(u32::MAX)));
                         let mut trial = w.clone();
                         self.subtree(r, Some(&child.name), &f, &mut trial, cap, keep_partial, depth + 1);
                         if satisfied(&trial) {
-                            let left = self.leftover(r, &topo.domains[d].1, &trial);
-                            if best.as_ref().is_none_or(|(l, _)| left < *l) {
-                                best = Some((left, trial));
+                            let left = self.leftover(r, &topo, d, &trial);
+                            if best.as_ref().is_none_or(|(l, bd, _)| (left, d) < (*l, *bd)) {
+                                best = Some((left, d, trial));
                             }
                         } else if keep_partial
-                            && partial.as_ref().is_none_or(|p| trial.bindings.len() > p.bindings.len())
+                            && partial.as_ref().is_none_or(|(pd, p)| {
+                                (Reverse(trial.bindings.len()), d) < (Reverse(p.bindings.len()), *pd)
+                            })
                         {
-                            partial = Some(trial);
+                            partial = Some((d, trial));
                         }
                     }
-                    if let Some(chosen) = best.map(|(_, t)| t).or(partial) {
+                    if let Some(chosen) = best.map(|(_, _, t)| t).or(partial.map(|(_, t)| t)) {
                         *w = chosen;
                     }
                 }
@@ -506,54 +733,19 @@ impl<'a> Placer<'a> {
         w: &mut Work,
         leaf: &str,
         run: &[usize],
-        feasible: &Feasible,
+        feasible: &Rc<Feasible>,
         filter: Option<&Filter>,
     ) {
         let Some(&first) = run.first() else { return };
         let d = &r.demand[first];
         let pod = &self.snap.pods[first];
-        let allowed = |n: usize| filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom));
-        let spread = self.scoring == Scoring::Spread;
-        let key = |txn: &Txn, n: usize| -> NodeKey {
-            let sign = if spread { -1 } else { 1 };
-            let mut room = [0i64; KEY_WIDTH];
-            for (slot, &(res, _)) in room.iter_mut().zip(d.0.iter().take(KEY_WIDTH - 1)) {
-                *slot = sign * r.state.free(txn, n, res);
-            }
-            room[d.0.len().min(KEY_WIDTH - 1)] = sign * r.state.free_pods(txn, n);
-            (soft_taints(&self.snap.nodes[n], pod), room, self.rank[n])
-        };
-        let nodes: Box<dyn Iterator<Item = usize>> = match filter.and_then(|f| f.last()) {
-            Some((t, dom)) => {
-                let idx = usize::try_from(*dom).unwrap_or(usize::MAX);
-                match t.domains.get(idx) {
-                    Some((_, ns)) => Box::new(ns.iter().copied().filter(|&n| feasible.mask[n])),
-                    None => Box::new(std::iter::empty()),
-                }
-            }
-            None => Box::new(feasible.list.iter().copied()),
-        };
-        // The k best candidates, worst on top so it can be evicted.
-        let k = run.len();
-        let mut best: BinaryHeap<(NodeKey, usize)> = BinaryHeap::with_capacity(k + 1);
-        for n in nodes {
-            if !allowed(n) || r.state.fits(&w.txn, n, d).is_err() {
-                continue;
-            }
-            let kn = key(&w.txn, n);
-            if best.len() < k {
-                best.push((kn, n));
-            } else if best.peek().is_some_and(|(worst, _)| kn < *worst) {
-                best.pop();
-                best.push((kn, n));
-            }
-        }
+        let best = self.candidates(r.state, &w.txn, d, pod, feasible, filter, run.len());
         let mut heap: BinaryHeap<Reverse<(NodeKey, usize)>> = best.into_iter().map(Reverse).collect();
         for &p in run {
             let Some(Reverse((_, n))) = heap.pop() else { break };
             self.place(r, w, leaf, p, n);
             if r.state.fits(&w.txn, n, d).is_ok() {
-                heap.push(Reverse((key(&w.txn, n), n)));
+                heap.push(Reverse((self.node_key(r.state, &w.txn, d, pod, n), n)));
             }
         }
     }

@@ -25,10 +25,10 @@ pub(super) enum Result {
     No,
 }
 
-struct Unit {
+struct Unit<'a> {
     priority: i32,
     pods: Vec<usize>,
-    key: String,
+    key: &'a crate::model::ObjectKey,
 }
 
 pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
@@ -57,36 +57,42 @@ pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
     let priority = c.gang_priority(g);
     // Only units with a pod on a node some member could use can help.
     let mut useful = vec![false; snap.nodes.len()];
+    let mut seen: Vec<*const super::place::Feasible> = Vec::new();
     for &p in &pending {
-        for &n in &c.place.feasible(p).list {
+        let f = c.place.feasible(p);
+        if seen.contains(&std::rc::Rc::as_ptr(&f)) {
+            continue;
+        }
+        seen.push(std::rc::Rc::as_ptr(&f));
+        for &n in &f.list {
             useful[n] = true;
         }
     }
-    let node_of = |p: usize| snap.pods[p].node_name.as_deref().and_then(|n| c.node_index.get(n).copied());
+    let node_of = |p: usize| c.pod_node[p];
     let evictable = |p: usize| {
         let pod = &snap.pods[p];
         pod.uses_node() && !pod.deleting && !c.evicted.contains(&p) && node_of(p).is_some()
     };
-    let mut units: Vec<Unit> = Vec::new();
+    let mut units: Vec<Unit<'_>> = Vec::new();
     for (j, gang) in snap.gangs.iter().enumerate() {
         if j == g || c.gang_priority(j) >= priority {
             continue;
         }
         let pods: Vec<usize> = c.members[j].all.iter().copied().filter(|&p| evictable(p)).collect();
         if pods.iter().any(|&p| node_of(p).is_some_and(|n| useful[n])) {
-            units.push(Unit { priority: c.gang_priority(j), pods, key: gang.key.to_string() });
+            units.push(Unit { priority: c.gang_priority(j), pods, key: &gang.key });
         }
     }
     for (i, pod) in snap.pods.iter().enumerate() {
-        let in_gang = pod.gang.as_ref().is_some_and(|m| c.gang_index.contains_key(&m.gang));
+        let in_gang = c.pod_gang[i].is_some();
         if !in_gang && pod.priority < priority && evictable(i) && node_of(i).is_some_and(|n| useful[n]) {
-            units.push(Unit { priority: pod.priority, pods: vec![i], key: pod.key.to_string() });
+            units.push(Unit { priority: pod.priority, pods: vec![i], key: &pod.key });
         }
     }
-    units.sort_by(|a, b| (a.priority, a.pods.len(), &a.key).cmp(&(b.priority, b.pods.len(), &b.key)));
+    units.sort_by(|a, b| (a.priority, a.pods.len(), a.key).cmp(&(b.priority, b.pods.len(), b.key)));
     units.truncate(MAX_CANDIDATES);
 
-    let freed = |chosen: &[&Unit]| {
+    let freed = |chosen: &[&Unit<'_>]| {
         let mut txn = Txn::default();
         for u in chosen {
             for &p in &u.pods {
@@ -97,21 +103,32 @@ pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
         }
         txn
     };
-    // Cheapest prefix of candidates that makes room, by binary search (more victims, more room):
-    // O(log candidates) trial placements instead of one per candidate.
+    // Cheapest prefix of candidates that makes room (more victims, more room): gallop 1, 2, 4, …
+    // to the first prefix that fits, then binary search below it. Victims are usually few, so the
+    // trials — whose cost grows with the victims freed — stay small: O(log victims) of them.
     let fits_with = |n: usize| {
-        let prefix: Vec<&Unit> = units.iter().take(n).collect();
+        let prefix: Vec<&Unit<'_>> = units.iter().take(n).collect();
         c.place_gang(g, &freed(&prefix), false).satisfied
     };
-    if units.is_empty() || !fits_with(units.len()) {
+    if units.is_empty() {
         return Result::No;
     }
-    let (mut lo, mut hi) = (1, units.len());
+    let (mut lo, mut hi) = (1, 1);
+    loop {
+        if fits_with(hi) {
+            break;
+        }
+        if hi == units.len() {
+            return Result::No;
+        }
+        lo = hi + 1;
+        hi = hi.saturating_mul(2).min(units.len());
+    }
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if fits_with(mid) { hi = mid } else { lo = mid + 1 }
     }
-    let mut chosen: Vec<&Unit> = units.iter().take(lo).collect();
+    let mut chosen: Vec<&Unit<'_>> = units.iter().take(lo).collect();
     // Drop every victim the preemptor can do without, highest priority (last added) first.
     let mut i = chosen.len();
     while i > 0 {

@@ -22,7 +22,12 @@ pub(crate) struct ResourceIndex {
 
 impl ResourceIndex {
     pub fn intern(&mut self, name: &str) -> usize {
-        if let Some(&i) = self.index.get(name) {
+        // A cluster has a handful of resource names: comparing them beats hashing every request.
+        if self.names.len() <= 16 {
+            if let Some(i) = self.names.iter().position(|n| n == name) {
+                return i;
+            }
+        } else if let Some(&i) = self.index.get(name) {
             return i;
         }
         self.names.push(name.to_string());
@@ -61,6 +66,9 @@ pub(crate) struct State {
     width: usize,
     free: Vec<i64>,
     pods: Vec<i64>,
+    /// Every node changed since the state was built, in order: what is derived from the state
+    /// (the placer's per-class node orders) catches up by replaying the part it has not seen.
+    log: Vec<usize>,
 }
 
 impl State {
@@ -85,7 +93,7 @@ impl State {
                 }
             }
         }
-        State { version: 0, width, free, pods }
+        State { version: 0, width, free, pods, log: Vec::new() }
     }
 
     fn amount(&self, node: usize, r: usize) -> i64 {
@@ -102,6 +110,12 @@ impl State {
             }
         }
         self.pods[node] = self.pods[node].saturating_sub(sign);
+        self.log.push(node);
+    }
+
+    /// The nodes changed so far, oldest first (see `log`).
+    pub fn log(&self) -> &[usize] {
+        &self.log
     }
 
     pub fn commit(&mut self, txn: Txn) {
@@ -115,6 +129,7 @@ impl State {
                 }
             }
             self.pods[node] = pods;
+            self.log.push(node);
         }
     }
 
@@ -182,6 +197,16 @@ impl Txn {
     /// Applies `other` on top of this one (a nested attempt that succeeded).
     pub fn absorb(&mut self, other: Txn) {
         self.changes.extend(other.changes);
+    }
+
+    /// Whether the transaction changed `node`.
+    pub fn touches(&self, node: usize) -> bool {
+        self.changes.contains_key(&node)
+    }
+
+    /// The nodes the transaction changed.
+    pub fn touched(&self) -> impl Iterator<Item = usize> + '_ {
+        self.changes.keys().copied()
     }
 }
 

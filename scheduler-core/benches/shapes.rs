@@ -1,0 +1,221 @@
+//! The scheduling cycle on the shapes of kube-scheduler's `scheduler_perf`, so figures can be set
+//! side by side with upstream's (ours are "core only": `schedule(snapshot, config, now)` alone, no
+//! API server, no binding).
+//!
+//! Run: `cargo bench -p scheduler-core --bench shapes` (add `-- --quick` for a fast look, or a
+//! group name such as `S1` to run one). Targets, from the issue that introduced them:
+//!
+//! - S1: 5,000 nodes (4 CPU, 32Gi, 110 pods) with 5,000 bound pods and 50,000 pending pods of
+//!   100m/500Mi: ≥ 200,000 pods/s; the same at 15,000 nodes: ≥ 100,000 pods/s.
+//! - S2/S3: 5,000 nodes in 50 racks; 3,000 gangs × 3, 9 gangs × 1,000, and 1,500 gangs × 4 with a
+//!   required rack: ≤ 50 ms per 10,000 pods, every rack considered.
+//! - S4: 4,000 nodes (100 with 8 GPUs), 140,000 bound pods, one pending gang of 16 × 4 GPUs: a
+//!   whole cycle ≤ 50 ms (reading the same cluster from a JSON dump is `kubectl-gang`'s
+//!   `read_dump` bench).
+//! - scaling: S1's pod mix at 1,000 / 5,000 / 15,000 nodes (10 pending pods per node) — cost
+//!   should grow about linearly.
+//!
+//! Criterion reports throughput in elements (pods) per second for every case.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use scheduler_core::model::*;
+use scheduler_core::resources::Resources;
+use scheduler_core::{Config, Plan, schedule};
+
+const GANG_SCHEDULER: &str = "gang-scheduler";
+
+fn node(name: String, cpu: i64, memory: i64, gpus: i64, labels: &[(&str, String)]) -> Node {
+    let mut allocatable = Resources::new().with("cpu", cpu).with("memory", memory).with("pods", 110);
+    if gpus > 0 {
+        allocatable.set("nvidia.com/gpu", gpus);
+    }
+    Node {
+        name,
+        allocatable,
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        taints: vec![],
+        unschedulable: false,
+        ready: true,
+    }
+}
+
+fn pod(
+    namespace: &str,
+    name: String,
+    requests: Resources,
+    node: Option<String>,
+    gang: Option<&GangKey>,
+) -> Pod {
+    Pod {
+        key: ObjectKey::new(namespace, name.clone()),
+        uid: name,
+        requests,
+        node_selector: BTreeMap::new(),
+        affinity: vec![],
+        tolerations: vec![],
+        priority: 0,
+        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+        phase: if node.is_some() { PodPhase::Running } else { PodPhase::Pending },
+        scheduler_name: if node.is_some() { "default-scheduler".into() } else { GANG_SCHEDULER.into() },
+        node_name: node,
+        nominated_node: None,
+        created: Time::default(),
+        deleting: false,
+        gang: gang.map(|g| Membership { gang: g.clone(), subgroup: None }),
+        failure: None,
+    }
+}
+
+fn gang(namespace: &str, name: String, size: u32) -> Gang {
+    Gang::new(
+        ObjectKey::new(namespace, name),
+        size,
+        Source { dialect: Dialect::KubeGang, kind: "Gang".into() },
+    )
+}
+
+/// S1: `nodes` nodes of 4 CPU / 32Gi / 110 pods, one bound pod each, and `pending` pods of
+/// 100m/500Mi that belong to no gang (each is a gang of one, as in `SchedulingBasic`).
+fn s1(nodes: usize, pending: usize) -> Snapshot {
+    let small = || Resources::new().with("cpu", 100).with("memory", 500 << 20);
+    let mut snap = Snapshot::default();
+    for i in 0..nodes {
+        let name = format!("node-{i:05}");
+        snap.nodes.push(node(name.clone(), 4_000, 32 << 30, 0, &[]));
+        snap.pods.push(pod("init", format!("init-{i:05}"), small(), Some(name), None));
+    }
+    for i in 0..pending {
+        snap.pods.push(pod("bench", format!("pod-{i:06}"), small(), None, None));
+    }
+    snap
+}
+
+/// S2/S3: 5,000 nodes (32 CPU / 128Gi) in 50 racks of 100, and gangs of 1-CPU/2Gi pods.
+fn racks(gangs: usize, size: u32, rack_required: bool) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for i in 0..5_000 {
+        let rack = ("topology.kubernetes.io/rack", format!("rack-{:02}", i / 100));
+        snap.nodes.push(node(format!("node-{i:05}"), 32_000, 128 << 30, 0, &[rack]));
+    }
+    for g in 0..gangs {
+        let mut gang = gang("bench", format!("gang-{g:05}"), size);
+        if rack_required {
+            gang.topology_key = Some("topology.kubernetes.io/rack".into());
+        }
+        for m in 0..size {
+            let requests = Resources::new().with("cpu", 1_000).with("memory", 2 << 30);
+            snap.pods.push(pod("bench", format!("gang-{g:05}-{m:04}"), requests, None, Some(&gang.key)));
+        }
+        snap.gangs.push(gang);
+    }
+    snap
+}
+
+/// S4: 4,000 nodes, the first 100 with 8 GPUs (half of those with 4 already in use), 140,000
+/// bound pods, and one pending gang of 16 members × 4 GPUs.
+fn s4() -> Snapshot {
+    let mut snap = Snapshot::default();
+    let nodes = 4_000;
+    for i in 0..nodes {
+        let gpus = if i < 100 { 8 } else { 0 };
+        let zone = ("topology.kubernetes.io/zone", format!("zone-{}", i % 3));
+        snap.nodes.push(node(format!("node-{i:05}"), 64_000, 256 << 30, gpus, &[zone]));
+    }
+    for p in 0..140_000 {
+        let n = p % nodes;
+        let mut requests = Resources::new().with("cpu", 100).with("memory", 200 << 20);
+        if n < 100 && n % 2 == 0 && p < nodes {
+            requests.set("nvidia.com/gpu", 4);
+        }
+        let ns = format!("team-{}", p % 40);
+        snap.pods.push(pod(&ns, format!("running-{p:06}"), requests, Some(format!("node-{n:05}")), None));
+    }
+    let trainer = gang("ml", "trainer".into(), 16);
+    for m in 0..16 {
+        let requests = Resources::new().with("cpu", 8_000).with("memory", 64 << 30).with("nvidia.com/gpu", 4);
+        snap.pods.push(pod("ml", format!("trainer-{m:02}"), requests, None, Some(&trainer.key)));
+    }
+    snap.gangs.push(trainer);
+    snap
+}
+
+fn config() -> Config {
+    Config { scheduler_name: GANG_SCHEDULER.into(), ..Config::default() }
+}
+
+/// Runs the cycle once outside the timer and checks the case measures what it claims.
+fn check(snap: &Snapshot, want_bound: usize) -> Plan {
+    let plan = schedule(snap, &config(), Time::from_secs(1_000));
+    assert_eq!(plan.bindings.len(), want_bound, "every pending pod of the case is placed");
+    plan
+}
+
+fn bench_s1(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S1");
+    group.sample_size(10);
+    for nodes in [5_000, 15_000] {
+        let snap = s1(nodes, 50_000);
+        check(&snap, 50_000);
+        group.throughput(Throughput::Elements(50_000));
+        let id = BenchmarkId::from_parameter(format!("{nodes}n-50000p"));
+        group.bench_with_input(id, &snap, |b, s| {
+            b.iter(|| schedule(black_box(s), &config(), Time::from_secs(1_000)))
+        });
+    }
+    group.finish();
+}
+
+fn bench_racks(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S2-S3");
+    group.sample_size(10);
+    for (name, gangs, size, rack) in
+        [("3000x3", 3_000, 3, false), ("9x1000", 9, 1_000, false), ("1500x4-rack", 1_500, 4, true)]
+    {
+        let snap = racks(gangs, size, rack);
+        let pods = gangs * size as usize;
+        let plan = check(&snap, pods);
+        if rack {
+            let all_in_one_rack =
+                plan.outcomes.iter().all(|o| o.message.contains("topology.kubernetes.io/rack="));
+            assert!(all_in_one_rack, "every rack-bound gang names its rack");
+        }
+        group.throughput(Throughput::Elements(pods as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(name), &snap, |b, s| {
+            b.iter(|| schedule(black_box(s), &config(), Time::from_secs(1_000)))
+        });
+    }
+    group.finish();
+}
+
+fn bench_s4(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S4");
+    group.sample_size(10);
+    let snap = s4();
+    check(&snap, 16);
+    group.throughput(Throughput::Elements(16));
+    group.bench_function("4000n-140000bound-16x4gpu", |b| {
+        b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000)))
+    });
+    group.finish();
+}
+
+fn bench_scaling(c: &mut Criterion) {
+    let mut group = c.benchmark_group("scaling");
+    group.sample_size(10);
+    for nodes in [1_000, 5_000, 15_000] {
+        let snap = s1(nodes, nodes * 10);
+        check(&snap, nodes * 10);
+        group.throughput(Throughput::Elements((nodes * 10) as u64));
+        let id = BenchmarkId::from_parameter(format!("{nodes}n-{}p", nodes * 10));
+        group.bench_with_input(id, &snap, |b, s| {
+            b.iter(|| schedule(black_box(s), &config(), Time::from_secs(1_000)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_scaling);
+criterion_main!(benches);
