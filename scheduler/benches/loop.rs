@@ -1,7 +1,8 @@
 //! gang-scheduler end to end against the HTTP-level fake API: 1,000 nodes, 100 gangs of 10 pods
 //! created in a steady stream, then all at once; reports binds per second and the pod-created → bound latency
 //! (p50/p99), then what the loop itself costs per cycle on top of the core's `schedule` (index →
-//! snapshot, plan → requests), measured on the same cluster.
+//! snapshot, plan → requests), measured on the same cluster and on one of S4's size (4,000
+//! nodes, 140,000 running pods, one pending gang).
 //!
 //! Run: `cargo bench -p gang-scheduler --bench loop` (a bench binary, not criterion: one run of
 //! the whole flow). Everything runs on loopback in one process; the fake answers instantly, so the
@@ -112,8 +113,18 @@ async fn end_to_end(spacing: Duration) {
     );
 }
 
-/// The loop's own work per cycle, beside the core's, on the same cluster with every pod pending.
-fn per_cycle() {
+/// A running pod bound to `node` by another scheduler: 100m CPU.
+fn running_pod(name: &str, node: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "apps", "uid": format!("uid-{name}")},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x",
+                 "resources": {"requests": {"cpu": "100m", "memory": "200Mi"}}}]},
+        "status": {"phase": "Running"}})
+}
+
+/// The loop's own work per cycle, beside the core's: `nodes` nodes, `running` pods bound by
+/// another scheduler, and `gangs` gangs of `members` pending pods, after one pod changed.
+fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
     // As a watch delivers them: every object carries a resourceVersion.
     let mut version = 0u64;
     let mut versioned = |mut v: serde_json::Value| {
@@ -122,48 +133,57 @@ fn per_cycle() {
         v
     };
     let mut index = Index::new();
-    for i in 0..NODES {
-        index.apply("v1/Node", versioned(node(&format!("node-{i:04}"), "64", 8, &[])));
+    let load = Instant::now();
+    for i in 0..nodes {
+        index.apply("v1/Node", versioned(node(&format!("node-{i:05}"), "64", 8, &[])));
     }
-    for g in 0..GANGS {
+    for p in 0..running {
+        let on = format!("node-{:05}", p % nodes);
+        index.apply("v1/Pod", versioned(running_pod(&format!("running-{p:06}"), &on)));
+    }
+    for g in 0..gangs {
         let name = format!("job-{g:03}");
-        index.apply("kube-gang.io/v1alpha1/Gang", versioned(gang("bench", &name, MEMBERS as u32)));
-        for m in 0..MEMBERS {
+        index.apply("kube-gang.io/v1alpha1/Gang", versioned(gang("bench", &name, members as u32)));
+        for m in 0..members {
             index.apply("v1/Pod", versioned(gang_pod("bench", &format!("{name}-{m}"), &name, 2)));
         }
     }
+    index.refresh();
+    let loaded = load.elapsed();
     let config = Config::default();
     let now = Time::from_secs(1_000);
     let (mut snap_t, mut plan_t, mut req_t) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..31 {
+    println!("{nodes} nodes, {running} running pods, {gangs} gangs × {members} pending pods:");
+    println!(
+        "  every object into the index, one watch event at a time, and the first snapshot: {}",
+        ms(loaded)
+    );
+    for _ in 0..20 {
         // A cycle after a change: one pod updated (the first round converts everything).
-        index.apply("v1/Pod", versioned(gang_pod("bench", "job-000-0", "job-000", 2)));
+        let changed = versioned(gang_pod("bench", "job-000-0", "job-000", 2));
         let t = Instant::now();
-        let assembled = index.snapshot();
+        index.apply("v1/Pod", changed);
+        index.refresh();
         let snapshot_took = t.elapsed();
-        if round == 0 {
-            println!("first cycle (everything converted): index → snapshot {}", ms(snapshot_took));
-            continue;
-        }
+        let snapshot = index.snapshot();
         snap_t.push(snapshot_took);
         let t = Instant::now();
-        let plan = schedule(&assembled.snapshot, &config, now);
+        let plan = schedule(snapshot, &config, now);
         plan_t.push(t.elapsed());
-        assert_eq!(plan.bindings.len(), GANGS * MEMBERS);
+        assert_eq!(plan.bindings.len(), gangs * members);
         let t = Instant::now();
         let mut limiter = EventLimiter::default();
-        let requests = apply::requests(&plan, &assembled.snapshot, &BTreeMap::new(), &mut limiter, now);
+        let requests = apply::requests(&plan, snapshot, &(), &mut limiter, now);
         req_t.push(t.elapsed());
-        assert!(requests.len() >= GANGS * MEMBERS);
+        assert!(requests.len() >= gangs * members);
     }
     for v in [&mut snap_t, &mut plan_t, &mut req_t] {
         v.sort();
     }
     let (s, p, r) = (percentile(&snap_t, 0.5), percentile(&plan_t, 0.5), percentile(&req_t, 0.5));
-    println!("per cycle after one change ({NODES} nodes, {} pending pods, median of 30):", GANGS * MEMBERS);
-    println!("  core schedule: {}", ms(p));
+    println!("  per cycle after one change (median of 20): core schedule {}", ms(p));
     println!(
-        "  loop: index → snapshot {}, plan → requests {}; total {} over the core",
+        "  loop: the change into the index and the snapshot {}, plan → requests {}; total {} over the core",
         ms(s),
         ms(r),
         ms(s + r)
@@ -174,7 +194,9 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    per_cycle();
+    per_cycle(NODES, 0, GANGS, MEMBERS);
+    // S4's size: what a cycle costs the loop on a big, busy cluster.
+    per_cycle(4_000, 140_000, 1, 16);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     // A steady stream (latency as a user sees it), then a burst (throughput).
     runtime.block_on(end_to_end(Duration::from_millis(20)));

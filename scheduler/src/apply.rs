@@ -1,12 +1,16 @@
 //! Applying a plan: the exact API requests (method, path, body) that bind, evict, nominate, and
-//! report — built as plain data here, sent by [`Api`] — so tests assert on what the API server
-//! would receive without a cluster.
+//! report — built as plain data here, sent by the run loop — so tests assert on what the API
+//! server would receive without a cluster.
+//!
+//! Status writes are left out when the object already says the same ([`Current`]): a write
+//! comes back as a watch event, which starts a cycle, which would write again — a loop that
+//! would keep the API server busy with every pending pod of every waiting gang.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use scheduler_core::model::{GangKey, Snapshot, Time};
-use scheduler_core::plan::{Binding, Eviction, EvictionReason, Nomination, Outcome, Phase};
+use scheduler_core::model::{GangKey, Pod, Snapshot, Time};
+use scheduler_core::plan::{Binding, Eviction, EvictionReason, Nomination, Outcome};
 use scheduler_core::{Plan, Reason};
 use serde_json::{Value, json};
 
@@ -18,6 +22,25 @@ pub struct Request {
     /// `Content-Type` of the body.
     pub content_type: &'static str,
     pub body: Value,
+    /// For a status write: the object it patches, as the index files it.
+    pub target: Option<Target>,
+}
+
+/// An object the index holds: its resource (`v1/Pod`, [`GANG`]), namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub resource: &'static str,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The index's resource key of pods.
+pub const POD: &str = "v1/Pod";
+/// The index's resource key of kube-gang's own `Gang`.
+pub const GANG: &str = "kube-gang.io/v1alpha1/Gang";
+
+fn target(resource: &'static str, namespace: &str, name: &str) -> Option<Target> {
+    Some(Target { resource, namespace: namespace.to_string(), name: name.to_string() })
 }
 
 const JSON: &str = "application/json";
@@ -36,6 +59,7 @@ pub fn binding(b: &Binding) -> Request {
             "metadata": {"name": b.pod.name, "namespace": b.pod.namespace, "uid": b.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
         }),
+        target: None,
     }
 }
 
@@ -52,6 +76,7 @@ pub fn eviction(e: &Eviction) -> Request {
             "metadata": {"name": e.pod.name, "namespace": e.pod.namespace},
             "deleteOptions": {"preconditions": {"uid": e.uid}},
         }),
+        target: None,
     }
 }
 
@@ -62,27 +87,76 @@ pub fn nomination(n: &Nomination) -> Request {
         path: format!("/api/v1/namespaces/{}/pods/{}/status", n.pod.namespace, n.pod.name),
         content_type: MERGE,
         body: json!({"status": {"nominatedNodeName": n.node}}),
+        target: target(POD, &n.pod.namespace, &n.pod.name),
     }
 }
 
-/// `PATCH pods/{name}/status`: `PodScheduled=False` with the gang's reason and message.
-pub fn pod_scheduled_false(namespace: &str, name: &str, outcome: &Outcome, now: Time) -> Request {
-    Request {
+/// The objects as the watches last reported them, so that writes which would change nothing are
+/// left out.
+pub trait Current {
+    /// The raw pod, if known.
+    fn pod(&self, namespace: &str, name: &str) -> Option<&Value>;
+    /// The raw `Gang` object, if known.
+    fn gang(&self, namespace: &str, name: &str) -> Option<&Value>;
+}
+
+/// Nothing known: every write is sent (and no `Gang` status, for want of the object).
+impl Current for () {
+    fn pod(&self, _: &str, _: &str) -> Option<&Value> {
+        None
+    }
+    fn gang(&self, _: &str, _: &str) -> Option<&Value> {
+        None
+    }
+}
+
+/// The condition of `type_` in an object's `status.conditions`.
+fn condition<'a>(obj: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
+    obj?.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+/// `PATCH pods/{name}/status`: `PodScheduled=False` with the gang's reason and message, unless
+/// the pod (`current`) already says exactly that. `lastTransitionTime` stays while the status
+/// stays `False`.
+pub fn pod_scheduled_false(
+    namespace: &str,
+    name: &str,
+    outcome: &Outcome,
+    current: Option<&Value>,
+    now: Time,
+) -> Option<Request> {
+    let reason = if outcome.reason == Reason::Unschedulable {
+        "Unschedulable".to_string()
+    } else {
+        format!("Gang{}", outcome.reason)
+    };
+    let message = format!("gang {}: {}", outcome.gang, outcome.message);
+    let was = condition(current, "PodScheduled").filter(|c| c["status"] == "False");
+    if was.is_some_and(|c| c["reason"] == reason.as_str() && c["message"] == message.as_str()) {
+        return None;
+    }
+    let transition =
+        was.and_then(|c| c.get("lastTransitionTime").cloned()).unwrap_or_else(|| json!(now.to_string()));
+    Some(Request {
         method: "PATCH",
         path: format!("/api/v1/namespaces/{namespace}/pods/{name}/status"),
         content_type: STRATEGIC,
         body: json!({"status": {"conditions": [{
             "type": "PodScheduled",
             "status": "False",
-            "reason": if outcome.reason == Reason::Unschedulable { "Unschedulable".to_string() } else { format!("Gang{}", outcome.reason) },
-            "message": format!("gang {}: {}", outcome.gang, outcome.message),
-            "lastTransitionTime": now.to_string(),
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition,
         }]}}),
-    }
+        target: target(POD, namespace, name),
+    })
 }
 
 /// `PATCH gangs/{name}/status` (merge patch): phase, counts, the `Scheduled` condition, and the
-/// scheduler state that must survive a restart.
+/// scheduler state that must survive a restart. `previous` is the object's current status.
 pub fn gang_status(
     outcome: &Outcome,
     generation: Option<i64>,
@@ -135,6 +209,7 @@ pub fn gang_status(
             "wasSatisfied": st.was_satisfied,
             "gaveUp": st.failed,
         }}),
+        target: target(GANG, &outcome.gang.namespace, &outcome.gang.name),
     }
 }
 
@@ -170,6 +245,7 @@ pub fn event(
             "note": truncate(note, 1024),
             "regarding": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace, "uid": uid},
         }),
+        target: None,
     }
 }
 
@@ -192,6 +268,12 @@ pub struct EventLimiter {
 }
 
 impl EventLimiter {
+    /// Forgets the gangs `still` says are gone, so the limiter does not grow with every gang
+    /// ever seen.
+    pub fn keep(&mut self, still: impl Fn(&GangKey) -> bool) {
+        self.last.retain(|(g, _), _| still(g));
+    }
+
     /// True when an event with `reason` and `message` for `gang` should be sent now.
     pub fn allow(&mut self, gang: &GangKey, reason: &str, message: &str, now: Time, every: Duration) -> bool {
         let key = (gang.clone(), reason.to_string());
@@ -205,37 +287,59 @@ impl EventLimiter {
     }
 }
 
+/// Whether the status a merge patch would write is already there: every field of the patch
+/// equals the current one (a `null` in the patch equals an absent field).
+fn already(status: &Value, current: Option<&Value>) -> bool {
+    let (Some(patch), Some(current)) = (status.as_object(), current) else { return false };
+    patch.iter().all(|(k, v)| current.get(k).unwrap_or(&Value::Null) == v)
+}
+
 /// Every request that applies `plan`, in the order they should be sent: bindings first (the
-/// expensive part, bounded concurrency), then evictions, nominations, status, events.
+/// expensive part, bounded concurrency), then evictions, nominations, status, events. Writes
+/// that would change nothing, as `current` tells, are left out.
 pub fn requests(
     plan: &Plan,
     snapshot: &Snapshot,
-    gangs: &BTreeMap<GangKey, (Option<i64>, Option<Value>)>,
+    current: &impl Current,
     limiter: &mut EventLimiter,
     now: Time,
 ) -> Vec<Request> {
     const CONTROLLER: &str = "kube-gang.io/gang-scheduler";
     let mut out: Vec<Request> = plan.bindings.iter().map(binding).collect();
     out.extend(plan.evictions.iter().map(eviction));
-    out.extend(plan.nominations.iter().map(nomination));
-    for o in &plan.outcomes {
-        // Only our own Gang objects get a status; other dialects' objects belong to their controllers.
-        let is_gang_crd = snapshot
-            .gangs
-            .iter()
-            .any(|g| g.key == o.gang && g.source.dialect == scheduler_core::model::Dialect::KubeGang);
-        if is_gang_crd && let Some((generation, previous)) = gangs.get(&o.gang) {
-            out.push(gang_status(o, *generation, previous.as_ref(), now));
+    for n in &plan.nominations {
+        let nominated =
+            current.pod(&n.pod.namespace, &n.pod.name).and_then(|p| p.pointer("/status/nominatedNodeName"));
+        if nominated.and_then(Value::as_str) != Some(n.node.as_str()) {
+            out.push(nomination(n));
         }
-        let pending: Vec<_> = snapshot
-            .pods
-            .iter()
-            .filter(|p| p.is_pending() && p.gang.as_ref().is_some_and(|m| m.gang == o.gang))
-            .filter(|p| !plan.bindings.iter().any(|b| b.pod == p.key))
-            .collect();
-        if !o.reason.is_satisfied() && o.phase == Phase::Pending {
-            for p in &pending {
-                out.push(pod_scheduled_false(&p.key.namespace, &p.key.name, o, now));
+    }
+    // Each gang's members, in one pass over the pods (not one per gang).
+    let mut members: HashMap<&GangKey, Vec<&Pod>> = HashMap::new();
+    for p in &snapshot.pods {
+        if let Some(m) = &p.gang {
+            members.entry(&m.gang).or_default().push(p);
+        }
+    }
+    let binding_now: HashSet<&scheduler_core::model::PodKey> = plan.bindings.iter().map(|b| &b.pod).collect();
+    for o in &plan.outcomes {
+        let gang = snapshot.gangs.binary_search_by(|g| g.key.cmp(&o.gang)).ok().map(|i| &snapshot.gangs[i]);
+        let of_gang = members.get(&o.gang).map_or(&[][..], Vec::as_slice);
+        // Only our own Gang objects get a status; other dialects' objects belong to their controllers.
+        if gang.is_some_and(|g| g.source.dialect == scheduler_core::model::Dialect::KubeGang)
+            && let Some(obj) = current.gang(&o.gang.namespace, &o.gang.name)
+        {
+            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+            let previous = obj.get("status");
+            let r = gang_status(o, generation, previous, now);
+            if !already(&r.body["status"], previous) {
+                out.push(r);
+            }
+        }
+        if !o.reason.is_satisfied() {
+            for p in of_gang.iter().filter(|p| p.is_pending() && !binding_now.contains(&p.key)) {
+                let pod = current.pod(&p.key.namespace, &p.key.name);
+                out.extend(pod_scheduled_false(&p.key.namespace, &p.key.name, o, pod, now));
             }
         }
         let (type_, reason) = match o.reason {
@@ -250,12 +354,7 @@ pub fn requests(
             continue;
         }
         // Events are about the pods users look at: the first member (by name) carries them.
-        let member = snapshot
-            .pods
-            .iter()
-            .filter(|p| p.gang.as_ref().is_some_and(|m| m.gang == o.gang))
-            .min_by(|a, b| a.key.cmp(&b.key));
-        if let Some(p) = member {
+        if let Some(p) = of_gang.iter().min_by(|a, b| a.key.cmp(&b.key)) {
             out.push(event(
                 &p.key.namespace,
                 "Pod",
@@ -270,6 +369,7 @@ pub fn requests(
             ));
         }
     }
+    limiter.keep(|g| plan.outcome(g).is_some());
     for e in &plan.evictions {
         if e.reason == EvictionReason::Preempted {
             let note = format!(
@@ -297,7 +397,16 @@ pub fn requests(
 mod tests {
     use super::*;
     use scheduler_core::model::{GangState, ObjectKey};
-    use scheduler_core::plan::Counts;
+    use scheduler_core::plan::{Counts, Phase};
+
+    #[test]
+    fn resource_keys_match_the_watched_kinds() {
+        let keys: Vec<String> = crate::run::resources()
+            .iter()
+            .map(|w| format!("{}/{}", w.resource.api_version, w.resource.kind))
+            .collect();
+        assert!(keys.iter().any(|k| k == POD) && keys.iter().any(|k| k == GANG), "{keys:?}");
+    }
 
     #[test]
     fn binding_carries_the_uid_and_the_node() {

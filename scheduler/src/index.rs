@@ -1,26 +1,36 @@
-//! The synchronous index the watches feed: the watched objects in the core's [`Cluster`], plus the
-//! bindings this scheduler sent that the watch has not confirmed yet (so the next cycle cannot
-//! double-book a node). A cycle assembles a snapshot from it through the core's one assembly
-//! path; a [`Memo`] keeps the conversions of objects that did not change since the last cycle, so
-//! a cycle costs what changed, not what the cluster holds.
+//! The synchronous index the watches feed: the watched objects in the core's [`Live`] view (a
+//! snapshot patched object by object, so a cycle costs what changed, not what the cluster holds),
+//! plus what this scheduler knows that the watch does not say yet:
+//!
+//! - bindings sent but not yet seen in the watch (so the next cycle cannot double-book a node);
+//! - the gang state the last applied plan left each gang (when it started waiting, when it fell
+//!   below its minimum, its timeouts and backoff) and its `NonStrict` reservations, handed to the
+//!   next cycle. A `Gang` object carries its state in its status too, which is what a new leader
+//!   starts from; gangs of the other dialects start afresh after a restart or a change of leader
+//!   (their timeout and grace period count from then).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use scheduler_core::cluster::{Assembled, Cluster, Memo};
-use scheduler_core::model::PodKey;
-use scheduler_core::plan::Binding;
+use scheduler_core::cluster::{Live, Problem};
+use scheduler_core::model::{GangKey, GangState, PodKey, Reservation, Snapshot, Time};
+use scheduler_core::plan::{Binding, Plan};
+
+use crate::apply::Request;
 use serde_json::Value;
 
 /// Cluster state as the scheduler knows it.
 #[derive(Debug, Default)]
 pub struct Index {
-    cluster: Cluster,
-    memo: Memo,
+    live: Live,
     /// Resource (e.g. `v1/Pod`) → the (namespace, name) of each object held.
     keys: BTreeMap<String, BTreeSet<(String, String)>>,
     /// Bindings sent and not yet seen in the watch: pod → (node, when sent).
     assumed: BTreeMap<PodKey, (String, Instant)>,
+    /// Gang → (its creation time, the state the last applied plan left it). The creation time
+    /// tells a gang from a later one of the same name.
+    carried: HashMap<GangKey, (Time, GangState)>,
+    reservations: Vec<Reservation>,
 }
 
 fn key_of(obj: &Value) -> (String, String) {
@@ -38,20 +48,23 @@ impl Index {
         Index::default()
     }
 
-    /// A watch `Apply` event for `resource`.
+    /// A watch `Apply` event (added or modified) for `resource`.
     pub fn apply(&mut self, resource: &str, obj: Value) {
-        if let Some(pod) = pod_key(&obj)
-            && obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some()
+        let pod = pod_key(&obj);
+        if let Some(p) = &pod
+            && obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
         {
-            self.assumed.remove(&pod);
+            self.assumed.remove(p);
         }
         let key = key_of(&obj);
-        // Objects the core cannot file are reported when a snapshot is assembled, not here.
-        if self.cluster.push(obj).is_ok() {
+        // Objects the core cannot file are reported with the snapshot's problems, not here.
+        if self.live.push(obj).is_ok() {
             self.keys.entry(resource.to_string()).or_default().insert(key);
         }
-        // Kinds the cluster view does not use are not kept (a watch would grow them forever).
-        self.cluster.others.clear();
+        // Still assumed: the new version of the pod does not undo the binding we sent.
+        if let Some(p) = pod {
+            self.hold_assumed(&p);
+        }
     }
 
     /// A watch `Delete` event for `resource`.
@@ -64,7 +77,7 @@ impl Index {
 
     fn forget_object(&mut self, resource: &str, (ns, name): &(String, String)) {
         let (api_version, kind) = split(resource);
-        self.cluster.remove_named(api_version, kind, ns, name);
+        self.live.remove(api_version, kind, ns, name);
         if let Some(keys) = self.keys.get_mut(resource) {
             keys.remove(&(ns.clone(), name.clone()));
         }
@@ -77,6 +90,9 @@ impl Index {
         let gone: Vec<(String, String)> =
             self.keys.get(resource).map(|k| k.difference(&fresh).cloned().collect()).unwrap_or_default();
         for key in &gone {
+            if split(resource).1 == "Pod" {
+                self.assumed.remove(&PodKey::new(&key.0, &key.1));
+            }
             self.forget_object(resource, key);
         }
         for o in objects {
@@ -92,43 +108,128 @@ impl Index {
     /// The raw object, if held.
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<&Value> {
         let (api_version, kind) = split(resource);
-        self.cluster.get(api_version, kind, namespace, name)
+        self.live.get(api_version, kind, namespace, name)
     }
 
-    /// Records a binding sent to the API.
+    /// Records a binding sent to the API: the next cycle sees the node as used.
     pub fn assume(&mut self, b: &Binding) {
         self.assumed.insert(b.pod.clone(), (b.node.clone(), Instant::now()));
+        self.hold_assumed(&b.pod);
+    }
+
+    /// Shows an assumed binding in the view, if the pod has no node of its own.
+    fn hold_assumed(&mut self, pod: &PodKey) {
+        let Some((node, _)) = self.assumed.get(pod) else { return };
+        if let Some(p) = self.live.pod_mut(&pod.namespace, &pod.name)
+            && p.node_name.is_none()
+        {
+            p.node_name = Some(node.clone());
+        }
     }
 
     /// Drops assumptions older than `ttl` that the watch never confirmed (a binding whose outcome
     /// could not be learned and that did not happen): their pods are placed again.
     pub fn expire(&mut self, ttl: Duration) -> usize {
-        let before = self.assumed.len();
-        self.assumed.retain(|_, (_, at)| at.elapsed() < ttl);
-        before - self.assumed.len()
+        let old: Vec<PodKey> =
+            self.assumed.iter().filter(|(_, (_, at))| at.elapsed() >= ttl).map(|(p, _)| p.clone()).collect();
+        for pod in &old {
+            self.forget(pod);
+        }
+        old.len()
     }
 
     /// Forgets an assumed binding (the API refused it).
     pub fn forget(&mut self, pod: &PodKey) {
-        self.assumed.remove(pod);
+        if self.assumed.remove(pod).is_some() {
+            self.live.reread_pod(&pod.namespace, &pod.name);
+        }
     }
 
-    /// Bindings sent and not yet confirmed by the watch.
+    /// Records a status write about to be sent, as if the watch had already reported it: the
+    /// next cycle sees it written and does not write it again. The watch's version replaces it
+    /// when it comes; if the write fails, the sender fetches the object again.
+    pub fn wrote(&mut self, r: &Request) {
+        let Some(t) = &r.target else { return };
+        let Some(mut obj) = self.get(t.resource, &t.namespace, &t.name).cloned() else { return };
+        let mut patch = r.body.clone();
+        if r.content_type.starts_with("application/strategic-merge-patch") {
+            // Conditions merge by their type, as the API server merges them.
+            if let (Some(mut merged), Some(new)) = (
+                obj.pointer("/status/conditions").and_then(Value::as_array).cloned(),
+                patch.pointer("/status/conditions").and_then(Value::as_array),
+            ) {
+                for c in new {
+                    match merged.iter_mut().find(|o| o.get("type") == c.get("type")) {
+                        Some(o) => *o = c.clone(),
+                        None => merged.push(c.clone()),
+                    }
+                }
+                patch["status"]["conditions"] = Value::Array(merged);
+            }
+        }
+        json_patch::merge(&mut obj, &patch);
+        self.apply(t.resource, obj);
+    }
+
+    /// How many bindings are assumed.
     pub fn assumed(&self) -> usize {
         self.assumed.len()
     }
 
-    /// What the cycle sees: the watched state with assumed bindings applied.
-    pub fn snapshot(&mut self) -> Assembled {
-        let mut a = self.cluster.snapshot_with(&mut self.memo);
-        for p in &mut a.snapshot.pods {
-            if p.node_name.is_none()
-                && let Some((node, _)) = self.assumed.get(&p.key)
+    /// Keeps what `plan` (about to be applied) leaves each gang, for the next cycle.
+    pub fn carry(&mut self, plan: &Plan) {
+        let gangs = &self.live.snapshot().gangs;
+        self.carried = plan
+            .outcomes
+            .iter()
+            .filter_map(|o| {
+                let i = gangs.binary_search_by(|g| g.key.cmp(&o.gang)).ok()?;
+                Some((o.gang.clone(), (gangs[i].created, o.state.clone())))
+            })
+            .collect();
+        self.reservations = plan.reservations.clone();
+    }
+
+    /// Forgets carried state (leadership lost or gained: the API's word counts again).
+    pub fn drop_carried(&mut self) {
+        self.carried.clear();
+        self.reservations.clear();
+    }
+
+    /// Brings the view up to date for a cycle: gangs resolved, carried state and reservations
+    /// handed back.
+    pub fn refresh(&mut self) {
+        self.live.refresh();
+        for g in self.live.gangs_mut() {
+            if let Some((created, state)) = self.carried.get(&g.key)
+                && *created == g.created
             {
-                p.node_name = Some(node.clone());
+                g.state = state.clone();
             }
         }
-        a
+        self.live.set_reservations(self.reservations.clone());
+    }
+
+    /// What the cycle sees, as of the last [`Index::refresh`]: the watched state with assumed
+    /// bindings and carried state applied.
+    pub fn snapshot(&self) -> &Snapshot {
+        self.live.snapshot()
+    }
+
+    /// Every watched object the core could not read.
+    pub fn problems(&self) -> Vec<Problem> {
+        self.live.problems()
+    }
+}
+
+impl crate::apply::Current for Index {
+    fn pod(&self, namespace: &str, name: &str) -> Option<&Value> {
+        self.live.get("v1", "Pod", namespace, name)
+    }
+
+    fn gang(&self, namespace: &str, name: &str) -> Option<&Value> {
+        let api_version = format!("{}/{}", scheduler_core::GROUP, scheduler_core::VERSION);
+        self.live.get(&api_version, "Gang", namespace, name)
     }
 }
 
@@ -147,6 +248,7 @@ fn pod_key(obj: &Value) -> Option<PodKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apply::GANG;
     use serde_json::json;
 
     fn node(name: &str) -> Value {
@@ -166,10 +268,119 @@ mod tests {
         index.apply("v1/Node", node("n1"));
         index.apply("v1/Pod", pod("p", None));
         index.assume(&Binding { pod: PodKey::new("ml", "p"), uid: "p".into(), node: "n1".into() });
-        let snap = index.snapshot().snapshot;
-        assert_eq!(snap.pods[0].node_name.as_deref(), Some("n1"), "the next cycle sees the node as used");
+        index.refresh();
+        assert_eq!(
+            index.snapshot().pods[0].node_name.as_deref(),
+            Some("n1"),
+            "the next cycle sees the node as used"
+        );
+        // A status update of the still-unbound pod does not undo the assumption.
+        index.apply("v1/Pod", pod("p", None));
+        index.refresh();
+        assert_eq!(index.snapshot().pods[0].node_name.as_deref(), Some("n1"));
         index.apply("v1/Pod", pod("p", Some("n1")));
         assert_eq!(index.assumed(), 0);
+    }
+
+    #[test]
+    fn a_status_write_is_seen_before_the_watch_reports_it() {
+        use scheduler_core::model::ObjectKey;
+        use scheduler_core::plan::{Counts, Outcome, Phase};
+        use scheduler_core::{Reason, model::GangState};
+        let mut index = Index::new();
+        let mut p = pod("p", None);
+        p["status"]["conditions"] = json!([{"type": "Initialized", "status": "True"}]);
+        index.apply("v1/Pod", p);
+        let outcome = Outcome {
+            gang: ObjectKey::new("ml", "g"),
+            reason: Reason::Unschedulable,
+            phase: Phase::Pending,
+            message: "needs 2 pods".into(),
+            counts: Counts::default(),
+            state: GangState::default(),
+        };
+        let now = Time::from_secs(100);
+        let current = |index: &Index| index.get("v1/Pod", "ml", "p").cloned();
+        let write =
+            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now).unwrap();
+        index.wrote(&write);
+        let conditions = current(&index).unwrap()["status"]["conditions"].clone();
+        assert_eq!(conditions.as_array().map(Vec::len), Some(2), "merged by type: {conditions}");
+        assert_eq!(conditions[1]["reason"], "Unschedulable");
+        // The next cycle has nothing to write; a new message is written again, keeping the
+        // transition time.
+        assert_eq!(
+            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now),
+            None
+        );
+        let changed = Outcome { message: "needs 3 pods".into(), ..outcome };
+        let later = Time::from_secs(200);
+        let again = crate::apply::pod_scheduled_false("ml", "p", &changed, current(&index).as_ref(), later);
+        let again = again.expect("a new message is written");
+        assert_eq!(again.body["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:01:40Z");
+        // A merge patch (a Gang's status) merges as JSON merge patch does.
+        index.apply(
+            GANG,
+            json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                   "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 2}}),
+        );
+        let status = crate::apply::gang_status(&changed, Some(1), None, now);
+        index.wrote(&status);
+        let g = index.get(GANG, "ml", "g").unwrap();
+        assert_eq!(g["status"]["phase"], "Pending");
+        assert_eq!(g["spec"]["minMember"], 2);
+        assert!(g["status"].get("degradedSince").is_none(), "nulls delete: {g}");
+    }
+
+    #[test]
+    fn a_refused_binding_frees_the_node_again() {
+        let mut index = Index::new();
+        index.apply("v1/Node", node("n1"));
+        index.apply("v1/Pod", pod("p", None));
+        index.assume(&Binding { pod: PodKey::new("ml", "p"), uid: "p".into(), node: "n1".into() });
+        index.forget(&PodKey::new("ml", "p"));
+        index.refresh();
+        assert_eq!(index.snapshot().pods[0].node_name, None);
+        index.assume(&Binding { pod: PodKey::new("ml", "p"), uid: "p".into(), node: "n1".into() });
+        assert_eq!(index.expire(Duration::ZERO), 1, "never confirmed");
+        index.refresh();
+        assert_eq!(index.snapshot().pods[0].node_name, None);
+    }
+
+    #[test]
+    fn gang_state_is_carried_to_the_next_cycle_of_the_same_gang_only() {
+        use scheduler_core::Config;
+        let gang_pod = |name: &str, created: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": "ml", "uid": name, "creationTimestamp": created,
+                                "labels": {"kube-gang.io/gang": "g"}, "annotations": {"kube-gang.io/min-member": "2"}},
+                   "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]},
+                   "status": {"phase": "Pending"}})
+        };
+        let mut index = Index::new();
+        index.apply("v1/Pod", gang_pod("a", "2026-01-01T00:00:00Z"));
+        index.apply("v1/Pod", gang_pod("b", "2026-01-01T00:00:00Z"));
+        index.refresh();
+        let first = Time::from_secs(1_000);
+        let plan = scheduler_core::schedule(index.snapshot(), &Config::default(), first);
+        assert_eq!(plan.outcomes[0].state.waiting_since, Some(first), "{plan:#?}");
+        index.carry(&plan);
+        index.refresh();
+        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(first));
+        // Still carried when the gang is resolved again (a member changed).
+        index.apply("v1/Pod", gang_pod("b", "2026-01-01T00:00:00Z"));
+        index.refresh();
+        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(first));
+        // A new gang of the same name (its pods re-created later) starts afresh.
+        index.delete("v1/Pod", &gang_pod("a", ""));
+        index.delete("v1/Pod", &gang_pod("b", ""));
+        index.apply("v1/Pod", gang_pod("a", "2026-02-01T00:00:00Z"));
+        index.apply("v1/Pod", gang_pod("b", "2026-02-01T00:00:00Z"));
+        index.refresh();
+        assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
+        index.drop_carried();
+        index.refresh();
+        assert!(index.snapshot().reservations.is_empty());
     }
 
     #[test]

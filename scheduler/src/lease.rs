@@ -1,8 +1,16 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease: acquire when free or expired, renew while
 //! held, release on shutdown. Every write carries the Lease's `resourceVersion`, so two replicas
 //! racing for it cannot both win: the API server rejects the stale write with a 409.
+//!
+//! The election runs in a task of its own ([`elect`]), so a long cycle or a slow burst of
+//! bindings never delays a renewal; it publishes a [`Standing`] that the loop consults before
+//! every write.
 
 use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -20,6 +28,71 @@ pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// sits at the same fraction by default).
 pub fn renew_deadline(lease_duration: Duration) -> Duration {
     lease_duration.saturating_mul(2) / 3
+}
+
+/// Where this replica stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Standing {
+    /// It holds the Lease (or runs without leader election).
+    pub held: bool,
+    /// Until when it may act on that: its last renewal plus the renew deadline (`None`: no
+    /// election, no deadline).
+    pub until: Option<Instant>,
+}
+
+impl Standing {
+    /// A replica running without leader election: it always acts.
+    pub const ALONE: Standing = Standing { held: true, until: None };
+    /// Not (yet) the leader.
+    pub const FOLLOWER: Standing = Standing { held: false, until: None };
+
+    /// Whether it may write to the cluster now.
+    pub fn may_act(&self) -> bool {
+        self.held && self.until.is_none_or(|u| Instant::now() < u)
+    }
+}
+
+/// Runs election rounds every `retry` until `stop`, publishing the result. A round that fails or
+/// hangs never extends the standing: the renew deadline runs from the start of the last round
+/// that succeeded.
+pub async fn elect(
+    api: Api<Lease>,
+    name: String,
+    me: String,
+    duration: Duration,
+    retry: Duration,
+    standing: watch::Sender<Standing>,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(retry);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let attempt = Instant::now();
+        let round = tokio::select! {
+            () = stop.cancelled() => return,
+            r = round(&api, &name, &me, crate::run::wall_clock(), duration) => r,
+        };
+        let held = match round {
+            Ok(held) => held,
+            Err(e) => {
+                tracing::warn!(error = %e, "lease round failed; not leading until one succeeds");
+                false
+            }
+        };
+        let next = if held {
+            Standing { held, until: Some(attempt + renew_deadline(duration)) }
+        } else {
+            Standing::FOLLOWER
+        };
+        if next.held != standing.borrow().held {
+            tracing::info!(leader = held, identity = %me, "leadership changed");
+        }
+        standing.send_replace(next);
+    }
 }
 
 /// What to do with a Lease as found, for `me` at `now`. Pure, so the rules are tested without a

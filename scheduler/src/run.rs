@@ -5,7 +5,7 @@
 //! dialect's CRDs, our own `Gang`) are discovered every 30 s: a missing CRD is not an error, and one
 //! installed later is picked up.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -14,14 +14,15 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use scheduler_core::model::{GangKey, Time};
+use scheduler_core::model::Time;
 use scheduler_core::{Config, Plan};
 use serde_json::Value;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, EventLimiter, Request};
 use crate::index::Index;
+use crate::lease::Standing;
 use crate::metrics::{Metrics, ResultLabel};
 use crate::ratelimit::RateLimiter;
 
@@ -50,6 +51,12 @@ pub fn resources() -> Vec<Watched> {
 /// How long a binding whose outcome is unknown keeps its node booked without the watch
 /// confirming it.
 const ASSUME_TTL: Duration = Duration::from_secs(30);
+
+/// How long shutdown waits to release the Lease.
+const RELEASE_WITHIN: Duration = Duration::from_secs(5);
+
+/// How often the leader logs the objects it cannot read (they are also in `kubectl gang status`).
+const PROBLEMS_EVERY: Duration = Duration::from_secs(300);
 
 fn resource_key(r: &ApiResource) -> String {
     format!("{}/{}", r.api_version, r.kind)
@@ -134,7 +141,7 @@ pub struct Settings {
     pub burst: u32,
 }
 
-/// Runs until `stop` is cancelled; then releases the Lease after in-flight requests finish.
+/// Runs until `stop` is cancelled; then releases the Lease after in-flight bindings finish.
 pub async fn run(
     client: kube::Client,
     settings: Settings,
@@ -152,12 +159,39 @@ pub async fn run(
     let mut index = Index::new();
     let mut limiter = EventLimiter::default();
     let rate = Arc::new(RateLimiter::new(settings.qps, settings.burst));
+    let concurrency = settings.bind_concurrency.max(1);
+
+    // Leadership, decided by a task of its own.
     let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.lease_namespace);
-    let mut leader = !settings.leader_elect;
-    let mut last_lease: Option<Instant> = None;
-    // When the Lease was last written by us: a leader acts only within the renew deadline of it.
-    let mut renewed: Option<Instant> = None;
-    let mut dirty = true;
+    let initial = if settings.leader_elect { Standing::FOLLOWER } else { Standing::ALONE };
+    let (standing_tx, mut standing) = watch::channel(initial);
+    let elector_stop = stop.child_token();
+    let elector = settings.leader_elect.then(|| {
+        tokio::spawn(crate::lease::elect(
+            leases.clone(),
+            settings.lease_name.clone(),
+            settings.identity.clone(),
+            settings.lease_duration,
+            settings.retry_period,
+            standing_tx,
+            elector_stop.clone(),
+        ))
+    });
+    let mut was_leading = false;
+
+    // Status writes and events go out in the background: the loop never waits for them.
+    let (report_tx, report_rx) = mpsc::unbounded_channel::<Vec<Request>>();
+    let reporter = tokio::spawn(report(
+        client.clone(),
+        rate.clone(),
+        report_rx,
+        tx.clone(),
+        concurrency,
+        standing.clone(),
+        stop.child_token(),
+    ));
+
+    let mut log_problems: Option<Instant> = None;
     let mut tick = tokio::time::interval(settings.period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -177,41 +211,15 @@ pub async fn run(
             }
             last_discovery = Some(Instant::now());
         }
-        // Leader election.
-        if settings.leader_elect && last_lease.is_none_or(|t| t.elapsed() >= settings.retry_period) {
-            let attempt = Instant::now();
-            let round = crate::lease::round(
-                &leases,
-                &settings.lease_name,
-                &settings.identity,
-                now(),
-                settings.lease_duration,
-            );
-            match round.await {
-                Ok(l) => {
-                    if l != leader {
-                        tracing::info!(leader = l, identity = %settings.identity, "leadership changed");
-                    }
-                    leader = l;
-                    renewed = l.then_some(attempt);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "lease round failed; not leading until it succeeds");
-                    leader = false;
-                    renewed = None;
-                }
-            }
-            metrics.leader.set(i64::from(leader));
-            last_lease = Some(Instant::now());
-        }
 
         tokio::select! {
             () = stop.cancelled() => break,
             _ = tick.tick() => {}
+            // A new leader acts at once, not at the next tick.
+            Ok(()) = standing.changed() => {}
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };
                 handle(&mut index, &mut synced, msg);
-                dirty = true;
                 // Debounce: take whatever else arrives within 100 ms before deciding.
                 let until = tokio::time::Instant::now() + Duration::from_millis(100);
                 while let Ok(Some(m)) = tokio::time::timeout_at(until, rx.recv()).await {
@@ -219,52 +227,119 @@ pub async fn run(
                 }
             }
         }
+        let leading = standing.borrow().may_act();
+        metrics.leader.set(i64::from(leading));
+        if leading != was_leading {
+            // Leadership gained or lost: the API's word on gang state counts again.
+            index.drop_carried();
+            limiter = EventLimiter::default();
+            was_leading = leading;
+        }
         let ready = required.is_subset(&synced);
         metrics.ready.store(ready, Ordering::Relaxed);
-        if !ready || !(dirty || leader) {
+        // A follower only keeps its index warm; the leader decides on every tick (timeouts and
+        // grace periods expire without any event).
+        if !ready || !leading {
             continue;
         }
-        dirty = false;
         let started_at = Instant::now();
         let expired = index.expire(ASSUME_TTL);
         if expired > 0 {
             tracing::warn!(pods = expired, "bindings never confirmed by the watch; placing those pods again");
         }
-        let now = now();
-        let assembled = index.snapshot();
-        for p in &assembled.problems {
-            tracing::debug!(object = %p.object, problem = %p, "cannot read object");
-        }
-        let plan = scheduler_core::schedule(&assembled.snapshot, &settings.config, now);
+        let now = wall_clock();
+        index.refresh();
+        let snapshot = index.snapshot();
+        let plan = scheduler_core::schedule(snapshot, &settings.config, now);
         metrics.cycle_duration.observe(started_at.elapsed().as_secs_f64());
         record(&metrics, &plan);
-        // A leader whose last renewal is older than the renew deadline (a stalled API, a slow
-        // cycle) no longer acts: a successor may take over once the Lease expires.
-        let deadline = crate::lease::renew_deadline(settings.lease_duration);
-        let leading = leader && (!settings.leader_elect || renewed.is_some_and(|t| t.elapsed() < deadline));
-        if !leading {
-            continue;
+        if log_problems.is_none_or(|t| t.elapsed() >= PROBLEMS_EVERY) {
+            for p in index.problems() {
+                tracing::warn!(object = %p.object, problem = %p, "cannot read object");
+            }
+            log_problems = Some(Instant::now());
         }
-        let gangs = gang_meta(&index, &assembled.snapshot.gangs);
-        let requests = apply::requests(&plan, &assembled.snapshot, &gangs, &mut limiter, now);
+        let requests = apply::requests(&plan, snapshot, &index, &mut limiter, now);
+        index.carry(&plan);
         for b in &plan.bindings {
             index.assume(b);
         }
-        let failed = send_all(&client, &rate, requests, settings.bind_concurrency, &stop).await;
+        let (writes, reports): (Vec<Request>, Vec<Request>) =
+            requests.into_iter().partition(|r| r.method == "POST" && r.target.is_none() && !is_event(r));
+        for r in &reports {
+            index.wrote(r);
+        }
+        let _ = report_tx.send(reports);
+        let failed = send_all(&client, &rate, writes, concurrency, &standing).await;
         for pod in failed {
             index.forget(&pod);
         }
     }
     stop.cancel();
+    drop(report_tx);
+    let _ = reporter.await;
     while tasks.join_next().await.is_some() {}
-    if settings.leader_elect && leader {
-        if let Err(e) = crate::lease::release(&leases, &settings.lease_name, &settings.identity).await {
-            tracing::warn!(error = %e, "could not release the lease");
-        } else {
-            tracing::info!("lease released");
+    if let Some(elector) = elector {
+        let _ = elector.await;
+        if standing.borrow().held {
+            // Bounded: a stalled API server must not hold up shutdown (the Lease then expires).
+            let release = crate::lease::release(&leases, &settings.lease_name, &settings.identity);
+            match tokio::time::timeout(RELEASE_WITHIN, release).await {
+                Ok(Ok(())) => tracing::info!("lease released"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "could not release the lease"),
+                Err(_) => tracing::warn!("releasing the lease timed out; it expires on its own"),
+            }
         }
     }
     Ok(())
+}
+
+fn is_event(r: &Request) -> bool {
+    r.path.ends_with("/events")
+}
+
+/// Sends status writes and events as they come, `concurrency` at a time, while this replica may
+/// act. A status write that fails is followed by a fresh read of its object, which replaces the
+/// index's optimistic copy (see [`Index::wrote`]), so the next cycle writes it again.
+async fn report(
+    client: kube::Client,
+    rate: Arc<RateLimiter>,
+    mut batches: mpsc::UnboundedReceiver<Vec<Request>>,
+    tx: mpsc::UnboundedSender<Msg>,
+    concurrency: usize,
+    standing: watch::Receiver<Standing>,
+    stop: CancellationToken,
+) {
+    loop {
+        let batch = tokio::select! {
+            () = stop.cancelled() => return,
+            b = batches.recv() => b,
+        };
+        let Some(batch) = batch else { return };
+        let sending = futures::stream::iter(batch).for_each_concurrent(concurrency, |r| {
+            let (client, rate, tx, standing) = (&client, &rate, &tx, &standing);
+            async move {
+                if !standing.borrow().may_act() {
+                    return;
+                }
+                rate.acquire().await;
+                let Err(e) = send(client, &r).await else { return };
+                tracing::debug!(path = %r.path, error = %e, "write failed; the next cycle retries");
+                let Some(t) = &r.target else { return };
+                let path = r.path.trim_end_matches("/status");
+                let get = http::Request::get(path).body(Vec::new());
+                if let Ok(req) = get
+                    && let Ok(fresh) = client.request::<Value>(req).await
+                {
+                    let _ = tx.send(Msg::Apply(t.resource.to_string(), fresh));
+                }
+            }
+        });
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = sending => {}
+        }
+    }
 }
 
 fn handle(index: &mut Index, synced: &mut BTreeSet<String>, msg: Msg) {
@@ -278,7 +353,8 @@ fn handle(index: &mut Index, synced: &mut BTreeSet<String>, msg: Msg) {
     }
 }
 
-fn now() -> Time {
+/// The wall clock, as the core reads time.
+pub(crate) fn wall_clock() -> Time {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -298,78 +374,60 @@ fn record(metrics: &Metrics, plan: &Plan) {
     metrics.pods_bound.inc_by(plan.bindings.len() as u64);
 }
 
-/// Generation and current status of every `Gang`, for status patches.
-fn gang_meta(
-    index: &Index,
-    gangs: &[scheduler_core::model::Gang],
-) -> BTreeMap<GangKey, (Option<i64>, Option<Value>)> {
-    let key = format!("{}/{}/Gang", scheduler_core::GROUP, scheduler_core::VERSION);
-    let mut out = BTreeMap::new();
-    if index.count(&key) == 0 {
-        return out;
-    }
-    for g in gangs {
-        if let Some(obj) = index.get(&key, &g.key.namespace, &g.key.name) {
-            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-            out.insert(g.key.clone(), (generation, obj.get("status").cloned()));
-        }
-    }
-    out
-}
-
-/// Sends every request: bindings with bounded concurrency, the rest in order. Returns the pods
-/// whose binding failed (their assumption is dropped). Errors are logged and retried by later
-/// cycles, which recompute from the API's state; the loop never crashes on them.
+/// Sends bindings (`concurrency` at a time) and then evictions, while this replica may act.
+/// Returns the pods whose binding failed or was not sent (their assumption is dropped). Errors are
+/// logged and retried by later cycles, which recompute from the API's state; the loop never
+/// crashes on them. Shutdown lets the bindings of the cycle finish: a gang is not cut in half.
 async fn send_all(
     client: &kube::Client,
     rate: &RateLimiter,
     requests: Vec<Request>,
     concurrency: usize,
-    stop: &CancellationToken,
+    standing: &watch::Receiver<Standing>,
 ) -> Vec<scheduler_core::model::PodKey> {
     let (binds, rest): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| r.path.ends_with("/binding"));
-    let permits = Arc::new(Semaphore::new(concurrency.max(1)));
     let results: Vec<Option<scheduler_core::model::PodKey>> = futures::stream::iter(binds)
-        .map(|r| {
-            let permits = permits.clone();
-            async move {
-                let _permit = permits.acquire().await.ok()?;
-                rate.acquire().await;
-                let e = match send(client, &r).await {
-                    Ok(_) => return None,
-                    Err(e) => e,
-                };
-                let ns = r.body.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-                let name = r.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-                let refused = matches!(&e, kube::Error::Api(s) if s.code != 409);
-                if !refused {
-                    // A 409, or no answer at all (a dropped connection): the binding may have
-                    // happened. The pod says whether it is on the node we chose.
-                    match on_our_node(client, &r).await {
-                        Some(true) => return None,
-                        Some(false) => {}
-                        None => {
-                            // Unknown: keep the node booked until the watch tells, or the
-                            // assumption expires.
-                            tracing::warn!(path = %r.path, error = %e, "binding outcome unknown");
-                            return None;
-                        }
+        .map(|r| async move {
+            let ns = r.body.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+            let name = r.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+            let pod = scheduler_core::model::PodKey::new(ns, name);
+            // Leadership lost (or its renewal overdue) mid-plan: a successor takes over from here.
+            if !standing.borrow().may_act() {
+                return Some(pod);
+            }
+            rate.acquire().await;
+            let e = match send(client, &r).await {
+                Ok(_) => return None,
+                Err(e) => e,
+            };
+            let refused = matches!(&e, kube::Error::Api(s) if s.code != 409);
+            if !refused {
+                // A 409, or no answer at all (a dropped connection): the binding may have
+                // happened. The pod says whether it is on the node we chose.
+                match on_our_node(client, &r).await {
+                    Some(true) => return None,
+                    Some(false) => {}
+                    None => {
+                        // Unknown: keep the node booked until the watch tells, or the
+                        // assumption expires.
+                        tracing::warn!(path = %r.path, error = %e, "binding outcome unknown");
+                        return None;
                     }
                 }
-                tracing::warn!(path = %r.path, error = %e, "binding failed");
-                Some(scheduler_core::model::PodKey::new(ns, name))
             }
+            tracing::warn!(path = %r.path, error = %e, "binding failed");
+            Some(pod)
         })
-        .buffer_unordered(concurrency.max(1))
+        .buffer_unordered(concurrency)
         .collect()
         .await;
-    // Shutdown lets in-flight binds finish (above) but starts nothing new.
-    if !stop.is_cancelled() {
-        for r in rest {
-            rate.acquire().await;
-            if let Err(e) = send(client, &r).await {
-                tracing::debug!(path = %r.path, error = %e, "request failed; the next cycle retries");
-            }
+    for r in rest {
+        if !standing.borrow().may_act() {
+            break;
+        }
+        rate.acquire().await;
+        if let Err(e) = send(client, &r).await {
+            tracing::warn!(path = %r.path, error = %e, "request failed; the next cycle retries");
         }
     }
     results.into_iter().flatten().collect()

@@ -11,16 +11,33 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 async fn start(fake: &FakeApi, leader_elect: bool) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    start_with(fake, leader_elect, Config::default()).await
+}
+
+async fn start_with(
+    fake: &FakeApi,
+    leader_elect: bool,
+    policy: Config,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    start_lease(fake, leader_elect, policy, Duration::from_secs(15)).await
+}
+
+async fn start_lease(
+    fake: &FakeApi,
+    leader_elect: bool,
+    policy: Config,
+    lease_duration: Duration,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let config = kube::Config::new(fake.url().parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     let settings = Settings {
-        config: Config::default(),
+        config: policy,
         period: Duration::from_millis(100),
         leader_elect,
         lease_name: "gang-scheduler".into(),
         lease_namespace: "kube-gang-system".into(),
         identity: "test-replica".into(),
-        lease_duration: Duration::from_secs(15),
+        lease_duration,
         retry_period: Duration::from_millis(500),
         bind_concurrency: 4,
         qps: 1000.0,
@@ -105,6 +122,12 @@ async fn a_gang_that_cannot_fit_binds_nothing_and_says_why_once() {
     assert_eq!(cond["type"], "PodScheduled");
     assert_eq!(cond["status"], "False");
     assert!(cond["message"].as_str().unwrap().contains("room for 1 of the 2 members needed"), "{cond}");
+    // Said once: a write that would change nothing is not sent again, though every write comes
+    // back as a watch event that starts another cycle.
+    for path in ["/pods/big-0/status", "/pods/big-1/status", "/gangs/big/status"] {
+        let writes = fake.requests_to("PATCH", path);
+        assert_eq!(writes.len(), 1, "{path}: {writes:#?}");
+    }
     let events = fake.requests_to("POST", "/events");
     assert_eq!(events.len(), 1, "rate-limited: one FailedScheduling while nothing changes: {events:#?}");
     assert_eq!(events[0].body["reason"], "FailedScheduling");
@@ -221,6 +244,90 @@ async fn a_binding_whose_response_is_lost_is_not_repeated_elsewhere() {
     assert_ne!(bound(&fake, "ml", "train-0"), bound(&fake, "ml", "train-1"), "no node double-booked");
     // The pod was checked rather than forgotten.
     assert!(!fake.requests_to("GET", "/pods/train-1").is_empty(), "{:#?}", fake.requests());
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+/// A member of a CRD-less gang (annotations only) asking for a whole 8-GPU node.
+fn annotated_pod(name: &str, annotations: serde_json::Value) -> serde_json::Value {
+    let mut p = gang_pod("ml", name, "job", 8);
+    p["metadata"]["annotations"] = annotations;
+    p
+}
+
+fn events(fake: &FakeApi, reason: &str) -> usize {
+    fake.requests_to("POST", "/events").iter().filter(|r| r.body["reason"] == reason).count()
+}
+
+#[tokio::test]
+async fn a_crd_less_gang_times_out_across_cycles() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    let ann = json!({"kube-gang.io/min-member": "2", "kube-gang.io/timeout": "1s"});
+    fake.put(annotated_pod("job-0", ann.clone()));
+    fake.put(annotated_pod("job-1", ann));
+    let (stop, handle) = start(&fake, false).await;
+    // The timeout runs from the first cycle that saw the gang wait: only a state carried from
+    // cycle to cycle gets there (the gang has no object to keep it in).
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| events(f, "GangTimedOut") > 0).await,
+        "{:#?}",
+        fake.requests_to("POST", "/events")
+    );
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "nothing of it bound");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_half_bound_crd_less_gang_is_released_after_its_grace_period() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    let ann = json!({"kube-gang.io/min-member": "2"});
+    // A restart left one member bound; the other can never fit.
+    let mut held = annotated_pod("job-0", ann.clone());
+    held["spec"]["nodeName"] = json!("gpu-1");
+    held["status"]["phase"] = json!("Running");
+    fake.put(held);
+    fake.put(annotated_pod("job-1", ann));
+    let policy = Config { stale_grace_period: Duration::from_secs(1), ..Config::default() };
+    let (stop, handle) = start_with(&fake, false, policy).await;
+    let released =
+        fake.wait_for(Duration::from_secs(10), |f| !f.requests_to("POST", "/eviction").is_empty()).await;
+    assert!(released, "{:#?}", fake.requests());
+    let evictions = fake.requests_to("POST", "/eviction");
+    assert_eq!(evictions[0].path, "/api/v1/namespaces/ml/pods/job-0/eviction");
+    assert_eq!(evictions[0].body["deleteOptions"]["preconditions"]["uid"], "uid-job-0");
+    assert!(fake.wait_for(Duration::from_secs(5), |f| events(f, "StaleGangEvicted") > 0).await);
+    // Not before the grace period: the first cycle found it half-bound and told the waiting member
+    // when it would be released.
+    let told = fake.requests_to("PATCH", "/pods/job-1/status");
+    let message = told[0].body["status"]["conditions"][0]["message"].as_str().unwrap_or("");
+    assert!(message.contains("released at "), "{told:#?}");
+    assert!(evictions[0].at.duration_since(told[0].at) >= Duration::from_millis(900), "grace period kept");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_leader_that_cannot_renew_stops_binding_before_its_lease_runs_out() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    let (stop, handle) = start_lease(&fake, true, Config::default(), Duration::from_secs(3)).await;
+    let holder = |f: &FakeApi| {
+        f.get("coordination.k8s.io/v1", "Lease", "kube-gang-system", "gang-scheduler")
+            .is_some_and(|l| l["spec"]["holderIdentity"] == "test-replica")
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), holder).await);
+    // Its renewals hang (a stalled API server): after the renew deadline (2 s of a 3 s lease) it
+    // must not act, though it still believes it holds the Lease and nobody else took over yet.
+    fake.delay("PUT", "/leases/gang-scheduler", Duration::from_secs(60));
+    tokio::time::sleep(Duration::from_millis(2_600)).await;
+    fake.put(gang("ml", "late", 1));
+    fake.put(gang_pod("ml", "late-0", "late", 1));
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "{:#?}", fake.requests_to("POST", "/binding"));
+    assert!(fake.requests_to("PATCH", "/pods/late-0/status").is_empty(), "no status writes either");
     stop.cancel();
     handle.await.unwrap();
 }

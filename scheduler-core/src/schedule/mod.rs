@@ -28,6 +28,13 @@ use place::Placement;
 use state::{Demand, ResourceIndex, State, Txn};
 use tree::LeafCounts;
 
+/// A deadline as messages state it: an absolute time, to the second (rounded up). Unlike "in 37s",
+/// it reads the same in every cycle, so what is written to the API from it does not change
+/// until the situation does.
+fn at(t: Time) -> Time {
+    Time(t.0.saturating_add(999).div_euclid(1000).saturating_mul(1000))
+}
+
 /// One scheduling cycle. Pure and deterministic: the same snapshot, config and `now` always give
 /// the same plan.
 pub fn schedule(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
@@ -481,11 +488,7 @@ impl<'a> Cycle<'a> {
         if let Some(until) = st.backoff_until
             && until > self.now
         {
-            let msg = format!(
-                "backing off after {} timeout(s); next attempt in {}s",
-                st.timeouts,
-                until.since(self.now).as_secs()
-            );
+            let msg = format!("backing off after {} timeout(s); next attempt at {}", st.timeouts, at(until));
             self.outcome(g, Reason::BackingOff, Phase::Pending, msg, st, 0);
             return Err(());
         }
@@ -631,10 +634,10 @@ impl<'a> Cycle<'a> {
             );
             self.outcome(g, Reason::Stale, Phase::Degraded, msg, st, n);
         } else {
-            let left = grace.saturating_sub(self.now.since(since)).as_secs();
             let msg = format!(
-                "only {active} of {need} members active{}; the remaining members are evicted in {left}s unless replacements are placed",
-                self.failures_note(g)
+                "only {active} of {need} members active{}; the remaining members are evicted at {} unless replacements are placed",
+                self.failures_note(g),
+                at(since.plus(grace))
             );
             self.outcome(g, Reason::Degraded, Phase::Degraded, msg, st, n);
         }
@@ -706,9 +709,9 @@ impl<'a> Cycle<'a> {
                 );
                 self.outcome(g, Reason::Stale, Phase::Degraded, msg, st, 0);
             } else {
-                let left = grace.saturating_sub(self.now.since(since)).as_secs();
                 let msg = format!(
-                    "{n} member(s) bound but the gang cannot be completed; they are released in {left}s unless the rest fit. {why}"
+                    "{n} member(s) bound but the gang cannot be completed; they are released at {} unless the rest fit. {why}",
+                    at(since.plus(grace))
                 );
                 self.outcome(g, Reason::Degraded, Phase::Degraded, msg, st, 0);
             }

@@ -1,0 +1,195 @@
+//! `Live` (a snapshot patched object by object) always equals `Cluster::snapshot` (assembled in
+//! one pass) of the same objects: after any sequence of adds, updates and deletes of nodes, pods,
+//! priority classes and gang objects of several dialects, broken ones included.
+
+use proptest::prelude::*;
+use scheduler_core::cluster::{Cluster, Live, Problem};
+use scheduler_core::model::Snapshot;
+use serde_json::{Value, json};
+
+/// A snapshot and its problems in a canonical order (`Live` keeps nodes and pods in no
+/// particular order; the cycle does not depend on it).
+fn canonical(mut snapshot: Snapshot, problems: Vec<Problem>) -> (Snapshot, Vec<String>) {
+    snapshot.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    snapshot.pods.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    problems.sort();
+    (snapshot, problems)
+}
+
+fn same(cluster: &Cluster, live: &mut Live) -> Result<(), TestCaseError> {
+    live.refresh();
+    let fresh = cluster.snapshot();
+    prop_assert_eq!(
+        canonical(live.snapshot().clone(), live.problems()),
+        canonical(fresh.snapshot, fresh.problems)
+    );
+    Ok(())
+}
+
+fn node(name: &str, cpu: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+           "status": {"allocatable": {"cpu": cpu, "pods": "10"}}})
+}
+
+/// A pod of namespace `ml`. `gang`: 0 none, 1 label `kube-gang.io/gang: g1`, 2 label `g2`,
+/// 3 Volcano's annotation for `pg`, 4 both a kube-gang label and Volcano's annotation (two claims).
+fn pod(name: &str, cpu: &str, gang: u8, min: Option<&str>, bound: Option<&str>, class: bool) -> Value {
+    let mut labels = serde_json::Map::new();
+    let mut annotations = serde_json::Map::new();
+    match gang {
+        1 => {
+            labels.insert("kube-gang.io/gang".into(), json!("g1"));
+        }
+        2 => {
+            labels.insert("kube-gang.io/gang".into(), json!("g2"));
+        }
+        3 => {
+            annotations.insert("scheduling.k8s.io/group-name".into(), json!("pg"));
+        }
+        4 => {
+            labels.insert("kube-gang.io/gang".into(), json!("g1"));
+            annotations.insert("scheduling.k8s.io/group-name".into(), json!("pg"));
+        }
+        _ => {}
+    }
+    if let Some(m) = min {
+        annotations.insert("kube-gang.io/min-member".into(), json!(m));
+    }
+    let mut spec = json!({"schedulerName": "gang-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]});
+    if let Some(n) = bound {
+        spec["nodeName"] = json!(n);
+    }
+    if class {
+        spec["priorityClassName"] = json!("high");
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "ml", "labels": labels, "annotations": annotations,
+                        "creationTimestamp": "2026-01-01T00:00:00Z"},
+           "spec": spec, "status": {"phase": if bound.is_some() { "Running" } else { "Pending" }}})
+}
+
+fn kube_gang(name: &str, min: i64) -> Value {
+    json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+           "metadata": {"name": name, "namespace": "ml"}, "spec": {"minMember": min}})
+}
+
+fn volcano(min: i64) -> Value {
+    json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+           "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": min}})
+}
+
+fn class(value: i64) -> Value {
+    json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": value})
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Node(u8, &'static str),
+    Pod(u8, &'static str, u8, Option<&'static str>, Option<u8>, bool),
+    Gang(u8, i64),
+    Volcano(i64),
+    Class(i64),
+    DeleteNode(u8),
+    DeletePod(u8),
+    DeleteGang(u8),
+    DeleteVolcano,
+    DeleteClass,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let cpu = prop_oneof![Just("1"), Just("2"), Just("500m"), Just("lots")];
+    let min = prop::option::of(prop_oneof![Just("1"), Just("2"), Just("3"), Just("zero")]);
+    prop_oneof![
+        (0u8..3, cpu.clone()).prop_map(|(n, c)| Op::Node(n, c)),
+        (0u8..6, cpu, 0u8..5, min, prop::option::of(0u8..3), any::<bool>())
+            .prop_map(|(p, c, g, m, b, k)| Op::Pod(p, c, g, m, b, k)),
+        (1u8..3, -1i64..4).prop_map(|(g, m)| Op::Gang(g, m)),
+        (0i64..4).prop_map(Op::Volcano),
+        (-5i64..5).prop_map(Op::Class),
+        (0u8..3).prop_map(Op::DeleteNode),
+        (0u8..6).prop_map(Op::DeletePod),
+        (1u8..3).prop_map(Op::DeleteGang),
+        Just(Op::DeleteVolcano),
+        Just(Op::DeleteClass),
+    ]
+}
+
+/// The object an op writes, or the (apiVersion, kind, name) it deletes.
+fn act(op: &Op) -> Result<Value, (&'static str, &'static str, String)> {
+    match op {
+        Op::Node(n, cpu) => Ok(node(&format!("n{n}"), cpu)),
+        Op::Pod(p, cpu, gang, min, bound, k) => {
+            let on = bound.map(|n| format!("n{n}"));
+            Ok(pod(&format!("p{p}"), cpu, *gang, *min, on.as_deref(), *k))
+        }
+        Op::Gang(g, min) => Ok(kube_gang(&format!("g{g}"), *min)),
+        Op::Volcano(min) => Ok(volcano(*min)),
+        Op::Class(v) => Ok(class(*v)),
+        Op::DeleteNode(n) => Err(("v1", "Node", format!("n{n}"))),
+        Op::DeletePod(p) => Err(("v1", "Pod", format!("p{p}"))),
+        Op::DeleteGang(g) => Err(("kube-gang.io/v1alpha1", "Gang", format!("g{g}"))),
+        Op::DeleteVolcano => Err(("scheduling.volcano.sh/v1beta1", "PodGroup", "pg".into())),
+        Op::DeleteClass => Err(("scheduling.k8s.io/v1", "PriorityClass", "high".into())),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn live_equals_a_fresh_assembly_after_any_changes(ops in prop::collection::vec(op(), 1..40)) {
+        let mut cluster = Cluster::new();
+        let mut live = Live::new();
+        for op in &ops {
+            match act(op) {
+                Ok(obj) => {
+                    prop_assert_eq!(cluster.push(obj.clone()).is_ok(), live.push(obj).is_ok());
+                }
+                Err((api_version, kind, name)) => {
+                    let ns = if kind == "Node" || kind == "PriorityClass" { "" } else { "ml" };
+                    cluster.remove_named(api_version, kind, ns, &name);
+                    live.remove(api_version, kind, ns, &name);
+                }
+            }
+            same(&cluster, &mut live)?;
+        }
+    }
+}
+
+#[test]
+fn adjustments_last_until_the_pod_changes_or_is_read_again() {
+    let mut live = Live::new();
+    live.push(node("n0", "4")).unwrap();
+    live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
+    live.refresh();
+    live.pod_mut("ml", "p0").unwrap().node_name = Some("n0".into());
+    live.refresh();
+    assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));
+    assert!(live.snapshot().pods[0].gang.is_some(), "membership kept");
+    live.reread_pod("ml", "p0");
+    live.refresh();
+    assert_eq!(live.snapshot().pods[0].node_name, None);
+    assert_eq!(live.snapshot().pods[0].gang.as_ref().map(|m| m.gang.name.as_str()), Some("g1"));
+    // Kinds the cluster view does not use are not kept.
+    live.push(json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}})).unwrap();
+    assert!(live.cluster().others.is_empty());
+}
+
+#[test]
+fn a_list_is_assembled_whole() {
+    let mut live = Live::new();
+    let list = json!({"apiVersion": "v1", "kind": "List",
+        "items": [node("n0", "4"), pod("p0", "1", 1, Some("2"), None, false), pod("p1", "1", 1, Some("2"), None, false)]});
+    live.push(list.clone()).unwrap();
+    live.refresh();
+    let mut cluster = Cluster::new();
+    cluster.push(list).unwrap();
+    let fresh = cluster.snapshot();
+    assert_eq!(
+        canonical(live.snapshot().clone(), live.problems()),
+        canonical(fresh.snapshot, fresh.problems)
+    );
+    assert_eq!(live.snapshot().gangs.len(), 1);
+}
