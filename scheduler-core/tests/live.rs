@@ -193,3 +193,30 @@ fn a_list_is_assembled_whole() {
     );
     assert_eq!(live.snapshot().gangs.len(), 1);
 }
+
+#[test]
+fn thousands_of_pods_one_at_a_time_then_changed() {
+    // Enough pods, converted one at a time, that the snapshot is laid out afresh on refresh.
+    let mut cluster = Cluster::new();
+    let mut live = Live::new();
+    let both = |obj: Value, cluster: &mut Cluster, live: &mut Live| {
+        cluster.push(obj.clone()).unwrap();
+        live.push(obj).unwrap();
+    };
+    both(node("n0", "64"), &mut cluster, &mut live);
+    for i in 0..1_500 {
+        let gang = if i % 3 == 0 { 1 } else { 0 };
+        both(pod(&format!("p{i:04}"), "100m", gang, Some("2"), None, false), &mut cluster, &mut live);
+    }
+    same(&cluster, &mut live).unwrap();
+    // Changes after the new layout still land on the right pods.
+    both(pod("p0003", "2", 0, None, Some("n0"), false), &mut cluster, &mut live);
+    cluster.remove_named("v1", "Pod", "ml", "p0000");
+    live.remove("v1", "Pod", "ml", "p0000");
+    live.pod_mut("ml", "p0006").unwrap().node_name = Some("n0".into());
+    live.refresh();
+    let p6 = live.snapshot().pods.iter().find(|p| p.key.name == "p0006").unwrap();
+    assert_eq!(p6.node_name.as_deref(), Some("n0"));
+    live.reread_pod("ml", "p0006");
+    same(&cluster, &mut live).unwrap();
+}

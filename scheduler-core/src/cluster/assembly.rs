@@ -46,6 +46,8 @@ pub(super) struct Assembly {
     claim_problems: Vec<Problem>,
     /// Gangs and memberships no longer reflect the objects.
     stale: bool,
+    /// Pods converted since the pods were last laid out afresh (see [`Assembly::compact`]).
+    scattered: usize,
 }
 
 impl Assembly {
@@ -191,10 +193,23 @@ impl Assembly {
             self.claimed.insert(key.clone());
             self.stale = true;
         }
+        self.scattered += 1;
         self.pod_at.insert(key.clone(), self.snapshot.pods.len());
         self.snapshot.pods.push(pod);
         self.pod_keys.push(key.clone());
         self.claims.push(claims);
+    }
+
+    /// Lays the snapshot out afresh once many pods were converted one at a time: each such pod's
+    /// strings and maps sit wherever the allocator had room between the watch's JSON, and a cycle
+    /// walking scattered pods is slower (at 140,000 pods: 60 ms against 50 ms, median). A copy
+    /// puts them side by side again, for one pass over the pods every eighth of them converted.
+    fn compact(&mut self) {
+        if self.scattered < (self.snapshot.pods.len() / 8).max(1_024) {
+            return;
+        }
+        self.scattered = 0;
+        self.snapshot = self.snapshot.clone();
     }
 
     /// Brings the gang object at `key` in line with the cluster.
@@ -457,6 +472,7 @@ impl Live {
     /// before reading [`Live::snapshot`].
     pub fn refresh(&mut self) {
         self.assembly.refresh(&self.cluster);
+        self.assembly.compact();
     }
 
     /// The snapshot as of the last [`Live::refresh`] (nodes and pods are always current).
