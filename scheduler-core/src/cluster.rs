@@ -6,6 +6,9 @@
 //! names a gang) resolve to the gang object that exists; CRD-less gangs (kube-gang and Koordinator
 //! annotations) are built from the oldest pod that claims them; upstream PodGroups resolve to the
 //! root of their CompositePodGroup tree.
+//!
+//! [`Cluster::snapshot`] assembles in one pass (files, dumps, the CLI); [`Live`] keeps a snapshot
+//! assembled while a watch delivers changes one object at a time (the scheduler).
 
 mod assembly;
 
