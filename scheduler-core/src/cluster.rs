@@ -259,6 +259,6 @@ impl Cluster {
 
     /// The snapshot the cycle sees, assembled in one pass (pods are converted on all cores).
     pub fn snapshot(&self) -> Assembled {
-        Assembly::build(self).into_assembled()
+        Assembly::build(self, false).into_assembled()
     }
 }

@@ -28,13 +28,12 @@ type Converted = (Result<Pod, Vec<FieldError>>, Result<Vec<Claim>, Vec<FieldErro
 #[derive(Debug, Default)]
 pub(super) struct Assembly {
     snapshot: Snapshot,
+    /// Keep `node_at` and `pod_at`, to patch objects later (a one-pass assembly needs neither).
+    indexed: bool,
     node_at: HashMap<String, usize>,
     pod_at: HashMap<PodAt, usize>,
-    /// Parallel to `snapshot.pods`: where each pod is filed, and its gang claims.
-    pod_keys: Vec<PodAt>,
+    /// Parallel to `snapshot.pods`: each pod's gang claims.
     claims: Vec<Vec<Claim>>,
-    /// The pods in the snapshot that claim a gang.
-    claimed: BTreeSet<PodAt>,
     priorities: PriorityClasses,
     class_problems: Vec<Problem>,
     node_problems: BTreeMap<String, Problem>,
@@ -51,9 +50,9 @@ pub(super) struct Assembly {
 }
 
 impl Assembly {
-    /// Everything in `cluster`, assembled.
-    pub(super) fn build(cluster: &Cluster) -> Self {
-        let mut a = Assembly::default();
+    /// Everything in `cluster`, assembled; `indexed` to patch it later.
+    pub(super) fn build(cluster: &Cluster, indexed: bool) -> Self {
+        let mut a = Assembly { indexed, ..Assembly::default() };
         a.read_priorities(cluster);
         for name in cluster.nodes.keys() {
             a.node(cluster, name);
@@ -112,7 +111,9 @@ impl Assembly {
             Ok(n) => match self.node_at.get(name) {
                 Some(&i) => self.snapshot.nodes[i] = n,
                 None => {
-                    self.node_at.insert(name.to_string(), self.snapshot.nodes.len());
+                    if self.indexed {
+                        self.node_at.insert(name.to_string(), self.snapshot.nodes.len());
+                    }
                     self.snapshot.nodes.push(n);
                 }
             },
@@ -135,9 +136,7 @@ impl Assembly {
     fn all_pods(&mut self, cluster: &Cluster) {
         self.snapshot.pods.clear();
         self.pod_at.clear();
-        self.pod_keys.clear();
         self.claims.clear();
-        self.claimed.clear();
         self.pod_problems.clear();
         let raw: Vec<&Value> = cluster.pods.values().collect();
         for ((key, v), converted) in cluster.pods.iter().zip(convert_pods(&raw, &self.priorities)) {
@@ -157,15 +156,13 @@ impl Assembly {
 
     fn unfile_pod(&mut self, key: &PodAt) {
         self.pod_problems.remove(key);
-        if self.claimed.remove(key) {
-            self.stale = true;
-        }
         let Some(i) = self.pod_at.remove(key) else { return };
         self.snapshot.pods.swap_remove(i);
-        self.pod_keys.swap_remove(i);
-        self.claims.swap_remove(i);
-        if let Some(moved) = self.pod_keys.get(i) {
-            self.pod_at.insert(moved.clone(), i);
+        if !self.claims.swap_remove(i).is_empty() {
+            self.stale = true;
+        }
+        if let Some(moved) = self.snapshot.pods.get(i) {
+            self.pod_at.insert((moved.key.namespace.clone(), moved.key.name.clone()), i);
         }
     }
 
@@ -189,14 +186,12 @@ impl Assembly {
                 Vec::new()
             }
         };
-        if !claims.is_empty() {
-            self.claimed.insert(key.clone());
-            self.stale = true;
-        }
+        self.stale |= !claims.is_empty();
         self.scattered += 1;
-        self.pod_at.insert(key.clone(), self.snapshot.pods.len());
+        if self.indexed {
+            self.pod_at.insert(key.clone(), self.snapshot.pods.len());
+        }
         self.snapshot.pods.push(pod);
-        self.pod_keys.push(key.clone());
         self.claims.push(claims);
     }
 
@@ -232,11 +227,12 @@ impl Assembly {
         self.stale = false;
 
         // Gang objects of every dialect.
-        let mut defined: BTreeMap<GangKey, Gang> = BTreeMap::new();
+        // Hashed, not ordered: every claiming pod looks its gang up here (sorted once at the end).
+        let mut defined: HashMap<GangKey, Gang> = HashMap::new();
         let mut upstream_groups = Vec::new();
         let mut object_problems = Vec::new();
         let define =
-            |defined: &mut BTreeMap<GangKey, Gang>, gang: Gang, obj: &Value, problems: &mut Vec<Problem>| {
+            |defined: &mut HashMap<GangKey, Gang>, gang: Gang, obj: &Value, problems: &mut Vec<Problem>| {
                 if let Some(existing) = defined.get(&gang.key) {
                     let (keep, drop) = if existing.source.dialect <= gang.source.dialect {
                         (existing.source.clone(), gang.source.clone())
@@ -275,9 +271,7 @@ impl Assembly {
             define(&mut defined, g, &Value::Null, &mut object_problems);
         }
 
-        // The pods that claim a gang, in key order: (position in the snapshot, raw object).
-        let claimed: Vec<(usize, &Value)> =
-            self.claimed.iter().filter_map(|k| Some((*self.pod_at.get(k)?, cluster.pods.get(k)?))).collect();
+        let claimed = self.claimed(cluster);
         let pods = &self.snapshot.pods;
         let claims_of = |j: usize| &self.claims[claimed[j].0];
         let mut problems = Vec::new();
@@ -288,7 +282,7 @@ impl Assembly {
             let (pa, pb) = (&pods[claimed[a].0], &pods[claimed[b].0]);
             (pa.created, &pa.key).cmp(&(pb.created, &pb.key))
         });
-        let mut annotation_source: BTreeMap<GangKey, usize> = BTreeMap::new();
+        let mut annotation_source: HashMap<GangKey, usize> = HashMap::new();
         for &j in &order {
             for c in claims_of(j) {
                 if defined.contains_key(&c.gang) || annotation_source.contains_key(&c.gang) {
@@ -370,9 +364,44 @@ impl Assembly {
         for (i, m) in memberships {
             self.snapshot.pods[i].gang = m;
         }
-        self.snapshot.gangs = defined.into_values().collect();
+        let mut gangs: Vec<Gang> = defined.into_values().collect();
+        gangs.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        self.snapshot.gangs = gangs;
         self.object_problems = object_problems;
         self.claim_problems = problems;
+    }
+}
+
+impl Assembly {
+    /// The pods that claim a gang, in key order: (position in the snapshot, raw object).
+    fn claimed<'c>(&self, cluster: &'c Cluster) -> Vec<(usize, &'c Value)> {
+        let pods = &self.snapshot.pods;
+        let mut at: Vec<usize> = (0..pods.len()).filter(|&i| !self.claims[i].is_empty()).collect();
+        if !at.is_sorted_by(|&a, &b| pods[a].key <= pods[b].key) {
+            at.sort_unstable_by(|&a, &b| pods[a].key.cmp(&pods[b].key));
+        }
+        // The raw objects: one ordered walk of every pod when most claim a gang, else a lookup each.
+        if at.len().saturating_mul(16) < cluster.pods.len() {
+            return at
+                .into_iter()
+                .filter_map(|i| {
+                    let k = &pods[i].key;
+                    Some((i, cluster.pods.get(&(k.namespace.clone(), k.name.clone()))?))
+                })
+                .collect();
+        }
+        let mut raw = cluster.pods.iter().peekable();
+        at.into_iter()
+            .filter_map(|i| {
+                let k = &pods[i].key;
+                while raw
+                    .next_if(|((ns, name), _)| (ns.as_str(), name.as_str()) < (&k.namespace, &k.name))
+                    .is_some()
+                {}
+                let ((ns, name), v) = raw.peek()?;
+                (ns == &k.namespace && name == &k.name).then_some((i, *v))
+            })
+            .collect()
     }
 }
 
@@ -408,10 +437,16 @@ fn convert_pods(raw: &[&Value], priorities: &PriorityClasses) -> Vec<Converted> 
 /// order of nodes and pods.
 ///
 /// Kinds the cluster view does not use are not kept (a watch would grow them forever).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Live {
     cluster: Cluster,
     assembly: Assembly,
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        Live { cluster: Cluster::default(), assembly: Assembly { indexed: true, ..Assembly::default() } }
+    }
 }
 
 impl Live {
@@ -426,7 +461,7 @@ impl Live {
         if kind.ends_with("List") && obj.get("items").is_some() {
             let result = self.cluster.push(obj);
             self.cluster.others.clear();
-            self.assembly = Assembly::build(&self.cluster);
+            self.assembly = Assembly::build(&self.cluster, true);
             return result;
         }
         let api_version = str_at(&obj, "/apiVersion").to_string();
