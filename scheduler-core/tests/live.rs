@@ -227,3 +227,16 @@ fn thousands(every: usize) {
     live.reread_pod("ml", "p0006");
     same(&cluster, &mut live).unwrap();
 }
+
+#[test]
+fn a_gang_follows_its_source_pods_annotations() {
+    let mut cluster = Cluster::new();
+    let mut live = Live::new();
+    for min in ["2", "3"] {
+        let p = pod("p0", "1", 1, Some(min), None, false);
+        cluster.push(p.clone()).unwrap();
+        live.push(p).unwrap();
+        same(&cluster, &mut live).unwrap();
+    }
+    assert_eq!(live.snapshot().gangs[0].min_member, 3);
+}

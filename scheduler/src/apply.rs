@@ -287,6 +287,18 @@ impl EventLimiter {
     }
 }
 
+/// A status write made conditional on the object being as the index last saw it (its
+/// `resourceVersion`): a write computed from an older view — still queued when the pod was bound,
+/// say — is refused with a 409 instead of overwriting what happened since.
+fn precondition(mut r: Request, current: Option<&Value>) -> Request {
+    if let Some(rv) = current.and_then(|o| o.pointer("/metadata/resourceVersion")).filter(|v| v.is_string())
+        && let Some(body) = r.body.as_object_mut()
+    {
+        body.insert("metadata".into(), json!({"resourceVersion": rv}));
+    }
+    r
+}
+
 /// Whether the status a merge patch would write is already there: every field of the patch
 /// equals the current one (a `null` in the patch equals an absent field).
 fn already(status: &Value, current: Option<&Value>) -> bool {
@@ -311,7 +323,7 @@ pub fn requests(
         let nominated =
             current.pod(&n.pod.namespace, &n.pod.name).and_then(|p| p.pointer("/status/nominatedNodeName"));
         if nominated.and_then(Value::as_str) != Some(n.node.as_str()) {
-            out.push(nomination(n));
+            out.push(precondition(nomination(n), current.pod(&n.pod.namespace, &n.pod.name)));
         }
     }
     // Each gang's members, in one pass over the pods (not one per gang).
@@ -333,13 +345,14 @@ pub fn requests(
             let previous = obj.get("status");
             let r = gang_status(o, generation, previous, now);
             if !already(&r.body["status"], previous) {
-                out.push(r);
+                out.push(precondition(r, Some(obj)));
             }
         }
         if !o.reason.is_satisfied() {
             for p in of_gang.iter().filter(|p| p.is_pending() && !binding_now.contains(&p.key)) {
                 let pod = current.pod(&p.key.namespace, &p.key.name);
-                out.extend(pod_scheduled_false(&p.key.namespace, &p.key.name, o, pod, now));
+                let write = pod_scheduled_false(&p.key.namespace, &p.key.name, o, pod, now);
+                out.extend(write.map(|w| precondition(w, pod)));
             }
         }
         let (type_, reason) = match o.reason {

@@ -13,10 +13,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use scheduler_core::cluster::{Live, Problem};
-use scheduler_core::model::{GangKey, GangState, PodKey, Reservation, Snapshot, Time};
+use scheduler_core::model::{Dialect, GangKey, GangState, PodKey, Reservation, Snapshot, Time};
 use scheduler_core::plan::{Binding, Plan};
 
-use crate::apply::Request;
+use crate::apply::{Request, Target};
 use serde_json::Value;
 
 /// Cluster state as the scheduler knows it.
@@ -31,6 +31,9 @@ pub struct Index {
     /// tells a gang from a later one of the same name.
     carried: HashMap<GangKey, (Time, GangState)>,
     reservations: Vec<Reservation>,
+    /// Objects with a status write applied ahead of the watch ([`Index::wrote`]): the version
+    /// the API last reported, to go back to if the write does not happen.
+    before: HashMap<(String, String, String), Value>,
 }
 
 fn key_of(obj: &Value) -> (String, String) {
@@ -50,6 +53,12 @@ impl Index {
 
     /// A watch `Apply` event (added or modified) for `resource`.
     pub fn apply(&mut self, resource: &str, obj: Value) {
+        let (ns, name) = key_of(&obj);
+        self.before.remove(&(resource.to_string(), ns, name));
+        self.put(resource, obj);
+    }
+
+    fn put(&mut self, resource: &str, obj: Value) {
         let pod = pod_key(&obj);
         if let Some(p) = &pod
             && obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
@@ -72,6 +81,8 @@ impl Index {
         if let Some(pod) = pod_key(obj) {
             self.assumed.remove(&pod);
         }
+        let (ns, name) = key_of(obj);
+        self.before.remove(&(resource.to_string(), ns, name));
         self.forget_object(resource, &key_of(obj));
     }
 
@@ -147,10 +158,13 @@ impl Index {
 
     /// Records a status write about to be sent, as if the watch had already reported it: the
     /// next cycle sees it written and does not write it again. The watch's version replaces it
-    /// when it comes; if the write fails, the sender fetches the object again.
+    /// when it comes; if the write is not made, [`Index::unwrite`] goes back.
     pub fn wrote(&mut self, r: &Request) {
         let Some(t) = &r.target else { return };
         let Some(mut obj) = self.get(t.resource, &t.namespace, &t.name).cloned() else { return };
+        self.before
+            .entry((t.resource.to_string(), t.namespace.clone(), t.name.clone()))
+            .or_insert_with(|| obj.clone());
         let mut patch = r.body.clone();
         if r.content_type.starts_with("application/strategic-merge-patch") {
             // Conditions merge by their type, as the API server merges them.
@@ -167,8 +181,27 @@ impl Index {
                 patch["status"]["conditions"] = Value::Array(merged);
             }
         }
+        if let Some(m) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+            // A precondition, not a change.
+            m.remove("resourceVersion");
+        }
         json_patch::merge(&mut obj, &patch);
-        self.apply(t.resource, obj);
+        self.put(t.resource, obj);
+    }
+
+    /// A status write was made: the API's version now includes it.
+    pub fn written(&mut self, t: &Target) {
+        self.before.remove(&(t.resource.to_string(), t.namespace.clone(), t.name.clone()));
+    }
+
+    /// A status write was not made (refused, failed, or not sent): the object goes back to what
+    /// the API last reported — unless the watch reported a newer version meanwhile — so the next
+    /// cycle writes it again.
+    pub fn unwrite(&mut self, t: &Target) {
+        let key = (t.resource.to_string(), t.namespace.clone(), t.name.clone());
+        if let Some(before) = self.before.remove(&key) {
+            self.put(t.resource, before);
+        }
     }
 
     /// How many bindings are assumed.
@@ -194,6 +227,7 @@ impl Index {
     pub fn drop_carried(&mut self) {
         self.carried.clear();
         self.reservations.clear();
+        self.live.resolve_again();
     }
 
     /// Brings the view up to date for a cycle: gangs resolved, carried state and reservations
@@ -201,13 +235,21 @@ impl Index {
     pub fn refresh(&mut self) {
         self.live.refresh();
         for g in self.live.gangs_mut() {
+            // A gang object's creation time tells it from a later one of the same name; a
+            // CRD-less gang's is its oldest member's, which changes as members come and go.
+            let crd_less = matches!(g.source.dialect, Dialect::KubeGangAnnotations | Dialect::Koordinator);
             if let Some((created, state)) = self.carried.get(&g.key)
-                && *created == g.created
+                && (crd_less || *created == g.created)
             {
                 g.state = state.clone();
             }
         }
         self.live.set_reservations(self.reservations.clone());
+        // Assumed bindings outlive a re-conversion of their pods (a priority class changed).
+        let assumed: Vec<PodKey> = self.assumed.keys().cloned().collect();
+        for pod in &assumed {
+            self.hold_assumed(pod);
+        }
     }
 
     /// What the cycle sees, as of the last [`Index::refresh`]: the watched state with assumed
@@ -301,11 +343,34 @@ mod tests {
         };
         let now = Time::from_secs(100);
         let current = |index: &Index| index.get("v1/Pod", "ml", "p").cloned();
-        let write =
+        let mut write =
             crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now).unwrap();
+        write.body["metadata"] = json!({"resourceVersion": "7"});
         index.wrote(&write);
         let conditions = current(&index).unwrap()["status"]["conditions"].clone();
         assert_eq!(conditions.as_array().map(Vec::len), Some(2), "merged by type: {conditions}");
+        assert!(
+            current(&index).unwrap()["metadata"].get("resourceVersion").is_none(),
+            "a precondition is not a change"
+        );
+        // Not made (refused, failed, not sent): back to what the API said, to be written again.
+        let target = write.target.clone().unwrap();
+        index.unwrite(&target);
+        assert_eq!(current(&index).unwrap()["status"]["conditions"].as_array().map(Vec::len), Some(1));
+        assert!(
+            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now).is_some()
+        );
+        // Made, or overtaken by the watch: nothing to go back to.
+        index.wrote(&write);
+        let mut newer = current(&index).unwrap();
+        newer["status"]["phase"] = json!("Running");
+        index.apply("v1/Pod", newer);
+        index.unwrite(&target);
+        assert_eq!(current(&index).unwrap()["status"]["phase"], "Running");
+        index.wrote(&write);
+        index.written(&target);
+        index.unwrite(&target);
+        assert_eq!(current(&index).unwrap()["status"]["conditions"].as_array().map(Vec::len), Some(2));
         assert_eq!(conditions[1]["reason"], "Unschedulable");
         // The next cycle has nothing to write; a new message is written again, keeping the
         // transition time.
@@ -350,37 +415,56 @@ mod tests {
     #[test]
     fn gang_state_is_carried_to_the_next_cycle_of_the_same_gang_only() {
         use scheduler_core::Config;
-        let gang_pod = |name: &str, created: &str| {
-            json!({"apiVersion": "v1", "kind": "Pod",
+        let member = |name: &str, created: &str, annotated: bool| {
+            let mut p = json!({"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": name, "namespace": "ml", "uid": name, "creationTimestamp": created,
-                                "labels": {"kube-gang.io/gang": "g"}, "annotations": {"kube-gang.io/min-member": "2"}},
+                                "labels": {"kube-gang.io/gang": "g"}},
                    "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]},
-                   "status": {"phase": "Pending"}})
+                   "status": {"phase": "Pending"}});
+            if annotated {
+                p["metadata"]["annotations"] = json!({"kube-gang.io/min-member": "2"});
+            }
+            p
         };
+        let cycle = |index: &mut Index, at: i64| {
+            index.refresh();
+            let plan = scheduler_core::schedule(index.snapshot(), &Config::default(), Time::from_secs(at));
+            index.carry(&plan);
+            index.refresh();
+            plan
+        };
+        // A CRD-less gang: its state follows its name, even when its oldest member goes.
         let mut index = Index::new();
-        index.apply("v1/Pod", gang_pod("a", "2026-01-01T00:00:00Z"));
-        index.apply("v1/Pod", gang_pod("b", "2026-01-01T00:00:00Z"));
+        index.apply("v1/Pod", member("a", "2026-01-01T00:00:00Z", true));
+        index.apply("v1/Pod", member("b", "2026-01-01T00:00:05Z", true));
+        let plan = cycle(&mut index, 1_000);
+        assert_eq!(plan.outcomes[0].state.waiting_since, Some(Time::from_secs(1_000)), "{plan:#?}");
+        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
+        index.delete("v1/Pod", &member("a", "", true));
+        index.apply("v1/Pod", member("c", "2026-01-01T00:00:09Z", true));
         index.refresh();
-        let first = Time::from_secs(1_000);
-        let plan = scheduler_core::schedule(index.snapshot(), &Config::default(), first);
-        assert_eq!(plan.outcomes[0].state.waiting_since, Some(first), "{plan:#?}");
-        index.carry(&plan);
-        index.refresh();
-        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(first));
-        // Still carried when the gang is resolved again (a member changed).
-        index.apply("v1/Pod", gang_pod("b", "2026-01-01T00:00:00Z"));
-        index.refresh();
-        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(first));
-        // A new gang of the same name (its pods re-created later) starts afresh.
-        index.delete("v1/Pod", &gang_pod("a", ""));
-        index.delete("v1/Pod", &gang_pod("b", ""));
-        index.apply("v1/Pod", gang_pod("a", "2026-02-01T00:00:00Z"));
-        index.apply("v1/Pod", gang_pod("b", "2026-02-01T00:00:00Z"));
-        index.refresh();
-        assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
+        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
+        // Leadership changes hands: the state a gang was handed is dropped with the rest.
         index.drop_carried();
         index.refresh();
+        assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
         assert!(index.snapshot().reservations.is_empty());
+
+        // A Gang object: a new one of the same name starts afresh.
+        let gang_object = |created: &str| {
+            json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                   "metadata": {"name": "g", "namespace": "ml", "creationTimestamp": created},
+                   "spec": {"minMember": 2}})
+        };
+        let mut index = Index::new();
+        index.apply(GANG, gang_object("2026-01-01T00:00:00Z"));
+        index.apply("v1/Pod", member("a", "2026-01-01T00:00:00Z", false));
+        index.apply("v1/Pod", member("b", "2026-01-01T00:00:00Z", false));
+        cycle(&mut index, 1_000);
+        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
+        index.apply(GANG, gang_object("2026-02-01T00:00:00Z"));
+        index.refresh();
+        assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
     }
 
     #[test]

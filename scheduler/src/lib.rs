@@ -79,8 +79,14 @@ pub enum LogFormat {
     Json,
 }
 
+/// A duration such as `1s`, `500ms` or `2m`; zero is refused (every duration flag is a period or
+/// a lifetime).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    scheduler_core::dialect::parse_duration(s)
+    let d = scheduler_core::dialect::parse_duration(s)?;
+    if d.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    Ok(d)
 }
 
 /// Entry point: parse flags, load the policy, run.
@@ -195,5 +201,23 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_must_be_positive_and_are_named_when_not() {
+        let parsed =
+            Args::try_parse_from(["gang-scheduler", "--period=250ms", "--leader-elect-retry-period=1s"]);
+        let args = parsed.expect("valid flags");
+        assert_eq!(args.period, Duration::from_millis(250));
+        for flag in ["--period=0s", "--leader-elect-retry-period=0s", "--leader-elect-lease-duration=0"] {
+            let e = Args::try_parse_from(["gang-scheduler", flag]).expect_err(flag).to_string();
+            let name = flag.split('=').next().unwrap_or_default();
+            assert!(e.contains(name) && e.contains("more than zero"), "{flag}: {e}");
+        }
     }
 }

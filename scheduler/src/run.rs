@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, EventLimiter, Request};
+use crate::apply::{self, EventLimiter, Request, Target};
 use crate::index::Index;
 use crate::lease::Standing;
 use crate::metrics::{Metrics, ResultLabel};
@@ -52,6 +52,9 @@ pub fn resources() -> Vec<Watched> {
 /// confirming it.
 const ASSUME_TTL: Duration = Duration::from_secs(30);
 
+/// How long shutdown waits for queued status writes.
+const DRAIN_WITHIN: Duration = Duration::from_secs(5);
+
 /// How long shutdown waits to release the Lease.
 const RELEASE_WITHIN: Duration = Duration::from_secs(5);
 
@@ -66,6 +69,9 @@ enum Msg {
     Apply(String, Value),
     Delete(String, Value),
     Replace(String, Vec<Value>),
+    /// A status write applied ahead of the watch was made, or not (see [`Index::wrote`]).
+    Written(Target),
+    Unwritten(Target),
 }
 
 /// Turns a watched object into the raw JSON the core reads, with `apiVersion`/`kind` restored
@@ -188,7 +194,6 @@ pub async fn run(
         tx.clone(),
         concurrency,
         standing.clone(),
-        stop.child_token(),
     ));
 
     let mut log_problems: Option<Instant> = None;
@@ -276,8 +281,14 @@ pub async fn run(
         }
     }
     stop.cancel();
+    // What the last cycles reported (gang state a successor starts from among it) goes out
+    // before the Lease is released, within a bound.
     drop(report_tx);
-    let _ = reporter.await;
+    let drain = reporter.abort_handle();
+    if tokio::time::timeout(DRAIN_WITHIN, reporter).await.is_err() {
+        drain.abort();
+        tracing::warn!("status writes still queued at shutdown were dropped");
+    }
     while tasks.join_next().await.is_some() {}
     if let Some(elector) = elector {
         let _ = elector.await;
@@ -299,8 +310,9 @@ fn is_event(r: &Request) -> bool {
 }
 
 /// Sends status writes and events as they come, `concurrency` at a time, while this replica may
-/// act. A status write that fails is followed by a fresh read of its object, which replaces the
-/// index's optimistic copy (see [`Index::wrote`]), so the next cycle writes it again.
+/// act, and tells the loop which status writes were made and which were not (refused, failed,
+/// or not sent): those are undone in the index (see [`Index::unwrite`]), so the next cycle writes
+/// them again. Returns when the loop closes the queue and everything queued was handled.
 async fn report(
     client: kube::Client,
     rate: Arc<RateLimiter>,
@@ -308,38 +320,44 @@ async fn report(
     tx: mpsc::UnboundedSender<Msg>,
     concurrency: usize,
     standing: watch::Receiver<Standing>,
-    stop: CancellationToken,
 ) {
-    loop {
-        let batch = tokio::select! {
-            () = stop.cancelled() => return,
-            b = batches.recv() => b,
-        };
-        let Some(batch) = batch else { return };
-        let sending = futures::stream::iter(batch).for_each_concurrent(concurrency, |r| {
-            let (client, rate, tx, standing) = (&client, &rate, &tx, &standing);
-            async move {
-                if !standing.borrow().may_act() {
-                    return;
+    while let Some(batch) = batches.recv().await {
+        futures::stream::iter(batch)
+            .for_each_concurrent(concurrency, |r| {
+                let (client, rate, tx, standing) = (&client, &rate, &tx, &standing);
+                async move {
+                    let made = may_send(client, rate, standing, &r).await.is_some_and(|sent| match sent {
+                        Ok(_) => true,
+                        Err(e) => {
+                            tracing::debug!(path = %r.path, error = %e, "write failed; the next cycle retries");
+                            false
+                        }
+                    });
+                    if let Some(t) = r.target {
+                        let _ = tx.send(if made { Msg::Written(t) } else { Msg::Unwritten(t) });
+                    }
                 }
-                rate.acquire().await;
-                let Err(e) = send(client, &r).await else { return };
-                tracing::debug!(path = %r.path, error = %e, "write failed; the next cycle retries");
-                let Some(t) = &r.target else { return };
-                let path = r.path.trim_end_matches("/status");
-                let get = http::Request::get(path).body(Vec::new());
-                if let Ok(req) = get
-                    && let Ok(fresh) = client.request::<Value>(req).await
-                {
-                    let _ = tx.send(Msg::Apply(t.resource.to_string(), fresh));
-                }
-            }
-        });
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = sending => {}
-        }
+            })
+            .await;
     }
+}
+
+/// Sends `r` if this replica may act once the rate limiter lets it (`None`: not sent). Leadership
+/// is checked after the wait, right before sending: the wait can be long.
+async fn may_send(
+    client: &kube::Client,
+    rate: &RateLimiter,
+    standing: &watch::Receiver<Standing>,
+    r: &Request,
+) -> Option<Result<Value, kube::Error>> {
+    if !standing.borrow().may_act() {
+        return None;
+    }
+    rate.acquire().await;
+    if !standing.borrow().may_act() {
+        return None;
+    }
+    Some(send(client, r).await)
 }
 
 fn handle(index: &mut Index, synced: &mut BTreeSet<String>, msg: Msg) {
@@ -350,6 +368,8 @@ fn handle(index: &mut Index, synced: &mut BTreeSet<String>, msg: Msg) {
             index.replace(&r, vs);
             synced.insert(r);
         }
+        Msg::Written(t) => index.written(&t),
+        Msg::Unwritten(t) => index.unwrite(&t),
     }
 }
 
@@ -392,18 +412,16 @@ async fn send_all(
             let name = r.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
             let pod = scheduler_core::model::PodKey::new(ns, name);
             // Leadership lost (or its renewal overdue) mid-plan: a successor takes over from here.
-            if !standing.borrow().may_act() {
-                return Some(pod);
-            }
-            rate.acquire().await;
-            let e = match send(client, &r).await {
-                Ok(_) => return None,
-                Err(e) => e,
+            let e = match may_send(client, rate, standing, &r).await {
+                None => return Some(pod),
+                Some(Ok(_)) => return None,
+                Some(Err(e)) => e,
             };
-            let refused = matches!(&e, kube::Error::Api(s) if s.code != 409);
+            // A 409, a server error (the binding may have been stored before it failed), or no
+            // answer at all: only a 4xx other than 409 says for sure it did not happen.
+            let refused = matches!(&e, kube::Error::Api(s) if s.code != 409 && s.code < 500);
             if !refused {
-                // A 409, or no answer at all (a dropped connection): the binding may have
-                // happened. The pod says whether it is on the node we chose.
+                // The binding may have happened: the pod says whether it is on the node we chose.
                 match on_our_node(client, &r).await {
                     Some(true) => return None,
                     Some(false) => {}
@@ -422,12 +440,12 @@ async fn send_all(
         .collect()
         .await;
     for r in rest {
-        if !standing.borrow().may_act() {
-            break;
-        }
-        rate.acquire().await;
-        if let Err(e) = send(client, &r).await {
-            tracing::warn!(path = %r.path, error = %e, "request failed; the next cycle retries");
+        match may_send(client, rate, standing, &r).await {
+            None => break,
+            Some(Err(e)) => {
+                tracing::warn!(path = %r.path, error = %e, "request failed; the next cycle retries")
+            }
+            Some(Ok(_)) => {}
         }
     }
     results.into_iter().flatten().collect()

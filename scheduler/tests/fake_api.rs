@@ -331,3 +331,37 @@ async fn a_leader_that_cannot_renew_stops_binding_before_its_lease_runs_out() {
     stop.cancel();
     handle.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_late_status_write_never_undoes_a_binding() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(gang("ml", "big", 2));
+    fake.put(gang_pod("ml", "big-0", "big", 8));
+    fake.put(gang_pod("ml", "big-1", "big", 8));
+    // The API server is slow to take status writes; bindings go through at once.
+    fake.delay("PATCH", "/pods/big-1/status", Duration::from_millis(1_500));
+    let (stop, handle) = start(&fake, false).await;
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| !f.requests_to("PATCH", "/pods/big-1/status").is_empty())
+            .await
+    );
+    // Room appears while "Unschedulable" is still on its way: the gang is bound.
+    fake.put(node("gpu-2", "64", 8, &[]));
+    assert!(fake.wait_for(Duration::from_secs(5), |f| bound(f, "ml", "big-1").is_some()).await);
+    // The late write was made against an older version of the pod: refused, not applied.
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| {
+            f.requests_to("PATCH", "/pods/big-1/status").first().is_some_and(|r| r.status == 409)
+        })
+        .await,
+        "{:#?}",
+        fake.requests_to("PATCH", "/pods/big-1/status")
+    );
+    let pod = fake.get("v1", "Pod", "ml", "big-1").unwrap();
+    let scheduled =
+        pod["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "PodScheduled");
+    assert_eq!(scheduled.unwrap()["status"], "True", "{pod:#}");
+    stop.cancel();
+    handle.await.unwrap();
+}

@@ -309,6 +309,11 @@ async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let user_agent = req.headers().get("user-agent").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let strategic = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/strategic-merge-patch"));
     let at = std::time::Instant::now();
     let bytes: Bytes = axum::body::to_bytes(req.into_body(), 8 << 20).await.unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
@@ -354,13 +359,13 @@ async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         }
         Some(FaultKind::LoseResponse) => {
             // Served, then the connection breaks before the body: the client sees an error.
-            let _ = serve(&inner, None, &method, &path, &query, body);
+            let _ = serve(&inner, None, &method, &path, &query, body, strategic);
             let broken = futures::stream::once(async {
                 Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped by the fake"))
             });
             return (StatusCode::OK, Body::from_stream(broken)).into_response();
         }
-        None => return serve(&inner, Some(index), &method, &path, &query, body),
+        None => return serve(&inner, Some(index), &method, &path, &query, body, strategic),
     };
     if let Some(r) = inner.store.lock().expect("store").requests.get_mut(index) {
         r.status = resp.status().as_u16();
@@ -378,6 +383,7 @@ fn serve(
     path: &str,
     query: &str,
     body: Value,
+    strategic: bool,
 ) -> Response {
     let Some(t) = parse_path(path) else { return status(StatusCode::NOT_FOUND, "NotFound", "unknown path") };
     let served = inner.served.lock().expect("served").contains(&t.res);
@@ -399,7 +405,7 @@ fn serve(
         (&Method::GET, Some(name), _) => get(s, &t, name),
         (&Method::POST, None, None) => create(inner, s, &t, body),
         (&Method::PUT, Some(name), _) => replace(inner, s, &t, name, body),
-        (&Method::PATCH, Some(name), _) => patch(inner, s, &t, name, &body),
+        (&Method::PATCH, Some(name), _) => patch(inner, s, &t, name, &body, strategic),
         (&Method::DELETE, Some(name), None) => delete(inner, s, &t, name),
         (&Method::POST, Some(name), Some("binding")) => bind(inner, s, &t, name, &body),
         (&Method::POST, Some(name), Some("eviction")) => evict(inner, s, &t, name, &body),
@@ -503,12 +509,38 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-fn patch(inner: &Inner, s: &mut Store, t: &Target, name: &str, body: &Value) -> Response {
+/// A merge patch, or a strategic merge patch (`strategic`: `status.conditions` merge by `type`, as
+/// the API server merges them). A `metadata.resourceVersion` in the patch is a precondition.
+fn patch(inner: &Inner, s: &mut Store, t: &Target, name: &str, body: &Value, strategic: bool) -> Response {
     let key = (t.res.clone(), t.namespace.clone(), name.to_string());
     let Some(mut obj) = s.objects.get(&key).cloned() else {
         return status(StatusCode::NOT_FOUND, "NotFound", &format!("{name} not found"));
     };
-    merge(&mut obj, body);
+    let want = body.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+    if want.is_some_and(|w| Some(w) != obj.pointer("/metadata/resourceVersion").and_then(Value::as_str)) {
+        return status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "the object has been modified; please apply your changes to the latest version",
+        );
+    }
+    let mut body = body.clone();
+    if strategic
+        && let (Some(new), Some(old)) = (
+            body.pointer("/status/conditions").and_then(Value::as_array).cloned(),
+            obj.pointer("/status/conditions").and_then(Value::as_array).cloned(),
+        )
+    {
+        let mut merged = old;
+        for c in new {
+            match merged.iter_mut().find(|o| o.get("type") == c.get("type")) {
+                Some(o) => merge(o, &c),
+                None => merged.push(c),
+            }
+        }
+        body["status"]["conditions"] = Value::Array(merged);
+    }
+    merge(&mut obj, &body);
     let obj = store_change(inner, s, key, obj, "MODIFIED");
     ok(obj)
 }
@@ -545,6 +577,15 @@ fn bind(inner: &Inner, s: &mut Store, t: &Target, name: &str, body: &Value) -> R
     let node = body.pointer("/target/name").cloned().unwrap_or(Value::Null);
     if let Some(spec) = pod.pointer_mut("/spec").and_then(Value::as_object_mut) {
         spec.insert("nodeName".into(), node);
+    }
+    // As the API server does: the pod is scheduled now, whatever a condition said before.
+    let scheduled = json!({"type": "PodScheduled", "status": "True"});
+    if let Some(status) = pod.as_object_mut().map(|p| p.entry("status").or_insert_with(|| json!({}))) {
+        let conditions = status.as_object_mut().map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+        if let Some(list) = conditions.and_then(Value::as_array_mut) {
+            list.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+            list.push(scheduled);
+        }
     }
     store_change(inner, s, key, pod, "MODIFIED");
     (

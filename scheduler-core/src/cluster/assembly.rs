@@ -145,13 +145,36 @@ impl Assembly {
         self.stale = true;
     }
 
-    /// Brings the pod at `key` in line with the cluster.
-    fn pod(&mut self, cluster: &Cluster, key: &PodAt) {
+    /// Brings the pod at `key` in line with the cluster. `before`: the labels and annotations
+    /// of the version it replaces, when known. A pod that claims a gang and changed nothing gangs
+    /// depend on (its claims, its age, its labels and annotations) keeps its membership without
+    /// every gang being resolved again: status updates of running members are the bulk of a
+    /// busy cluster's pod events.
+    fn pod(&mut self, cluster: &Cluster, key: &PodAt, before: Option<Fingerprint>) {
+        let kept = self.pod_at.get(key).filter(|&&i| !self.claims[i].is_empty()).map(|&i| {
+            let p = &self.snapshot.pods[i];
+            (self.claims[i].clone(), p.created, p.gang.clone())
+        });
+        let was_stale = self.stale;
         self.unfile_pod(key);
-        if let Some(v) = cluster.pods.get(key) {
-            let converted = convert_pod(v, &self.priorities);
-            self.file_pod(key, v, converted);
+        let Some(v) = cluster.pods.get(key) else { return };
+        let converted = convert_pod(v, &self.priorities);
+        let unchanged = match (&kept, &converted, &before) {
+            (Some((claims, created, _)), (Ok(p), Ok(now)), Some(b)) => {
+                now == claims && p.created == *created && *b == fingerprint(v)
+            }
+            _ => false,
+        };
+        self.file_pod(key, v, converted);
+        if unchanged && let (Some(&i), Some((_, _, gang))) = (self.pod_at.get(key), kept) {
+            self.snapshot.pods[i].gang = gang;
+            self.stale = was_stale;
         }
+    }
+
+    /// Resolves gangs and memberships again at the next refresh, whatever changed.
+    fn invalidate(&mut self) {
+        self.stale = true;
     }
 
     fn unfile_pod(&mut self, key: &PodAt) {
@@ -405,6 +428,13 @@ impl Assembly {
     }
 }
 
+/// What gang resolution reads of a pod besides its claims and age: its labels and annotations.
+type Fingerprint = (Option<Value>, Option<Value>);
+
+fn fingerprint(v: &Value) -> Fingerprint {
+    (v.pointer("/metadata/labels").cloned(), v.pointer("/metadata/annotations").cloned())
+}
+
 fn convert_pod(v: &Value, priorities: &PriorityClasses) -> Converted {
     (convert::pod_from_value(v, priorities), dialect::pod_claims(v))
 }
@@ -468,10 +498,13 @@ impl Live {
         let kind = kind.to_string();
         let namespace = str_at(&obj, "/metadata/namespace").to_string();
         let name = str_at(&obj, "/metadata/name").to_string();
+        let before = (api_version == "v1" && kind == "Pod")
+            .then(|| self.cluster.get("v1", "Pod", &namespace, &name).map(fingerprint))
+            .flatten();
         let result = self.cluster.push(obj);
         self.cluster.others.clear();
         if result.is_ok() {
-            self.touch(&api_version, &kind, &namespace, &name);
+            self.touch(&api_version, &kind, &namespace, &name, before);
         }
         result
     }
@@ -479,16 +512,23 @@ impl Live {
     /// Removes the object of this API version, kind, namespace and name (a watch `Deleted`).
     pub fn remove(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
         self.cluster.remove_named(api_version, kind, namespace, name);
-        self.touch(api_version, kind, namespace, name);
+        self.touch(api_version, kind, namespace, name, None);
     }
 
-    fn touch(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
+    fn touch(
+        &mut self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        before: Option<Fingerprint>,
+    ) {
         let (cluster, a) = (&self.cluster, &mut self.assembly);
         match (api_version, kind) {
             ("v1", "Node") => a.node(cluster, name),
             ("v1", "Pod") => {
                 let ns = if namespace.is_empty() { "default" } else { namespace };
-                a.pod(cluster, &(ns.to_string(), name.to_string()));
+                a.pod(cluster, &(ns.to_string(), name.to_string()), before);
             }
             ("v1", "Namespace") => {}
             (_, "PriorityClass") => {
@@ -539,7 +579,14 @@ impl Live {
 
     /// Converts the pod again from its raw object, undoing [`Live::pod_mut`].
     pub fn reread_pod(&mut self, namespace: &str, name: &str) {
-        self.assembly.pod(&self.cluster, &(namespace.to_string(), name.to_string()));
+        let before = self.cluster.get("v1", "Pod", namespace, name).map(fingerprint);
+        self.assembly.pod(&self.cluster, &(namespace.to_string(), name.to_string()), before);
+    }
+
+    /// Resolves gangs and memberships afresh at the next [`Live::refresh`], undoing what
+    /// [`Live::gangs_mut`] handed them.
+    pub fn resolve_again(&mut self) {
+        self.assembly.invalidate();
     }
 
     /// The gangs, to hand them the state a previous cycle left them (see
