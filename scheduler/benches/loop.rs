@@ -1,8 +1,8 @@
 //! gang-scheduler end to end against the HTTP-level fake API: 1,000 nodes, 100 gangs of 10 pods
 //! created in a steady stream, then all at once; reports binds per second and the pod-created → bound latency
 //! (p50/p99), then what the loop itself costs per cycle on top of the core's `schedule` (index →
-//! snapshot, plan → requests), measured on the same cluster and on one of S4's size (4,000
-//! nodes, 140,000 running pods, one pending gang).
+//! snapshot, plan → requests), measured on the same cluster, on one of S4's size (4,000 nodes,
+//! 140,000 running pods, one pending gang) and on one with 1,500 gangs of 10.
 //!
 //! Run: `cargo bench -p gang-scheduler --bench loop` (a bench binary, not criterion: one run of
 //! the whole flow). Everything runs on loopback in one process; the fake answers instantly, so the
@@ -142,7 +142,7 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
         index.apply("v1/Pod", versioned(running_pod(&format!("running-{p:06}"), &on)));
     }
     for g in 0..gangs {
-        let name = format!("job-{g:03}");
+        let name = format!("job-{g:04}");
         index.apply("kube-gang.io/v1alpha1/Gang", versioned(gang("bench", &name, members as u32)));
         for m in 0..members {
             index.apply("v1/Pod", versioned(gang_pod("bench", &format!("{name}-{m}"), &name, 2)));
@@ -160,7 +160,7 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
     );
     for _ in 0..20 {
         // A cycle after a change: one pod updated (the first round converts everything).
-        let changed = versioned(gang_pod("bench", "job-000-0", "job-000", 2));
+        let changed = versioned(gang_pod("bench", "job-0000-0", "job-0000", 2));
         let t = Instant::now();
         index.apply("v1/Pod", changed);
         index.refresh();
@@ -197,6 +197,8 @@ fn main() {
     per_cycle(NODES, 0, GANGS, MEMBERS);
     // S4's size: what a cycle costs the loop on a big, busy cluster.
     per_cycle(4_000, 140_000, 1, 16);
+    // Many gangs: a member's update must not re-resolve all 1,500 of them.
+    per_cycle(4_000, 0, 1_500, 10);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     // A steady stream (latency as a user sees it), then a burst (throughput).
     runtime.block_on(end_to_end(Duration::from_millis(20)));
