@@ -52,6 +52,7 @@ async fn end_to_end(spacing: Duration) {
         bind_concurrency: 16,
         qps: 10_000.0,
         burst: 10_000,
+        discovery_period: Duration::from_secs(30),
     };
     let stop = CancellationToken::new();
     let metrics = Metrics::new();

@@ -168,6 +168,7 @@ async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()
         bind_concurrency: args.bind_concurrency,
         qps: args.kube_api_qps,
         burst: args.kube_api_burst,
+        discovery_period: Duration::from_secs(30),
     };
     run::run(client, settings, metrics, stop).await
 }

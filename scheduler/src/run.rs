@@ -145,6 +145,8 @@ pub struct Settings {
     pub bind_concurrency: usize,
     pub qps: f64,
     pub burst: u32,
+    /// How often to look for gang CRDs installed since (30 s in the binary).
+    pub discovery_period: Duration,
 }
 
 /// Runs until `stop` is cancelled; then releases the Lease after in-flight bindings finish.
@@ -202,7 +204,7 @@ pub async fn run(
 
     loop {
         // Discovery: start watches for resources that exist now.
-        if last_discovery.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) {
+        if last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_period) {
             for w in &all {
                 let key = resource_key(&w.resource);
                 if started.contains(&key) {

@@ -42,6 +42,7 @@ async fn start_lease(
         bind_concurrency: 4,
         qps: 1000.0,
         burst: 1000,
+        discovery_period: Duration::from_millis(200),
     };
     let stop = CancellationToken::new();
     let s = stop.clone();
@@ -362,6 +363,41 @@ async fn a_late_status_write_never_undoes_a_binding() {
     let scheduled =
         pod["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "PodScheduled");
     assert_eq!(scheduled.unwrap()["status"], "True", "{pod:#}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_gang_crd_installed_later_is_watched_and_its_gangs_placed() {
+    // Volcano is not installed when the scheduler starts.
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(node("gpu-2", "64", 8, &[]));
+    for m in 0..2 {
+        let mut p = gang_pod("ml", &format!("vc-{m}"), "unused", 8);
+        p["metadata"]["labels"] = json!({});
+        p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "pg"});
+        fake.put(p);
+    }
+    let (stop, handle) = start(&fake, false).await;
+    // Its members wait for a gang that does not exist (yet); nothing is bound.
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| !f
+            .requests_to("GET", "/scheduling.volcano.sh/v1beta1/podgroups")
+            .is_empty())
+            .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(fake.requests_to("POST", "/binding").is_empty());
+    // Volcano's CRD is installed and the PodGroup created: picked up, and the gang placed whole.
+    fake.serve("/apis/scheduling.volcano.sh/v1beta1", "podgroups");
+    fake.put(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": 2}}));
+    let both = |f: &FakeApi| bound(f, "ml", "vc-0").is_some() && bound(f, "ml", "vc-1").is_some();
+    assert!(fake.wait_for(Duration::from_secs(10), both).await, "{:#?}", fake.requests());
+    assert_ne!(bound(&fake, "ml", "vc-0"), bound(&fake, "ml", "vc-1"));
+    // Volcano's own object is Volcano's: no status written to it.
+    assert!(fake.requests_to("PATCH", "/podgroups/pg/status").is_empty());
     stop.cancel();
     handle.await.unwrap();
 }
