@@ -177,7 +177,7 @@ impl Cluster {
                 self.priority_classes.insert(name, obj);
             }
             _ if dialect::read_object(&obj).is_some() => {
-                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+                let group = crate::dialect::group_of(&api_version).to_string();
                 self.gang_objects.insert((group, kind, ns, name), obj);
             }
             _ => self.others.push(obj),
@@ -213,7 +213,7 @@ impl Cluster {
                 self.priority_classes.remove(&name);
             }
             _ => {
-                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+                let group = crate::dialect::group_of(api_version).to_string();
                 self.gang_objects.remove(&(group, kind.to_string(), namespace.to_string(), name));
             }
         }
@@ -251,7 +251,7 @@ impl Cluster {
             ("v1", "Namespace") => self.namespaces.get(name),
             (_, "PriorityClass") => self.priority_classes.get(name),
             _ => {
-                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+                let group = crate::dialect::group_of(api_version).to_string();
                 self.gang_objects.get(&(group, kind.to_string(), namespace.to_string(), name.to_string()))
             }
         }

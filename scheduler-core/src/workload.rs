@@ -98,7 +98,7 @@ pub fn path_of(ptr: &str) -> String {
 pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
     let kind = obj.get("kind").and_then(Value::as_str)?;
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = crate::dialect::group_of(api_version);
     let mut errors = Vec::new();
     let mut roles = Vec::new();
     let mut group_size = None;

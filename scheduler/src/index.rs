@@ -82,8 +82,8 @@ impl Index {
             self.assumed.remove(&pod);
         }
         let (ns, name) = key_of(obj);
-        self.before.remove(&(resource.to_string(), ns, name));
-        self.forget_object(resource, &key_of(obj));
+        self.before.remove(&(resource.to_string(), ns.clone(), name.clone()));
+        self.forget_object(resource, &(ns, name));
     }
 
     fn forget_object(&mut self, resource: &str, (ns, name): &(String, String)) {

@@ -18,11 +18,6 @@ use kube::Api;
 use kube::api::PostParams;
 use scheduler_core::model::Time;
 
-/// How long a Lease is valid without renewal, unless `--leader-elect-lease-duration` says otherwise.
-pub const LEASE_DURATION: Duration = Duration::from_secs(15);
-/// How often replicas try to acquire or renew, unless `--leader-elect-retry-period` says otherwise.
-pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
-
 /// How long after its last successful renewal a leader may still act: two thirds of the lease
 /// duration, so it stops well before a successor may take over (kube-scheduler's renew deadline
 /// sits at the same fraction by default).
@@ -211,6 +206,9 @@ pub async fn release(api: &Api<Lease>, name: &str, me: &str) -> kube::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--leader-elect-lease-duration`'s default.
+    const LEASE_DURATION: Duration = Duration::from_secs(15);
 
     fn spec(holder: Option<&str>, renewed_secs: i64) -> LeaseSpec {
         LeaseSpec {

@@ -273,10 +273,12 @@ pub async fn run(
         }
         let (writes, reports): (Vec<Request>, Vec<Request>) =
             requests.into_iter().partition(|r| r.method == "POST" && r.target.is_none() && !is_event(r));
-        for r in &reports {
-            index.wrote(r);
+        if !reports.is_empty() {
+            for r in &reports {
+                index.wrote(r);
+            }
+            let _ = report_tx.send(reports);
         }
-        let _ = report_tx.send(reports);
         let failed = send_all(&client, &rate, writes, concurrency, &standing).await;
         for pod in failed {
             index.forget(&pod);

@@ -537,7 +537,7 @@ impl Live {
                 }
             }
             _ => {
-                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+                let group = crate::dialect::group_of(api_version).to_string();
                 a.gang_object(cluster, &(group, kind.to_string(), namespace.to_string(), name.to_string()));
             }
         }

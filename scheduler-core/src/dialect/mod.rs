@@ -88,10 +88,16 @@ pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
 }
 
 /// Reads a gang-defining object of any dialect. `None`: not a gang object.
+/// The API group of an `apiVersion` (`scheduling.volcano.sh/v1beta1` → `scheduling.volcano.sh`;
+/// `v1` → the core group, `""`).
+pub(crate) fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
 pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = group_of(api_version);
     match (group, kind) {
         (crate::GROUP, "Gang") => Some(kubegang::read(obj).map(GangObject::Gang)),
         (coscheduling::GROUP, "PodGroup") => Some(coscheduling::read(obj).map(GangObject::Gang)),
