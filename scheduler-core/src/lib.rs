@@ -9,20 +9,15 @@
 //! A test (`tests/purity.rs`) fails if `Cargo.toml` gains a dependency that does I/O.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod cluster;
-pub mod config;
-pub mod convert;
-pub mod crd;
-pub mod dialect;
-pub mod error;
-pub mod model;
-pub mod plan;
-pub mod quantity;
-pub mod resources;
-pub mod schedule;
-pub mod sim;
-pub mod validate;
-pub mod workload;
+pub mod decide;
+pub mod read;
+pub mod rules;
+
+// The public paths stay flat (`scheduler_core::model`, `scheduler_core::validate`, …): the layers
+// are how the crate is organised inside, not something its users need to spell.
+pub use decide::{config, plan, schedule, sim};
+pub use read::{cluster, convert, crd, dialect, error, model, quantity, resources, workload};
+pub use rules::validate;
 
 pub use config::Config;
 pub use error::{FieldError, FieldErrors};

@@ -16,7 +16,7 @@ fn render() -> anyhow::Result<String> {
     let crd = scheduler_core::crd::gang_crd();
     let yaml = serde_norway::to_string(&crd).context("rendering the CRD")?;
     Ok(format!(
-        "# Generated from scheduler-core/src/crd.rs by `cargo xtask crd`. Do not edit: change the Rust type\n# and run it again (a test fails when this file drifts).\n{yaml}"
+        "# Generated from scheduler-core/src/read/crd.rs by `cargo xtask crd`. Do not edit: change the Rust type\n# and run it again (a test fails when this file drifts).\n{yaml}"
     ))
 }
 

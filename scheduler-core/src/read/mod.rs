@@ -1,0 +1,16 @@
+//! Layer 1, reading: Kubernetes objects and files into the canonical model.
+//!
+//! Quantities and effective requests, the model itself, conversion of core Kubernetes objects,
+//! every gang dialect, opt-in workloads, the `Gang` CRD type and the assembly of a whole cluster.
+//! Nothing here may use the layers above it ([`crate::rules`], [`crate::decide`]); the layer
+//! check in `scheduler-core/tests/layers.rs` fails when one does.
+
+pub mod cluster;
+pub mod convert;
+pub mod crd;
+pub mod dialect;
+pub mod error;
+pub mod model;
+pub mod quantity;
+pub mod resources;
+pub mod workload;
