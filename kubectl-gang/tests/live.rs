@@ -110,11 +110,8 @@ fn kubectl_finds_the_plugin() {
     let plugin = dir.path().join("kubectl-gang");
     std::fs::copy(BIN, &plugin).unwrap();
     let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
-    let list = Command::new("kubectl")
-        .args(["plugin", "list"])
-        .env("PATH", &path)
-        .output()
-        .expect("kubectl on PATH");
+    let Some(mut kubectl) = kube_gang_tests::tools::required_tool("kubectl") else { return };
+    let list = kubectl.args(["plugin", "list"]).env("PATH", &path).output().expect("kubectl on PATH");
     let stdout = String::from_utf8_lossy(&list.stdout);
     assert!(
         stdout.contains(&plugin.display().to_string()),

@@ -10,6 +10,8 @@
 //! served but its response lost (the connection drops), and a delay before matching requests are
 //! served (a slow API server).
 
+pub mod tools;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
