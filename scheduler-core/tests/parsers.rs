@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use scheduler_core::cluster::Cluster;
-use scheduler_core::{dialect, quantity, validate, workload};
+use scheduler_core::{dialect, duration, quantity, resources, validate, workload};
 use serde_json::{Value, json};
 
 fn json_value() -> impl Strategy<Value = Value> {
@@ -77,15 +77,15 @@ proptest! {
     #[test]
     fn quantities_never_panic(s in "\\PC{0,24}") {
         let _ = quantity::parse(&s);
-        let _ = quantity::amount("cpu", &s);
-        let _ = dialect::parse_duration(&s);
+        let _ = resources::amount("cpu", &s);
+        let _ = duration::parse(&s);
     }
 
     #[test]
     fn integer_binary_quantities_are_exact(n in 0i64..1_000_000, suffix in 0usize..4) {
         let (s, mult) = [("Ki", 1i64 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("", 1)][suffix];
-        prop_assert_eq!(quantity::amount("memory", &format!("{n}{s}")), Ok(n * mult));
-        prop_assert_eq!(quantity::amount("cpu", &format!("{n}m")), Ok(n));
+        prop_assert_eq!(resources::amount("memory", &format!("{n}{s}")), Ok(n * mult));
+        prop_assert_eq!(resources::amount("cpu", &format!("{n}m")), Ok(n));
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub async fn elect(
         let attempt = Instant::now();
         let round = tokio::select! {
             () = stop.cancelled() => return,
-            r = round(&api, &name, &me, crate::run::wall_clock(), duration) => r,
+            r = round(&api, &name, &me, crate::clock::wall_clock(), duration) => r,
         };
         let held = match round {
             Ok(held) => held,

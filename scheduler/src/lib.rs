@@ -6,6 +6,7 @@
 //! Everything that decides is pure and tested without a cluster.
 
 pub mod apply;
+mod clock;
 pub mod config;
 pub mod index;
 pub mod lease;
@@ -82,7 +83,7 @@ pub enum LogFormat {
 /// A duration such as `1s`, `500ms` or `2m`; zero is refused (every duration flag is a period or
 /// a lifetime).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = scheduler_core::dialect::parse_duration(s)?;
+    let d = scheduler_core::duration::parse(s)?;
     if d.is_zero() {
         return Err("must be more than zero".into());
     }

@@ -14,13 +14,13 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use scheduler_core::model::Time;
 use scheduler_core::{Config, Plan};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, EventLimiter, Request, Target};
+use crate::clock::wall_clock;
 use crate::index::Index;
 use crate::lease::Standing;
 use crate::metrics::{Metrics, ResultLabel};
@@ -375,15 +375,6 @@ fn handle(index: &mut Index, synced: &mut BTreeSet<String>, msg: Msg) {
         Msg::Written(t) => index.written(&t),
         Msg::Unwritten(t) => index.unwrite(&t),
     }
-}
-
-/// The wall clock, as the core reads time.
-pub(crate) fn wall_clock() -> Time {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    Time(ms)
 }
 
 fn record(metrics: &Metrics, plan: &Plan) {

@@ -480,43 +480,6 @@ impl Gang {
             state: GangState::default(),
         }
     }
-
-    /// The leaf subgroups (those no other subgroup names as parent), in spec order.
-    pub fn leaves(&self) -> impl Iterator<Item = &SubGroup> {
-        self.subgroups
-            .iter()
-            .filter(|s| !self.subgroups.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str())))
-    }
-
-    /// The smallest number of pods that can satisfy the tree, assuming each leaf is filled to its own
-    /// minimum and each inner node picks its cheapest children. `None` if the tree is malformed.
-    pub fn min_pods(&self) -> Option<u64> {
-        fn cost(gang: &Gang, parent: Option<&str>, need: u32, depth: usize) -> Option<u64> {
-            if depth > crate::validate::MAX_SUBGROUP_DEPTH + 1 {
-                return None;
-            }
-            let mut children: Vec<u64> = Vec::new();
-            for s in gang.subgroups.iter().filter(|s| s.parent.as_deref() == parent) {
-                let is_leaf = !gang.subgroups.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str()));
-                let c = if is_leaf {
-                    u64::from(s.min_member)
-                } else {
-                    cost(gang, Some(&s.name), s.min_member, depth + 1)?
-                };
-                children.push(c);
-            }
-            if children.len() < need as usize {
-                return None;
-            }
-            children.sort_unstable();
-            Some(children.iter().take(need as usize).sum())
-        }
-        if self.subgroups.is_empty() {
-            Some(u64::from(self.min_member))
-        } else {
-            cost(self, None, self.min_member, 0)
-        }
-    }
 }
 
 /// Serde helper: an optional duration as whole seconds.

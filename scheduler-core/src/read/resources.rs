@@ -130,6 +130,14 @@ impl fmt::Display for Resources {
     }
 }
 
+/// The amount of `resource` in the scheduler's units: millicores for `cpu`, base units (rounded
+/// up) for everything else.
+pub fn amount(resource: &str, q: &str) -> Result<i64, crate::quantity::QuantityError> {
+    let parsed = crate::quantity::parse(q.trim_matches(|c: char| c == '"'))?;
+    let v = if resource == CPU { parsed.milli_ceil() } else { parsed.value_ceil() };
+    v.ok_or_else(|| crate::quantity::QuantityError::Overflow(q.to_string()))
+}
+
 /// A `ResourceList` (requests, limits, allocatable, overhead) in the scheduler's units. Every bad
 /// entry is an error at `path[name]` naming the value; negative amounts are errors.
 pub fn resource_list(
@@ -139,7 +147,7 @@ pub fn resource_list(
     let mut out = Resources::new();
     let mut errors = Vec::new();
     for (name, q) in list {
-        match crate::quantity::amount(name, &q.0) {
+        match amount(name, &q.0) {
             Ok(a) if a < 0 => errors.push(crate::error::FieldError::new(
                 format!("{path}[{name}]"),
                 format!("must not be negative, got {:?}", q.0),
@@ -225,4 +233,39 @@ pub fn effective_requests(
         }
     }
     if errors.is_empty() { Ok(running) } else { Err(errors) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quantity::QuantityError;
+
+    #[test]
+    fn canonical_examples_from_the_kubernetes_docs() {
+        // "128974848, 129e6, 129M, 128974848000m, 123Mi" are all roughly the same memory.
+        assert_eq!(amount("memory", "128974848"), Ok(128_974_848));
+        assert_eq!(amount("memory", "129e6"), Ok(129_000_000));
+        assert_eq!(amount("memory", "129M"), Ok(129_000_000));
+        assert_eq!(amount("memory", "128974848000m"), Ok(128_974_848));
+        assert_eq!(amount("memory", "123Mi"), Ok(128_974_848));
+        assert_eq!(amount("cpu", "0.5"), Ok(500));
+        assert_eq!(amount("cpu", "100m"), Ok(100));
+        assert_eq!(amount("cpu", "0.1"), Ok(100));
+        assert_eq!(amount("cpu", "1u"), Ok(1), "rounds up");
+        assert_eq!(amount("cpu", "2"), Ok(2000));
+        assert_eq!(amount("memory", "1Gi"), Ok(1 << 30));
+        assert_eq!(amount("memory", "1.5Gi"), Ok(3 << 29));
+        assert_eq!(amount("memory", "1e3"), Ok(1000));
+        assert_eq!(amount("memory", "12E-3"), Ok(1), "0.012 bytes rounds up to 1");
+        assert_eq!(amount("nvidia.com/gpu", "8"), Ok(8));
+        assert_eq!(amount("memory", "1E"), Ok(1_000_000_000_000_000_000));
+        assert_eq!(amount("cpu", "-1"), Ok(-1000));
+        assert_eq!(amount("cpu", "+.5"), Ok(500));
+    }
+
+    #[test]
+    fn amounts_that_overflow_are_errors() {
+        assert!(matches!(amount("memory", "99999999999999999999Ei"), Err(QuantityError::Overflow(_))));
+        assert!(matches!(amount("memory", "1e40"), Err(QuantityError::Overflow(_))));
+    }
 }

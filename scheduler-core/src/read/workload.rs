@@ -15,10 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::error::FieldError;
 use crate::names::*;
 
-/// LeaderWorkerSet's pod label carrying the group index; one gang per group.
-pub const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
-/// LeaderWorkerSet's pod label carrying the set's name.
-pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
 /// The scheduler the API server writes when a pod names none.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 

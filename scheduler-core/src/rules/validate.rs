@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::error::FieldError;
 use crate::model::Gang;
 
-/// How deep a subgroup tree may nest below the root.
-pub const MAX_SUBGROUP_DEPTH: usize = 4;
+pub use crate::labels::{check_label_key, check_label_value};
+pub use crate::tree::MAX_SUBGROUP_DEPTH;
+
 /// How many subgroups one gang may have.
 pub const MAX_SUBGROUPS: usize = 64;
 
@@ -341,46 +342,4 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
         }
     }
     errors
-}
-
-/// A Kubernetes label value: at most 63 characters, alphanumerics, `-`, `_`, `.`, starting and
-/// ending with an alphanumeric. Subgroup names are written into pod labels, so they must be one.
-pub fn check_label_value(v: &str) -> Result<(), String> {
-    if v.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if v.len() > 63 {
-        return Err(format!("{v:?} is longer than 63 characters"));
-    }
-    let ok_inner = v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if !ok_inner || !ends(v.chars().next()) || !ends(v.chars().last()) {
-        return Err(format!(
-            "{v:?} is not a valid label value (alphanumerics, '-', '_', '.', starting and ending with an alphanumeric)"
-        ));
-    }
-    Ok(())
-}
-
-/// A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63
-/// characters (as a label value, but not empty).
-pub fn check_label_key(k: &str) -> Result<(), String> {
-    let (prefix, name) = match k.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, k),
-    };
-    if let Some(p) = prefix {
-        let valid = !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                !part.is_empty()
-                    && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            });
-        if !valid {
-            return Err(format!("{k:?} is not a valid label key: prefix {p:?} is not a DNS subdomain"));
-        }
-    }
-    check_label_value(name).map_err(|e| format!("{k:?} is not a valid label key: {e}"))
 }

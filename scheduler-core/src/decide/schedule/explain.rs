@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use super::Cycle;
 use super::place::Placement;
 use super::state::{Static, Txn, static_fit};
-use super::tree;
 use crate::resources::Resources;
+use crate::tree;
 
 /// How many node names a message lists before "…".
 const MAX_NAMES: usize = 5;

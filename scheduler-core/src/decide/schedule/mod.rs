@@ -15,18 +15,17 @@ mod explain;
 mod place;
 mod preempt;
 pub(crate) mod state;
-pub(crate) mod tree;
 
 use crate::config::TimeoutAction;
 use crate::model::{Gang, GangKey, GangMode, GangState, PodPhase, Reservation};
 use crate::plan::{Binding, Counts, Eviction, EvictionReason, Outcome, Phase};
+use crate::tree::{self, LeafCounts};
 use crate::{Config, Plan, Reason, Snapshot, Time};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use place::Placement;
 use state::{Demand, ResourceIndex, State, Txn};
-use tree::LeafCounts;
 
 /// A deadline as messages state it: an absolute time, to the second (rounded up). Unlike "in 37s",
 /// it reads the same in every cycle, so what is written to the API from it does not change

@@ -14,9 +14,9 @@ use std::rc::Rc;
 
 use super::Members;
 use super::state::{Demand, State, Txn, soft_taints, static_fit};
-use super::tree::{self, LeafCounts};
 use crate::config::Scoring;
 use crate::model::{Gang, GangMode, Pod};
+use crate::tree::{self, LeafCounts};
 use crate::{Config, Snapshot};
 
 /// The nodes in each domain of one topology key.
@@ -612,7 +612,7 @@ impl<'a> Placer<'a> {
         keep_partial: bool,
         depth: usize,
     ) {
-        if depth > crate::validate::MAX_SUBGROUP_DEPTH + 1 {
+        if depth > tree::WALK_DEPTH_LIMIT {
             return;
         }
         let gang = r.gang;

@@ -16,7 +16,7 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     if name.is_empty() {
         return Err(FieldError::new(label_path(LABEL_GANG), "must name a gang"));
     }
-    if let Err(e) = crate::validate::check_label_value(name) {
+    if let Err(e) = crate::labels::check_label_value(name) {
         return Err(FieldError::new(label_path(LABEL_GANG), e));
     }
     let dialect = if meta.annotations.contains_key(ANNOTATION_MIN_MEMBER) {
@@ -25,8 +25,7 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
         Dialect::KubeGang
     };
     // LeaderWorkerSet: one gang per group, told apart by the group index the LWS controller writes.
-    let lws =
-        meta.labels.get(crate::workload::LWS_NAME).zip(meta.labels.get(crate::workload::LWS_GROUP_INDEX));
+    let lws = meta.labels.get(crate::labels::LWS_NAME).zip(meta.labels.get(crate::labels::LWS_GROUP_INDEX));
     let gang = match lws {
         Some((lws_name, index)) if lws_name == name => {
             GangKey::new(meta.namespace, format!("{name}-{index}"))

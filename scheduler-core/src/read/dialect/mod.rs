@@ -22,10 +22,10 @@ pub mod upstream;
 pub mod volcano;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde_json::Value;
 
+pub(crate) use crate::duration::parse as parse_duration;
 use crate::error::FieldError;
 use crate::model::{Dialect, Gang, GangKey, Time};
 
@@ -179,46 +179,6 @@ fn serde_path(msg: &str) -> String {
     }
 }
 
-/// A Go `time.Duration` string (`90s`, `1h30m`, `1.5h`, `500ms`) or bare seconds (`600`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("empty duration".into());
-    }
-    if let Ok(secs) = t.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let bad = || {
-        format!("invalid duration {s:?}: use a number of seconds or units h, m, s, ms (e.g. 90s, 15m, 1h30m)")
-    };
-    let mut total = 0f64;
-    let mut rest = t;
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
-        if num_len == 0 {
-            return Err(bad());
-        }
-        let n: f64 = rest[..num_len].parse().map_err(|_| bad())?;
-        rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            "us" | "µs" => 0.000_001,
-            "ns" => 0.000_000_001,
-            _ => return Err(bad()),
-        };
-        total += n * factor;
-        rest = &rest[unit_len..];
-    }
-    if !total.is_finite() || total > 1e12 {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(total))
-}
-
 /// A non-negative count from an annotation or field, with a message naming the value.
 pub(crate) fn parse_count(path: &str, v: &str) -> Result<u32, FieldError> {
     v.trim().parse::<u32>().map_err(|_| FieldError::new(path, format!("{v:?} is not a non-negative integer")))
@@ -244,17 +204,6 @@ pub(crate) fn min_resources(
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("600"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
-        for bad in ["", "h", "10x", "-5s", "1e9h", "5 s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn a_pod_claimed_by_two_gangs_names_both() {

@@ -142,11 +142,7 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
             depth += 1;
             let pk = GangKey::new(&cur.key.namespace, parent);
             match by_key.get(&pk) {
-                Some(p)
-                    if p.kind == "CompositePodGroup" && depth <= crate::validate::MAX_SUBGROUP_DEPTH + 1 =>
-                {
-                    cur = p
-                }
+                Some(p) if p.kind == "CompositePodGroup" && depth <= crate::tree::WALK_DEPTH_LIMIT => cur = p,
                 Some(p) if p.kind != "CompositePodGroup" => {
                     problems.push((
                         g.key.clone(),

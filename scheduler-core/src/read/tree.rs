@@ -1,19 +1,66 @@
 //! The subgroup tree of a gang: when is it satisfied, and what is missing.
 //!
 //! A leaf's `min_member` counts pods; an inner subgroup's counts satisfied children; the root counts
-//! pods when there are no subgroups, else satisfied top-level subgroups (DESIGN.md).
+//! pods when there are no subgroups, else satisfied top-level subgroups (`../shared/DESIGN.md`,
+//! "Subgroup semantics"). Every walk of the tree lives here: the cycle, the validation, the dialects
+//! and `kubectl gang status` use these functions rather than walking it themselves.
 
 use std::collections::BTreeMap;
 
-use crate::model::Gang;
-use crate::validate::MAX_SUBGROUP_DEPTH;
+use crate::model::{Gang, SubGroup};
+
+/// How deep a subgroup tree may nest below the root.
+pub const MAX_SUBGROUP_DEPTH: usize = 4;
+
+/// How deep a walk of the tree goes before it gives up: one level beyond the deepest valid tree, so
+/// that a walk over a tree not yet validated (a parent cycle, say) still ends.
+pub const WALK_DEPTH_LIMIT: usize = MAX_SUBGROUP_DEPTH + 1;
+
+impl Gang {
+    /// The leaf subgroups (those no other subgroup names as parent), in spec order.
+    pub fn leaves(&self) -> impl Iterator<Item = &SubGroup> {
+        self.subgroups
+            .iter()
+            .filter(|s| !self.subgroups.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str())))
+    }
+
+    /// The smallest number of pods that can satisfy the tree, assuming each leaf is filled to its own
+    /// minimum and each inner node picks its cheapest children. `None` if the tree is malformed.
+    pub fn min_pods(&self) -> Option<u64> {
+        fn cost(gang: &Gang, parent: Option<&str>, need: u32, depth: usize) -> Option<u64> {
+            if depth > WALK_DEPTH_LIMIT {
+                return None;
+            }
+            let mut children: Vec<u64> = Vec::new();
+            for s in gang.subgroups.iter().filter(|s| s.parent.as_deref() == parent) {
+                let is_leaf = !gang.subgroups.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str()));
+                let c = if is_leaf {
+                    u64::from(s.min_member)
+                } else {
+                    cost(gang, Some(&s.name), s.min_member, depth + 1)?
+                };
+                children.push(c);
+            }
+            if children.len() < need as usize {
+                return None;
+            }
+            children.sort_unstable();
+            Some(children.iter().take(need as usize).sum())
+        }
+        if self.subgroups.is_empty() {
+            Some(u64::from(self.min_member))
+        } else {
+            cost(self, None, self.min_member, 0)
+        }
+    }
+}
 
 /// Pods per leaf subgroup (`""` for a gang without subgroups).
-pub(crate) type LeafCounts = BTreeMap<String, u32>;
+pub type LeafCounts = BTreeMap<String, u32>;
 
 /// The leaf a pod counts toward: its subgroup when the gang has subgroups and names it as a leaf,
 /// `""` when the gang has none, `None` when the pod cannot count (unknown or missing subgroup).
-pub(crate) fn leaf_of<'a>(gang: &Gang, subgroup: Option<&'a str>) -> Option<&'a str> {
+pub fn leaf_of<'a>(gang: &Gang, subgroup: Option<&'a str>) -> Option<&'a str> {
     if gang.subgroups.is_empty() {
         return Some("");
     }
@@ -22,7 +69,7 @@ pub(crate) fn leaf_of<'a>(gang: &Gang, subgroup: Option<&'a str>) -> Option<&'a 
 }
 
 /// Whether the gang's root is satisfied with `counts` pods per leaf.
-pub(crate) fn satisfied(gang: &Gang, counts: &LeafCounts) -> bool {
+pub fn satisfied(gang: &Gang, counts: &LeafCounts) -> bool {
     if gang.subgroups.is_empty() {
         return counts.get("").copied().unwrap_or(0) >= gang.min_member;
     }
@@ -30,9 +77,9 @@ pub(crate) fn satisfied(gang: &Gang, counts: &LeafCounts) -> bool {
 }
 
 /// Whether subgroup `name` is satisfied.
-pub(crate) fn subgroup_satisfied(gang: &Gang, name: &str, counts: &LeafCounts, depth: usize) -> bool {
+pub fn subgroup_satisfied(gang: &Gang, name: &str, counts: &LeafCounts, depth: usize) -> bool {
     let Some(s) = gang.subgroups.iter().find(|s| s.name == name) else { return false };
-    if depth > MAX_SUBGROUP_DEPTH + 1 {
+    if depth > WALK_DEPTH_LIMIT {
         return false;
     }
     let is_leaf = !gang.subgroups.iter().any(|c| c.parent.as_deref() == Some(name));
@@ -54,7 +101,7 @@ fn children_satisfied(gang: &Gang, parent: Option<&str>, counts: &LeafCounts, de
 }
 
 /// The minimum pods each leaf needs (`""` for a gang without subgroups).
-pub(crate) fn leaf_minimums(gang: &Gang) -> LeafCounts {
+pub fn leaf_minimums(gang: &Gang) -> LeafCounts {
     if gang.subgroups.is_empty() {
         return [(String::new(), gang.min_member)].into();
     }
@@ -62,11 +109,11 @@ pub(crate) fn leaf_minimums(gang: &Gang) -> LeafCounts {
 }
 
 /// The leaves under subgroup `name` (itself if it is a leaf).
-pub(crate) fn leaves_under(gang: &Gang, name: &str) -> Vec<String> {
+pub fn leaves_under(gang: &Gang, name: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![(name.to_string(), 0usize)];
     while let Some((n, depth)) = stack.pop() {
-        if depth > MAX_SUBGROUP_DEPTH + 1 {
+        if depth > WALK_DEPTH_LIMIT {
             continue;
         }
         let children: Vec<_> =
@@ -82,7 +129,7 @@ pub(crate) fn leaves_under(gang: &Gang, name: &str) -> Vec<String> {
 }
 
 /// "decode 1 of 4, prefill 2 of 2" for leaves below their minimum.
-pub(crate) fn shortfall(gang: &Gang, counts: &LeafCounts) -> String {
+pub fn shortfall(gang: &Gang, counts: &LeafCounts) -> String {
     leaf_minimums(gang)
         .iter()
         .filter(|(leaf, min)| counts.get(*leaf).copied().unwrap_or(0) < **min && !leaf.is_empty())

@@ -1,0 +1,83 @@
+//! Label and annotation syntax, and the keys and names with fixed meanings: the bottom of the
+//! reading layer, shared by the dialects, the workloads and the rules above them.
+//!
+//! The names are fixed in `../shared/DESIGN.md` ("API"); the syntax is Kubernetes' own (label keys
+//! and values as `k8s.io/apimachinery/pkg/util/validation` defines them).
+
+/// The API group of kube-gang's own objects and the prefix of its labels and annotations.
+pub const GROUP: &str = "kube-gang.io";
+/// The `Gang` CRD's version.
+pub const VERSION: &str = "v1alpha1";
+/// The default `spec.schedulerName` gang members carry.
+pub const SCHEDULER_NAME: &str = "gang-scheduler";
+
+// Labels and annotations with fixed names (`../shared/DESIGN.md`, "API"); the crate root
+// re-exports this module as `scheduler_core::names`.
+
+/// Pod label: the gang (same namespace) this pod belongs to.
+pub const LABEL_GANG: &str = "kube-gang.io/gang";
+/// Pod label: the leaf subgroup this pod belongs to.
+pub const LABEL_SUBGROUP: &str = "kube-gang.io/subgroup";
+/// Workload or namespace label that opts in to injection: `"true"`.
+pub const LABEL_ENABLED: &str = "kube-gang.io/enabled";
+/// CRD-less gang: minimum members.
+pub const ANNOTATION_MIN_MEMBER: &str = "kube-gang.io/min-member";
+/// CRD-less gang: expected total members.
+pub const ANNOTATION_TOTAL_MEMBER: &str = "kube-gang.io/total-member";
+/// CRD-less gang: `Strict` or `NonStrict`.
+pub const ANNOTATION_MODE: &str = "kube-gang.io/mode";
+/// CRD-less gang: schedule timeout as a duration (`90s`, `15m`, `2h`).
+pub const ANNOTATION_TIMEOUT: &str = "kube-gang.io/timeout";
+/// CRD-less gang: required topology key.
+pub const ANNOTATION_TOPOLOGY_KEY: &str = "kube-gang.io/topology-key";
+/// CRD-less gang: comma-separated `namespace/name` gangs that must be satisfied together.
+pub const ANNOTATION_GANG_GROUP: &str = "kube-gang.io/gang-group";
+
+// Other projects' well-known keys this crate reads or writes.
+
+/// LeaderWorkerSet's pod label carrying the group index; one gang per group.
+pub const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
+/// LeaderWorkerSet's pod label carrying the set's name.
+pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+
+/// A Kubernetes label value: at most 63 characters, alphanumerics, `-`, `_`, `.`, starting and
+/// ending with an alphanumeric. Subgroup names are written into pod labels, so they must be one.
+pub fn check_label_value(v: &str) -> Result<(), String> {
+    if v.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if v.len() > 63 {
+        return Err(format!("{v:?} is longer than 63 characters"));
+    }
+    let ok_inner = v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !ok_inner || !ends(v.chars().next()) || !ends(v.chars().last()) {
+        return Err(format!(
+            "{v:?} is not a valid label value (alphanumerics, '-', '_', '.', starting and ending with an alphanumeric)"
+        ));
+    }
+    Ok(())
+}
+
+/// A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63
+/// characters (as a label value, but not empty).
+pub fn check_label_key(k: &str) -> Result<(), String> {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    if let Some(p) = prefix {
+        let valid = !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            });
+        if !valid {
+            return Err(format!("{k:?} is not a valid label key: prefix {p:?} is not a DNS subdomain"));
+        }
+    }
+    check_label_value(name).map_err(|e| format!("{k:?} is not a valid label key: {e}"))
+}
