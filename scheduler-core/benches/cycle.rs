@@ -2,7 +2,8 @@
 //!
 //! Run: `cargo bench -p scheduler-core --bench cycle` (add `-- --quick` for a fast look). Each case
 //! builds a synthetic cluster — GPU nodes in racks, running pods, pending gangs — and times
-//! `schedule(snapshot, config, now)` alone.
+//! `schedule(snapshot, config, now)` alone. Snapshots carry their node usage, as the scheduler's
+//! (`cluster::Live`) and the one-pass assembly's do.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -71,6 +72,12 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, node: Option<Str
     }
 }
 
+/// The snapshot with its node usage added up, as an assembled snapshot carries it.
+fn carried(mut snap: Snapshot) -> Snapshot {
+    snap.usage = Some(Usage::of(&snap.pods));
+    snap
+}
+
 fn cycle(c: &mut Criterion) {
     let config = Config { preemption: false, ..Config::default() };
     let now = Time::from_secs(1_000);
@@ -79,7 +86,7 @@ fn cycle(c: &mut Criterion) {
     // (nodes, pending gangs, members per gang): the last two cases ask for more GPUs than exist,
     // so most gangs take the explain-why path.
     for (nodes, gangs, size) in [(1_000, 100, 8), (5_000, 500, 8), (15_000, 1_000, 8), (15_000, 2_000, 8)] {
-        let snap = cluster(nodes, gangs, size);
+        let snap = carried(cluster(nodes, gangs, size));
         let id = BenchmarkId::from_parameter(format!("{nodes}n-{gangs}g-{}p", gangs * size as usize));
         group.bench_with_input(id, &snap, |b, snap| b.iter(|| schedule(black_box(snap), &config, now)));
     }
@@ -126,7 +133,7 @@ fn preemption(c: &mut Criterion) {
     let mut group = c.benchmark_group("preemption");
     group.sample_size(10);
     for (nodes, urgent) in [(1_000, 10), (15_000, 50)] {
-        let snap = full_cluster(nodes, urgent);
+        let snap = carried(full_cluster(nodes, urgent));
         let id = BenchmarkId::from_parameter(format!("{nodes}n-{urgent}urgent"));
         group.bench_with_input(id, &snap, |b, snap| b.iter(|| schedule(black_box(snap), &config, now)));
     }

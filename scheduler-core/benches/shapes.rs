@@ -15,7 +15,8 @@
 //! - scaling: S1's pod mix at 1,000 / 5,000 / 15,000 nodes (10 pending pods per node) — cost
 //!   should grow about linearly.
 //!
-//! Criterion reports throughput in elements (pods) per second for every case.
+//! Criterion reports throughput in elements (pods) per second for every case. Snapshots carry
+//! their node usage, as the scheduler's (`cluster::Live`) and the one-pass assembly's do.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -142,6 +143,12 @@ fn s4() -> Snapshot {
     snap
 }
 
+/// The snapshot with its node usage added up, as an assembled snapshot carries it.
+fn carried(mut snap: Snapshot) -> Snapshot {
+    snap.usage = Some(Usage::of(&snap.pods));
+    snap
+}
+
 fn config() -> Config {
     Config { scheduler_name: GANG_SCHEDULER.into(), ..Config::default() }
 }
@@ -157,7 +164,7 @@ fn bench_s1(c: &mut Criterion) {
     let mut group = c.benchmark_group("S1");
     group.sample_size(10);
     for nodes in [5_000, 15_000] {
-        let snap = s1(nodes, 50_000);
+        let snap = carried(s1(nodes, 50_000));
         check(&snap, 50_000);
         group.throughput(Throughput::Elements(50_000));
         let id = BenchmarkId::from_parameter(format!("{nodes}n-50000p"));
@@ -174,7 +181,7 @@ fn bench_racks(c: &mut Criterion) {
     for (name, gangs, size, rack) in
         [("3000x3", 3_000, 3, false), ("9x1000", 9, 1_000, false), ("1500x4-rack", 1_500, 4, true)]
     {
-        let snap = racks(gangs, size, rack);
+        let snap = carried(racks(gangs, size, rack));
         let pods = gangs * size as usize;
         let plan = check(&snap, pods);
         if rack {
@@ -193,7 +200,7 @@ fn bench_racks(c: &mut Criterion) {
 fn bench_s4(c: &mut Criterion) {
     let mut group = c.benchmark_group("S4");
     group.sample_size(10);
-    let snap = s4();
+    let snap = carried(s4());
     check(&snap, 16);
     group.throughput(Throughput::Elements(16));
     group.bench_function("4000n-140000bound-16x4gpu", |b| {
@@ -206,7 +213,7 @@ fn bench_scaling(c: &mut Criterion) {
     let mut group = c.benchmark_group("scaling");
     group.sample_size(10);
     for nodes in [1_000, 5_000, 15_000] {
-        let snap = s1(nodes, nodes * 10);
+        let snap = carried(s1(nodes, nodes * 10));
         check(&snap, nodes * 10);
         group.throughput(Throughput::Elements((nodes * 10) as u64));
         let id = BenchmarkId::from_parameter(format!("{nodes}n-{}p", nodes * 10));

@@ -147,6 +147,35 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
     }
 }
 
+/// A pod of someone else's on a node, as a busy cluster has them: any size (overcommitting its
+/// node, or asking for what no node offers), finished or not, on a node that may not exist.
+#[derive(Clone, Debug)]
+struct OtherPod {
+    node: usize,
+    cpu: i64,
+    extended: i64,
+    phase: PodPhase,
+}
+
+impl OtherPod {
+    fn pod(&self, j: usize) -> Pod {
+        let mut p = pod(&format!("other-{j:02}"), None, 0, self.cpu, 0, Some(format!("n{:02}", self.node)));
+        p.requests.set("example.com/fpga", self.extended);
+        p.phase = self.phase;
+        p
+    }
+}
+
+fn other_pod() -> impl Strategy<Value = OtherPod> {
+    (
+        0usize..12,
+        prop_oneof![Just(0i64), Just(500), Just(40_000), Just(i64::MAX)],
+        prop_oneof![Just(0i64), Just(1)],
+        prop_oneof![Just(PodPhase::Running), Just(PodPhase::Succeeded), Just(PodPhase::Failed)],
+    )
+        .prop_map(|(node, cpu, extended, phase)| OtherPod { node, cpu, extended, phase })
+}
+
 fn config(spread: bool) -> Config {
     Config { scoring: if spread { Scoring::Spread } else { Scoring::BinPack }, ..Config::default() }
 }
@@ -207,11 +236,14 @@ proptest! {
     }
 
     /// The cycle's shortcuts (a node order kept per class of alike pods, topology domains pruned
-    /// by a bound) choose exactly what the plain algorithm chooses.
+    /// by a bound, node usage carried in the snapshot instead of added up pod by pod) choose
+    /// exactly what the plain algorithm chooses.
     #[test]
     fn shortcuts_never_change_a_plan(
         (nodes, gangs, running) in cluster(),
         singles in prop::collection::vec((prop_oneof![Just(0i64), Just(1), Just(4)], 1i64..4), 0..12),
+        others in prop::collection::vec(other_pod(), 0..8),
+        carried in any::<bool>(),
         spread in any::<bool>(),
     ) {
         let mut snap = build(&nodes, &gangs, &running);
@@ -219,6 +251,12 @@ proptest! {
             let mut p = pod(&format!("single-{j:02}"), None, gpus, cpu * 1000, 0, None);
             p.scheduler_name = "gang-scheduler".into();
             snap.pods.push(p);
+        }
+        for (j, o) in others.iter().enumerate() {
+            snap.pods.push(o.pod(j));
+        }
+        if carried {
+            snap.usage = Some(Usage::of(&snap.pods));
         }
         let config = config(spread);
         let now = Time::from_secs(1_000);

@@ -323,7 +323,7 @@ fn snapshot(s: &Scenario) -> Snapshot {
         })
         .collect();
     let pods = s.pods.iter().flat_map(|p| pods(p, s.now)).collect();
-    Snapshot { nodes, pods, gangs, reservations: vec![] }
+    Snapshot { nodes, pods, gangs, ..Snapshot::default() }
 }
 
 fn config(v: &serde_json::Value) -> Config {

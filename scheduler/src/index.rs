@@ -131,7 +131,7 @@ impl Index {
     /// Shows an assumed binding in the view, if the pod has no node of its own.
     fn hold_assumed(&mut self, pod: &PodKey) {
         let Some((node, _)) = self.assumed.get(pod) else { return };
-        if let Some(p) = self.live.pod_mut(&pod.namespace, &pod.name)
+        if let Some(mut p) = self.live.pod_mut(&pod.namespace, &pod.name)
             && p.node_name.is_none()
         {
             p.node_name = Some(node.clone());

@@ -84,6 +84,8 @@ pub struct Report {
 /// Applies a plan to a snapshot the way a cluster would: bound pods start running, evicted pods go
 /// away, outcome states and reservations are handed to the next cycle.
 pub fn apply(snapshot: &mut Snapshot, plan: &Plan) {
+    // Pods change below: the usage carried with them is added up again by the next cycle.
+    snapshot.usage = None;
     let bindings: HashMap<&PodKey, &str> = plan.bindings.iter().map(|b| (&b.pod, b.node.as_str())).collect();
     let evicted: BTreeSet<&PodKey> = plan.evictions.iter().map(|e| &e.pod).collect();
     let nominated: HashMap<&PodKey, &str> =

@@ -5,7 +5,7 @@
 //! objects. A [`Snapshot`] is what the cycle sees; building one is the adapters' job (see
 //! [`crate::convert`] and [`crate::dialect`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::Duration;
 
@@ -522,4 +522,87 @@ pub struct Snapshot {
     /// `NonStrict` reservations carried over from the previous cycle's plan.
     #[serde(default)]
     pub reservations: Vec<Reservation>,
+    /// What the pods that use each node request, summed: derived from `pods` and carried so a
+    /// cycle does not add up every pod again. `None`: the cycle adds it up itself. The one-pass
+    /// assembly and [`crate::cluster::Live`] fill it in; whoever edits `pods` afterwards
+    /// recomputes it ([`Usage::of`]) or sets it to `None`.
+    #[serde(skip)]
+    pub usage: Option<Usage>,
+}
+
+/// What the pods that use each node request, summed per node name: derived from
+/// [`Snapshot::pods`] and carried with the snapshot, so that a cycle need not add up every pod of
+/// the cluster again — its cost follows the pending work, not the cluster's size.
+///
+/// A pod counts when it uses a node ([`Pod::uses_node`]); each of its positive requests is added
+/// to its node's sum, exactly (no saturation), so adding and removing pods in any order gives the
+/// same value as [`Usage::of`] the final pods. Plain data: [`crate::cluster`] keeps it current as
+/// objects change, and whoever edits a snapshot's pods by hand recomputes it or sets it to `None`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    nodes: HashMap<String, NodeUsage>,
+}
+
+/// The sum over the pods that use one node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    /// How many pods use the node.
+    pub pods: i128,
+    /// Their positive requests summed, by resource name (sorted; no zero sums).
+    pub requests: Vec<(String, i128)>,
+}
+
+impl Usage {
+    /// The usage of `pods`, added up.
+    pub fn of(pods: &[Pod]) -> Self {
+        let mut usage = Usage::default();
+        for p in pods {
+            usage.add(p);
+        }
+        usage
+    }
+
+    /// Counts `pod` (if it uses a node).
+    pub fn add(&mut self, pod: &Pod) {
+        self.change(pod, 1);
+    }
+
+    /// Stops counting `pod` (as [`Usage::add`] counted it).
+    pub fn remove(&mut self, pod: &Pod) {
+        self.change(pod, -1);
+    }
+
+    fn change(&mut self, pod: &Pod, sign: i128) {
+        let Some(node) = pod.node_name.as_deref().filter(|_| pod.uses_node()) else { return };
+        let entry = match self.nodes.get_mut(node) {
+            Some(e) => e,
+            None => self.nodes.entry(node.to_string()).or_default(),
+        };
+        entry.pods += sign;
+        for (name, amount) in pod.requests.iter().filter(|(_, a)| *a > 0) {
+            let amount = i128::from(amount) * sign;
+            match entry.requests.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+                Ok(i) => {
+                    entry.requests[i].1 += amount;
+                    if entry.requests[i].1 == 0 {
+                        entry.requests.remove(i);
+                    }
+                }
+                Err(i) => entry.requests.insert(i, (name.to_string(), amount)),
+            }
+        }
+        if entry.pods == 0 && entry.requests.is_empty() {
+            self.nodes.remove(node);
+        }
+    }
+
+    /// The usage of the node named `name` (`None`: no pod uses it).
+    pub fn node(&self, name: &str) -> Option<&NodeUsage> {
+        self.nodes.get(name)
+    }
+
+    /// Every node some pod uses, with its usage (in no particular order).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &NodeUsage)> {
+        self.nodes.iter().map(|(n, u)| (n.as_str(), u))
+    }
 }

@@ -17,7 +17,7 @@ mod preempt;
 pub(crate) mod state;
 
 use crate::config::TimeoutAction;
-use crate::model::{Gang, GangKey, GangMode, GangState, PodPhase, Reservation};
+use crate::model::{Gang, GangKey, GangMode, GangState, PodPhase, Reservation, Usage};
 use crate::plan::{Binding, Counts, Eviction, EvictionReason, Outcome, Phase};
 use crate::tree::{self, LeafCounts};
 use crate::{Config, Plan, Reason, Snapshot, Time};
@@ -85,10 +85,8 @@ struct Cycle<'a> {
     res: ResourceIndex,
     state: State,
     demand: Vec<Demand>,
-    /// Pod index → the node it names, if that node is in the snapshot.
-    pod_node: Vec<Option<usize>>,
-    /// Pod index → the gang (in the snapshot) it claims.
-    pod_gang: Vec<Option<usize>>,
+    /// Node name → node index.
+    node_index: HashMap<&'a str, usize>,
     /// Gang index → its priority (see [`Cycle::gang_priority`]).
     priorities: Vec<i32>,
     gang_index: HashMap<&'a GangKey, usize>,
@@ -121,27 +119,39 @@ impl<'a> Cycle<'a> {
         let gang_index: HashMap<&GangKey, usize> =
             snap.gangs.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
 
+        // Demands of the pods the cycle may place (only pending pods are placed or reserved).
         let demand: Vec<Demand> = snap
             .pods
             .iter()
-            .map(|p| {
-                let mut d: Vec<(usize, i64)> =
-                    p.requests.iter().filter(|(_, a)| *a > 0).map(|(n, a)| (res.intern(n), a)).collect();
-                d.sort_by(|a, b| res.scarcity(a.0).cmp(&res.scarcity(b.0)));
-                Demand(d)
-            })
+            .map(|p| if p.is_pending() { res.demand(&p.requests) } else { Demand::default() })
             .collect();
 
-        let pod_node: Vec<Option<usize>> = snap
-            .pods
-            .iter()
-            .map(|p| p.node_name.as_deref().and_then(|n| node_index.get(n)).copied())
-            .collect();
-        for (i, p) in snap.pods.iter().enumerate() {
-            if p.uses_node()
-                && let Some(n) = pod_node[i]
-            {
-                state.apply(n, &demand[i], 1);
+        // What the pods on each node use: carried in the snapshot, so a cycle costs what is
+        // pending, not what is bound. The reference cycle adds up every pod, one by one, as the
+        // cycle once did: the property tests hold the two equal.
+        if fast {
+            let added;
+            let usage = match &snap.usage {
+                Some(u) => {
+                    debug_assert!(*u == Usage::of(&snap.pods), "the snapshot's usage is out of date");
+                    u
+                }
+                None => {
+                    added = Usage::of(&snap.pods);
+                    &added
+                }
+            };
+            for (name, used) in usage.iter() {
+                if let Some(&n) = node_index.get(name) {
+                    state.take_usage(n, used, &res);
+                }
+            }
+        } else {
+            for p in snap.pods.iter().filter(|p| p.uses_node()) {
+                if let Some(&n) = p.node_name.as_deref().and_then(|name| node_index.get(name)) {
+                    let d = res.demand(&p.requests);
+                    state.apply(n, &d, 1);
+                }
             }
         }
 
@@ -156,10 +166,6 @@ impl<'a> Cycle<'a> {
             .collect();
         if !claimed.is_sorted_by(|a, b| snap.pods[a.0].key <= snap.pods[b.0].key) {
             claimed.sort_by(|a, b| snap.pods[a.0].key.cmp(&snap.pods[b.0].key));
-        }
-        let mut pod_gang = vec![None; snap.pods.len()];
-        for &(i, g) in &claimed {
-            pod_gang[i] = Some(g);
         }
         for (i, g) in claimed {
             let p = &snap.pods[i];
@@ -245,8 +251,7 @@ impl<'a> Cycle<'a> {
             res,
             state,
             demand,
-            pod_node,
-            pod_gang,
+            node_index,
             priorities,
             gang_index,
             members,

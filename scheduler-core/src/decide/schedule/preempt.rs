@@ -68,7 +68,7 @@ pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
             useful[n] = true;
         }
     }
-    let node_of = |p: usize| c.pod_node[p];
+    let node_of = |p: usize| snap.pods[p].node_name.as_deref().and_then(|n| c.node_index.get(n).copied());
     let evictable = |p: usize| {
         let pod = &snap.pods[p];
         pod.uses_node() && !pod.deleting && !c.evicted.contains(&p) && node_of(p).is_some()
@@ -84,7 +84,7 @@ pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
         }
     }
     for (i, pod) in snap.pods.iter().enumerate() {
-        let in_gang = c.pod_gang[i].is_some();
+        let in_gang = pod.gang.as_ref().is_some_and(|m| c.gang_index.contains_key(&m.gang));
         if !in_gang && pod.priority < priority && evictable(i) && node_of(i).is_some_and(|n| useful[n]) {
             units.push(Unit { priority: pod.priority, pods: vec![i], key: &pod.key });
         }
@@ -97,7 +97,7 @@ pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
         for u in chosen {
             for &p in &u.pods {
                 if let Some(n) = node_of(p) {
-                    c.state.give(&mut txn, n, &c.demand[p]);
+                    c.state.give(&mut txn, n, &c.res.known_demand(&snap.pods[p].requests));
                 }
             }
         }

@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{
-    Node, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, Pod, TaintEffect, Toleration,
-    TolerationOperator,
+    Node, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, NodeUsage, Pod, TaintEffect,
+    Toleration, TolerationOperator,
 };
-use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 
 /// Interned resource names for one cycle.
 #[derive(Debug, Default)]
@@ -37,6 +37,36 @@ impl ResourceIndex {
 
     pub fn len(&self) -> usize {
         self.names.len()
+    }
+
+    /// The index of `name`, if interned.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        if self.names.len() <= 16 {
+            self.names.iter().position(|n| n == name)
+        } else {
+            self.index.get(name).copied()
+        }
+    }
+
+    /// A pod's positive requests as a [`Demand`], interning their names.
+    pub fn demand(&mut self, requests: &Resources) -> Demand {
+        let mut d: Vec<(usize, i64)> =
+            requests.iter().filter(|(_, a)| *a > 0).map(|(n, a)| (self.intern(n), a)).collect();
+        d.sort_by(|a, b| self.scarcity(a.0).cmp(&self.scarcity(b.0)));
+        Demand(d)
+    }
+
+    /// A pod's positive requests as a [`Demand`], leaving out names never interned: what a pod
+    /// already on a node gives back when it leaves (no node offers the others, so no node's free
+    /// capacity counts them).
+    pub fn known_demand(&self, requests: &Resources) -> Demand {
+        let mut d: Vec<(usize, i64)> = requests
+            .iter()
+            .filter(|(_, a)| *a > 0)
+            .filter_map(|(n, a)| self.find(n).map(|r| (r, a)))
+            .collect();
+        d.sort_by(|a, b| self.scarcity(a.0).cmp(&self.scarcity(b.0)));
+        Demand(d)
     }
 
     /// Scarcity rank used by bin-packing: extended resources (GPUs, RDMA, …) first, then cpu,
@@ -111,6 +141,20 @@ impl State {
         }
         self.pods[node] = self.pods[node].saturating_sub(sign);
         self.log.push(node);
+    }
+
+    /// Takes what the pods on `node` use between them ([`NodeUsage`]): the same free capacity as
+    /// taking each pod's demand in turn (amounts are positive, so saturating one by one ends
+    /// where the exact sum, clamped, does). Not logged: nothing is derived from the state yet.
+    pub fn take_usage(&mut self, node: usize, used: &NodeUsage, res: &ResourceIndex) {
+        let less = |have: i64, used: i128| i64::try_from(i128::from(have) - used).unwrap_or(i64::MIN);
+        for (name, amount) in &used.requests {
+            if let Some(r) = res.find(name).filter(|&r| r < self.width) {
+                let slot = &mut self.free[node * self.width + r];
+                *slot = less(*slot, *amount);
+            }
+        }
+        self.pods[node] = less(self.pods[node], used.pods);
     }
 
     /// The nodes changed so far, oldest first (see `log`).

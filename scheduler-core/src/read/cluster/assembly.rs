@@ -16,7 +16,7 @@ use super::{Assembled, Cluster, Problem, describe, str_at};
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Membership, Pod, Reservation, Snapshot};
+use crate::model::{Dialect, Gang, GangKey, Membership, Pod, Reservation, Snapshot, Usage};
 
 /// Where the cluster files a pod: (namespace, name).
 type PodAt = (String, String);
@@ -53,6 +53,7 @@ impl Assembly {
     /// Everything in `cluster`, assembled; `indexed` to patch it later.
     pub(super) fn build(cluster: &Cluster, indexed: bool) -> Self {
         let mut a = Assembly { indexed, ..Assembly::default() };
+        a.snapshot.usage = Some(Usage::default());
         a.read_priorities(cluster);
         for name in cluster.nodes.keys() {
             a.node(cluster, name);
@@ -135,6 +136,7 @@ impl Assembly {
     /// Converts every pod again (first build, or the priority classes changed), on all cores.
     fn all_pods(&mut self, cluster: &Cluster) {
         self.snapshot.pods.clear();
+        self.snapshot.usage = Some(Usage::default());
         self.pod_at.clear();
         self.claims.clear();
         self.pod_problems.clear();
@@ -180,7 +182,10 @@ impl Assembly {
     fn unfile_pod(&mut self, key: &PodAt) {
         self.pod_problems.remove(key);
         let Some(i) = self.pod_at.remove(key) else { return };
-        self.snapshot.pods.swap_remove(i);
+        let pod = self.snapshot.pods.swap_remove(i);
+        if let Some(usage) = &mut self.snapshot.usage {
+            usage.remove(&pod);
+        }
         if !self.claims.swap_remove(i).is_empty() {
             self.stale = true;
         }
@@ -213,6 +218,9 @@ impl Assembly {
         self.scattered += 1;
         if self.indexed {
             self.pod_at.insert(key.clone(), self.snapshot.pods.len());
+        }
+        if let Some(usage) = &mut self.snapshot.usage {
+            usage.add(&pod);
         }
         self.snapshot.pods.push(pod);
         self.claims.push(claims);
@@ -475,7 +483,9 @@ pub struct Live {
 
 impl Default for Live {
     fn default() -> Self {
-        Live { cluster: Cluster::default(), assembly: Assembly { indexed: true, ..Assembly::default() } }
+        let mut assembly = Assembly { indexed: true, ..Assembly::default() };
+        assembly.snapshot.usage = Some(Usage::default());
+        Live { cluster: Cluster::default(), assembly }
     }
 }
 
@@ -572,9 +582,15 @@ impl Live {
 
     /// The converted pod, to adjust what the next cycle sees of it (a binding sent but not yet
     /// seen in the watch). The adjustment lasts until the pod changes or [`Live::reread_pod`].
-    pub fn pod_mut(&mut self, namespace: &str, name: &str) -> Option<&mut Pod> {
+    /// The snapshot's [`Usage`] follows the adjustment when the returned handle is dropped.
+    pub fn pod_mut(&mut self, namespace: &str, name: &str) -> Option<PodMut<'_>> {
         let i = *self.assembly.pod_at.get(&(namespace.to_string(), name.to_string()))?;
-        self.assembly.snapshot.pods.get_mut(i)
+        let snapshot = &mut self.assembly.snapshot;
+        let pod = snapshot.pods.get_mut(i)?;
+        if let Some(usage) = &mut snapshot.usage {
+            usage.remove(pod);
+        }
+        Some(PodMut { pod, usage: &mut snapshot.usage })
     }
 
     /// Converts the pod again from its raw object, undoing [`Live::pod_mut`].
@@ -598,5 +614,34 @@ impl Live {
     /// The `NonStrict` reservations the next cycle receives.
     pub fn set_reservations(&mut self, reservations: Vec<Reservation>) {
         self.assembly.snapshot.reservations = reservations;
+    }
+}
+
+/// A pod of [`Live`]'s snapshot lent out for adjustment ([`Live::pod_mut`]): it derefs to the
+/// [`Pod`], and when dropped counts the pod, as adjusted, in the snapshot's [`Usage`] again.
+#[derive(Debug)]
+pub struct PodMut<'a> {
+    pod: &'a mut Pod,
+    usage: &'a mut Option<Usage>,
+}
+
+impl std::ops::Deref for PodMut<'_> {
+    type Target = Pod;
+    fn deref(&self) -> &Pod {
+        self.pod
+    }
+}
+
+impl std::ops::DerefMut for PodMut<'_> {
+    fn deref_mut(&mut self) -> &mut Pod {
+        self.pod
+    }
+}
+
+impl Drop for PodMut<'_> {
+    fn drop(&mut self) {
+        if let Some(usage) = self.usage.as_mut() {
+            usage.add(self.pod);
+        }
     }
 }
