@@ -434,20 +434,23 @@ async fn gated_members_are_never_bound_and_the_gang_binds_when_the_last_gate_goe
     let (stop, handle) = start(&fake, false).await;
     let says = |text: &'static str| move |f: &FakeApi| scheduled_message(f, "train-0").contains(text);
     assert!(
-        fake.wait_for(Duration::from_secs(10), says("2 of 3 members gated by kueue.x-k8s.io/admission")).await,
+        fake.wait_for(Duration::from_secs(10), says("2 of 3 members gated by kueue.x-k8s.io/admission"))
+            .await,
         "{:#?}",
         fake.requests_to("PATCH", "/status")
     );
     ungate(&fake, "train-1");
     assert!(
-        fake.wait_for(Duration::from_secs(10), says("1 of 3 members gated by kueue.x-k8s.io/admission")).await,
+        fake.wait_for(Duration::from_secs(10), says("1 of 3 members gated by kueue.x-k8s.io/admission"))
+            .await,
         "{:#?}",
         fake.requests_to("PATCH", "/pods/train-0/status")
     );
     assert!(fake.requests_to("POST", "/binding").is_empty(), "all or nothing while a member is gated");
     let last_gate_gone = std::time::Instant::now();
     ungate(&fake, "train-2");
-    let all_bound = |f: &FakeApi| ["train-0", "train-1", "train-2"].iter().all(|p| bound(f, "ml", p).is_some());
+    let all_bound =
+        |f: &FakeApi| ["train-0", "train-1", "train-2"].iter().all(|p| bound(f, "ml", p).is_some());
     assert!(fake.wait_for(Duration::from_secs(10), all_bound).await, "{:#?}", fake.requests());
     let binds = fake.requests_to("POST", "/binding");
     assert_eq!(binds.len(), 3, "one binding per member: {binds:#?}");
