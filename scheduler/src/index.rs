@@ -18,7 +18,7 @@ use scheduler_core::cluster::{Live, Overlay, Problem};
 use scheduler_core::model::{PodKey, Snapshot};
 use scheduler_core::plan::{Binding, Plan};
 
-use crate::apply::{Request, Target};
+use crate::apply::{StatusWrite, Target};
 use serde_json::Value;
 
 /// Cluster state as the scheduler knows it.
@@ -148,33 +148,13 @@ impl Index {
     /// Records a status write about to be sent, as if the watch had already reported it: the
     /// next cycle sees it written and does not write it again. The watch's version replaces it
     /// when it comes; if the write is not made, [`Index::unwrite`] goes back.
-    pub fn wrote(&mut self, r: &Request) {
-        let Some(t) = &r.target else { return };
+    pub fn wrote(&mut self, w: &StatusWrite) {
+        let t = &w.target;
         let Some(mut obj) = self.get(t.resource, &t.namespace, &t.name).cloned() else { return };
         self.before
             .entry((t.resource.to_string(), t.namespace.clone(), t.name.clone()))
             .or_insert_with(|| obj.clone());
-        let mut patch = r.body.clone();
-        if r.content_type.starts_with("application/strategic-merge-patch") {
-            // Conditions merge by their type, as the API server merges them.
-            if let (Some(mut merged), Some(new)) = (
-                obj.pointer("/status/conditions").and_then(Value::as_array).cloned(),
-                patch.pointer("/status/conditions").and_then(Value::as_array),
-            ) {
-                for c in new {
-                    match merged.iter_mut().find(|o| o.get("type") == c.get("type")) {
-                        Some(o) => *o = c.clone(),
-                        None => merged.push(c.clone()),
-                    }
-                }
-                patch["status"]["conditions"] = Value::Array(merged);
-            }
-        }
-        if let Some(m) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
-            // A precondition, not a change.
-            m.remove("resourceVersion");
-        }
-        json_patch::merge(&mut obj, &patch);
+        w.apply_to(&mut obj);
         self.put(t.resource, obj);
     }
 
@@ -315,9 +295,10 @@ mod tests {
         };
         let now = Time::from_secs(100);
         let current = |index: &Index| index.get("v1/Pod", "ml", "p").cloned();
+        let key = PodKey::new("ml", "p");
         let mut write =
-            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now).unwrap();
-        write.body["metadata"] = json!({"resourceVersion": "7"});
+            crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now).unwrap();
+        write.resource_version = Some("7".into());
         index.wrote(&write);
         let conditions = current(&index).unwrap()["status"]["conditions"].clone();
         assert_eq!(conditions.as_array().map(Vec::len), Some(2), "merged by type: {conditions}");
@@ -326,12 +307,10 @@ mod tests {
             "a precondition is not a change"
         );
         // Not made (refused, failed, not sent): back to what the API said, to be written again.
-        let target = write.target.clone().unwrap();
+        let target = write.target.clone();
         index.unwrite(&target);
         assert_eq!(current(&index).unwrap()["status"]["conditions"].as_array().map(Vec::len), Some(1));
-        assert!(
-            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now).is_some()
-        );
+        assert!(crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now).is_some());
         // Made, or overtaken by the watch: nothing to go back to.
         index.wrote(&write);
         let mut newer = current(&index).unwrap();
@@ -346,27 +325,26 @@ mod tests {
         assert_eq!(conditions[1]["reason"], "Unschedulable");
         // The next cycle has nothing to write; a new message is written again, keeping the
         // transition time.
-        assert_eq!(
-            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now),
-            None
-        );
+        assert_eq!(crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now), None);
         let changed = Outcome { message: "needs 3 pods".into(), ..outcome };
         let later = Time::from_secs(200);
-        let again = crate::apply::pod_scheduled_false("ml", "p", &changed, current(&index).as_ref(), later);
+        let again = crate::apply::pod_scheduled_false(&key, &changed, current(&index).as_ref(), later);
         let again = again.expect("a new message is written");
-        assert_eq!(again.body["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:01:40Z");
-        // A merge patch (a Gang's status) merges as JSON merge patch does.
-        index.apply(
-            GANG,
-            json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
-                   "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 2}}),
+        assert_eq!(
+            again.http().body["status"]["conditions"][0]["lastTransitionTime"],
+            "1970-01-01T00:01:40Z"
         );
-        let status = crate::apply::gang_status(&changed, Some(1), None, now);
+        // A Gang's status replaces the one the object had.
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                   "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 2},
+                   "status": {"degradedSince": "1970-01-01T00:00:10Z"}});
+        index.apply(GANG, gang.clone());
+        let status = crate::apply::gang_status(&changed, &gang, now).expect("a new status");
         index.wrote(&status);
         let g = index.get(GANG, "ml", "g").unwrap();
         assert_eq!(g["status"]["phase"], "Pending");
         assert_eq!(g["spec"]["minMember"], 2);
-        assert!(g["status"].get("degradedSince").is_none(), "nulls delete: {g}");
+        assert!(g["status"].get("degradedSince").is_none(), "gone: {g}");
     }
 
     #[test]

@@ -29,7 +29,6 @@ async fn start_lease(
     lease_duration: Duration,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let config = kube::Config::new(fake.url().parse().unwrap());
-    let client = kube::Client::try_from(config).unwrap();
     let settings = Settings {
         config: policy,
         period: Duration::from_millis(100),
@@ -47,7 +46,7 @@ async fn start_lease(
     let stop = CancellationToken::new();
     let s = stop.clone();
     let handle = tokio::spawn(async move {
-        run(client, settings, Metrics::new(), s).await.unwrap();
+        run(config, settings, Metrics::new(), s).await.unwrap();
     });
     (stop, handle)
 }
