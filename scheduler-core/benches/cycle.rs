@@ -69,6 +69,7 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, node: Option<Str
         scheduler_name: if gang.is_some() { "gang-scheduler".into() } else { "default-scheduler".into() },
         gang: gang.map(|g| Membership { gang: g.clone(), subgroup: None }),
         failure: None,
+        scheduling_gates: Vec::new(),
     }
 }
 

@@ -67,6 +67,7 @@ fn pod(
         deleting: false,
         gang: gang.map(|g| Membership { gang: g.clone(), subgroup: None }),
         failure: None,
+        scheduling_gates: Vec::new(),
     }
 }
 

@@ -143,3 +143,21 @@ fn a_pod_the_kubelet_refused_carries_why() {
         .unwrap();
     assert_eq!(convert::pod(&unbound, &pcs).unwrap().failure, None, "only pods that had a node");
 }
+
+#[test]
+fn scheduling_gates_are_read_in_order_and_mark_the_pod_gated() {
+    let pcs = PriorityClasses::default();
+    // The shape Kueue creates: `spec.schedulingGates[].name` (core/v1 PodSchedulingGate).
+    let gated: Pod = serde_json::from_value(json!({"metadata": {"name": "w-0"},
+        "spec": {"containers": [], "schedulingGates": [
+            {"name": "kueue.x-k8s.io/admission"}, {"name": "example.com/quota"}]}}))
+    .unwrap();
+    let m = convert::pod(&gated, &pcs).unwrap();
+    assert_eq!(m.scheduling_gates, ["kueue.x-k8s.io/admission", "example.com/quota"]);
+    assert!(m.is_gated() && m.is_pending(), "gated pods still exist and wait for a node");
+    let released: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "w-0"}, "spec": {"containers": [], "schedulingGates": []}}),
+    )
+    .unwrap();
+    assert!(!convert::pod(&released, &pcs).unwrap().is_gated());
+}

@@ -3,8 +3,8 @@
 //! priority classes and gang objects of several dialects, broken ones included.
 
 use proptest::prelude::*;
-use scheduler_core::cluster::{Cluster, Live, Problem};
-use scheduler_core::model::Snapshot;
+use scheduler_core::cluster::{Cluster, Live, Overlay, Problem};
+use scheduler_core::model::{GangState, PodKey, Reservation, Snapshot, Time};
 use serde_json::{Value, json};
 
 /// A snapshot and its problems in a canonical order (`Live` keeps nodes and pods in no
@@ -159,19 +159,45 @@ proptest! {
 }
 
 #[test]
-fn adjustments_last_until_the_pod_changes_or_is_read_again() {
+fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod() {
     let mut live = Live::new();
     live.push(node("n0", "4")).unwrap();
     live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
     live.refresh();
-    live.pod_mut("ml", "p0").unwrap().node_name = Some("n0".into());
-    live.refresh();
+    let gang = live.snapshot().gangs[0].key.clone();
+    let created = live.snapshot().gangs[0].created;
+    let carried = GangState { waiting_since: Some(Time::from_secs(7)), timeouts: 2, ..GangState::default() };
+    let reservation = Reservation { pod: PodKey::new("ml", "p0"), node: "n0".into(), gang: gang.clone() };
+    let overlay = Overlay {
+        assumed: [(PodKey::new("ml", "p0"), "n0".to_string())].into(),
+        carried: [(gang.clone(), (created, carried.clone()))].into(),
+        reservations: vec![reservation.clone()],
+    };
+    live.refresh_with(&overlay);
     assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));
     assert!(live.snapshot().pods[0].gang.is_some(), "membership kept");
-    live.reread_pod("ml", "p0");
+    assert_eq!(live.snapshot().gangs[0].state, carried);
+    assert_eq!(live.snapshot().reservations, [reservation]);
+    // A new version of the pod (a status update) is converted afresh; the overlay still holds.
+    live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
+    live.refresh_with(&overlay);
+    assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));
+    assert_eq!(live.snapshot().gangs[0].state, carried);
+    // A CRD-less gang's state follows its name, whatever its oldest member's age.
+    let older =
+        Overlay { carried: [(gang, (Time(created.0 - 1), carried.clone()))].into(), ..overlay.clone() };
+    live.refresh_with(&older);
+    assert_eq!(live.snapshot().gangs[0].state, carried);
+    // Without the overlay, the snapshot is as the objects say.
     live.refresh();
     assert_eq!(live.snapshot().pods[0].node_name, None);
+    assert_eq!(live.snapshot().gangs[0].state, GangState::default());
+    assert!(live.snapshot().reservations.is_empty());
     assert_eq!(live.snapshot().pods[0].gang.as_ref().map(|m| m.gang.name.as_str()), Some("g1"));
+    let mut cluster = Cluster::new();
+    cluster.push(node("n0", "4")).unwrap();
+    cluster.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
+    same(&cluster, &mut live).unwrap();
     // Kinds the cluster view does not use are not kept.
     live.push(json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}})).unwrap();
     assert!(live.cluster().others.is_empty());
@@ -220,11 +246,11 @@ fn thousands(every: usize) {
     both(pod("p0003", "2", 0, None, Some("n0"), false), &mut cluster, &mut live);
     cluster.remove_named("v1", "Pod", "ml", "p0000");
     live.remove("v1", "Pod", "ml", "p0000");
-    live.pod_mut("ml", "p0006").unwrap().node_name = Some("n0".into());
-    live.refresh();
+    let overlay =
+        Overlay { assumed: [(PodKey::new("ml", "p0006"), "n0".to_string())].into(), ..Overlay::default() };
+    live.refresh_with(&overlay);
     let p6 = live.snapshot().pods.iter().find(|p| p.key.name == "p0006").unwrap();
     assert_eq!(p6.node_name.as_deref(), Some("n0"));
-    live.reread_pod("ml", "p0006");
     same(&cluster, &mut live).unwrap();
 }
 

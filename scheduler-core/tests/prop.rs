@@ -144,6 +144,7 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
         scheduler_name: if gang.is_some() { "gang-scheduler".into() } else { "default-scheduler".into() },
         gang: gang.map(|g| Membership { gang: g.clone(), subgroup: None }),
         failure: None,
+        scheduling_gates: Vec::new(),
     }
 }
 

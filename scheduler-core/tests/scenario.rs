@@ -45,6 +45,9 @@ struct Step {
     set_phase: BTreeMap<String, PodPhase>,
     #[serde(default)]
     add_pods: Vec<FPod>,
+    /// Pods whose `spec.schedulingGates` are all removed.
+    #[serde(default)]
+    ungate: Vec<String>,
     expect: Expect,
 }
 
@@ -138,6 +141,9 @@ struct FPod {
     nominated: Option<String>,
     /// `reason: message` of a pod that failed on its node.
     failure: Option<String>,
+    /// `spec.schedulingGates` names.
+    #[serde(default)]
+    gates: Vec<String>,
     #[serde(default)]
     age_seconds: u64,
 }
@@ -268,6 +274,7 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
                 .as_ref()
                 .map(|g| Membership { gang: ObjectKey::new(&f.namespace, g), subgroup: f.subgroup.clone() }),
             failure: f.failure.clone(),
+            scheduling_gates: f.gates.clone(),
         })
         .collect()
 }
@@ -437,6 +444,9 @@ fn scenarios() {
             for p in &mut snap.pods {
                 if let Some(phase) = step.set_phase.get(&p.key.name) {
                     p.phase = *phase;
+                }
+                if step.ungate.contains(&p.key.name) {
+                    p.scheduling_gates.clear();
                 }
             }
             for f in &step.add_pods {

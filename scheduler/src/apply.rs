@@ -1,33 +1,69 @@
-//! Applying a plan: the exact API requests (method, path, body) that bind, evict, nominate, and
-//! report — built as plain data here, sent by the run loop — so tests assert on what the API
-//! server would receive without a cluster.
+//! Applying a plan: the typed writes (bindings, evictions, status changes, events) that carry it
+//! out — built as plain data here, turned into HTTP only when sent ([`Http`]) — so tests assert on
+//! what the API server would receive without a cluster, and the loop dispatches each kind of
+//! write by its type.
 //!
 //! Status writes are left out when the object already says the same ([`Current`]): a write
 //! comes back as a watch event, which starts a cycle, which would write again — a loop that
 //! would keep the API server busy with every pending pod of every waiting gang.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use scheduler_core::model::{GangKey, Pod, Snapshot, Time};
-use scheduler_core::plan::{Binding, Eviction, EvictionReason, Nomination, Outcome};
+use k8s_openapi::api::core::v1::{ObjectReference, PodCondition};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use scheduler_core::crd::GangStatus;
+use scheduler_core::model::{GangKey, Pod, PodKey, Snapshot, Time};
+use scheduler_core::plan::{Binding, Eviction, EvictionReason, Outcome};
 use scheduler_core::{Plan, Reason};
 use serde_json::{Value, json};
 
-/// One API request.
+/// A binding to send, with the gang it completes (`None`: a pod outside any gang).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Request {
-    pub method: &'static str,
-    pub path: String,
-    /// `Content-Type` of the body.
-    pub content_type: &'static str,
-    pub body: Value,
-    /// For a status write: the object it patches, as the index files it.
-    pub target: Option<Target>,
+pub struct Bind {
+    pub binding: Binding,
+    pub gang: Option<GangKey>,
+}
+
+/// A change to an object's status subresource, conditional on the object being as the index last
+/// saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusWrite {
+    pub target: Target,
+    /// The `resourceVersion` the write was computed from: a write computed from an older view —
+    /// still queued when the pod was bound, say — is refused with a 409 instead of overwriting
+    /// what happened since.
+    pub resource_version: Option<String>,
+    pub change: StatusChange,
+}
+
+/// What a [`StatusWrite`] changes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StatusChange {
+    /// A pod's `status.nominatedNodeName` (preemption made room on that node).
+    Nominate(String),
+    /// A pod's condition (`PodScheduled=False` with the gang's reason and message), merged by type.
+    Condition(Box<PodCondition>),
+    /// A `Gang`'s whole status, replacing `previous` (fields it no longer has are removed).
+    Gang { status: Box<GangStatus>, previous: Option<Box<GangStatus>> },
+}
+
+/// Everything that applies a plan, by kind, each in the order it should be sent.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Writes {
+    /// Sent first, as gangs (bounded concurrency).
+    pub bindings: Vec<Bind>,
+    /// Sent off the loop, each victim with its own backoff.
+    pub evictions: Vec<Eviction>,
+    /// Nominations, pod conditions and Gang statuses, sent in the background.
+    pub statuses: Vec<StatusWrite>,
+    pub events: Vec<Event>,
 }
 
 /// An object the index holds: its resource (`v1/Pod`, [`GANG`]), namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Target {
     pub resource: &'static str,
     pub namespace: String,
@@ -39,8 +75,25 @@ pub const POD: &str = "v1/Pod";
 /// The index's resource key of kube-gang's own `Gang`.
 pub const GANG: &str = "kube-gang.io/v1alpha1/Gang";
 
-fn target(resource: &'static str, namespace: &str, name: &str) -> Option<Target> {
-    Some(Target { resource, namespace: namespace.to_string(), name: name.to_string() })
+/// Who reports events (`reportingController`, `reportingInstance`).
+pub const CONTROLLER: &str = "kube-gang.io/gang-scheduler";
+
+/// `note` of an event: at most 1 KiB, as the API server validates it.
+pub const NOTE_MAX: usize = 1024;
+
+fn target(resource: &'static str, key: &PodKey) -> Target {
+    Target { resource, namespace: key.namespace.clone(), name: key.name.clone() }
+}
+
+/// A request as it goes over the wire: the one place where a typed write becomes a path and a
+/// JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Http {
+    pub method: &'static str,
+    pub path: String,
+    /// `Content-Type` of the body.
+    pub content_type: &'static str,
+    pub body: Value,
 }
 
 const JSON: &str = "application/json";
@@ -48,8 +101,8 @@ const MERGE: &str = "application/merge-patch+json";
 const STRATEGIC: &str = "application/strategic-merge-patch+json";
 
 /// `POST pods/{name}/binding`, carrying the pod's UID so a recreated pod of the same name is not bound.
-pub fn binding(b: &Binding) -> Request {
-    Request {
+pub fn binding(b: &Binding) -> Http {
+    Http {
         method: "POST",
         path: format!("/api/v1/namespaces/{}/pods/{}/binding", b.pod.namespace, b.pod.name),
         content_type: JSON,
@@ -59,14 +112,13 @@ pub fn binding(b: &Binding) -> Request {
             "metadata": {"name": b.pod.name, "namespace": b.pod.namespace, "uid": b.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
         }),
-        target: None,
     }
 }
 
 /// `POST pods/{name}/eviction` through the Eviction API (PodDisruptionBudgets apply), with a UID
 /// precondition.
-pub fn eviction(e: &Eviction) -> Request {
-    Request {
+pub fn eviction(e: &Eviction) -> Http {
+    Http {
         method: "POST",
         path: format!("/api/v1/namespaces/{}/pods/{}/eviction", e.pod.namespace, e.pod.name),
         content_type: JSON,
@@ -76,18 +128,96 @@ pub fn eviction(e: &Eviction) -> Request {
             "metadata": {"name": e.pod.name, "namespace": e.pod.namespace},
             "deleteOptions": {"preconditions": {"uid": e.uid}},
         }),
-        target: None,
     }
 }
 
-/// `PATCH pods/{name}/status` with `status.nominatedNodeName`.
-pub fn nomination(n: &Nomination) -> Request {
-    Request {
-        method: "PATCH",
-        path: format!("/api/v1/namespaces/{}/pods/{}/status", n.pod.namespace, n.pod.name),
-        content_type: MERGE,
-        body: json!({"status": {"nominatedNodeName": n.node}}),
-        target: target(POD, &n.pod.namespace, &n.pod.name),
+/// `POST events` (events.k8s.io/v1).
+pub fn event_request(e: &Event) -> Http {
+    let namespace = e.metadata.namespace.as_deref().unwrap_or("default");
+    Http {
+        method: "POST",
+        path: format!("/apis/events.k8s.io/v1/namespaces/{namespace}/events"),
+        content_type: JSON,
+        body: serde_json::to_value(e).unwrap_or(Value::Null),
+    }
+}
+
+impl StatusWrite {
+    /// The patch this write sends: the status change, plus the `resourceVersion` precondition.
+    pub fn patch(&self) -> Value {
+        let mut body = match &self.change {
+            StatusChange::Nominate(node) => json!({"status": {"nominatedNodeName": node}}),
+            StatusChange::Condition(c) => json!({"status": {"conditions": [c]}}),
+            StatusChange::Gang { status, previous } => {
+                let mut new = serde_json::to_value(status).unwrap_or_else(|_| json!({}));
+                // A merge patch keeps what it does not name: name what went, as null.
+                if let (Some(old), Some(m)) =
+                    (previous.as_ref().and_then(|p| serde_json::to_value(p).ok()), new.as_object_mut())
+                {
+                    for k in old.as_object().into_iter().flat_map(|o| o.keys()) {
+                        m.entry(k.clone()).or_insert(Value::Null);
+                    }
+                }
+                json!({"status": new})
+            }
+        };
+        if let Some(rv) = &self.resource_version {
+            body["metadata"] = json!({"resourceVersion": rv});
+        }
+        body
+    }
+
+    /// The request: `PATCH …/status`.
+    pub fn http(&self) -> Http {
+        let t = &self.target;
+        let (path, content_type) = match &self.change {
+            StatusChange::Nominate(_) => {
+                (format!("/api/v1/namespaces/{}/pods/{}/status", t.namespace, t.name), MERGE)
+            }
+            // Conditions merge by their type.
+            StatusChange::Condition(_) => {
+                (format!("/api/v1/namespaces/{}/pods/{}/status", t.namespace, t.name), STRATEGIC)
+            }
+            StatusChange::Gang { .. } => (
+                format!(
+                    "/apis/{}/{}/namespaces/{}/gangs/{}/status",
+                    scheduler_core::GROUP,
+                    scheduler_core::VERSION,
+                    t.namespace,
+                    t.name
+                ),
+                MERGE,
+            ),
+        };
+        Http { method: "PATCH", path, content_type, body: self.patch() }
+    }
+
+    /// Applies the change to `obj` (the raw object the index holds) as the API server would.
+    pub fn apply_to(&self, obj: &mut Value) {
+        let Some(o) = obj.as_object_mut() else { return };
+        let status = o.entry("status").or_insert_with(|| json!({}));
+        if !status.is_object() {
+            *status = json!({});
+        }
+        match &self.change {
+            StatusChange::Nominate(node) => status["nominatedNodeName"] = json!(node),
+            StatusChange::Condition(c) => {
+                let c = serde_json::to_value(c).unwrap_or(Value::Null);
+                let conditions = status
+                    .as_object_mut()
+                    .map(|s| s.entry("conditions").or_insert_with(|| json!([])))
+                    .filter(|cs| cs.is_array());
+                if let Some(Value::Array(cs)) = conditions {
+                    match cs.iter_mut().find(|o| o.get("type") == c.get("type")) {
+                        Some(old) => *old = c,
+                        None => cs.push(c),
+                    }
+                }
+            }
+            StatusChange::Gang { status: new, .. } => {
+                *status = serde_json::to_value(new).unwrap_or_else(|_| json!({}));
+            }
+        }
     }
 }
 
@@ -118,16 +248,23 @@ fn condition<'a>(obj: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
 }
 
-/// `PATCH pods/{name}/status`: `PodScheduled=False` with the gang's reason and message, unless
-/// the pod (`current`) already says exactly that. `lastTransitionTime` stays while the status
-/// stays `False`.
+fn resource_version(obj: Option<&Value>) -> Option<String> {
+    obj?.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from)
+}
+
+/// A time as the API server stores a `metav1.Time`: to the second.
+fn seconds(t: Time) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    Time(t.0.div_euclid(1000).saturating_mul(1000)).to_k8s()
+}
+
+/// `PodScheduled=False` with the gang's reason and message for `pod`, unless the pod (`current`)
+/// already says exactly that. `lastTransitionTime` stays while the status stays `False`.
 pub fn pod_scheduled_false(
-    namespace: &str,
-    name: &str,
+    pod: &PodKey,
     outcome: &Outcome,
     current: Option<&Value>,
     now: Time,
-) -> Option<Request> {
+) -> Option<StatusWrite> {
     let reason = if outcome.reason == Reason::Unschedulable {
         "Unschedulable".to_string()
     } else {
@@ -138,126 +275,84 @@ pub fn pod_scheduled_false(
     if was.is_some_and(|c| c["reason"] == reason.as_str() && c["message"] == message.as_str()) {
         return None;
     }
-    let transition =
-        was.and_then(|c| c.get("lastTransitionTime").cloned()).unwrap_or_else(|| json!(now.to_string()));
-    Some(Request {
-        method: "PATCH",
-        path: format!("/api/v1/namespaces/{namespace}/pods/{name}/status"),
-        content_type: STRATEGIC,
-        body: json!({"status": {"conditions": [{
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": transition,
-        }]}}),
-        target: target(POD, namespace, name),
+    let transition = was
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .and_then(|t| serde_json::from_value(t).ok())
+        .unwrap_or_else(|| seconds(now));
+    Some(StatusWrite {
+        target: target(POD, pod),
+        resource_version: resource_version(current),
+        change: StatusChange::Condition(Box::new(PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some(reason),
+            message: Some(message),
+            last_transition_time: Some(transition),
+            ..PodCondition::default()
+        })),
     })
 }
 
-/// `PATCH gangs/{name}/status` (merge patch): phase, counts, the `Scheduled` condition, and the
-/// scheduler state that must survive a restart. `previous` is the object's current status.
-pub fn gang_status(
-    outcome: &Outcome,
-    generation: Option<i64>,
-    previous: Option<&Value>,
-    now: Time,
-) -> Request {
-    let ready = outcome.reason.is_satisfied();
-    let status = if ready { "True" } else { "False" };
-    // lastTransitionTime moves only when the condition's status changes.
-    let transition = previous
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Scheduled")))
-        .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
-        .and_then(|c| c.get("lastTransitionTime").cloned())
-        .unwrap_or_else(|| Value::String(now.to_string()));
-    let st = &outcome.state;
-    let time = |t: Option<Time>| t.map_or(Value::Null, |t| Value::String(t.to_string()));
-    let c = outcome.counts;
-    Request {
-        method: "PATCH",
-        path: format!(
-            "/apis/{}/{}/namespaces/{}/gangs/{}/status",
-            scheduler_core::GROUP,
-            scheduler_core::VERSION,
-            outcome.gang.namespace,
-            outcome.gang.name
-        ),
-        content_type: MERGE,
-        body: json!({"status": {
-            "phase": outcome.phase.as_str(),
-            "members": c.members,
-            "bound": c.bound,
-            "running": c.running,
-            "succeeded": c.succeeded,
-            "failed": c.failed,
-            "observedGeneration": generation,
-            "conditions": [{
-                "type": "Scheduled",
-                "status": status,
-                "reason": outcome.reason.as_str(),
-                "message": outcome.message,
-                "lastTransitionTime": transition,
-                "observedGeneration": generation,
-            }],
-            "waitingSince": time(st.waiting_since),
-            "degradedSince": time(st.degraded_since),
-            "timeouts": st.timeouts,
-            "backoffUntil": time(st.backoff_until),
-            "wasSatisfied": st.was_satisfied,
-            "gaveUp": st.failed,
-        }}),
-        target: target(GANG, &outcome.gang.namespace, &outcome.gang.name),
+/// The `Gang` status for `outcome` (built by the core, the same type it is read with), unless
+/// the object (`obj`) already has it.
+pub fn gang_status(outcome: &Outcome, obj: &Value, now: Time) -> Option<StatusWrite> {
+    let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+    let previous: Option<GangStatus> = obj.get("status").and_then(|s| serde_json::from_value(s.clone()).ok());
+    let status = outcome.gang_status(generation, previous.as_ref(), now);
+    if previous.as_ref() == Some(&status) {
+        return None;
     }
+    Some(StatusWrite {
+        target: Target {
+            resource: GANG,
+            namespace: outcome.gang.namespace.clone(),
+            name: outcome.gang.name.clone(),
+        },
+        resource_version: resource_version(Some(obj)),
+        change: StatusChange::Gang { status: Box::new(status), previous: previous.map(Box::new) },
+    })
 }
 
-/// `POST events` (events.k8s.io/v1) about a pod or gang.
-#[allow(clippy::too_many_arguments)]
-pub fn event(
-    namespace: &str,
-    kind: &str,
-    api_version: &str,
-    name: &str,
-    uid: &str,
-    type_: &str,
-    reason: &str,
-    note: &str,
-    now: Time,
-    controller: &str,
-) -> Request {
-    let micro = now.to_string();
-    Request {
-        method: "POST",
-        path: format!("/apis/events.k8s.io/v1/namespaces/{namespace}/events"),
-        content_type: JSON,
-        body: json!({
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"generateName": format!("{name}."), "namespace": namespace},
-            "eventTime": micro,
-            "reportingController": controller,
-            "reportingInstance": controller,
-            "action": "Scheduling",
-            "reason": reason,
-            "type": type_,
-            "note": truncate(note, 1024),
-            "regarding": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace, "uid": uid},
+/// An event (events.k8s.io/v1) about a pod, as the API server validates one: `eventTime` a
+/// MicroTime (six fractional digits), `note` within 1 KiB, `regarding` naming the pod.
+pub fn event(pod: &Pod, type_: &str, reason: &str, note: &str, now: Time) -> Event {
+    let micro = k8s_openapi::jiff::Timestamp::from_millisecond(now.0).unwrap_or_default();
+    Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}.", pod.key.name)),
+            namespace: Some(pod.key.namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(micro)),
+        reporting_controller: Some(CONTROLLER.into()),
+        reporting_instance: Some(CONTROLLER.into()),
+        action: Some("Scheduling".into()),
+        reason: Some(reason.into()),
+        type_: Some(type_.into()),
+        note: Some(truncate(note, NOTE_MAX)),
+        regarding: Some(ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.key.name.clone()),
+            namespace: Some(pod.key.namespace.clone()),
+            uid: Some(pod.uid.clone()).filter(|u| !u.is_empty()),
+            ..ObjectReference::default()
         }),
-        target: None,
+        ..Event::default()
     }
 }
 
+/// `s` cut to at most `max` bytes, an ellipsis included when cut.
 fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let mut end = max;
+    const MORE: &str = "…";
+    let mut end = max.saturating_sub(MORE.len());
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &s[..end])
+    format!("{}{MORE}", &s[..end])
 }
 
 /// Remembers which events were sent, so a gang stuck for an hour produces one event per reason and
@@ -287,72 +382,81 @@ impl EventLimiter {
     }
 }
 
-/// A status write made conditional on the object being as the index last saw it (its
-/// `resourceVersion`): a write computed from an older view — still queued when the pod was bound,
-/// say — is refused with a 409 instead of overwriting what happened since.
-fn precondition(mut r: Request, current: Option<&Value>) -> Request {
-    if let Some(rv) = current.and_then(|o| o.pointer("/metadata/resourceVersion")).filter(|v| v.is_string())
-        && let Some(body) = r.body.as_object_mut()
-    {
-        body.insert("metadata".into(), json!({"resourceVersion": rv}));
+/// A preempting gang's outcome with what blocks its victims' evictions (`blocked`: victim → the
+/// API server's reason, naming the PodDisruptionBudget): it waits in `Preempting` and says why.
+fn with_blocked<'a>(o: &'a Outcome, plan: &Plan, blocked: &BTreeMap<PodKey, String>) -> Cow<'a, Outcome> {
+    if o.reason != Reason::Preempting || blocked.is_empty() {
+        return Cow::Borrowed(o);
     }
-    r
+    let mut notes = plan
+        .evictions
+        .iter()
+        .filter(|e| e.preemptor.as_ref() == Some(&o.gang))
+        .filter_map(|e| blocked.get(&e.pod).map(|why| (e, why)));
+    let Some((first, why)) = notes.next() else { return Cow::Borrowed(o) };
+    let more = notes.count();
+    let mut o = o.clone();
+    o.message.push_str(&format!("; eviction of {} refused for now: {why}", first.pod));
+    if more > 0 {
+        o.message.push_str(&format!(" (and {more} more victim(s))"));
+    }
+    Cow::Owned(o)
 }
 
-/// Whether the status a merge patch would write is already there: every field of the patch
-/// equals the current one (a `null` in the patch equals an absent field).
-fn already(status: &Value, current: Option<&Value>) -> bool {
-    let (Some(patch), Some(current)) = (status.as_object(), current) else { return false };
-    patch.iter().all(|(k, v)| current.get(k).unwrap_or(&Value::Null) == v)
-}
-
-/// Every request that applies `plan`, in the order they should be sent: bindings first (the
-/// expensive part, bounded concurrency), then evictions, nominations, status, events. Writes
-/// that would change nothing, as `current` tells, are left out.
-pub fn requests(
+/// Every write that applies `plan`, by kind. Writes that would change nothing, as `current`
+/// tells, are left out. `blocked`: victims whose eviction the API server refuses for now, and why.
+pub fn writes(
     plan: &Plan,
     snapshot: &Snapshot,
     current: &impl Current,
     limiter: &mut EventLimiter,
+    blocked: &BTreeMap<PodKey, String>,
     now: Time,
-) -> Vec<Request> {
-    const CONTROLLER: &str = "kube-gang.io/gang-scheduler";
-    let mut out: Vec<Request> = plan.bindings.iter().map(binding).collect();
-    out.extend(plan.evictions.iter().map(eviction));
-    for n in &plan.nominations {
-        let nominated =
-            current.pod(&n.pod.namespace, &n.pod.name).and_then(|p| p.pointer("/status/nominatedNodeName"));
-        if nominated.and_then(Value::as_str) != Some(n.node.as_str()) {
-            out.push(precondition(nomination(n), current.pod(&n.pod.namespace, &n.pod.name)));
-        }
-    }
+) -> Writes {
     // Each gang's members, in one pass over the pods (not one per gang).
     let mut members: HashMap<&GangKey, Vec<&Pod>> = HashMap::new();
+    let mut gang_of: HashMap<&PodKey, &GangKey> = HashMap::new();
     for p in &snapshot.pods {
         if let Some(m) = &p.gang {
             members.entry(&m.gang).or_default().push(p);
+            gang_of.insert(&p.key, &m.gang);
         }
     }
-    let binding_now: HashSet<&scheduler_core::model::PodKey> = plan.bindings.iter().map(|b| &b.pod).collect();
+    let mut out = Writes {
+        bindings: plan
+            .bindings
+            .iter()
+            .map(|b| Bind { binding: b.clone(), gang: gang_of.get(&b.pod).map(|g| (*g).clone()) })
+            .collect(),
+        evictions: plan.evictions.clone(),
+        ..Writes::default()
+    };
+    for n in &plan.nominations {
+        let pod = current.pod(&n.pod.namespace, &n.pod.name);
+        let nominated = pod.and_then(|p| p.pointer("/status/nominatedNodeName"));
+        if nominated.and_then(Value::as_str) != Some(n.node.as_str()) {
+            out.statuses.push(StatusWrite {
+                target: target(POD, &n.pod),
+                resource_version: resource_version(pod),
+                change: StatusChange::Nominate(n.node.clone()),
+            });
+        }
+    }
+    let binding_now: HashSet<&PodKey> = plan.bindings.iter().map(|b| &b.pod).collect();
     for o in &plan.outcomes {
+        let o = &*with_blocked(o, plan, blocked);
         let gang = snapshot.gangs.binary_search_by(|g| g.key.cmp(&o.gang)).ok().map(|i| &snapshot.gangs[i]);
         let of_gang = members.get(&o.gang).map_or(&[][..], Vec::as_slice);
         // Only our own Gang objects get a status; other dialects' objects belong to their controllers.
         if gang.is_some_and(|g| g.source.dialect == scheduler_core::model::Dialect::KubeGang)
             && let Some(obj) = current.gang(&o.gang.namespace, &o.gang.name)
         {
-            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-            let previous = obj.get("status");
-            let r = gang_status(o, generation, previous, now);
-            if !already(&r.body["status"], previous) {
-                out.push(precondition(r, Some(obj)));
-            }
+            out.statuses.extend(gang_status(o, obj, now));
         }
         if !o.reason.is_satisfied() {
             for p in of_gang.iter().filter(|p| p.is_pending() && !binding_now.contains(&p.key)) {
                 let pod = current.pod(&p.key.namespace, &p.key.name);
-                let write = pod_scheduled_false(&p.key.namespace, &p.key.name, o, pod, now);
-                out.extend(write.map(|w| precondition(w, pod)));
+                out.statuses.extend(pod_scheduled_false(&p.key, o, pod, now));
             }
         }
         let (type_, reason) = match o.reason {
@@ -368,39 +472,22 @@ pub fn requests(
         }
         // Events are about the pods users look at: the first member (by name) carries them.
         if let Some(p) = of_gang.iter().min_by(|a, b| a.key.cmp(&b.key)) {
-            out.push(event(
-                &p.key.namespace,
-                "Pod",
-                "v1",
-                &p.key.name,
-                &p.uid,
-                type_,
-                reason,
-                &o.message,
-                now,
-                CONTROLLER,
-            ));
+            out.events.push(event(p, type_, reason, &o.message, now));
         }
     }
     limiter.keep(|g| plan.outcome(g).is_some());
-    for e in &plan.evictions {
-        if e.reason == EvictionReason::Preempted {
-            let note = format!(
-                "preempted by gang {}",
-                e.preemptor.as_ref().map_or_else(|| "?".to_string(), ToString::to_string)
-            );
-            out.push(event(
-                &e.pod.namespace,
-                "Pod",
-                "v1",
-                &e.pod.name,
-                &e.uid,
-                "Normal",
-                "Preempted",
-                &note,
-                now,
-                CONTROLLER,
-            ));
+    let pods: HashMap<&PodKey, &Pod> = if plan.evictions.is_empty() {
+        HashMap::new()
+    } else {
+        snapshot.pods.iter().map(|p| (&p.key, p)).collect()
+    };
+    for e in plan.evictions.iter().filter(|e| e.reason == EvictionReason::Preempted) {
+        let note = format!(
+            "preempted by gang {}",
+            e.preemptor.as_ref().map_or_else(|| "?".to_string(), ToString::to_string)
+        );
+        if let Some(p) = pods.get(&e.pod) {
+            out.events.push(event(p, "Normal", "Preempted", &note, now));
         }
     }
     out
@@ -431,22 +518,80 @@ mod tests {
         assert_eq!(r.body["target"]["name"], "gpu-3");
     }
 
-    #[test]
-    fn gang_status_keeps_transition_time_while_status_is_unchanged() {
-        let o = Outcome {
+    fn waiting(message: &str) -> Outcome {
+        Outcome {
             gang: ObjectKey::new("ml", "g"),
             reason: Reason::Unschedulable,
             phase: Phase::Pending,
-            message: "needs 4 pods".into(),
+            message: message.into(),
             counts: Counts { members: 4, ..Counts::default() },
-            state: GangState { waiting_since: Some(Time::from_secs(100)), ..GangState::default() },
-        };
-        let first = gang_status(&o, Some(3), None, Time::from_secs(100));
-        assert_eq!(first.path, "/apis/kube-gang.io/v1alpha1/namespaces/ml/gangs/g/status");
-        assert_eq!(first.body["status"]["observedGeneration"], 3);
-        assert_eq!(first.body["status"]["waitingSince"], "1970-01-01T00:01:40Z");
-        let later = gang_status(&o, Some(3), Some(&first.body["status"]), Time::from_secs(500));
-        assert_eq!(later.body["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:01:40Z");
+            state: GangState {
+                waiting_since: Some(Time(100_250)),
+                degraded_since: Some(Time::from_secs(50)),
+                ..GangState::default()
+            },
+        }
+    }
+
+    #[test]
+    fn gang_status_is_written_through_the_type_it_is_read_with() {
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "g", "namespace": "ml", "generation": 3, "resourceVersion": "17"},
+            "spec": {"minMember": 4}});
+        let o = waiting("needs 4 pods");
+        let first = gang_status(&o, &gang, Time::from_secs(100)).expect("no status yet");
+        let http = first.http();
+        assert_eq!(http.path, "/apis/kube-gang.io/v1alpha1/namespaces/ml/gangs/g/status");
+        assert_eq!(http.content_type, MERGE);
+        assert_eq!(http.body["metadata"]["resourceVersion"], "17", "a precondition");
+        let status = &http.body["status"];
+        assert_eq!(status["observedGeneration"], 3);
+        assert_eq!(status["waitingSince"], "1970-01-01T00:01:40Z", "to the second, as the API stores it");
+        assert_eq!(status["conditions"][0]["reason"], "Unschedulable");
+        // What the API then holds reads back as the same state, and asks for no new write.
+        let mut stored = gang.clone();
+        first.apply_to(&mut stored);
+        let read: GangStatus = serde_json::from_value(stored["status"].clone()).unwrap();
+        let state = scheduler_core::dialect::kubegang::state_of(&read);
+        assert_eq!(state.waiting_since, Some(Time::from_secs(100)));
+        assert_eq!(state.degraded_since, Some(Time::from_secs(50)));
+        assert_eq!(gang_status(&o, &stored, Time::from_secs(500)), None, "nothing changed");
+        // A new message keeps the transition time; a field that went is removed by the patch.
+        let mut later = waiting("needs 5 pods");
+        later.state.degraded_since = None;
+        let again = gang_status(&later, &stored, Time::from_secs(500)).expect("changed");
+        let body = again.http().body;
+        assert_eq!(body["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:01:40Z");
+        assert_eq!(body["status"]["degradedSince"], Value::Null);
+        assert!(body["status"].as_object().unwrap().contains_key("degradedSince"));
+        // Placed: the condition turns True and its transition time moves.
+        let placed = Outcome { reason: Reason::Scheduled, phase: Phase::Scheduled, ..later };
+        let done = gang_status(&placed, &stored, Time::from_secs(600)).expect("changed").http().body;
+        assert_eq!(done["status"]["conditions"][0]["status"], "True");
+        assert_eq!(done["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:10:00Z");
+    }
+
+    #[test]
+    fn events_carry_a_micro_time_and_a_note_within_a_kibibyte() {
+        let pod: Pod =
+            serde_json::from_value(json!({"key": {"namespace": "ml", "name": "w-0"}, "uid": "u1"})).unwrap();
+        // apimachinery's MicroTime: RFC 3339 with exactly six fractional digits.
+        for (ms, want) in [(49_123, "1970-01-01T00:00:49.123000Z"), (49_000, "1970-01-01T00:00:49.000000Z")] {
+            let e = event(&pod, "Warning", "FailedScheduling", "x", Time(ms));
+            assert_eq!(event_request(&e).body["eventTime"], want);
+        }
+        let long = "é".repeat(2_000);
+        let e = event(&pod, "Warning", "FailedScheduling", &long, Time(0));
+        let http = event_request(&e);
+        let note = http.body["note"].as_str().unwrap();
+        assert!(note.len() <= NOTE_MAX && note.len() > NOTE_MAX - 8, "{} bytes", note.len());
+        assert!(note.ends_with('…'));
+        assert_eq!(http.path, "/apis/events.k8s.io/v1/namespaces/ml/events");
+        assert_eq!(http.body["regarding"]["uid"], "u1");
+        assert_eq!(http.body["metadata"]["generateName"], "w-0.");
+        for field in ["reportingController", "reportingInstance", "action", "reason", "type"] {
+            assert!(http.body[field].as_str().is_some_and(|v| !v.is_empty() && v.len() <= 128), "{field}");
+        }
     }
 
     #[test]

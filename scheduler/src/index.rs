@@ -1,6 +1,8 @@
 //! The synchronous index the watches feed: the watched objects in the core's [`Live`] view (a
 //! snapshot patched object by object, so a cycle costs what changed, not what the cluster holds),
-//! plus what this scheduler knows that the watch does not say yet:
+//! plus what this scheduler knows that the watch does not say yet, kept as a core
+//! [`Overlay`] that `Live` lays over its snapshot at each refresh (the index never edits the
+//! core's converted objects, and so never has to undo an edit):
 //!
 //! - bindings sent but not yet seen in the watch (so the next cycle cannot double-book a node);
 //! - the gang state the last applied plan left each gang (when it started waiting, when it fell
@@ -12,11 +14,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use scheduler_core::cluster::{Live, Problem};
-use scheduler_core::model::{Dialect, GangKey, GangState, PodKey, Reservation, Snapshot, Time};
+use scheduler_core::cluster::{Live, Overlay, Problem};
+use scheduler_core::model::{PodKey, Snapshot};
 use scheduler_core::plan::{Binding, Plan};
 
-use crate::apply::{Request, Target};
+use crate::apply::{StatusWrite, Target};
 use serde_json::Value;
 
 /// Cluster state as the scheduler knows it.
@@ -25,12 +27,11 @@ pub struct Index {
     live: Live,
     /// Resource (e.g. `v1/Pod`) → the (namespace, name) of each object held.
     keys: BTreeMap<String, BTreeSet<(String, String)>>,
-    /// Bindings sent and not yet seen in the watch: pod → (node, when sent).
-    assumed: BTreeMap<PodKey, (String, Instant)>,
-    /// Gang → (its creation time, the state the last applied plan left it). The creation time
-    /// tells a gang from a later one of the same name.
-    carried: HashMap<GangKey, (Time, GangState)>,
-    reservations: Vec<Reservation>,
+    /// What the watch does not say yet — bindings sent, gang state carried, reservations — laid
+    /// over the core's snapshot at each refresh (the core's objects are never edited).
+    overlay: Overlay,
+    /// When each assumed binding was sent (for [`Index::expire`]).
+    sent: BTreeMap<PodKey, Instant>,
     /// Objects with a status write applied ahead of the watch ([`Index::wrote`]): the version
     /// the API last reported, to go back to if the write does not happen.
     before: HashMap<(String, String, String), Value>,
@@ -59,27 +60,27 @@ impl Index {
     }
 
     fn put(&mut self, resource: &str, obj: Value) {
-        let pod = pod_key(&obj);
-        if let Some(p) = &pod
+        if let Some(p) = pod_key(&obj)
             && obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
         {
-            self.assumed.remove(p);
+            self.unassume(&p);
         }
         let key = key_of(&obj);
         // Objects the core cannot file are reported with the snapshot's problems, not here.
         if self.live.push(obj).is_ok() {
             self.keys.entry(resource.to_string()).or_default().insert(key);
         }
-        // Still assumed: the new version of the pod does not undo the binding we sent.
-        if let Some(p) = pod {
-            self.hold_assumed(&p);
-        }
+    }
+
+    fn unassume(&mut self, pod: &PodKey) {
+        self.overlay.assumed.remove(pod);
+        self.sent.remove(pod);
     }
 
     /// A watch `Delete` event for `resource`.
     pub fn delete(&mut self, resource: &str, obj: &Value) {
         if let Some(pod) = pod_key(obj) {
-            self.assumed.remove(&pod);
+            self.unassume(&pod);
         }
         let (ns, name) = key_of(obj);
         self.before.remove(&(resource.to_string(), ns.clone(), name.clone()));
@@ -102,7 +103,7 @@ impl Index {
             self.keys.get(resource).map(|k| k.difference(&fresh).cloned().collect()).unwrap_or_default();
         for key in &gone {
             if split(resource).1 == "Pod" {
-                self.assumed.remove(&PodKey::new(&key.0, &key.1));
+                self.unassume(&PodKey::new(&key.0, &key.1));
             }
             self.forget_object(resource, key);
         }
@@ -124,68 +125,36 @@ impl Index {
 
     /// Records a binding sent to the API: the next cycle sees the node as used.
     pub fn assume(&mut self, b: &Binding) {
-        self.assumed.insert(b.pod.clone(), (b.node.clone(), Instant::now()));
-        self.hold_assumed(&b.pod);
-    }
-
-    /// Shows an assumed binding in the view, if the pod has no node of its own.
-    fn hold_assumed(&mut self, pod: &PodKey) {
-        let Some((node, _)) = self.assumed.get(pod) else { return };
-        if let Some(mut p) = self.live.pod_mut(&pod.namespace, &pod.name)
-            && p.node_name.is_none()
-        {
-            p.node_name = Some(node.clone());
-        }
+        self.overlay.assumed.insert(b.pod.clone(), b.node.clone());
+        self.sent.insert(b.pod.clone(), Instant::now());
     }
 
     /// Drops assumptions older than `ttl` that the watch never confirmed (a binding whose outcome
     /// could not be learned and that did not happen): their pods are placed again.
     pub fn expire(&mut self, ttl: Duration) -> usize {
         let old: Vec<PodKey> =
-            self.assumed.iter().filter(|(_, (_, at))| at.elapsed() >= ttl).map(|(p, _)| p.clone()).collect();
+            self.sent.iter().filter(|(_, at)| at.elapsed() >= ttl).map(|(p, _)| p.clone()).collect();
         for pod in &old {
-            self.forget(pod);
+            self.unassume(pod);
         }
         old.len()
     }
 
     /// Forgets an assumed binding (the API refused it).
     pub fn forget(&mut self, pod: &PodKey) {
-        if self.assumed.remove(pod).is_some() {
-            self.live.reread_pod(&pod.namespace, &pod.name);
-        }
+        self.unassume(pod);
     }
 
     /// Records a status write about to be sent, as if the watch had already reported it: the
     /// next cycle sees it written and does not write it again. The watch's version replaces it
     /// when it comes; if the write is not made, [`Index::unwrite`] goes back.
-    pub fn wrote(&mut self, r: &Request) {
-        let Some(t) = &r.target else { return };
+    pub fn wrote(&mut self, w: &StatusWrite) {
+        let t = &w.target;
         let Some(mut obj) = self.get(t.resource, &t.namespace, &t.name).cloned() else { return };
         self.before
             .entry((t.resource.to_string(), t.namespace.clone(), t.name.clone()))
             .or_insert_with(|| obj.clone());
-        let mut patch = r.body.clone();
-        if r.content_type.starts_with("application/strategic-merge-patch") {
-            // Conditions merge by their type, as the API server merges them.
-            if let (Some(mut merged), Some(new)) = (
-                obj.pointer("/status/conditions").and_then(Value::as_array).cloned(),
-                patch.pointer("/status/conditions").and_then(Value::as_array),
-            ) {
-                for c in new {
-                    match merged.iter_mut().find(|o| o.get("type") == c.get("type")) {
-                        Some(o) => *o = c.clone(),
-                        None => merged.push(c.clone()),
-                    }
-                }
-                patch["status"]["conditions"] = Value::Array(merged);
-            }
-        }
-        if let Some(m) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
-            // A precondition, not a change.
-            m.remove("resourceVersion");
-        }
-        json_patch::merge(&mut obj, &patch);
+        w.apply_to(&mut obj);
         self.put(t.resource, obj);
     }
 
@@ -206,13 +175,13 @@ impl Index {
 
     /// How many bindings are assumed.
     pub fn assumed(&self) -> usize {
-        self.assumed.len()
+        self.overlay.assumed.len()
     }
 
     /// Keeps what `plan` (about to be applied) leaves each gang, for the next cycle.
     pub fn carry(&mut self, plan: &Plan) {
         let gangs = &self.live.snapshot().gangs;
-        self.carried = plan
+        self.overlay.carried = plan
             .outcomes
             .iter()
             .filter_map(|o| {
@@ -220,36 +189,18 @@ impl Index {
                 Some((o.gang.clone(), (gangs[i].created, o.state.clone())))
             })
             .collect();
-        self.reservations = plan.reservations.clone();
+        self.overlay.reservations = plan.reservations.clone();
     }
 
     /// Forgets carried state (leadership lost or gained: the API's word counts again).
     pub fn drop_carried(&mut self) {
-        self.carried.clear();
-        self.reservations.clear();
-        self.live.resolve_again();
+        self.overlay.carried.clear();
+        self.overlay.reservations.clear();
     }
 
-    /// Brings the view up to date for a cycle: gangs resolved, carried state and reservations
-    /// handed back.
+    /// Brings the view up to date for a cycle: the watched state with the overlay laid over it.
     pub fn refresh(&mut self) {
-        self.live.refresh();
-        for g in self.live.gangs_mut() {
-            // A gang object's creation time tells it from a later one of the same name; a
-            // CRD-less gang's is its oldest member's, which changes as members come and go.
-            let crd_less = matches!(g.source.dialect, Dialect::KubeGangAnnotations | Dialect::Koordinator);
-            if let Some((created, state)) = self.carried.get(&g.key)
-                && (crd_less || *created == g.created)
-            {
-                g.state = state.clone();
-            }
-        }
-        self.live.set_reservations(self.reservations.clone());
-        // Assumed bindings outlive a re-conversion of their pods (a priority class changed).
-        let assumed: Vec<PodKey> = self.assumed.keys().cloned().collect();
-        for pod in &assumed {
-            self.hold_assumed(pod);
-        }
+        self.live.refresh_with(&self.overlay);
     }
 
     /// What the cycle sees, as of the last [`Index::refresh`]: the watched state with assumed
@@ -291,6 +242,7 @@ fn pod_key(obj: &Value) -> Option<PodKey> {
 mod tests {
     use super::*;
     use crate::apply::GANG;
+    use scheduler_core::model::Time;
     use serde_json::json;
 
     fn node(name: &str) -> Value {
@@ -343,9 +295,10 @@ mod tests {
         };
         let now = Time::from_secs(100);
         let current = |index: &Index| index.get("v1/Pod", "ml", "p").cloned();
+        let key = PodKey::new("ml", "p");
         let mut write =
-            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now).unwrap();
-        write.body["metadata"] = json!({"resourceVersion": "7"});
+            crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now).unwrap();
+        write.resource_version = Some("7".into());
         index.wrote(&write);
         let conditions = current(&index).unwrap()["status"]["conditions"].clone();
         assert_eq!(conditions.as_array().map(Vec::len), Some(2), "merged by type: {conditions}");
@@ -354,12 +307,10 @@ mod tests {
             "a precondition is not a change"
         );
         // Not made (refused, failed, not sent): back to what the API said, to be written again.
-        let target = write.target.clone().unwrap();
+        let target = write.target.clone();
         index.unwrite(&target);
         assert_eq!(current(&index).unwrap()["status"]["conditions"].as_array().map(Vec::len), Some(1));
-        assert!(
-            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now).is_some()
-        );
+        assert!(crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now).is_some());
         // Made, or overtaken by the watch: nothing to go back to.
         index.wrote(&write);
         let mut newer = current(&index).unwrap();
@@ -374,27 +325,26 @@ mod tests {
         assert_eq!(conditions[1]["reason"], "Unschedulable");
         // The next cycle has nothing to write; a new message is written again, keeping the
         // transition time.
-        assert_eq!(
-            crate::apply::pod_scheduled_false("ml", "p", &outcome, current(&index).as_ref(), now),
-            None
-        );
+        assert_eq!(crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now), None);
         let changed = Outcome { message: "needs 3 pods".into(), ..outcome };
         let later = Time::from_secs(200);
-        let again = crate::apply::pod_scheduled_false("ml", "p", &changed, current(&index).as_ref(), later);
+        let again = crate::apply::pod_scheduled_false(&key, &changed, current(&index).as_ref(), later);
         let again = again.expect("a new message is written");
-        assert_eq!(again.body["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:01:40Z");
-        // A merge patch (a Gang's status) merges as JSON merge patch does.
-        index.apply(
-            GANG,
-            json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
-                   "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 2}}),
+        assert_eq!(
+            again.http().body["status"]["conditions"][0]["lastTransitionTime"],
+            "1970-01-01T00:01:40Z"
         );
-        let status = crate::apply::gang_status(&changed, Some(1), None, now);
+        // A Gang's status replaces the one the object had.
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                   "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 2},
+                   "status": {"degradedSince": "1970-01-01T00:00:10Z"}});
+        index.apply(GANG, gang.clone());
+        let status = crate::apply::gang_status(&changed, &gang, now).expect("a new status");
         index.wrote(&status);
         let g = index.get(GANG, "ml", "g").unwrap();
         assert_eq!(g["status"]["phase"], "Pending");
         assert_eq!(g["spec"]["minMember"], 2);
-        assert!(g["status"].get("degradedSince").is_none(), "nulls delete: {g}");
+        assert!(g["status"].get("degradedSince").is_none(), "gone: {g}");
     }
 
     #[test]

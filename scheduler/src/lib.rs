@@ -8,6 +8,7 @@
 pub mod apply;
 mod clock;
 pub mod config;
+pub mod evict;
 pub mod index;
 pub mod lease;
 pub mod metrics;
@@ -140,7 +141,6 @@ async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()
     if let Ok(value) = http::HeaderValue::from_str(&agent) {
         kube_config.headers.push((http::header::USER_AGENT, value));
     }
-    let client = kube::Client::try_from(kube_config).context("connecting to the Kubernetes API")?;
     let metrics = metrics::Metrics::new();
     let listener = tokio::net::TcpListener::bind(args.probe_listen)
         .await
@@ -171,7 +171,7 @@ async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()
         burst: args.kube_api_burst,
         discovery_period: Duration::from_secs(30),
     };
-    run::run(client, settings, metrics, stop).await
+    run::run(kube_config, settings, metrics, stop).await
 }
 
 /// This replica's Lease holder identity: `POD_NAME` (the Deployment sets it from the pod's name),

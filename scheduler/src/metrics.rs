@@ -29,6 +29,8 @@ pub struct Metrics {
     pub pending_gangs: Gauge,
     pub wait_duration: Histogram,
     pub pods_bound: Counter,
+    /// Events sent, by result (`sent`, `refused`).
+    pub events: Family<ResultLabel, Counter>,
     pub leader: Gauge,
     /// Caches synced: `/readyz` answers 200.
     pub ready: Arc<AtomicBool>,
@@ -59,7 +61,13 @@ impl Metrics {
             wait_duration.clone(),
         );
         let pods_bound = Counter::default();
-        registry.register("gang_pods_bound", "Pods bound by this scheduler", pods_bound.clone());
+        registry.register(
+            "gang_pods_bound",
+            "Bindings the API server accepted (not bindings planned)",
+            pods_bound.clone(),
+        );
+        let events = Family::<ResultLabel, Counter>::default();
+        registry.register("gang_events", "Events posted, by result (sent, refused)", events.clone());
         let leader = Gauge::default();
         registry.register("gang_leader", "1 while this replica holds the leader Lease", leader.clone());
         let build = Family::<BuildLabels, Gauge>::default();
@@ -71,6 +79,7 @@ impl Metrics {
             pending_gangs,
             wait_duration,
             pods_bound,
+            events,
             leader,
             ready: Arc::new(AtomicBool::new(false)),
             registry: Arc::new(registry),

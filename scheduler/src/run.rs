@@ -19,12 +19,15 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, EventLimiter, Request, Target};
+use crate::apply::{self, Bind, EventLimiter, Http, StatusWrite, Target};
+use crate::evict::{self, Blocked};
 use crate::clock::wall_clock;
 use crate::index::Index;
 use crate::lease::Standing;
 use crate::metrics::{Metrics, ResultLabel};
 use crate::ratelimit::RateLimiter;
+use scheduler_core::model::{GangKey, PodKey};
+use scheduler_core::plan::Eviction;
 
 /// A watched resource.
 #[derive(Clone, Debug)]
@@ -72,6 +75,12 @@ enum Msg {
     /// A status write applied ahead of the watch was made, or not (see [`Index::wrote`]).
     Written(Target),
     Unwritten(Target),
+}
+
+/// What the background reporter sends: status writes and events.
+struct Report {
+    statuses: Vec<StatusWrite>,
+    events: Vec<k8s_openapi::api::events::v1::Event>,
 }
 
 /// Turns a watched object into the raw JSON the core reads, with `apiVersion`/`kind` restored
@@ -150,12 +159,18 @@ pub struct Settings {
 }
 
 /// Runs until `stop` is cancelled; then releases the Lease after in-flight bindings finish.
+/// `config` connects to the API server; evictions use a client of their own without kube's
+/// built-in retries (they back off per victim, off the loop).
 pub async fn run(
-    client: kube::Client,
+    config: kube::Config,
     settings: Settings,
     metrics: Metrics,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let client = kube::Client::try_from(config.clone())?;
+    let mut no_retry = config;
+    no_retry.default_retry = false;
+    let evict_client = kube::Client::try_from(no_retry)?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let mut started: BTreeSet<String> = BTreeSet::new();
     let mut synced: BTreeSet<String> = BTreeSet::new();
@@ -188,7 +203,7 @@ pub async fn run(
     let mut was_leading = false;
 
     // Status writes and events go out in the background: the loop never waits for them.
-    let (report_tx, report_rx) = mpsc::unbounded_channel::<Vec<Request>>();
+    let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
     let reporter = tokio::spawn(report(
         client.clone(),
         rate.clone(),
@@ -196,7 +211,22 @@ pub async fn run(
         tx.clone(),
         concurrency,
         standing.clone(),
+        metrics.clone(),
     ));
+    // Evictions too: each victim backs off on its own (a PodDisruptionBudget's 429), and the
+    // loop learns which ones are blocked, and by what.
+    let (evict_tx, evict_rx) = watch::channel::<Vec<Eviction>>(Vec::new());
+    let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<Blocked>();
+    let evictor = tokio::spawn(evict::run(
+        evict_client,
+        rate.clone(),
+        evict_rx,
+        blocked_tx,
+        standing.clone(),
+        concurrency,
+        stop.child_token(),
+    ));
+    let mut blocked: std::collections::BTreeMap<PodKey, String> = std::collections::BTreeMap::new();
 
     let mut log_problems: Option<Instant> = None;
     let mut tick = tokio::time::interval(settings.period);
@@ -224,6 +254,10 @@ pub async fn run(
             _ = tick.tick() => {}
             // A new leader acts at once, not at the next tick.
             Ok(()) = standing.changed() => {}
+            Some(b) = blocked_rx.recv() => match b {
+                Blocked::By(pod, why) => { blocked.insert(pod, why); }
+                Blocked::No(pod) => { blocked.remove(&pod); }
+            },
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };
                 handle(&mut index, &mut synced, msg);
@@ -266,21 +300,29 @@ pub async fn run(
             }
             log_problems = Some(Instant::now());
         }
-        let requests = apply::requests(&plan, snapshot, &index, &mut limiter, now);
+        blocked.retain(|pod, _| plan.evictions.iter().any(|e| &e.pod == pod));
+        let writes = apply::writes(&plan, snapshot, &index, &mut limiter, &blocked, now);
+        let starting = starting(&plan, snapshot, now);
         index.carry(&plan);
-        for b in &plan.bindings {
-            index.assume(b);
+        for b in &writes.bindings {
+            index.assume(&b.binding);
         }
-        let (writes, reports): (Vec<Request>, Vec<Request>) =
-            requests.into_iter().partition(|r| r.method == "POST" && r.target.is_none() && !is_event(r));
-        if !reports.is_empty() {
-            for r in &reports {
-                index.wrote(r);
+        if !writes.statuses.is_empty() || !writes.events.is_empty() {
+            for w in &writes.statuses {
+                index.wrote(w);
             }
-            let _ = report_tx.send(reports);
+            let _ = report_tx.send(Report { statuses: writes.statuses, events: writes.events });
         }
-        let failed = send_all(&client, &rate, writes, concurrency, &standing).await;
-        for pod in failed {
+        // Every cycle says which evictions it wants now; the evictor drops the rest.
+        evict_tx.send_replace(writes.evictions);
+        let bound = bind_all(&client, &rate, writes.bindings, concurrency, &standing).await;
+        metrics.pods_bound.inc_by(bound.made.len() as u64);
+        for (gang, waited) in starting {
+            if !bound.failed_gangs.contains(&gang) {
+                metrics.wait_duration.observe(waited);
+            }
+        }
+        for pod in bound.failed {
             index.forget(&pod);
         }
     }
@@ -293,6 +335,7 @@ pub async fn run(
         drain.abort();
         tracing::warn!("status writes still queued at shutdown were dropped");
     }
+    let _ = evictor.await;
     while tasks.join_next().await.is_some() {}
     if let Some(elector) = elector {
         let _ = elector.await;
@@ -309,10 +352,6 @@ pub async fn run(
     Ok(())
 }
 
-fn is_event(r: &Request) -> bool {
-    r.path.ends_with("/events")
-}
-
 /// Sends status writes and events as they come, `concurrency` at a time, while this replica may
 /// act, and tells the loop which status writes were made and which were not (refused, failed,
 /// or not sent): those are undone in the index (see [`Index::unwrite`]), so the next cycle writes
@@ -320,26 +359,42 @@ fn is_event(r: &Request) -> bool {
 async fn report(
     client: kube::Client,
     rate: Arc<RateLimiter>,
-    mut batches: mpsc::UnboundedReceiver<Vec<Request>>,
+    mut batches: mpsc::UnboundedReceiver<Report>,
     tx: mpsc::UnboundedSender<Msg>,
     concurrency: usize,
     standing: watch::Receiver<Standing>,
+    metrics: Metrics,
 ) {
     while let Some(batch) = batches.recv().await {
-        futures::stream::iter(batch)
-            .for_each_concurrent(concurrency, |r| {
-                let (client, rate, tx, standing) = (&client, &rate, &tx, &standing);
-                async move {
-                    let made = may_send(client, rate, standing, &r).await.is_some_and(|sent| match sent {
-                        Ok(_) => true,
-                        Err(e) => {
-                            tracing::debug!(path = %r.path, error = %e, "write failed; the next cycle retries");
-                            false
-                        }
-                    });
-                    if let Some(t) = r.target {
-                        let _ = tx.send(if made { Msg::Written(t) } else { Msg::Unwritten(t) });
+        let statuses = futures::stream::iter(batch.statuses).for_each_concurrent(concurrency, |w| {
+            let (client, rate, tx, standing) = (&client, &rate, &tx, &standing);
+            async move {
+                let made = match may_send(client, rate, standing, &w.http()).await {
+                    Some(Ok(_)) => true,
+                    Some(Err(e)) => {
+                        tracing::debug!(object = ?w.target, error = %e, "status write failed; the next cycle retries");
+                        false
                     }
+                    None => false,
+                };
+                let _ = tx.send(if made { Msg::Written(w.target) } else { Msg::Unwritten(w.target) });
+            }
+        });
+        statuses.await;
+        futures::stream::iter(batch.events)
+            .for_each_concurrent(concurrency, |e| {
+                let (client, rate, standing, metrics) = (&client, &rate, &standing, &metrics);
+                async move {
+                    let result = match may_send(client, rate, standing, &apply::event_request(&e)).await {
+                        Some(Ok(_)) => "sent",
+                        Some(Err(err)) => {
+                            // Events are best effort, but a refused one is a defect worth seeing.
+                            tracing::warn!(reason = ?e.reason, error = %err, "event refused");
+                            "refused"
+                        }
+                        None => return,
+                    };
+                    metrics.events.get_or_create(&ResultLabel { result: result.into() }).inc();
                 }
             })
             .await;
@@ -348,11 +403,11 @@ async fn report(
 
 /// Sends `r` if this replica may act once the rate limiter lets it (`None`: not sent). Leadership
 /// is checked after the wait, right before sending: the wait can be long.
-async fn may_send(
+pub(crate) async fn may_send(
     client: &kube::Client,
     rate: &RateLimiter,
     standing: &watch::Receiver<Standing>,
-    r: &Request,
+    r: &Http,
 ) -> Option<Result<Value, kube::Error>> {
     if !standing.borrow().may_act() {
         return None;
@@ -386,67 +441,136 @@ fn record(metrics: &Metrics, plan: &Plan) {
         }
     }
     metrics.pending_gangs.set(pending);
-    metrics.pods_bound.inc_by(plan.bindings.len() as u64);
 }
 
-/// Sends bindings (`concurrency` at a time) and then evictions, while this replica may act.
-/// Returns the pods whose binding failed or was not sent (their assumption is dropped). Errors are
-/// logged and retried by later cycles, which recompute from the API's state; the loop never
-/// crashes on them. Shutdown lets the bindings of the cycle finish: a gang is not cut in half.
-async fn send_all(
+/// Gangs this plan starts (placed for the first time), with how long each waited since it could
+/// first be placed (its quorum): what `gang_wait_duration_seconds` observes once the bindings
+/// are made.
+fn starting(plan: &Plan, snapshot: &scheduler_core::Snapshot, now: scheduler_core::Time) -> Vec<(GangKey, f64)> {
+    plan.outcomes
+        .iter()
+        .filter(|o| o.reason == scheduler_core::Reason::Scheduled)
+        .filter_map(|o| {
+            let i = snapshot.gangs.binary_search_by(|g| g.key.cmp(&o.gang)).ok()?;
+            let before = &snapshot.gangs[i].state;
+            if before.was_satisfied {
+                return None;
+            }
+            let since = before.waiting_since.unwrap_or(now);
+            Some((o.gang.clone(), now.since(since).as_secs_f64()))
+        })
+        .collect()
+}
+
+/// What sending a plan's bindings came to.
+#[derive(Debug, Default)]
+struct Bound {
+    /// Bindings the API server took (or that were already so); unknown outcomes are in neither
+    /// list.
+    made: Vec<PodKey>,
+    /// Pods whose binding was refused, failed or not sent: their assumption is dropped.
+    failed: Vec<PodKey>,
+    /// Gangs one of whose bindings was not made.
+    failed_gangs: BTreeSet<GangKey>,
+}
+
+/// Sends bindings (`concurrency` at a time) while this replica may act. Errors are logged and
+/// retried by later cycles, which recompute from the API's state; the loop never crashes on them.
+/// Shutdown lets the bindings of the cycle finish: a gang is not cut in half.
+///
+/// A binding the API server refuses fails its gang's all-or-nothing step: the gang's bindings not
+/// yet sent are withheld (a refusal learned before they go out stops them), so the gang is left
+/// with as few members bound as possible. Bindings already made cannot be taken back by the
+/// Binding API; the next cycle sees a half-bound gang, which the core completes if the refused
+/// member can be placed after all, and otherwise releases (evicts) after the gang's grace
+/// period — the promise a crash mid-binding gets too. Members are never evicted at once on a
+/// refusal: a refusal may be transient, and an eviction is not.
+async fn bind_all(
     client: &kube::Client,
     rate: &RateLimiter,
-    requests: Vec<Request>,
+    binds: Vec<Bind>,
     concurrency: usize,
     standing: &watch::Receiver<Standing>,
-) -> Vec<scheduler_core::model::PodKey> {
-    let (binds, rest): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| r.path.ends_with("/binding"));
-    let results: Vec<Option<scheduler_core::model::PodKey>> = futures::stream::iter(binds)
-        .map(|r| async move {
-            let ns = r.body.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-            let name = r.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-            let pod = scheduler_core::model::PodKey::new(ns, name);
-            // Leadership lost (or its renewal overdue) mid-plan: a successor takes over from here.
-            let e = match may_send(client, rate, standing, &r).await {
-                None => return Some(pod),
-                Some(Ok(_)) => return None,
-                Some(Err(e)) => e,
-            };
-            // A 409, a server error (the binding may have been stored before it failed), or no
-            // answer at all: only a 4xx other than 409 says for sure it did not happen.
-            let refused = matches!(&e, kube::Error::Api(s) if s.code != 409 && s.code < 500);
-            if !refused {
-                // The binding may have happened: the pod says whether it is on the node we chose.
-                match on_our_node(client, &r).await {
-                    Some(true) => return None,
-                    Some(false) => {}
-                    None => {
-                        // Unknown: keep the node booked until the watch tells, or the
-                        // assumption expires.
-                        tracing::warn!(path = %r.path, error = %e, "binding outcome unknown");
-                        return None;
-                    }
-                }
+) -> Bound {
+    let refused: std::sync::Mutex<BTreeSet<GangKey>> = std::sync::Mutex::new(BTreeSet::new());
+    let was_refused = |g: &Option<GangKey>| {
+        g.as_ref().is_some_and(|g| refused.lock().map(|r| r.contains(g)).unwrap_or(false))
+    };
+    let results: Vec<(PodKey, Option<GangKey>, Option<bool>)> = futures::stream::iter(binds)
+        .map(|b| {
+            let (refused, was_refused) = (&refused, &was_refused);
+            async move {
+                let made = bind_one(client, rate, standing, &b, refused, was_refused).await;
+                (b.binding.pod, b.gang, made)
             }
-            tracing::warn!(path = %r.path, error = %e, "binding failed");
-            Some(pod)
         })
         .buffer_unordered(concurrency)
         .collect()
         .await;
-    for r in rest {
-        match may_send(client, rate, standing, &r).await {
-            None => break,
-            Some(Err(e)) => {
-                tracing::warn!(path = %r.path, error = %e, "request failed; the next cycle retries")
+    let mut out = Bound::default();
+    for (pod, gang, made) in results {
+        match made {
+            Some(true) => out.made.push(pod),
+            Some(false) => {
+                out.failed.push(pod);
+                out.failed_gangs.extend(gang);
             }
-            Some(Ok(_)) => {}
+            None => {
+                out.failed_gangs.extend(gang);
+            }
         }
     }
-    results.into_iter().flatten().collect()
+    out
 }
 
-async fn send(client: &kube::Client, r: &Request) -> Result<Value, kube::Error> {
+/// Sends one binding: whether it was made (`None`: unknown, the node stays booked until the
+/// watch tells or the assumption expires).
+async fn bind_one(
+    client: &kube::Client,
+    rate: &RateLimiter,
+    standing: &watch::Receiver<Standing>,
+    b: &Bind,
+    refused: &std::sync::Mutex<BTreeSet<GangKey>>,
+    was_refused: impl Fn(&Option<GangKey>) -> bool,
+) -> Option<bool> {
+    {
+        let pod = b.binding.pod.clone();
+        if was_refused(&b.gang) {
+            tracing::info!(pod = %pod, "binding withheld: another member of its gang was refused");
+            return Some(false);
+        }
+        let r = apply::binding(&b.binding);
+        // Leadership lost (or its renewal overdue) mid-plan: a successor takes over from here.
+        let e = match may_send(client, rate, standing, &r).await {
+            None => return Some(false),
+            Some(Ok(_)) => return Some(true),
+            Some(Err(e)) => e,
+        };
+        // A 409, a server error (the binding may have been stored before it failed), or no
+        // answer at all: only a 4xx other than 409 says for sure it did not happen.
+        let definite = matches!(&e, kube::Error::Api(s) if s.code != 409 && s.code < 500);
+        if !definite {
+            // The binding may have happened: the pod says whether it is on the node we chose.
+            match on_our_node(client, &b.binding).await {
+                Some(true) => return Some(true),
+                Some(false) => {}
+                None => {
+                    // Unknown: keep the node booked until the watch tells, or the
+                    // assumption expires.
+                    tracing::warn!(pod = %pod, error = %e, "binding outcome unknown");
+                    return None;
+                }
+            }
+        }
+        tracing::warn!(pod = %pod, error = %e, "binding failed");
+        if let (Some(g), Ok(mut r)) = (&b.gang, refused.lock()) {
+            r.insert(g.clone());
+        }
+        Some(false)
+    }
+}
+
+async fn send(client: &kube::Client, r: &Http) -> Result<Value, kube::Error> {
     let body = serde_json::to_vec(&r.body).unwrap_or_default();
     let req = http::Request::builder()
         .method(r.method)
@@ -457,16 +581,13 @@ async fn send(client: &kube::Client, r: &Request) -> Result<Value, kube::Error> 
     client.request::<Value>(req).await
 }
 
-/// Whether the pod of a binding request is on the node the request chose (`None`: could not
-/// tell). After a 409 or a lost response, "yes" means the binding is done: a retry after a lost
-/// response, or a racing replica that chose the same node.
-async fn on_our_node(client: &kube::Client, r: &Request) -> Option<bool> {
-    let ns = r.body.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-    let name = r.body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-    let want = r.body.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
-    match pods.get_opt(name).await {
-        Ok(Some(p)) => Some(p.spec.and_then(|s| s.node_name).as_deref() == Some(want)),
+/// Whether the pod of a binding is on the node the binding chose (`None`: could not tell). After
+/// a 409 or a lost response, "yes" means the binding is done: a retry after a lost response, or
+/// a racing replica that chose the same node.
+async fn on_our_node(client: &kube::Client, b: &scheduler_core::plan::Binding) -> Option<bool> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &b.pod.namespace);
+    match pods.get_opt(&b.pod.name).await {
+        Ok(Some(p)) => Some(p.spec.and_then(|s| s.node_name).as_deref() == Some(b.node.as_str())),
         Ok(None) => Some(false),
         Err(_) => None,
     }

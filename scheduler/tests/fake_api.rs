@@ -29,7 +29,6 @@ async fn start_lease(
     lease_duration: Duration,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let config = kube::Config::new(fake.url().parse().unwrap());
-    let client = kube::Client::try_from(config).unwrap();
     let settings = Settings {
         config: policy,
         period: Duration::from_millis(100),
@@ -47,7 +46,7 @@ async fn start_lease(
     let stop = CancellationToken::new();
     let s = stop.clone();
     let handle = tokio::spawn(async move {
-        run(client, settings, Metrics::new(), s).await.unwrap();
+        run(config, settings, Metrics::new(), s).await.unwrap();
     });
     (stop, handle)
 }
@@ -398,6 +397,63 @@ async fn a_gang_crd_installed_later_is_watched_and_its_gangs_placed() {
     assert_ne!(bound(&fake, "ml", "vc-0"), bound(&fake, "ml", "vc-1"));
     // Volcano's own object is Volcano's: no status written to it.
     assert!(fake.requests_to("PATCH", "/podgroups/pg/status").is_empty());
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+/// The message of the last `PodScheduled=False` written to `pod`.
+fn scheduled_message(fake: &FakeApi, pod: &str) -> String {
+    let writes = fake.requests_to("PATCH", &format!("/pods/{pod}/status"));
+    writes
+        .last()
+        .and_then(|w| w.body.pointer("/status/conditions/0/message"))
+        .and_then(|m| m.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Removes `pod`'s scheduling gates as its controller (Kueue, say) would, keeping the rest.
+fn ungate(fake: &FakeApi, pod: &str) {
+    let mut p = fake.get("v1", "Pod", "ml", pod).expect("pod exists");
+    p["spec"]["schedulingGates"] = json!([]);
+    fake.put(p);
+}
+
+#[tokio::test]
+async fn gated_members_are_never_bound_and_the_gang_binds_when_the_last_gate_goes() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(gang("ml", "train", 3));
+    fake.put(gang_pod("ml", "train-0", "train", 2));
+    for name in ["train-1", "train-2"] {
+        let mut p = gang_pod("ml", name, "train", 2);
+        p["spec"]["schedulingGates"] = json!([{"name": "kueue.x-k8s.io/admission"}]);
+        fake.put(p);
+    }
+    let (stop, handle) = start(&fake, false).await;
+    let says = |text: &'static str| move |f: &FakeApi| scheduled_message(f, "train-0").contains(text);
+    assert!(
+        fake.wait_for(Duration::from_secs(10), says("2 of 3 members gated by kueue.x-k8s.io/admission"))
+            .await,
+        "{:#?}",
+        fake.requests_to("PATCH", "/status")
+    );
+    ungate(&fake, "train-1");
+    assert!(
+        fake.wait_for(Duration::from_secs(10), says("1 of 3 members gated by kueue.x-k8s.io/admission"))
+            .await,
+        "{:#?}",
+        fake.requests_to("PATCH", "/pods/train-0/status")
+    );
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "all or nothing while a member is gated");
+    let last_gate_gone = std::time::Instant::now();
+    ungate(&fake, "train-2");
+    let all_bound =
+        |f: &FakeApi| ["train-0", "train-1", "train-2"].iter().all(|p| bound(f, "ml", p).is_some());
+    assert!(fake.wait_for(Duration::from_secs(10), all_bound).await, "{:#?}", fake.requests());
+    let binds = fake.requests_to("POST", "/binding");
+    assert_eq!(binds.len(), 3, "one binding per member: {binds:#?}");
+    assert!(binds.iter().all(|b| b.at >= last_gate_gone), "no binding was sent while a gate remained");
     stop.cancel();
     handle.await.unwrap();
 }

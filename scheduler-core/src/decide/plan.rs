@@ -8,7 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{GangKey, GangState, PodKey, Reservation};
+use crate::crd;
+use crate::model::{GangKey, GangState, PodKey, Reservation, Time};
 
 /// Bind `pod` (with `uid`) to `node`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -167,6 +168,48 @@ pub struct Counts {
     pub running: u32,
     pub succeeded: u32,
     pub failed: u32,
+}
+
+impl Outcome {
+    /// The status a `Gang` object gets for this outcome: phase, counts, the `Scheduled`
+    /// condition (reason and message) and the state that must survive a restart (written as
+    /// [`crate::dialect::kubegang::state_of`] reads it). `previous` is the object's status:
+    /// the condition's `lastTransitionTime` moves only when its status changes. `generation` is
+    /// the object's `metadata.generation`.
+    pub fn gang_status(
+        &self,
+        generation: Option<i64>,
+        previous: Option<&crd::GangStatus>,
+        now: Time,
+    ) -> crd::GangStatus {
+        let status = if self.reason.is_satisfied() { "True" } else { "False" };
+        let transition = previous
+            .and_then(|p| p.conditions.iter().find(|c| c.type_ == "Scheduled"))
+            .filter(|c| c.status == status)
+            .map_or_else(|| Time(now.0.div_euclid(1000) * 1000).to_k8s(), |c| c.last_transition_time.clone());
+        let count = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
+        let c = self.counts;
+        let mut out = crd::GangStatus {
+            phase: Some(self.phase.as_str().to_string()),
+            members: count(c.members),
+            bound: count(c.bound),
+            running: count(c.running),
+            succeeded: count(c.succeeded),
+            failed: count(c.failed),
+            conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "Scheduled".into(),
+                status: status.into(),
+                reason: self.reason.as_str().into(),
+                message: self.message.clone(),
+                last_transition_time: transition,
+                observed_generation: generation,
+            }],
+            observed_generation: generation,
+            ..crd::GangStatus::default()
+        };
+        crate::dialect::kubegang::write_state(&self.state, &mut out);
+        out
+    }
 }
 
 /// The per-gang result of a cycle.

@@ -20,7 +20,7 @@ use crate::dialect;
 use crate::error::FieldError;
 use crate::model::Snapshot;
 use assembly::Assembly;
-pub use assembly::{Live, PodMut};
+pub use assembly::{Live, Overlay};
 
 /// A kind the cluster view reads from the API: every front door that lists or watches the cluster
 /// reads exactly these, so a dialect added here reaches the scheduler and the plugin alike.

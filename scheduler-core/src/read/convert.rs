@@ -279,6 +279,7 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
                 Some(message) => format!("{reason}: {message}"),
                 None => reason.to_string(),
             }),
+        scheduling_gates: spec.scheduling_gates.iter().flatten().map(|g| g.name.clone()).collect(),
     })
 }
 

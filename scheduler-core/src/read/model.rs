@@ -292,12 +292,22 @@ pub struct Pod {
     /// us to the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// `spec.schedulingGates` names, in order: while any remains the pod exists but must not be
+    /// placed (kube-scheduler leaves gated pods alone; Kueue and others gate pods until they
+    /// admit them). The API server only lets gates be removed after creation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scheduling_gates: Vec<String>,
 }
 
 impl Pod {
     /// Bound to a node (or running there) and not finished: it uses the node's resources.
     pub fn uses_node(&self) -> bool {
         self.node_name.is_some() && !matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    /// Held back by `spec.schedulingGates`: it exists, but no scheduler may place it yet.
+    pub fn is_gated(&self) -> bool {
+        !self.scheduling_gates.is_empty()
     }
 
     /// Waiting for a node.

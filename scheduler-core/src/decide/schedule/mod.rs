@@ -71,6 +71,11 @@ struct Members {
     held: LeafCounts,
     /// Pending pods we may place, by leaf.
     pending: BTreeMap<String, Vec<usize>>,
+    /// Pending members held back by `spec.schedulingGates`, per leaf: they exist (toward the
+    /// quorum) but are never placed.
+    gated: LeafCounts,
+    /// Gate name → how many pending members it holds back.
+    gates: BTreeMap<String, u32>,
     /// Pending members that name another scheduler.
     foreign: usize,
     /// Members whose subgroup is missing or not a leaf of the gang.
@@ -108,6 +113,33 @@ enum Attempt {
     Whole,
     /// Satisfied, or degraded and trying to recover: place whatever fits.
     Extras,
+}
+
+/// `2 of 8 members gated by kueue.x-k8s.io/admission` when the gang cannot be satisfied without
+/// members that `spec.schedulingGates` hold back: it waits, as it waits for members that do not
+/// exist yet, and its timeout does not run. A gang with members already on nodes is not held
+/// here: it goes on to placement, where a half-bound gang is completed or released.
+fn gated_wait(gang: &Gang, m: &Members) -> Option<String> {
+    if m.gated.is_empty() || m.held.values().any(|&n| n > 0) {
+        return None;
+    }
+    let mut placeable = m.exist.clone();
+    for (leaf, n) in &m.gated {
+        if let Some(c) = placeable.get_mut(leaf) {
+            *c = c.saturating_sub(*n);
+        }
+    }
+    if tree::satisfied(gang, &placeable) {
+        return None;
+    }
+    let gated: u32 = m.gated.values().sum();
+    let need = gang.min_pods().unwrap_or(u64::from(gang.min_member));
+    let by = if m.gates.len() == 1 {
+        m.gates.keys().map(String::as_str).collect::<String>()
+    } else {
+        m.gates.iter().map(|(gate, n)| format!("{gate} ({n})")).collect::<Vec<_>>().join(", ")
+    };
+    Some(format!("{gated} of {need} members gated by {by}"))
 }
 
 impl<'a> Cycle<'a> {
@@ -204,7 +236,12 @@ impl<'a> Cycle<'a> {
             if (p.phase == PodPhase::Running && !p.deleting) || succeeded {
                 bump(&mut entry.running);
             }
-            if p.is_pending() {
+            if p.is_pending() && p.is_gated() {
+                bump(&mut entry.gated);
+                for gate in p.scheduling_gates.iter().collect::<BTreeSet<_>>() {
+                    *entry.gates.entry(gate.clone()).or_default() += 1;
+                }
+            } else if p.is_pending() {
                 if p.scheduler_name == config.scheduler_name {
                     entry.pending.entry(leaf.to_string()).or_default().push(i);
                 } else {
@@ -279,6 +316,7 @@ impl<'a> Cycle<'a> {
             if ungrouped
                 && p.gang.is_none()
                 && p.is_pending()
+                && !p.is_gated()
                 && p.scheduler_name == self.config.scheduler_name
             {
                 units.push((Reverse(p.priority), true, p.created, &p.key, Unit::Single(i)));
@@ -485,6 +523,11 @@ impl<'a> Cycle<'a> {
                     crate::names::LABEL_SUBGROUP
                 ));
             }
+            st.waiting_since = None;
+            self.outcome(g, Reason::WaitingForMembers, Phase::Pending, msg, st, 0);
+            return Err(());
+        }
+        if let Some(msg) = gated_wait(gang, m) {
             st.waiting_since = None;
             self.outcome(g, Reason::WaitingForMembers, Phase::Pending, msg, st, 0);
             return Err(());

@@ -16,7 +16,7 @@ use super::{Assembled, Cluster, Problem, describe, str_at};
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Membership, Pod, Reservation, Snapshot, Usage};
+use crate::model::{Dialect, Gang, GangKey, GangState, Membership, Pod, PodKey, Reservation, Snapshot, Time, Usage};
 
 /// Where the cluster files a pod: (namespace, name).
 type PodAt = (String, String);
@@ -172,11 +172,6 @@ impl Assembly {
             self.snapshot.pods[i].gang = gang;
             self.stale = was_stale;
         }
-    }
-
-    /// Resolves gangs and memberships again at the next refresh, whatever changed.
-    fn invalidate(&mut self) {
-        self.stale = true;
     }
 
     fn unfile_pod(&mut self, key: &PodAt) {
@@ -479,13 +474,45 @@ fn convert_pods(raw: &[&Value], priorities: &PriorityClasses) -> Vec<Converted> 
 pub struct Live {
     cluster: Cluster,
     assembly: Assembly,
+    /// What the last [`Live::refresh_with`] laid over the snapshot, to undo it.
+    laid: Laid,
+}
+
+/// What a scheduler knows that the watched objects do not say yet, laid over [`Live`]'s snapshot
+/// by [`Live::refresh_with`]. A plain value: the scheduler keeps it, the core applies it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overlay {
+    /// Bindings sent but not yet seen in the watch: pod → node. A pod without a node of its own
+    /// is shown on this one, so the next cycle cannot book the node twice.
+    pub assumed: BTreeMap<PodKey, String>,
+    /// Gang → (its creation time, the state the last applied plan left it). A gang object's
+    /// state is handed only to a gang of the same creation time (not to a later one of the same
+    /// name); a CRD-less gang's follows its name.
+    pub carried: HashMap<GangKey, (Time, GangState)>,
+    /// `NonStrict` reservations the next cycle receives.
+    pub reservations: Vec<Reservation>,
+}
+
+/// Adjustments in effect, with what they replaced.
+#[derive(Debug, Default)]
+struct Laid {
+    /// Pod → the node shown for it.
+    pods: BTreeMap<PodKey, String>,
+    /// Gang → the state its objects gave it, before the overlay's.
+    gangs: HashMap<GangKey, GangState>,
 }
 
 impl Default for Live {
     fn default() -> Self {
-        let mut assembly = Assembly { indexed: true, ..Assembly::default() };
-        assembly.snapshot.usage = Some(Usage::default());
-        Live { cluster: Cluster::default(), assembly }
+        Live {
+            cluster: Cluster::default(),
+            assembly: {
+                let mut assembly = Assembly { indexed: true, ..Assembly::default() };
+                assembly.snapshot.usage = Some(Usage::default());
+                assembly
+            },
+            laid: Laid::default(),
+        }
     }
 }
 
@@ -502,6 +529,7 @@ impl Live {
             let result = self.cluster.push(obj);
             self.cluster.others.clear();
             self.assembly = Assembly::build(&self.cluster, true);
+            self.laid = Laid::default();
             return result;
         }
         let api_version = str_at(&obj, "/apiVersion").to_string();
@@ -553,11 +581,10 @@ impl Live {
         }
     }
 
-    /// Resolves gangs and memberships again if a change since the last call needs it. Call it
-    /// before reading [`Live::snapshot`].
+    /// Resolves gangs and memberships again if a change since the last call needs it, with no
+    /// overlay (see [`Live::refresh_with`]). Call it before reading [`Live::snapshot`].
     pub fn refresh(&mut self) {
-        self.assembly.refresh(&self.cluster);
-        self.assembly.compact();
+        self.refresh_with(&Overlay::default());
     }
 
     /// The snapshot as of the last [`Live::refresh`] (nodes and pods are always current).
@@ -580,68 +607,69 @@ impl Live {
         self.cluster.get(api_version, kind, namespace, name)
     }
 
-    /// The converted pod, to adjust what the next cycle sees of it (a binding sent but not yet
-    /// seen in the watch). The adjustment lasts until the pod changes or [`Live::reread_pod`].
-    /// The snapshot's [`Usage`] follows the adjustment when the returned handle is dropped.
-    pub fn pod_mut(&mut self, namespace: &str, name: &str) -> Option<PodMut<'_>> {
-        let i = *self.assembly.pod_at.get(&(namespace.to_string(), name.to_string()))?;
-        let snapshot = &mut self.assembly.snapshot;
-        let pod = snapshot.pods.get_mut(i)?;
-        if let Some(usage) = &mut snapshot.usage {
-            usage.remove(pod);
+    /// Brings the snapshot up to date (as [`Live::refresh`]) and lays `overlay` over it: what a
+    /// scheduler knows that the watched objects do not say yet. The overlay replaces the one of
+    /// the previous call: pods and gangs it no longer adjusts are as their objects say again.
+    /// Only the snapshot changes; the raw objects stay as the watch delivered them.
+    pub fn refresh_with(&mut self, overlay: &Overlay) {
+        let Live { cluster, assembly: a, laid } = self;
+        // Undo what the previous overlay did and this one does not (a pod converted again since
+        // lost its adjustment already).
+        let dropped: Vec<PodKey> = laid
+            .pods
+            .iter()
+            .filter(|(pod, node)| overlay.assumed.get(*pod) != Some(*node))
+            .map(|(pod, _)| pod.clone())
+            .collect();
+        for pod in dropped {
+            laid.pods.remove(&pod);
+            let key = (pod.namespace, pod.name);
+            let before = cluster.pods.get(&key).map(fingerprint);
+            a.pod(cluster, &key, before);
         }
-        Some(PodMut { pod, usage: &mut snapshot.usage })
-    }
-
-    /// Converts the pod again from its raw object, undoing [`Live::pod_mut`].
-    pub fn reread_pod(&mut self, namespace: &str, name: &str) {
-        let before = self.cluster.get("v1", "Pod", namespace, name).map(fingerprint);
-        self.assembly.pod(&self.cluster, &(namespace.to_string(), name.to_string()), before);
-    }
-
-    /// Resolves gangs and memberships afresh at the next [`Live::refresh`], undoing what
-    /// [`Live::gangs_mut`] handed them.
-    pub fn resolve_again(&mut self) {
-        self.assembly.invalidate();
-    }
-
-    /// The gangs, to hand them the state a previous cycle left them (see
-    /// [`crate::model::GangState`]). Lasts until gangs are resolved again.
-    pub fn gangs_mut(&mut self) -> &mut [Gang] {
-        &mut self.assembly.snapshot.gangs
-    }
-
-    /// The `NonStrict` reservations the next cycle receives.
-    pub fn set_reservations(&mut self, reservations: Vec<Reservation>) {
-        self.assembly.snapshot.reservations = reservations;
-    }
-}
-
-/// A pod of [`Live`]'s snapshot lent out for adjustment ([`Live::pod_mut`]): it derefs to the
-/// [`Pod`], and when dropped counts the pod, as adjusted, in the snapshot's [`Usage`] again.
-#[derive(Debug)]
-pub struct PodMut<'a> {
-    pod: &'a mut Pod,
-    usage: &'a mut Option<Usage>,
-}
-
-impl std::ops::Deref for PodMut<'_> {
-    type Target = Pod;
-    fn deref(&self) -> &Pod {
-        self.pod
-    }
-}
-
-impl std::ops::DerefMut for PodMut<'_> {
-    fn deref_mut(&mut self) -> &mut Pod {
-        self.pod
-    }
-}
-
-impl Drop for PodMut<'_> {
-    fn drop(&mut self) {
-        if let Some(usage) = self.usage.as_mut() {
-            usage.add(self.pod);
+        let resolving = a.stale;
+        a.refresh(cluster);
+        a.compact();
+        let gangs = &mut a.snapshot.gangs;
+        if resolving {
+            // Resolved afresh: every gang holds what its objects say.
+            laid.gangs.clear();
+        } else {
+            for (key, state) in laid.gangs.drain() {
+                if let Ok(i) = gangs.binary_search_by(|g| g.key.cmp(&key)) {
+                    gangs[i].state = state;
+                }
+            }
+        }
+        for g in gangs.iter_mut() {
+            // A gang object's creation time tells it from a later one of the same name; a
+            // CRD-less gang's is its oldest member's, which changes as members come and go.
+            let crd_less = matches!(g.source.dialect, Dialect::KubeGangAnnotations | Dialect::Koordinator);
+            if let Some((created, state)) = overlay.carried.get(&g.key)
+                && (crd_less || *created == g.created)
+                && g.state != *state
+            {
+                let own = std::mem::replace(&mut g.state, state.clone());
+                laid.gangs.insert(g.key.clone(), own);
+            }
+        }
+        a.snapshot.reservations.clone_from(&overlay.reservations);
+        for (pod, node) in &overlay.assumed {
+            let at = (pod.namespace.clone(), pod.name.clone());
+            if let Some(&i) = a.pod_at.get(&at)
+                && let Some(p) = a.snapshot.pods.get_mut(i)
+                && p.node_name.is_none()
+            {
+                // The carried usage follows the pod onto the node it is assumed on.
+                if let Some(usage) = &mut a.snapshot.usage {
+                    usage.remove(p);
+                    p.node_name = Some(node.clone());
+                    usage.add(p);
+                } else {
+                    p.node_name = Some(node.clone());
+                }
+                laid.pods.insert(pod.clone(), node.clone());
+            }
         }
     }
 }

@@ -114,6 +114,19 @@ pub fn state_of(status: &crd::GangStatus) -> GangState {
     }
 }
 
+/// The reverse of [`state_of`]: writes `state` into a Gang's status, so that reading it back
+/// gives the same state. Times are kept to the second, as the API server stores a `metav1.Time`
+/// (what is written is then what is read back, and an unchanged state compares equal).
+pub fn write_state(state: &GangState, status: &mut crd::GangStatus) {
+    let time = |t: Option<Time>| t.map(|t| Time(t.0.div_euclid(1000).saturating_mul(1000)).to_k8s());
+    status.waiting_since = time(state.waiting_since);
+    status.degraded_since = time(state.degraded_since);
+    status.timeouts = Some(i32::try_from(state.timeouts).unwrap_or(i32::MAX));
+    status.backoff_until = time(state.backoff_until);
+    status.was_satisfied = Some(state.was_satisfied);
+    status.gave_up = Some(state.failed);
+}
+
 pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Vec<FieldError>> {
     let a = &meta.annotations;
     let mut errors = Vec::new();
