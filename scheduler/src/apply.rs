@@ -198,7 +198,7 @@ pub fn gang_status(
                 "type": "Scheduled",
                 "status": status,
                 "reason": outcome.reason.as_str(),
-                "message": outcome.message,
+                "message": truncate(&outcome.message, CONDITION_MESSAGE_MAX),
                 "lastTransitionTime": transition,
                 "observedGeneration": generation,
             }],
@@ -211,6 +211,30 @@ pub fn gang_status(
         }}),
         target: target(GANG, &outcome.gang.namespace, &outcome.gang.name),
     }
+}
+
+/// An Event's `note` may hold at most this many bytes (`events.go`'s `NoteLengthLimit`).
+pub const EVENT_NOTE_MAX: usize = 1024;
+/// A `metav1.Condition`'s `message` may hold at most this many bytes.
+pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
+
+/// `time` as a `metav1.MicroTime`: RFC 3339 with exactly six fractional digits, the only form
+/// the API server parses (`2006-01-02T15:04:05.000000Z07:00`).
+pub fn micro_time(time: Time) -> String {
+    let ts = k8s_openapi::jiff::Timestamp::from_millisecond(time.millis()).unwrap_or_default();
+    ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+/// An Event's name as client-go's recorder makes it, `{regarding}.{unix nanoseconds in hex}`,
+/// the object's name cut so the whole stays a valid DNS-1123 subdomain (253 characters).
+fn event_name(regarding: &str, time: Time) -> String {
+    let suffix = format!(".{:x}", i128::from(time.millis()) * 1_000_000);
+    let room = 253usize.saturating_sub(suffix.len());
+    let mut base = &regarding[..regarding.len().min(room)];
+    while !regarding.is_char_boundary(base.len()) {
+        base = &base[..base.len() - 1];
+    }
+    format!("{}{suffix}", base.trim_end_matches(['-', '.']))
 }
 
 /// `POST events` (events.k8s.io/v1) about a pod or gang.
@@ -227,7 +251,6 @@ pub fn event(
     now: Time,
     controller: &str,
 ) -> Request {
-    let micro = now.to_string();
     Request {
         method: "POST",
         path: format!("/apis/events.k8s.io/v1/namespaces/{namespace}/events"),
@@ -235,29 +258,31 @@ pub fn event(
         body: json!({
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"generateName": format!("{name}."), "namespace": namespace},
-            "eventTime": micro,
+            "metadata": {"name": event_name(name, now), "namespace": namespace},
+            "eventTime": micro_time(now),
             "reportingController": controller,
             "reportingInstance": controller,
             "action": "Scheduling",
             "reason": reason,
             "type": type_,
-            "note": truncate(note, 1024),
+            "note": truncate(note, EVENT_NOTE_MAX),
             "regarding": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace, "uid": uid},
         }),
         target: None,
     }
 }
 
+/// `s` cut to at most `max` bytes on a character boundary, the cut marked with "…" (counted).
 fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let mut end = max;
+    const MARK: &str = "…";
+    let mut end = max.saturating_sub(MARK.len());
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &s[..end])
+    format!("{}{MARK}", &s[..end])
 }
 
 /// Remembers which events were sent, so a gang stuck for an hour produces one event per reason and
@@ -447,6 +472,68 @@ mod tests {
         assert_eq!(first.body["status"]["waitingSince"], "1970-01-01T00:01:40Z");
         let later = gang_status(&o, Some(3), Some(&first.body["status"]), Time::from_secs(500));
         assert_eq!(later.body["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:01:40Z");
+    }
+
+    /// The body as the strict fake API server (kube-apiserver's rules) would take it.
+    fn accepted(kind: kube_gang_tests::validation::Kind, version: &str, obj: &Value, namespace: &str) {
+        use kube_gang_tests::validation::{decode, validate};
+        decode(kind, version, obj).unwrap_or_else(|e| panic!("{}: {obj:#}", e.message));
+        validate(kind, "", obj, namespace).unwrap_or_else(|e| panic!("{}: {obj:#}", e.message));
+    }
+
+    #[test]
+    fn events_are_what_the_api_server_accepts() {
+        use kube_gang_tests::validation::{EVENT_NOTE_MAX, Kind, check_time};
+        let long_name = "w".repeat(253);
+        // Multi-byte characters around the cut: the note must stay within 1 KiB in bytes.
+        let note = "é".repeat(3000);
+        for (name, note, millis) in
+            [("w-0", "short", 1_700_000_000_000), (long_name.as_str(), note.as_str(), 1_700_000_000_123)]
+        {
+            let r = event(
+                "ml",
+                "Pod",
+                "v1",
+                name,
+                "u1",
+                "Warning",
+                "FailedScheduling",
+                note,
+                Time(millis),
+                "kube-gang.io/gang-scheduler",
+            );
+            accepted(Kind::Event, "v1", &r.body, "ml");
+            let time = r.body["eventTime"].as_str().unwrap();
+            check_time(time, true).unwrap();
+            let sent = r.body["note"].as_str().unwrap();
+            assert!(sent.len() <= EVENT_NOTE_MAX, "{} bytes", sent.len());
+            assert!(note.len() <= EVENT_NOTE_MAX || sent.ends_with('…'));
+            assert_eq!(r.body["regarding"]["name"], name);
+            assert_eq!(r.body["regarding"]["uid"], "u1");
+        }
+        assert_eq!(micro_time(Time(1_700_000_000_000)), "2023-11-14T22:13:20.000000Z");
+        assert_eq!(micro_time(Time(1_700_000_000_123)), "2023-11-14T22:13:20.123000Z");
+    }
+
+    #[test]
+    fn status_writes_are_what_the_api_server_accepts() {
+        use kube_gang_tests::validation::Kind;
+        let o = Outcome {
+            gang: ObjectKey::new("ml", "g"),
+            reason: Reason::WaitingForGangGroup,
+            phase: Phase::Pending,
+            message: "x".repeat(40_000),
+            counts: Counts { members: 4, ..Counts::default() },
+            state: GangState { waiting_since: Some(Time(1_700_000_000_123)), ..GangState::default() },
+        };
+        let r = gang_status(&o, Some(3), None, Time(1_700_000_000_456));
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                          "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 1}, "status": r.body["status"]});
+        accepted(Kind::Gang, "v1alpha1", &gang, "ml");
+        let p = pod_scheduled_false("ml", "w-0", &o, None, Time(1_700_000_000_456)).unwrap();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0", "namespace": "ml"},
+                         "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": p.body["status"]});
+        accepted(Kind::Pod, "v1", &pod, "ml");
     }
 
     #[test]
