@@ -313,13 +313,27 @@ pub fn gang_status(outcome: &Outcome, obj: &Value, now: Time) -> Option<StatusWr
     })
 }
 
+/// An Event's name as client-go's recorder makes it, `{regarding}.{unix nanoseconds in hex}`,
+/// the object's name cut so the whole stays a valid DNS-1123 subdomain (253 characters). A
+/// `generateName` of `{pod}.` would be refused: the API server validates it as a name prefix,
+/// which may end in `-` but not in `.`.
+fn event_name(regarding: &str, time: Time) -> String {
+    let suffix = format!(".{:x}", i128::from(time.0) * 1_000_000);
+    let room = 253usize.saturating_sub(suffix.len());
+    let mut end = regarding.len().min(room);
+    while !regarding.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{suffix}", regarding[..end].trim_end_matches(['-', '.']))
+}
+
 /// An event (events.k8s.io/v1) about a pod, as the API server validates one: `eventTime` a
 /// MicroTime (six fractional digits), `note` within 1 KiB, `regarding` naming the pod.
 pub fn event(pod: &Pod, type_: &str, reason: &str, note: &str, now: Time) -> Event {
     let micro = k8s_openapi::jiff::Timestamp::from_millisecond(now.0).unwrap_or_default();
     Event {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}.", pod.key.name)),
+            name: Some(event_name(&pod.key.name, now)),
             namespace: Some(pod.key.namespace.clone()),
             ..ObjectMeta::default()
         },
@@ -588,10 +602,63 @@ mod tests {
         assert!(note.ends_with('…'));
         assert_eq!(http.path, "/apis/events.k8s.io/v1/namespaces/ml/events");
         assert_eq!(http.body["regarding"]["uid"], "u1");
-        assert_eq!(http.body["metadata"]["generateName"], "w-0.");
+        assert_eq!(http.body["metadata"]["name"], "w-0.0", "{{regarding}}.{{unix nanoseconds in hex}}");
         for field in ["reportingController", "reportingInstance", "action", "reason", "type"] {
             assert!(http.body[field].as_str().is_some_and(|v| !v.is_empty() && v.len() <= 128), "{field}");
         }
+    }
+
+    /// The body as the strict fake API server (kube-apiserver's rules) would take it.
+    fn accepted(kind: kube_gang_tests::validation::Kind, version: &str, obj: &Value, namespace: &str) {
+        use kube_gang_tests::validation::{decode, validate};
+        decode(kind, version, obj).unwrap_or_else(|e| panic!("{}: {obj:#}", e.message));
+        validate(kind, "", obj, namespace).unwrap_or_else(|e| panic!("{}: {obj:#}", e.message));
+    }
+
+    #[test]
+    fn events_are_what_the_api_server_accepts() {
+        use kube_gang_tests::validation::{EVENT_NOTE_MAX, Kind, check_time};
+        let long_name = "w".repeat(253);
+        // Multi-byte characters around the cut: the note must stay within 1 KiB in bytes.
+        let note = "é".repeat(3000);
+        for (name, note, millis) in
+            [("w-0", "short", 1_700_000_000_000), (long_name.as_str(), note.as_str(), 1_700_000_000_123)]
+        {
+            let pod: Pod =
+                serde_json::from_value(json!({"key": {"namespace": "ml", "name": name}, "uid": "u1"}))
+                    .unwrap();
+            let body = event_request(&event(&pod, "Warning", "FailedScheduling", note, Time(millis))).body;
+            accepted(Kind::Event, "v1", &body, "ml");
+            check_time(body["eventTime"].as_str().unwrap(), true).unwrap();
+            let sent = body["note"].as_str().unwrap();
+            assert!(sent.len() <= EVENT_NOTE_MAX, "{} bytes", sent.len());
+            assert!(note.len() <= EVENT_NOTE_MAX || sent.ends_with('…'));
+            assert_eq!(body["regarding"]["name"], name);
+            assert_eq!(body["regarding"]["uid"], "u1");
+        }
+    }
+
+    #[test]
+    fn status_writes_are_what_the_api_server_accepts() {
+        use kube_gang_tests::validation::Kind;
+        let o = Outcome {
+            gang: ObjectKey::new("ml", "g"),
+            reason: Reason::WaitingForGangGroup,
+            phase: Phase::Pending,
+            message: "x".repeat(40_000),
+            counts: Counts { members: 4, ..Counts::default() },
+            state: GangState { waiting_since: Some(Time(1_700_000_000_123)), ..GangState::default() },
+        };
+        let mut gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                              "metadata": {"name": "g", "namespace": "ml", "generation": 3},
+                              "spec": {"minMember": 1}});
+        let write = gang_status(&o, &gang, Time(1_700_000_000_456)).expect("a first status");
+        write.apply_to(&mut gang);
+        accepted(Kind::Gang, "v1alpha1", &gang, "ml");
+        let p = pod_scheduled_false(&ObjectKey::new("ml", "w-0"), &o, None, Time(1_700_000_000_456)).unwrap();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0", "namespace": "ml"},
+                         "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": p.http().body["status"]});
+        accepted(Kind::Pod, "v1", &pod, "ml");
     }
 
     #[test]

@@ -20,8 +20,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, Bind, EventLimiter, Http, StatusWrite, Target};
-use crate::evict::{self, Blocked};
 use crate::clock::wall_clock;
+use crate::evict::{self, Blocked};
 use crate::index::Index;
 use crate::lease::Standing;
 use crate::metrics::{Metrics, ResultLabel};
@@ -446,7 +446,11 @@ fn record(metrics: &Metrics, plan: &Plan) {
 /// Gangs this plan starts (placed for the first time), with how long each waited since it could
 /// first be placed (its quorum): what `gang_wait_duration_seconds` observes once the bindings
 /// are made.
-fn starting(plan: &Plan, snapshot: &scheduler_core::Snapshot, now: scheduler_core::Time) -> Vec<(GangKey, f64)> {
+fn starting(
+    plan: &Plan,
+    snapshot: &scheduler_core::Snapshot,
+    now: scheduler_core::Time,
+) -> Vec<(GangKey, f64)> {
     plan.outcomes
         .iter()
         .filter(|o| o.reason == scheduler_core::Reason::Scheduled)

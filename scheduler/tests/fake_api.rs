@@ -165,9 +165,10 @@ async fn a_watch_that_expires_relists_and_sees_what_changed() {
             .any(|r| r.query.contains("watch=true")))
             .await
     );
-    // History is compacted and the next watch attempt from an old version gets 410 Gone.
+    // Compaction: every open watch ends with 410 Gone, and resuming from any version seen so far
+    // is 410 too, so what is created now reaches the scheduler only if it lists again.
     fake.compact();
-    fake.fault("GET", "/api/v1/pods", 410, 1);
+    let compacted = std::time::Instant::now();
     fake.put(gang_pod("ml", "late-0", "late", 4));
     fake.put(gang("ml", "late", 1));
     assert!(
@@ -175,6 +176,13 @@ async fn a_watch_that_expires_relists_and_sees_what_changed() {
         "{:#?}",
         fake.requests()
     );
+    let relisted = |path: &str| {
+        fake.requests().iter().any(|r| {
+            r.method == "GET" && r.path == path && !r.query.contains("watch=true") && r.at > compacted
+        })
+    };
+    assert!(relisted("/api/v1/pods"), "pods listed again: {:#?}", fake.requests());
+    assert!(relisted("/apis/kube-gang.io/v1alpha1/gangs"), "gangs listed again");
     stop.cancel();
     handle.await.unwrap();
 }
@@ -456,4 +464,42 @@ async fn gated_members_are_never_bound_and_the_gang_binds_when_the_last_gate_goe
     assert!(binds.iter().all(|b| b.at >= last_gate_gone), "no binding was sent while a gate remained");
     stop.cancel();
     handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn the_strict_api_server_accepts_every_write_the_scheduler_makes() {
+    let fake = fake().await;
+    // One gang placed (bindings, status, Scheduled), one that cannot fit (pod conditions,
+    // FailedScheduling), a Lease taken.
+    two_nodes_and_a_gang_of_two(&fake);
+    fake.put(gang("ml", "big", 3));
+    for m in 0..3 {
+        fake.put(gang_pod("ml", &format!("big-{m}"), "big", 8));
+    }
+    let (stop, handle) = start(&fake, true).await;
+    assert!(fake.wait_for(Duration::from_secs(10), both_bound).await, "{:#?}", fake.requests());
+    let failed_and_scheduled = |f: &FakeApi| events(f, "FailedScheduling") > 0 && events(f, "Scheduled") > 0;
+    assert!(fake.wait_for(Duration::from_secs(10), failed_and_scheduled).await, "{:#?}", fake.requests());
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| !f.requests_to("PATCH", "/gangs/big/status").is_empty())
+            .await
+    );
+    stop.cancel();
+    handle.await.unwrap();
+    let events = fake.requests_to("POST", "/events");
+    for e in &events {
+        assert_eq!(e.status, 201, "event refused: {e:#?}");
+        let name = e.body["metadata"]["name"].as_str().unwrap();
+        assert!(fake.get("events.k8s.io/v1", "Event", "ml", name).is_some(), "{name} stored");
+    }
+    // No write refused as malformed (a 409 from a resourceVersion precondition is not a refusal
+    // of the body).
+    let refused: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET" && matches!(r.status, 400 | 404 | 405 | 415 | 422))
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+    let writes = fake.requests().iter().filter(|r| r.method != "GET").count();
+    assert!(writes >= 8, "bindings, status, events and the Lease: {writes}");
 }

@@ -200,7 +200,7 @@ impl Outcome {
                 type_: "Scheduled".into(),
                 status: status.into(),
                 reason: self.reason.as_str().into(),
-                message: self.message.clone(),
+                message: cut_message(&self.message),
                 last_transition_time: transition,
                 observed_generation: generation,
             }],
@@ -210,6 +210,23 @@ impl Outcome {
         crate::dialect::kubegang::write_state(&self.state, &mut out);
         out
     }
+}
+
+/// At most this many bytes in a `metav1.Condition`'s `message` (apimachinery's
+/// `maxMessageLength`); the API server refuses a longer one.
+pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
+
+/// `message` cut to [`CONDITION_MESSAGE_MAX`] bytes on a character boundary, marked with `…`.
+fn cut_message(message: &str) -> String {
+    if message.len() <= CONDITION_MESSAGE_MAX {
+        return message.to_string();
+    }
+    const MORE: &str = "…";
+    let mut end = CONDITION_MESSAGE_MAX - MORE.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MORE}", &message[..end])
 }
 
 /// The per-gang result of a cycle.

@@ -16,7 +16,9 @@ use super::{Assembled, Cluster, Problem, describe, str_at};
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, GangState, Membership, Pod, PodKey, Reservation, Snapshot, Time, Usage};
+use crate::model::{
+    Dialect, Gang, GangKey, GangState, Membership, Pod, PodKey, Reservation, Snapshot, Time, Usage,
+};
 
 /// Where the cluster files a pod: (namespace, name).
 type PodAt = (String, String);

@@ -1,0 +1,250 @@
+//! The fake's state: objects by resource, a resourceVersion counter, the history of changes that
+//! watches resume from (until compacted), what was asked of it, and its clock.
+//!
+//! Every change goes through [`Store::commit`], which stamps the resourceVersion, records the
+//! change (with the object as it was, so a watch with a selector can tell an object that stopped
+//! matching) and broadcasts it to open watches.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::faults::Fault;
+use crate::validation::Kind;
+
+/// Where objects live: `(prefix, plural)`, the prefix `/api/v1` or `/apis/{group}/{version}`.
+pub type Resource = (String, String);
+/// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
+pub type Key = (String, String);
+
+/// One request the fake received.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    /// The body as JSON (`Null` when empty or not JSON).
+    pub body: Value,
+    /// When the request arrived.
+    pub at: std::time::Instant,
+    /// The client's `User-Agent` header (empty when absent).
+    pub user_agent: String,
+    /// The status it was answered with (0: not answered yet, or the connection was dropped).
+    pub status: u16,
+}
+
+/// A change, as watches see it.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub rv: u64,
+    pub res: Resource,
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub ty: &'static str,
+    pub obj: Value,
+    /// The object before a `MODIFIED` change.
+    pub prev: Option<Value>,
+}
+
+#[derive(Debug)]
+pub struct Store {
+    pub objects: BTreeMap<Resource, BTreeMap<Key, Value>>,
+    pub version: u64,
+    pub history: VecDeque<Arc<Change>>,
+    /// Oldest resourceVersion a watch or a continue token may resume from; older is 410 Gone.
+    pub compacted: u64,
+    pub requests: Vec<Recorded>,
+    pub faults: Vec<Fault>,
+    /// (method, path suffix, delay) applied to every matching request before it is served.
+    pub delays: Vec<(String, String, Duration)>,
+    /// How far the fake's clock is ahead of the wall clock ([`crate::FakeApi::advance`]).
+    pub clock_offset: Duration,
+    /// Counter behind generated names.
+    pub generated: u64,
+    changes: broadcast::Sender<Arc<Change>>,
+}
+
+/// A `metav1.Time` as the API server writes it.
+pub fn format_time(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A `metav1.MicroTime` as the API server writes it.
+pub fn format_micro(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+impl Store {
+    pub fn new(changes: broadcast::Sender<Arc<Change>>) -> Store {
+        Store {
+            objects: BTreeMap::new(),
+            version: 1,
+            history: VecDeque::new(),
+            compacted: 0,
+            requests: Vec::new(),
+            faults: Vec::new(),
+            delays: Vec::new(),
+            clock_offset: Duration::ZERO,
+            generated: 0,
+            changes,
+        }
+    }
+
+    /// The fake's clock: the wall clock plus what tests advanced it by.
+    pub fn now(&self) -> Timestamp {
+        let since_epoch =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default()
+                + self.clock_offset;
+        let secs = i64::try_from(since_epoch.as_secs()).unwrap_or(0);
+        let nanos = i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0);
+        Timestamp::new(secs, nanos).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    pub fn get(&self, res: &Resource, key: &Key) -> Option<&Value> {
+        self.objects.get(res)?.get(key)
+    }
+
+    /// Stores `obj` under `key` (or deletes it, for `DELETED`), stamps its resourceVersion,
+    /// records and broadcasts the change; returns the object as stored.
+    pub fn commit(&mut self, res: &Resource, key: Key, mut obj: Value, ty: &'static str) -> Value {
+        self.version += 1;
+        let rv = self.version;
+        if let Some(meta) = obj
+            .as_object_mut()
+            .map(|m| m.entry("metadata").or_insert_with(|| json!({})))
+            .and_then(Value::as_object_mut)
+        {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let objects = self.objects.entry(res.clone()).or_default();
+        let prev = if ty == "DELETED" { objects.remove(&key) } else { objects.insert(key, obj.clone()) };
+        let change = Arc::new(Change {
+            rv,
+            res: res.clone(),
+            ty,
+            obj: obj.clone(),
+            prev: if ty == "MODIFIED" { prev } else { None },
+        });
+        self.history.push_back(change.clone());
+        let _ = self.changes.send(change);
+        obj
+    }
+
+    /// Changes of `res` after `rv`, oldest first.
+    pub fn since(&self, res: &Resource, rv: u64) -> Vec<Arc<Change>> {
+        let start = self.history.partition_point(|c| c.rv <= rv);
+        self.history.range(start..).filter(|c| c.res == *res).cloned().collect()
+    }
+
+    /// A fresh suffix for `generateName`, from the alphabet the API server uses.
+    pub fn suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        self.generated += 1;
+        let mut n = self.generated.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20;
+        (0..5)
+            .map(|_| {
+                let c = ALPHABET[(n % ALPHABET.len() as u64) as usize] as char;
+                n /= ALPHABET.len() as u64;
+                c
+            })
+            .collect()
+    }
+}
+
+/// The kind served at a resource.
+pub fn kind(res: &Resource) -> Kind {
+    Kind::of(&res.0, &res.1)
+}
+
+/// `(resource, key)` of an object as a test hands it over (`apiVersion`, `kind`, metadata).
+pub fn locate(obj: &Value) -> (Resource, Key) {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("v1");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    (resource_of(api_version, kind), (ns.to_string(), name.to_string()))
+}
+
+/// `(prefix, plural)` of a kind.
+pub fn resource_of(api_version: &str, kind: &str) -> Resource {
+    let prefix = if api_version.contains('/') {
+        format!("/apis/{api_version}")
+    } else {
+        format!("/api/{api_version}")
+    };
+    let lower = kind.to_lowercase();
+    let plural = if lower.ends_with("class") || lower.ends_with("ss") {
+        format!("{lower}es")
+    } else if lower.ends_with('y') {
+        format!("{}ies", &lower[..lower.len() - 1])
+    } else {
+        format!("{lower}s")
+    };
+    (prefix, plural)
+}
+
+/// The kind name of a plural (for list and bookmark objects).
+pub fn kind_name(plural: &str) -> String {
+    match plural {
+        "priorityclasses" => "PriorityClass".into(),
+        "poddisruptionbudgets" => "PodDisruptionBudget".into(),
+        "podgroups" => "PodGroup".into(),
+        "compositepodgroups" => "CompositePodGroup".into(),
+        "leaderworkersets" => "LeaderWorkerSet".into(),
+        "jobsets" => "JobSet".into(),
+        "pytorchjobs" => "PyTorchJob".into(),
+        "mpijobs" => "MPIJob".into(),
+        "tfjobs" => "TFJob".into(),
+        "rayclusters" => "RayCluster".into(),
+        "statefulsets" => "StatefulSet".into(),
+        other => {
+            let singular = other.strip_suffix("ies").map(|s| format!("{s}y")).unwrap_or_else(|| {
+                other
+                    .strip_suffix("sses")
+                    .map(|s| format!("{s}ss"))
+                    .unwrap_or_else(|| other.strip_suffix('s').unwrap_or(other).to_string())
+            });
+            let mut c = singular.chars();
+            c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+        }
+    }
+}
+
+/// `apiVersion` of a resource prefix.
+pub fn api_version(prefix: &str) -> String {
+    prefix.trim_start_matches("/apis/").trim_start_matches("/api/").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plurals_and_kinds_round_trip() {
+        for (kind, plural) in [
+            ("Pod", "pods"),
+            ("PriorityClass", "priorityclasses"),
+            ("PodDisruptionBudget", "poddisruptionbudgets"),
+            ("Gang", "gangs"),
+            ("Lease", "leases"),
+        ] {
+            assert_eq!(resource_of("v1", kind).1, plural);
+            assert_eq!(kind_name(plural), kind);
+        }
+    }
+
+    #[test]
+    fn generated_suffixes_differ_and_use_the_api_servers_alphabet() {
+        let (tx, _) = broadcast::channel(1);
+        let mut s = Store::new(tx);
+        let a: Vec<String> = (0..100).map(|_| s.suffix()).collect();
+        let unique: std::collections::BTreeSet<&String> = a.iter().collect();
+        assert_eq!(unique.len(), 100);
+        assert!(
+            a.iter().all(|x| x.len() == 5 && x.bytes().all(|c| b"bcdfghjklmnpqrstvwxz2456789".contains(&c)))
+        );
+    }
+}

@@ -1,0 +1,870 @@
+//! Request bodies checked the way kube-apiserver checks them, for the fields the scheduler and
+//! the plugin write. Three stages, in the API server's order:
+//!
+//! 1. **Decoding** (400 `BadRequest`): `metav1.Time` fields must parse as Go's `time.RFC3339`
+//!    (any fraction of a second accepted), `metav1.MicroTime` fields as
+//!    `2006-01-02T15:04:05.000000Z07:00` (exactly six fractional digits); then the body must
+//!    decode into the k8s-openapi type of its kind (the `Gang` CRD into `scheduler_core::crd::Gang`).
+//! 2. **Object meta** (422 `Invalid`): names and `generateName` as DNS-1123 subdomains (labels for
+//!    namespaces; a trailing `-` of a `generateName` is allowed, a trailing `.` is not), label keys
+//!    as qualified names, label values, annotation keys and their total size (256 KiB).
+//! 3. **The kind's rules** (422 `Invalid`): Events as `pkg/apis/core/validation/events.go` checks
+//!    them (the field paths are the internal type's, as the API server reports them: `note` is
+//!    `message`, `regarding` is `involvedObject`); `metav1.Condition`s as apimachinery's
+//!    `ValidateConditions`; pod condition types; Lease durations.
+//!
+//! Sources: `k8s.io/apimachinery/pkg/util/validation` (names, labels),
+//! `k8s.io/apimachinery/pkg/api/validation` (object meta, `maskTrailingDash`),
+//! `k8s.io/apimachinery/pkg/apis/meta/v1/validation` (conditions),
+//! `k8s.io/kubernetes/pkg/apis/core/validation/events.go` (events).
+
+use serde_json::Value;
+
+use crate::status::{ApiError, FieldError};
+
+const DNS1123_LABEL_MAX: usize = 63;
+const DNS1123_SUBDOMAIN_MAX: usize = 253;
+const QUALIFIED_NAME_MAX: usize = 63;
+const LABEL_VALUE_MAX: usize = 63;
+const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
+/// Event limits (`events.go`).
+pub const EVENT_NOTE_MAX: usize = 1024;
+const EVENT_REPORTING_INSTANCE_MAX: usize = 128;
+const EVENT_ACTION_MAX: usize = 128;
+const EVENT_REASON_MAX: usize = 128;
+/// `metav1.Condition` limits.
+const CONDITION_REASON_MAX: usize = 1024;
+const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
+
+fn alnum_lower(c: u8) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+fn alnum(c: u8) -> bool {
+    c.is_ascii_alphanumeric()
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
+fn is_label_syntax(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && alnum_lower(b[0])
+        && alnum_lower(b[b.len() - 1])
+        && b.iter().all(|&c| alnum_lower(c) || c == b'-')
+}
+
+/// apimachinery's `IsDNS1123Label`.
+pub fn dns1123_label(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > DNS1123_LABEL_MAX {
+        out.push(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
+    }
+    if !is_label_syntax(s) {
+        out.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into());
+    }
+    out
+}
+
+/// apimachinery's `IsDNS1123Subdomain`.
+pub fn dns1123_subdomain(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > DNS1123_SUBDOMAIN_MAX {
+        out.push(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
+    }
+    if !s.split('.').all(is_label_syntax) {
+        out.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into());
+    }
+    out
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
+fn is_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && alnum(b[0])
+        && alnum(b[b.len() - 1])
+        && b.iter().all(|&c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+}
+
+const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// apimachinery's `IsQualifiedName`: `[prefix/]name`, the prefix a DNS-1123 subdomain.
+pub fn qualified_name(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let parts: Vec<&str> = s.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                out.push("prefix part must be non-empty".to_string());
+            } else {
+                out.extend(dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
+            }
+            name
+        }
+        _ => {
+            out.push(format!("a qualified name {QUALIFIED_NAME_ERR} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
+            return out;
+        }
+    };
+    if name.is_empty() {
+        out.push("name part must be non-empty".to_string());
+    } else if name.len() > QUALIFIED_NAME_MAX {
+        out.push(format!("name part must be no more than {QUALIFIED_NAME_MAX} characters"));
+    }
+    if !name.is_empty() && !is_name_part(name) {
+        out.push(format!("name part {QUALIFIED_NAME_ERR}"));
+    }
+    out
+}
+
+/// apimachinery's `IsValidLabelValue`.
+pub fn label_value(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > LABEL_VALUE_MAX {
+        out.push(format!("must be no more than {LABEL_VALUE_MAX} characters"));
+    }
+    if !s.is_empty() && !is_name_part(s) {
+        out.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".into());
+    }
+    out
+}
+
+/// Go's `time.RFC3339` (what `metav1.Time` parses).
+pub const RFC3339: &str = "2006-01-02T15:04:05Z07:00";
+/// `metav1.RFC3339Micro` (what `metav1.MicroTime` parses).
+pub const RFC3339_MICRO: &str = "2006-01-02T15:04:05.000000Z07:00";
+
+/// Parses `s` as Go's `time.Parse` would with [`RFC3339`] (`micro: false`: a fraction of any
+/// length, or none) or [`RFC3339_MICRO`] (`micro: true`: exactly six fractional digits). The
+/// error reads as Go's.
+pub fn check_time(s: &str, micro: bool) -> Result<(), String> {
+    let layout = if micro { RFC3339_MICRO } else { RFC3339 };
+    let fail = |rest: &str, elem: &str| {
+        Err(format!("parsing time {s:?} as {layout:?}: cannot parse {rest:?} as {elem:?}"))
+    };
+    let b = s.as_bytes();
+    let digits =
+        |from: usize, n: usize| b.len() >= from + n && b[from..from + n].iter().all(u8::is_ascii_digit);
+    let num = |from: usize, n: usize| s[from..from + n].parse::<u32>().unwrap_or(0);
+    let fields: [(usize, usize, &str, u8); 6] = [
+        (0, 4, "2006", b'-'),
+        (5, 2, "01", b'-'),
+        (8, 2, "02", b'T'),
+        (11, 2, "15", b':'),
+        (14, 2, "04", b':'),
+        (17, 2, "05", 0),
+    ];
+    for (from, n, elem, sep) in fields {
+        if !digits(from, n) {
+            return fail(s.get(from..).unwrap_or(""), elem);
+        }
+        if sep != 0 && b.get(from + n) != Some(&sep) {
+            return fail(s.get(from + n..).unwrap_or(""), &(sep as char).to_string());
+        }
+    }
+    let (month, day, hour, min, sec) = (num(5, 2), num(8, 2), num(11, 2), num(14, 2), num(17, 2));
+    let year = num(0, 4);
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return Err(format!("parsing time {s:?}: month out of range")),
+    };
+    if day == 0 || day > days || hour > 23 || min > 59 || sec > 59 {
+        return Err(format!("parsing time {s:?}: day, hour, minute or second out of range"));
+    }
+    let mut i = 19;
+    if micro {
+        if b.get(i) != Some(&b'.') || !digits(i + 1, 6) {
+            return fail(s.get(i..).unwrap_or(""), ".000000");
+        }
+        i += 7;
+    } else if matches!(b.get(i), Some(b'.' | b',')) {
+        let n = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 || n > 9 {
+            return fail(s.get(i..).unwrap_or(""), "Z07:00");
+        }
+        i += 1 + n;
+    }
+    let zone = &s[i..];
+    let ok = zone == "Z"
+        || (zone.len() == 6
+            && matches!(zone.as_bytes()[0], b'+' | b'-')
+            && digits(i + 1, 2)
+            && zone.as_bytes()[3] == b':'
+            && digits(i + 4, 2)
+            && num(i + 1, 2) < 24
+            && num(i + 4, 2) < 60);
+    if !ok {
+        return fail(zone, "Z07:00");
+    }
+    Ok(())
+}
+
+/// Which rule a timestamp field follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stamp {
+    Time,
+    Micro,
+}
+
+/// How the fake treats a resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Pod,
+    Node,
+    Namespace,
+    /// `events.k8s.io/v1`
+    Event,
+    /// `core/v1` (the legacy API)
+    CoreEvent,
+    Lease,
+    PriorityClass,
+    PodDisruptionBudget,
+    /// kube-gang's `Gang` CRD.
+    Gang,
+    /// Any other custom resource: metadata checked, the rest taken as it comes.
+    Custom,
+}
+
+impl Kind {
+    /// The kind served at `(prefix, plural)`.
+    pub fn of(prefix: &str, plural: &str) -> Kind {
+        match (prefix, plural) {
+            ("/api/v1", "pods") => Kind::Pod,
+            ("/api/v1", "nodes") => Kind::Node,
+            ("/api/v1", "namespaces") => Kind::Namespace,
+            ("/api/v1", "events") => Kind::CoreEvent,
+            ("/apis/events.k8s.io/v1", "events") => Kind::Event,
+            ("/apis/coordination.k8s.io/v1", "leases") => Kind::Lease,
+            ("/apis/scheduling.k8s.io/v1", "priorityclasses") => Kind::PriorityClass,
+            ("/apis/policy/v1", "poddisruptionbudgets") => Kind::PodDisruptionBudget,
+            ("/apis/kube-gang.io/v1alpha1", "gangs") => Kind::Gang,
+            _ => Kind::Custom,
+        }
+    }
+
+    /// A built-in kind (strategic merge patch applies); custom resources take JSON and merge
+    /// patches only.
+    pub fn built_in(self) -> bool {
+        !matches!(self, Kind::Gang | Kind::Custom)
+    }
+
+    /// Whether the kind has a `/status` subresource that owns `.status`.
+    pub fn has_status(self) -> bool {
+        !matches!(self, Kind::Event | Kind::CoreEvent | Kind::Lease | Kind::PriorityClass)
+    }
+
+    /// `Kind.group` as `NewInvalid` qualifies it.
+    fn qualified(self, fallback: &str) -> String {
+        match self {
+            Kind::Pod => "Pod".into(),
+            Kind::Node => "Node".into(),
+            Kind::Namespace => "Namespace".into(),
+            Kind::Event => "Event.events.k8s.io".into(),
+            Kind::CoreEvent => "Event".into(),
+            Kind::Lease => "Lease.coordination.k8s.io".into(),
+            Kind::PriorityClass => "PriorityClass.scheduling.k8s.io".into(),
+            Kind::PodDisruptionBudget => "PodDisruptionBudget.policy".into(),
+            Kind::Gang => "Gang.kube-gang.io".into(),
+            Kind::Custom => fallback.into(),
+        }
+    }
+
+    /// The kind's name for decoding errors (`Pod in version "v1" cannot be handled as a Pod`).
+    fn type_name(self) -> &'static str {
+        match self {
+            Kind::Pod => "Pod",
+            Kind::Node => "Node",
+            Kind::Namespace => "Namespace",
+            Kind::Event | Kind::CoreEvent => "Event",
+            Kind::Lease => "Lease",
+            Kind::PriorityClass => "PriorityClass",
+            Kind::PodDisruptionBudget => "PodDisruptionBudget",
+            Kind::Gang => "Gang",
+            Kind::Custom => "object",
+        }
+    }
+
+    /// Timestamp fields and their rule, as paths with `[]` for every element of a list.
+    fn stamps(self) -> &'static [(&'static str, Stamp)] {
+        match self {
+            Kind::Event => &[
+                ("eventTime", Stamp::Micro),
+                ("series.lastObservedTime", Stamp::Micro),
+                ("deprecatedFirstTimestamp", Stamp::Time),
+                ("deprecatedLastTimestamp", Stamp::Time),
+            ],
+            Kind::CoreEvent => &[
+                ("eventTime", Stamp::Micro),
+                ("series.lastObservedTime", Stamp::Micro),
+                ("firstTimestamp", Stamp::Time),
+                ("lastTimestamp", Stamp::Time),
+            ],
+            Kind::Lease => &[("spec.acquireTime", Stamp::Micro), ("spec.renewTime", Stamp::Micro)],
+            Kind::Pod => &[
+                ("status.conditions[].lastTransitionTime", Stamp::Time),
+                ("status.conditions[].lastProbeTime", Stamp::Time),
+                ("status.startTime", Stamp::Time),
+            ],
+            Kind::Node | Kind::PodDisruptionBudget => &[
+                ("status.conditions[].lastTransitionTime", Stamp::Time),
+                ("status.conditions[].lastHeartbeatTime", Stamp::Time),
+            ],
+            Kind::Gang => &[
+                ("status.conditions[].lastTransitionTime", Stamp::Time),
+                ("status.waitingSince", Stamp::Time),
+                ("status.degradedSince", Stamp::Time),
+                ("status.backoffUntil", Stamp::Time),
+            ],
+            Kind::Namespace | Kind::PriorityClass | Kind::Custom => &[],
+        }
+    }
+}
+
+/// Every value at `path` (`a.b[].c`), with its concrete path (`a.b[2].c`).
+fn at<'a>(v: &'a Value, path: &str) -> Vec<(String, &'a Value)> {
+    let mut found = vec![(String::new(), v)];
+    for seg in path.split('.') {
+        let (name, each) = match seg.strip_suffix("[]") {
+            Some(n) => (n, true),
+            None => (seg, false),
+        };
+        let mut next = Vec::new();
+        for (p, v) in found {
+            let Some(child) = v.get(name) else { continue };
+            let p = if p.is_empty() { name.to_string() } else { format!("{p}.{name}") };
+            if each {
+                for (i, c) in child.as_array().into_iter().flatten().enumerate() {
+                    next.push((format!("{p}[{i}]"), c));
+                }
+            } else {
+                next.push((p, child));
+            }
+        }
+        found = next;
+    }
+    found
+}
+
+/// Stage 1: timestamps and the typed decode. The error is the 400 the API server sends.
+pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
+    let name = kind.type_name();
+    let fail = |why: String| {
+        ApiError::bad_request(format!("{name} in version {version:?} cannot be handled as a {name}: {why}"))
+    };
+    let mut stamps: Vec<(&str, Stamp)> =
+        vec![("metadata.creationTimestamp", Stamp::Time), ("metadata.deletionTimestamp", Stamp::Time)];
+    stamps.extend_from_slice(kind.stamps());
+    for (path, stamp) in stamps {
+        for (_, v) in at(obj, path) {
+            match v {
+                Value::Null => {}
+                Value::String(s) => check_time(s, stamp == Stamp::Micro).map_err(fail)?,
+                other => return Err(fail(format!("{path}: expected a timestamp string, got {other}"))),
+            }
+        }
+    }
+    fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> {
+        T::deserialize(obj).map(drop).map_err(|e| e.to_string())
+    }
+    use k8s_openapi::api;
+    let decoded = match kind {
+        Kind::Pod => typed::<api::core::v1::Pod>(obj),
+        Kind::Node => typed::<api::core::v1::Node>(obj),
+        Kind::Namespace => typed::<api::core::v1::Namespace>(obj),
+        Kind::Event => typed::<api::events::v1::Event>(obj),
+        Kind::CoreEvent => typed::<api::core::v1::Event>(obj),
+        Kind::Lease => typed::<api::coordination::v1::Lease>(obj),
+        Kind::PriorityClass => typed::<api::scheduling::v1::PriorityClass>(obj),
+        Kind::PodDisruptionBudget => typed::<api::policy::v1::PodDisruptionBudget>(obj),
+        Kind::Gang => typed::<scheduler_core::crd::Gang>(obj),
+        Kind::Custom => {
+            if obj.is_object() {
+                Ok(())
+            } else {
+                Err("expected an object".into())
+            }
+        }
+    };
+    decoded.map_err(fail)
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Stage 2: `ValidateObjectMeta` for the fields we write.
+fn object_meta(kind: Kind, obj: &Value, errs: &mut Vec<FieldError>) {
+    let name = str_at(obj, "/metadata/name");
+    let generate = str_at(obj, "/metadata/generateName");
+    let rule = |s: &str, prefix: bool| -> Vec<String> {
+        if kind == Kind::Namespace {
+            dns1123_label(s)
+        } else {
+            // `maskTrailingDash`: a generateName may end with '-' (a suffix follows), not '.'.
+            let masked = match s.strip_suffix('-') {
+                Some(head) if prefix && s.len() > 1 => format!("{}a", &head[..head.len().saturating_sub(1)]),
+                _ => s.to_string(),
+            };
+            dns1123_subdomain(&masked)
+        }
+    };
+    if name.is_empty() && generate.is_empty() {
+        errs.push(FieldError::required("metadata.name", "name or generateName is required"));
+    }
+    if !name.is_empty() {
+        errs.extend(rule(name, false).into_iter().map(|m| FieldError::invalid("metadata.name", name, m)));
+    }
+    if !generate.is_empty() {
+        errs.extend(
+            rule(generate, true)
+                .into_iter()
+                .map(|m| FieldError::invalid("metadata.generateName", generate, m)),
+        );
+    }
+    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            errs.extend(qualified_name(k).into_iter().map(|m| FieldError::invalid("metadata.labels", k, m)));
+            match v.as_str() {
+                Some(v) => errs.extend(
+                    label_value(v)
+                        .into_iter()
+                        .map(|m| FieldError::invalid(format!("metadata.labels.{k}"), v, m)),
+                ),
+                None => errs.push(FieldError::invalid(
+                    format!("metadata.labels.{k}"),
+                    &v.to_string(),
+                    "must be a string",
+                )),
+            }
+        }
+    }
+    if let Some(annotations) = obj.pointer("/metadata/annotations").and_then(Value::as_object) {
+        let mut total = 0;
+        for (k, v) in annotations {
+            errs.extend(
+                qualified_name(&k.to_lowercase())
+                    .into_iter()
+                    .map(|m| FieldError::invalid("metadata.annotations", k, m)),
+            );
+            total += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if total > TOTAL_ANNOTATION_SIZE {
+            errs.push(FieldError::too_long("metadata.annotations", TOTAL_ANNOTATION_SIZE));
+        }
+    }
+}
+
+/// `ValidateConditions` for a list of `metav1.Condition`.
+fn conditions(list: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, c) in list.as_array().into_iter().flatten().enumerate() {
+        let p = format!("{path}[{i}]");
+        let ty = str_at(c, "/type");
+        errs.extend(qualified_name(ty).into_iter().map(|m| FieldError::invalid(format!("{p}.type"), ty, m)));
+        if !seen.insert(ty.to_string()) {
+            errs.push(FieldError {
+                field: format!("{p}.type"),
+                kind: crate::status::ErrorKind::Duplicate,
+                value: Value::String(ty.into()).to_string(),
+                detail: String::new(),
+            });
+        }
+        let status = str_at(c, "/status");
+        if !matches!(status, "True" | "False" | "Unknown") {
+            errs.push(FieldError::not_supported(
+                format!("{p}.status"),
+                status,
+                &["False", "True", "Unknown"],
+            ));
+        }
+        if c.get("observedGeneration").and_then(Value::as_i64).is_some_and(|g| g < 0) {
+            let g = c["observedGeneration"].to_string();
+            errs.push(FieldError::invalid(
+                format!("{p}.observedGeneration"),
+                &g,
+                "must be greater than or equal to zero",
+            ));
+        }
+        if str_at(c, "/lastTransitionTime").is_empty() {
+            errs.push(FieldError::required(format!("{p}.lastTransitionTime"), "must be set"));
+        }
+        let reason = str_at(c, "/reason");
+        if reason.is_empty() {
+            errs.push(FieldError::required(format!("{p}.reason"), "must be set"));
+        } else {
+            let b = reason.as_bytes();
+            let ok = b[0].is_ascii_alphabetic()
+                && b.iter().all(|&c| alnum(c) || matches!(c, b'_' | b',' | b':'))
+                && (alnum(b[b.len() - 1]) || b[b.len() - 1] == b'_');
+            if !ok {
+                errs.push(FieldError::invalid(format!("{p}.reason"), reason, "a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')"));
+            }
+            if reason.len() > CONDITION_REASON_MAX {
+                errs.push(FieldError::too_long(format!("{p}.reason"), CONDITION_REASON_MAX));
+            }
+        }
+        if str_at(c, "/message").len() > CONDITION_MESSAGE_MAX {
+            errs.push(FieldError::too_long(format!("{p}.message"), CONDITION_MESSAGE_MAX));
+        }
+    }
+}
+
+/// `events.go`: the legacy rules every Event meets, and for `events.k8s.io/v1` the strict ones.
+/// The body is in the served version; `strict` maps its fields onto the internal names.
+fn event(kind: Kind, obj: &Value, namespace: &str, errs: &mut Vec<FieldError>) {
+    let strict = kind == Kind::Event;
+    let (regarding_ns, note) = if strict {
+        (str_at(obj, "/regarding/namespace"), str_at(obj, "/note"))
+    } else {
+        (str_at(obj, "/involvedObject/namespace"), str_at(obj, "/message"))
+    };
+    let event_time = str_at(obj, "/eventTime");
+    if event_time.is_empty() {
+        if regarding_ns.is_empty() {
+            if !namespace.is_empty() && namespace != "default" {
+                errs.push(FieldError::invalid(
+                    "involvedObject.namespace",
+                    regarding_ns,
+                    "does not match event.namespace",
+                ));
+            }
+        } else if namespace != regarding_ns {
+            errs.push(FieldError::invalid(
+                "involvedObject.namespace",
+                regarding_ns,
+                "does not match event.namespace",
+            ));
+        }
+    } else {
+        if regarding_ns.is_empty() && namespace != "default" && namespace != "kube-system" {
+            errs.push(FieldError::invalid(
+                "involvedObject.namespace",
+                regarding_ns,
+                "does not match event.namespace",
+            ));
+        }
+        let controller = str_at(obj, "/reportingController");
+        if controller.is_empty() {
+            errs.push(FieldError::required("reportingController", ""));
+        }
+        errs.extend(
+            qualified_name(controller)
+                .into_iter()
+                .map(|m| FieldError::invalid("reportingController", controller, m)),
+        );
+        let limits = [
+            ("reportingInstance", str_at(obj, "/reportingInstance"), EVENT_REPORTING_INSTANCE_MAX),
+            ("action", str_at(obj, "/action"), EVENT_ACTION_MAX),
+            ("reason", str_at(obj, "/reason"), EVENT_REASON_MAX),
+        ];
+        for (field, value, max) in limits {
+            if value.is_empty() {
+                errs.push(FieldError::required(field, ""));
+            }
+            if value.len() > max {
+                errs.push(FieldError::invalid(field, "", format!("can have at most {max} characters")));
+            }
+        }
+        if note.len() > EVENT_NOTE_MAX {
+            errs.push(FieldError::invalid(
+                "message",
+                "",
+                format!("can have at most {EVENT_NOTE_MAX} characters"),
+            ));
+        }
+    }
+    errs.extend(
+        dns1123_subdomain(namespace).into_iter().map(|m| FieldError::invalid("namespace", namespace, m)),
+    );
+    if !strict {
+        return;
+    }
+    if let Some(series) = obj.get("series").filter(|s| !s.is_null()) {
+        if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
+            errs.push(FieldError::invalid("series.count", "", "should be at least 2"));
+        }
+        if str_at(series, "/lastObservedTime").is_empty() {
+            errs.push(FieldError::required("series.lastObservedTime", ""));
+        }
+    }
+    if event_time.is_empty() {
+        errs.push(FieldError::required("eventTime", ""));
+    }
+    let ty = str_at(obj, "/type");
+    if ty != "Normal" && ty != "Warning" {
+        errs.push(FieldError::invalid("type", "", format!("has invalid value: {ty}")));
+    }
+    for (wire, internal) in
+        [("deprecatedFirstTimestamp", "firstTimestamp"), ("deprecatedLastTimestamp", "lastTimestamp")]
+    {
+        if !str_at(obj, &format!("/{wire}")).is_empty() {
+            errs.push(FieldError::invalid(internal, "", "needs to be unset"));
+        }
+    }
+    if obj.get("deprecatedCount").and_then(Value::as_i64).unwrap_or(0) != 0 {
+        errs.push(FieldError::invalid("count", "", "needs to be unset"));
+    }
+    if !str_at(obj, "/deprecatedSource/component").is_empty()
+        || !str_at(obj, "/deprecatedSource/host").is_empty()
+    {
+        errs.push(FieldError::invalid("source", "", "needs to be unset"));
+    }
+}
+
+/// Stages 2 and 3 on an object about to be stored in `namespace` (empty: cluster-scoped). The
+/// error is the 422 the API server sends.
+pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    object_meta(kind, obj, &mut errs);
+    match kind {
+        Kind::Event | Kind::CoreEvent => event(kind, obj, namespace, &mut errs),
+        Kind::Gang => {
+            if let Some(list) = obj.pointer("/status/conditions") {
+                conditions(list, "status.conditions", &mut errs);
+            }
+        }
+        Kind::Pod => {
+            // `validatePodConditions`: types other than the system ones are qualified names.
+            for (i, c) in
+                obj.pointer("/status/conditions").and_then(Value::as_array).into_iter().flatten().enumerate()
+            {
+                let ty = str_at(c, "/type");
+                if !matches!(ty, "PodScheduled" | "Ready" | "Initialized" | "ContainersReady") {
+                    errs.extend(
+                        qualified_name(ty)
+                            .into_iter()
+                            .map(|m| FieldError::invalid(format!("status.conditions[{i}].type"), ty, m)),
+                    );
+                }
+            }
+        }
+        Kind::Lease => {
+            for f in ["leaseDurationSeconds", "leaseTransitions"] {
+                if let Some(n) = obj.pointer(&format!("/spec/{f}")).and_then(Value::as_i64) {
+                    let min = if f == "leaseDurationSeconds" { 1 } else { 0 };
+                    if n < min {
+                        let why = if min == 1 {
+                            "must be greater than 0"
+                        } else {
+                            "must be greater than or equal to 0"
+                        };
+                        errs.push(FieldError::invalid(format!("spec.{f}"), &n.to_string(), why));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        let name = str_at(obj, "/metadata/name");
+        let name = if name.is_empty() { str_at(obj, "/metadata/generateName") } else { name };
+        Err(ApiError::invalid(&kind.qualified(fallback_kind), name, &errs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn micro_time_takes_exactly_six_fractional_digits() {
+        assert!(check_time("2026-11-23T15:06:39.123456Z", true).is_ok());
+        assert!(check_time("2026-11-23T15:06:39.123456+02:00", true).is_ok());
+        for bad in [
+            "2026-11-23T15:06:39.123Z",
+            "2026-11-23T15:06:39Z",
+            "2026-11-23T15:06:39.1234567Z",
+            "2026-11-23 15:06:39.123456Z",
+        ] {
+            let e = check_time(bad, true).unwrap_err();
+            assert!(e.contains(RFC3339_MICRO), "{bad}: {e}");
+        }
+        assert_eq!(
+            check_time("2026-11-23T15:06:39.123Z", true).unwrap_err(),
+            "parsing time \"2026-11-23T15:06:39.123Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \".123Z\" as \".000000\""
+        );
+    }
+
+    #[test]
+    fn time_takes_any_fraction_or_none_but_needs_a_zone() {
+        for good in [
+            "2026-11-23T15:06:39Z",
+            "2026-11-23T15:06:39.1Z",
+            "2026-11-23T15:06:39.123456789Z",
+            "2024-02-29T00:00:00-07:00",
+        ] {
+            assert!(check_time(good, false).is_ok(), "{good}");
+        }
+        for bad in [
+            "2026-11-23T15:06:39",
+            "2026-11-23T15:06:39.Z",
+            "2026-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-11-23T24:00:00Z",
+            "1700000000",
+        ] {
+            assert!(check_time(bad, false).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_follow_dns_1123_per_kind() {
+        assert!(dns1123_subdomain("train-0.187a3b").is_empty());
+        assert!(!dns1123_subdomain("train-0.").is_empty());
+        assert!(!dns1123_subdomain("Train").is_empty());
+        assert_eq!(dns1123_subdomain(&"a".repeat(254))[0], "must be no more than 253 characters");
+        assert!(dns1123_label("ml").is_empty());
+        assert!(!dns1123_label("ml.team").is_empty(), "a namespace is a label: no dots");
+        assert!(!dns1123_label(&"a".repeat(64)).is_empty());
+    }
+
+    #[test]
+    fn generate_name_may_end_with_a_dash_but_not_a_dot() {
+        let ok = json!({"metadata": {"generateName": "train-0-"}});
+        assert!(validate(Kind::Pod, "", &ok, "ml").is_ok());
+        let dot = json!({"metadata": {"generateName": "train-0."}});
+        let e = validate(Kind::Pod, "", &dot, "ml").unwrap_err().to_status();
+        assert_eq!(e["details"]["causes"][0]["field"], "metadata.generateName");
+        let ns = json!({"metadata": {"name": "a.b"}});
+        assert!(validate(Kind::Namespace, "", &ns, "").is_err());
+    }
+
+    #[test]
+    fn label_keys_and_values_and_annotation_size() {
+        assert!(qualified_name("kube-gang.io/gang").is_empty());
+        assert!(qualified_name("app").is_empty());
+        assert!(!qualified_name("/app").is_empty());
+        assert!(!qualified_name("a/b/c").is_empty());
+        assert!(!qualified_name("Kube_Gang.io/gang").is_empty(), "prefix must be a lowercase subdomain");
+        assert!(!qualified_name(&"x".repeat(64)).is_empty());
+        assert!(label_value("").is_empty());
+        assert!(label_value("My_value-1.2").is_empty());
+        assert!(!label_value("-x").is_empty());
+        assert!(!label_value(&"x".repeat(64)).is_empty());
+        let obj = json!({"metadata": {"name": "p", "labels": {"ok": "v", "bad key": "v", "k": "bad value"},
+                                       "annotations": {"big": "x".repeat(TOTAL_ANNOTATION_SIZE)}}});
+        let s = validate(Kind::Pod, "", &obj, "ml").unwrap_err().to_status();
+        let fields: Vec<&str> =
+            s["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+        assert_eq!(fields, ["metadata.labels", "metadata.labels.k", "metadata.annotations"]);
+    }
+
+    fn good_event() -> Value {
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+               "metadata": {"name": "w-0.187a3b", "namespace": "ml"},
+               "eventTime": "2026-11-23T15:06:39.123456Z", "type": "Warning", "reason": "FailedScheduling",
+               "action": "Scheduling", "note": "gang ml/g: room for 1 of 2",
+               "reportingController": "kube-gang.io/gang-scheduler", "reportingInstance": "gang-scheduler-7d9",
+               "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": "ml", "name": "w-0", "uid": "u"}})
+    }
+
+    #[test]
+    fn a_well_formed_event_passes_every_stage() {
+        let e = good_event();
+        decode(Kind::Event, "v1", &e).unwrap();
+        validate(Kind::Event, "", &e, "ml").unwrap();
+    }
+
+    #[test]
+    fn event_required_fields_and_limits_name_their_paths() {
+        let mut e = good_event();
+        for f in ["reportingController", "reportingInstance", "action", "reason", "type"] {
+            e.as_object_mut().unwrap().remove(f);
+        }
+        e["note"] = json!("é".repeat(513)); // 1026 bytes, 513 characters: the limit counts bytes
+        e["regarding"]["namespace"] = json!("");
+        let s = validate(Kind::Event, "", &e, "ml").unwrap_err().to_status();
+        let causes: Vec<(String, String)> = s["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["field"].as_str().unwrap().to_string(), c["reason"].as_str().unwrap().to_string()))
+            .collect();
+        let want = [
+            ("involvedObject.namespace", "FieldValueInvalid"),
+            ("reportingController", "FieldValueRequired"),
+            ("reportingController", "FieldValueInvalid"),
+            ("reportingInstance", "FieldValueRequired"),
+            ("action", "FieldValueRequired"),
+            ("reason", "FieldValueRequired"),
+            ("message", "FieldValueInvalid"),
+            ("type", "FieldValueInvalid"),
+        ];
+        let want: Vec<(String, String)> = want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        assert_eq!(causes, want);
+        let mut long = good_event();
+        long["reason"] = json!("R".repeat(129));
+        long["action"] = json!("A".repeat(129));
+        long["reportingInstance"] = json!("i".repeat(129));
+        let s = validate(Kind::Event, "", &long, "ml").unwrap_err().to_status();
+        assert_eq!(s["details"]["causes"].as_array().unwrap().len(), 3, "{s}");
+        let mut at_limit = good_event();
+        at_limit["note"] = json!("n".repeat(EVENT_NOTE_MAX));
+        assert!(validate(Kind::Event, "", &at_limit, "ml").is_ok());
+    }
+
+    #[test]
+    fn an_event_time_in_the_wrong_format_is_a_bad_request() {
+        let mut e = good_event();
+        e["eventTime"] = json!("2026-11-23T15:06:39.123Z");
+        let s = decode(Kind::Event, "v1", &e).unwrap_err();
+        assert_eq!((s.code, s.reason), (400, "BadRequest"));
+        assert!(
+            s.message.starts_with("Event in version \"v1\" cannot be handled as a Event: parsing time"),
+            "{}",
+            s.message
+        );
+        let mut lease = json!({"metadata": {"name": "l"}, "spec": {"renewTime": "2026-11-23T15:06:39Z"}});
+        assert!(decode(Kind::Lease, "v1", &lease).is_err());
+        lease["spec"]["renewTime"] = json!("2026-11-23T15:06:39.000000Z");
+        assert!(decode(Kind::Lease, "v1", &lease).is_ok());
+    }
+
+    #[test]
+    fn a_body_of_the_wrong_shape_is_a_bad_request() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": "none"}});
+        assert_eq!(decode(Kind::Pod, "v1", &pod).unwrap_err().code, 400);
+        let gang = json!({"metadata": {"name": "g"}, "spec": {"minMember": "two"}});
+        assert_eq!(decode(Kind::Gang, "v1alpha1", &gang).unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn metav1_conditions_are_checked_field_by_field() {
+        let good = json!({"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "m",
+                          "lastTransitionTime": "2026-11-23T15:06:39Z"});
+        let obj = json!({"metadata": {"name": "g"}, "status": {"conditions": [good.clone()]}});
+        assert!(validate(Kind::Gang, "", &obj, "ml").is_ok());
+        let bad = json!({"type": "Scheduled", "status": "Maybe", "reason": "gang waits", "observedGeneration": -1,
+                         "message": "m".repeat(CONDITION_MESSAGE_MAX + 1)});
+        let obj = json!({"metadata": {"name": "g"}, "status": {"conditions": [good, bad]}});
+        let s = validate(Kind::Gang, "", &obj, "ml").unwrap_err().to_status();
+        let fields: Vec<&str> =
+            s["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+        assert_eq!(
+            fields,
+            [
+                "status.conditions[1].type",
+                "status.conditions[1].status",
+                "status.conditions[1].observedGeneration",
+                "status.conditions[1].lastTransitionTime",
+                "status.conditions[1].reason",
+                "status.conditions[1].message"
+            ]
+        );
+        assert_eq!(
+            s["details"]["causes"][1]["message"],
+            "Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\""
+        );
+        let empty_reason = json!({"metadata": {"name": "g"}, "status": {"conditions": [{"type": "A", "status": "True", "lastTransitionTime": "2026-11-23T15:06:39Z"}]}});
+        let s = validate(Kind::Gang, "", &empty_reason, "ml").unwrap_err().to_status();
+        assert_eq!(s["details"]["causes"][0]["field"], "status.conditions[0].reason");
+    }
+}

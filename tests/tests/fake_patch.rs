@@ -1,0 +1,133 @@
+//! PATCH as kube-apiserver applies it: the three patch types, `/status` separated from the main
+//! resource, `generation` bumped on spec changes, resourceVersion preconditions.
+
+use kube_gang_tests::{FakeApi, gang, gang_pod};
+use serde_json::json;
+
+const POD: &str = "/api/v1/namespaces/ml/pods/w-0";
+const GANG: &str = "/apis/kube-gang.io/v1alpha1/namespaces/ml/gangs/g";
+const JSON_PATCH: &str = "application/json-patch+json";
+const MERGE: &str = "application/merge-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+
+async fn fake() -> FakeApi {
+    let api = FakeApi::start(&[("/apis/kube-gang.io/v1alpha1", "gangs")]).await;
+    let mut p = gang_pod("ml", "w-0", "g", 1);
+    p["metadata"]["generation"] = json!(1);
+    p["spec"]["schedulingGates"] = json!([{"name": "kueue.x-k8s.io/admission"}, {"name": "example.com/b"}]);
+    p["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+    api.put(p);
+    api.put(gang("ml", "g", 2));
+    api
+}
+
+#[tokio::test]
+async fn a_strategic_status_patch_merges_conditions_by_type() {
+    let api = fake().await;
+    let patch = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                  "message": "m", "lastTransitionTime": "2026-11-23T15:06:39Z"}]}});
+    let a = api.call("PATCH", &format!("{POD}/status"), STRATEGIC, &patch).await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    let types: Vec<&str> = a.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Ready", "PodScheduled"]);
+    // As a merge patch the list is replaced.
+    let a = api.call("PATCH", &format!("{POD}/status"), MERGE, &patch).await;
+    assert_eq!(a.body["status"]["conditions"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_json_patch_removes_a_scheduling_gate_and_bumps_generation() {
+    let api = fake().await;
+    let ops = json!([{"op": "remove", "path": "/spec/schedulingGates/0"}]);
+    let a = api.call("PATCH", POD, JSON_PATCH, &ops).await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    assert_eq!(a.body["spec"]["schedulingGates"], json!([{"name": "example.com/b"}]));
+    assert_eq!(a.body["metadata"]["generation"], 2, "a spec change");
+    let failing = json!([{"op": "test", "path": "/spec/schedulerName", "value": "default-scheduler"}]);
+    let a = api.call("PATCH", POD, JSON_PATCH, &failing).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (422, Some("Invalid")));
+    // Labels are metadata: no generation bump.
+    let a = api.call("PATCH", POD, MERGE, &json!({"metadata": {"labels": {"extra": "1"}}})).await;
+    assert_eq!(a.body["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn status_and_spec_are_written_through_their_own_endpoints() {
+    let api = fake().await;
+    // The main resource cannot change status...
+    let a = api
+        .call("PATCH", POD, MERGE, &json!({"status": {"phase": "Running"}, "spec": {"priority": 5}}))
+        .await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    assert_eq!(a.body["status"]["phase"], "Pending");
+    assert_eq!(a.body["spec"]["priority"], 5);
+    // ... and /status cannot change the spec.
+    let a = api
+        .call(
+            "PATCH",
+            &format!("{POD}/status"),
+            MERGE,
+            &json!({"status": {"phase": "Running"}, "spec": {"priority": 9}}),
+        )
+        .await;
+    assert_eq!(a.body["status"]["phase"], "Running");
+    assert_eq!(a.body["spec"]["priority"], 5);
+    // A CRD with a status subresource behaves the same, and its generation follows its spec only.
+    let a = api
+        .call(
+            "PATCH",
+            &format!("{GANG}/status"),
+            MERGE,
+            &json!({"status": {"phase": "Pending"}, "spec": {"minMember": 5}}),
+        )
+        .await;
+    assert_eq!(
+        (a.body["spec"]["minMember"].as_u64(), a.body["metadata"]["generation"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let a = api
+        .call("PATCH", GANG, MERGE, &json!({"spec": {"minMember": 3}, "status": {"phase": "Running"}}))
+        .await;
+    assert_eq!(
+        (a.body["spec"]["minMember"].as_u64(), a.body["metadata"]["generation"].as_u64()),
+        (Some(3), Some(2))
+    );
+    assert_eq!(a.body["status"]["phase"], "Pending");
+}
+
+#[tokio::test]
+async fn strategic_merge_is_refused_for_custom_resources() {
+    let api = fake().await;
+    let a = api
+        .call("PATCH", &format!("{GANG}/status"), STRATEGIC, &json!({"status": {"phase": "Pending"}}))
+        .await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (415, Some("UnsupportedMediaType")));
+    let a = api.call("PATCH", POD, "application/json", &json!({})).await;
+    assert_eq!(a.status, 415);
+}
+
+#[tokio::test]
+async fn a_stale_resource_version_is_a_conflict() {
+    let api = fake().await;
+    let rv = api.get("v1", "Pod", "ml", "w-0").unwrap()["metadata"]["resourceVersion"].clone();
+    let fresh = json!({"metadata": {"resourceVersion": rv}, "status": {"nominatedNodeName": "n1"}});
+    assert_eq!(api.call("PATCH", &format!("{POD}/status"), MERGE, &fresh).await.status, 200);
+    let a = api.call("PATCH", &format!("{POD}/status"), MERGE, &fresh).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(
+        a.body["message"],
+        "Operation cannot be fulfilled on pods \"w-0\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    // A PUT with a stale resourceVersion too; without one it is unconditional.
+    let mut pod = api.get("v1", "Pod", "ml", "w-0").unwrap();
+    pod["metadata"]["resourceVersion"] = json!("1");
+    assert_eq!(api.call("PUT", POD, "application/json", &pod).await.status, 409);
+    pod["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+    pod["metadata"]["labels"]["x"] = json!("y");
+    assert_eq!(api.call("PUT", POD, "application/json", &pod).await.status, 200);
+}

@@ -1,0 +1,214 @@
+//! `pods/binding`, `pods/eviction` through PodDisruptionBudgets, graceful deletion, and the
+//! faults the fake injects on them.
+
+use std::time::Duration;
+
+use kube_gang_tests::{FakeApi, FaultKind, gang_pod, pdb};
+use serde_json::{Value, json};
+
+const JSON: &str = "application/json";
+
+fn binding(name: &str, uid: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": "ml", "uid": uid},
+           "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+}
+
+fn eviction(name: &str) -> Value {
+    json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "ml"}})
+}
+
+fn bind_uri(name: &str) -> String {
+    format!("/api/v1/namespaces/ml/pods/{name}/binding")
+}
+
+fn evict_uri(name: &str) -> String {
+    format!("/api/v1/namespaces/ml/pods/{name}/eviction")
+}
+
+fn running(name: &str, app: &str) -> Value {
+    let mut p = gang_pod("ml", name, "g", 1);
+    p["metadata"]["labels"]["app"] = json!(app);
+    p["spec"]["nodeName"] = json!("n1");
+    p["status"]["phase"] = json!("Running");
+    p
+}
+
+#[tokio::test]
+async fn a_binding_sets_the_node_and_pod_scheduled() {
+    let api = FakeApi::start(&[]).await;
+    let mut p = gang_pod("ml", "w-0", "g", 1);
+    p["status"]["nominatedNodeName"] = json!("n1");
+    p["status"]["conditions"] =
+        json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]);
+    api.put(p);
+    let a = api.call("POST", &bind_uri("w-0"), JSON, &binding("w-0", "uid-w-0", "n1")).await;
+    assert_eq!((a.status, a.body["status"].as_str()), (201, Some("Success")), "{:#}", a.body);
+    let pod = api.get("v1", "Pod", "ml", "w-0").unwrap();
+    assert_eq!(pod["spec"]["nodeName"], "n1");
+    assert!(pod["status"].get("nominatedNodeName").is_none());
+    let cond = &pod["status"]["conditions"][0];
+    assert_eq!((cond["type"].as_str(), cond["status"].as_str()), (Some("PodScheduled"), Some("True")));
+    assert!(cond["lastTransitionTime"].as_str().is_some());
+    let again = api.call("POST", &bind_uri("w-0"), JSON, &binding("w-0", "uid-w-0", "n2")).await;
+    assert_eq!(again.status, 409);
+    assert_eq!(
+        again.body["message"],
+        "Operation cannot be fulfilled on pods/binding \"w-0\": pod w-0 is already assigned to node \"n1\""
+    );
+}
+
+#[tokio::test]
+async fn a_binding_is_refused_for_another_uid_a_gated_pod_or_no_node() {
+    let api = FakeApi::start(&[]).await;
+    let mut gated = gang_pod("ml", "w-0", "g", 1);
+    gated["spec"]["schedulingGates"] = json!([{"name": "kueue.x-k8s.io/admission"}]);
+    api.put(gated);
+    let a = api.call("POST", &bind_uri("w-0"), JSON, &binding("w-0", "uid-other", "n1")).await;
+    assert_eq!(a.status, 409);
+    assert_eq!(
+        a.body["message"],
+        "Operation cannot be fulfilled on pods/binding \"w-0\": Precondition failed: UID in precondition: uid-other, UID in object meta: uid-w-0"
+    );
+    let a = api.call("POST", &bind_uri("w-0"), JSON, &binding("w-0", "uid-w-0", "n1")).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(
+        a.body["message"],
+        "Operation cannot be fulfilled on pods/binding \"w-0\": pod w-0 has non-empty .spec.schedulingGates"
+    );
+    assert!(api.get("v1", "Pod", "ml", "w-0").unwrap()["spec"].get("nodeName").is_none());
+    let mut no_node = binding("w-0", "uid-w-0", "");
+    no_node["target"].as_object_mut().unwrap().remove("name");
+    let a = api.call("POST", &bind_uri("w-0"), JSON, &no_node).await;
+    assert_eq!((a.status, a.body["details"]["causes"][0]["field"].as_str()), (422, Some("target.name")));
+    let a = api.call("POST", &bind_uri("nope"), JSON, &binding("nope", "u", "n1")).await;
+    assert_eq!(a.status, 404);
+}
+
+#[tokio::test]
+async fn a_binding_lost_to_another_scheduler_is_a_real_conflict() {
+    let api = FakeApi::start(&[]).await;
+    api.put(gang_pod("ml", "w-0", "g", 1));
+    api.fault_with("POST", "/pods/w-0/binding", FaultKind::BoundElsewhere("n9".into()), 1);
+    let a = api.call("POST", &bind_uri("w-0"), JSON, &binding("w-0", "uid-w-0", "n1")).await;
+    assert_eq!(a.status, 409);
+    assert!(
+        a.body["message"].as_str().unwrap().ends_with("is already assigned to node \"n9\""),
+        "{:#}",
+        a.body
+    );
+    assert_eq!(api.get("v1", "Pod", "ml", "w-0").unwrap()["spec"]["nodeName"], "n9");
+    // An injected 409 reads as the API server's own.
+    api.put(gang_pod("ml", "w-1", "g", 1));
+    api.fault("POST", "/binding", 409, 1);
+    let a = api.call("POST", &bind_uri("w-1"), JSON, &binding("w-1", "uid-w-1", "n1")).await;
+    assert_eq!(
+        (a.status, a.body["reason"].as_str(), a.body["kind"].as_str()),
+        (409, Some("Conflict"), Some("Status"))
+    );
+    assert_eq!(api.requests_to("POST", "/binding").iter().map(|r| r.status).collect::<Vec<_>>(), [409, 409]);
+}
+
+#[tokio::test]
+async fn an_eviction_consumes_the_budget_then_is_refused_with_429() {
+    let api = FakeApi::start(&[]).await;
+    api.put(pdb("ml", "web", &[("app", "web")], 1, 3, 2));
+    for i in 0..3 {
+        api.put(running(&format!("web-{i}"), "web"));
+    }
+    let a = api.call("POST", &evict_uri("web-0"), JSON, &eviction("web-0")).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+    let budget = api.get("policy/v1", "PodDisruptionBudget", "ml", "web").unwrap();
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0);
+    assert!(budget["status"]["disruptedPods"]["web-0"].is_string());
+    assert_eq!(budget["status"]["desiredHealthy"], 2, "the rest of the status kept");
+    assert_eq!(budget["status"]["conditions"][0]["reason"], "InsufficientPods");
+    let a = api.call("POST", &evict_uri("web-1"), JSON, &eviction("web-1")).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (429, Some("TooManyRequests")));
+    assert_eq!(a.body["message"], "Cannot evict pod as it would violate the pod's disruption budget.");
+    assert_eq!(a.body["details"]["causes"][0]["reason"], "DisruptionBudget");
+    assert_eq!(
+        a.body["details"]["causes"][0]["message"],
+        "The disruption budget web needs 2 healthy pods and has 3 currently"
+    );
+    assert_eq!(a.retry_after, None);
+    assert!(api.get("v1", "Pod", "ml", "web-1").unwrap()["metadata"].get("deletionTimestamp").is_none());
+}
+
+#[tokio::test]
+async fn a_budget_not_yet_observed_asks_to_retry_after_ten_seconds() {
+    let api = FakeApi::start(&[]).await;
+    let mut budget = pdb("ml", "web", &[("app", "web")], 5, 3, 1);
+    budget["metadata"]["generation"] = json!(2);
+    api.put(budget);
+    api.put(running("web-0", "web"));
+    let a = api.call("POST", &evict_uri("web-0"), JSON, &eviction("web-0")).await;
+    assert_eq!((a.status, a.retry_after.as_deref()), (429, Some("10")));
+    assert_eq!(
+        a.body["details"]["causes"][0]["message"],
+        "The disruption budget web is still being processed by the server."
+    );
+}
+
+#[tokio::test]
+async fn pending_pods_are_evicted_past_a_budget_and_two_budgets_are_an_error() {
+    let api = FakeApi::start(&[]).await;
+    api.put(pdb("ml", "none", &[("app", "web")], 0, 1, 1));
+    let mut pending = gang_pod("ml", "p-0", "g", 1);
+    pending["metadata"]["labels"]["app"] = json!("web");
+    api.put(pending);
+    let a = api.call("POST", &evict_uri("p-0"), JSON, &eviction("p-0")).await;
+    assert_eq!(a.status, 201, "a pending pod ignores budgets: {:#}", a.body);
+    assert!(api.get("v1", "Pod", "ml", "p-0").is_none(), "never scheduled: deleted at once");
+    api.put(pdb("ml", "second", &[("app", "web")], 1, 1, 1));
+    api.put(running("web-0", "web"));
+    let a = api.call("POST", &evict_uri("web-0"), JSON, &eviction("web-0")).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (500, Some("InternalError")));
+    let mut wrong = eviction("web-0");
+    wrong["deleteOptions"] = json!({"preconditions": {"uid": "other"}});
+    let a = api.call("POST", &evict_uri("web-0"), JSON, &wrong).await;
+    assert_eq!(a.status, 409);
+}
+
+#[tokio::test]
+async fn an_evicted_running_pod_terminates_gracefully() {
+    let api = FakeApi::start(&[]).await;
+    let mut p = running("web-0", "web");
+    p["spec"]["terminationGracePeriodSeconds"] = json!(45);
+    api.put(p);
+    let a = api.call("POST", &evict_uri("web-0"), JSON, &eviction("web-0")).await;
+    assert_eq!(a.status, 201);
+    let pod = api.get("v1", "Pod", "ml", "web-0").unwrap();
+    assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 45);
+    assert!(pod["metadata"]["deletionTimestamp"].is_string());
+    // A terminating pod cannot be bound, and stays until its grace period is over.
+    let a = api.call("POST", &bind_uri("web-0"), JSON, &binding("web-0", "uid-web-0", "n2")).await;
+    assert_eq!(a.status, 409);
+    assert!(
+        a.body["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("pod web-0 is being deleted, cannot be assigned to a host")
+    );
+    api.advance(Duration::from_secs(30));
+    assert!(api.get("v1", "Pod", "ml", "web-0").is_some());
+    api.advance(Duration::from_secs(16));
+    assert!(api.get("v1", "Pod", "ml", "web-0").is_none());
+    // A DELETE with gracePeriodSeconds: 0 removes at once.
+    api.put(running("web-1", "web"));
+    let a =
+        api.call("DELETE", "/api/v1/namespaces/ml/pods/web-1", JSON, &json!({"gracePeriodSeconds": 0})).await;
+    assert_eq!(a.status, 200);
+    assert!(api.get("v1", "Pod", "ml", "web-1").is_none());
+}
+
+#[tokio::test]
+async fn a_short_grace_period_passes_on_the_wall_clock_too() {
+    let api = FakeApi::start(&[]).await;
+    let mut p = running("web-0", "web");
+    p["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    api.put(p);
+    let a = api.call("DELETE", "/api/v1/namespaces/ml/pods/web-0", JSON, &Value::Null).await;
+    assert_eq!(a.status, 200);
+    assert!(a.body["metadata"]["deletionTimestamp"].is_string());
+    assert!(api.wait_for(Duration::from_secs(5), |f| f.get("v1", "Pod", "ml", "web-0").is_none()).await);
+}

@@ -1,0 +1,177 @@
+//! The fake API server refuses what kube-apiserver refuses, with the `Status` it sends:
+//! Events (events.k8s.io/v1 and core/v1), names, labels, conditions, timestamps.
+
+use kube_gang_tests::{FakeApi, gang, gang_pod};
+use serde_json::{Value, json};
+
+const JSON: &str = "application/json";
+const MERGE: &str = "application/merge-patch+json";
+
+async fn fake() -> FakeApi {
+    FakeApi::start(&[("/apis/kube-gang.io/v1alpha1", "gangs")]).await
+}
+
+fn event() -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+           "metadata": {"name": "w-0.17a9", "namespace": "ml"},
+           "eventTime": "2026-11-23T15:06:39.123456Z", "type": "Warning", "reason": "FailedScheduling",
+           "action": "Scheduling", "note": "gang ml/g: room for 1 of 2",
+           "reportingController": "kube-gang.io/gang-scheduler", "reportingInstance": "replica-a",
+           "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": "ml", "name": "w-0", "uid": "u"}})
+}
+
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
+
+fn fields(status: &Value) -> Vec<String> {
+    status["details"]["causes"]
+        .as_array()
+        .map(|c| c.iter().map(|c| c["field"].as_str().unwrap_or("").to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_valid_event_is_created_and_stored() {
+    let api = fake().await;
+    let a = api.call("POST", EVENTS, JSON, &event()).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+    assert_eq!(a.body["metadata"]["namespace"], "ml");
+    assert!(a.body["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
+    assert!(api.get("events.k8s.io/v1", "Event", "ml", "w-0.17a9").is_some());
+    let again = api.call("POST", EVENTS, JSON, &event()).await;
+    assert_eq!((again.status, again.body["reason"].as_str()), (409, Some("AlreadyExists")));
+    assert_eq!(again.body["message"], "events.events.k8s.io \"w-0.17a9\" already exists");
+}
+
+#[tokio::test]
+async fn an_event_time_that_is_not_a_micro_time_is_a_bad_request() {
+    let api = fake().await;
+    for bad in ["2026-11-23T15:06:39.123Z", "2026-11-23T15:06:39Z"] {
+        let mut e = event();
+        e["eventTime"] = json!(bad);
+        let a = api.call("POST", EVENTS, JSON, &e).await;
+        assert_eq!(a.status, 400, "{bad}");
+        assert_eq!(
+            (
+                a.body["kind"].as_str(),
+                a.body["status"].as_str(),
+                a.body["reason"].as_str(),
+                a.body["code"].as_u64()
+            ),
+            (Some("Status"), Some("Failure"), Some("BadRequest"), Some(400))
+        );
+        assert!(
+            a.body["message"].as_str().unwrap().contains("2006-01-02T15:04:05.000000Z07:00"),
+            "{:#}",
+            a.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_event_missing_fields_or_too_long_is_invalid_with_every_cause() {
+    let api = fake().await;
+    let mut e = event();
+    e["note"] = json!("n".repeat(1025));
+    e["reason"] = json!("");
+    e["action"] = json!("a".repeat(129));
+    e["type"] = json!("Info");
+    e.as_object_mut().unwrap().remove("reportingController");
+    let a = api.call("POST", EVENTS, JSON, &e).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (422, Some("Invalid")), "{:#}", a.body);
+    assert_eq!(a.body["details"]["kind"], "Event");
+    assert_eq!(a.body["details"]["group"], "events.k8s.io");
+    assert_eq!(
+        fields(&a.body),
+        ["reportingController", "reportingController", "action", "reason", "message", "type"]
+    );
+    assert!(
+        a.body["message"].as_str().unwrap().starts_with("Event.events.k8s.io \"w-0.17a9\" is invalid: [")
+    );
+    assert!(api.requests_to("POST", "/events").iter().all(|r| r.status == 422));
+}
+
+#[tokio::test]
+async fn a_generate_name_ending_in_a_dot_is_invalid_one_ending_in_a_dash_gets_a_suffix() {
+    let api = fake().await;
+    let mut e = event();
+    e["metadata"] = json!({"generateName": "w-0."});
+    let a = api.call("POST", EVENTS, JSON, &e).await;
+    assert_eq!(a.status, 422, "{:#}", a.body);
+    assert_eq!(fields(&a.body), ["metadata.generateName"]);
+    e["metadata"] = json!({"generateName": "w-0-"});
+    let a = api.call("POST", EVENTS, JSON, &e).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+    let name = a.body["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("w-0-") && name.len() == 9, "{name}");
+}
+
+#[tokio::test]
+async fn a_core_v1_event_meets_the_legacy_rules_only() {
+    let api = fake().await;
+    let legacy = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "w-0.1", "namespace": "ml"},
+        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "w-0"}, "reason": "Scheduled", "message": "m",
+        "type": "Normal", "firstTimestamp": "2026-11-23T15:06:39Z", "lastTimestamp": "2026-11-23T15:06:39Z", "count": 1});
+    assert_eq!(api.call("POST", "/api/v1/namespaces/ml/events", JSON, &legacy).await.status, 201);
+    let mut elsewhere = legacy.clone();
+    elsewhere["metadata"]["name"] = json!("w-0.2");
+    elsewhere["involvedObject"]["namespace"] = json!("other");
+    let a = api.call("POST", "/api/v1/namespaces/ml/events", JSON, &elsewhere).await;
+    assert_eq!((a.status, fields(&a.body)), (422, vec!["involvedObject.namespace".to_string()]));
+}
+
+#[tokio::test]
+async fn names_labels_and_namespaces_are_checked() {
+    let api = fake().await;
+    let mut p = gang_pod("ml", "Bad_Name", "g", 1);
+    p["metadata"]["labels"]["kube-gang.io/gang"] = json!("not a value");
+    let a = api.call("POST", "/api/v1/namespaces/ml/pods", JSON, &p).await;
+    assert_eq!(a.status, 422, "{:#}", a.body);
+    assert_eq!(fields(&a.body), ["metadata.name", "metadata.labels.kube-gang.io/gang"]);
+    let other_ns = gang_pod("other", "w-0", "g", 1);
+    let a = api.call("POST", "/api/v1/namespaces/ml/pods", JSON, &other_ns).await;
+    assert_eq!(a.status, 400);
+    assert_eq!(
+        a.body["message"],
+        "the namespace of the provided object does not match the namespace sent on the request"
+    );
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team.a"}});
+    assert_eq!(
+        api.call("POST", "/api/v1/namespaces", JSON, &ns).await.status,
+        422,
+        "a namespace is a DNS label"
+    );
+    let ok = gang_pod("ml", "w-0", "g", 1);
+    let a = api.call("POST", "/api/v1/namespaces/ml/pods", JSON, &ok).await;
+    assert_eq!(a.status, 201);
+    assert_eq!(a.body["status"]["phase"], "Pending");
+    assert_eq!(a.body["metadata"]["generation"], 1);
+    let missing = api.call("GET", "/api/v1/namespaces/ml/pods/nope", "", &Value::Null).await;
+    assert_eq!((missing.status, missing.body["message"].as_str()), (404, Some("pods \"nope\" not found")));
+}
+
+#[tokio::test]
+async fn gang_status_conditions_are_checked_as_metav1_conditions() {
+    let api = fake().await;
+    api.put(gang("ml", "g", 2));
+    let path = "/apis/kube-gang.io/v1alpha1/namespaces/ml/gangs/g/status";
+    let bad = json!({"status": {"conditions": [{"type": "Scheduled", "status": "Yes", "reason": "no spaces allowed",
+                                                "message": "m", "lastTransitionTime": "2026-11-23T15:06:39Z"}]}});
+    let a = api.call("PATCH", path, MERGE, &bad).await;
+    assert_eq!(a.status, 422, "{:#}", a.body);
+    assert_eq!(fields(&a.body), ["status.conditions[0].status", "status.conditions[0].reason"]);
+    let no_zone = json!({"status": {"conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled",
+                                                    "message": "m", "lastTransitionTime": "2026-11-23T15:06:39"}]}});
+    let a = api.call("PATCH", path, MERGE, &no_zone).await;
+    assert_eq!(a.status, 422, "a patched object that does not decode: {:#}", a.body);
+    assert_eq!(fields(&a.body), ["patch"]);
+    let good = json!({"status": {"phase": "Pending", "conditions": [{"type": "Scheduled", "status": "False",
+        "reason": "Unschedulable", "message": "m", "lastTransitionTime": "2026-11-23T15:06:39.5Z"}]}});
+    assert_eq!(api.call("PATCH", path, MERGE, &good).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_is_a_bad_request() {
+    let api = fake().await;
+    let resp = api.send("POST", EVENTS, JSON, "{not json").await;
+    assert_eq!(resp.status().as_u16(), 400);
+}
