@@ -17,8 +17,9 @@ pub mod rules;
 // are how the crate is organised inside, not something its users need to spell.
 pub use decide::{config, plan, schedule, sim};
 pub use read::{cluster, convert, crd, dialect, error, model, quantity, resources, workload};
-pub use rules::validate;
+pub use rules::{admit, validate};
 
+pub use admit::admit;
 pub use config::Config;
 pub use error::{FieldError, FieldErrors};
 pub use model::{Gang, GangKey, Node, Pod, PodKey, Snapshot, Time};

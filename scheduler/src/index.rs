@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use scheduler_core::cluster::{Live, Problem};
-use scheduler_core::model::{Dialect, GangKey, GangState, PodKey, Reservation, Snapshot, Time};
+use scheduler_core::model::{GangKey, GangState, PodKey, Reservation, Snapshot, Time};
 use scheduler_core::plan::{Binding, Plan};
 
 use crate::apply::{Request, Target};
@@ -237,7 +237,7 @@ impl Index {
         for g in self.live.gangs_mut() {
             // A gang object's creation time tells it from a later one of the same name; a
             // CRD-less gang's is its oldest member's, which changes as members come and go.
-            let crd_less = matches!(g.source.dialect, Dialect::KubeGangAnnotations | Dialect::Koordinator);
+            let crd_less = g.source.dialect.is_crd_less();
             if let Some((created, state)) = self.carried.get(&g.key)
                 && (crd_less || *created == g.created)
             {
