@@ -71,7 +71,10 @@ pub enum Command {
     Status(StatusArgs),
     /// Would these workloads fit now, where would each member go, and what would they preempt.
     Simulate(SimulateArgs),
-    /// The webhook's checks, offline: every problem with its field path.
+    /// The webhook's decision, offline: every problem with its field path.
+    ///
+    /// Each object is admitted as the webhook admits a create: what it would inject (gang label,
+    /// min-member, schedulerName) is added first, then the result is checked.
     Validate(ValidateArgs),
     /// Dump every object the plugin reads (every dialect's gangs included) as one v1 List.
     Snapshot,
@@ -115,6 +118,10 @@ pub struct StatusArgs {
     /// One gang: its subgroup tree, members, conditions, events, and why it waits, from a live
     /// scheduling cycle on the current state.
     pub name: Option<String>,
+    /// The scheduler's policy file (its --config): the cycle that explains each gang runs with it
+    /// instead of the defaults.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -250,18 +250,7 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
 
 /// Runs `simulate`.
 pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
-    let config = match &args.config {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            if text.trim().is_empty() {
-                Config::default()
-            } else {
-                serde_norway::from_str(&text)
-                    .map_err(|e| anyhow::anyhow!("{}: invalid scheduling policy: {e}", p.display()))?
-            }
-        }
-        None => Config::default(),
-    };
+    let config = crate::policy(args.config.as_deref())?;
     let sourced = input::read_paths(&args.files)?;
     let world = load(g, None)?;
     let prepared = prepare(&sourced, &world.namespace, world.now);

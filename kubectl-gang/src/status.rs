@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use scheduler_core::model::{Dialect, Gang, GangKey, Pod, PodPhase};
+use scheduler_core::model::{Gang, GangKey, Pod, PodPhase};
 use scheduler_core::plan::{Outcome, Phase, Plan, Reason};
 use scheduler_core::{Config, Time, schedule, tree};
 use serde::Serialize;
@@ -43,9 +43,9 @@ pub struct StatusView<'a> {
     pub plan: Plan,
 }
 
-/// Members per gang and the plan of one cycle on `world`.
-pub fn status_view(snapshot: &scheduler_core::Snapshot, now: Time) -> StatusView<'_> {
-    let plan = schedule(snapshot, &Config::default(), now);
+/// Members per gang and the plan of one cycle on `world`, run with the scheduler's policy.
+pub fn status_view<'a>(snapshot: &'a scheduler_core::Snapshot, config: &Config, now: Time) -> StatusView<'a> {
+    let plan = schedule(snapshot, config, now);
     let mut members: BTreeMap<&GangKey, Vec<&Pod>> = BTreeMap::new();
     for p in &snapshot.pods {
         if let Some(m) = &p.gang {
@@ -57,18 +57,17 @@ pub fn status_view(snapshot: &scheduler_core::Snapshot, now: Time) -> StatusView
 
 /// `dialect/kind`, or just the dialect for annotation gangs.
 pub fn source(g: &Gang) -> String {
-    match g.source.dialect {
-        Dialect::KubeGangAnnotations | Dialect::Koordinator => g.source.dialect.as_str().to_string(),
-        d => format!("{d}/{}", g.source.kind),
-    }
+    let d = g.source.dialect;
+    if d.is_crd_less() { d.as_str().to_string() } else { format!("{d}/{}", g.source.kind) }
 }
 
-/// The row for one gang.
-pub fn row(g: &Gang, pods: &[&Pod], outcome: Option<&Outcome>, now: Time) -> Row {
-    let active: Vec<&&Pod> = pods.iter().filter(|p| p.is_active()).collect();
-    let members = active.len() as u32;
-    let bound = active.iter().filter(|p| p.node_name.is_some()).count() as u32;
-    let running = active.iter().filter(|p| p.phase == PodPhase::Running).count() as u32;
+/// The row for one gang. Its counts are the cycle's (the outcome's), as they stand before the plan
+/// is applied: members the plan would bind are not bound yet.
+pub fn row(g: &Gang, outcome: Option<&Outcome>, now: Time) -> Row {
+    let counts = outcome.map(|o| o.counts).unwrap_or_default();
+    let members = counts.members;
+    let bound = counts.bound.saturating_sub(counts.binding);
+    let running = counts.running;
     let min = g.min_pods().unwrap_or(u64::from(g.min_member));
     let (reason, phase, message) = match outcome {
         Some(o) => {
@@ -148,7 +147,8 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         None => Selector::default(),
     };
     let assembled = world.cluster.snapshot();
-    let view = status_view(&assembled.snapshot, world.now);
+    let config = crate::policy(args.config.as_deref())?;
+    let view = status_view(&assembled.snapshot, &config, world.now);
     let mut stderr = String::new();
     for w in &world.warnings {
         let _ = writeln!(stderr, "warning: {w}");
@@ -167,7 +167,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
             anyhow::bail!("gang {:?} not found in namespace {:?}", key.name, key.namespace);
         };
         let pods = view.members.get(&gang.key).cloned().unwrap_or_default();
-        let r = row(gang, &pods, view.plan.outcome(&gang.key), world.now);
+        let r = row(gang, view.plan.outcome(&gang.key), world.now);
         let stdout = match g.output {
             Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": [r]}))? + "\n",
             Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": [r]}))?,
@@ -195,7 +195,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
                 continue;
             }
         }
-        rows.push(row(gang, &pods, view.plan.outcome(&gang.key), world.now));
+        rows.push(row(gang, view.plan.outcome(&gang.key), world.now));
     }
     if rows.is_empty() && !matches!(g.output, Some(Format::Json | Format::Yaml)) {
         if g.all_namespaces {

@@ -1,9 +1,11 @@
-//! `kubectl gang validate -f FILE…`: the webhook's checks, offline, for CI pipelines.
+//! `kubectl gang validate -f FILE…`: the webhook's decision, offline, for CI pipelines. Each object
+//! goes through [`scheduler_core::admit`] as a CREATE, the call the webhook makes: what injection
+//! would add is added, then the result is validated, so this command and the webhook cannot disagree.
 
 use std::fmt::Write as _;
 
+use scheduler_core::admit;
 use scheduler_core::cluster::describe;
-use scheduler_core::validate::validate;
 use serde::Serialize;
 use serde_json::json;
 
@@ -26,16 +28,18 @@ pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut checked = 0usize;
-    for s in &sourced {
-        let mut obj = s.object.clone();
+    for s in sourced {
+        let mut obj = s.object;
         if let (Some(ns), Some(meta)) =
             (&g.namespace, obj.get_mut("metadata").and_then(|m| m.as_object_mut()))
         {
             meta.entry("namespace").or_insert_with(|| serde_json::Value::String(ns.clone()));
         }
-        let verdict = validate(&obj, None);
-        checked += 1;
         let object = describe(&obj);
+        // A file is what `kubectl apply` would create; the namespace's labels are not known here,
+        // so a workload opted in only through its namespace is checked as one that did not opt in.
+        let verdict = admit(&mut obj, None, None);
+        checked += 1;
         errors.extend(verdict.errors.into_iter().map(|e| Finding {
             file: s.file.clone(),
             object: object.clone(),

@@ -19,8 +19,9 @@ pub use decide::{config, plan, schedule, sim};
 pub use read::{
     cluster, convert, crd, dialect, duration, error, labels, model, quantity, resources, tree, workload,
 };
-pub use rules::validate;
+pub use rules::{admit, validate};
 
+pub use admit::admit;
 pub use config::Config;
 pub use error::{FieldError, FieldErrors};
 pub use model::{Gang, GangKey, Node, Pod, PodKey, Snapshot, Time};

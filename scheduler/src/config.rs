@@ -1,5 +1,6 @@
-//! The scheduling policy file (`--config`): YAML with the fields of `scheduler_core::Config`;
-//! unknown fields and bad values are errors naming the field.
+//! The scheduling policy file (`--config`): YAML with the fields of `scheduler_core::Config`.
+//! The rules of its content are the core's (`Config::from_policy`, which `kubectl gang simulate`
+//! and `kubectl gang status` call too); this module reads the file and its YAML.
 
 use std::path::Path;
 
@@ -19,12 +20,14 @@ pub fn load(path: Option<&Path>, scheduler_name: &str) -> anyhow::Result<Config>
     Ok(config)
 }
 
-/// Parses a policy document.
+/// Parses a policy document: YAML syntax here, its content by the core.
 pub fn parse(text: &str) -> anyhow::Result<Config> {
-    if text.trim().is_empty() {
-        return Ok(Config::default());
-    }
-    serde_norway::from_str(text).map_err(|e| anyhow::anyhow!("invalid scheduling policy: {e}"))
+    let doc: serde_json::Value = if text.trim().is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_norway::from_str(text).map_err(|e| anyhow::anyhow!("invalid scheduling policy: {e}"))?
+    };
+    Ok(Config::from_policy(doc)?)
 }
 
 #[cfg(test)]
@@ -47,6 +50,7 @@ mod tests {
         let err = parse("scorng: spread\n").unwrap_err().to_string();
         assert!(err.contains("scorng"), "{err}");
         assert!(parse("scoring: sideways\n").is_err());
+        assert!(parse("scoring: [\n").unwrap_err().to_string().contains("invalid scheduling policy"));
         assert_eq!(parse("").unwrap(), Config::default());
     }
 }

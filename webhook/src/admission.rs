@@ -1,12 +1,36 @@
-//! AdmissionReview in, AdmissionReview out: the webhook's decisions, with no I/O. Every rule is the
-//! core's ([`scheduler_core::validate`], [`scheduler_core::workload`]); this module only speaks the
-//! `admission.k8s.io/v1` wire format.
+//! AdmissionReview in, AdmissionReview out: the webhook's decisions, with no I/O. The decision is
+//! the core's [`scheduler_core::admit`] (inject, then validate), the same call `kubectl gang
+//! validate` makes; this module only speaks the `admission.k8s.io/v1` wire format, with kube-core's
+//! types ([`AdmissionReview`], [`AdmissionRequest`], [`AdmissionResponse`]).
+//!
+//! Where kube-core's types alone would lose something, this module handles it:
+//!
+//! - **The object.** `AdmissionRequest<DynamicObject>` decodes `object` into an `ObjectMeta`: an
+//!   object whose metadata it cannot read (a label that is a number) would fail the whole review,
+//!   uid and all, and the object would be held twice (typed, and as JSON for the core). So the body
+//!   is decoded once into a JSON tree, `object` and `oldObject` are moved out of it (not copied), and
+//!   only the rest goes through kube-core's types. An unreadable object is then the core's to judge:
+//!   denied by the validating hook, let through with a warning by the mutating one.
+//! - **The envelope's identity.** kube-core accepts any `apiVersion`/`kind`; a review that is not
+//!   `admission.k8s.io/v1` `AdmissionReview` is refused here with 400, naming the field, as is a
+//!   missing `request` or an empty `request.uid`. Other decode errors name their field path
+//!   (`request.operation: unknown variant …`; serde alone would say only "unknown variant").
+//!   kube-core requires `request.kind`, `request.resource` and `request.userInfo`, which the
+//!   decision never reads: when absent they are taken as empty rather than refusing the review.
+//! - **The patch.** kube-core 5.0 serializes `AdmissionResponse::patch` as an array of numbers
+//!   (kube-rs issue 1781); the API defines it as base64 text, so [`Answer`] writes it that way.
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube_core::{DynamicObject, Status, TypeMeta};
+use scheduler_core::FieldError;
 use scheduler_core::names::LABEL_ENABLED;
-use scheduler_core::{validate, workload};
+use scheduler_core::workload::Change;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 /// Which hook a request arrived on.
@@ -43,14 +67,100 @@ pub struct Summary {
     pub patched: usize,
 }
 
+/// The AdmissionReview the webhook answers with: kube-core's envelope and response, the patch (when
+/// there is one) as base64 text.
+#[derive(Clone, Debug, Serialize)]
+pub struct Answer {
+    #[serde(flatten)]
+    pub types: TypeMeta,
+    pub response: Response,
+}
+
+/// kube-core's [`AdmissionResponse`] with the patch written as the API server reads it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Response {
+    #[serde(flatten)]
+    pub admission: AdmissionResponse,
+    /// The JSON Patch, base64.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    #[serde(rename = "patchType", skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+}
+
 /// Answers one AdmissionReview body. `namespace_opted_in`: the request came through the hook whose
 /// namespaceSelector matched `kube-gang.io/enabled=true` (the API server does not send namespace
 /// labels, so the configuration says it with the path).
-pub fn review(hook: Hook, body: &[u8], namespace_opted_in: bool) -> Result<(Value, Summary), BadRequest> {
-    let review: Value =
+pub fn review(hook: Hook, body: &[u8], namespace_opted_in: bool) -> Result<(Answer, Summary), BadRequest> {
+    let (request, object, old) = decode(body)?;
+    let mut summary = Summary {
+        uid: request.uid.clone(),
+        kind: request.kind.kind.clone(),
+        namespace: request.namespace.clone().unwrap_or_default(),
+        name: request.name.clone(),
+        operation: operation(&request.operation).to_string(),
+        allowed: true,
+        patched: 0,
+    };
+    let mut response =
+        Response { admission: AdmissionResponse::from(&request), patch: None, patch_type: None };
+    match (&request.operation, object) {
+        // Deleting is always allowed; so is anything without an object to look at.
+        (Operation::Delete | Operation::Connect, _) | (_, None) => {}
+        (_, Some(mut object)) => {
+            with_request_defaults(&mut object, &request);
+            let labels =
+                namespace_opted_in.then(|| BTreeMap::from([(LABEL_ENABLED.to_string(), "true".to_string())]));
+            let verdict = scheduler_core::admit(&mut object, old.as_ref(), labels.as_ref());
+            // The admitted object is not needed past the verdict: free it before answering.
+            drop(object);
+            drop(old);
+            match hook {
+                Hook::Validate => {
+                    if !verdict.allowed() {
+                        response.admission = deny(response.admission, &verdict.errors);
+                    }
+                    if !verdict.warnings.is_empty() {
+                        response.admission.warnings = Some(verdict.warnings);
+                    }
+                }
+                Hook::Mutate => {
+                    // Mutation never denies: the validating hook (same rules) does, and this
+                    // only explains.
+                    if !verdict.allowed() {
+                        let warnings = verdict.errors.iter().map(|e| format!("kube-gang: {}", text(e)));
+                        response.admission.warnings = Some(warnings.collect());
+                    }
+                    match patch(&verdict.changes) {
+                        Ok(Some((encoded, ops))) => {
+                            response.patch = Some(encoded);
+                            response.patch_type = Some("JSONPatch");
+                            summary.patched = ops;
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            let w = format!("kube-gang: not mutated: {e}");
+                            response.admission.warnings.get_or_insert_with(Vec::new).push(w);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    summary.allowed = response.admission.allowed;
+    let types = TypeMeta { api_version: "admission.k8s.io/v1".into(), kind: "AdmissionReview".into() };
+    Ok((Answer { types, response }, summary))
+}
+
+/// The typed request, and its object and old object as the JSON they came as.
+type Decoded = (AdmissionRequest<DynamicObject>, Option<Value>, Option<Value>);
+
+/// Decodes the body once; see the module docs for what is checked here rather than by kube-core.
+fn decode(body: &[u8]) -> Result<Decoded, BadRequest> {
+    let mut tree: Value =
         serde_json::from_slice(body).map_err(|e| BadRequest(format!("request body is not JSON: {e}")))?;
-    let kind = review.get("kind").and_then(Value::as_str).unwrap_or("");
-    let api_version = review.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let text = |field: &str| tree.get(field).and_then(Value::as_str).unwrap_or("").to_string();
+    let (kind, api_version) = (text("kind"), text("apiVersion"));
     if kind != "AdmissionReview" {
         return Err(BadRequest(format!("kind: expected AdmissionReview, got {kind:?}")));
     }
@@ -59,153 +169,80 @@ pub fn review(hook: Hook, body: &[u8], namespace_opted_in: bool) -> Result<(Valu
             "apiVersion: expected admission.k8s.io/v1, got {api_version:?} (set admissionReviewVersions: [v1])"
         )));
     }
-    let Some(request) = review.get("request").filter(|r| r.is_object()) else {
+    let Some(request) = tree.get_mut("request").and_then(Value::as_object_mut) else {
         return Err(BadRequest("request: missing".into()));
     };
-    let Some(uid) = request.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty()) else {
+    if request.get("uid").and_then(Value::as_str).is_none_or(str::is_empty) {
         return Err(BadRequest("request.uid: missing".into()));
-    };
-    let s = |p: &str| request.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
-    let mut summary = Summary {
-        uid: uid.to_string(),
-        kind: s("/kind/kind"),
-        namespace: s("/namespace"),
-        name: s("/name"),
-        operation: s("/operation"),
-        allowed: true,
-        patched: 0,
-    };
-    let object = request.get("object").filter(|o| !o.is_null());
-    let old = request.get("oldObject").filter(|o| !o.is_null());
-    let (response, patched) = match (summary.operation.as_str(), object) {
-        // Deleting is always allowed; so is anything without an object to look at.
-        ("DELETE", _) | ("CONNECT", _) | (_, None) => (json!({"uid": uid, "allowed": true}), 0),
-        (_, Some(obj)) => {
-            let obj = with_request_defaults(obj, &summary);
-            match hook {
-                Hook::Validate => (validate_response(uid, &obj, old, namespace_opted_in), 0),
-                Hook::Mutate => mutate_response(uid, &obj, namespace_opted_in),
-            }
-        }
-    };
-    summary.allowed = response.get("allowed").and_then(Value::as_bool).unwrap_or(false);
-    summary.patched = patched;
-    Ok((
-        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
-        summary,
-    ))
+    }
+    // kube-core requires these three; the API server always sends them and the decision reads none
+    // of them (`kind` only names the request in the log), so a review without them is answered.
+    for (field, absent) in [
+        ("kind", json!({"group": "", "version": "", "kind": ""})),
+        ("resource", json!({"group": "", "version": "", "resource": ""})),
+        ("userInfo", json!({})),
+    ] {
+        request.entry(field).or_insert(absent);
+    }
+    let object = request.remove("object").filter(|o| !o.is_null());
+    let old = request.remove("oldObject").filter(|o| !o.is_null());
+    let review: AdmissionReview<DynamicObject> = serde_path_to_error::deserialize(tree)
+        .map_err(|e| BadRequest(format!("{}: {}", e.path(), e.inner())))?;
+    let request: AdmissionRequest<DynamicObject> =
+        review.try_into().map_err(|_| BadRequest("request: missing".into()))?;
+    Ok((request, object, old))
 }
 
-/// The object with the namespace and name the request carries when the object omits them (a pod
+fn operation(op: &Operation) -> &'static str {
+    match op {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+/// Writes the namespace and name the request carries into the object when it omits them (a pod
 /// created by a controller with `generateName` has no name yet; its namespace comes with the request).
-fn with_request_defaults(obj: &Value, summary: &Summary) -> Value {
-    let mut obj = obj.clone();
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        if !summary.namespace.is_empty() {
-            meta.entry("namespace").or_insert_with(|| Value::String(summary.namespace.clone()));
+fn with_request_defaults(object: &mut Value, request: &AdmissionRequest<DynamicObject>) {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(ns) = request.namespace.as_ref().filter(|ns| !ns.is_empty()) {
+            meta.entry("namespace").or_insert_with(|| Value::String(ns.clone()));
         }
-        if !summary.name.is_empty() {
-            meta.entry("name").or_insert_with(|| Value::String(summary.name.clone()));
+        if !request.name.is_empty() {
+            meta.entry("name").or_insert_with(|| Value::String(request.name.clone()));
         }
     }
-    obj
 }
 
-fn namespace_labels(opted_in: bool) -> Option<BTreeMap<String, String>> {
-    opted_in.then(|| BTreeMap::from([(LABEL_ENABLED.to_string(), "true".to_string())]))
+/// The JSON Patch of admission's changes (base64) and its number of operations; `None` when there
+/// is nothing to change.
+fn patch(changes: &[Change]) -> Result<Option<(String, usize)>, String> {
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    let ops = changes
+        .iter()
+        .map(|c| {
+            let path = PointerBuf::parse(c.path.as_str()).map_err(|e| format!("{}: {e}", c.path))?;
+            Ok(PatchOperation::Add(AddOperation { path, value: c.value.clone() }))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let bytes = serde_json::to_vec(&Patch(ops)).map_err(|e| e.to_string())?;
+    Ok(Some((base64::engine::general_purpose::STANDARD.encode(bytes), changes.len())))
 }
 
-fn validate_response(uid: &str, obj: &Value, old: Option<&Value>, namespace_opted_in: bool) -> Value {
-    if !obj.is_object() {
-        return deny(uid, "object: not a Kubernetes object".into());
-    }
-    // A workload is ours to check only when it asked for a gang: opted in itself, through its
-    // namespace, or carrying gang labels. Checking the injected form catches what injection derives.
-    let subject = if workload::is_workload(obj)
-        && workload::is_opted_in(obj, namespace_labels(namespace_opted_in).as_ref())
-    {
-        match workload::inject(obj) {
-            Ok(mut injected) => {
-                mark_opted_in(&mut injected);
-                injected
-            }
-            Err(errors) => return deny(uid, messages(&errors)),
-        }
-    } else {
-        obj.clone()
-    };
-    let verdict = validate::validate(&subject, old);
-    let mut response = if verdict.errors.is_empty() {
-        json!({"uid": uid, "allowed": true})
-    } else {
-        deny(uid, messages(&verdict.errors))
-    };
-    if !verdict.warnings.is_empty() {
-        response["warnings"] = json!(verdict.warnings);
-    }
+/// One problem as the user reads it (an error about the whole object has no path to name).
+fn text(e: &FieldError) -> String {
+    if e.path.is_empty() { e.message.clone() } else { e.to_string() }
+}
+
+fn deny(response: AdmissionResponse, errors: &[FieldError]) -> AdmissionResponse {
+    let list: Vec<String> = errors.iter().map(text).collect();
+    let message = format!("kube-gang: {}", list.join("; "));
+    let mut response = response.deny(&message);
+    response.result = Status::failure(&message, "Invalid").with_code(422);
     response
-}
-
-/// Marks an object opted in (for validation only: never written back).
-fn mark_opted_in(obj: &mut Value) {
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        let labels = meta.entry("labels").or_insert_with(|| json!({}));
-        if let Some(labels) = labels.as_object_mut() {
-            labels.entry(LABEL_ENABLED).or_insert_with(|| json!("true"));
-        }
-    }
-}
-
-/// The mutating response and the number of patch operations in it.
-fn mutate_response(uid: &str, obj: &Value, namespace_opted_in: bool) -> (Value, usize) {
-    let allow = json!({"uid": uid, "allowed": true});
-    if !obj.is_object() {
-        // Our failure to read an object must never block its creation.
-        let warning = "kube-gang: object is not a Kubernetes object; not mutated";
-        return (json!({"uid": uid, "allowed": true, "warnings": [warning]}), 0);
-    }
-    let is_pod = obj.get("kind").and_then(Value::as_str) == Some("Pod");
-    let ours = is_pod
-        || (workload::is_workload(obj)
-            && workload::is_opted_in(obj, namespace_labels(namespace_opted_in).as_ref()));
-    if !ours {
-        return (allow, 0);
-    }
-    match workload::inject(obj) {
-        Ok(injected) => {
-            let patch = json_patch::diff(obj, &injected);
-            if patch.0.is_empty() {
-                return (allow, 0);
-            }
-            let bytes = serde_json::to_vec(&patch).unwrap_or_default();
-            let response = json!({
-                "uid": uid,
-                "allowed": true,
-                "patchType": "JSONPatch",
-                "patch": base64::engine::general_purpose::STANDARD.encode(bytes),
-            });
-            (response, patch.0.len())
-        }
-        Err(errors) => {
-            // The validating hook denies it with the same messages; mutate only explains.
-            let warnings: Vec<String> =
-                errors.iter().map(|e| format!("kube-gang: not injected: {e}")).collect();
-            (json!({"uid": uid, "allowed": true, "warnings": warnings}), 0)
-        }
-    }
-}
-
-fn messages(errors: &[scheduler_core::FieldError]) -> String {
-    let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    format!("kube-gang: {}", list.join("; "))
-}
-
-fn deny(uid: &str, message: String) -> Value {
-    json!({
-        "uid": uid,
-        "allowed": false,
-        "status": {"code": 422, "reason": "Invalid", "message": message},
-    })
 }
 
 #[cfg(test)]
@@ -216,17 +253,23 @@ mod tests {
         serde_json::to_vec(&json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "resource": {"group": "", "version": "v1", "resource": "pods"},
+                        "userInfo": {"username": "admin"},
                         "namespace": "ml", "name": "p", "operation": operation, "object": object,
                         "oldObject": old, "dryRun": false}
         }))
         .unwrap()
     }
 
+    fn answer(hook: Hook, body: &[u8]) -> (Value, Summary) {
+        let (a, s) = review(hook, body, false).unwrap();
+        (serde_json::to_value(a).unwrap(), s)
+    }
+
     #[test]
     fn delete_is_always_allowed() {
         for hook in [Hook::Validate, Hook::Mutate] {
-            let (out, s) =
-                review(hook, &review_of("DELETE", Value::Null, json!({"kind": "Gang"})), false).unwrap();
+            let (out, s) = answer(hook, &review_of("DELETE", Value::Null, json!({"kind": "Gang"})));
             assert_eq!(out["response"]["allowed"], true);
             assert_eq!(out["response"]["uid"], "u-1");
             assert!(s.allowed);
@@ -235,32 +278,55 @@ mod tests {
 
     #[test]
     fn not_a_review_is_a_bad_request_naming_the_field() {
-        assert!(review(Hook::Validate, b"{", false).unwrap_err().0.contains("not JSON"));
-        let e = review(Hook::Validate, br#"{"kind":"Pod"}"#, false).unwrap_err();
-        assert!(e.0.starts_with("kind:"), "{e}");
-        let e = review(
-            Hook::Validate,
-            br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1"}"#,
-            false,
-        )
-        .unwrap_err();
-        assert!(e.0.starts_with("apiVersion:"), "{e}");
-        let e = review(
-            Hook::Validate,
-            br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{}}"#,
-            false,
-        )
-        .unwrap_err();
-        assert_eq!(e.0, "request.uid: missing");
+        let err = |body: &[u8]| review(Hook::Validate, body, false).unwrap_err().0;
+        assert!(err(b"{").contains("not JSON"));
+        assert!(err(br#"{"kind":"Pod"}"#).starts_with("kind:"));
+        let e = err(br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1"}"#);
+        assert!(e.starts_with("apiVersion:"), "{e}");
+        let e = err(br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{}}"#);
+        assert_eq!(e, "request.uid: missing");
+        // What kube-core's types require is named by its path.
+        let mut body: Value = serde_json::from_slice(&review_of("CREATE", json!({}), Value::Null)).unwrap();
+        body["request"]["operation"] = json!("PATCH");
+        let e = err(&serde_json::to_vec(&body).unwrap());
+        assert!(e.starts_with("request.operation: unknown variant `PATCH`"), "{e}");
+        body["request"]["operation"] = json!("CREATE");
+        body["request"]["kind"] = json!(5);
+        let e = err(&serde_json::to_vec(&body).unwrap());
+        assert!(e.starts_with("request.kind: invalid type"), "{e}");
+        // Absent, the fields kube-core requires but the decision never reads are taken as empty.
+        for field in ["kind", "resource", "userInfo"] {
+            body["request"].as_object_mut().unwrap().remove(field);
+        }
+        let (a, _) = review(Hook::Validate, &serde_json::to_vec(&body).unwrap(), false).unwrap();
+        assert_eq!(a.response.admission.uid, "u-1");
     }
 
     #[test]
     fn undecodable_object_denies_on_validate_but_never_blocks_on_mutate() {
         let body = review_of("CREATE", json!("a string"), Value::Null);
-        let (v, _) = review(Hook::Validate, &body, false).unwrap();
-        assert_eq!(v["response"]["allowed"], false);
-        let (m, _) = review(Hook::Mutate, &body, false).unwrap();
+        let (v, _) = answer(Hook::Validate, &body);
+        assert_eq!(v["response"]["allowed"], false, "{v}");
+        let (m, _) = answer(Hook::Mutate, &body);
         assert_eq!(m["response"]["allowed"], true);
-        assert!(m["response"]["warnings"][0].as_str().unwrap().contains("not mutated"));
+        assert!(m["response"]["warnings"][0].as_str().unwrap().contains("not a Kubernetes object"), "{m}");
+        // Metadata kube-core's ObjectMeta cannot read still gets an answer with the uid, not a 400.
+        let odd = json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"labels": 7}});
+        for hook in [Hook::Validate, Hook::Mutate] {
+            let (r, _) = answer(hook, &review_of("CREATE", odd.clone(), Value::Null));
+            assert_eq!(r["response"]["uid"], "u-1");
+        }
+    }
+
+    #[test]
+    fn a_denial_carries_422_invalid_and_every_path() {
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "g"},
+            "spec": {"minMember": 0, "subGroups": [{"name": "a", "minMember": 0}]}});
+        let (v, s) = answer(Hook::Validate, &review_of("CREATE", gang, Value::Null));
+        let status = &v["response"]["status"];
+        assert_eq!((status["code"].as_u64(), status["reason"].as_str()), (Some(422), Some("Invalid")));
+        let msg = status["message"].as_str().unwrap();
+        assert!(msg.starts_with("kube-gang: ") && msg.contains("spec.subGroups[0].minMember"), "{msg}");
+        assert!(!s.allowed);
     }
 }

@@ -164,6 +164,9 @@ pub struct Counts {
     pub members: u32,
     /// Members with a node (including bindings in this plan).
     pub bound: u32,
+    /// Of `bound`, the members this plan binds (`bound - binding` have a node already).
+    #[serde(default)]
+    pub binding: u32,
     /// Members in phase Running.
     pub running: u32,
     pub succeeded: u32,

@@ -366,6 +366,19 @@ pub enum Dialect {
 }
 
 impl Dialect {
+    /// True for dialects whose gangs live only in pod annotations (no gang object): their state
+    /// cannot be written back anywhere, and their gang is as old as its oldest claiming pod.
+    pub fn is_crd_less(self) -> bool {
+        match self {
+            Dialect::KubeGangAnnotations | Dialect::Koordinator => true,
+            Dialect::KubeGang
+            | Dialect::Upstream
+            | Dialect::Coscheduling
+            | Dialect::Volcano
+            | Dialect::Kai => false,
+        }
+    }
+
     /// Short, stable name used in CLI output (`SOURCE` column) and messages.
     pub fn as_str(self) -> &'static str {
         match self {

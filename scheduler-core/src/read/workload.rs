@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::FieldError;
 use crate::names::*;
@@ -115,9 +115,9 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
         }
         ("jobset.x-k8s.io", "JobSet") => {
-            let jobs =
-                obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).cloned().unwrap_or_default();
-            for (i, _) in jobs.iter().enumerate() {
+            // Borrowed, never cloned: a JobSet may hold thousands of jobs (issue 16).
+            let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).map_or(0, Vec::len);
+            for i in 0..jobs {
                 let base = format!("/spec/replicatedJobs/{i}");
                 let name =
                     obj.pointer(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
@@ -138,12 +138,8 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 "XGBoostJob" => "xgbReplicaSpecs",
                 _ => "paddleReplicaSpecs",
             };
-            let specs = obj
-                .pointer(&format!("/spec/{field}"))
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            for role in specs.keys() {
+            let specs = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_object);
+            for role in specs.into_iter().flat_map(|m| m.keys()) {
                 let base = format!("/spec/{field}/{role}");
                 let pods = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
                 roles.push(Role { name: role.to_lowercase(), pods, template: format!("{base}/template") });
@@ -178,9 +174,8 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 pods: 1,
                 template: "/spec/headGroupSpec/template".into(),
             });
-            let workers =
-                obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array).cloned().unwrap_or_default();
-            for (i, w) in workers.iter().enumerate() {
+            let workers = obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array);
+            for (i, w) in workers.into_iter().flatten().enumerate() {
                 let base = format!("/spec/workerGroupSpecs/{i}");
                 let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
                 let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
@@ -244,69 +239,142 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     }))
 }
 
-fn map_at<'a>(obj: &'a mut Value, keys: &[&str]) -> Option<&'a mut Map<String, Value>> {
-    let mut cur = obj;
-    for k in keys {
-        let map = cur.as_object_mut()?;
-        let entry = map.entry(k.to_string()).or_insert_with(|| json!({}));
-        if entry.is_null() {
-            *entry = json!({});
+/// One field admission adds to an object: a JSON Patch `add` of `value` at `path` (an RFC 6901
+/// pointer whose parent exists in the object it was computed for). Adding at a member that exists
+/// replaces it; injection only does so for a `null` or for a `schedulerName` left to the default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    pub value: Value,
+}
+
+impl Change {
+    /// Applies the change to `obj`, which must be the object it was computed for (or that object
+    /// with earlier changes of the same list applied). Returns false when the parent is missing.
+    pub fn apply(&self, obj: &mut Value) -> bool {
+        let Some((parent, token)) = self.path.rsplit_once('/') else { return false };
+        let Some(map) = obj.pointer_mut(parent).and_then(Value::as_object_mut) else { return false };
+        map.insert(token.replace("~1", "/").replace("~0", "~"), self.value.clone());
+        true
+    }
+}
+
+/// `key` escaped as one token of a JSON pointer.
+fn token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// True when injection may write a member: it is absent or `null`.
+fn vacant(v: Option<&Value>) -> bool {
+    v.is_none_or(Value::is_null)
+}
+
+/// The changes that put `entries` into the map at `keys` under `at` (pointer `base`): the whole map
+/// when it is absent, else each entry the user did not set. What the user set is never overwritten;
+/// a non-map in the way leaves that part alone.
+fn add_entries(at: &Value, base: &str, keys: &[&str], entries: &[(&str, String)], out: &mut Vec<Change>) {
+    let mut cur = at;
+    let mut path = base.to_string();
+    for (depth, key) in keys.iter().enumerate() {
+        let Some(map) = cur.as_object() else { return };
+        path.push('/');
+        path.push_str(&token(key));
+        match map.get(*key) {
+            Some(next) if !next.is_null() => cur = next,
+            _ => {
+                // Absent from here down: one change adds the rest of the path with every entry.
+                let mut value: Value =
+                    entries.iter().map(|(k, v)| ((*k).to_string(), Value::String(v.clone()))).collect();
+                for k in keys[depth + 1..].iter().rev() {
+                    value = Value::Object(std::iter::once(((*k).to_string(), value)).collect());
+                }
+                out.push(Change { path, value });
+                return;
+            }
         }
-        cur = entry;
     }
-    cur.as_object_mut()
-}
-
-/// Sets `key` in the map unless the user already did: what the user set is never overwritten.
-fn set_default(map: &mut Map<String, Value>, key: &str, value: String) {
-    map.entry(key.to_string()).or_insert(Value::String(value));
-}
-
-/// Writes `schedulerName` unless the user chose a scheduler other than the default.
-fn set_scheduler(spec: &mut Map<String, Value>) {
-    let current = spec.get("schedulerName").and_then(Value::as_str);
-    if current.is_none_or(|s| s.is_empty() || s == DEFAULT_SCHEDULER) {
-        spec.insert("schedulerName".into(), Value::String(crate::SCHEDULER_NAME.into()));
+    let Some(map) = cur.as_object() else { return };
+    for (k, v) in entries {
+        if vacant(map.get(*k)) {
+            out.push(Change { path: format!("{path}/{}", token(k)), value: Value::String(v.clone()) });
+        }
     }
 }
 
-/// The object with the gang label, `min-member` annotation, subgroup labels and `schedulerName`
-/// written into every pod template (workloads), or the missing `schedulerName` (pods that claim a
-/// gang in any dialect). Idempotent; never overwrites what the user set. Other kinds come back
-/// unchanged.
-pub fn inject(obj: &Value) -> Result<Value, Vec<FieldError>> {
+/// The change that writes our `schedulerName` into the pod spec at `spec` (pointer `base`), unless
+/// the user chose a scheduler other than the default.
+fn add_scheduler(template: &Value, base: &str, out: &mut Vec<Change>) {
+    let Some(map) = template.as_object() else { return };
+    let name = Value::String(crate::SCHEDULER_NAME.into());
+    match map.get("spec") {
+        None | Some(Value::Null) => out.push(Change {
+            path: format!("{base}/spec"),
+            value: Value::Object(std::iter::once(("schedulerName".to_string(), name)).collect()),
+        }),
+        Some(Value::Object(spec)) => {
+            let current = spec.get("schedulerName").and_then(Value::as_str);
+            if current.is_none_or(|s| s.is_empty() || s == DEFAULT_SCHEDULER) {
+                out.push(Change { path: format!("{base}/spec/schedulerName"), value: name });
+            }
+        }
+        Some(_) => {}
+    }
+}
+
+/// What injection adds to `obj`, as changes (the webhook's JSON Patch; [`inject`] applies them):
+/// the gang label, `min-member` and `total-member` annotations, subgroup labels and `schedulerName`
+/// in every pod template (workloads), or the missing `schedulerName` (pods that claim a gang in any
+/// dialect). Reads the object without copying it; never overwrites what the user set; empty for
+/// other kinds and for an object already injected.
+pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
+    let mut out = Vec::new();
     if obj.get("kind").and_then(Value::as_str) == Some("Pod")
         && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
     {
-        let claims = crate::dialect::pod_claims(obj)?;
-        let mut out = obj.clone();
-        if !claims.is_empty()
-            && let Some(spec) = map_at(&mut out, &["spec"])
-        {
-            set_scheduler(spec);
+        if !crate::dialect::pod_claims(obj)?.is_empty() {
+            add_scheduler(obj, "", &mut out);
         }
         return Ok(out);
     }
-    let Some(shape) = inspect(obj) else { return Ok(obj.clone()) };
+    let Some(shape) = inspect(obj) else { return Ok(out) };
     let shape = shape?;
-    let mut out = obj.clone();
     let with_roles = shape.roles.len() > 1;
+    let total =
+        shape.group_size.unwrap_or_else(|| shape.roles.iter().map(|r| r.pods).fold(0, u32::saturating_add));
+    let annotations =
+        [(ANNOTATION_MIN_MEMBER, shape.min_member.to_string()), (ANNOTATION_TOTAL_MEMBER, total.to_string())];
     for role in &shape.roles {
-        let Some(template) = out.pointer_mut(&role.template) else { continue };
-        if let Some(labels) = map_at(template, &["metadata", "labels"]) {
-            set_default(labels, LABEL_GANG, shape.name.clone());
-            if with_roles && !role.name.is_empty() {
-                set_default(labels, LABEL_SUBGROUP, role.name.clone());
-            }
+        let Some(template) = obj.pointer(&role.template) else { continue };
+        let mut labels = vec![(LABEL_GANG, shape.name.clone())];
+        if with_roles && !role.name.is_empty() {
+            labels.push((LABEL_SUBGROUP, role.name.clone()));
         }
-        if let Some(annotations) = map_at(template, &["metadata", "annotations"]) {
-            set_default(annotations, ANNOTATION_MIN_MEMBER, shape.min_member.to_string());
-            let total = shape.group_size.unwrap_or_else(|| shape.roles.iter().map(|r| r.pods).sum());
-            set_default(annotations, ANNOTATION_TOTAL_MEMBER, total.to_string());
+        // Labels and annotations share `metadata`: when it is absent, one change adds both.
+        if template.as_object().is_some_and(|t| vacant(t.get("metadata"))) {
+            let map = |entries: &[(&str, String)]| -> Value {
+                entries.iter().map(|(k, v)| ((*k).to_string(), Value::String(v.clone()))).collect()
+            };
+            let metadata: Value =
+                [("labels".to_string(), map(&labels)), ("annotations".to_string(), map(&annotations))]
+                    .into_iter()
+                    .collect();
+            out.push(Change { path: format!("{}/metadata", role.template), value: metadata });
+        } else {
+            add_entries(template, &role.template, &["metadata", "labels"], &labels, &mut out);
+            add_entries(template, &role.template, &["metadata", "annotations"], &annotations, &mut out);
         }
-        if let Some(spec) = map_at(template, &["spec"]) {
-            set_scheduler(spec);
-        }
+        add_scheduler(template, &role.template, &mut out);
+    }
+    Ok(out)
+}
+
+/// The object with [`injection`]'s changes applied (a copy; the webhook patches instead).
+/// Idempotent; never overwrites what the user set. Other kinds come back unchanged.
+pub fn inject(obj: &Value) -> Result<Value, Vec<FieldError>> {
+    let changes = injection(obj)?;
+    let mut out = obj.clone();
+    for c in &changes {
+        c.apply(&mut out);
     }
     Ok(out)
 }
@@ -344,10 +412,16 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
                     m.insert("namespace".into(), Value::String(shape.namespace.clone()));
                 }
                 if shape.group_size.is_some()
-                    && let Some(labels) = map_at(&mut metadata, &["labels"])
+                    && let Some(m) = metadata.as_object_mut()
                 {
-                    labels.insert(LWS_NAME.into(), Value::String(shape.name.clone()));
-                    labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
+                    let labels = m.entry("labels").or_insert_with(|| json!({}));
+                    if labels.is_null() {
+                        *labels = json!({});
+                    }
+                    if let Some(labels) = labels.as_object_mut() {
+                        labels.insert(LWS_NAME.into(), Value::String(shape.name.clone()));
+                        labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
+                    }
                 }
                 pods.push(json!({
                     "apiVersion": "v1",

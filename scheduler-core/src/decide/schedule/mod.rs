@@ -430,6 +430,7 @@ impl<'a> Cycle<'a> {
     ) {
         let mut counts = self.members[g].counts;
         counts.bound += extra_bound;
+        counts.binding = extra_bound;
         tracing::debug!(gang = %self.snap.gangs[g].key, reason = %reason, "gang decided");
         self.plan.outcomes.push(Outcome {
             gang: self.snap.gangs[g].key.clone(),

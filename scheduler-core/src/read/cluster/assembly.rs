@@ -646,7 +646,7 @@ impl Live {
         for g in gangs.iter_mut() {
             // A gang object's creation time tells it from a later one of the same name; a
             // CRD-less gang's is its oldest member's, which changes as members come and go.
-            let crd_less = matches!(g.source.dialect, Dialect::KubeGangAnnotations | Dialect::Koordinator);
+            let crd_less = g.source.dialect.is_crd_less();
             if let Some((created, state)) = overlay.carried.get(&g.key)
                 && (crd_less || *created == g.created)
                 && g.state != *state

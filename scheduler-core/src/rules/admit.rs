@@ -1,0 +1,172 @@
+//! Admission: the one decision the webhook (`gang-webhook`) and `kubectl gang validate` both make
+//! about an object, so the two can never disagree. [`admit`] injects what a gang needs, as
+//! [`workload::injection`] computes it, then validates the result with the rule book
+//! ([`crate::validate`]).
+//!
+//! What happens depends on the operation, which `old` tells:
+//!
+//! - **CREATE** (`old` is `None`): the object is injected, then validated. That is the object the API
+//!   server stores: mutating webhooks run before validating ones, so the validating hook sees the
+//!   injected form, and `kubectl gang validate -f` checks what `kubectl apply -f` of a new object
+//!   would face.
+//! - **UPDATE** (`old` is `Some`): nothing is injected. A pod's `schedulerName` and the pod template
+//!   of a Job or JobSet are immutable once created, so a patch would make the API server refuse the
+//!   user's update, and a StatefulSet's would roll its pods. The object is validated as sent, against
+//!   its old version; when injection would have added something (the workload opted in after it was
+//!   created), a warning says so.
+//!
+//! DELETE and CONNECT carry no object to admit: front doors allow them without calling this.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::error::FieldError;
+use crate::read::workload::{self, Change};
+use crate::validate;
+
+/// What admission decided about one object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Problems that deny the object, each with its field path.
+    pub errors: Vec<FieldError>,
+    /// Shown to the user; never deny.
+    pub warnings: Vec<String>,
+    /// What admission added to the object (already applied to it): the mutating hook's JSON Patch.
+    /// Empty on UPDATE, for kinds that are not ours, and when injection failed (see `errors`).
+    pub changes: Vec<Change>,
+}
+
+impl Verdict {
+    /// No errors (warnings allowed).
+    pub fn allowed(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+/// Admits `object` (turned in place into its admitted form: the changes of [`Verdict::changes`] are
+/// applied to it). `old` is the previous version on UPDATE, `None` on CREATE; `namespace_labels`
+/// are the labels of the object's namespace when the caller knows them (a workload may opt in
+/// through its namespace).
+///
+/// Cost: linear in the object's size; the object is read where it lies and never copied.
+pub fn admit(
+    object: &mut Value,
+    old: Option<&Value>,
+    namespace_labels: Option<&BTreeMap<String, String>>,
+) -> Verdict {
+    let mut verdict = Verdict::default();
+    if object.is_object() && is_ours(object, namespace_labels) {
+        match workload::injection(object) {
+            Ok(changes) if old.is_none() => {
+                for change in &changes {
+                    change.apply(object);
+                }
+                verdict.changes = changes;
+            }
+            Ok(changes) => {
+                if !changes.is_empty() {
+                    verdict.warnings.push(format!(
+                        "not injected on update ({} field(s) missing, e.g. {}): pod templates and a pod's schedulerName are immutable; recreate the object to make it a gang",
+                        changes.len(),
+                        changes[0].path
+                    ));
+                }
+            }
+            // The object asked for a gang it cannot be: these are the reasons, and validating the
+            // object as it is would only repeat them.
+            Err(errors) => {
+                verdict.errors = errors;
+                return verdict;
+            }
+        }
+    }
+    let checked = validate::validate(object, old);
+    verdict.errors.extend(checked.errors);
+    verdict.warnings.extend(checked.warnings);
+    verdict
+}
+
+/// Pods (their gang claims decide) and workloads that opted in, themselves or through their
+/// namespace, are injected; nothing else is.
+fn is_ours(object: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
+    let is_pod = object.get("kind").and_then(Value::as_str) == Some("Pod")
+        && object.get("apiVersion").and_then(Value::as_str) == Some("v1");
+    is_pod || (workload::is_workload(object) && workload::is_opted_in(object, namespace_labels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::{ANNOTATION_MIN_MEMBER, LABEL_ENABLED, LABEL_GANG};
+    use serde_json::json;
+
+    fn job(labels: Value) -> Value {
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": "train", "namespace": "ml", "labels": labels},
+               "spec": {"parallelism": 3, "template": {"spec": {"containers": [{"name": "c"}]}}}})
+    }
+
+    #[test]
+    fn create_injects_then_validates_the_result() {
+        let mut obj = job(json!({LABEL_ENABLED: "true"}));
+        let original = obj.clone();
+        let v = admit(&mut obj, None, None);
+        assert!(v.allowed(), "{v:?}");
+        let t = &obj["spec"]["template"];
+        assert_eq!(t["metadata"]["labels"][LABEL_GANG], "train");
+        assert_eq!(t["metadata"]["annotations"][ANNOTATION_MIN_MEMBER], "3");
+        assert_eq!(t["spec"]["schedulerName"], "gang-scheduler");
+        // The changes, applied to the original, give the admitted object.
+        let mut replayed = original;
+        assert!(v.changes.iter().all(|c| c.apply(&mut replayed)));
+        assert_eq!(replayed, obj);
+        // Admitting the admitted object changes nothing.
+        let mut again = obj.clone();
+        assert_eq!(admit(&mut again, None, None).changes, vec![]);
+    }
+
+    #[test]
+    fn update_injects_nothing_and_says_what_is_missing() {
+        let old = job(json!({}));
+        let mut obj = job(json!({LABEL_ENABLED: "true"}));
+        let before = obj.clone();
+        let v = admit(&mut obj, Some(&old), None);
+        assert!(v.allowed(), "{v:?}");
+        assert!(v.changes.is_empty());
+        assert_eq!(obj, before, "the object is untouched");
+        assert!(v.warnings.iter().any(|w| w.contains("not injected on update")), "{v:?}");
+    }
+
+    #[test]
+    fn namespace_opt_in_counts_and_the_objects_own_label_wins() {
+        let ns: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();
+        let mut plain = job(json!({}));
+        assert!(!admit(&mut plain, None, Some(&ns)).changes.is_empty());
+        let mut out = job(json!({LABEL_ENABLED: "false"}));
+        assert!(admit(&mut out, None, Some(&ns)).changes.is_empty());
+        let mut unlabelled = job(json!({}));
+        assert!(admit(&mut unlabelled, None, None).changes.is_empty());
+    }
+
+    #[test]
+    fn a_workload_that_cannot_be_a_gang_is_denied_once_per_problem() {
+        let mut obj = job(json!({LABEL_ENABLED: "true"}));
+        obj["metadata"]["annotations"] = json!({ANNOTATION_MIN_MEMBER: "5"});
+        let v = admit(&mut obj, None, None);
+        assert_eq!(v.errors.len(), 1, "{v:?}");
+        assert_eq!(v.errors[0].path, "metadata.annotations[kube-gang.io/min-member]");
+        assert!(v.changes.is_empty());
+    }
+
+    #[test]
+    fn gangs_are_validated_as_they_are() {
+        let mut gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 0}});
+        let v = admit(&mut gang, None, None);
+        assert_eq!(v.errors[0].path, "spec.minMember");
+        assert!(v.changes.is_empty());
+        let mut not_an_object = json!("text");
+        assert!(!admit(&mut not_an_object, None, None).allowed());
+    }
+}

@@ -1,0 +1,158 @@
+//! The two front doors that judge an object, the webhook (`POST /validate`, `POST /mutate`) and
+//! `kubectl gang validate`, given the same objects, reach the same verdict: the same errors with the
+//! same field paths, the same warnings, the same allowed/denied. Both call `scheduler_core::admit`;
+//! this test holds them to it end to end, from the bytes each one reads to what each one prints.
+//!
+//! Inputs: every file in `examples/workloads/`, the plugin's fixtures, and the objects the webhook's
+//! router tests send (`tests/fixtures/admission/router-objects.yaml`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use clap::Parser as _;
+use gang_webhook::admission::{Hook, review};
+use kubectl_gang::Cli;
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "ml";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn inputs() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in ["examples/workloads", "kubectl-gang/tests/fixtures", "tests/fixtures/admission"] {
+        let mut here: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "json"))
+            .collect();
+        here.sort();
+        files.extend(here);
+    }
+    files
+}
+
+/// One object's verdict as a front door reports it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Seen {
+    allowed: bool,
+    /// `path: message` (the message alone for an error about the whole object).
+    errors: Vec<String>,
+    warnings: Vec<String>,
+}
+
+fn webhook_review(object: &Value) -> Vec<u8> {
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "front-doors", "kind": {"group": "", "version": "v1", "kind": kind},
+                    "resource": {"group": "", "version": "v1", "resource": "objects"},
+                    "userInfo": {"username": "admin"}, "namespace": NAMESPACE, "name": name,
+                    "operation": "CREATE", "object": object, "dryRun": false}
+    }))
+    .unwrap()
+}
+
+/// The webhook's verdict: the validating hook's answer, after the mutating hook's patch is applied
+/// (the API server runs mutating hooks first).
+fn webhook(object: &Value) -> Seen {
+    let answer = |hook, object: &Value| {
+        let (a, _) = review(hook, &webhook_review(object), false).unwrap();
+        serde_json::to_value(a).unwrap()["response"].clone()
+    };
+    let mutated = answer(Hook::Mutate, object);
+    assert_eq!(mutated["allowed"], true, "mutation never denies");
+    let mut object = object.clone();
+    if let Some(p) = mutated["patch"].as_str() {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+        json_patch::patch(&mut object, &patch).unwrap();
+    }
+    let r = answer(Hook::Validate, &object);
+    let allowed = r["allowed"].as_bool().unwrap();
+    let errors = match r["status"]["message"].as_str() {
+        Some(m) if !allowed => {
+            let list = m.strip_prefix("kube-gang: ").unwrap_or(m);
+            list.split("; ").map(String::from).collect()
+        }
+        _ => Vec::new(),
+    };
+    let warnings = r["warnings"]
+        .as_array()
+        .map(|w| w.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    Seen { allowed, errors, warnings }
+}
+
+/// `kubectl gang validate -o json -n ml -f FILE`, as verdicts per object (`Kind ns/name`).
+fn plugin(file: &Path) -> BTreeMap<String, Seen> {
+    let cli = Cli::try_parse_from([
+        "kubectl-gang",
+        "validate",
+        "-o",
+        "json",
+        "-n",
+        NAMESPACE,
+        "-f",
+        file.to_str().unwrap(),
+    ])
+    .unwrap();
+    let out = kubectl_gang::run(cli).unwrap();
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    for e in report["errors"].as_array().unwrap() {
+        let (field, message) = (e["field"].as_str().unwrap(), e["message"].as_str().unwrap());
+        let text = if field.is_empty() { message.to_string() } else { format!("{field}: {message}") };
+        seen.entry(e["object"].as_str().unwrap().to_string()).or_default().errors.push(text);
+    }
+    let prefix = format!("{}: ", file.display());
+    for w in report["warnings"].as_array().unwrap() {
+        let w = w.as_str().unwrap().strip_prefix(&prefix).unwrap();
+        // `Kind ns/name: warning`; the object names no ": ".
+        let (object, warning) = w.split_once(": ").unwrap();
+        seen.entry(object.to_string()).or_default().warnings.push(warning.to_string());
+    }
+    assert_eq!(out.code, u8::from(seen.values().any(|s| !s.errors.is_empty())), "{}", out.stderr);
+    seen
+}
+
+#[test]
+fn the_webhook_and_kubectl_gang_validate_agree_on_every_input() {
+    let mut compared = 0;
+    let (mut denied, mut warned, mut injected) = (0, 0, 0);
+    for file in inputs() {
+        // Inputs the plugin cannot read (a fixture of broken YAML) have no verdict to compare.
+        let Ok(objects) = kubectl_gang::input::read_paths(std::slice::from_ref(&file)) else { continue };
+        let mut by_plugin = plugin(&file);
+        for sourced in objects {
+            let mut object = sourced.object;
+            if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.entry("namespace").or_insert_with(|| json!(NAMESPACE));
+            }
+            let name = scheduler_core::cluster::describe(&object);
+            let mut from_plugin = by_plugin.remove(&name).unwrap_or_default();
+            from_plugin.allowed = from_plugin.errors.is_empty();
+            let from_webhook = webhook(&object);
+            assert_eq!(from_webhook, from_plugin, "{}: {name}", file.display());
+            compared += 1;
+            denied += usize::from(!from_webhook.allowed);
+            warned += usize::from(!from_webhook.warnings.is_empty());
+            let (m, _) = review(Hook::Mutate, &webhook_review(&object), false).unwrap();
+            injected += usize::from(m.response.patch.is_some());
+        }
+        assert!(
+            by_plugin.is_empty(),
+            "{}: the plugin judged objects the webhook never saw: {by_plugin:?}",
+            file.display()
+        );
+    }
+    // The inputs exercise every kind of verdict, or the comparison proves little.
+    assert!(compared >= 20, "{compared} objects compared");
+    assert!(denied >= 4, "{denied} denied");
+    assert!(warned >= 2, "{warned} with warnings");
+    assert!(injected >= 5, "{injected} injected");
+}

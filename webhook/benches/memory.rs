@@ -1,0 +1,116 @@
+//! Heap per AdmissionReview for the largest legal objects of issue 16: a Job with 90,000 env vars, a
+//! PyTorchJob with 30,000 replica specs and a JobSet with 12,000 replicated jobs, each opted in.
+//!
+//! For each object and hook, one decision runs under dhat's heap profiler (this bench's global
+//! allocator; nothing else in the workspace uses it) and reports the peak heap above what was live
+//! before the call (the request body is already in memory), the bytes allocated in total, and the
+//! size of the answer. Then the same decision runs three times without the profiler and reports the
+//! wall time range.
+//!
+//! `cargo bench -p gang-webhook --bench memory`
+
+use std::time::Instant;
+
+use gang_webhook::admission::{Hook, review};
+use serde_json::{Value, json};
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+fn opted_in(kind: (&str, &str), spec: Value) -> Value {
+    json!({"apiVersion": kind.0, "kind": kind.1,
+           "metadata": {"name": "big", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+           "spec": spec})
+}
+
+fn pod_spec(env: usize) -> Value {
+    let env: Vec<Value> =
+        (0..env).map(|i| json!({"name": format!("VARIABLE_{i:06}"), "value": "some-value"})).collect();
+    json!({"containers": [{"name": "main", "image": "registry.example/train:1", "env": env}]})
+}
+
+fn job_with_env(n: usize) -> Value {
+    opted_in(("batch/v1", "Job"), json!({"parallelism": 4, "template": {"spec": pod_spec(n)}}))
+}
+
+fn pytorchjob_with_roles(n: usize) -> Value {
+    let specs: serde_json::Map<String, Value> = (0..n)
+        .map(|i| (format!("Role{i:05}"), json!({"replicas": 1, "template": {"spec": pod_spec(0)}})))
+        .collect();
+    opted_in(("kubeflow.org/v1", "PyTorchJob"), json!({"pytorchReplicaSpecs": specs}))
+}
+
+fn jobset_with_jobs(n: usize) -> Value {
+    let jobs: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"name": format!("rj{i:05}"), "replicas": 1,
+                   "template": {"spec": {"parallelism": 1, "template": {"spec": pod_spec(0)}}}})
+        })
+        .collect();
+    opted_in(("jobset.x-k8s.io/v1alpha2", "JobSet"), json!({"replicatedJobs": jobs}))
+}
+
+fn body(object: &Value) -> Vec<u8> {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": kind},
+                    "resource": {"group": "", "version": "v1", "resource": "objects"},
+                    "userInfo": {"username": "admin"}, "operation": "CREATE",
+                    "namespace": "ml", "name": "big", "object": object, "dryRun": false}}))
+    .unwrap_or_default()
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn main() {
+    let cases = [
+        ("Job, 90k env vars", job_with_env(90_000)),
+        ("PyTorchJob, 30k replica specs", pytorchjob_with_roles(30_000)),
+        ("JobSet, 12k replicated jobs", jobset_with_jobs(12_000)),
+    ];
+    println!(
+        "{:<32} {:<8} {:>9} {:>10} {:>11} {:>10} {:>16}",
+        "object", "hook", "body MiB", "peak MiB", "alloc MiB", "answer KiB", "time ms (3 runs)"
+    );
+    for (name, object) in cases {
+        let body = body(&object);
+        drop(object);
+        for hook in [Hook::Mutate, Hook::Validate] {
+            let (peak, total, answer) = {
+                let _profiler = dhat::Profiler::builder().testing().build();
+                let before = dhat::HeapStats::get();
+                let answer = review(hook, &body, false).map(|(r, _)| serde_json::to_vec(&r));
+                let after = dhat::HeapStats::get();
+                let answer = match answer {
+                    Ok(Ok(bytes)) => bytes.len(),
+                    _ => 0,
+                };
+                (
+                    after.max_bytes.saturating_sub(before.curr_bytes),
+                    after.total_bytes - before.total_bytes,
+                    answer,
+                )
+            };
+            let mut times = Vec::new();
+            for _ in 0..3 {
+                let started = Instant::now();
+                let out = review(hook, &body, false).map(|(r, _)| serde_json::to_vec(&r));
+                times.push(started.elapsed().as_secs_f64() * 1000.0);
+                drop(std::hint::black_box(out));
+            }
+            let (lo, hi) = times.iter().fold((f64::MAX, 0.0f64), |(lo, hi), t| (lo.min(*t), hi.max(*t)));
+            println!(
+                "{:<32} {:<8} {:>9.2} {:>10.1} {:>11.1} {:>10.1} {:>16}",
+                name,
+                hook.as_str(),
+                mib(body.len() as u64),
+                mib(peak as u64),
+                mib(total),
+                answer as f64 / 1024.0,
+                format!("{lo:.0}–{hi:.0}"),
+            );
+        }
+    }
+}
