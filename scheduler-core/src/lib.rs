@@ -6,7 +6,13 @@
 //!
 //! **This crate does no I/O and reads no clock.** Time is a parameter; cluster state arrives as a
 //! [`model::Snapshot`] (or as Kubernetes objects converted by [`convert`] and [`cluster`]).
-//! A test (`tests/purity.rs`) fails if `Cargo.toml` gains a dependency that does I/O.
+//! A test (`tests/purity.rs`) fails if `Cargo.toml` gains a dependency beyond the allowed six or the
+//! source uses a path into the clock, files, the network, processes or the environment.
+//!
+//! Inside, the modules live in three layers, one folder each, lowest first: [`read`] (objects and
+//! files into the model), [`rules`] (validation), [`decide`] (the cycle, its policy and output).
+//! Arrows point down only; `cargo xtask tidy` (in `xtask/src/layers.rs`) fails otherwise. The
+//! names fixed by `../shared/DESIGN.md` (beside the repository) are in [`names`].
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod decide;
@@ -29,6 +35,6 @@ pub use schedule::schedule;
 #[doc(hidden)]
 pub use schedule::schedule_reference;
 
-/// Labels and annotations with fixed names (`../shared/DESIGN.md`, "API"), with their syntax checks.
+/// Labels and annotations with fixed names (DESIGN.md, "API"), with their syntax checks.
 pub use read::labels as names;
 pub use read::labels::{GROUP, SCHEDULER_NAME, VERSION};

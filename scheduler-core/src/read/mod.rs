@@ -2,8 +2,10 @@
 //!
 //! Quantities and effective requests, the model itself, conversion of core Kubernetes objects,
 //! every gang dialect, opt-in workloads, the `Gang` CRD type and the assembly of a whole cluster.
-//! Nothing here may use the layers above it ([`crate::rules`], [`crate::decide`]); the layer
-//! check in `scheduler-core/tests/layers.rs` fails when one does.
+//! Nothing here may use the layers above it ([`crate::rules`], [`crate::decide`]), and inside it a
+//! module uses only those of lower rank: `error`, `labels`, `duration`, `quantity` < `resources` <
+//! `model` < `tree`, `crd` < `convert`, `dialect` < `workload` < `cluster`. The import check
+//! (`cargo xtask tidy`, table `CORE` in `xtask/src/layers.rs`) fails when one does.
 
 pub mod cluster;
 pub mod convert;
