@@ -11,6 +11,7 @@
 //! assembled while a watch delivers changes one object at a time (the scheduler).
 
 mod assembly;
+mod resolve;
 
 use std::collections::BTreeMap;
 
