@@ -23,7 +23,8 @@ pub mod rules;
 // are how the crate is organised inside, not something its users need to spell.
 pub use decide::{config, plan, schedule, sim};
 pub use read::{
-    cluster, convert, crd, dialect, duration, error, labels, model, quantity, resources, tree, workload,
+    cluster, convert, crd, dialect, duration, error, labels, model, object, quantity, resources, tree,
+    workload,
 };
 pub use rules::validate;
 

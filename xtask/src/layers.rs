@@ -32,7 +32,7 @@ pub const CORE: &Table = &[
     (
         "read",
         &[
-            &["error", "labels", "duration", "quantity"],
+            &["error", "labels", "duration", "quantity", "object"],
             &["resources"],
             &["model"],
             &["tree", "crd"],

@@ -18,6 +18,7 @@ use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
 use crate::model::{Gang, Pod, Reservation, Snapshot};
+use crate::object::{Filed, ObjectRef};
 
 /// Where the cluster files a pod: (namespace, name).
 type PodAt = (String, String);
@@ -366,52 +367,43 @@ impl Live {
             self.assembly = Assembly::build(&self.cluster, true);
             return result;
         }
-        let api_version = str_at(&obj, "/apiVersion").to_string();
-        let kind = kind.to_string();
-        let namespace = str_at(&obj, "/metadata/namespace").to_string();
-        let name = str_at(&obj, "/metadata/name").to_string();
-        let before = (api_version == "v1" && kind == "Pod")
-            .then(|| self.cluster.get("v1", "Pod", &namespace, &name).map(fingerprint))
-            .flatten();
-        let result = self.cluster.push(obj);
+        // The identity is read here, once, and carried to filing and patching.
+        let r = ObjectRef::of(&obj);
+        let before = (r.filed() == Filed::Pod).then(|| self.cluster.get_ref(&r).map(fingerprint)).flatten();
+        let result = self.cluster.push_as(r.clone(), obj);
         self.cluster.others.clear();
         if result.is_ok() {
-            self.touch(&api_version, &kind, &namespace, &name, before);
+            self.touch(&r, before);
         }
         result
     }
 
     /// Removes the object of this API version, kind, namespace and name (a watch `Deleted`).
     pub fn remove(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
-        self.cluster.remove_named(api_version, kind, namespace, name);
-        self.touch(api_version, kind, namespace, name, None);
+        self.remove_ref(&ObjectRef::new(api_version, kind, namespace, name));
     }
 
-    fn touch(
-        &mut self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-        before: Option<Fingerprint>,
-    ) {
+    /// Removes the object with this identity (a watch `Deleted`).
+    pub fn remove_ref(&mut self, r: &ObjectRef) {
+        self.cluster.remove_ref(r);
+        self.touch(r, None);
+    }
+
+    fn touch(&mut self, r: &ObjectRef, before: Option<Fingerprint>) {
         let (cluster, a) = (&self.cluster, &mut self.assembly);
-        match (api_version, kind) {
-            ("v1", "Node") => a.node(cluster, name),
-            ("v1", "Pod") => {
-                let ns = if namespace.is_empty() { "default" } else { namespace };
-                a.pod(cluster, &(ns.to_string(), name.to_string()), before);
-            }
-            ("v1", "Namespace") => {}
-            (_, "PriorityClass") => {
+        match r.filed() {
+            Filed::Node => a.node(cluster, &r.name),
+            Filed::Pod => a.pod(cluster, &(r.pod_namespace().to_string(), r.name.clone()), before),
+            Filed::Namespace => {}
+            Filed::PriorityClass => {
                 if a.read_priorities(cluster) {
                     a.all_pods(cluster);
                 }
             }
-            _ => {
-                let group = crate::dialect::group_of(api_version).to_string();
-                a.gang_object(cluster, &(group, kind.to_string(), namespace.to_string(), name.to_string()));
-            }
+            Filed::Other => a.gang_object(
+                cluster,
+                &(r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()),
+            ),
         }
     }
 

@@ -32,6 +32,7 @@ use serde_json::Value;
 pub(crate) use crate::duration::parse as parse_duration;
 use crate::error::FieldError;
 use crate::model::{Dialect, Gang, GangKey, Time};
+pub(crate) use crate::object::group_of;
 
 /// A pod's claim to belong to a gang, as one dialect reads it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,12 +90,6 @@ pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
         }
     }
     if errors.is_empty() { Ok(claims) } else { Err(errors) }
-}
-
-/// The API group of an `apiVersion` (`scheduling.volcano.sh/v1beta1` → `scheduling.volcano.sh`;
-/// `v1` → the core group, `""`).
-pub(crate) fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
 /// Reads a gang-defining object of any dialect. `None`: not a gang object.
