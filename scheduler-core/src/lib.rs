@@ -6,7 +6,13 @@
 //!
 //! **This crate does no I/O and reads no clock.** Time is a parameter; cluster state arrives as a
 //! [`model::Snapshot`] (or as Kubernetes objects converted by [`convert`] and [`cluster`]).
-//! A test (`tests/purity.rs`) fails if `Cargo.toml` gains a dependency that does I/O.
+//! A test (`tests/purity.rs`) fails if `Cargo.toml` gains a dependency beyond the allowed six or the
+//! source uses a path into the clock, files, the network, processes or the environment.
+//!
+//! Inside, the modules live in three layers, one folder each, lowest first: [`read`] (objects and
+//! files into the model), [`rules`] (validation), [`decide`] (the cycle, its policy and output).
+//! Arrows point down only; `cargo xtask tidy` (in `xtask/src/layers.rs`) fails otherwise. The
+//! names fixed by `../shared/DESIGN.md` (beside the repository) are in [`names`].
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod decide;
@@ -17,7 +23,8 @@ pub mod rules;
 // are how the crate is organised inside, not something its users need to spell.
 pub use decide::{config, plan, schedule, sim};
 pub use read::{
-    cluster, convert, crd, dialect, duration, error, labels, model, quantity, resources, tree, workload,
+    cluster, convert, crd, dialect, duration, error, labels, model, object, quantity, resources, tree,
+    workload,
 };
 pub use rules::{admit, validate};
 
@@ -30,6 +37,6 @@ pub use schedule::schedule;
 #[doc(hidden)]
 pub use schedule::schedule_reference;
 
-/// Labels and annotations with fixed names (`../shared/DESIGN.md`, "API"), with their syntax checks.
+/// Labels and annotations with fixed names (DESIGN.md, "API"), with their syntax checks.
 pub use read::labels as names;
 pub use read::labels::{GROUP, SCHEDULER_NAME, VERSION};

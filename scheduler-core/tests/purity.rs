@@ -1,8 +1,20 @@
-//! scheduler-core is pure: no I/O, no clock. This test fails when its dependency tree gains a
-//! crate that does I/O, or when its source reaches for the clock, the filesystem or the network.
+//! scheduler-core is pure: no I/O, no clock. This test fails when `Cargo.toml`'s `[dependencies]`
+//! name anything but [`ALLOWED`], when a crate that does I/O ([`FORBIDDEN`]) becomes reachable
+//! through them, or when the source uses a path into the clock, the filesystem, the network,
+//! processes or the environment ([`FORBIDDEN_PATHS`]). Source is parsed (`syn`, through the same
+//! path reader as `cargo xtask tidy`): `use` groups and renames are followed, so `use std::{fs}` or
+//! `use std::time::SystemTime as T; T::now()` fail it, and a comment or a string naming `std::fs`
+//! does not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+#[path = "../../xtask/src/syntax.rs"]
+#[allow(dead_code)]
+mod syntax;
+
+/// The only direct dependencies scheduler-core may have (ARCHITECTURE.md, "Invariants").
+const ALLOWED: &[&str] = &["serde", "serde_json", "k8s-openapi", "schemars", "thiserror", "tracing"];
 
 /// Crates that do I/O (or exist to); none may be reachable from scheduler-core.
 const FORBIDDEN: &[&str] = &[
@@ -23,9 +35,16 @@ const FORBIDDEN: &[&str] = &[
     "openssl",
 ];
 
-/// Source patterns that read the clock or touch the outside world.
-const FORBIDDEN_CALLS: &[&str] =
-    &["SystemTime::now", "Instant::now", "std::fs", "std::net", "std::process", "std::env::var"];
+/// Paths that read the clock or touch the outside world; a path starting with one is forbidden.
+const FORBIDDEN_PATHS: &[&[&str]] = &[
+    &["std", "time", "SystemTime", "now"],
+    &["std", "time", "Instant", "now"],
+    &["std", "fs"],
+    &["std", "net"],
+    &["std", "io"],
+    &["std", "process"],
+    &["std", "env"],
+];
 
 /// Every package reachable from `root` through normal (non-dev) dependencies, from a Cargo.lock.
 /// Cargo.lock does not mark dev-dependencies, so the walk starts from the crate's own
@@ -109,6 +128,75 @@ fn the_check_catches_a_transitive_io_crate() {
     assert!(violations(lock, clean).is_empty(), "dev-dependencies do not count");
 }
 
+/// Every forbidden path in one file's text, as `line: path`; imports followed (so a name brought
+/// in by `use` counts as the path it stands for).
+fn forbidden_in(text: &str) -> Result<Vec<String>, String> {
+    let (_, items) = syntax::scan_file(text)?;
+    let mut imports = BTreeMap::new();
+    let mut paths = Vec::new();
+    let mut modules = vec![items];
+    while let Some(items) = modules.pop() {
+        let scan = syntax::scan(&items);
+        for i in scan.imports {
+            if let Some(name) = i.name {
+                imports.insert(name, i.target);
+            }
+        }
+        paths.extend(scan.paths);
+        modules.extend(scan.children.into_iter().filter_map(|c| c.items));
+    }
+    let mut found = Vec::new();
+    for p in paths {
+        let mut full = p.segments.clone();
+        for _ in 0..8 {
+            match full.first().and_then(|f| imports.get(f)) {
+                Some(target) if target != &full[..1] => full = [&target[..], &full[1..]].concat(),
+                _ => break,
+            }
+        }
+        if FORBIDDEN_PATHS
+            .iter()
+            .any(|f| full.len() >= f.len() && full[..f.len()].iter().zip(*f).all(|(a, b)| a == b))
+        {
+            found.push(format!("{}: {}", p.line, full.join("::")));
+        }
+    }
+    found.dedup();
+    Ok(found)
+}
+
+#[test]
+fn the_direct_dependencies_are_the_allowed_ones() {
+    let toml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let mut direct = direct_dependencies(&toml);
+    direct.sort();
+    let mut allowed: Vec<String> = ALLOWED.iter().map(ToString::to_string).collect();
+    allowed.sort();
+    assert_eq!(direct, allowed, "scheduler-core's [dependencies] changed: ARCHITECTURE.md lists them");
+}
+
+#[test]
+fn the_source_check_follows_imports_and_ignores_words() {
+    let caught = |src: &str| forbidden_in(src).unwrap();
+    assert_eq!(caught("use std::{fs};\nfn f() { fs::read(\"x\"); }"), vec!["1: std::fs", "2: std::fs::read"]);
+    assert_eq!(caught("use std::{collections::BTreeMap, fs as disk};"), vec!["1: std::fs"]);
+    assert_eq!(
+        caught("use std::time::SystemTime as T;\n\nfn f() { T::now(); }"),
+        vec!["3: std::time::SystemTime::now"]
+    );
+    assert_eq!(
+        caught("use std::time;\nfn f() { time::Instant::now(); }"),
+        vec!["2: std::time::Instant::now"]
+    );
+    assert_eq!(caught("fn f() { println!(\"{:?}\", std::env::var(\"HOME\")); }"), vec!["1: std::env::var"]);
+    assert_eq!(caught("mod inner { use std::net::TcpStream; }"), vec!["1: std::net::TcpStream"]);
+    assert_eq!(caught("fn f() { let _ = std::io::stdin(); }"), vec!["1: std::io::stdin"]);
+    // Words are not paths; durations and the type `SystemTime` alone read no clock.
+    let clean = "//! Never std::fs.\n/// Not `SystemTime::now`.\nfn f() -> &'static str { \"std::fs\" }\nuse std::time::{Duration, SystemTime};\nfn g(_: SystemTime) -> Duration { Duration::ZERO }";
+    assert_eq!(caught(clean), Vec::<String>::new());
+    assert!(forbidden_in("fn broken( {").is_err(), "unparsable source is an error, not a pass");
+}
+
 #[test]
 fn the_source_reads_no_clock_and_touches_no_files() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -123,10 +211,9 @@ fn the_source_reads_no_clock_and_touches_no_files() {
             } else if path.extension().is_some_and(|e| e == "rs") {
                 files += 1;
                 let text = std::fs::read_to_string(&path).unwrap();
-                for call in FORBIDDEN_CALLS {
-                    if text.contains(call) {
-                        found.push(format!("{}: {call}", path.display()));
-                    }
+                match forbidden_in(&text) {
+                    Ok(f) => found.extend(f.into_iter().map(|f| format!("{}:{f}", path.display()))),
+                    Err(e) => found.push(format!("{}: does not parse: {e}", path.display())),
                 }
             }
         }

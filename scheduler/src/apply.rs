@@ -515,9 +515,13 @@ mod tests {
 
     #[test]
     fn resource_keys_match_the_watched_kinds() {
-        let keys: Vec<String> = crate::run::resources()
+        // `run::resources()` watches exactly the core's `READ` list.
+        let keys: Vec<String> = scheduler_core::cluster::READ
             .iter()
-            .map(|w| format!("{}/{}", w.resource.api_version, w.resource.kind))
+            .map(|k| match k.group {
+                "" => format!("{}/{}", k.version, k.kind),
+                g => format!("{g}/{}/{}", k.version, k.kind),
+            })
             .collect();
         assert!(keys.iter().any(|k| k == POD) && keys.iter().any(|k| k == GANG), "{keys:?}");
     }

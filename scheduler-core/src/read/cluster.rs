@@ -11,6 +11,7 @@
 //! assembled while a watch delivers changes one object at a time (the scheduler).
 
 mod assembly;
+mod resolve;
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,7 @@ use serde_json::Value;
 use crate::dialect;
 use crate::error::FieldError;
 use crate::model::Snapshot;
+use crate::object::{Filed, ObjectRef};
 use assembly::Assembly;
 pub use assembly::{Live, Overlay};
 
@@ -156,65 +158,67 @@ impl Cluster {
             }
             return first_error.map_or(Ok(()), Err);
         }
-        let name = str_at(&obj, "/metadata/name").to_string();
-        if name.is_empty() {
-            return Err(FieldError::new("metadata.name", format!("missing on {kind}")));
+        self.push_as(ObjectRef::of(&obj), obj)
+    }
+
+    /// Files one object (not a `List`) under its identity, read once by the caller.
+    fn push_as(&mut self, r: ObjectRef, obj: Value) -> Result<(), FieldError> {
+        if r.name.is_empty() {
+            return Err(FieldError::new("metadata.name", format!("missing on {}", r.kind)));
         }
-        let ns = str_at(&obj, "/metadata/namespace").to_string();
-        let api_version = str_at(&obj, "/apiVersion").to_string();
-        match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Node") => {
-                self.nodes.insert(name, obj);
+        match r.filed() {
+            Filed::Node => {
+                self.nodes.insert(r.name, obj);
             }
-            ("v1", "Pod") => {
-                let ns = if ns.is_empty() { "default".to_string() } else { ns };
-                self.pods.insert((ns, name), obj);
+            Filed::Pod => {
+                self.pods.insert((r.pod_namespace().to_string(), r.name), obj);
             }
-            ("v1", "Namespace") => {
-                self.namespaces.insert(name, obj);
+            Filed::Namespace => {
+                self.namespaces.insert(r.name, obj);
             }
-            (v, "PriorityClass") if v.starts_with("scheduling.k8s.io/") => {
-                self.priority_classes.insert(name, obj);
+            Filed::PriorityClass => {
+                self.priority_classes.insert(r.name, obj);
             }
-            _ if dialect::read_object(&obj).is_some() => {
-                let group = crate::dialect::group_of(&api_version).to_string();
-                self.gang_objects.insert((group, kind, ns, name), obj);
+            Filed::Other if dialect::read_object(&obj).is_some() => {
+                self.gang_objects.insert((r.group, r.kind, r.namespace, r.name), obj);
             }
-            _ => self.others.push(obj),
+            Filed::Other => self.others.push(obj),
         }
         Ok(())
     }
 
     /// Removes an object (a watch `Deleted` event).
     pub fn remove(&mut self, obj: &Value) {
-        self.remove_named(
-            str_at(obj, "/apiVersion"),
-            str_at(obj, "/kind"),
-            str_at(obj, "/metadata/namespace"),
-            str_at(obj, "/metadata/name"),
-        );
+        self.remove_ref(&ObjectRef::of(obj));
     }
 
     /// Removes the object of this API version, kind, namespace and name, if held.
     pub fn remove_named(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
-        let name = name.to_string();
-        match kind {
-            "Node" => {
-                self.nodes.remove(&name);
+        self.remove_ref(&ObjectRef::new(api_version, kind, namespace, name));
+    }
+
+    /// Removes the object with this identity, if held.
+    pub fn remove_ref(&mut self, r: &ObjectRef) {
+        match r.filed() {
+            Filed::Node => {
+                self.nodes.remove(&r.name);
             }
-            "Pod" => {
-                let ns = if namespace.is_empty() { "default" } else { namespace };
-                self.pods.remove(&(ns.to_string(), name));
+            Filed::Pod => {
+                self.pods.remove(&(r.pod_namespace().to_string(), r.name.clone()));
             }
-            "Namespace" => {
-                self.namespaces.remove(&name);
+            Filed::Namespace => {
+                self.namespaces.remove(&r.name);
             }
-            "PriorityClass" => {
-                self.priority_classes.remove(&name);
+            Filed::PriorityClass => {
+                self.priority_classes.remove(&r.name);
             }
-            _ => {
-                let group = crate::dialect::group_of(api_version).to_string();
-                self.gang_objects.remove(&(group, kind.to_string(), namespace.to_string(), name));
+            Filed::Other => {
+                self.gang_objects.remove(&(
+                    r.group.clone(),
+                    r.kind.clone(),
+                    r.namespace.clone(),
+                    r.name.clone(),
+                ));
             }
         }
     }
@@ -242,17 +246,18 @@ impl Cluster {
 
     /// The raw object of this API version, kind, namespace and name, if the cluster holds it.
     pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
-        match (api_version, kind) {
-            ("v1", "Node") => self.nodes.get(name),
-            ("v1", "Pod") => {
-                let ns = if namespace.is_empty() { "default" } else { namespace };
-                self.pods.get(&(ns.to_string(), name.to_string()))
-            }
-            ("v1", "Namespace") => self.namespaces.get(name),
-            (_, "PriorityClass") => self.priority_classes.get(name),
-            _ => {
-                let group = crate::dialect::group_of(api_version).to_string();
-                self.gang_objects.get(&(group, kind.to_string(), namespace.to_string(), name.to_string()))
+        self.get_ref(&ObjectRef::new(api_version, kind, namespace, name))
+    }
+
+    /// The raw object with this identity, if the cluster holds it.
+    pub fn get_ref(&self, r: &ObjectRef) -> Option<&Value> {
+        match r.filed() {
+            Filed::Node => self.nodes.get(&r.name),
+            Filed::Pod => self.pods.get(&(r.pod_namespace().to_string(), r.name.clone())),
+            Filed::Namespace => self.namespaces.get(&r.name),
+            Filed::PriorityClass => self.priority_classes.get(&r.name),
+            Filed::Other => {
+                self.gang_objects.get(&(r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()))
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Label and annotation syntax, and the keys and names with fixed meanings: the bottom of the
 //! reading layer, shared by the dialects, the workloads and the rules above them.
 //!
-//! The names are fixed in `../shared/DESIGN.md` ("API"); the syntax is Kubernetes' own (label keys
+//! The names are fixed in DESIGN.md ("API"; `../shared/DESIGN.md` from the repository root); the syntax is Kubernetes' own (label keys
 //! and values as `k8s.io/apimachinery/pkg/util/validation` defines them).
 
 /// The API group of kube-gang's own objects and the prefix of its labels and annotations.
@@ -11,7 +11,7 @@ pub const VERSION: &str = "v1alpha1";
 /// The default `spec.schedulerName` gang members carry.
 pub const SCHEDULER_NAME: &str = "gang-scheduler";
 
-// Labels and annotations with fixed names (`../shared/DESIGN.md`, "API"); the crate root
+// Labels and annotations with fixed names (DESIGN.md, "API"); the crate root
 // re-exports this module as `scheduler_core::names`.
 
 /// Pod label: the gang (same namespace) this pod belongs to.

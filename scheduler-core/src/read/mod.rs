@@ -1,9 +1,12 @@
 //! Layer 1, reading: Kubernetes objects and files into the canonical model.
 //!
-//! Quantities and effective requests, the model itself, conversion of core Kubernetes objects,
-//! every gang dialect, opt-in workloads, the `Gang` CRD type and the assembly of a whole cluster.
-//! Nothing here may use the layers above it ([`crate::rules`], [`crate::decide`]); the layer
-//! check in `scheduler-core/tests/layers.rs` fails when one does.
+//! Label syntax and well-known names, durations, quantities and effective requests, object
+//! identity, the model itself and its subgroup tree, conversion of core Kubernetes objects, every
+//! gang dialect, opt-in workloads, the `Gang` CRD type and the assembly of a whole cluster.
+//! Nothing here may use the layers above it ([`crate::rules`], [`crate::decide`]), and inside it a
+//! module uses only those of lower rank: `error`, `labels`, `duration`, `quantity`, `object` <
+//! `resources` < `model` < `tree`, `crd` < `convert`, `dialect` < `workload` < `cluster`. The
+//! import check (`cargo xtask tidy`, table `CORE` in `xtask/src/layers.rs`) fails when one does.
 
 pub mod cluster;
 pub mod convert;
@@ -13,6 +16,7 @@ pub mod duration;
 pub mod error;
 pub mod labels;
 pub mod model;
+pub mod object;
 pub mod quantity;
 pub mod resources;
 pub mod tree;

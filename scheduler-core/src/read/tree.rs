@@ -1,8 +1,8 @@
 //! The subgroup tree of a gang: when is it satisfied, and what is missing.
 //!
 //! A leaf's `min_member` counts pods; an inner subgroup's counts satisfied children; the root counts
-//! pods when there are no subgroups, else satisfied top-level subgroups (`../shared/DESIGN.md`,
-//! "Subgroup semantics"). Every walk of the tree lives here: the cycle, the validation, the dialects
+//! pods when there are no subgroups, else satisfied top-level subgroups (DESIGN.md,
+//! "Subgroup semantics"; `../shared/DESIGN.md` from the repository root). Every walk of the tree lives here: the cycle, the validation, the dialects
 //! and `kubectl gang status` use these functions rather than walking it themselves.
 
 use std::collections::BTreeMap;

@@ -172,7 +172,7 @@ fn validate_workload(
         if let Some(Err(e)) = annotations
             .and_then(|a| a.get(crate::names::ANNOTATION_TIMEOUT))
             .and_then(Value::as_str)
-            .map(crate::dialect::parse_duration)
+            .map(crate::duration::parse)
         {
             v.errors.push(FieldError::new(
                 format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_TIMEOUT),

@@ -8,17 +8,17 @@
 //! again when a gang object or a pod that claims a gang changed — from the claiming pods only, not
 //! from every pod of the cluster.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
+use super::resolve::{Claimant, resolve};
 use super::{Assembled, Cluster, Problem, describe, str_at};
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
-use crate::model::{
-    Dialect, Gang, GangKey, GangState, Membership, Pod, PodKey, Reservation, Snapshot, Time, Usage,
-};
+use crate::model::{GangKey, GangState, Pod, PodKey, Reservation, Snapshot, Time, Usage};
+use crate::object::{Filed, ObjectRef};
 
 /// Where the cluster files a pod: (namespace, name).
 type PodAt = (String, String);
@@ -254,149 +254,20 @@ impl Assembly {
         }
         self.stale = false;
 
-        // Gang objects of every dialect.
-        // Hashed, not ordered: every claiming pod looks its gang up here (sorted once at the end).
-        let mut defined: HashMap<GangKey, Gang> = HashMap::new();
-        let mut upstream_groups = Vec::new();
-        let mut object_problems = Vec::new();
-        let define =
-            |defined: &mut HashMap<GangKey, Gang>, gang: Gang, obj: &Value, problems: &mut Vec<Problem>| {
-                if let Some(existing) = defined.get(&gang.key) {
-                    let (keep, drop) = if existing.source.dialect <= gang.source.dialect {
-                        (existing.source.clone(), gang.source.clone())
-                    } else {
-                        (gang.source.clone(), existing.source.clone())
-                    };
-                    problems.push(Problem {
-                        object: describe(obj),
-                        errors: vec![FieldError::new(
-                            "metadata.name",
-                            format!(
-                                "gang {} is defined by both a {} {} and a {} {}; using the {}",
-                                gang.key, keep.dialect, keep.kind, drop.dialect, drop.kind, keep.dialect
-                            ),
-                        )],
-                    });
-                    if existing.source.dialect <= gang.source.dialect {
-                        return;
-                    }
-                }
-                defined.insert(gang.key.clone(), gang);
-            };
-        for (key, read) in &self.gang_objects {
-            let Some(obj) = cluster.gang_objects.get(key) else { continue };
-            match read {
-                Ok(GangObject::Gang(g)) => define(&mut defined, g.clone(), obj, &mut object_problems),
-                Ok(GangObject::UpstreamGroup(g)) => upstream_groups.push(g.clone()),
-                Err(e) => object_problems.push(Problem { object: describe(obj), errors: e.clone() }),
-            }
-        }
-        let (upstream_gangs, resolution, upstream_problems) = dialect::upstream::assemble(&upstream_groups);
-        for (key, e) in upstream_problems {
-            object_problems.push(Problem { object: format!("PodGroup {key}"), errors: vec![e] });
-        }
-        for g in upstream_gangs {
-            define(&mut defined, g, &Value::Null, &mut object_problems);
-        }
-
-        let claimed = self.claimed(cluster);
-        let pods = &self.snapshot.pods;
-        let claims_of = |j: usize| &self.claims[claimed[j].0];
-        let mut problems = Vec::new();
-
-        // CRD-less gangs: built from the oldest pod that claims them, when no object defines them.
-        let mut order: Vec<usize> = (0..claimed.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (pa, pb) = (&pods[claimed[a].0], &pods[claimed[b].0]);
-            (pa.created, &pa.key).cmp(&(pb.created, &pb.key))
-        });
-        let mut annotation_source: HashMap<GangKey, usize> = HashMap::new();
-        for &j in &order {
-            for c in claims_of(j) {
-                if defined.contains_key(&c.gang) || annotation_source.contains_key(&c.gang) {
-                    continue;
-                }
-                match dialect::annotation_gang(c, claimed[j].1) {
-                    Some(Ok(g)) if g.min_member > 0 => {
-                        annotation_source.insert(c.gang.clone(), j);
-                        defined.insert(g.key.clone(), g);
-                    }
-                    Some(Err(e)) => problems.push(Problem { object: describe(claimed[j].1), errors: e }),
-                    _ => {}
-                }
-            }
-        }
-        // Pods whose annotations disagree with the gang's source pod are reported, not guessed at.
-        for &j in &order {
-            for c in claims_of(j) {
-                let Some(&src) = annotation_source.get(&c.gang) else { continue };
-                // Pods stamped from one template carry the same annotations: nothing to compare.
-                if src == j
-                    || claimed[j].1.pointer("/metadata/annotations")
-                        == claimed[src].1.pointer("/metadata/annotations")
-                {
-                    continue;
-                }
-                if let (Some(Ok(mine)), Some(gang)) =
-                    (dialect::annotation_gang(c, claimed[j].1), defined.get(&c.gang))
-                    && mine.min_member > 0
-                    && mine.min_member != gang.min_member
-                {
-                    problems.push(Problem {
-                        object: describe(claimed[j].1),
-                        errors: vec![FieldError::new(
-                            "metadata.annotations",
-                            format!(
-                                "gang {} minimum {} disagrees with {} on pod {}; using {}",
-                                c.gang,
-                                mine.min_member,
-                                gang.min_member,
-                                pods[claimed[src].0].key,
-                                gang.min_member
-                            ),
-                        )],
-                    });
-                }
-            }
-        }
-
-        // Each claiming pod's gang: the claim whose gang exists, else its first.
-        let mut missing: BTreeSet<GangKey> = BTreeSet::new();
-        let mut memberships = Vec::with_capacity(claimed.len());
-        for (j, &(i, raw)) in claimed.iter().enumerate() {
-            let resolved: Vec<Membership> = claims_of(j)
-                .iter()
-                .map(|c| match (c.dialect, resolution.get(&c.gang)) {
-                    (Dialect::Upstream, Some((root, leaf))) => {
-                        Membership { gang: root.clone(), subgroup: leaf.clone() }
-                    }
-                    _ => Membership { gang: c.gang.clone(), subgroup: c.subgroup.clone() },
-                })
-                .collect();
-            let chosen =
-                resolved.iter().find(|m| defined.contains_key(&m.gang)).or(resolved.first()).cloned();
-            if let Some(m) = &chosen
-                && !defined.contains_key(&m.gang)
-                && missing.insert(m.gang.clone())
-            {
-                problems.push(Problem {
-                    object: describe(raw),
-                    errors: vec![FieldError::new(
-                        claims_of(j).first().map(|c| c.path.clone()).unwrap_or_default(),
-                        format!("gang {} does not exist (yet): its members wait for it", m.gang),
-                    )],
-                });
-            }
-            memberships.push((i, chosen));
-        }
-        for (i, m) in memberships {
+        let objects =
+            self.gang_objects.iter().filter_map(|(key, read)| Some((cluster.gang_objects.get(key)?, read)));
+        let claimed: Vec<Claimant<'_>> = self
+            .claimed(cluster)
+            .into_iter()
+            .map(|(at, raw)| Claimant { at, raw, pod: &self.snapshot.pods[at], claims: &self.claims[at] })
+            .collect();
+        let resolved = resolve(objects, &claimed);
+        for (i, m) in resolved.memberships {
             self.snapshot.pods[i].gang = m;
         }
-        let mut gangs: Vec<Gang> = defined.into_values().collect();
-        gangs.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        self.snapshot.gangs = gangs;
-        self.object_problems = object_problems;
-        self.claim_problems = problems;
+        self.snapshot.gangs = resolved.gangs;
+        self.object_problems = resolved.object_problems;
+        self.claim_problems = resolved.claim_problems;
     }
 }
 
@@ -534,52 +405,43 @@ impl Live {
             self.laid = Laid::default();
             return result;
         }
-        let api_version = str_at(&obj, "/apiVersion").to_string();
-        let kind = kind.to_string();
-        let namespace = str_at(&obj, "/metadata/namespace").to_string();
-        let name = str_at(&obj, "/metadata/name").to_string();
-        let before = (api_version == "v1" && kind == "Pod")
-            .then(|| self.cluster.get("v1", "Pod", &namespace, &name).map(fingerprint))
-            .flatten();
-        let result = self.cluster.push(obj);
+        // The identity is read here, once, and carried to filing and patching.
+        let r = ObjectRef::of(&obj);
+        let before = (r.filed() == Filed::Pod).then(|| self.cluster.get_ref(&r).map(fingerprint)).flatten();
+        let result = self.cluster.push_as(r.clone(), obj);
         self.cluster.others.clear();
         if result.is_ok() {
-            self.touch(&api_version, &kind, &namespace, &name, before);
+            self.touch(&r, before);
         }
         result
     }
 
     /// Removes the object of this API version, kind, namespace and name (a watch `Deleted`).
     pub fn remove(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
-        self.cluster.remove_named(api_version, kind, namespace, name);
-        self.touch(api_version, kind, namespace, name, None);
+        self.remove_ref(&ObjectRef::new(api_version, kind, namespace, name));
     }
 
-    fn touch(
-        &mut self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-        before: Option<Fingerprint>,
-    ) {
+    /// Removes the object with this identity (a watch `Deleted`).
+    pub fn remove_ref(&mut self, r: &ObjectRef) {
+        self.cluster.remove_ref(r);
+        self.touch(r, None);
+    }
+
+    fn touch(&mut self, r: &ObjectRef, before: Option<Fingerprint>) {
         let (cluster, a) = (&self.cluster, &mut self.assembly);
-        match (api_version, kind) {
-            ("v1", "Node") => a.node(cluster, name),
-            ("v1", "Pod") => {
-                let ns = if namespace.is_empty() { "default" } else { namespace };
-                a.pod(cluster, &(ns.to_string(), name.to_string()), before);
-            }
-            ("v1", "Namespace") => {}
-            (_, "PriorityClass") => {
+        match r.filed() {
+            Filed::Node => a.node(cluster, &r.name),
+            Filed::Pod => a.pod(cluster, &(r.pod_namespace().to_string(), r.name.clone()), before),
+            Filed::Namespace => {}
+            Filed::PriorityClass => {
                 if a.read_priorities(cluster) {
                     a.all_pods(cluster);
                 }
             }
-            _ => {
-                let group = crate::dialect::group_of(api_version).to_string();
-                a.gang_object(cluster, &(group, kind.to_string(), namespace.to_string(), name.to_string()));
-            }
+            Filed::Other => a.gang_object(
+                cluster,
+                &(r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()),
+            ),
         }
     }
 

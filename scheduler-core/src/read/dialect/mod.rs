@@ -2,8 +2,12 @@
 //!
 //! Each dialect module knows two things: which pods claim membership of one of its gangs
 //! ([`Claim`]s, from labels, annotations or `spec.schedulingGroup`), and how its gang objects
-//! (CRDs) or CRD-less annotations become a canonical [`Gang`]. Adding a dialect adds one module and
-//! one line in [`pod_claims`] and [`read_object`]; nothing else changes.
+//! (CRDs) or CRD-less annotations become a canonical [`Gang`]. Adding a dialect takes: its module
+//! here; its claim reader in [`pod_claims`]'s list; its object kind in [`read_object`] (or its
+//! annotation form in [`annotation_gang`]); a variant of [`crate::model::Dialect`]; its kind in
+//! [`crate::cluster::READ`], so that the scheduler watches it and the plugin lists it; and, for a
+//! dialect without a gang object, an entry in the CRD-less lists of the scheduler's index and of
+//! `kubectl gang status`.
 //!
 //! | dialect | gang object | pod membership |
 //! |---|---|---|
@@ -28,6 +32,7 @@ use serde_json::Value;
 pub(crate) use crate::duration::parse as parse_duration;
 use crate::error::FieldError;
 use crate::model::{Dialect, Gang, GangKey, Time};
+pub(crate) use crate::object::group_of;
 
 /// A pod's claim to belong to a gang, as one dialect reads it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,12 +93,6 @@ pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
 }
 
 /// Reads a gang-defining object of any dialect. `None`: not a gang object.
-/// The API group of an `apiVersion` (`scheduling.volcano.sh/v1beta1` → `scheduling.volcano.sh`;
-/// `v1` → the core group, `""`).
-pub(crate) fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
-}
-
 pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");

@@ -1,0 +1,178 @@
+//! Gang resolution: which gangs exist and which gang each claiming pod belongs to, from the gang
+//! objects of every dialect and the pods' claims. Pure: objects and claims in, gangs, memberships
+//! and problems out; [`super::assembly`] calls it whenever something it reads changed.
+//!
+//! A gang is defined by its object (of any dialect; two dialects defining one gang is a problem,
+//! the lower dialect wins), or — CRD-less — by the annotations of the oldest pod that claims it;
+//! upstream PodGroups resolve to the root of their CompositePodGroup tree. A pod belongs to the
+//! gang of its first claim whose gang exists, else of its first claim (and waits for it).
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::Value;
+
+use super::{Problem, describe};
+use crate::dialect::{self, Claim, GangObject};
+use crate::error::FieldError;
+use crate::model::{Dialect, Gang, GangKey, Membership, Pod};
+
+/// A pod that claims a gang: its position in the snapshot, its raw object, its converted form and
+/// its claims. Claimants come in pod-key order.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Claimant<'a> {
+    pub at: usize,
+    pub raw: &'a Value,
+    pub pod: &'a Pod,
+    pub claims: &'a [Claim],
+}
+
+/// What resolution found.
+#[derive(Debug, Default)]
+pub(super) struct Resolved {
+    /// Every gang, in key order.
+    pub gangs: Vec<Gang>,
+    /// Each claimant's gang, by position in the snapshot.
+    pub memberships: Vec<(usize, Option<Membership>)>,
+    /// Problems of the gang objects.
+    pub object_problems: Vec<Problem>,
+    /// Problems of the claiming pods.
+    pub claim_problems: Vec<Problem>,
+}
+
+/// Resolves gangs and memberships from the gang objects (raw, read) and the claiming pods.
+pub(super) fn resolve<'a>(
+    objects: impl Iterator<Item = (&'a Value, &'a Result<GangObject, Vec<FieldError>>)>,
+    claimed: &[Claimant<'_>],
+) -> Resolved {
+    // Gang objects of every dialect.
+    // Hashed, not ordered: every claiming pod looks its gang up here (sorted once at the end).
+    let mut defined: HashMap<GangKey, Gang> = HashMap::new();
+    let mut upstream_groups = Vec::new();
+    let mut object_problems = Vec::new();
+    let define =
+        |defined: &mut HashMap<GangKey, Gang>, gang: Gang, obj: &Value, problems: &mut Vec<Problem>| {
+            if let Some(existing) = defined.get(&gang.key) {
+                let (keep, drop) = if existing.source.dialect <= gang.source.dialect {
+                    (existing.source.clone(), gang.source.clone())
+                } else {
+                    (gang.source.clone(), existing.source.clone())
+                };
+                problems.push(Problem {
+                    object: describe(obj),
+                    errors: vec![FieldError::new(
+                        "metadata.name",
+                        format!(
+                            "gang {} is defined by both a {} {} and a {} {}; using the {}",
+                            gang.key, keep.dialect, keep.kind, drop.dialect, drop.kind, keep.dialect
+                        ),
+                    )],
+                });
+                if existing.source.dialect <= gang.source.dialect {
+                    return;
+                }
+            }
+            defined.insert(gang.key.clone(), gang);
+        };
+    for (obj, read) in objects {
+        match read {
+            Ok(GangObject::Gang(g)) => define(&mut defined, g.clone(), obj, &mut object_problems),
+            Ok(GangObject::UpstreamGroup(g)) => upstream_groups.push(g.clone()),
+            Err(e) => object_problems.push(Problem { object: describe(obj), errors: e.clone() }),
+        }
+    }
+    let (upstream_gangs, resolution, upstream_problems) = dialect::upstream::assemble(&upstream_groups);
+    for (key, e) in upstream_problems {
+        object_problems.push(Problem { object: format!("PodGroup {key}"), errors: vec![e] });
+    }
+    for g in upstream_gangs {
+        define(&mut defined, g, &Value::Null, &mut object_problems);
+    }
+
+    let claims_of = |j: usize| claimed[j].claims;
+    let mut problems = Vec::new();
+
+    // CRD-less gangs: built from the oldest pod that claims them, when no object defines them.
+    let mut order: Vec<usize> = (0..claimed.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (pa, pb) = (claimed[a].pod, claimed[b].pod);
+        (pa.created, &pa.key).cmp(&(pb.created, &pb.key))
+    });
+    let mut annotation_source: HashMap<GangKey, usize> = HashMap::new();
+    for &j in &order {
+        for c in claims_of(j) {
+            if defined.contains_key(&c.gang) || annotation_source.contains_key(&c.gang) {
+                continue;
+            }
+            match dialect::annotation_gang(c, claimed[j].raw) {
+                Some(Ok(g)) if g.min_member > 0 => {
+                    annotation_source.insert(c.gang.clone(), j);
+                    defined.insert(g.key.clone(), g);
+                }
+                Some(Err(e)) => problems.push(Problem { object: describe(claimed[j].raw), errors: e }),
+                _ => {}
+            }
+        }
+    }
+    // Pods whose annotations disagree with the gang's source pod are reported, not guessed at.
+    for &j in &order {
+        for c in claims_of(j) {
+            let Some(&src) = annotation_source.get(&c.gang) else { continue };
+            // Pods stamped from one template carry the same annotations: nothing to compare.
+            if src == j
+                || claimed[j].raw.pointer("/metadata/annotations")
+                    == claimed[src].raw.pointer("/metadata/annotations")
+            {
+                continue;
+            }
+            if let (Some(Ok(mine)), Some(gang)) =
+                (dialect::annotation_gang(c, claimed[j].raw), defined.get(&c.gang))
+                && mine.min_member > 0
+                && mine.min_member != gang.min_member
+            {
+                problems.push(Problem {
+                    object: describe(claimed[j].raw),
+                    errors: vec![FieldError::new(
+                        "metadata.annotations",
+                        format!(
+                            "gang {} minimum {} disagrees with {} on pod {}; using {}",
+                            c.gang, mine.min_member, gang.min_member, claimed[src].pod.key, gang.min_member
+                        ),
+                    )],
+                });
+            }
+        }
+    }
+
+    // Each claiming pod's gang: the claim whose gang exists, else its first.
+    let mut missing: BTreeSet<GangKey> = BTreeSet::new();
+    let mut memberships = Vec::with_capacity(claimed.len());
+    for (j, c) in claimed.iter().enumerate() {
+        let (i, raw) = (c.at, c.raw);
+        let resolved: Vec<Membership> = claims_of(j)
+            .iter()
+            .map(|c| match (c.dialect, resolution.get(&c.gang)) {
+                (Dialect::Upstream, Some((root, leaf))) => {
+                    Membership { gang: root.clone(), subgroup: leaf.clone() }
+                }
+                _ => Membership { gang: c.gang.clone(), subgroup: c.subgroup.clone() },
+            })
+            .collect();
+        let chosen = resolved.iter().find(|m| defined.contains_key(&m.gang)).or(resolved.first()).cloned();
+        if let Some(m) = &chosen
+            && !defined.contains_key(&m.gang)
+            && missing.insert(m.gang.clone())
+        {
+            problems.push(Problem {
+                object: describe(raw),
+                errors: vec![FieldError::new(
+                    claims_of(j).first().map(|c| c.path.clone()).unwrap_or_default(),
+                    format!("gang {} does not exist (yet): its members wait for it", m.gang),
+                )],
+            });
+        }
+        memberships.push((i, chosen));
+    }
+    let mut gangs: Vec<Gang> = defined.into_values().collect();
+    gangs.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    Resolved { gangs, memberships, object_problems, claim_problems: problems }
+}
