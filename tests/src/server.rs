@@ -222,6 +222,14 @@ fn serve_in_store(inner: &Arc<Inner>, index: Option<usize>, r: &Incoming) -> Res
             patch(s, &t, name, &r.content_type, &body).map(|v| status::object(200, &v))
         }
         (&Method::DELETE, Some(name), None) => {
+            if !body.is_null() {
+                use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
+                serde_json::from_value::<DeleteOptions>(body.clone()).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}"
+                    ))
+                })?;
+            }
             subresources::delete(s, &t, name, &body).map(|v| status::object(200, &v))
         }
         (&Method::POST, Some(name), Some("binding")) if kind == Kind::Pod => {
