@@ -159,13 +159,12 @@ async fn a_watch_that_expires_relists_and_sees_what_changed() {
     let fake = fake().await;
     fake.put(node("gpu-1", "64", 8, &[]));
     let (stop, handle) = start(&fake, false).await;
-    assert!(
-        fake.wait_for(Duration::from_secs(10), |f| f
-            .requests()
+    let watching = |f: &FakeApi| {
+        ["/api/v1/pods", "/api/v1/nodes", "/apis/kube-gang.io/v1alpha1/gangs"]
             .iter()
-            .any(|r| r.query.contains("watch=true")))
-            .await
-    );
+            .all(|p| f.requests().iter().any(|r| r.path == *p && r.query.contains("watch=true")))
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), watching).await, "{:#?}", fake.requests());
     // Compaction: every open watch ends with 410 Gone, and resuming from any version seen so far
     // is 410 too, so what is created now reaches the scheduler only if it lists again.
     fake.compact();
@@ -177,13 +176,16 @@ async fn a_watch_that_expires_relists_and_sees_what_changed() {
         "{:#?}",
         fake.requests()
     );
-    let relisted = |path: &str| {
-        fake.requests().iter().any(|r| {
+    let relisted = |f: &FakeApi, path: &str| {
+        f.requests().iter().any(|r| {
             r.method == "GET" && r.path == path && !r.query.contains("watch=true") && r.at > compacted
         })
     };
-    assert!(relisted("/api/v1/pods"), "pods listed again: {:#?}", fake.requests());
-    assert!(relisted("/apis/kube-gang.io/v1alpha1/gangs"), "gangs listed again");
+    assert!(relisted(&fake, "/api/v1/pods"), "pods listed again: {:#?}", fake.requests());
+    // Every other watch ended too (each lists again after its own backoff).
+    for path in ["/api/v1/nodes", "/apis/kube-gang.io/v1alpha1/gangs"] {
+        assert!(fake.wait_for(Duration::from_secs(10), |f| relisted(f, path)).await, "{path} listed again");
+    }
     // Only the new list could tell the scheduler about the pod: its watch ended at the compaction.
     let listed = fake.requests().into_iter().find(|r| r.path == "/api/v1/pods" && r.at > compacted).unwrap();
     let binding = fake.requests_to("POST", "/pods/late-0/binding")[0].clone();
