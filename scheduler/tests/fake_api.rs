@@ -158,13 +158,12 @@ async fn a_watch_that_expires_relists_and_sees_what_changed() {
     let fake = fake().await;
     fake.put(node("gpu-1", "64", 8, &[]));
     let (stop, handle) = start(&fake, false).await;
-    assert!(
-        fake.wait_for(Duration::from_secs(10), |f| f
-            .requests()
+    let watching = |f: &FakeApi| {
+        ["/api/v1/pods", "/api/v1/nodes", "/apis/kube-gang.io/v1alpha1/gangs"]
             .iter()
-            .any(|r| r.query.contains("watch=true")))
-            .await
-    );
+            .all(|p| f.requests().iter().any(|r| r.path == *p && r.query.contains("watch=true")))
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), watching).await, "{:#?}", fake.requests());
     // Compaction: every open watch ends with 410 Gone, and resuming from any version seen so far
     // is 410 too, so what is created now reaches the scheduler only if it lists again.
     fake.compact();
@@ -176,13 +175,20 @@ async fn a_watch_that_expires_relists_and_sees_what_changed() {
         "{:#?}",
         fake.requests()
     );
-    let relisted = |path: &str| {
-        fake.requests().iter().any(|r| {
+    let relisted = |f: &FakeApi, path: &str| {
+        f.requests().iter().any(|r| {
             r.method == "GET" && r.path == path && !r.query.contains("watch=true") && r.at > compacted
         })
     };
-    assert!(relisted("/api/v1/pods"), "pods listed again: {:#?}", fake.requests());
-    assert!(relisted("/apis/kube-gang.io/v1alpha1/gangs"), "gangs listed again");
+    assert!(relisted(&fake, "/api/v1/pods"), "pods listed again: {:#?}", fake.requests());
+    // Every other watch ended too (each lists again after its own backoff).
+    for path in ["/api/v1/nodes", "/apis/kube-gang.io/v1alpha1/gangs"] {
+        assert!(fake.wait_for(Duration::from_secs(10), |f| relisted(f, path)).await, "{path} listed again");
+    }
+    // Only the new list could tell the scheduler about the pod: its watch ended at the compaction.
+    let listed = fake.requests().into_iter().find(|r| r.path == "/api/v1/pods" && r.at > compacted).unwrap();
+    let binding = fake.requests_to("POST", "/pods/late-0/binding")[0].clone();
+    assert!(listed.at < binding.at && !listed.query.contains("watch=true"), "{listed:#?}");
     stop.cancel();
     handle.await.unwrap();
 }
@@ -227,6 +233,28 @@ async fn a_429_is_retried_after_the_servers_retry_after() {
     assert_eq!(binds.iter().map(|r| r.status).collect::<Vec<_>>(), [429, 201], "{binds:#?}");
     let waited = binds[1].at.duration_since(binds[0].at);
     assert!(waited >= Duration::from_millis(950), "Retry-After: 1 honoured, retried after {waited:?}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_member_another_scheduler_bound_first_is_counted_where_it_landed() {
+    use kube_gang_tests::FaultKind;
+    let fake = fake().await;
+    two_nodes_and_a_gang_of_two(&fake);
+    fake.put(node("gpu-3", "64", 8, &[]));
+    // Just before train-1's binding is served, another scheduler binds it to gpu-3: the API server
+    // answers 409 "already assigned".
+    fake.fault_with("POST", "/pods/train-1/binding", FaultKind::BoundElsewhere("gpu-3".into()), 1);
+    let (stop, handle) = start(&fake, false).await;
+    assert!(fake.wait_for(Duration::from_secs(10), both_bound).await, "{:#?}", fake.requests());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let train1 = fake.requests_to("POST", "/pods/train-1/binding");
+    // Refused each time (at most once more, before the watch reports where it landed).
+    assert!(!train1.is_empty() && train1.len() <= 2 && train1.iter().all(|r| r.status == 409), "{train1:#?}");
+    assert_eq!(bound(&fake, "ml", "train-1").as_deref(), Some("gpu-3"));
+    assert_ne!(bound(&fake, "ml", "train-0").as_deref(), Some("gpu-3"), "no node double-booked");
+    assert_eq!(fake.requests_to("POST", "/pods/train-0/binding").len(), 1);
     stop.cancel();
     handle.await.unwrap();
 }

@@ -169,19 +169,37 @@ pub struct Incoming {
 }
 
 fn serve(inner: &Arc<Inner>, index: Option<usize>, r: &Incoming) -> Response {
+    let Some(resp) = serve_outside(inner, r) else { return serve_in_store(inner, index, r) };
+    if let Some(i) = index
+        && let Some(rec) = inner.store.lock().expect("store").requests.get_mut(i)
+    {
+        rec.status = resp.status().as_u16();
+    }
+    resp
+}
+
+/// What is answered without a transaction on the store: unknown paths, unserved resources,
+/// watches (recorded as 200 when they start).
+fn serve_outside(inner: &Arc<Inner>, r: &Incoming) -> Option<Response> {
     let Some(t) = parse_path(&r.path) else {
-        return ApiError::not_found("", &r.path).into_response();
+        return Some(ApiError::not_found("", &r.path).into_response());
     };
     if !inner.served.lock().expect("served").contains(&t.res) {
         let mut e = ApiError::not_found("", "");
         e.message = format!("the server could not find the requested resource ({})", t.res.1);
         e.details = None;
-        return e.into_response();
+        return Some(e.into_response());
     }
     let q = Query::parse(&r.query);
     if r.method == Method::GET && t.name.is_none() && q.flag("watch") {
-        return watch::watch(inner, &t, &q);
+        return Some(watch::watch(inner, &t, &q));
     }
+    None
+}
+
+fn serve_in_store(inner: &Arc<Inner>, index: Option<usize>, r: &Incoming) -> Response {
+    let Some(t) = parse_path(&r.path) else { return ApiError::not_found("", &r.path).into_response() };
+    let q = Query::parse(&r.query);
     let body = if r.bytes.is_empty() {
         Ok(Value::Null)
     } else {
@@ -204,6 +222,14 @@ fn serve(inner: &Arc<Inner>, index: Option<usize>, r: &Incoming) -> Response {
             patch(s, &t, name, &r.content_type, &body).map(|v| status::object(200, &v))
         }
         (&Method::DELETE, Some(name), None) => {
+            if !body.is_null() {
+                use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
+                serde_json::from_value::<DeleteOptions>(body.clone()).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}"
+                    ))
+                })?;
+            }
             subresources::delete(s, &t, name, &body).map(|v| status::object(200, &v))
         }
         (&Method::POST, Some(name), Some("binding")) if kind == Kind::Pod => {
@@ -291,6 +317,7 @@ fn create(s: &mut Store, t: &Target, mut body: Value) -> Result<Value, ApiError>
     if kind == Kind::Pod {
         body["status"] = json!({"phase": "Pending"});
     }
+    validation::normalize(kind, &mut body);
     Ok(s.commit(&t.res, key, body, "ADDED"))
 }
 
@@ -380,8 +407,9 @@ fn replace(s: &mut Store, t: &Target, name: &str, body: Value) -> Result<Value, 
     let current =
         s.get(&t.res, &key).cloned().ok_or_else(|| ApiError::not_found(&qualified(&t.res), name))?;
     preconditions(t, name, &current, &body)?;
-    let out = updated(kind, t.sub.as_deref(), &current, &body);
+    let mut out = updated(kind, t.sub.as_deref(), &current, &body);
     validation::validate(kind, &t.res.1, &out, &t.namespace)?;
+    validation::normalize(kind, &mut out);
     Ok(s.commit(&t.res, key, out, "MODIFIED"))
 }
 
@@ -404,7 +432,8 @@ fn patch(s: &mut Store, t: &Target, name: &str, content_type: &str, body: &Value
             &[FieldError::invalid("patch", &patched.to_string(), e.message)],
         ));
     }
-    let out = updated(kind, t.sub.as_deref(), &current, &patched);
+    let mut out = updated(kind, t.sub.as_deref(), &current, &patched);
     validation::validate(kind, &t.res.1, &out, &t.namespace)?;
+    validation::normalize(kind, &mut out);
     Ok(s.commit(&t.res, key, out, "MODIFIED"))
 }

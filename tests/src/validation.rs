@@ -350,6 +350,32 @@ fn at<'a>(v: &'a Value, path: &str) -> Vec<(String, &'a Value)> {
     found
 }
 
+/// What the API server stores for a built-in kind: `metav1.Time` re-encoded to whole seconds in
+/// UTC, `metav1.MicroTime` to six digits in UTC (Go types decode and encode them; custom resources
+/// are stored as sent). Call after [`decode`] has accepted `obj`.
+pub fn normalize(kind: Kind, obj: &mut Value) {
+    if !kind.built_in() {
+        return;
+    }
+    let mut stamps: Vec<(&str, Stamp)> =
+        vec![("metadata.creationTimestamp", Stamp::Time), ("metadata.deletionTimestamp", Stamp::Time)];
+    stamps.extend_from_slice(kind.stamps());
+    for (path, stamp) in stamps {
+        let found: Vec<String> = at(obj, path).into_iter().map(|(p, _)| p).collect();
+        for concrete in found {
+            let pointer = format!("/{}", concrete.replace(['.', '['], "/").replace(']', ""));
+            let Some(slot) = obj.pointer_mut(&pointer) else { continue };
+            let Some(t) = slot.as_str().and_then(|s| s.parse::<k8s_openapi::jiff::Timestamp>().ok()) else {
+                continue;
+            };
+            *slot = Value::String(match stamp {
+                Stamp::Time => crate::store::format_time(t),
+                Stamp::Micro => crate::store::format_micro(t),
+            });
+        }
+    }
+}
+
 /// Stage 1: timestamps and the typed decode. The error is the 400 the API server sends.
 pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
     let name = kind.type_name();
@@ -713,6 +739,22 @@ mod tests {
         ] {
             assert!(check_time(bad, false).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn built_in_kinds_store_times_as_the_api_server_encodes_them() {
+        let mut pod = json!({"status": {"conditions": [{"type": "PodScheduled", "lastTransitionTime": "2026-11-23T16:06:39.987+01:00"}]}});
+        normalize(Kind::Pod, &mut pod);
+        assert_eq!(pod["status"]["conditions"][0]["lastTransitionTime"], "2026-11-23T15:06:39Z");
+        let mut lease = json!({"spec": {"renewTime": "2026-11-23T15:06:39.123456Z"}});
+        normalize(Kind::Lease, &mut lease);
+        assert_eq!(lease["spec"]["renewTime"], "2026-11-23T15:06:39.123456Z");
+        let mut gang = json!({"status": {"waitingSince": "2026-11-23T15:06:39.5Z"}});
+        normalize(Kind::Gang, &mut gang);
+        assert_eq!(
+            gang["status"]["waitingSince"], "2026-11-23T15:06:39.5Z",
+            "custom resources are stored as sent"
+        );
     }
 
     #[test]

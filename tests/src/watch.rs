@@ -417,20 +417,17 @@ impl Stream {
                     None => std::future::pending::<()>().await,
                 }
             };
+            // Biased: a compaction made before a change is seen before that change.
             tokio::select! {
-                _ = tokio::time::sleep_until(self.deadline) => {
-                    // timeoutSeconds: the server ends the watch (a last bookmark first).
-                    self.done = true;
-                    return self.bookmark();
-                }
+                biased;
                 _ = self.expiry.changed() => {
                     self.done = true;
                     return Some(gone(self.last, self.last + 1));
                 }
-                () = tick => {
-                    if let Some(b) = self.bookmark() {
-                        return Some(b);
-                    }
+                _ = tokio::time::sleep_until(self.deadline) => {
+                    // timeoutSeconds: the server ends the watch (a last bookmark first).
+                    self.done = true;
+                    return self.bookmark();
                 }
                 got = self.rx.recv() => match got {
                     Ok(c) if c.rv <= self.last => {}
@@ -447,6 +444,11 @@ impl Stream {
                     // the last resourceVersion it saw and the history fills the gap.
                     Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return None,
                 },
+                () = tick => {
+                    if let Some(b) = self.bookmark() {
+                        return Some(b);
+                    }
+                }
             }
         }
     }

@@ -193,8 +193,12 @@ async fn an_evicted_running_pod_terminates_gracefully() {
     assert!(api.get("v1", "Pod", "ml", "web-0").is_some());
     api.advance(Duration::from_secs(16));
     assert!(api.get("v1", "Pod", "ml", "web-0").is_none());
-    // A DELETE with gracePeriodSeconds: 0 removes at once.
+    // A DELETE with gracePeriodSeconds: 0 removes at once; DeleteOptions of the wrong shape are a 400.
     api.put(running("web-1", "web"));
+    let a = api
+        .call("DELETE", "/api/v1/namespaces/ml/pods/web-1", JSON, &json!({"gracePeriodSeconds": "now"}))
+        .await;
+    assert_eq!(a.status, 400);
     let a =
         api.call("DELETE", "/api/v1/namespaces/ml/pods/web-1", JSON, &json!({"gracePeriodSeconds": 0})).await;
     assert_eq!(a.status, 200);

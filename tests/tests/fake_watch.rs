@@ -171,6 +171,7 @@ async fn compaction_ends_open_watches_and_old_versions_are_gone() {
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     api.put(gang_pod("ml", "new", "a", 1));
+    tokio::time::sleep(Duration::from_millis(200)).await;
     api.compact();
     let (events, ended) = open.await.unwrap();
     assert!(ended, "the server ended the watch");
