@@ -577,3 +577,57 @@ async fn an_eviction_a_budget_blocks_never_stalls_the_loop_and_the_gang_says_why
     stop.cancel();
     handle.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_replica_with_a_skewed_clock_neither_steals_a_live_lease_nor_keeps_a_lost_one() {
+    use gang_scheduler::lease::round;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use scheduler_core::model::Time;
+    use tokio::time::Instant;
+    let fake = fake().await;
+    let client = kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-gang-system");
+    let lease = Duration::from_secs(15);
+    let secs = Duration::from_secs;
+    // Replica a's wall clock is right; b's runs ten minutes ahead. Each judges expiry on its own
+    // monotonic clock, which the test drives (t0 + …).
+    let wall = Time::from_secs(1_800_000_000);
+    let skew = secs(600);
+    let t0 = Instant::now();
+    let (mut seen_a, mut seen_b) = (None, None);
+    assert!(round(&api, "l", "a", wall, t0, lease, &mut seen_a).await.unwrap(), "a creates it");
+    // To b, a's renewTime is ten minutes old; the Lease is live all the same.
+    for i in 0..4u64 {
+        let at = secs(5 * i);
+        let b_sees =
+            round(&api, "l", "b", wall.plus(at + secs(1) + skew), t0 + at + secs(1), lease, &mut seen_b);
+        assert!(!b_sees.await.unwrap(), "b stole a live lease at {at:?}");
+        let a_renews = round(&api, "l", "a", wall.plus(at + secs(5)), t0 + at + secs(5), lease, &mut seen_a);
+        assert!(a_renews.await.unwrap());
+    }
+    let holder = |f: &FakeApi| {
+        f.get("coordination.k8s.io/v1", "Lease", "kube-gang-system", "l")
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
+    };
+    assert_eq!(holder(&fake).as_deref(), Some("a"));
+    // a stops renewing after t0+20 s. b first sees that last renewal at t0+30 s, and takes over
+    // only once a whole lease duration has passed on its own clock since then.
+    let b_sees_last = round(&api, "l", "b", wall.plus(secs(30) + skew), t0 + secs(30), lease, &mut seen_b);
+    assert!(!b_sees_last.await.unwrap());
+    let b_early = round(&api, "l", "b", wall.plus(secs(44) + skew), t0 + secs(44), lease, &mut seen_b);
+    assert!(!b_early.await.unwrap(), "b took over before the lease ran out as it observed it");
+    let b_late = round(&api, "l", "b", wall.plus(secs(46) + skew), t0 + secs(46), lease, &mut seen_b);
+    assert!(b_late.await.unwrap(), "expired: b takes over");
+    assert_eq!(holder(&fake).as_deref(), Some("b"));
+    // a comes back: b's renewTime lies ten minutes in a's future, and a follows rather than keeps.
+    let a_back = round(&api, "l", "a", wall.plus(secs(47)), t0 + secs(47), lease, &mut seen_a);
+    assert!(!a_back.await.unwrap(), "a kept a lease it lost");
+    assert_eq!(holder(&fake).as_deref(), Some("b"));
+    // b stops too. c, whose clock runs ten minutes behind, sees b's renewTime twenty minutes in
+    // its future; it still takes over once the record has not changed for a lease duration.
+    let behind = |at: Duration| Time(wall.plus(at).0 - 600_000);
+    let mut seen_c = None;
+    assert!(!round(&api, "l", "c", behind(secs(50)), t0 + secs(50), lease, &mut seen_c).await.unwrap());
+    assert!(round(&api, "l", "c", behind(secs(66)), t0 + secs(66), lease, &mut seen_c).await.unwrap());
+    assert_eq!(holder(&fake).as_deref(), Some("c"));
+}
