@@ -23,6 +23,8 @@ use serde_json::Value;
 
 /// The gate a pod whose binding the API server refused is shown with (see [`Index::refuse`]).
 pub const REFUSED_GATE: &str = "kube-gang.io/binding-refused";
+/// From this many objects, a list is loaded in bulk (see [`Index::replace`]).
+const BULK: usize = 1_024;
 const REFUSED_FIRST: Duration = Duration::from_secs(5);
 const REFUSED_MAX: Duration = Duration::from_secs(300);
 
@@ -110,7 +112,9 @@ impl Index {
     }
 
     /// A completed (re-)list of `resource` replaces what the index held for it: objects deleted
-    /// while the watch was down (410 Gone, a dropped connection) disappear here.
+    /// while the watch was down (410 Gone, a dropped connection) disappear here. A large list
+    /// (the initial one of a big cluster) is loaded in bulk: the core assembles its snapshot once,
+    /// converting pods on all cores, instead of patching it object by object.
     pub fn replace(&mut self, resource: &str, objects: Vec<Value>) {
         let fresh: BTreeSet<(String, String)> = objects.iter().map(key_of).collect();
         let gone: Vec<(String, String)> =
@@ -121,9 +125,25 @@ impl Index {
             }
             self.forget_object(resource, key);
         }
-        for o in objects {
-            self.apply(resource, o);
+        if objects.len() < BULK {
+            for o in objects {
+                self.apply(resource, o);
+            }
+            return;
         }
+        for o in &objects {
+            let (ns, name) = key_of(o);
+            self.before.remove(&(resource.to_string(), ns, name));
+            if let Some(p) = pod_key(o)
+                && o.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
+            {
+                self.settled(&p);
+            }
+        }
+        let keys = self.keys.entry(resource.to_string()).or_default();
+        keys.extend(fresh);
+        // Objects the core cannot file are reported with the snapshot's problems.
+        let _ = self.live.push(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects}));
     }
 
     /// How many objects of `resource` are held.
@@ -450,6 +470,30 @@ mod tests {
         index.apply(GANG, gang_object("2026-02-01T00:00:00Z"));
         index.refresh();
         assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
+    }
+
+    #[test]
+    fn a_large_list_loads_in_bulk_into_the_same_view() {
+        let pods: Vec<Value> = (0..BULK + 5).map(|i| pod(&format!("p{i:05}"), None)).collect();
+        let mut bulk = Index::new();
+        bulk.apply("v1/Node", node("n1"));
+        bulk.apply("v1/Pod", pod("old", None));
+        bulk.replace("v1/Pod", pods.clone());
+        let mut one_by_one = Index::new();
+        one_by_one.apply("v1/Node", node("n1"));
+        for p in pods {
+            one_by_one.apply("v1/Pod", p);
+        }
+        bulk.refresh();
+        one_by_one.refresh();
+        assert_eq!(bulk.count("v1/Pod"), BULK + 5);
+        assert!(bulk.get("v1/Pod", "ml", "old").is_none(), "gone from the list");
+        let sorted = |i: &Index| {
+            let mut s = i.snapshot().clone();
+            s.pods.sort_by(|a, b| a.key.cmp(&b.key));
+            s
+        };
+        assert_eq!(sorted(&bulk), sorted(&one_by_one));
     }
 
     #[test]
