@@ -170,6 +170,22 @@ pub struct Counts {
     pub failed: u32,
 }
 
+/// The longest `message` a `metav1.Condition` may carry (apimachinery validates 32 KiB).
+pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
+
+/// `s` cut to at most `max` bytes, ending in `…` when cut.
+fn within(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    const MORE: &str = "…";
+    let mut end = max.saturating_sub(MORE.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MORE}", &s[..end])
+}
+
 impl Outcome {
     /// The status a `Gang` object gets for this outcome: phase, counts, the `Scheduled`
     /// condition (reason and message) and the state that must survive a restart (written as
@@ -200,7 +216,7 @@ impl Outcome {
                 type_: "Scheduled".into(),
                 status: status.into(),
                 reason: self.reason.as_str().into(),
-                message: self.message.clone(),
+                message: within(&self.message, CONDITION_MESSAGE_MAX),
                 last_transition_time: transition,
                 observed_generation: generation,
             }],
