@@ -172,12 +172,14 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
         assumed: [(PodKey::new("ml", "p0"), "n0".to_string())].into(),
         carried: [(gang.clone(), (created, carried.clone()))].into(),
         reservations: vec![reservation.clone()],
+        held_back: [(PodKey::new("ml", "p0"), "example.com/refused".to_string())].into(),
     };
     live.refresh_with(&overlay);
     assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));
     assert!(live.snapshot().pods[0].gang.is_some(), "membership kept");
     assert_eq!(live.snapshot().gangs[0].state, carried);
     assert_eq!(live.snapshot().reservations, [reservation]);
+    assert_eq!(live.snapshot().pods[0].scheduling_gates, ["example.com/refused"]);
     // A new version of the pod (a status update) is converted afresh; the overlay still holds.
     live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
     live.refresh_with(&overlay);
@@ -193,6 +195,7 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
     assert_eq!(live.snapshot().pods[0].node_name, None);
     assert_eq!(live.snapshot().gangs[0].state, GangState::default());
     assert!(live.snapshot().reservations.is_empty());
+    assert!(live.snapshot().pods[0].scheduling_gates.is_empty());
     assert_eq!(live.snapshot().pods[0].gang.as_ref().map(|m| m.gang.name.as_str()), Some("g1"));
     let mut cluster = Cluster::new();
     cluster.push(node("n0", "4")).unwrap();

@@ -4,6 +4,9 @@
 //! snapshot, plan → writes), measured on the same cluster, on one of S4's size (4,000 nodes,
 //! 140,000 running pods, one pending gang) and on one with 1,500 gangs of 10.
 //!
+//! Then the same burst at scheduler_perf's scale: 5,000 nodes, 1,000 gangs of 10, alone and beside
+//! 140,000 running pods; and the initial load of each shape, one event at a time and in bulk.
+//!
 //! Run: `cargo bench -p gang-scheduler --bench loop` (a bench binary, not criterion: one run of
 //! the whole flow). Everything runs on loopback in one process; the fake answers instantly, so the
 //! figures are the scheduler's, not an API server's.
@@ -33,11 +36,26 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-/// `spacing`: the pause between one gang's creation and the next (zero: all at once).
-async fn end_to_end(spacing: Duration) {
+/// The shape of an end-to-end run.
+#[derive(Clone, Copy)]
+struct Shape {
+    nodes: usize,
+    gangs: usize,
+    members: usize,
+    /// Pods already running (bound by another scheduler), 100m CPU each.
+    running: usize,
+    /// The pause between one gang's creation and the next (zero: all at once).
+    spacing: Duration,
+}
+
+async fn end_to_end(shape: Shape) {
+    let Shape { nodes, gangs, members, running, spacing } = shape;
     let fake = FakeApi::start(&[("/apis/kube-gang.io/v1alpha1", "gangs")]).await;
-    for i in 0..NODES {
-        fake.put(node(&format!("node-{i:04}"), "64", 8, &[]));
+    for i in 0..nodes {
+        fake.put(node(&format!("node-{i:05}"), "64", 8, &[]));
+    }
+    for p in 0..running {
+        fake.put(running_pod(&format!("running-{p:06}"), &format!("node-{:05}", p % nodes)));
     }
     let client = kube::Config::new(fake.url().parse().expect("url"));
     let settings = Settings {
@@ -56,17 +74,22 @@ async fn end_to_end(spacing: Duration) {
     };
     let stop = CancellationToken::new();
     let metrics = Metrics::new();
-    let task = tokio::spawn(run(client, settings, metrics, stop.clone()));
+    let task = tokio::spawn(run(client, settings, metrics.clone(), stop.clone()));
     // Let the watches sync before the clock starts.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let listed = Instant::now();
+    while !metrics.is_ready() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let synced = listed.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
 
     // A gang (and its 10 members, 2 GPUs each) every `spacing`.
     let mut created: BTreeMap<String, Instant> = BTreeMap::new();
     let start = Instant::now();
-    for g in 0..GANGS {
-        let name = format!("job-{g:03}");
-        fake.put(gang("bench", &name, MEMBERS as u32));
-        for m in 0..MEMBERS {
+    for g in 0..gangs {
+        let name = format!("job-{g:04}");
+        fake.put(gang("bench", &name, members as u32));
+        for m in 0..members {
             let pod = format!("{name}-{m}");
             fake.put(gang_pod("bench", &pod, &name, 2));
             created.insert(format!("/api/v1/namespaces/bench/pods/{pod}/binding"), Instant::now());
@@ -77,8 +100,8 @@ async fn end_to_end(spacing: Duration) {
     }
     let created_in = start.elapsed();
     let all = fake
-        .wait_for(Duration::from_secs(120), |f| {
-            f.requests_to("POST", "/binding").iter().filter(|r| r.status == 201).count() >= GANGS * MEMBERS
+        .wait_for(Duration::from_secs(600), |f| {
+            f.requests_to("POST", "/binding").iter().filter(|r| r.status == 201).count() >= gangs * members
         })
         .await;
     assert!(all, "every pod bound");
@@ -96,9 +119,10 @@ async fn end_to_end(spacing: Duration) {
     let last = binds.iter().map(|r| r.at).max().expect("binds");
     let retries = fake.requests_to("POST", "/binding").len() - binds.len();
     println!(
-        "end to end: {NODES} nodes, {GANGS} gangs × {MEMBERS} pods, a gang every {} (created over {})",
+        "end to end: {nodes} nodes, {running} running pods, {gangs} gangs × {members} pods, a gang every {} (created over {}); watches synced in {}",
         ms(spacing),
-        ms(created_in)
+        ms(created_in),
+        ms(synced)
     );
     println!(
         "  binds: {} in {} → {:.0} binds/s (from the first bind to the last); {retries} retried",
@@ -151,6 +175,39 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
     }
     index.refresh();
     let loaded = load.elapsed();
+    // The same objects as the initial lists a watch delivers: each list loaded whole.
+    let mut lists: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+    for i in 0..nodes {
+        lists.entry("v1/Node").or_default().push(versioned(node(&format!("node-{i:05}"), "64", 8, &[])));
+    }
+    for p in 0..running {
+        let on = format!("node-{:05}", p % nodes);
+        lists.entry("v1/Pod").or_default().push(versioned(running_pod(&format!("running-{p:06}"), &on)));
+    }
+    for g in 0..gangs {
+        let name = format!("job-{g:04}");
+        lists.entry("kube-gang.io/v1alpha1/Gang").or_default().push(versioned(gang(
+            "bench",
+            &name,
+            members as u32,
+        )));
+        for m in 0..members {
+            lists.entry("v1/Pod").or_default().push(versioned(gang_pod(
+                "bench",
+                &format!("{name}-{m}"),
+                &name,
+                2,
+            )));
+        }
+    }
+    let mut bulk = Index::new();
+    let load = Instant::now();
+    for (resource, objects) in lists {
+        bulk.replace(resource, objects);
+    }
+    bulk.refresh();
+    let bulk_loaded = load.elapsed();
+    drop(bulk);
     let config = Config::default();
     let now = Time::from_secs(1_000);
     let (mut snap_t, mut plan_t, mut req_t) = (Vec::new(), Vec::new(), Vec::new());
@@ -159,6 +216,7 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
         "  every object into the index, one watch event at a time, and the first snapshot: {}",
         ms(loaded)
     );
+    println!("  the same as initial lists, each loaded in bulk, and the first snapshot: {}", ms(bulk_loaded));
     for _ in 0..20 {
         // A cycle after a change: one pod updated (the first round converts everything).
         let changed = versioned(gang_pod("bench", "job-0000-0", "job-0000", 2));
@@ -176,11 +234,15 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
         let mut limiter = EventLimiter::default();
         let writes = apply::writes(&plan, snapshot, &(), &mut limiter, &BTreeMap::new(), now);
         // Turned into HTTP as the loop does when it sends them.
-        let sent = writes.bindings.iter().map(|b| apply::binding(&b.binding)).count()
-            + writes.statuses.iter().map(apply::StatusWrite::http).count()
-            + writes.events.iter().map(apply::event_request).count();
+        let sent: Vec<apply::Http> = writes
+            .bindings
+            .iter()
+            .map(|b| apply::binding(&b.binding))
+            .chain(writes.statuses.iter().map(apply::StatusWrite::http))
+            .chain(writes.events.iter().map(apply::event_request))
+            .collect();
         req_t.push(t.elapsed());
-        assert!(sent >= gangs * members);
+        assert!(sent.len() >= gangs * members);
     }
     for v in [&mut snap_t, &mut plan_t, &mut req_t] {
         v.sort();
@@ -206,6 +268,18 @@ fn main() {
     per_cycle(4_000, 0, 1_500, 10);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     // A steady stream (latency as a user sees it), then a burst (throughput).
-    runtime.block_on(end_to_end(Duration::from_millis(20)));
-    runtime.block_on(end_to_end(Duration::ZERO));
+    let small = Shape {
+        nodes: NODES,
+        gangs: GANGS,
+        members: MEMBERS,
+        running: 0,
+        spacing: Duration::from_millis(20),
+    };
+    runtime.block_on(end_to_end(small));
+    runtime.block_on(end_to_end(Shape { spacing: Duration::ZERO, ..small }));
+    // scheduler_perf's scale: 5,000 nodes, 10,000 pending pods in 1,000 gangs of 10 at once —
+    // on an empty cluster, then beside 140,000 running pods.
+    let large = Shape { nodes: 5_000, gangs: 1_000, members: 10, running: 0, spacing: Duration::ZERO };
+    runtime.block_on(end_to_end(large));
+    runtime.block_on(end_to_end(Shape { running: 140_000, ..large }));
 }

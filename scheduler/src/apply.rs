@@ -587,6 +587,12 @@ mod tests {
         let done = gang_status(&placed, &stored, Time::from_secs(600)).expect("changed").http().body;
         assert_eq!(done["status"]["conditions"][0]["status"], "True");
         assert_eq!(done["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:10:00Z");
+        // A condition's message stays within what the API server accepts (32 KiB).
+        let long = Outcome { message: "é".repeat(20_000), ..placed };
+        let body = gang_status(&long, &stored, Time::from_secs(600)).expect("changed").http().body;
+        let message = body["status"]["conditions"][0]["message"].as_str().unwrap();
+        let max = scheduler_core::plan::CONDITION_MESSAGE_MAX;
+        assert!(message.len() <= max && message.len() > max - 8 && message.ends_with('…'));
     }
 
     #[test]

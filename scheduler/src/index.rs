@@ -21,6 +21,13 @@ use scheduler_core::plan::{Binding, Plan};
 use crate::apply::{StatusWrite, Target};
 use serde_json::Value;
 
+/// The gate a pod whose binding the API server refused is shown with (see [`Index::refuse`]).
+pub const REFUSED_GATE: &str = "kube-gang.io/binding-refused";
+/// From this many objects, a list is loaded in bulk (see [`Index::replace`]).
+const BULK: usize = 1_024;
+const REFUSED_FIRST: Duration = Duration::from_secs(5);
+const REFUSED_MAX: Duration = Duration::from_secs(300);
+
 /// Cluster state as the scheduler knows it.
 #[derive(Debug, Default)]
 pub struct Index {
@@ -32,6 +39,8 @@ pub struct Index {
     overlay: Overlay,
     /// When each assumed binding was sent (for [`Index::expire`]).
     sent: BTreeMap<PodKey, Instant>,
+    /// Pods whose binding the API server refused: (refusals so far, held back until).
+    refusals: BTreeMap<PodKey, (u32, Instant)>,
     /// Objects with a status write applied ahead of the watch ([`Index::wrote`]): the version
     /// the API last reported, to go back to if the write does not happen.
     before: HashMap<(String, String, String), Value>,
@@ -63,13 +72,20 @@ impl Index {
         if let Some(p) = pod_key(&obj)
             && obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
         {
-            self.unassume(&p);
+            self.settled(&p);
         }
         let key = key_of(&obj);
         // Objects the core cannot file are reported with the snapshot's problems, not here.
         if self.live.push(obj).is_ok() {
             self.keys.entry(resource.to_string()).or_default().insert(key);
         }
+    }
+
+    /// A pod bound or gone: it owes nothing to earlier refusals.
+    fn settled(&mut self, pod: &PodKey) {
+        self.unassume(pod);
+        self.refusals.remove(pod);
+        self.overlay.held_back.remove(pod);
     }
 
     fn unassume(&mut self, pod: &PodKey) {
@@ -80,7 +96,7 @@ impl Index {
     /// A watch `Delete` event for `resource`.
     pub fn delete(&mut self, resource: &str, obj: &Value) {
         if let Some(pod) = pod_key(obj) {
-            self.unassume(&pod);
+            self.settled(&pod);
         }
         let (ns, name) = key_of(obj);
         self.before.remove(&(resource.to_string(), ns.clone(), name.clone()));
@@ -96,20 +112,38 @@ impl Index {
     }
 
     /// A completed (re-)list of `resource` replaces what the index held for it: objects deleted
-    /// while the watch was down (410 Gone, a dropped connection) disappear here.
+    /// while the watch was down (410 Gone, a dropped connection) disappear here. A large list
+    /// (the initial one of a big cluster) is loaded in bulk: the core assembles its snapshot once,
+    /// converting pods on all cores, instead of patching it object by object.
     pub fn replace(&mut self, resource: &str, objects: Vec<Value>) {
         let fresh: BTreeSet<(String, String)> = objects.iter().map(key_of).collect();
         let gone: Vec<(String, String)> =
             self.keys.get(resource).map(|k| k.difference(&fresh).cloned().collect()).unwrap_or_default();
         for key in &gone {
             if split(resource).1 == "Pod" {
-                self.unassume(&PodKey::new(&key.0, &key.1));
+                self.settled(&PodKey::new(&key.0, &key.1));
             }
             self.forget_object(resource, key);
         }
-        for o in objects {
-            self.apply(resource, o);
+        if objects.len() < BULK {
+            for o in objects {
+                self.apply(resource, o);
+            }
+            return;
         }
+        for o in &objects {
+            let (ns, name) = key_of(o);
+            self.before.remove(&(resource.to_string(), ns, name));
+            if let Some(p) = pod_key(o)
+                && o.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
+            {
+                self.settled(&p);
+            }
+        }
+        let keys = self.keys.entry(resource.to_string()).or_default();
+        keys.extend(fresh);
+        // Objects the core cannot file are reported with the snapshot's problems.
+        let _ = self.live.push(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects}));
     }
 
     /// How many objects of `resource` are held.
@@ -140,9 +174,24 @@ impl Index {
         old.len()
     }
 
-    /// Forgets an assumed binding (the API refused it).
+    /// Forgets an assumed binding (it failed, or was not sent).
     pub fn forget(&mut self, pod: &PodKey) {
         self.unassume(pod);
+    }
+
+    /// The API server refused to bind `pod`: it is held back from placement as if gated by
+    /// [`REFUSED_GATE`] — 5 s after the first refusal, twice as long after each next, up to
+    /// 5 minutes — so its gang's all-or-nothing step fails as when a member does not fit: a gang
+    /// with no member bound waits; a half-bound one is completed or, after its grace period,
+    /// released. Never a retry storm against a pod the API server will not bind.
+    pub fn refuse(&mut self, pod: &PodKey) {
+        self.unassume(pod);
+        let now = Instant::now();
+        let (n, until) = self.refusals.entry(pod.clone()).or_insert((0, now));
+        *n = n.saturating_add(1);
+        let factor = 1u32.checked_shl(n.saturating_sub(1).min(10)).unwrap_or(u32::MAX);
+        *until = now + REFUSED_FIRST.saturating_mul(factor).min(REFUSED_MAX);
+        self.overlay.held_back.insert(pod.clone(), REFUSED_GATE.to_string());
     }
 
     /// Records a status write about to be sent, as if the watch had already reported it: the
@@ -200,6 +249,12 @@ impl Index {
 
     /// Brings the view up to date for a cycle: the watched state with the overlay laid over it.
     pub fn refresh(&mut self) {
+        let now = Instant::now();
+        for (pod, (_, until)) in &self.refusals {
+            if *until <= now {
+                self.overlay.held_back.remove(pod);
+            }
+        }
         self.live.refresh_with(&self.overlay);
     }
 
@@ -415,6 +470,30 @@ mod tests {
         index.apply(GANG, gang_object("2026-02-01T00:00:00Z"));
         index.refresh();
         assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
+    }
+
+    #[test]
+    fn a_large_list_loads_in_bulk_into_the_same_view() {
+        let pods: Vec<Value> = (0..BULK + 5).map(|i| pod(&format!("p{i:05}"), None)).collect();
+        let mut bulk = Index::new();
+        bulk.apply("v1/Node", node("n1"));
+        bulk.apply("v1/Pod", pod("old", None));
+        bulk.replace("v1/Pod", pods.clone());
+        let mut one_by_one = Index::new();
+        one_by_one.apply("v1/Node", node("n1"));
+        for p in pods {
+            one_by_one.apply("v1/Pod", p);
+        }
+        bulk.refresh();
+        one_by_one.refresh();
+        assert_eq!(bulk.count("v1/Pod"), BULK + 5);
+        assert!(bulk.get("v1/Pod", "ml", "old").is_none(), "gone from the list");
+        let sorted = |i: &Index| {
+            let mut s = i.snapshot().clone();
+            s.pods.sort_by(|a, b| a.key.cmp(&b.key));
+            s
+        };
+        assert_eq!(sorted(&bulk), sorted(&one_by_one));
     }
 
     #[test]

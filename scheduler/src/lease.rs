@@ -2,6 +2,12 @@
 //! held, release on shutdown. Every write carries the Lease's `resourceVersion`, so two replicas
 //! racing for it cannot both win: the API server rejects the stale write with a 409.
 //!
+//! Expiry is judged by observation, as client-go's leader elector does: a replica records, on its
+//! own monotonic clock, when it last saw the Lease record change ([`Observed`]), and takes the
+//! Lease over only once it has seen no change for a whole lease duration. The holder's
+//! `renewTime` is written for people to read but never compared with the local wall clock, so a
+//! replica whose clock is minutes off neither steals a live Lease nor keeps one it lost.
+//!
 //! The election runs in a task of its own ([`elect`]), so a long cycle or a slow burst of
 //! bindings never delays a renewal; it publishes a [`Standing`] that the loop consults before
 //! every write.
@@ -61,6 +67,7 @@ pub async fn elect(
 ) {
     let mut tick = tokio::time::interval(retry);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut observed: Option<Observed> = None;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -69,7 +76,7 @@ pub async fn elect(
         let attempt = Instant::now();
         let round = tokio::select! {
             () = stop.cancelled() => return,
-            r = round(&api, &name, &me, crate::clock::wall_clock(), duration) => r,
+            r = round(&api, &name, &me, crate::clock::wall_clock(), attempt, duration, &mut observed) => r,
         };
         let held = match round {
             Ok(held) => held,
@@ -104,9 +111,29 @@ pub enum Decision {
     Follow { holder: String },
 }
 
-/// Decides from the Lease's current spec.
-pub fn decide(lease: Option<&LeaseSpec>, me: &str, now: Time) -> Decision {
-    let Some(spec) = lease else { return Decision::Create };
+/// The Lease record as this replica last saw it, and when it saw it change (its own monotonic
+/// clock): what expiry is judged from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub record: LeaseSpec,
+    pub at: Instant,
+}
+
+/// Decides from the Lease's current spec, as observed at `now` (monotonic). `observed` is updated
+/// when the record differs from the last one seen.
+pub fn decide(
+    lease: Option<&LeaseSpec>,
+    me: &str,
+    now: Instant,
+    observed: &mut Option<Observed>,
+) -> Decision {
+    let Some(spec) = lease else {
+        *observed = None;
+        return Decision::Create;
+    };
+    if observed.as_ref().is_none_or(|o| o.record != *spec) {
+        *observed = Some(Observed { record: spec.clone(), at: now });
+    }
     let holder = spec.holder_identity.clone().unwrap_or_default();
     if holder == me {
         return Decision::Renew;
@@ -116,8 +143,12 @@ pub fn decide(lease: Option<&LeaseSpec>, me: &str, now: Time) -> Decision {
     }
     let duration =
         Duration::from_secs(u64::try_from(spec.lease_duration_seconds.unwrap_or(15)).unwrap_or(15));
-    let renewed = spec.renew_time.as_ref().map(|t| Time(t.0.as_millisecond())).unwrap_or_default();
-    if now.since(renewed) > duration { Decision::TakeOver } else { Decision::Follow { holder } }
+    let seen = observed.as_ref().map_or(now, |o| o.at);
+    if now.saturating_duration_since(seen) > duration {
+        Decision::TakeOver
+    } else {
+        Decision::Follow { holder }
+    }
 }
 
 fn micro(now: Time) -> MicroTime {
@@ -147,17 +178,20 @@ pub fn held_spec(
     }
 }
 
-/// One election round against the API: returns whether `me` holds the Lease afterwards.
+/// One election round against the API: returns whether `me` holds the Lease afterwards. `now`
+/// (wall clock) is only written into the record; `seen` (monotonic) and `observed` judge expiry.
 pub async fn round(
     api: &Api<Lease>,
     name: &str,
     me: &str,
     now: Time,
+    seen: Instant,
     duration: Duration,
+    observed: &mut Option<Observed>,
 ) -> kube::Result<bool> {
     let current = api.get_opt(name).await?;
     let spec = current.as_ref().and_then(|l| l.spec.clone());
-    match decide(spec.as_ref(), me, now) {
+    match decide(spec.as_ref(), me, seen, observed) {
         Decision::Follow { holder } => {
             tracing::debug!(%holder, "following");
             Ok(false)
@@ -220,13 +254,26 @@ mod tests {
     }
 
     #[test]
-    fn election_rules() {
-        let now = Time::from_secs(100);
-        assert_eq!(decide(None, "a", now), Decision::Create);
-        assert_eq!(decide(Some(&spec(Some("a"), 99)), "a", now), Decision::Renew);
-        assert_eq!(decide(Some(&spec(Some("b"), 95)), "a", now), Decision::Follow { holder: "b".into() });
-        assert_eq!(decide(Some(&spec(Some("b"), 80)), "a", now), Decision::TakeOver, "expired");
-        assert_eq!(decide(Some(&spec(None, 99)), "a", now), Decision::TakeOver, "released");
+    fn election_rules_judge_expiry_by_observed_change_not_by_renew_time() {
+        let t0 = Instant::now();
+        let mut seen = None;
+        assert_eq!(decide(None, "a", t0, &mut seen), Decision::Create);
+        assert_eq!(decide(Some(&spec(Some("a"), 99)), "a", t0, &mut seen), Decision::Renew);
+        assert_eq!(decide(Some(&spec(None, 99)), "a", t0, &mut seen), Decision::TakeOver, "released");
+        // A renewTime far in the past (or the future) says nothing on its own: the holder renews
+        // by changing the record, and it is the change this replica sees that counts.
+        let mut seen = None;
+        let held = spec(Some("b"), -100_000);
+        assert_eq!(decide(Some(&held), "a", t0, &mut seen), Decision::Follow { holder: "b".into() });
+        let later = t0 + Duration::from_secs(14);
+        assert_eq!(decide(Some(&held), "a", later, &mut seen), Decision::Follow { holder: "b".into() });
+        let renewed = spec(Some("b"), -99_990);
+        assert_eq!(decide(Some(&renewed), "a", later, &mut seen), Decision::Follow { holder: "b".into() });
+        let after = later + Duration::from_secs(14);
+        assert_eq!(decide(Some(&renewed), "a", after, &mut seen), Decision::Follow { holder: "b".into() });
+        // No change for longer than the lease duration: expired.
+        let expired = later + Duration::from_secs(16);
+        assert_eq!(decide(Some(&renewed), "a", expired, &mut seen), Decision::TakeOver);
     }
 
     #[test]

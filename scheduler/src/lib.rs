@@ -2,8 +2,9 @@
 //!
 //! The binary is a thin adapter around `scheduler-core`: the cluster is watched into a synchronous
 //! [`index::Index`]; a cycle takes a snapshot of it and calls `schedule`; [`apply`] turns the plan
-//! into the exact API requests (bindings, evictions, status patches, events) that [`run`] sends.
-//! Everything that decides is pure and tested without a cluster.
+//! into typed writes (bindings, evictions, status changes, events) that [`run`] dispatches by
+//! type — bindings in the loop, evictions to [`evict`] (off the loop), status and events to a
+//! background reporter. Everything that decides is pure and tested without a cluster.
 
 pub mod apply;
 mod clock;
@@ -37,7 +38,9 @@ pub struct Args {
     /// Scheduling policy file (YAML): scoring, defaultTimeout, timeoutAction, stalePeriod, preemption.
     #[arg(long, env = "GANG_SCHEDULER_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Address of the plain-HTTP probe server: /healthz, /readyz, /metrics.
+    /// Address of the plain-HTTP probe server: /healthz, /readyz, /metrics. /readyz is 200 once the
+    /// caches are synced, on followers too (they stand by with warm caches, as kube-scheduler's
+    /// replicas do); its body and the gang_leader metric say which replica leads.
     #[arg(long, env = "GANG_SCHEDULER_PROBE_LISTEN", default_value = "0.0.0.0:8080")]
     pub probe_listen: SocketAddr,
     /// Elect a leader through a coordination.k8s.io Lease; only the leader binds.
@@ -57,10 +60,12 @@ pub struct Args {
     /// duration: the leader stops acting when two thirds have passed without a renewal).
     #[arg(long, env = "GANG_SCHEDULER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
     pub leader_elect_retry_period: Duration,
-    /// Client-side limit on API requests per second.
+    /// Client-side limit on the scheduler's writes per second: bindings, evictions, status
+    /// patches and events. Reads (watches, the binding checks after a lost answer) and Lease
+    /// renewals are not limited, so a burst of writes never delays leadership or the cache.
     #[arg(long, env = "GANG_SCHEDULER_KUBE_API_QPS", default_value_t = 50.0)]
     pub kube_api_qps: f64,
-    /// Burst allowed above --kube-api-qps.
+    /// Burst of writes allowed above --kube-api-qps.
     #[arg(long, env = "GANG_SCHEDULER_KUBE_API_BURST", default_value_t = 100)]
     pub kube_api_burst: u32,
     /// Bindings in flight at once.

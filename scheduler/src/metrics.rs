@@ -107,6 +107,12 @@ impl Default for Metrics {
 }
 
 /// The probe server: `/healthz`, `/readyz`, `/metrics`.
+///
+/// `/readyz` answers 200 once the caches are synced, on the leader and on followers alike: a
+/// follower stands by with warm caches and takes over the moment it wins the Lease, so a
+/// rollout must not wait for it to lead (kube-scheduler's `/readyz` likewise checks its handlers'
+/// sync, not leadership). The body says `ok: leader` or `ok: follower`; `gang_leader` says the same
+/// to Prometheus.
 pub fn router(metrics: Metrics) -> axum::Router {
     use axum::http::StatusCode;
     use axum::routing::get;
@@ -117,9 +123,12 @@ pub fn router(metrics: Metrics) -> axum::Router {
             "/readyz",
             get(move || {
                 let ready = m.is_ready();
+                let leading = m.leader.get() == 1;
                 async move {
-                    if ready {
-                        (StatusCode::OK, "ok")
+                    if ready && leading {
+                        (StatusCode::OK, "ok: leader")
+                    } else if ready {
+                        (StatusCode::OK, "ok: follower")
                     } else {
                         (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
                     }

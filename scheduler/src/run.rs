@@ -325,6 +325,9 @@ pub async fn run(
         for pod in bound.failed {
             index.forget(&pod);
         }
+        for pod in bound.refused {
+            index.refuse(&pod);
+        }
     }
     stop.cancel();
     // What the last cycles reported (gang state a successor starts from among it) goes out
@@ -472,8 +475,11 @@ struct Bound {
     /// Bindings the API server took (or that were already so); unknown outcomes are in neither
     /// list.
     made: Vec<PodKey>,
-    /// Pods whose binding was refused, failed or not sent: their assumption is dropped.
+    /// Pods whose binding failed or was not sent: their assumption is dropped.
     failed: Vec<PodKey>,
+    /// Pods whose binding the API server refused (or that were withheld after a refusal in
+    /// their gang): held back for a while (see [`Index::refuse`]).
+    refused: Vec<PodKey>,
     /// Gangs one of whose bindings was not made.
     failed_gangs: BTreeSet<GangKey>,
 }
@@ -500,7 +506,7 @@ async fn bind_all(
     let was_refused = |g: &Option<GangKey>| {
         g.as_ref().is_some_and(|g| refused.lock().map(|r| r.contains(g)).unwrap_or(false))
     };
-    let results: Vec<(PodKey, Option<GangKey>, Option<bool>)> = futures::stream::iter(binds)
+    let results: Vec<(PodKey, Option<GangKey>, Sent)> = futures::stream::iter(binds)
         .map(|b| {
             let (refused, was_refused) = (&refused, &was_refused);
             async move {
@@ -513,22 +519,32 @@ async fn bind_all(
         .await;
     let mut out = Bound::default();
     for (pod, gang, made) in results {
+        if made != Sent::Made {
+            out.failed_gangs.extend(gang);
+        }
         match made {
-            Some(true) => out.made.push(pod),
-            Some(false) => {
-                out.failed.push(pod);
-                out.failed_gangs.extend(gang);
-            }
-            None => {
-                out.failed_gangs.extend(gang);
-            }
+            Sent::Made => out.made.push(pod),
+            Sent::Unknown => {}
+            Sent::Failed => out.failed.push(pod),
+            Sent::Refused => out.refused.push(pod),
         }
     }
     out
 }
 
-/// Sends one binding: whether it was made (`None`: unknown, the node stays booked until the
-/// watch tells or the assumption expires).
+/// What became of one binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    Made,
+    /// Unknown: the node stays booked until the watch tells or the assumption expires.
+    Unknown,
+    /// Not sent, or failed without a definite refusal.
+    Failed,
+    /// The API server refused it (a 4xx other than 409).
+    Refused,
+}
+
+/// Sends one binding.
 async fn bind_one(
     client: &kube::Client,
     rate: &RateLimiter,
@@ -536,18 +552,18 @@ async fn bind_one(
     b: &Bind,
     refused: &std::sync::Mutex<BTreeSet<GangKey>>,
     was_refused: impl Fn(&Option<GangKey>) -> bool,
-) -> Option<bool> {
+) -> Sent {
     {
         let pod = b.binding.pod.clone();
         if was_refused(&b.gang) {
             tracing::info!(pod = %pod, "binding withheld: another member of its gang was refused");
-            return Some(false);
+            return Sent::Failed;
         }
         let r = apply::binding(&b.binding);
         // Leadership lost (or its renewal overdue) mid-plan: a successor takes over from here.
         let e = match may_send(client, rate, standing, &r).await {
-            None => return Some(false),
-            Some(Ok(_)) => return Some(true),
+            None => return Sent::Failed,
+            Some(Ok(_)) => return Sent::Made,
             Some(Err(e)) => e,
         };
         // A 409, a server error (the binding may have been stored before it failed), or no
@@ -556,21 +572,24 @@ async fn bind_one(
         if !definite {
             // The binding may have happened: the pod says whether it is on the node we chose.
             match on_our_node(client, &b.binding).await {
-                Some(true) => return Some(true),
+                Some(true) => return Sent::Made,
                 Some(false) => {}
                 None => {
                     // Unknown: keep the node booked until the watch tells, or the
                     // assumption expires.
                     tracing::warn!(pod = %pod, error = %e, "binding outcome unknown");
-                    return None;
+                    return Sent::Unknown;
                 }
             }
         }
         tracing::warn!(pod = %pod, error = %e, "binding failed");
+        if !definite {
+            return Sent::Failed;
+        }
         if let (Some(g), Ok(mut r)) = (&b.gang, refused.lock()) {
             r.insert(g.clone());
         }
-        Some(false)
+        Sent::Refused
     }
 }
 

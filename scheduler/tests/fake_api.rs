@@ -28,6 +28,16 @@ async fn start_lease(
     policy: Config,
     lease_duration: Duration,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    start_full(fake, leader_elect, policy, lease_duration, Metrics::new()).await
+}
+
+async fn start_full(
+    fake: &FakeApi,
+    leader_elect: bool,
+    policy: Config,
+    lease_duration: Duration,
+    metrics: Metrics,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let config = kube::Config::new(fake.url().parse().unwrap());
     let settings = Settings {
         config: policy,
@@ -46,7 +56,7 @@ async fn start_lease(
     let stop = CancellationToken::new();
     let s = stop.clone();
     let handle = tokio::spawn(async move {
-        run(config, settings, Metrics::new(), s).await.unwrap();
+        run(config, settings, metrics, s).await.unwrap();
     });
     (stop, handle)
 }
@@ -530,4 +540,168 @@ async fn the_strict_api_server_accepts_every_write_the_scheduler_makes() {
     assert!(refused.is_empty(), "{refused:#?}");
     let writes = fake.requests().iter().filter(|r| r.method != "GET").count();
     assert!(writes >= 8, "bindings, status, events and the Lease: {writes}");
+}
+
+/// Reads `/metrics` from the probe server as Prometheus would.
+async fn scrape(metrics: &Metrics) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server =
+        tokio::spawn(axum::serve(listener, gang_scheduler::metrics::router(metrics.clone())).into_future());
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    server.abort();
+    text
+}
+
+/// The value of a sample line `name` (labels included) in an exposition.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+fn accepted_bindings(fake: &FakeApi) -> usize {
+    fake.requests_to("POST", "/binding").iter().filter(|r| (200..300).contains(&r.status)).count()
+}
+
+#[tokio::test]
+async fn a_refused_binding_never_leaves_its_gang_half_bound_past_its_grace_period_and_metrics_count_what_happened()
+ {
+    let fake = fake().await;
+    two_nodes_and_a_gang_of_two(&fake);
+    fake.put(node("gpu-3", "64", 8, &[]));
+    fake.put(gang("ml", "solo", 1));
+    fake.put(gang_pod("ml", "solo-0", "solo", 1));
+    // The API server will not bind train-1 (a strict admission check, say).
+    fake.fault("POST", "/pods/train-1/binding", 403, 1_000);
+    let policy = Config { stale_grace_period: Duration::from_secs(1), ..Config::default() };
+    let metrics = Metrics::new();
+    let (stop, handle) = start_full(&fake, false, policy, Duration::from_secs(15), metrics.clone()).await;
+    assert!(fake.wait_for(Duration::from_secs(10), |f| bound(f, "ml", "solo-0").is_some()).await);
+    // train-0 may have been bound in the same round as the refusal; if so it is released after
+    // the grace period, and never kept on its own.
+    let settled = |f: &FakeApi| {
+        let sent = !f.requests_to("POST", "/pods/train-0/binding").is_empty();
+        let first_bound = f.requests_to("POST", "/pods/train-0/binding").iter().any(|r| r.status < 300);
+        sent && (!first_bound || !f.requests_to("POST", "/pods/train-0/eviction").is_empty())
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), settled).await, "{:#?}", fake.requests());
+    assert_eq!(bound(&fake, "ml", "train-1"), None);
+    // The refused member is held back, not retried every cycle (a cycle runs every 100 ms).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let attempts = fake.requests_to("POST", "/pods/train-1/binding").len();
+    assert!(attempts <= 2, "{attempts} attempts to bind a pod the API server refuses");
+    // /metrics counts bindings made, not planned, and one gang start (solo; train never started).
+    let text = scrape(&metrics).await;
+    assert_eq!(sample(&text, "gang_pods_bound_total"), Some(accepted_bindings(&fake) as f64), "{text}");
+    assert_eq!(sample(&text, "gang_wait_duration_seconds_count"), Some(1.0), "{text}");
+    assert!(
+        sample(&text, "gang_schedule_attempts_total{result=\"Scheduled\"}").is_some_and(|v| v >= 1.0),
+        "{text}"
+    );
+    let events = fake.requests_to("POST", "/events").iter().filter(|r| r.status < 300).count();
+    assert_eq!(sample(&text, "gang_events_total{result=\"sent\"}"), Some(events as f64), "{text}");
+    assert_eq!(sample(&text, "gang_leader"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "gang_pending_gangs").map(|v| v >= 1.0), Some(true), "{text}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_eviction_a_budget_blocks_never_stalls_the_loop_and_the_gang_says_why() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(node("gpu-2", "64", 2, &[]));
+    fake.put(gang("ml", "low", 1));
+    let mut low = gang_pod("ml", "low-0", "low", 8);
+    low["spec"]["nodeName"] = json!("gpu-1");
+    low["status"]["phase"] = json!("Running");
+    fake.put(low);
+    fake.put(gang("ml", "high", 1));
+    let mut high = gang_pod("ml", "high-0", "high", 8);
+    high["spec"]["priority"] = json!(1000);
+    fake.put(high);
+    // The victim's PodDisruptionBudget allows no disruption for two attempts (Retry-After: 1).
+    fake.fault("POST", "/pods/low-0/eviction", 429, 2);
+    let (stop, handle) = start(&fake, false).await;
+    let says_blocked =
+        |f: &FakeApi| scheduled_message(f, "high-0").contains("eviction of ml/low-0 refused for now");
+    assert!(
+        fake.wait_for(Duration::from_secs(10), says_blocked).await,
+        "{:#?}",
+        fake.requests_to("PATCH", "/pods/high-0/status")
+    );
+    // Meanwhile another gang arrives: it is placed at once, while the victim still waits.
+    let created = std::time::Instant::now();
+    fake.put(gang("ml", "other", 1));
+    fake.put(gang_pod("ml", "other-0", "other", 1));
+    assert!(fake.wait_for(Duration::from_secs(10), |f| bound(f, "ml", "other-0").is_some()).await);
+    let took = created.elapsed();
+    assert!(fake.get("v1", "Pod", "ml", "low-0").is_some(), "the victim is still blocked");
+    assert!(took < Duration::from_millis(900), "the loop waited for a blocked eviction: {took:?}");
+    // The victim goes once the budget allows it, and the preemptor takes its place.
+    assert!(fake.wait_for(Duration::from_secs(15), |f| bound(f, "ml", "high-0").is_some()).await);
+    let tries = fake.requests_to("POST", "/pods/low-0/eviction");
+    assert_eq!(tries.len(), 3, "{tries:#?}");
+    for pair in tries.windows(2) {
+        assert!(pair[1].at.duration_since(pair[0].at) >= Duration::from_millis(950), "Retry-After honoured");
+    }
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_replica_with_a_skewed_clock_neither_steals_a_live_lease_nor_keeps_a_lost_one() {
+    use gang_scheduler::lease::round;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use scheduler_core::model::Time;
+    use tokio::time::Instant;
+    let fake = fake().await;
+    let client = kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-gang-system");
+    let lease = Duration::from_secs(15);
+    let secs = Duration::from_secs;
+    // Replica a's wall clock is right; b's runs ten minutes ahead. Each judges expiry on its own
+    // monotonic clock, which the test drives (t0 + …).
+    let wall = Time::from_secs(1_800_000_000);
+    let skew = secs(600);
+    let t0 = Instant::now();
+    let (mut seen_a, mut seen_b) = (None, None);
+    assert!(round(&api, "l", "a", wall, t0, lease, &mut seen_a).await.unwrap(), "a creates it");
+    // To b, a's renewTime is ten minutes old; the Lease is live all the same.
+    for i in 0..4u64 {
+        let at = secs(5 * i);
+        let b_sees =
+            round(&api, "l", "b", wall.plus(at + secs(1) + skew), t0 + at + secs(1), lease, &mut seen_b);
+        assert!(!b_sees.await.unwrap(), "b stole a live lease at {at:?}");
+        let a_renews = round(&api, "l", "a", wall.plus(at + secs(5)), t0 + at + secs(5), lease, &mut seen_a);
+        assert!(a_renews.await.unwrap());
+    }
+    let holder = |f: &FakeApi| {
+        f.get("coordination.k8s.io/v1", "Lease", "kube-gang-system", "l")
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
+    };
+    assert_eq!(holder(&fake).as_deref(), Some("a"));
+    // a stops renewing after t0+20 s. b first sees that last renewal at t0+30 s, and takes over
+    // only once a whole lease duration has passed on its own clock since then.
+    let b_sees_last = round(&api, "l", "b", wall.plus(secs(30) + skew), t0 + secs(30), lease, &mut seen_b);
+    assert!(!b_sees_last.await.unwrap());
+    let b_early = round(&api, "l", "b", wall.plus(secs(44) + skew), t0 + secs(44), lease, &mut seen_b);
+    assert!(!b_early.await.unwrap(), "b took over before the lease ran out as it observed it");
+    let b_late = round(&api, "l", "b", wall.plus(secs(46) + skew), t0 + secs(46), lease, &mut seen_b);
+    assert!(b_late.await.unwrap(), "expired: b takes over");
+    assert_eq!(holder(&fake).as_deref(), Some("b"));
+    // a comes back: b's renewTime lies ten minutes in a's future, and a follows rather than keeps.
+    let a_back = round(&api, "l", "a", wall.plus(secs(47)), t0 + secs(47), lease, &mut seen_a);
+    assert!(!a_back.await.unwrap(), "a kept a lease it lost");
+    assert_eq!(holder(&fake).as_deref(), Some("b"));
+    // b stops too. c, whose clock runs ten minutes behind, sees b's renewTime twenty minutes in
+    // its future; it still takes over once the record has not changed for a lease duration.
+    let behind = |at: Duration| Time(wall.plus(at).0 - 600_000);
+    let mut seen_c = None;
+    assert!(!round(&api, "l", "c", behind(secs(50)), t0 + secs(50), lease, &mut seen_c).await.unwrap());
+    assert!(round(&api, "l", "c", behind(secs(66)), t0 + secs(66), lease, &mut seen_c).await.unwrap());
+    assert_eq!(holder(&fake).as_deref(), Some("c"));
 }

@@ -173,6 +173,22 @@ pub struct Counts {
     pub failed: u32,
 }
 
+/// The longest `message` a `metav1.Condition` may carry (apimachinery validates 32 KiB).
+pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
+
+/// `s` cut to at most `max` bytes, ending in `…` when cut.
+fn within(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    const MORE: &str = "…";
+    let mut end = max.saturating_sub(MORE.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MORE}", &s[..end])
+}
+
 impl Outcome {
     /// The status a `Gang` object gets for this outcome: phase, counts, the `Scheduled`
     /// condition (reason and message) and the state that must survive a restart (written as
@@ -203,7 +219,7 @@ impl Outcome {
                 type_: "Scheduled".into(),
                 status: status.into(),
                 reason: self.reason.as_str().into(),
-                message: cut_message(&self.message),
+                message: within(&self.message, CONDITION_MESSAGE_MAX),
                 last_transition_time: transition,
                 observed_generation: generation,
             }],
@@ -213,23 +229,6 @@ impl Outcome {
         crate::dialect::kubegang::write_state(&self.state, &mut out);
         out
     }
-}
-
-/// At most this many bytes in a `metav1.Condition`'s `message` (apimachinery's
-/// `maxMessageLength`); the API server refuses a longer one.
-pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
-
-/// `message` cut to [`CONDITION_MESSAGE_MAX`] bytes on a character boundary, marked with `…`.
-fn cut_message(message: &str) -> String {
-    if message.len() <= CONDITION_MESSAGE_MAX {
-        return message.to_string();
-    }
-    const MORE: &str = "…";
-    let mut end = CONDITION_MESSAGE_MAX - MORE.len();
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{MORE}", &message[..end])
 }
 
 /// The per-gang result of a cycle.

@@ -8,7 +8,7 @@
 //! again when a gang object or a pod that claims a gang changed — from the claiming pods only, not
 //! from every pod of the cluster.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -364,6 +364,10 @@ pub struct Overlay {
     pub carried: HashMap<GangKey, (Time, GangState)>,
     /// `NonStrict` reservations the next cycle receives.
     pub reservations: Vec<Reservation>,
+    /// Pods held back as if gated, pod → the gate shown (a binding the API server refused: the
+    /// member cannot be placed for now, which fails its gang's all-or-nothing step like any
+    /// other member that does not fit).
+    pub held_back: BTreeMap<PodKey, String>,
 }
 
 /// Adjustments in effect, with what they replaced.
@@ -371,6 +375,8 @@ pub struct Overlay {
 struct Laid {
     /// Pod → the node shown for it.
     pods: BTreeMap<PodKey, String>,
+    /// Pod → the gate added to it.
+    gated: BTreeMap<PodKey, String>,
     /// Gang → the state its objects gave it, before the overlay's.
     gangs: HashMap<GangKey, GangState>,
 }
@@ -479,14 +485,21 @@ impl Live {
         let Live { cluster, assembly: a, laid } = self;
         // Undo what the previous overlay did and this one does not (a pod converted again since
         // lost its adjustment already).
-        let dropped: Vec<PodKey> = laid
+        let mut dropped: BTreeSet<PodKey> = laid
             .pods
             .iter()
             .filter(|(pod, node)| overlay.assumed.get(*pod) != Some(*node))
             .map(|(pod, _)| pod.clone())
             .collect();
+        dropped.extend(
+            laid.gated
+                .iter()
+                .filter(|(pod, gate)| overlay.held_back.get(*pod) != Some(*gate))
+                .map(|(p, _)| p.clone()),
+        );
         for pod in dropped {
             laid.pods.remove(&pod);
+            laid.gated.remove(&pod);
             let key = (pod.namespace, pod.name);
             let before = cluster.pods.get(&key).map(fingerprint);
             a.pod(cluster, &key, before);
@@ -533,6 +546,16 @@ impl Live {
                     p.node_name = Some(node.clone());
                 }
                 laid.pods.insert(pod.clone(), node.clone());
+            }
+        }
+        for (pod, gate) in &overlay.held_back {
+            let at = (pod.namespace.clone(), pod.name.clone());
+            if let Some(&i) = a.pod_at.get(&at)
+                && let Some(p) = a.snapshot.pods.get_mut(i)
+                && !p.scheduling_gates.contains(gate)
+            {
+                p.scheduling_gates.push(gate.clone());
+                laid.gated.insert(pod.clone(), gate.clone());
             }
         }
     }
