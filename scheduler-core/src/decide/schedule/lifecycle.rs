@@ -108,7 +108,7 @@ impl Progress {
             match checked {
                 Ok(a) => attempts.push((g, a)),
                 Err(d) => {
-                    let reason = self.apply(facts, d);
+                    let reason = self.apply(facts, *d);
                     if !reason.is_satisfied() {
                         blocked.push(format!("{} is {reason}", facts.snap.gangs[g].key));
                     }
@@ -197,7 +197,7 @@ impl View<'_, '_> {
     }
 
     /// What a gang needs before placement; `Err` is a decision already final.
-    fn precheck(&self, g: usize) -> Result<Attempt, Decision> {
+    fn precheck(&self, g: usize) -> Result<Attempt, Box<Decision>> {
         let f = self.facts;
         let gang = &f.snap.gangs[g];
         let m = &f.members[g];
@@ -205,17 +205,17 @@ impl View<'_, '_> {
         let tree_errors = crate::validate::gang_tree_errors(gang);
         if !tree_errors.is_empty() {
             let msg = tree_errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
-            return Err(Decision::new(g, Reason::InvalidSpec, Phase::Pending, msg, st));
+            return Err(Box::new(Decision::new(g, Reason::InvalidSpec, Phase::Pending, msg, st)));
         }
         if st.failed {
             let msg = "gave up after timing out; delete and recreate the gang to try again".to_string();
             let mut d = Decision::new(g, Reason::Failed, Phase::Failed, msg, st);
             d.evictions = self.bound(g).into_iter().map(|p| (p, EvictionReason::TimedOut)).collect();
-            return Err(d);
+            return Err(Box::new(d));
         }
         if m.counts.members == 0 && m.counts.succeeded > 0 {
             let msg = format!("all {} members finished", m.counts.succeeded);
-            return Err(Decision::new(g, Reason::Completed, Phase::Completed, msg, st));
+            return Err(Box::new(Decision::new(g, Reason::Completed, Phase::Completed, msg, st)));
         }
         if tree::satisfied(gang, &m.held) || st.was_satisfied {
             return Ok(Attempt::Extras);
@@ -237,13 +237,13 @@ impl View<'_, '_> {
                 ));
             }
             st.waiting_since = None;
-            return Err(Decision::new(g, Reason::WaitingForMembers, Phase::Pending, msg, st));
+            return Err(Box::new(Decision::new(g, Reason::WaitingForMembers, Phase::Pending, msg, st)));
         }
         if let Some(until) = st.backoff_until
             && until > f.now
         {
             let msg = format!("backing off after {} timeout(s); next attempt at {}", st.timeouts, at(until));
-            return Err(Decision::new(g, Reason::BackingOff, Phase::Pending, msg, st));
+            return Err(Box::new(Decision::new(g, Reason::BackingOff, Phase::Pending, msg, st)));
         }
         Ok(Attempt::Whole)
     }
@@ -436,8 +436,7 @@ impl View<'_, '_> {
                 snap: f.snap,
                 members: &f.members,
                 priorities: &f.priorities,
-                node_index: &f.node_index,
-                gang_index: &f.gang_index,
+                places: f.places(),
                 evicted: self.evicted,
             };
             let found = preempt::try_preempt(

@@ -28,6 +28,7 @@ mod place;
 mod preempt;
 pub(crate) mod tree;
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 
 use crate::model::{GangKey, GangMode, Usage};
@@ -68,6 +69,30 @@ struct Facts<'a> {
     priorities: Vec<i32>,
     /// Pod index → reserved node, for `NonStrict` reservations in effect.
     reserved: HashMap<usize, usize>,
+    /// Pod index → the node it names (if the snapshot has it) and whether it is a member of a
+    /// gang in the snapshot: what preemption asks of every pod, built on a cycle's first
+    /// preemption only (a cycle that preempts nothing costs what is pending).
+    places: OnceCell<Vec<(Option<usize>, bool)>>,
+}
+
+impl Facts<'_> {
+    /// See [`Facts::places`].
+    fn places(&self) -> &[(Option<usize>, bool)] {
+        self.places.get_or_init(|| {
+            let mut places: Vec<(Option<usize>, bool)> = self
+                .snap
+                .pods
+                .iter()
+                .map(|p| (p.node_name.as_deref().and_then(|n| self.node_index.get(n).copied()), false))
+                .collect();
+            for m in &self.members {
+                for &p in &m.all {
+                    places[p].1 = true;
+                }
+            }
+            places
+        })
+    }
 }
 
 impl Facts<'_> {
@@ -110,8 +135,19 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     let members = members::count(snap, &config.scheduler_name, &gang_index);
     let priorities = members::priorities(snap, &members);
     let reserved = take_reservations(snap, &node_index, &gang_index, &demand, &mut ledger);
-    let facts =
-        Facts { snap, config, now, res, demand, node_index, gang_index, members, priorities, reserved };
+    let facts = Facts {
+        snap,
+        config,
+        now,
+        res,
+        demand,
+        node_index,
+        gang_index,
+        members,
+        priorities,
+        reserved,
+        places: OnceCell::new(),
+    };
 
     // 3. Order.
     let units =

@@ -7,13 +7,13 @@
 //! preemptor can do without is dropped again (highest priority first), so the fewest and lowest
 //! are evicted. If the preemptor cannot fit even with every candidate gone, nothing is evicted.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use super::ledger::Txn;
 use super::members::Members;
 use super::place::{Feasible, Placement};
-use crate::model::{GangKey, ObjectKey, PreemptionPolicy, Snapshot};
+use crate::model::{ObjectKey, PreemptionPolicy, Snapshot};
 
 /// How many victim units one preemptor may consider; bounds a cycle's cost on huge clusters.
 const MAX_CANDIDATES: usize = 512;
@@ -35,15 +35,15 @@ pub(super) struct Room<'r, 'a> {
     pub members: &'r [Members],
     /// Gang index → its priority.
     pub priorities: &'r [i32],
-    pub node_index: &'r HashMap<&'a str, usize>,
-    pub gang_index: &'r HashMap<&'a GangKey, usize>,
+    /// Pod index → the node it names (if the snapshot has it), and whether it is a gang member.
+    pub places: &'r [(Option<usize>, bool)],
     pub evicted: &'r BTreeSet<usize>,
 }
 
 impl Room<'_, '_> {
     /// The node pod `p` names, if the snapshot has it.
     pub fn node_of(&self, p: usize) -> Option<usize> {
-        self.snap.pods[p].node_name.as_deref().and_then(|n| self.node_index.get(n).copied())
+        self.places[p].0
     }
 }
 
@@ -173,7 +173,7 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
         }
     }
     for (i, pod) in snap.pods.iter().enumerate() {
-        let in_gang = pod.gang.as_ref().is_some_and(|m| room.gang_index.contains_key(&m.gang));
+        let in_gang = room.places[i].1;
         if !in_gang && pod.priority < priority && evictable(i) && helps(i) {
             units.push(Victim { priority: pod.priority, pods: vec![i], key: &pod.key });
         }
