@@ -3,20 +3,29 @@
 //! "needs 4 pods × (nvidia.com/gpu 8, cpu 8); 3 of 12 nodes fit (gpu-1, gpu-2, gpu-5); 7 lack
 //! nvidia.com/gpu; 2 have taint gpu=reserved:NoSchedule"
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 
-use super::Cycle;
-use super::place::Placement;
-use super::state::{Static, Txn, static_fit};
+use super::filter::{Static, static_fit};
+use super::ledger::{Demand, Ledger, ResourceIndex, Txn};
+use super::members::Members;
+use super::place::{Feasible, Placement};
+use crate::model::{Gang, Node, Pod};
 use crate::resources::Resources;
 use crate::tree;
 
 /// How many node names a message lists before "…".
 const MAX_NAMES: usize = 5;
 
-pub(super) fn unplaced(c: &Cycle<'_>, g: usize, a: &Placement) -> String {
-    let gang = &c.snap.gangs[g];
-    let m = &c.members[g];
+/// Why gang `gang` (its members `m`) could not be placed as `a` tried: what it needs, and why
+/// nodes cannot take it — `fit(p)` says that for its member `p` ([`FitSummaries::get`]).
+pub(super) fn unplaced(
+    gang: &Gang,
+    m: &Members,
+    pods: &[Pod],
+    a: &Placement,
+    fit: impl Fn(usize) -> String,
+) -> String {
     let held: u32 = m.held.values().sum();
     let total_min = gang.min_pods().unwrap_or(u64::from(gang.min_member));
     let need = total_min.saturating_sub(u64::from(held));
@@ -38,7 +47,7 @@ pub(super) fn unplaced(c: &Cycle<'_>, g: usize, a: &Placement) -> String {
 
     let mut parts: Vec<String> = Vec::new();
     if let Some((leaf, p)) = short_leaf {
-        let pod = &c.snap.pods[p];
+        let pod = &pods[p];
         let shape =
             if pod.requests.is_empty() { "no requests".to_string() } else { scarce_first(&pod.requests) };
         let leaf_need =
@@ -51,7 +60,7 @@ pub(super) fn unplaced(c: &Cycle<'_>, g: usize, a: &Placement) -> String {
         if a.topology_failed {
             parts.push(topology(gang.topology_key.as_deref().unwrap_or(""), a));
         } else {
-            parts.push(census(c, p));
+            parts.push(fit(p));
             parts.push(format!(
                 "room for {} of the {need} members needed",
                 a.bindings.len().min(usize::try_from(need).unwrap_or(usize::MAX))
@@ -96,41 +105,58 @@ fn names(list: &[&str]) -> String {
     s
 }
 
-/// Why each node can or cannot take pod `p` right now, grouped. Cached per pod shape while the
-/// cluster state is unchanged: once a cluster is full, every waiting gang of the same shape gets the
-/// same census without another pass over the nodes.
-fn census(c: &Cycle<'_>, p: usize) -> String {
-    let shape = (std::rc::Rc::as_ptr(&c.place.feasible(p)) as usize, c.demand[p].clone());
-    if let Some((version, text)) = c.census.borrow().get(&shape)
-        && *version == c.state.version
-    {
-        return text.clone();
-    }
-    let text = census_uncached(c, p);
-    c.census.borrow_mut().insert(shape, (c.state.version, text.clone()));
-    text
+/// Why each node can or cannot take a pod, as a message ("3 of 12 nodes fit (…); 7 lack
+/// nvidia.com/gpu"), remembered per pod shape (feasible set and demand) while the ledger is
+/// unchanged: once a cluster is full, every waiting gang of the same shape gets the same summary
+/// without another pass over the nodes.
+#[derive(Debug, Default)]
+pub(super) struct FitSummaries {
+    /// (feasible set, demand) → (ledger version, summary).
+    by_shape: RefCell<HashMap<(usize, Demand), (u64, String)>>,
 }
 
-fn census_uncached(c: &Cycle<'_>, p: usize) -> String {
-    let pod = &c.snap.pods[p];
+impl FitSummaries {
+    /// The summary for `pod` (its `demand`, its `feasible` nodes) as `ledger` stands.
+    pub fn get(
+        &self,
+        nodes: &[Node],
+        pod: &Pod,
+        demand: &Demand,
+        feasible: &Feasible,
+        ledger: &Ledger,
+        res: &ResourceIndex,
+    ) -> String {
+        let shape = (std::ptr::from_ref(feasible) as usize, demand.clone());
+        if let Some((version, text)) = self.by_shape.borrow().get(&shape)
+            && *version == ledger.version
+        {
+            return text.clone();
+        }
+        let text = summary(nodes, pod, demand, ledger, res);
+        self.by_shape.borrow_mut().insert(shape, (ledger.version, text.clone()));
+        text
+    }
+}
+
+fn summary(nodes: &[Node], pod: &Pod, demand: &Demand, ledger: &Ledger, res: &ResourceIndex) -> String {
     let txn = Txn::default();
     let mut fit: Vec<&str> = Vec::new();
     let mut groups: BTreeMap<String, usize> = BTreeMap::new();
-    for (i, node) in c.snap.nodes.iter().enumerate() {
+    for (i, node) in nodes.iter().enumerate() {
         let why = match static_fit(node, pod) {
             Err(Static::NotReady) => "are not Ready".to_string(),
             Err(Static::Unschedulable) => "are cordoned (unschedulable)".to_string(),
             Err(Static::Taint(t)) => format!("have taint {t}"),
             Err(Static::NodeSelector) => "do not match the nodeSelector".to_string(),
             Err(Static::Affinity) => "do not match the required node affinity".to_string(),
-            Ok(()) => match c.state.fits(&txn, i, &c.demand[p]) {
+            Ok(()) => match ledger.fits(&txn, i, demand) {
                 Ok(()) => {
                     fit.push(&node.name);
                     continue;
                 }
                 Err(None) => "have no free pod slots".to_string(),
                 Err(Some(r)) => {
-                    let name = &c.res.names[r];
+                    let name = &res.names[r];
                     if node.allocatable.get(name) < pod.requests.get(name) {
                         format!("lack {name}")
                     } else {
@@ -142,7 +168,7 @@ fn census_uncached(c: &Cycle<'_>, p: usize) -> String {
         *groups.entry(why).or_default() += 1;
     }
     fit.sort_unstable();
-    let total = c.snap.nodes.len();
+    let total = nodes.len();
     let mut out = if fit.is_empty() {
         format!("0 of {total} nodes fit")
     } else {

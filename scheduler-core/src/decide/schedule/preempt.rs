@@ -1,43 +1,75 @@
 //! Gang-aware preemption: a gang that cannot fit may displace strictly lower-priority work.
 //!
 //! Victims are whole units — a gang's bound members together (so no victim gang is left below its
-//! minimum), or one pod outside any gang — taken lowest priority first, then smallest, then by key.
-//! The shortest prefix of that order with which the preemptor fits completely is found by binary
-//! search; then every unit the preemptor can do without is dropped again (highest priority first), so the fewest and lowest are evicted. If the
-//! preemptor cannot fit even with every candidate gone, nothing is evicted.
+//! minimum), or one pod outside any gang — taken in the order [`candidates`] gives: lowest
+//! priority first, then smallest, then by key. The shortest prefix of that order with which the
+//! preemptor fits completely is found by galloping and binary search; then every unit the
+//! preemptor can do without is dropped again (highest priority first), so the fewest and lowest
+//! are evicted. If the preemptor cannot fit even with every candidate gone, nothing is evicted.
 
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
-use super::Cycle;
-use super::place::Placement;
-use super::state::Txn;
-use crate::model::PreemptionPolicy;
+use super::ledger::Txn;
+use super::members::Members;
+use super::place::{Feasible, Placement};
+use crate::model::{ObjectKey, PreemptionPolicy, Snapshot};
 
 /// How many victim units one preemptor may consider; bounds a cycle's cost on huge clusters.
 const MAX_CANDIDATES: usize = 512;
 
-pub(super) enum Result {
+/// What a preemption found.
+pub(super) enum Found {
     /// Evict these pods; the preemptor then goes where `placement` says.
     Evict { victims: Vec<usize>, placement: Placement },
     /// Victims of an earlier preemption are still terminating on the nominated nodes.
     Waiting(usize),
     /// Preemption cannot help (or is not allowed).
-    No,
+    Nothing,
 }
 
-struct Unit<'a> {
+/// What preemption looks at besides the preemptor: the pods and gangs that could make room, and
+/// the pods already evicted this cycle (never chosen twice).
+pub(super) struct Room<'r, 'a> {
+    pub snap: &'a Snapshot,
+    pub members: &'r [Members],
+    /// Gang index → its priority.
+    pub priorities: &'r [i32],
+    /// Pod index → the node it names (if the snapshot has it), and whether it is a gang member.
+    pub places: &'r [(Option<usize>, bool)],
+    pub evicted: &'r BTreeSet<usize>,
+}
+
+impl Room<'_, '_> {
+    /// The node pod `p` names, if the snapshot has it.
+    pub fn node_of(&self, p: usize) -> Option<usize> {
+        self.places[p].0
+    }
+}
+
+/// A unit of victims: a gang's bound members, or one pod outside any gang.
+#[derive(Debug)]
+struct Victim<'a> {
     priority: i32,
     pods: Vec<usize>,
-    key: &'a crate::model::ObjectKey,
+    key: &'a ObjectKey,
 }
 
-pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
-    let snap = c.snap;
-    let pending: Vec<usize> = c.members[g].pending.values().flatten().copied().collect();
+/// The preemption, if any, that lets gang `g` (its `pending` members) fit: `place` places it on
+/// top of a transaction, `give_back` frees a victim's pod in one.
+pub(super) fn try_preempt(
+    room: &Room<'_, '_>,
+    g: usize,
+    pending: &[usize],
+    feasible: impl Fn(usize) -> Rc<Feasible>,
+    place: impl Fn(&Txn) -> Placement,
+    give_back: impl Fn(&mut Txn, usize),
+) -> Found {
+    let snap = room.snap;
     if pending.is_empty()
         || pending.iter().any(|&p| snap.pods[p].preemption_policy == PreemptionPolicy::Never)
     {
-        return Result::No;
+        return Found::Nothing;
     }
     let nominated: BTreeSet<&str> =
         pending.iter().filter_map(|&p| snap.pods[p].nominated_node.as_deref()).collect();
@@ -50,55 +82,33 @@ pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
             })
             .count();
         if terminating > 0 {
-            return Result::Waiting(terminating);
+            return Found::Waiting(terminating);
         }
     }
 
-    let priority = c.gang_priority(g);
     // Only units with a pod on a node some member could use can help.
     let mut useful = vec![false; snap.nodes.len()];
-    let mut seen: Vec<*const super::place::Feasible> = Vec::new();
-    for &p in &pending {
-        let f = c.place.feasible(p);
-        if seen.contains(&std::rc::Rc::as_ptr(&f)) {
+    let mut seen: Vec<*const Feasible> = Vec::new();
+    for &p in pending {
+        let f = feasible(p);
+        if seen.contains(&Rc::as_ptr(&f)) {
             continue;
         }
-        seen.push(std::rc::Rc::as_ptr(&f));
+        seen.push(Rc::as_ptr(&f));
         for &n in &f.list {
             useful[n] = true;
         }
     }
-    let node_of = |p: usize| snap.pods[p].node_name.as_deref().and_then(|n| c.node_index.get(n).copied());
-    let evictable = |p: usize| {
-        let pod = &snap.pods[p];
-        pod.uses_node() && !pod.deleting && !c.evicted.contains(&p) && node_of(p).is_some()
-    };
-    let mut units: Vec<Unit<'_>> = Vec::new();
-    for (j, gang) in snap.gangs.iter().enumerate() {
-        if j == g || c.gang_priority(j) >= priority {
-            continue;
-        }
-        let pods: Vec<usize> = c.members[j].all.iter().copied().filter(|&p| evictable(p)).collect();
-        if pods.iter().any(|&p| node_of(p).is_some_and(|n| useful[n])) {
-            units.push(Unit { priority: c.gang_priority(j), pods, key: &gang.key });
-        }
+    let units = candidates(room, g, &useful);
+    if units.is_empty() {
+        return Found::Nothing;
     }
-    for (i, pod) in snap.pods.iter().enumerate() {
-        let in_gang = pod.gang.as_ref().is_some_and(|m| c.gang_index.contains_key(&m.gang));
-        if !in_gang && pod.priority < priority && evictable(i) && node_of(i).is_some_and(|n| useful[n]) {
-            units.push(Unit { priority: pod.priority, pods: vec![i], key: &pod.key });
-        }
-    }
-    units.sort_by(|a, b| (a.priority, a.pods.len(), a.key).cmp(&(b.priority, b.pods.len(), b.key)));
-    units.truncate(MAX_CANDIDATES);
 
-    let freed = |chosen: &[&Unit<'_>]| {
+    let freed = |chosen: &[&Victim<'_>]| {
         let mut txn = Txn::default();
         for u in chosen {
             for &p in &u.pods {
-                if let Some(n) = node_of(p) {
-                    c.state.give(&mut txn, n, &c.res.known_demand(&snap.pods[p].requests));
-                }
+                give_back(&mut txn, p);
             }
         }
         txn
@@ -107,19 +117,16 @@ pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
     // to the first prefix that fits, then binary search below it. Victims are usually few, so the
     // trials — whose cost grows with the victims freed — stay small: O(log victims) of them.
     let fits_with = |n: usize| {
-        let prefix: Vec<&Unit<'_>> = units.iter().take(n).collect();
-        c.place_gang(g, &freed(&prefix), false).satisfied
+        let prefix: Vec<&Victim<'_>> = units.iter().take(n).collect();
+        place(&freed(&prefix)).satisfied
     };
-    if units.is_empty() {
-        return Result::No;
-    }
     let (mut lo, mut hi) = (1, 1);
     loop {
         if fits_with(hi) {
             break;
         }
         if hi == units.len() {
-            return Result::No;
+            return Found::Nothing;
         }
         lo = hi + 1;
         hi = hi.saturating_mul(2).min(units.len());
@@ -128,18 +135,50 @@ pub(super) fn try_preempt(c: &Cycle<'_>, g: usize) -> Result {
         let mid = lo + (hi - lo) / 2;
         if fits_with(mid) { hi = mid } else { lo = mid + 1 }
     }
-    let mut chosen: Vec<&Unit<'_>> = units.iter().take(lo).collect();
+    let mut chosen: Vec<&Victim<'_>> = units.iter().take(lo).collect();
     // Drop every victim the preemptor can do without, highest priority (last added) first.
     let mut i = chosen.len();
     while i > 0 {
         i -= 1;
         let mut without = chosen.clone();
         without.remove(i);
-        if c.place_gang(g, &freed(&without), false).satisfied {
+        if place(&freed(&without)).satisfied {
             chosen = without;
         }
     }
-    let placement = c.place_gang(g, &freed(&chosen), false);
+    let placement = place(&freed(&chosen));
     let victims = chosen.iter().flat_map(|u| u.pods.iter().copied()).collect();
-    Result::Evict { victims, placement }
+    Found::Evict { victims, placement }
+}
+
+/// The victim choice: every unit strictly below gang `g`'s priority with a pod on a `useful`
+/// node, in the order they are taken — lowest priority, then fewest pods, then key — at most
+/// [`MAX_CANDIDATES`] of them.
+fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<'a>> {
+    let snap = room.snap;
+    let priority = room.priorities[g];
+    let evictable = |p: usize| {
+        let pod = &snap.pods[p];
+        pod.uses_node() && !pod.deleting && !room.evicted.contains(&p) && room.node_of(p).is_some()
+    };
+    let helps = |p: usize| room.node_of(p).is_some_and(|n| useful[n]);
+    let mut units: Vec<Victim<'a>> = Vec::new();
+    for (j, gang) in snap.gangs.iter().enumerate() {
+        if j == g || room.priorities[j] >= priority {
+            continue;
+        }
+        let pods: Vec<usize> = room.members[j].all.iter().copied().filter(|&p| evictable(p)).collect();
+        if pods.iter().any(|&p| helps(p)) {
+            units.push(Victim { priority: room.priorities[j], pods, key: &gang.key });
+        }
+    }
+    for (i, pod) in snap.pods.iter().enumerate() {
+        let in_gang = room.places[i].1;
+        if !in_gang && pod.priority < priority && evictable(i) && helps(i) {
+            units.push(Victim { priority: pod.priority, pods: vec![i], key: &pod.key });
+        }
+    }
+    units.sort_by(|a, b| (a.priority, a.pods.len(), a.key).cmp(&(b.priority, b.pods.len(), b.key)));
+    units.truncate(MAX_CANDIDATES);
+    units
 }

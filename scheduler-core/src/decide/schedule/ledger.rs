@@ -1,5 +1,6 @@
-//! Free capacity per node in a dense form, cheap tentative changes ([`Txn`]), and the static fit
-//! filters (readiness, taints, selectors, affinity) that do not depend on capacity.
+//! The capacity ledger: free capacity per node in a dense form, and cheap tentative changes
+//! ([`Txn`]). What does not depend on capacity (readiness, taints, selectors, affinity) is in
+//! [`super::filter`].
 //!
 //! Resource names are interned once per cycle, so a node's free capacity is a short `Vec<i64>` and a
 //! fit check is a loop over a handful of integers. Tentative placements never copy the cluster: a
@@ -7,10 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::{
-    Node, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, NodeUsage, Pod, TaintEffect,
-    Toleration, TolerationOperator,
-};
+use crate::model::{Node, NodeUsage};
 use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 
 /// Interned resource names for one cycle.
@@ -88,9 +86,9 @@ impl ResourceIndex {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Demand(pub Vec<(usize, i64)>);
 
-/// Free capacity of every node, and its pod slots.
+/// Free capacity of every node, and its pod slots: the cycle's capacity ledger.
 #[derive(Clone, Debug)]
-pub(crate) struct State {
+pub(crate) struct Ledger {
     /// Bumped by every commit: what was computed from this state is valid while it is unchanged.
     pub version: u64,
     width: usize,
@@ -101,7 +99,7 @@ pub(crate) struct State {
     log: Vec<usize>,
 }
 
-impl State {
+impl Ledger {
     pub fn new(nodes: &[Node], res: &mut ResourceIndex) -> Self {
         for n in nodes {
             for (name, _) in n.allocatable.iter() {
@@ -123,7 +121,7 @@ impl State {
                 }
             }
         }
-        State { version: 0, width, free, pods, log: Vec::new() }
+        Ledger { version: 0, width, free, pods, log: Vec::new() }
     }
 
     fn amount(&self, node: usize, r: usize) -> i64 {
@@ -230,7 +228,7 @@ impl State {
     }
 }
 
-/// Tentative changes to a [`State`]: only the nodes touched, so trying a gang costs what the gang
+/// Tentative changes to a [`Ledger`]: only the nodes touched, so trying a gang costs what the gang
 /// touches, not what the cluster holds.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Txn {
@@ -254,107 +252,9 @@ impl Txn {
     }
 }
 
-/// Why a node cannot take a pod regardless of capacity.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum Static {
-    NotReady,
-    Unschedulable,
-    Taint(String),
-    NodeSelector,
-    Affinity,
-}
-
-/// Checks everything about `node` and `pod` that does not depend on free capacity.
-pub(crate) fn static_fit(node: &Node, pod: &Pod) -> Result<(), Static> {
-    if !node.ready {
-        return Err(Static::NotReady);
-    }
-    if node.unschedulable && !tolerates_unschedulable(&pod.tolerations) {
-        return Err(Static::Unschedulable);
-    }
-    for taint in &node.taints {
-        if taint.effect == TaintEffect::PreferNoSchedule {
-            continue;
-        }
-        if !pod.tolerations.iter().any(|t| tolerates(t, &taint.key, taint.value.as_deref(), taint.effect)) {
-            return Err(Static::Taint(taint.to_string()));
-        }
-    }
-    for (k, v) in &pod.node_selector {
-        if node.labels.get(k) != Some(v) {
-            return Err(Static::NodeSelector);
-        }
-    }
-    if !pod.affinity.is_empty() && !pod.affinity.iter().any(|t| term_matches(t, node)) {
-        return Err(Static::Affinity);
-    }
-    Ok(())
-}
-
-/// How many `PreferNoSchedule` taints of `node` the pod does not tolerate (lowers the score).
-pub(crate) fn soft_taints(node: &Node, pod: &Pod) -> usize {
-    node.taints
-        .iter()
-        .filter(|t| t.effect == TaintEffect::PreferNoSchedule)
-        .filter(|t| !pod.tolerations.iter().any(|tol| tolerates(tol, &t.key, t.value.as_deref(), t.effect)))
-        .count()
-}
-
-fn tolerates_unschedulable(tolerations: &[Toleration]) -> bool {
-    tolerations
-        .iter()
-        .any(|t| tolerates(t, "node.kubernetes.io/unschedulable", None, TaintEffect::NoSchedule))
-}
-
-/// Kubernetes' `Toleration.ToleratesTaint`.
-pub(crate) fn tolerates(t: &Toleration, key: &str, value: Option<&str>, effect: TaintEffect) -> bool {
-    if let Some(e) = t.effect
-        && e != effect
-    {
-        return false;
-    }
-    if !t.key.is_empty() && t.key != key {
-        return false;
-    }
-    match t.operator {
-        TolerationOperator::Exists => true,
-        TolerationOperator::Equal => t.value.as_deref().unwrap_or("") == value.unwrap_or(""),
-    }
-}
-
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    // An empty term matches nothing, as in Kubernetes.
-    if term.match_expressions.is_empty() && term.match_fields.is_empty() {
-        return false;
-    }
-    term.match_expressions.iter().all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
-        && term.match_fields.iter().all(|r| {
-            let value = if r.key == "metadata.name" { Some(node.name.as_str()) } else { None };
-            requirement_matches(r, value)
-        })
-}
-
-fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    match r.operator {
-        NodeSelectorOperator::In => value.is_some_and(|v| r.values.iter().any(|x| x == v)),
-        NodeSelectorOperator::NotIn => value.is_none_or(|v| !r.values.iter().any(|x| x == v)),
-        NodeSelectorOperator::Exists => value.is_some(),
-        NodeSelectorOperator::DoesNotExist => value.is_none(),
-        NodeSelectorOperator::Gt | NodeSelectorOperator::Lt => {
-            let (Some(v), Some(bound)) = (value.and_then(|v| v.parse::<i64>().ok()), r.values.first()) else {
-                return false;
-            };
-            let Ok(bound) = bound.parse::<i64>() else { return false };
-            if r.operator == NodeSelectorOperator::Gt { v > bound } else { v < bound }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Taint, TaintEffect};
-    use crate::resources::Resources;
 
     fn node(name: &str) -> Node {
         Node {
@@ -367,14 +267,10 @@ mod tests {
         }
     }
 
-    fn pod() -> Pod {
-        serde_json::from_value(serde_json::json!({"key": {"namespace": "ns", "name": "p"}})).unwrap()
-    }
-
     #[test]
     fn txn_changes_only_what_it_touches_until_committed() {
         let mut res = ResourceIndex::default();
-        let mut state = State::new(&[node("a"), node("b")], &mut res);
+        let mut state = Ledger::new(&[node("a"), node("b")], &mut res);
         let cpu = res.intern("cpu");
         let d = Demand(vec![(cpu, 3000)]);
         let mut txn = Txn::default();
@@ -390,75 +286,11 @@ mod tests {
     #[test]
     fn pod_slots_run_out() {
         let mut res = ResourceIndex::default();
-        let state = State::new(&[node("a")], &mut res);
+        let state = Ledger::new(&[node("a")], &mut res);
         let d = Demand::default();
         let mut txn = Txn::default();
         state.take(&mut txn, 0, &d);
         state.take(&mut txn, 0, &d);
         assert_eq!(state.fits(&txn, 0, &d), Err(None));
-    }
-
-    #[test]
-    fn affinity_operators() {
-        let n = node("gpu-1");
-        let req = |key: &str, op, values: &[&str]| NodeSelectorRequirement {
-            key: key.into(),
-            operator: op,
-            values: values.iter().map(|s| s.to_string()).collect(),
-        };
-        use NodeSelectorOperator::*;
-        let cases = [
-            (req("zone", In, &["a", "b"]), true),
-            (req("zone", NotIn, &["a"]), false),
-            (req("missing", NotIn, &["a"]), true),
-            (req("zone", Exists, &[]), true),
-            (req("zone", DoesNotExist, &[]), false),
-            (req("gen", Gt, &["4"]), true),
-            (req("gen", Lt, &["5"]), false),
-            (req("zone", Gt, &["1"]), false),
-        ];
-        for (r, want) in cases {
-            let mut p = pod();
-            p.affinity = vec![NodeSelectorTerm { match_expressions: vec![r.clone()], match_fields: vec![] }];
-            assert_eq!(static_fit(&n, &p).is_ok(), want, "{r:?}");
-        }
-        let mut p = pod();
-        p.affinity = vec![NodeSelectorTerm {
-            match_expressions: vec![],
-            match_fields: vec![req("metadata.name", In, &["gpu-1"])],
-        }];
-        assert!(static_fit(&n, &p).is_ok());
-        p.affinity[0].match_fields[0].values = vec!["gpu-2".into()];
-        assert_eq!(static_fit(&n, &p), Err(Static::Affinity));
-    }
-
-    #[test]
-    fn taints_and_tolerations() {
-        let mut n = node("a");
-        n.taints = vec![Taint {
-            key: "gpu".into(),
-            value: Some("reserved".into()),
-            effect: TaintEffect::NoSchedule,
-        }];
-        let mut p = pod();
-        assert_eq!(static_fit(&n, &p), Err(Static::Taint("gpu=reserved:NoSchedule".into())));
-        p.tolerations = vec![Toleration {
-            key: "gpu".into(),
-            operator: TolerationOperator::Equal,
-            value: Some("other".into()),
-            effect: None,
-        }];
-        assert!(static_fit(&n, &p).is_err(), "wrong value does not tolerate");
-        p.tolerations[0].operator = TolerationOperator::Exists;
-        assert!(static_fit(&n, &p).is_ok());
-        n.taints[0].effect = TaintEffect::PreferNoSchedule;
-        let q = pod();
-        assert!(static_fit(&n, &q).is_ok(), "PreferNoSchedule never filters");
-        assert_eq!(soft_taints(&n, &q), 1);
-        n.unschedulable = true;
-        assert_eq!(static_fit(&n, &q), Err(Static::Unschedulable));
-        n.unschedulable = false;
-        n.ready = false;
-        assert_eq!(static_fit(&n, &q), Err(Static::NotReady));
     }
 }

@@ -1,0 +1,369 @@
+//! The placer's caches, kept apart from the subgroup-tree walk ([`super::place`]) that uses them:
+//! each node's feasibility per constraint signature, the domains of each topology key, a node
+//! order per class of alike pods, and free capacity per topology domain. All are derived from the
+//! snapshot and the [`Ledger`], and kept in step with the ledger's change log; a cache never
+//! changes an answer, only its cost (the reference cycle runs without the node orders and domain
+//! pruning, and a property test holds the two equal).
+
+use std::cell::{Cell, RefCell};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::rc::Rc;
+
+use super::filter::{soft_taints, static_fit};
+use super::ledger::{Demand, Ledger, Txn};
+use crate::config::Scoring;
+use crate::model::Pod;
+use crate::{Config, Snapshot};
+
+/// The nodes in each domain of one topology key.
+#[derive(Debug)]
+pub(super) struct Topology {
+    /// Node index → domain index (`u32::MAX`: the node lacks the label).
+    pub node_domain: Vec<u32>,
+    /// Domain value and its nodes, by value.
+    pub domains: Vec<(String, Vec<usize>)>,
+}
+
+/// Static feasibility of one constraint signature (selector, affinity, tolerations).
+#[derive(Debug)]
+pub(super) struct Feasible {
+    pub list: Vec<usize>,
+    pub mask: Vec<bool>,
+}
+
+/// Signature hash → (representative pod, its feasible nodes); equal hashes are compared exactly.
+type FeasibleCache = HashMap<u64, Vec<(usize, Rc<Feasible>)>>;
+
+/// How many requested resources a node key orders by (the scarcest first; the last slot is pod
+/// slots). Pods requesting more distinct resources than this are ordered by the first ones only.
+const KEY_WIDTH: usize = 8;
+
+/// (untolerated PreferNoSchedule taints, free room per requested resource, name rank): smaller is better.
+pub(super) type NodeKey = (usize, [i64; KEY_WIDTH], usize);
+
+/// A restriction to one domain of one topology key.
+pub(super) type Filter = Vec<(Rc<Topology>, u32)>;
+
+/// Pods alike for placement: one feasible set (by identity), restricted to one topology domain or
+/// not, and a hash of their demand. Classes that share it are told apart by their full demand.
+type ClassKey = (usize, Option<(usize, u32)>, u64);
+
+/// How many node entries the per-class orders may hold in all, per cycle (~100 bytes each):
+/// beyond it, further classes are served by a scan of their nodes, as on first use.
+const MAX_INDEXED: usize = 1 << 19;
+
+/// One equivalence class of pods: members of a gang or role, or pods of the same shape anywhere.
+#[derive(Debug)]
+struct Class {
+    demand: Demand,
+    uses: u32,
+    index: Option<ClassIndex>,
+}
+
+/// The nodes in a class's scope that fit its demand in the committed state, best first. Built on
+/// a class's second use (filter and score once per class, not a node scan per member) and kept
+/// in step by replaying the state's change log, so a commit costs a re-key of the nodes it
+/// touched, not a rebuild.
+#[derive(Debug)]
+struct ClassIndex {
+    order: BTreeSet<(NodeKey, usize)>,
+    keys: HashMap<usize, NodeKey>,
+    /// How much of the state's change log is reflected.
+    synced: usize,
+}
+
+/// Free capacity of one resource (`None`: pod slots) summed per domain of one topology key, in
+/// the committed state; kept in step with the change log like [`ClassIndex`].
+#[derive(Debug)]
+struct DomainTotals {
+    seen: Vec<i64>,
+    totals: Vec<i64>,
+    synced: usize,
+}
+
+/// A pod shape the placer is asked about: its demand, a pod to read constraints from, its
+/// feasible nodes, and the topology domains it is restricted to.
+#[derive(Clone, Copy)]
+pub(super) struct Ask<'q> {
+    pub demand: &'q Demand,
+    pub pod: &'q Pod,
+    pub feasible: &'q Rc<Feasible>,
+    pub filter: Option<&'q Filter>,
+}
+
+/// Every cache of one cycle's placer.
+pub(super) struct Caches<'a> {
+    snap: &'a Snapshot,
+    /// Node index → position in name order: the final tie-break, so node order in the snapshot
+    /// never changes a plan.
+    rank: Vec<usize>,
+    scoring: Scoring,
+    feasible: RefCell<FeasibleCache>,
+    /// Pod index → its feasible set, once looked up.
+    by_pod: RefCell<Vec<Option<Rc<Feasible>>>>,
+    topologies: RefCell<HashMap<String, Rc<Topology>>>,
+    classes: RefCell<HashMap<ClassKey, Vec<Class>>>,
+    /// Node entries held by all class indices (bounded by [`MAX_INDEXED`]).
+    indexed: Cell<usize>,
+    totals: RefCell<HashMap<(usize, Option<usize>), DomainTotals>>,
+    /// Keep per-class node orders. Off only for the reference cycle.
+    fast: bool,
+}
+
+impl std::fmt::Debug for Caches<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caches").field("scoring", &self.scoring).finish_non_exhaustive()
+    }
+}
+
+impl<'a> Caches<'a> {
+    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool) -> Self {
+        Caches {
+            snap,
+            rank: {
+                let mut order: Vec<usize> = (0..snap.nodes.len()).collect();
+                order.sort_by(|&a, &b| snap.nodes[a].name.cmp(&snap.nodes[b].name));
+                let mut rank = vec![0; order.len()];
+                for (r, n) in order.into_iter().enumerate() {
+                    rank[n] = r;
+                }
+                rank
+            },
+            scoring: config.scoring,
+            feasible: RefCell::new(HashMap::new()),
+            by_pod: RefCell::new(vec![None; snap.pods.len()]),
+            topologies: RefCell::new(HashMap::new()),
+            classes: RefCell::new(HashMap::new()),
+            indexed: Cell::new(0),
+            totals: RefCell::new(HashMap::new()),
+            fast,
+        }
+    }
+
+    /// Nodes that pass every capacity-independent check for pod `p`; computed once per distinct
+    /// constraint signature per cycle (members of a gang usually share one).
+    pub fn feasible(&self, p: usize) -> Rc<Feasible> {
+        if let Some(Some(f)) = self.by_pod.borrow().get(p) {
+            return f.clone();
+        }
+        let f = self.feasible_uncached(p);
+        if let Some(slot) = self.by_pod.borrow_mut().get_mut(p) {
+            *slot = Some(f.clone());
+        }
+        f
+    }
+
+    fn feasible_uncached(&self, p: usize) -> Rc<Feasible> {
+        let pod = &self.snap.pods[p];
+        let mut h = DefaultHasher::new();
+        pod.node_selector.hash(&mut h);
+        pod.affinity.hash(&mut h);
+        pod.tolerations.hash(&mut h);
+        let sig = h.finish();
+        let same = |q: &Pod| {
+            q.node_selector == pod.node_selector
+                && q.affinity == pod.affinity
+                && q.tolerations == pod.tolerations
+        };
+        if let Some(bucket) = self.feasible.borrow().get(&sig)
+            && let Some((_, f)) = bucket.iter().find(|(rep, _)| same(&self.snap.pods[*rep]))
+        {
+            return f.clone();
+        }
+        let mut mask = vec![false; self.snap.nodes.len()];
+        let mut list = Vec::new();
+        for (i, n) in self.snap.nodes.iter().enumerate() {
+            if static_fit(n, pod).is_ok() {
+                mask[i] = true;
+                list.push(i);
+            }
+        }
+        let f = Rc::new(Feasible { list, mask });
+        self.feasible.borrow_mut().entry(sig).or_default().push((p, f.clone()));
+        f
+    }
+
+    /// The domains of a topology key.
+    pub fn topology(&self, key: &str) -> Rc<Topology> {
+        if let Some(t) = self.topologies.borrow().get(key) {
+            return t.clone();
+        }
+        let mut by_value: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, n) in self.snap.nodes.iter().enumerate() {
+            if let Some(v) = n.labels.get(key) {
+                by_value.entry(v.as_str()).or_default().push(i);
+            }
+        }
+        let mut node_domain = vec![u32::MAX; self.snap.nodes.len()];
+        let mut domains = Vec::new();
+        for (d, (value, nodes)) in by_value.into_iter().enumerate() {
+            let id = u32::try_from(d).unwrap_or(u32::MAX);
+            for &n in &nodes {
+                node_domain[n] = id;
+            }
+            domains.push((value.to_string(), nodes));
+        }
+        let t = Rc::new(Topology { node_domain, domains });
+        self.topologies.borrow_mut().insert(key.to_string(), t.clone());
+        t
+    }
+
+    /// How good `node` is for a pod of demand `d` as seen through `txn`; smaller is better:
+    /// untolerated `PreferNoSchedule` taints, then the room left per requested resource, scarcest
+    /// first (bin-packing prefers less room, spreading more), then pod slots, then name order.
+    pub fn node_key(&self, state: &Ledger, txn: &Txn, d: &Demand, pod: &Pod, n: usize) -> NodeKey {
+        let sign = if self.scoring == Scoring::Spread { -1 } else { 1 };
+        let mut room = [0i64; KEY_WIDTH];
+        for (slot, &(res, _)) in room.iter_mut().zip(d.0.iter().take(KEY_WIDTH - 1)) {
+            *slot = sign * state.free(txn, n, res);
+        }
+        room[d.0.len().min(KEY_WIDTH - 1)] = sign * state.free_pods(txn, n);
+        (soft_taints(&self.snap.nodes[n], pod), room, self.rank[n])
+    }
+
+    /// The `k` best nodes (best first) for `ask`, as seen through `txn`.
+    ///
+    /// A class of alike pods used more than once is served from its [`ClassIndex`]: the first `k`
+    /// untouched nodes of its committed order, merged with the nodes `txn` touched (re-keyed), are
+    /// exactly the `k` best — without visiting the rest of the cluster.
+    pub fn candidates(&self, state: &Ledger, txn: &Txn, ask: Ask<'_>, k: usize) -> Vec<(NodeKey, usize)> {
+        let Ask { demand: d, pod, feasible, filter } = ask;
+        if k == 0 {
+            return Vec::new();
+        }
+        let scope = filter.and_then(|f| f.last());
+        let allowed = |n: usize| {
+            feasible.mask[n] && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+        };
+        let scope_nodes = || -> Box<dyn Iterator<Item = usize> + '_> {
+            match scope {
+                Some((t, dom)) => match t.domains.get(usize::try_from(*dom).unwrap_or(usize::MAX)) {
+                    Some((_, ns)) => Box::new(ns.iter().copied().filter(|&n| feasible.mask[n])),
+                    None => Box::new(std::iter::empty()),
+                },
+                None => Box::new(feasible.list.iter().copied()),
+            }
+        };
+        let key = {
+            let mut h = DefaultHasher::new();
+            d.hash(&mut h);
+            let scope_id = scope.map(|(t, dom)| (Rc::as_ptr(t) as usize, *dom));
+            (Rc::as_ptr(feasible) as usize, scope_id, h.finish())
+        };
+        let mut classes = self.classes.borrow_mut();
+        let bucket = classes.entry(key).or_default();
+        let class = match bucket.iter().position(|c| c.demand == *d) {
+            Some(i) => &mut bucket[i],
+            None => {
+                bucket.push(Class { demand: d.clone(), uses: 0, index: None });
+                let last = bucket.len() - 1;
+                &mut bucket[last]
+            }
+        };
+        class.uses = class.uses.saturating_add(1);
+        let committed = Txn::default();
+        if self.fast && class.index.is_none() && class.uses >= 2 {
+            let size = match scope {
+                Some((t, dom)) => {
+                    t.domains.get(usize::try_from(*dom).unwrap_or(usize::MAX)).map_or(0, |x| x.1.len())
+                }
+                None => feasible.list.len(),
+            };
+            if self.indexed.get().saturating_add(size) <= MAX_INDEXED {
+                self.indexed.set(self.indexed.get() + size);
+                let mut order = BTreeSet::new();
+                let mut keys = HashMap::with_capacity(size);
+                for n in scope_nodes() {
+                    if state.fits(&committed, n, d).is_ok() {
+                        let kn = self.node_key(state, &committed, d, pod, n);
+                        order.insert((kn, n));
+                        keys.insert(n, kn);
+                    }
+                }
+                class.index = Some(ClassIndex { order, keys, synced: state.log().len() });
+            }
+        }
+
+        let mut out: Vec<(NodeKey, usize)> = Vec::with_capacity(k.min(feasible.list.len()) + 1);
+        if let Some(index) = class.index.as_mut() {
+            let in_scope =
+                |n: usize| feasible.mask[n] && scope.is_none_or(|(t, dom)| t.node_domain[n] == *dom);
+            for &n in &state.log()[index.synced..] {
+                if !in_scope(n) {
+                    continue;
+                }
+                if let Some(old) = index.keys.remove(&n) {
+                    index.order.remove(&(old, n));
+                }
+                if state.fits(&committed, n, d).is_ok() {
+                    let kn = self.node_key(state, &committed, d, pod, n);
+                    index.order.insert((kn, n));
+                    index.keys.insert(n, kn);
+                }
+            }
+            index.synced = state.log().len();
+            out.extend(index.order.iter().filter(|&&(_, n)| !txn.touches(n) && allowed(n)).take(k).copied());
+            for n in txn.touched() {
+                if allowed(n) && state.fits(txn, n, d).is_ok() {
+                    out.push((self.node_key(state, txn, d, pod, n), n));
+                }
+            }
+            out.sort_unstable();
+            out.truncate(k);
+            return out;
+        }
+        drop(classes);
+
+        // The k best in one pass, worst on top so it can be evicted.
+        let mut best: BinaryHeap<(NodeKey, usize)> =
+            BinaryHeap::with_capacity(k.min(feasible.list.len()) + 1);
+        for n in scope_nodes() {
+            if !allowed(n) || state.fits(txn, n, d).is_err() {
+                continue;
+            }
+            let kn = self.node_key(state, txn, d, pod, n);
+            if best.len() < k {
+                best.push((kn, n));
+            } else if best.peek().is_some_and(|(worst, _)| kn < *worst) {
+                best.pop();
+                best.push((kn, n));
+            }
+        }
+        best.into_sorted_vec()
+    }
+
+    /// Free capacity of resource `scarce` (`None`: pod slots) in domain `d` of `topo`, in the
+    /// committed state: summed once per key and resource, then kept up to date from the ledger's
+    /// change log.
+    pub fn domain_free(&self, state: &Ledger, topo: &Rc<Topology>, scarce: Option<usize>, d: usize) -> i64 {
+        let committed = Txn::default();
+        let value = |n: usize| match scarce {
+            Some(res) => state.free(&committed, n, res),
+            None => state.free_pods(&committed, n),
+        };
+        let mut all = self.totals.borrow_mut();
+        let t = all.entry((Rc::as_ptr(topo) as usize, scarce)).or_insert_with(|| {
+            let mut seen = vec![0; topo.node_domain.len()];
+            let mut totals = vec![0i64; topo.domains.len()];
+            for (dom, (_, nodes)) in topo.domains.iter().enumerate() {
+                for &n in nodes {
+                    seen[n] = value(n);
+                    totals[dom] = totals[dom].saturating_add(seen[n]);
+                }
+            }
+            DomainTotals { seen, totals, synced: state.log().len() }
+        });
+        for &n in &state.log()[t.synced..] {
+            let Some(dom) = usize::try_from(topo.node_domain[n]).ok().filter(|&x| x < t.totals.len()) else {
+                continue;
+            };
+            let now = value(n);
+            t.totals[dom] = t.totals[dom].saturating_add(now.saturating_sub(t.seen[n]));
+            t.seen[n] = now;
+        }
+        t.synced = state.log().len();
+        t.totals.get(d).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,535 @@
+//! Step 4 of the cycle: each gang's lifecycle — invalid, failed, completed, satisfied (extras),
+//! degraded or stale, waiting for members, backing off, or placed whole; unplaced gangs preempt,
+//! reserve, time out or wait — as functions that look at what the cycle knows ([`View`]) and
+//! return a [`Decision`]. [`Progress`] applies each decision to the ledger before the next is
+//! made, so a later gang sees what an earlier one took; no step reads what another wrote.
+
+use std::collections::BTreeSet;
+
+use super::Facts;
+use super::decision::Decision;
+use super::explain::{self, FitSummaries};
+use super::ledger::{Ledger, Txn};
+use super::place::{Ask, Placement, PlacementRequest, Placer};
+use super::preempt;
+use crate::config::TimeoutAction;
+use crate::model::{GangMode, PodPhase};
+use crate::plan::{EvictionReason, Phase};
+use crate::tree;
+use crate::{Reason, Time};
+
+/// A deadline as messages state it: an absolute time, to the second (rounded up). Unlike "in 37s",
+/// it reads the same in every cycle, so what is written to the API from it does not change
+/// until the situation does.
+fn at(t: Time) -> Time {
+    Time(t.0.saturating_add(999).div_euclid(1000).saturating_mul(1000))
+}
+
+/// What a gang needs from this cycle's placement step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    /// Not yet satisfied: all or nothing.
+    Whole,
+    /// Satisfied, or degraded and trying to recover: place whatever fits.
+    Extras,
+}
+
+/// What the cycle has decided so far: the ledger with every decision committed, the pods evicted
+/// (never twice, never a victim again), and the decisions in the order made.
+#[derive(Debug)]
+pub(super) struct Progress {
+    ledger: Ledger,
+    evicted: BTreeSet<usize>,
+    summaries: FitSummaries,
+    decisions: Vec<Decision>,
+    /// Pods outside any gang bound: (pod, node).
+    singles: Vec<(usize, usize)>,
+}
+
+impl Progress {
+    pub fn new(ledger: Ledger) -> Self {
+        Progress {
+            ledger,
+            evicted: BTreeSet::new(),
+            summaries: FitSummaries::default(),
+            decisions: Vec::new(),
+            singles: Vec::new(),
+        }
+    }
+
+    /// The decisions made, and the pods outside any gang bound.
+    pub fn into_decisions(self) -> (Vec<Decision>, Vec<(usize, usize)>) {
+        (self.decisions, self.singles)
+    }
+
+    fn view<'v, 'a>(&'v self, facts: &'v Facts<'a>, placer: &'v Placer<'a>) -> View<'v, 'a> {
+        View { facts, placer, ledger: &self.ledger, evicted: &self.evicted, summaries: &self.summaries }
+    }
+
+    /// Commits a decision: its capacity to the ledger, its evictions to the evicted (a pod already
+    /// evicted or deleting is left out), and keeps it. Returns its reason.
+    fn apply(&mut self, facts: &Facts<'_>, mut d: Decision) -> Reason {
+        self.ledger.commit(std::mem::take(&mut d.txn));
+        let evicted = &mut self.evicted;
+        d.evictions.retain(|&(p, _)| !facts.snap.pods[p].deleting && evicted.insert(p));
+        let reason = d.reason;
+        self.decisions.push(d);
+        reason
+    }
+
+    /// Pods of ours outside any gang, shaped alike ([`Facts::alike`]): each on the best node it
+    /// fits, if any, in order — one look at the nodes for the whole run.
+    pub fn singles(&mut self, facts: &Facts<'_>, placer: &Placer<'_>, run: &[usize]) {
+        let Some(&p) = run.first() else { return };
+        let mut txn = Txn::default();
+        let pod = &facts.snap.pods[p];
+        if pod.nominated_node.is_some() || facts.reserved.contains_key(&p) {
+            // A node of its own to prefer: placed alone.
+            if let Some(node) =
+                placer.best_node(&self.ledger, &txn, &facts.demand, p, None, facts.reserved.get(&p))
+            {
+                self.ledger.take(&mut txn, node, &facts.demand[p]);
+                self.singles.push((p, node));
+            }
+        } else {
+            let feasible = placer.feasible(p);
+            let ask = Ask { demand: &facts.demand[p], pod, feasible: &feasible, filter: None };
+            self.singles.extend(placer.alike(&self.ledger, &mut txn, ask, run));
+        }
+        self.ledger.commit(txn);
+    }
+
+    /// Decides a gang group (usually one gang): all of its gangs are placed in this cycle, or none.
+    pub fn gang_group(&mut self, facts: &Facts<'_>, placer: &Placer<'_>, group: &[usize]) {
+        let mut attempts: Vec<(usize, Attempt)> = Vec::new();
+        let mut blocked: Vec<String> = Vec::new();
+        for &g in group {
+            let checked = self.view(facts, placer).precheck(g);
+            match checked {
+                Ok(a) => attempts.push((g, a)),
+                Err(d) => {
+                    let reason = self.apply(facts, *d);
+                    if !reason.is_satisfied() {
+                        blocked.push(format!("{} is {reason}", facts.snap.gangs[g].key));
+                    }
+                }
+            }
+        }
+        for &g in group {
+            for other in &facts.snap.gangs[g].gang_group {
+                if !facts.gang_index.contains_key(other) {
+                    blocked.push(format!("{other} does not exist"));
+                }
+            }
+        }
+        blocked.sort();
+        blocked.dedup();
+
+        // Gangs already satisfied only place extras; they never wait for their group.
+        let (extras, whole): (Vec<_>, Vec<_>) =
+            attempts.into_iter().partition(|(_, a)| *a == Attempt::Extras);
+        for (g, _) in extras {
+            let d = self.view(facts, placer).extras(g);
+            self.apply(facts, d);
+        }
+        if whole.is_empty() {
+            return;
+        }
+        if !blocked.is_empty() {
+            for (g, _) in whole {
+                let msg = format!("gang group not ready: {}", blocked.join(", "));
+                let st = facts.snap.gangs[g].state.clone();
+                self.apply(facts, Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st));
+            }
+            return;
+        }
+
+        let mut txn = Txn::default();
+        let mut placed: Vec<(usize, Placement)> = Vec::new();
+        let mut failed: Vec<(usize, Placement)> = Vec::new();
+        for &(g, _) in &whole {
+            let attempt = self.view(facts, placer).place_gang(g, &txn, false);
+            if attempt.satisfied {
+                txn.absorb(attempt.txn.clone());
+                placed.push((g, attempt));
+            } else {
+                failed.push((g, attempt));
+            }
+        }
+        if failed.is_empty() {
+            // One transaction holds the whole group's placements: committed once.
+            self.ledger.commit(txn);
+            for (g, p) in placed {
+                let d = self.view(facts, placer).placed(g, p);
+                self.apply(facts, d);
+            }
+            return;
+        }
+        let names: Vec<String> = failed.iter().map(|(g, _)| facts.snap.gangs[*g].key.to_string()).collect();
+        for (g, _) in placed {
+            let msg = format!("would fit, but its gang group cannot be placed with it: {}", names.join(", "));
+            let mut st = facts.snap.gangs[g].state.clone();
+            st.waiting_since = st.waiting_since.or(Some(facts.now));
+            self.apply(facts, Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st));
+        }
+        let alone = whole.len() == 1;
+        for (g, attempt) in failed {
+            let d = self.view(facts, placer).unplaced(g, attempt, alone);
+            self.apply(facts, d);
+        }
+    }
+}
+
+/// What one decision looks at: the facts, the placer, and the cycle's progress so far (read only).
+struct View<'v, 'a> {
+    facts: &'v Facts<'a>,
+    placer: &'v Placer<'a>,
+    ledger: &'v Ledger,
+    evicted: &'v BTreeSet<usize>,
+    summaries: &'v FitSummaries,
+}
+
+impl View<'_, '_> {
+    /// The bound members of gang `g` (as the snapshot has them).
+    fn bound(&self, g: usize) -> Vec<usize> {
+        let pods = &self.facts.snap.pods;
+        self.facts.members[g].all.iter().copied().filter(|&p| pods[p].uses_node()).collect()
+    }
+
+    /// What a gang needs before placement; `Err` is a decision already final.
+    fn precheck(&self, g: usize) -> Result<Attempt, Box<Decision>> {
+        let f = self.facts;
+        let gang = &f.snap.gangs[g];
+        let m = &f.members[g];
+        let mut st = gang.state.clone();
+        let tree_errors = crate::validate::gang_tree_errors(gang);
+        if !tree_errors.is_empty() {
+            let msg = tree_errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            return Err(Box::new(Decision::new(g, Reason::InvalidSpec, Phase::Pending, msg, st)));
+        }
+        if st.failed {
+            let msg = "gave up after timing out; delete and recreate the gang to try again".to_string();
+            let mut d = Decision::new(g, Reason::Failed, Phase::Failed, msg, st);
+            d.evictions = self.bound(g).into_iter().map(|p| (p, EvictionReason::TimedOut)).collect();
+            return Err(Box::new(d));
+        }
+        if m.counts.members == 0 && m.counts.succeeded > 0 {
+            let msg = format!("all {} members finished", m.counts.succeeded);
+            return Err(Box::new(Decision::new(g, Reason::Completed, Phase::Completed, msg, st)));
+        }
+        if tree::satisfied(gang, &m.held) || st.was_satisfied {
+            return Ok(Attempt::Extras);
+        }
+        if !tree::satisfied(gang, &m.exist) {
+            let exist: u32 = m.exist.values().sum();
+            let need = gang.min_pods().unwrap_or(u64::from(gang.min_member));
+            let mut msg = format!("waiting for members: {exist} of {need} exist");
+            let short = tree::shortfall(gang, &m.exist);
+            if !short.is_empty() {
+                msg.push_str(&format!(" ({short})"));
+            }
+            msg.push_str(&self.failures_note(g));
+            if m.orphans > 0 {
+                msg.push_str(&format!(
+                    "; {} members name no leaf subgroup of this gang (label {})",
+                    m.orphans,
+                    crate::names::LABEL_SUBGROUP
+                ));
+            }
+            st.waiting_since = None;
+            return Err(Box::new(Decision::new(g, Reason::WaitingForMembers, Phase::Pending, msg, st)));
+        }
+        if let Some(msg) = super::members::gated_wait(gang, m) {
+            st.waiting_since = None;
+            return Err(Box::new(Decision::new(g, Reason::WaitingForMembers, Phase::Pending, msg, st)));
+        }
+        if let Some(until) = st.backoff_until
+            && until > f.now
+        {
+            let msg = format!("backing off after {} timeout(s); next attempt at {}", st.timeouts, at(until));
+            return Err(Box::new(Decision::new(g, Reason::BackingOff, Phase::Pending, msg, st)));
+        }
+        Ok(Attempt::Whole)
+    }
+
+    /// Places members beyond what is needed (satisfied gangs), or replacements (degraded gangs).
+    fn extras(&self, g: usize) -> Decision {
+        let f = self.facts;
+        let attempt = self.place_gang(g, &Txn::default(), true);
+        let n = u32::try_from(attempt.bindings.len()).unwrap_or(u32::MAX);
+        let gang = &f.snap.gangs[g];
+        let m = &f.members[g];
+        let mut held = m.held.clone();
+        for &(p, _) in &attempt.bindings {
+            if let Some(leaf) =
+                tree::leaf_of(gang, f.snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()))
+            {
+                *held.entry(leaf.to_string()).or_default() += 1;
+            }
+        }
+        let mut st = gang.state.clone();
+        st.waiting_since = None;
+        let decide = |reason, phase, msg, st| {
+            let mut d = Decision::new(g, reason, phase, msg, st);
+            d.bindings.clone_from(&attempt.bindings);
+            d.txn = attempt.txn.clone();
+            d
+        };
+        if tree::satisfied(gang, &held) {
+            st.was_satisfied = true;
+            st.degraded_since = None;
+            let (reason, msg) = if n > 0 {
+                (
+                    Reason::Scheduled,
+                    format!("placed {n} more member(s); minimum {} satisfied", gang.min_member),
+                )
+            } else {
+                let pending: usize = m.pending.values().map(Vec::len).sum();
+                let msg = if pending > 0 {
+                    format!("minimum satisfied; {pending} member(s) beyond the minimum wait for room")
+                } else {
+                    "minimum satisfied".to_string()
+                };
+                (Reason::Running, msg)
+            };
+            return decide(reason, self.placed_phase(g), msg, st);
+        }
+        // Degraded: fewer active members than the minimum after having been satisfied.
+        let since = *st.degraded_since.get_or_insert(f.now);
+        let grace = gang.stale_grace.unwrap_or(f.config.stale_grace_period);
+        let active: u32 = held.values().sum();
+        let need = gang.min_pods().unwrap_or(u64::from(gang.min_member));
+        if f.now.since(since) >= grace {
+            let victims = self.bound(g);
+            let count = victims.len();
+            st.was_satisfied = false;
+            st.degraded_since = None;
+            let msg = format!(
+                "only {active} of {need} members active for {}s (grace {}s): evicting the remaining {count}{}",
+                f.now.since(since).as_secs(),
+                grace.as_secs(),
+                self.failures_note(g)
+            );
+            let mut d = decide(Reason::Stale, Phase::Degraded, msg, st);
+            d.evictions = victims.into_iter().map(|p| (p, EvictionReason::StaleGang)).collect();
+            d
+        } else {
+            let msg = format!(
+                "only {active} of {need} members active{}; the remaining members are evicted at {} unless replacements are placed",
+                self.failures_note(g),
+                at(since.plus(grace))
+            );
+            decide(Reason::Degraded, Phase::Degraded, msg, st)
+        }
+    }
+
+    /// Tries to place a gang on top of `base`. With `extras`, every pending member that fits is
+    /// placed; otherwise the tree's minimums first, then extras if the tree is satisfied.
+    fn place_gang(&self, g: usize, base: &Txn, extras: bool) -> Placement {
+        let f = self.facts;
+        let mut txn = base.clone();
+        // The gang's own reservations are its to use: give them back before placing.
+        for &p in f.members[g].pending.values().flatten() {
+            if let Some(&n) = f.reserved.get(&p) {
+                self.ledger.give(&mut txn, n, &f.demand[p]);
+            }
+        }
+        self.placer.gang(&PlacementRequest {
+            gang: &f.snap.gangs[g],
+            members: &f.members[g],
+            ledger: self.ledger,
+            demand: &f.demand,
+            reserved: &f.reserved,
+            txn,
+            extras,
+        })
+    }
+
+    /// A gang placed whole (its capacity is committed by the caller, with its group's).
+    fn placed(&self, g: usize, p: Placement) -> Decision {
+        let gang = &self.facts.snap.gangs[g];
+        let n = p.bindings.len();
+        let mut st = gang.state.clone();
+        st.waiting_since = None;
+        st.was_satisfied = true;
+        st.degraded_since = None;
+        let mut msg = format!("placed {n} member(s)");
+        if let Some(d) = &p.domain {
+            msg.push_str(&format!(" in {d}"));
+        }
+        msg.push_str(&format!("; minimum {} satisfied", gang.min_member));
+        let mut d = Decision::new(g, Reason::Scheduled, Phase::Scheduled, msg, st);
+        d.bindings = p.bindings;
+        d
+    }
+
+    /// A gang that could not be placed: release, time out, preempt, reserve, or explain.
+    fn unplaced(&self, g: usize, attempt: Placement, alone: bool) -> Decision {
+        let f = self.facts;
+        let gang = &f.snap.gangs[g];
+        let mut st = gang.state.clone();
+        let since = *st.waiting_since.get_or_insert(f.now);
+        let timeout = gang.timeout.or(f.config.default_timeout);
+        let why = explain::unplaced(gang, &f.members[g], &f.snap.pods, &attempt, |p| {
+            self.summaries.get(
+                &f.snap.nodes,
+                &f.snap.pods[p],
+                &f.demand[p],
+                self.placer.feasible(p).as_ref(),
+                self.ledger,
+                &f.res,
+            )
+        });
+
+        // Half-bound: members hold nodes (a crash mid-binding, or a race) but the gang cannot be
+        // completed. Released after the grace period rather than held forever.
+        let bound = self.bound(g);
+        if !bound.is_empty() {
+            let since = *st.degraded_since.get_or_insert(f.now);
+            let grace = gang.stale_grace.unwrap_or(f.config.stale_grace_period);
+            let n = bound.len();
+            if f.now.since(since) >= grace {
+                st.degraded_since = None;
+                let msg = format!(
+                    "{n} member(s) were bound but the gang could not be completed within {}s: releasing them. {why}",
+                    grace.as_secs()
+                );
+                let mut d = Decision::new(g, Reason::Stale, Phase::Degraded, msg, st);
+                d.evictions = bound.into_iter().map(|p| (p, EvictionReason::StaleGang)).collect();
+                return d;
+            }
+            let msg = format!(
+                "{n} member(s) bound but the gang cannot be completed; they are released at {} unless the rest fit. {why}",
+                at(since.plus(grace))
+            );
+            return Decision::new(g, Reason::Degraded, Phase::Degraded, msg, st);
+        }
+
+        if let Some(t) = timeout
+            && f.now.since(since) >= t
+        {
+            let waited = f.now.since(since).as_secs();
+            return match f.config.timeout_action {
+                TimeoutAction::Retry { initial_backoff, max_backoff } => {
+                    st.timeouts = st.timeouts.saturating_add(1);
+                    let factor = 1u32.checked_shl(st.timeouts.saturating_sub(1)).unwrap_or(u32::MAX);
+                    let backoff = initial_backoff.saturating_mul(factor).min(max_backoff);
+                    st.backoff_until = Some(f.now.plus(backoff));
+                    st.waiting_since = None;
+                    let msg = format!(
+                        "timed out after {waited}s (timeout {}s); retrying in {}s. {why}",
+                        t.as_secs(),
+                        backoff.as_secs()
+                    );
+                    Decision::new(g, Reason::TimedOut, Phase::Pending, msg, st)
+                }
+                TimeoutAction::Fail => {
+                    st.failed = true;
+                    let msg =
+                        format!("timed out after {waited}s (timeout {}s); giving up. {why}", t.as_secs());
+                    let mut d = Decision::new(g, Reason::TimedOut, Phase::Failed, msg, st);
+                    d.evictions = self.bound(g).into_iter().map(|p| (p, EvictionReason::TimedOut)).collect();
+                    d
+                }
+            };
+        }
+
+        if alone && f.config.preemption {
+            let pending: Vec<usize> = f.members[g].pending.values().flatten().copied().collect();
+            let room = preempt::Room {
+                snap: f.snap,
+                members: &f.members,
+                priorities: &f.priorities,
+                places: f.places(),
+                evicted: self.evicted,
+            };
+            let found = preempt::try_preempt(
+                &room,
+                g,
+                &pending,
+                |p| self.placer.feasible(p),
+                |base| self.place_gang(g, base, false),
+                |txn, p| {
+                    if let Some(n) = room.node_of(p) {
+                        self.ledger.give(txn, n, &f.res.known_demand(&f.snap.pods[p].requests));
+                    }
+                },
+            );
+            match found {
+                preempt::Found::Evict { victims, placement } => {
+                    let victim_gangs: BTreeSet<String> = victims
+                        .iter()
+                        .map(|&p| {
+                            let pod = &f.snap.pods[p];
+                            pod.gang
+                                .as_ref()
+                                .map_or_else(|| format!("pod {}", pod.key), |m| m.gang.to_string())
+                        })
+                        .collect();
+                    let count = victims.len();
+                    let list: Vec<String> = victim_gangs.into_iter().collect();
+                    let msg = format!(
+                        "preempting {count} lower-priority pod(s) ({}) to make room; {why}",
+                        list.join(", ")
+                    );
+                    let mut d = Decision::new(g, Reason::Preempting, Phase::Pending, msg, st);
+                    d.evictions = victims.into_iter().map(|p| (p, EvictionReason::Preempted)).collect();
+                    d.nominations = placement.bindings;
+                    return d;
+                }
+                preempt::Found::Waiting(n) => {
+                    let msg = format!("waiting for {n} preempted pod(s) to terminate");
+                    return Decision::new(g, Reason::Preempting, Phase::Pending, msg, st);
+                }
+                preempt::Found::Nothing => {}
+            }
+        }
+
+        if gang.mode == GangMode::NonStrict && !attempt.bindings.is_empty() {
+            let count = attempt.bindings.len();
+            let msg = format!("holding nodes for {count} member(s) until the rest fit. {why}");
+            let mut d = Decision::new(g, Reason::Reserved, Phase::Pending, msg, st);
+            d.reservations = attempt.bindings;
+            d.txn = attempt.txn;
+            return d;
+        }
+        let reason =
+            if attempt.topology_failed { Reason::TopologyUnsatisfiable } else { Reason::Unschedulable };
+        Decision::new(g, reason, Phase::Pending, why, st)
+    }
+
+    /// `; 1 member(s) refused by the kubelet at admission (ml/w-3 on gpu-2: OutOfnvidia.com/gpu)`
+    /// when members failed on their node: the gang is not running, whatever was bound.
+    fn failures_note(&self, g: usize) -> String {
+        let pods = &self.facts.snap.pods;
+        let failed: Vec<&crate::model::Pod> = self.facts.members[g]
+            .all
+            .iter()
+            .map(|&p| &pods[p])
+            .filter(|p| p.phase == PodPhase::Failed && p.failure.is_some())
+            .collect();
+        let Some(first) = failed.first() else { return String::new() };
+        let what = if failed.iter().all(|p| p.rejected_at_admission()) {
+            "refused by the kubelet at admission"
+        } else {
+            "failed on their node"
+        };
+        format!(
+            "; {} member(s) {what} ({} on {}: {}{})",
+            failed.len(),
+            first.key,
+            first.node_name.as_deref().unwrap_or("?"),
+            first.failure.as_deref().unwrap_or(""),
+            if failed.len() > 1 { ", …" } else { "" }
+        )
+    }
+
+    /// The phase of a gang that is placed: `Running` once its minimum runs.
+    fn placed_phase(&self, g: usize) -> Phase {
+        if tree::satisfied(&self.facts.snap.gangs[g], &self.facts.members[g].running) {
+            Phase::Running
+        } else {
+            Phase::Scheduled
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Step 2 of the cycle: each gang's members counted — which exist, which hold a node, which run,
+//! which wait for one of ours — per leaf subgroup, and each gang's priority.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::model::{GangKey, PodPhase, Snapshot};
+use crate::plan::Counts;
+use crate::tree::{self, LeafCounts};
+
+/// A gang's members as the cycle found them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Members {
+    /// Every pod that claims the gang, in pod-key order.
+    pub all: Vec<usize>,
+    /// Pods with a node that are not finished, per leaf.
+    pub bound: LeafCounts,
+    /// Running or succeeded, per leaf (what "the minimum is running" counts).
+    pub running: LeafCounts,
+    /// Active (pending, bound, running) or succeeded, per leaf: what exists toward the quorum.
+    pub exist: LeafCounts,
+    /// Bound or succeeded, per leaf: what already counts toward satisfaction.
+    pub held: LeafCounts,
+    /// Pending pods we may place, by leaf.
+    pub pending: BTreeMap<String, Vec<usize>>,
+    /// Pending members held back by `spec.schedulingGates`, per leaf: they exist (toward the
+    /// quorum) but are never placed.
+    pub gated: LeafCounts,
+    /// Gate name → how many pending members it holds back.
+    pub gates: BTreeMap<String, u32>,
+    /// Pending members that name another scheduler.
+    pub foreign: usize,
+    /// Members whose subgroup is missing or not a leaf of the gang.
+    pub orphans: usize,
+    pub counts: Counts,
+}
+
+/// Every gang's members (indexed like `snap.gangs`). Pods of ours are those that name
+/// `scheduler_name`.
+pub(super) fn count(
+    snap: &Snapshot,
+    scheduler_name: &str,
+    gang_index: &HashMap<&GangKey, usize>,
+) -> Vec<Members> {
+    let mut members = vec![Members::default(); snap.gangs.len()];
+    // Members in pod-key order; only pods that claim a gang are sorted (most pods of a big
+    // cluster belong to none), and not at all when the snapshot already lists them in order.
+    let mut claimed: Vec<(usize, usize)> = snap
+        .pods
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.gang.as_ref().and_then(|m| gang_index.get(&m.gang)).map(|&g| (i, g)))
+        .collect();
+    if !claimed.is_sorted_by(|a, b| snap.pods[a.0].key <= snap.pods[b.0].key) {
+        claimed.sort_by(|a, b| snap.pods[a.0].key.cmp(&snap.pods[b.0].key));
+    }
+    for (i, g) in claimed {
+        let p = &snap.pods[i];
+        let gang = &snap.gangs[g];
+        let entry = &mut members[g];
+        entry.all.push(i);
+        match p.phase {
+            PodPhase::Succeeded => entry.counts.succeeded += 1,
+            PodPhase::Failed => entry.counts.failed += 1,
+            _ if !p.deleting => entry.counts.members += 1,
+            _ => {}
+        }
+        if p.uses_node() && !p.deleting {
+            entry.counts.bound += 1;
+        }
+        if p.phase == PodPhase::Running && !p.deleting {
+            entry.counts.running += 1;
+        }
+        let Some(leaf) = tree::leaf_of(gang, p.gang.as_ref().and_then(|m| m.subgroup.as_deref())) else {
+            if p.is_active() {
+                entry.orphans += 1;
+            }
+            continue;
+        };
+        let bump = |c: &mut LeafCounts| *c.entry(leaf.to_string()).or_default() += 1;
+        let succeeded = p.phase == PodPhase::Succeeded;
+        if p.is_active() || succeeded {
+            bump(&mut entry.exist);
+        }
+        if (p.uses_node() && !p.deleting) || succeeded {
+            bump(&mut entry.held);
+        }
+        if p.uses_node() && !p.deleting {
+            bump(&mut entry.bound);
+        }
+        if (p.phase == PodPhase::Running && !p.deleting) || succeeded {
+            bump(&mut entry.running);
+        }
+        if p.is_pending() && p.is_gated() {
+            bump(&mut entry.gated);
+            for gate in p.scheduling_gates.iter().collect::<BTreeSet<_>>() {
+                *entry.gates.entry(gate.clone()).or_default() += 1;
+            }
+        } else if p.is_pending() {
+            if p.scheduler_name == scheduler_name {
+                entry.pending.entry(leaf.to_string()).or_default().push(i);
+            } else {
+                entry.foreign += 1;
+            }
+        }
+    }
+    members
+}
+
+/// Each gang's priority: its own, else its highest member's (indexed like `snap.gangs`).
+pub(super) fn priorities(snap: &Snapshot, members: &[Members]) -> Vec<i32> {
+    snap.gangs
+        .iter()
+        .zip(members)
+        .map(|(gang, m)| {
+            gang.priority.or_else(|| m.all.iter().map(|&p| snap.pods[p].priority).max()).unwrap_or(0)
+        })
+        .collect()
+}
+
+/// `2 of 8 members gated by kueue.x-k8s.io/admission` when the gang cannot be satisfied without
+/// members that `spec.schedulingGates` hold back: it waits, as it waits for members that do not
+/// exist yet, and its timeout does not run. A gang with members already on nodes is not held
+/// here: it goes on to placement, where a half-bound gang is completed or released.
+pub(super) fn gated_wait(gang: &crate::model::Gang, m: &Members) -> Option<String> {
+    if m.gated.is_empty() || m.held.values().any(|&n| n > 0) {
+        return None;
+    }
+    let mut placeable = m.exist.clone();
+    for (leaf, n) in &m.gated {
+        if let Some(c) = placeable.get_mut(leaf) {
+            *c = c.saturating_sub(*n);
+        }
+    }
+    if tree::satisfied(gang, &placeable) {
+        return None;
+    }
+    let gated: u32 = m.gated.values().sum();
+    let need = gang.min_pods().unwrap_or(u64::from(gang.min_member));
+    let by = if m.gates.len() == 1 {
+        m.gates.keys().map(String::as_str).collect::<String>()
+    } else {
+        m.gates.iter().map(|(gate, n)| format!("{gate} ({n})")).collect::<Vec<_>>().join(", ")
+    };
+    Some(format!("{gated} of {need} members gated by {by}"))
+}
