@@ -131,7 +131,7 @@ pub fn review(hook: Hook, body: &[u8], namespace_opted_in: bool) -> Result<(Answ
                         let warnings = verdict.errors.iter().map(|e| format!("kube-gang: {}", text(e)));
                         response.admission.warnings = Some(warnings.collect());
                     }
-                    match patch(&verdict.changes) {
+                    match patch(verdict.changes) {
                         Ok(Some((encoded, ops))) => {
                             response.patch = Some(encoded);
                             response.patch_type = Some("JSONPatch");
@@ -216,20 +216,21 @@ fn with_request_defaults(object: &mut Value, request: &AdmissionRequest<DynamicO
 }
 
 /// The JSON Patch of admission's changes (base64) and its number of operations; `None` when there
-/// is nothing to change.
-fn patch(changes: &[Change]) -> Result<Option<(String, usize)>, String> {
+/// is nothing to change. The changes are moved into the patch, not copied.
+fn patch(changes: Vec<Change>) -> Result<Option<(String, usize)>, String> {
     if changes.is_empty() {
         return Ok(None);
     }
+    let count = changes.len();
     let ops = changes
-        .iter()
+        .into_iter()
         .map(|c| {
-            let path = PointerBuf::parse(c.path.as_str()).map_err(|e| format!("{}: {e}", c.path))?;
-            Ok(PatchOperation::Add(AddOperation { path, value: c.value.clone() }))
+            let path = PointerBuf::parse(c.path).map_err(|e| e.to_string())?;
+            Ok(PatchOperation::Add(AddOperation { path, value: c.value }))
         })
         .collect::<Result<Vec<_>, String>>()?;
     let bytes = serde_json::to_vec(&Patch(ops)).map_err(|e| e.to_string())?;
-    Ok(Some((base64::engine::general_purpose::STANDARD.encode(bytes), changes.len())))
+    Ok(Some((base64::engine::general_purpose::STANDARD.encode(bytes), count)))
 }
 
 /// One problem as the user reads it (an error about the whole object has no path to name).
