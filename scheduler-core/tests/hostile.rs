@@ -113,6 +113,17 @@ fn jobset_and_leaderworkerset_products_are_checked() {
     assert_eq!(errors[0].path, "spec.replicas");
 }
 
+#[test]
+fn expansion_is_bounded_by_a_limit_not_by_the_users_count() {
+    let mut j = job("wide");
+    j["spec"]["parallelism"] = json!(i32::MAX);
+    let errors = workload::expand(&j).expect_err("two billion pod copies are refused");
+    assert_eq!(errors[0].path, "spec.parallelism");
+    assert!(errors[0].message.contains("at most 100000"), "{}", errors[0].message);
+    j["spec"]["parallelism"] = json!(workload::MAX_EXPANDED_PODS);
+    assert_eq!(workload::expand(&j).unwrap().len() as u64, workload::MAX_EXPANDED_PODS);
+}
+
 fn job(name: &str) -> Value {
     json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},

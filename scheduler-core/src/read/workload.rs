@@ -230,7 +230,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             Some(t) => total = t,
             None => {
                 errors.push(FieldError::new(
-                    path_of(&role_count_pointer(&r.template)),
+                    path_of(&role_count_pointer(kind, &r.template)),
                     format!("the {kind}'s pods add up to more than {MAX_PODS}"),
                 ));
                 total = 0;
@@ -273,6 +273,9 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     }))
 }
 
+/// The most pods [`expand`] writes out for one workload (each a copy of its pod template).
+pub const MAX_EXPANDED_PODS: u64 = 100_000;
+
 /// The most pods one workload may imply: a count the API server can hold (int32).
 pub const MAX_PODS: u32 = i32::MAX as u32;
 
@@ -289,7 +292,10 @@ fn checked_pods(product: Option<u32>, ptr: &str, what: &str, errors: &mut Vec<Fi
 
 /// The field that sets a role's count, from its template's pointer: `…/template` → `…/replicas`
 /// (JobSet: `/spec/replicatedJobs/0/template/spec/template` → `/spec/replicatedJobs/0/replicas`).
-fn role_count_pointer(template: &str) -> String {
+fn role_count_pointer(kind: &str, template: &str) -> String {
+    if kind == "Job" {
+        return "/spec/parallelism".into();
+    }
     let base =
         template.strip_suffix("/template/spec/template").or_else(|| template.strip_suffix("/template"));
     match base {
@@ -406,8 +412,18 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     }
     let Some(shape) = inspect(obj) else { return Ok(Vec::new()) };
     let shape = shape?;
+    // Each pod is a copy of its template: a count the user wrote must not decide how much memory
+    // the expansion takes.
+    let count: u64 = shape.roles.iter().map(|r| u64::from(r.pods)).sum();
+    if count > MAX_EXPANDED_PODS {
+        let role = shape.roles.iter().max_by_key(|r| r.pods).map(|r| r.template.as_str()).unwrap_or("/spec");
+        return Err(vec![FieldError::new(
+            path_of(&role_count_pointer(&shape.kind, role)),
+            format!("the {} would run {count} pods; at most {MAX_EXPANDED_PODS} are expanded", shape.kind),
+        )]);
+    }
     let injected = inject(obj)?;
-    let mut pods = Vec::new();
+    let mut pods = Vec::with_capacity(count as usize);
     for role in &shape.roles {
         let Some(template) = injected.pointer(&role.template) else { continue };
         let per_group = match shape.group_size {
