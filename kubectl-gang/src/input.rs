@@ -1,6 +1,7 @@
 //! Reading objects from files: multi-document YAML, JSON, or a `v1 List` (what
 //! `kubectl get … -o yaml` prints), from a file, a directory, or `-` (stdin). Errors name the file
-//! and the document.
+//! and the document. YAML is read as kubectl reads it ([`crate::yaml`]); a file may hold at most
+//! [`MAX_INPUT_BYTES`], and the objects read take memory in proportion to it.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -14,10 +15,13 @@ pub struct Sourced {
     pub object: Value,
 }
 
+/// The most one file (or stdin) may hold.
+pub const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+
 /// An input error: the file, and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: String,
         #[source]
@@ -25,6 +29,8 @@ pub enum InputError {
     },
     #[error("{path}: document {doc}: {message}")]
     Parse { path: String, doc: usize, message: String },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
 }
 
 /// Expands `-f` arguments: directories become their `.yaml`, `.yml` and `.json` files, sorted.
@@ -49,24 +55,51 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     Ok(out)
 }
 
-/// Reads every object from the given paths (`-` is stdin).
+/// Reads every object from the given paths (`-` is stdin). Input with no object at all is an
+/// error: a command given nothing to read has nothing true to say about it.
 pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<Sourced>, InputError> {
     let mut out = Vec::new();
-    for p in expand_paths(paths)? {
-        let (name, text) = if p.as_os_str() == "-" {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .map_err(|e| InputError::Io { path: "-".into(), source: e })?;
-            ("-".to_string(), s)
+    let files = expand_paths(paths)?;
+    for p in &files {
+        let name = if p.as_os_str() == "-" { "-".to_string() } else { p.display().to_string() };
+        let text = if p.as_os_str() == "-" {
+            read_bounded(&name, std::io::stdin().lock())?
         } else {
-            let s = std::fs::read_to_string(&p)
-                .map_err(|e| InputError::Io { path: p.display().to_string(), source: e })?;
-            (p.display().to_string(), s)
+            let file =
+                std::fs::File::open(p).map_err(|e| InputError::Io { path: name.clone(), source: e })?;
+            read_bounded(&name, file)?
         };
         out.extend(parse_text(&name, &text)?);
     }
+    if out.is_empty() {
+        let what = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        let message = if files.is_empty() {
+            "no .yaml, .yml or .json files in it".to_string()
+        } else {
+            "no Kubernetes objects in the input".to_string()
+        };
+        return Err(InputError::Invalid { path: what, message });
+    }
     Ok(out)
+}
+
+/// At most [`MAX_INPUT_BYTES`] of UTF-8 text, or an error saying which limit was hit.
+fn read_bounded(name: &str, reader: impl Read) -> Result<String, InputError> {
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| InputError::Io { path: name.into(), source: e })?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(InputError::Invalid {
+            path: name.into(),
+            message: format!("larger than {} MiB; split it into smaller files", MAX_INPUT_BYTES >> 20),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| InputError::Invalid {
+        path: name.into(),
+        message: format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+    })
 }
 
 /// Reads one file.
@@ -89,16 +122,11 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
             v => vec![v],
         }
     } else {
-        let mut docs = Vec::new();
-        for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-            let v: Value = serde::Deserialize::deserialize(doc).map_err(|e| InputError::Parse {
-                path: name.into(),
-                doc: i + 1,
-                message: e.to_string(),
-            })?;
-            docs.push(v);
-        }
-        docs
+        crate::yaml::documents(text).map_err(|e| InputError::Parse {
+            path: name.into(),
+            doc: e.doc,
+            message: e.to_string(),
+        })?
     };
     for (i, v) in docs.into_iter().enumerate() {
         match v {
@@ -160,8 +188,25 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_with_an_octal_mode_decodes_as_kubectl_sends_it() {
+        let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: x}]\n  volumes:\n  - name: v\n    configMap: {name: cm, defaultMode: 0644}\n";
+        let objs = parse_text("p.yaml", yaml).unwrap();
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(objs[0].object.clone()).unwrap();
+        let mode = pod.spec.unwrap().volumes.unwrap()[0].config_map.as_ref().unwrap().default_mode;
+        assert_eq!(mode, Some(420));
+    }
+
+    #[test]
+    fn oversized_and_binary_input_are_clear_errors() {
+        let err = read_bounded("big", std::io::repeat(b'a').take(MAX_INPUT_BYTES + 10)).unwrap_err();
+        assert_eq!(err.to_string(), "big: larger than 64 MiB; split it into smaller files");
+        let err = read_bounded("bin", &[0x61, 0xff, 0x00][..]).unwrap_err();
+        assert_eq!(err.to_string(), "bin: not UTF-8 text (invalid byte at offset 1)");
+    }
+
+    #[test]
     fn errors_name_file_and_document() {
-        let err = parse_text("bad.yaml", "kind: Pod\n---\n: : :\n").unwrap_err().to_string();
+        let err = parse_text("bad.yaml", "kind: Pod\n---\nspec: [1, 2\n").unwrap_err().to_string();
         assert!(err.starts_with("bad.yaml: document 2:"), "{err}");
         let err = parse_text("s.yaml", "just a string\n").unwrap_err().to_string();
         assert!(err.contains("expected a Kubernetes object, found a string"), "{err}");

@@ -13,6 +13,7 @@ pub mod simulate;
 pub mod status;
 pub mod table;
 pub mod validate;
+pub mod yaml;
 
 use std::path::Path;
 
@@ -163,6 +164,47 @@ fn snapshot(g: &Global) -> anyhow::Result<Output> {
     Ok(Output { stdout, stderr: format!("{count} objects\n"), code: 0 })
 }
 
+/// Text safe for a terminal: control characters that names, messages or files could carry (escape
+/// sequences that move the cursor, retitle the window or hide text; carriage returns; bells) are
+/// written out as `\x1b`, `\r`, `\u{85}`. Newlines and tabs stay, and so do the colour codes this
+/// plugin writes itself (`ESC [ digits ; … m`), which only colour text.
+pub fn escape_controls(text: &str) -> String {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c == '\n' || c == '\t' || !c.is_control() {
+            out.push(c);
+            continue;
+        }
+        if c == '\x1b' && is_color_code(&text[i..]) {
+            let end = text[i..].find('m').map_or(text.len(), |e| i + e);
+            out.push_str(&text[i..=end]);
+            while chars.peek().is_some_and(|&(j, _)| j <= end) {
+                chars.next();
+            }
+            continue;
+        }
+        match c {
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    out
+}
+
+/// `ESC [`, then only digits and `;`, then `m`: a colour (SGR) sequence and nothing else.
+fn is_color_code(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("\x1b[") else { return false };
+    match rest.find(|c: char| !(c.is_ascii_digit() || c == ';')) {
+        Some(end) => rest[end..].starts_with('m') && end <= 32,
+        None => false,
+    }
+}
+
 /// kubectl's short ages: `45s`, `3m12s`, `17m`, `5h3m`, `20h`, `3d4h`, `12d`, `2y40d`.
 pub fn age(now: Time, then: Time) -> String {
     if then.0 <= 0 {
@@ -192,6 +234,15 @@ pub fn age(now: Time, then: Time) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_but_colours_kept() {
+        assert_eq!(escape_controls("plain\tline\n"), "plain\tline\n");
+        assert_eq!(escape_controls("evil\x1b]0;pwned\x07name"), "evil\\x1b]0;pwned\\x07name");
+        assert_eq!(escape_controls("a\x1b[2Jb\rc"), "a\\x1b[2Jb\\rc");
+        assert_eq!(escape_controls("\x1b[1;32mok\x1b[0m"), "\x1b[1;32mok\x1b[0m");
+        assert_eq!(escape_controls("c1\u{9b}31m"), "c1\\x9b31m");
+    }
 
     #[test]
     fn ages_read_like_kubectl() {

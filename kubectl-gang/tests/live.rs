@@ -99,7 +99,7 @@ async fn simulate_places_on_the_live_cluster_and_errors_are_clean() {
     assert_eq!(v["gangs"][0]["placements"][0]["node"], "n3", "the only node with room");
 
     let out = run(&kubeconfig, &["status", "--context", "nope"]).await;
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a command that cannot run exits 2");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("error: ") && err.contains("nope"), "{err}");
 }

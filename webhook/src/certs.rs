@@ -1,5 +1,12 @@
 //! `gang-webhook certs`: a CA and a serving certificate for the webhook Service's DNS names, for
 //! installs without cert-manager. The CA goes into the webhook configurations' `caBundle`.
+//!
+//! Every run makes a new CA that can sit beside the previous one in a `caBundle` during a
+//! rotation: its subject names the generation (`kube-gang webhook CA <id>`, the id taken from the
+//! CA's own public key, as is its serial number), both certificates carry a Subject Key
+//! Identifier, and the serving certificate an Authority Key Identifier, so a verifier (OpenSSL,
+//! Go's crypto/x509, rustls) picks the right CA out of the bundle by key, not by a name that every
+//! generation shared.
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +15,7 @@ use base64::Engine as _;
 use clap::Args;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose, date_time_ymd,
+    KeyPair, KeyUsagePurpose, SerialNumber, date_time_ymd,
 };
 
 /// Flags of `gang-webhook certs`.
@@ -62,9 +69,11 @@ fn validity(params: &mut CertificateParams, days: u32) {
 /// Generates a CA and a serving certificate for `names`.
 pub fn generate(names: &[String], valid_days: u32) -> anyhow::Result<Bundle> {
     let ca_key = KeyPair::generate().context("generating the CA key")?;
+    let id = generation_id(ca_key.public_key_raw());
     let mut ca = CertificateParams::new(Vec::<String>::new()).context("CA parameters")?;
     ca.distinguished_name = DistinguishedName::new();
-    ca.distinguished_name.push(DnType::CommonName, "kube-gang webhook CA");
+    ca.distinguished_name.push(DnType::CommonName, format!("kube-gang webhook CA {}", hex(&id[..6])));
+    ca.serial_number = Some(SerialNumber::from_slice(&id));
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages =
         vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
@@ -78,9 +87,34 @@ pub fn generate(names: &[String], valid_days: u32) -> anyhow::Result<Bundle> {
     leaf.distinguished_name.push(DnType::CommonName, names.first().cloned().unwrap_or_default());
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // ExplicitNoCa writes `CA:FALSE` and the Subject Key Identifier; the Authority Key Identifier
+    // names the CA's key.
+    leaf.is_ca = IsCa::ExplicitNoCa;
+    leaf.use_authority_key_identifier_extension = true;
+    leaf.serial_number = Some(SerialNumber::from_slice(&generation_id(key.public_key_raw())));
     validity(&mut leaf, valid_days);
     let cert = leaf.signed_by(&key, &issuer).context("signing the serving certificate")?;
     Ok(Bundle { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+}
+
+/// 16 bytes that tell this generation apart: taken from a freshly generated public key (random by
+/// construction), the first byte's top bit cleared so that, as a serial number, it is positive.
+fn generation_id(public_key: &[u8]) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    // Skip the point-format byte of an uncompressed EC key; the rest is the key's random point.
+    let bytes = public_key.get(1..).unwrap_or(public_key);
+    for (i, b) in bytes.iter().enumerate() {
+        id[i % 16] ^= b;
+    }
+    id[0] &= 0x7f;
+    if id[0] == 0 {
+        id[0] = 1;
+    }
+    id
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes the bundle into `dir` (the key readable by its owner only) and returns the `caBundle`
@@ -119,6 +153,81 @@ pub fn run(args: &CertsArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn verifier(ca_pems: &[&str]) -> std::sync::Arc<rustls::client::WebPkiServerVerifier> {
+        let mut roots = rustls::RootCertStore::empty();
+        for pem in ca_pems {
+            for c in rustls_pemfile::certs(&mut pem.as_bytes()) {
+                roots.add(c.unwrap()).unwrap();
+            }
+        }
+        rustls::client::WebPkiServerVerifier::builder_with_provider(
+            std::sync::Arc::new(roots),
+            std::sync::Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap()
+    }
+
+    /// A rotation: the caBundle holds the old and the new CA while serving certificates of both
+    /// generations are in use. OpenSSL (an independent verifier) and rustls accept both leaves.
+    #[test]
+    fn old_and_new_generations_verify_against_one_bundle() {
+        use rustls::client::danger::ServerCertVerifier as _;
+        let names = dns_names("gang-webhook", "kube-gang-system", &[]);
+        let old = generate(&names, 30).unwrap();
+        let new = generate(&names, 30).unwrap();
+        let subject = |pem: &str| {
+            let out = std::process::Command::new("openssl")
+                .args(["x509", "-noout", "-subject", "-ext", "subjectKeyIdentifier,authorityKeyIdentifier"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    use std::io::Write as _;
+                    c.stdin.take().unwrap().write_all(pem.as_bytes())?;
+                    c.wait_with_output()
+                })
+                .expect("openssl is installed (.ci/run installs it)");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let (old_ca, new_ca) = (subject(&old.ca_pem), subject(&new.ca_pem));
+        assert_ne!(old_ca.lines().next(), new_ca.lines().next(), "each generation has its own subject");
+        assert!(new_ca.contains("Subject Key Identifier"), "{new_ca}");
+        let leaf = subject(&new.cert_pem);
+        assert!(
+            leaf.contains("Authority Key Identifier") && leaf.contains("Subject Key Identifier"),
+            "{leaf}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("bundle.crt");
+        std::fs::write(&bundle, format!("{}{}", old.ca_pem, new.ca_pem)).unwrap();
+        for (which, b) in [("old", &old), ("new", &new)] {
+            let leaf_file = dir.path().join(format!("{which}.crt"));
+            std::fs::write(&leaf_file, &b.cert_pem).unwrap();
+            let out = std::process::Command::new("openssl")
+                .args(["verify", "-CAfile"])
+                .arg(&bundle)
+                .arg(&leaf_file)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "openssl verify {which}: {}", String::from_utf8_lossy(&out.stdout));
+        }
+        let both = verifier(&[&old.ca_pem, &new.ca_pem]);
+        let name = rustls::pki_types::ServerName::try_from("gang-webhook.kube-gang-system.svc").unwrap();
+        for b in [&old, &new] {
+            let leaf = rustls_pemfile::certs(&mut b.cert_pem.as_bytes()).next().unwrap().unwrap();
+            both.verify_server_cert(&leaf, &[], &name, &[], rustls::pki_types::UnixTime::now()).unwrap();
+        }
+        // And the new CA alone does not vouch for the old leaf.
+        let leaf = rustls_pemfile::certs(&mut old.cert_pem.as_bytes()).next().unwrap().unwrap();
+        assert!(
+            verifier(&[&new.ca_pem])
+                .verify_server_cert(&leaf, &[], &name, &[], rustls::pki_types::UnixTime::now())
+                .is_err()
+        );
+    }
 
     #[test]
     fn the_serving_certificate_chains_to_the_ca_and_names_the_service() {

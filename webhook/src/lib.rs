@@ -2,9 +2,15 @@
 //! `/mutate/namespace`, `/validate/namespace` for the hooks selected by namespace label) take
 //! `admission.k8s.io/v1` AdmissionReviews over TLS; probes and metrics are plain HTTP on
 //! `--probe-listen`. The rules are the core's: this crate adds none.
+//!
+//! Hostile clients are bounded here: connections, handshakes, headers, bodies and idle time have
+//! limits on both ports ([`server`]); decisions run on a bounded blocking pool, never on the async
+//! workers; probes are served by a thread and runtime of their own, so `/healthz` answers while
+//! every decision slot is busy; every response is counted, rejected ones included.
 
 pub mod admission;
 pub mod certs;
+pub mod server;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -15,8 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -56,6 +61,27 @@ pub struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
+    /// Connections open at once on --listen; more wait in the kernel's backlog.
+    #[arg(long, default_value_t = 1024, value_name = "N", env = "GANG_WEBHOOK_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// Seconds a client has for its TLS handshake, then for each request's headers, then for its
+    /// body. An HTTP/1.1 connection waiting for its next request's headers is closed after it too.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub request_timeout: u64,
+    /// Seconds a connection with no request in flight stays open.
+    #[arg(long, default_value_t = 90, value_name = "SECONDS")]
+    pub idle_timeout: u64,
+    /// Requests one connection may carry before it is asked to close (spreads clients over replicas).
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_requests_per_connection: usize,
+    /// Decisions made at once, each on a blocking thread; 0: one per CPU. Requests beyond wait
+    /// (within --request-timeout), so memory is bounded by this many maximum-size objects.
+    #[arg(long, default_value_t = 0, value_name = "N", env = "GANG_WEBHOOK_MAX_DECISIONS")]
+    pub max_decisions: usize,
+    /// After SIGTERM, seconds in-flight requests have to finish (keep it below the Pod's
+    /// terminationGracePeriodSeconds minus its preStop sleep).
+    #[arg(long, default_value_t = 20, value_name = "SECONDS")]
+    pub shutdown_timeout: u64,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -85,6 +111,12 @@ struct HookLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CloseLabels {
+    port: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: String,
 }
@@ -94,6 +126,7 @@ struct VersionLabel {
 pub struct Metrics {
     requests: Family<HookLabels, Counter>,
     duration: Family<HookLabel, Histogram>,
+    closed: Family<CloseLabels, Counter>,
     registry: Arc<Registry>,
 }
 
@@ -114,14 +147,29 @@ impl Default for Metrics {
             "Time to answer one AdmissionReview (decode, decide, encode)",
             duration.clone(),
         );
+        let closed = Family::<CloseLabels, Counter>::default();
+        registry.register(
+            "gang_webhook_connections_closed",
+            "Connections closed by the server, by port and reason (a limit, a failed handshake, shutdown)",
+            closed.clone(),
+        );
         let build = Family::<VersionLabel, prometheus_client::metrics::gauge::Gauge>::default();
         build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION").into() }).set(1);
         registry.register("gang_webhook_build_info", "Build version", build);
-        Metrics { requests, duration, registry: Arc::new(registry) }
+        Metrics { requests, duration, closed, registry: Arc::new(registry) }
     }
 }
 
 impl Metrics {
+    fn count(&self, hook: &str, result: &str) {
+        self.requests.get_or_create(&HookLabels { hook: hook.into(), result: result.into() }).inc();
+    }
+
+    /// Connection events of one port, for [`server::serve`].
+    pub fn port(&self, port: &'static str) -> PortEvents {
+        PortEvents { metrics: self.clone(), port }
+    }
+
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -130,10 +178,91 @@ impl Metrics {
     }
 }
 
+/// Counts the connections one port closes, by reason.
+#[derive(Debug, Clone)]
+pub struct PortEvents {
+    metrics: Metrics,
+    port: &'static str,
+}
+
+impl server::ConnectionEvents for PortEvents {
+    fn closed(&self, reason: &'static str) {
+        self.metrics
+            .closed
+            .get_or_create(&CloseLabels { port: self.port.into(), reason: reason.into() })
+            .inc();
+    }
+}
+
 /// Shared state of the admission router.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AppState {
     pub metrics: Metrics,
+    /// One permit per decision running at once (on a blocking thread).
+    pub decisions: Arc<tokio::sync::Semaphore>,
+    /// How long a request may take to arrive, and to wait for a decision slot.
+    pub request_timeout: Duration,
+}
+
+impl Default for AppState {
+    fn default() -> Self {
+        AppState::new(0, Duration::from_secs(10))
+    }
+}
+
+impl AppState {
+    /// `max_decisions` decisions at once (0: one per CPU); requests wait for a slot and arrive
+    /// within `request_timeout`.
+    pub fn new(max_decisions: usize, request_timeout: Duration) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        let permits = if max_decisions == 0 { cpus } else { max_decisions };
+        AppState {
+            metrics: Metrics::default(),
+            decisions: Arc::new(tokio::sync::Semaphore::new(permits)),
+            request_timeout,
+        }
+    }
+}
+
+/// The result label a handler gives its response; responses without one (404, 405, …) are
+/// labelled by their status.
+#[derive(Clone, Copy, Debug)]
+struct Outcome(&'static str);
+
+fn hook_of(path: &str) -> &'static str {
+    if path.starts_with("/validate") {
+        "validate"
+    } else if path.starts_with("/mutate") {
+        "mutate"
+    } else {
+        "none"
+    }
+}
+
+/// Counts every response of the admission port in `gang_webhook_requests_total`: decisions by their
+/// result, and what was refused before a decision (unknown path, wrong method, too large, too
+/// slow, no decision slot, not an AdmissionReview) by why.
+async fn count_responses(
+    State(state): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let hook = hook_of(req.uri().path());
+    let res = next.run(req).await;
+    let result = match res.extensions().get::<Outcome>() {
+        Some(Outcome(r)) => r,
+        None => match res.status() {
+            StatusCode::NOT_FOUND => "not_found",
+            StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+            StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+            StatusCode::REQUEST_TIMEOUT => "timeout",
+            StatusCode::SERVICE_UNAVAILABLE => "overloaded",
+            s if s.is_client_error() => "bad_request",
+            _ => "error",
+        },
+    };
+    state.metrics.count(hook, result);
+    res
 }
 
 /// The AdmissionReview router (served over TLS).
@@ -143,52 +272,94 @@ pub fn router(state: AppState) -> Router {
         .route("/mutate", post(|s, b| handle(s, b, Hook::Mutate, false)))
         .route("/validate/namespace", post(|s, b| handle(s, b, Hook::Validate, true)))
         .route("/mutate/namespace", post(|s, b| handle(s, b, Hook::Mutate, true)))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
+}
+
+fn refuse(status: StatusCode, result: &'static str, message: String) -> Response {
+    let mut res = (status, message).into_response();
+    res.extensions_mut().insert(Outcome(result));
+    res
 }
 
 async fn handle(
     State(state): State<AppState>,
-    body: Bytes,
+    body: axum::body::Body,
     hook: Hook,
     namespace_opted_in: bool,
 ) -> Response {
+    // The body within the size limit and the time limit (a client sending it byte by byte holds a
+    // connection, never a decision slot).
+    let body = match tokio::time::timeout(state.request_timeout, axum::body::to_bytes(body, BODY_LIMIT)).await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            return if too_large {
+                refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!("request body over {BODY_LIMIT} bytes\n"),
+                )
+            } else {
+                refuse(StatusCode::BAD_REQUEST, "bad_request", format!("reading the request body: {e}\n"))
+            };
+        }
+        Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                "request body not received in time\n".into(),
+            );
+        }
+    };
+    let Ok(Ok(permit)) =
+        tokio::time::timeout(state.request_timeout, state.decisions.clone().acquire_owned()).await
+    else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "no decision slot free in time\n".into(),
+        );
+    };
     let started = Instant::now();
-    // The decision is CPU work on a bounded input; a panic in it must not take the process down.
-    let result = std::panic::catch_unwind(|| admission::review(hook, &body, namespace_opted_in));
+    // The decision is CPU work: on a blocking thread, so the async workers keep serving
+    // connections. A panic in it is caught by the blocking task and becomes a 500.
+    let decided = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let result = admission::review(hook, &body, namespace_opted_in);
+        let encoded = result.map(|(review, s)| (serde_json::to_vec(&review).unwrap_or_default(), s));
+        // The request's memory is freed here, on the blocking thread, not on an async worker.
+        drop(body);
+        encoded
+    })
+    .await;
     let elapsed = started.elapsed();
     state
         .metrics
         .duration
         .get_or_create(&HookLabel { hook: hook.as_str().into() })
         .observe(elapsed.as_secs_f64());
-    let count = |result: &str| {
-        state
-            .metrics
-            .requests
-            .get_or_create(&HookLabels { hook: hook.as_str().into(), result: result.into() })
-            .inc();
-    };
-    match result {
-        Ok(Ok((review, s))) => {
-            count(if s.allowed { "allowed" } else { "denied" });
+    match decided {
+        Ok(Ok((encoded, s))) => {
             tracing::info!(
                 uid = %s.uid, kind = %s.kind, namespace = %s.namespace, name = %s.name,
                 operation = %s.operation, hook = hook.as_str(), allowed = s.allowed, patch_ops = s.patched,
                 duration_us = elapsed.as_micros() as u64, "admission"
             );
-            ([(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&review).unwrap_or_default())
-                .into_response()
+            let mut res = ([(header::CONTENT_TYPE, "application/json")], encoded).into_response();
+            res.extensions_mut().insert(Outcome(if s.allowed { "allowed" } else { "denied" }));
+            res
         }
         Ok(Err(bad)) => {
-            count("bad_request");
             tracing::warn!(hook = hook.as_str(), error = %bad, "malformed AdmissionReview");
-            (StatusCode::BAD_REQUEST, format!("{bad}\n")).into_response()
+            refuse(StatusCode::BAD_REQUEST, "bad_request", format!("{bad}\n"))
         }
         Err(_) => {
-            count("error");
             tracing::error!(hook = hook.as_str(), "internal error deciding an AdmissionReview");
-            (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response()
+            refuse(StatusCode::INTERNAL_SERVER_ERROR, "error", "internal error\n".into())
         }
     }
 }
@@ -267,80 +438,124 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Serves until `shutdown` resolves, then lets in-flight requests finish (up to 10 s).
+impl Args {
+    /// The connection limits the flags set.
+    pub fn limits(&self) -> server::Limits {
+        let request = Duration::from_secs(self.request_timeout.max(1));
+        server::Limits {
+            max_connections: self.max_connections.max(1),
+            handshake_timeout: request,
+            header_timeout: request,
+            body_timeout: request,
+            idle_timeout: Duration::from_secs(self.idle_timeout.max(1)),
+            max_requests_per_connection: self.max_requests_per_connection.max(1),
+            drain_timeout: Duration::from_secs(self.shutdown_timeout),
+            ..server::Limits::default()
+        }
+    }
+}
+
+/// Serves until `shutdown` resolves; then closes the listener at once and lets in-flight requests
+/// finish (up to `--shutdown-timeout`).
 pub async fn serve(
     args: Args,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let certs = tls::Reloading::new(&args.tls_cert_file, &args.tls_key_file)?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(certs.server_config()?));
-    tokio::spawn(certs.clone().watch(Duration::from_secs(args.tls_reload_period.max(1))));
+    let reload = tokio::spawn(certs.clone().watch(Duration::from_secs(args.tls_reload_period.max(1))));
+    let limits = args.limits();
 
-    let state = AppState::default();
+    let state = AppState::new(args.max_decisions, limits.body_timeout);
     let ready = Arc::new(AtomicBool::new(false));
-    let probes = tokio::net::TcpListener::bind(args.probe_listen)
-        .await
+    let probe_listener = std::net::TcpListener::bind(args.probe_listen)
         .with_context(|| format!("--probe-listen {}", args.probe_listen))?;
-    let probe_app = probe_router(state.metrics.clone(), ready.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(probes, probe_app).await;
-    });
+    probe_listener.set_nonblocking(true).context("--probe-listen")?;
+    let probe_addr = probe_listener.local_addr()?;
+    let probes = Probes::start(
+        probe_listener,
+        probe_router(state.metrics.clone(), ready.clone()),
+        limits.probes(),
+        state.metrics.port("probe"),
+    )?;
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("--listen {}", args.listen))?;
-    tracing::info!(listen = %listener.local_addr()?, probe = %args.probe_listen, "gang-webhook serving");
+    tracing::info!(listen = %listener.local_addr()?, probe = %probe_addr, "gang-webhook serving");
     ready.store(true, Ordering::Relaxed);
-    let app = router(state);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut connections = tokio::task::JoinSet::new();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            accepted = listener.accept() => {
-                let (tcp, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        continue;
-                    }
-                };
-                let _ = tcp.set_nodelay(true);
-                let acceptor = acceptor.clone();
-                let app = app.clone();
-                let mut stop = stop_rx.clone();
-                connections.spawn(async move {
-                    let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                        Ok(Ok(tls)) => tls,
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+    let not_ready = ready.clone();
+    let shutdown = async move {
+        shutdown.await;
+        not_ready.store(false, Ordering::Relaxed);
+    };
+    let handshake = move |tcp| {
+        let acceptor = acceptor.clone();
+        async move { acceptor.accept(tcp).await }
+    };
+    server::serve(
+        listener,
+        handshake,
+        router(state.clone()),
+        limits,
+        state.metrics.port("webhook"),
+        shutdown,
+    )
+    .await;
+    reload.abort();
+    probes.stop();
+    tracing::info!("gang-webhook stopped");
+    Ok(())
+}
+
+/// The probe port, served by a thread with a runtime of its own: however busy the admission port's
+/// workers are, `/healthz` is answered.
+#[derive(Debug)]
+struct Probes {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Probes {
+    fn start(
+        listener: std::net::TcpListener,
+        app: Router,
+        limits: server::Limits,
+        events: PortEvents,
+    ) -> anyhow::Result<Self> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the probe runtime")?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("probes".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!(error = %e, "probe port not served");
                             return;
                         }
-                        Err(_) => return,
                     };
-                    let service = hyper_util::service::TowerToHyperService::new(app);
-                    let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-                    let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tls), service);
-                    tokio::pin!(conn);
-                    tokio::select! {
-                        _ = conn.as_mut() => {}
-                        _ = stop.changed() => {
-                            conn.as_mut().graceful_shutdown();
-                            let _ = conn.await;
-                        }
-                    }
+                    let plain = |tcp| async move { std::io::Result::Ok(tcp) };
+                    let stopped = async move {
+                        let _ = stopped.await;
+                    };
+                    server::serve(listener, plain, app, limits, events, stopped).await;
                 });
-            }
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            })
+            .context("starting the probe thread")?;
+        Ok(Probes { stop: Some(stop), thread: Some(thread) })
+    }
+
+    fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
-    tracing::info!("shutting down: finishing in-flight requests");
-    ready.store(false, Ordering::Relaxed);
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    Ok(())
 }

@@ -57,11 +57,14 @@ pub struct GangSpec {
     #[schemars(range(min = 1))]
     pub min_member: i32,
     /// A hierarchy of subgroups: a leaf's minMember counts pods, an inner subgroup's counts
-    /// satisfied children.
+    /// satisfied children. At most 64, names unique (the API server refuses duplicates).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub sub_groups: Vec<SubGroupSpec>,
     /// Resources the whole gang needs at minimum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = 32))]
     pub min_resources: Option<BTreeMap<String, Quantity>>,
     /// Strict (default) holds nothing between attempts; NonStrict keeps partial reservations until
     /// the timeout.
@@ -74,9 +77,11 @@ pub struct GangSpec {
     pub schedule_timeout_seconds: Option<i64>,
     /// Every member lands in one domain of this node label (e.g. topology.kubernetes.io/zone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317))]
     pub topology_key: Option<String>,
     /// Other gangs (namespace/name) that must be placed in the same scheduling cycle as this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = 317)))]
     pub gang_group: Vec<String>,
     /// How long the gang may run below its minimum before its remaining members are evicted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,15 +94,18 @@ pub struct GangSpec {
 #[serde(rename_all = "camelCase")]
 pub struct SubGroupSpec {
     /// Unique within the gang; pods name their leaf in the label kube-gang.io/subgroup.
+    #[schemars(length(min = 1, max = 63))]
     pub name: String,
     /// The enclosing subgroup; unset for a top-level subgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
     pub parent: Option<String>,
     /// A leaf: pods needed. An inner subgroup: satisfied children needed.
     #[schemars(range(min = 1))]
     pub min_member: i32,
     /// Every member of this subgroup lands in one domain of this node label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317))]
     pub topology_key: Option<String>,
 }
 
@@ -107,6 +115,7 @@ pub struct SubGroupSpec {
 pub struct GangStatus {
     /// Pending, Scheduled, Running, Degraded, Completed or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
     pub phase: Option<String>,
     /// Members that exist (pending, bound or running).
     #[serde(default)]
@@ -123,6 +132,8 @@ pub struct GangStatus {
     pub failed: i32,
     /// The `Scheduled` condition carries the reason and the message saying why the gang waits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -232,9 +243,46 @@ fn structural(v: &mut Value) {
     }
 }
 
+/// Bounds on the parts of the schema that come from Kubernetes' own types, which carry none in
+/// their generated schemas: `metav1.Condition`'s strings (the lengths its Go type declares:
+/// type 316, reason 1024, message 32768), timestamps (an RFC 3339 time is at most 35 characters;
+/// 64 leaves room), and quantities (64). With every list and string bounded, the API server
+/// refuses oversize gangs before any webhook or policy runs, and the policy's CEL cost estimate is
+/// finite.
+fn bound_foreign(v: &mut Value) {
+    let Value::Object(m) = v else { return };
+    let is_string = m.get("type").and_then(Value::as_str) == Some("string");
+    if is_string && m.get("format").and_then(Value::as_str) == Some("date-time") {
+        m.entry("maxLength").or_insert(json!(64));
+    }
+    if m.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        m.entry("maxLength").or_insert(json!(64));
+        m.remove("description");
+    }
+    if let Some(Value::Object(props)) = m.get_mut("properties")
+        && props.contains_key("lastTransitionTime")
+        && props.contains_key("reason")
+    {
+        for (field, max) in [("type", 316), ("reason", 1024), ("message", 32768)] {
+            if let Some(Value::Object(f)) = props.get_mut(field) {
+                f.entry("maxLength").or_insert(json!(max));
+            }
+        }
+        if let Some(Value::Object(f)) = props.get_mut("status") {
+            f.insert("enum".into(), json!(["True", "False", "Unknown"]));
+        }
+    }
+    for (_, child) in m.iter_mut() {
+        match child {
+            Value::Array(a) => a.iter_mut().for_each(bound_foreign),
+            c => bound_foreign(c),
+        }
+    }
+}
+
 /// The `Gang` CustomResourceDefinition, generated from [`GangSpec`] and [`GangStatus`].
 pub fn gang_crd() -> apiext::CustomResourceDefinition {
-    let schema = json!({
+    let mut schema = json!({
         "type": "object",
         "description": "A gang: pods that are scheduled all together or not at all.",
         "required": ["spec"],
@@ -246,6 +294,7 @@ pub fn gang_crd() -> apiext::CustomResourceDefinition {
             "status": schema_of::<GangStatus>(),
         },
     });
+    bound_foreign(&mut schema);
     let column =
         |name: &str, ty: &str, path: &str, description: &str| apiext::CustomResourceColumnDefinition {
             name: name.into(),

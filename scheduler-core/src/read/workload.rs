@@ -123,11 +123,13 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                     obj.pointer(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
                 let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
                 let parallelism = int_at(obj, &format!("{base}/template/spec/parallelism"), 1, &mut errors);
-                roles.push(Role {
-                    name,
-                    pods: replicas.saturating_mul(parallelism),
-                    template: format!("{base}/template/spec/template"),
-                });
+                let pods = checked_pods(
+                    replicas.checked_mul(parallelism),
+                    &format!("{base}/replicas"),
+                    "replicas × parallelism",
+                    &mut errors,
+                );
+                roles.push(Role { name, pods, template: format!("{base}/template/spec/template") });
             }
         }
         ("kubeflow.org", "PyTorchJob" | "MPIJob" | "TFJob" | "XGBoostJob" | "PaddleJob") => {
@@ -155,15 +157,23 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                     pods: groups,
                     template: "/spec/leaderWorkerTemplate/leaderTemplate".into(),
                 });
+                let pods = checked_pods(
+                    groups.checked_mul(size.saturating_sub(1)),
+                    "/spec/replicas",
+                    "replicas × (leaderWorkerTemplate.size - 1)",
+                    &mut errors,
+                );
                 roles.push(Role {
                     name: "worker".into(),
-                    pods: groups.saturating_mul(size.saturating_sub(1)),
+                    pods,
                     template: "/spec/leaderWorkerTemplate/workerTemplate".into(),
                 });
             } else {
+                let pods =
+                    checked_pods(groups.checked_mul(size), "/spec/replicas", "replicas × size", &mut errors);
                 roles.push(Role {
                     name: "worker".into(),
-                    pods: groups.saturating_mul(size),
+                    pods,
                     template: "/spec/leaderWorkerTemplate/workerTemplate".into(),
                 });
             }
@@ -203,7 +213,23 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             errors.push(FieldError::new(path_of(&r.template), "pod template is missing"));
         }
     }
-    let total: u32 = roles.iter().map(|r| r.pods).fold(0, u32::saturating_add);
+    // Every role's pods, summed with a check: the total is written into an annotation and compared
+    // with minimums, so it must be a real count (at most `MAX_PODS`), never a wrapped one.
+    let mut total: u32 = 0;
+    let counts_before = errors.len();
+    for r in &roles {
+        match total.checked_add(r.pods).filter(|t| *t <= MAX_PODS) {
+            Some(t) => total = t,
+            None => {
+                errors.push(FieldError::new(
+                    path_of(&role_count_pointer(kind, &r.template)),
+                    format!("the {kind}'s pods add up to more than {MAX_PODS}"),
+                ));
+                total = 0;
+                break;
+            }
+        }
+    }
     let mut min_member = group_size.unwrap_or(total);
     // The workload may ask for less than all of its pods (an elastic gang): its own
     // `kube-gang.io/min-member` annotation wins over the derived minimum.
@@ -219,7 +245,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             _ => errors.push(FieldError::new(field, format!("{v} is not a positive integer"))),
         }
     }
-    if min_member == 0 {
+    if min_member == 0 && errors.len() == counts_before {
         errors.push(FieldError::new(
             "spec",
             format!("the {kind} runs no pods: a gang needs at least one member"),
@@ -237,6 +263,70 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         group_size,
         groups,
     }))
+}
+
+/// The most pods [`expand`] writes out for one workload (each a copy of its pod template).
+pub const MAX_EXPANDED_PODS: u64 = 100_000;
+
+/// The most pods one workload may imply: a count the API server can hold (int32).
+pub const MAX_PODS: u32 = i32::MAX as u32;
+
+/// A product of two user counts, or an error naming the field when it exceeds [`MAX_PODS`].
+fn checked_pods(product: Option<u32>, ptr: &str, what: &str, errors: &mut Vec<FieldError>) -> u32 {
+    match product.filter(|p| *p <= MAX_PODS) {
+        Some(p) => p,
+        None => {
+            errors.push(FieldError::new(path_of(ptr), format!("{what} is more than {MAX_PODS} pods")));
+            0
+        }
+    }
+}
+
+/// The field that sets a role's count, from its template's pointer: `…/template` → `…/replicas`
+/// (JobSet: `/spec/replicatedJobs/0/template/spec/template` → `/spec/replicatedJobs/0/replicas`).
+fn role_count_pointer(kind: &str, template: &str) -> String {
+    if kind == "Job" {
+        return "/spec/parallelism".into();
+    }
+    let base =
+        template.strip_suffix("/template/spec/template").or_else(|| template.strip_suffix("/template"));
+    match base {
+        Some(b) if b.starts_with("/spec/leaderWorkerTemplate") || b.is_empty() || b == "/spec" => {
+            "/spec/replicas".into()
+        }
+        Some(b) => format!("{b}/replicas"),
+        None => "/spec/replicas".into(),
+    }
+}
+
+impl WorkloadShape {
+    /// Pods one gang of this workload expects: the group size (LeaderWorkerSet), else every role's
+    /// pods. [`inspect`] has checked the sum, so it cannot overflow.
+    pub fn total_member(&self) -> u32 {
+        self.group_size.unwrap_or_else(|| self.roles.iter().map(|r| r.pods).fold(0, u32::saturating_add))
+    }
+}
+
+/// The longest a label value may be.
+pub const MAX_LABEL_VALUE: usize = 63;
+
+/// A name as a label value: unchanged when it fits in 63 characters; otherwise its first 54
+/// characters (trailing `-`, `_`, `.` dropped, as a value must end in an alphanumeric), `-`, and 8
+/// hex digits of the FNV-1a hash of the whole name. Stable (the same name always gives the same
+/// value, on every replica and in the CLI) and distinct for names that share their first 54
+/// characters. Kubernetes controllers shorten generated names the same way: a truncated prefix and
+/// a hash of the full input (the Deployment controller's `pod-template-hash` is FNV-32a too).
+pub fn label_value_for(name: &str) -> String {
+    if name.len() <= MAX_LABEL_VALUE {
+        return name.to_string();
+    }
+    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    let mut cut = MAX_LABEL_VALUE - 9;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let prefix = name[..cut].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    if prefix.is_empty() { format!("{hash:08x}") } else { format!("{prefix}-{hash:08x}") }
 }
 
 /// One field admission adds to an object: a JSON Patch `add` of `value` at `path` (an RFC 6901
@@ -339,15 +429,14 @@ pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
     let Some(shape) = inspect(obj) else { return Ok(out) };
     let shape = shape?;
     let with_roles = shape.roles.len() > 1;
-    let total =
-        shape.group_size.unwrap_or_else(|| shape.roles.iter().map(|r| r.pods).fold(0, u32::saturating_add));
+    let total = shape.total_member();
     let annotations =
         [(ANNOTATION_MIN_MEMBER, shape.min_member.to_string()), (ANNOTATION_TOTAL_MEMBER, total.to_string())];
     for role in &shape.roles {
         let Some(template) = obj.pointer(&role.template) else { continue };
-        let mut labels = vec![(LABEL_GANG, shape.name.clone())];
+        let mut labels = vec![(LABEL_GANG, label_value_for(&shape.name))];
         if with_roles && !role.name.is_empty() {
-            labels.push((LABEL_SUBGROUP, role.name.clone()));
+            labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
         }
         // Labels and annotations share `metadata`: when it is absent, one change adds both.
         if template.as_object().is_some_and(|t| vacant(t.get("metadata"))) {
@@ -388,8 +477,18 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     }
     let Some(shape) = inspect(obj) else { return Ok(Vec::new()) };
     let shape = shape?;
+    // Each pod is a copy of its template: a count the user wrote must not decide how much memory
+    // the expansion takes.
+    let count: u64 = shape.roles.iter().map(|r| u64::from(r.pods)).sum();
+    if count > MAX_EXPANDED_PODS {
+        let role = shape.roles.iter().max_by_key(|r| r.pods).map(|r| r.template.as_str()).unwrap_or("/spec");
+        return Err(vec![FieldError::new(
+            path_of(&role_count_pointer(&shape.kind, role)),
+            format!("the {} would run {count} pods; at most {MAX_EXPANDED_PODS} are expanded", shape.kind),
+        )]);
+    }
     let injected = inject(obj)?;
-    let mut pods = Vec::new();
+    let mut pods = Vec::with_capacity(count as usize);
     for role in &shape.roles {
         let Some(template) = injected.pointer(&role.template) else { continue };
         let per_group = match shape.group_size {
@@ -419,7 +518,7 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
                         *labels = json!({});
                     }
                     if let Some(labels) = labels.as_object_mut() {
-                        labels.insert(LWS_NAME.into(), Value::String(shape.name.clone()));
+                        labels.insert(LWS_NAME.into(), Value::String(label_value_for(&shape.name)));
                         labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
                     }
                 }

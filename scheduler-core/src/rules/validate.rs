@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::error::FieldError;
 use crate::model::Gang;
@@ -149,11 +149,24 @@ fn validate_workload(
     if !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
         return;
     }
-    let total = shape.group_size.unwrap_or_else(|| shape.roles.iter().map(|r| r.pods).sum());
+    let total = shape.total_member();
     for role in &shape.roles {
         let Some(template) = obj.pointer(&role.template) else { continue };
         let annotations = template.pointer("/metadata/annotations");
         let path = crate::workload::path_of(&role.template);
+        // The gang labels become pod labels: a value the API server would refuse on the pods fails
+        // every pod the controller creates, so it is refused here, on the workload.
+        let labels = template.pointer("/metadata/labels");
+        for key in [crate::names::LABEL_GANG, crate::names::LABEL_SUBGROUP] {
+            if let Some(value) = labels.and_then(|l| l.get(key)) {
+                let field = format!("{path}.metadata.labels[{key}]");
+                match value.as_str().map(check_label_value) {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => v.errors.push(FieldError::new(field, e)),
+                    None => v.errors.push(FieldError::new(field, format!("{value} is not a string"))),
+                }
+            }
+        }
         if let Some(min) = annotations.and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER)) {
             let field = format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER);
             match min.as_str().map(|s| s.trim().parse::<u32>()) {
@@ -219,6 +232,11 @@ fn update_errors(old: &Gang, new: &Gang) -> Vec<FieldError> {
 /// The rules on a gang's shape, on the canonical model: minimums, the subgroup tree (names, parents,
 /// cycles, depth, reachability of every minimum), topology keys and the gang group. Paths are those of
 /// the `Gang` CRD (`spec.subGroups[2].parent`); other dialects map them in their own validation.
+///
+/// The cost is linear in the number of subgroups (parents are found through a map, depths are
+/// memoised), and the tree work stops at the first structural limit: more than [`MAX_SUBGROUPS`]
+/// subgroups is one error and nothing else about the subgroups is examined; a tree deeper than
+/// [`MAX_SUBGROUP_DEPTH`] or with a cycle is one error and the minimums are not evaluated.
 pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if gang.min_member < 1 {
@@ -229,104 +247,8 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
             "spec.subGroups",
             format!("has {} subgroups; at most {MAX_SUBGROUPS} are allowed", gang.subgroups.len()),
         ));
-    }
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, s) in gang.subgroups.iter().enumerate() {
-        let path = format!("spec.subGroups[{i}]");
-        if let Err(e) = check_label_value(&s.name) {
-            errors.push(FieldError::new(format!("{path}.name"), e));
-        }
-        if let Some(first) = seen.insert(&s.name, i) {
-            errors.push(FieldError::new(
-                format!("{path}.name"),
-                format!("duplicate subgroup name {:?} (also spec.subGroups[{first}])", s.name),
-            ));
-        }
-        if s.min_member < 1 {
-            errors.push(FieldError::new(format!("{path}.minMember"), "must be at least 1"));
-        }
-        if let Some(key) = &s.topology_key
-            && let Err(e) = check_label_key(key)
-        {
-            errors.push(FieldError::new(format!("{path}.topologyKey"), e));
-        }
-    }
-    let names: BTreeSet<&str> = gang.subgroups.iter().map(|s| s.name.as_str()).collect();
-    let mut tree_ok = true;
-    for (i, s) in gang.subgroups.iter().enumerate() {
-        let Some(parent) = &s.parent else { continue };
-        let path = format!("spec.subGroups[{i}].parent");
-        if parent == &s.name {
-            errors.push(FieldError::new(path, format!("subgroup {:?} names itself as parent", s.name)));
-            tree_ok = false;
-        } else if !names.contains(parent.as_str()) {
-            errors
-                .push(FieldError::new(path, format!("not found: {parent:?} is not a subgroup of this gang")));
-            tree_ok = false;
-        }
-    }
-    if tree_ok {
-        // Walk up from each subgroup: a cycle never reaches the root; depth is bounded.
-        for (i, s) in gang.subgroups.iter().enumerate() {
-            let mut depth = 0;
-            let mut cur = s.parent.as_deref();
-            while let Some(p) = cur {
-                depth += 1;
-                if depth > gang.subgroups.len() {
-                    errors.push(FieldError::new(
-                        format!("spec.subGroups[{i}].parent"),
-                        format!("subgroup {:?} is part of a parent cycle", s.name),
-                    ));
-                    tree_ok = false;
-                    break;
-                }
-                cur = gang.subgroups.iter().find(|x| x.name == p).and_then(|x| x.parent.as_deref());
-            }
-            if tree_ok && depth >= MAX_SUBGROUP_DEPTH {
-                errors.push(FieldError::new(
-                    format!("spec.subGroups[{i}].parent"),
-                    format!(
-                        "subgroup {:?} is nested {} levels deep; at most {MAX_SUBGROUP_DEPTH} are allowed",
-                        s.name,
-                        depth + 1
-                    ),
-                ));
-                tree_ok = false;
-            }
-        }
-    }
-    if tree_ok {
-        let children =
-            |parent: Option<&str>| gang.subgroups.iter().filter(|c| c.parent.as_deref() == parent).count();
-        if !gang.subgroups.is_empty() {
-            let top = children(None);
-            if u64::from(gang.min_member) > top as u64 {
-                errors.push(FieldError::new(
-                    "spec.minMember",
-                    format!(
-                        "counts satisfied top-level subgroups when subgroups are set: {} can never be satisfied by {top} top-level subgroup(s)",
-                        gang.min_member
-                    ),
-                ));
-            }
-        }
-        for (i, s) in gang.subgroups.iter().enumerate() {
-            let n = children(Some(&s.name));
-            if n > 0 && u64::from(s.min_member) > n as u64 {
-                errors.push(FieldError::new(
-                    format!("spec.subGroups[{i}].minMember"),
-                    format!("counts satisfied child subgroups: {} can never be satisfied by {n} child subgroup(s)", s.min_member),
-                ));
-            }
-        }
-        if let (Some(total), Some(min)) = (gang.total_member, gang.min_pods())
-            && min > u64::from(total)
-        {
-            errors.push(FieldError::new(
-                "spec.minMember",
-                format!("needs at least {min} pods but the gang expects only {total} members: it can never be satisfied"),
-            ));
-        }
+    } else {
+        subgroup_errors(gang, &mut errors);
     }
     if let Some(key) = &gang.topology_key
         && let Err(e) = check_label_key(key)
@@ -342,4 +264,135 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+/// The subgroup rules of [`gang_tree_errors`], on at most [`MAX_SUBGROUPS`] subgroups.
+fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
+    let subgroups = &gang.subgroups;
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, s) in subgroups.iter().enumerate() {
+        let path = format!("spec.subGroups[{i}]");
+        if let Err(e) = check_label_value(&s.name) {
+            errors.push(FieldError::new(format!("{path}.name"), e));
+        }
+        if let Some(&first) = index.get(s.name.as_str()) {
+            errors.push(FieldError::new(
+                format!("{path}.name"),
+                format!("duplicate subgroup name {:?} (also spec.subGroups[{first}])", s.name),
+            ));
+        } else {
+            index.insert(&s.name, i);
+        }
+        if s.min_member < 1 {
+            errors.push(FieldError::new(format!("{path}.minMember"), "must be at least 1"));
+        }
+        if let Some(key) = &s.topology_key
+            && let Err(e) = check_label_key(key)
+        {
+            errors.push(FieldError::new(format!("{path}.topologyKey"), e));
+        }
+    }
+    // Each subgroup's parent as an index (None: top level).
+    let mut parents: Vec<Option<usize>> = Vec::with_capacity(subgroups.len());
+    let mut tree_ok = true;
+    for (i, s) in subgroups.iter().enumerate() {
+        let Some(parent) = &s.parent else {
+            parents.push(None);
+            continue;
+        };
+        let path = format!("spec.subGroups[{i}].parent");
+        if parent == &s.name {
+            errors.push(FieldError::new(path, format!("subgroup {:?} names itself as parent", s.name)));
+            tree_ok = false;
+        } else if !index.contains_key(parent.as_str()) {
+            errors
+                .push(FieldError::new(path, format!("not found: {parent:?} is not a subgroup of this gang")));
+            tree_ok = false;
+        }
+        parents.push(index.get(parent.as_str()).copied());
+    }
+    if !tree_ok {
+        return;
+    }
+    // Depth of every subgroup (1 for top level), each computed once: a walk up stops at the first
+    // subgroup whose depth is known, so the whole pass is linear. A walk that meets itself is a cycle.
+    const ON_PATH: usize = usize::MAX;
+    let mut depth = vec![0usize; subgroups.len()];
+    let mut path = Vec::new();
+    for start in 0..subgroups.len() {
+        let mut cur = Some(start);
+        let mut base = 0;
+        while let Some(i) = cur {
+            match depth[i] {
+                0 => {
+                    depth[i] = ON_PATH;
+                    path.push(i);
+                    cur = parents[i];
+                }
+                ON_PATH => {
+                    errors.push(FieldError::new(
+                        format!("spec.subGroups[{i}].parent"),
+                        format!("subgroup {:?} is part of a parent cycle", subgroups[i].name),
+                    ));
+                    return;
+                }
+                d => {
+                    base = d;
+                    cur = None;
+                }
+            }
+        }
+        for &i in path.iter().rev() {
+            base += 1;
+            depth[i] = base;
+        }
+        path.clear();
+        if depth[start] > MAX_SUBGROUP_DEPTH {
+            errors.push(FieldError::new(
+                format!("spec.subGroups[{start}].parent"),
+                format!(
+                    "subgroup {:?} is nested {} levels deep; at most {MAX_SUBGROUP_DEPTH} are allowed",
+                    subgroups[start].name, depth[start]
+                ),
+            ));
+            return;
+        }
+    }
+    let mut children = vec![0usize; subgroups.len()];
+    let mut top = 0usize;
+    for p in &parents {
+        match p {
+            Some(p) => children[*p] += 1,
+            None => top += 1,
+        }
+    }
+    if !subgroups.is_empty() && u64::from(gang.min_member) > top as u64 {
+        errors.push(FieldError::new(
+            "spec.minMember",
+            format!(
+                "counts satisfied top-level subgroups when subgroups are set: {} can never be satisfied by {top} top-level subgroup(s)",
+                gang.min_member
+            ),
+        ));
+    }
+    for (i, s) in subgroups.iter().enumerate() {
+        let n = children[i];
+        if n > 0 && u64::from(s.min_member) > n as u64 {
+            errors.push(FieldError::new(
+                format!("spec.subGroups[{i}].minMember"),
+                format!(
+                    "counts satisfied child subgroups: {} can never be satisfied by {n} child subgroup(s)",
+                    s.min_member
+                ),
+            ));
+        }
+    }
+    if let (Some(total), Some(min)) = (gang.total_member, gang.min_pods())
+        && min > u64::from(total)
+    {
+        errors.push(FieldError::new(
+            "spec.minMember",
+            format!("needs at least {min} pods but the gang expects only {total} members: it can never be satisfied"),
+        ));
+    }
 }

@@ -1,0 +1,244 @@
+//! Hostile input to the core (issue 16): size-legal objects that used to cost cubic time, replica
+//! counts that wrapped around `u32`, and names too long for the labels injected from them. Each
+//! case states the behaviour a user or an attacker could observe.
+
+use proptest::prelude::*;
+use scheduler_core::validate::{MAX_SUBGROUP_DEPTH, MAX_SUBGROUPS, check_label_value, validate};
+use scheduler_core::workload::{self, MAX_PODS, label_value_for};
+use serde_json::{Value, json};
+
+fn gang(min: u32, subgroups: Vec<Value>) -> Value {
+    json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "g", "namespace": "ns"},
+        "spec": {"minMember": min, "subGroups": subgroups}})
+}
+
+/// `n` subgroups, each the child of the one before.
+fn chain(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            if i == 0 {
+                json!({"name": "s0", "minMember": 1})
+            } else {
+                json!({"name": format!("s{i}"), "parent": format!("s{}", i - 1), "minMember": 1})
+            }
+        })
+        .collect()
+}
+
+fn error_paths(obj: &Value) -> Vec<String> {
+    validate(obj, None).errors.into_iter().map(|e| e.path).collect()
+}
+
+#[test]
+fn a_chain_of_2000_subgroups_is_one_error_and_no_tree_work() {
+    let errors = validate(&gang(1, chain(2000)), None).errors;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "spec.subGroups");
+    assert!(errors[0].message.contains("2000 subgroups; at most 64"), "{}", errors[0].message);
+}
+
+#[test]
+fn a_hundred_thousand_flat_subgroups_with_duplicates_are_one_error() {
+    let flat: Vec<Value> =
+        (0..100_000).map(|i| json!({"name": format!("s{}", i % 7), "minMember": 0})).collect();
+    assert_eq!(error_paths(&gang(1, flat)), vec!["spec.subGroups"]);
+}
+
+#[test]
+fn exactly_the_limit_is_still_examined() {
+    let flat: Vec<Value> =
+        (0..MAX_SUBGROUPS).map(|i| json!({"name": format!("s{i}"), "minMember": 1})).collect();
+    assert!(validate(&gang(1, flat.clone()), None).is_ok());
+    let mut bad = flat;
+    bad[63]["name"] = json!("s0");
+    assert_eq!(error_paths(&gang(1, bad)), vec!["spec.subGroups[63].name"]);
+}
+
+#[test]
+fn a_tree_too_deep_is_one_error_naming_the_first_subgroup_below_the_limit() {
+    let errors = validate(&gang(1, chain(40)), None).errors;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, format!("spec.subGroups[{MAX_SUBGROUP_DEPTH}].parent"));
+    assert!(errors[0].message.contains("nested 5 levels deep"), "{}", errors[0].message);
+    assert!(validate(&gang(1, chain(MAX_SUBGROUP_DEPTH)), None).is_ok());
+}
+
+#[test]
+fn a_parent_cycle_is_one_error_and_minimums_are_not_evaluated() {
+    let subgroups = vec![
+        json!({"name": "a", "parent": "c", "minMember": 9}),
+        json!({"name": "b", "parent": "a", "minMember": 9}),
+        json!({"name": "c", "parent": "b", "minMember": 9}),
+    ];
+    let errors = validate(&gang(1, subgroups), None).errors;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].message.contains("parent cycle"), "{}", errors[0].message);
+}
+
+fn pytorch(chief: i64, ps: i64, worker: i64) -> Value {
+    let role = |n: i64| json!({"replicas": n, "template": {"spec": {"containers": [{"name": "c"}]}}});
+    json!({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        "metadata": {"name": "wrap", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"tfReplicaSpecs": {"Chief": role(chief), "PS": role(ps), "Worker": role(worker)}}})
+}
+
+#[test]
+fn replica_totals_beyond_int32_are_an_error_naming_the_field_not_a_wrap() {
+    let job = pytorch(2, i64::from(i32::MAX), i64::from(i32::MAX));
+    let errors = workload::inspect(&job).expect("a workload").expect_err("must not wrap");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "spec.tfReplicaSpecs.PS.replicas");
+    assert!(errors[0].message.contains("more than 2147483647"), "{}", errors[0].message);
+    assert!(workload::inject(&job).is_err(), "nothing is injected from a wrapped count");
+    let verdict = validate(&job, None);
+    assert_eq!(verdict.errors.len(), 1, "{:?}", verdict.errors);
+    // The largest legal total is accepted and written exactly.
+    let job = pytorch(1, 1, i64::from(i32::MAX) - 2);
+    let out = workload::inject(&job).expect("legal");
+    let total =
+        out.pointer("/spec/tfReplicaSpecs/Chief/template/metadata/annotations/kube-gang.io~1total-member");
+    assert_eq!(total, Some(&json!(MAX_PODS.to_string())));
+}
+
+#[test]
+fn jobset_and_leaderworkerset_products_are_checked() {
+    let js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+        "spec": {"replicatedJobs": [{"name": "w", "replicas": 65536,
+            "template": {"spec": {"parallelism": 65536, "template": {"spec": {}}}}}]}});
+    let errors = workload::inspect(&js).unwrap().unwrap_err();
+    assert_eq!(errors[0].path, "spec.replicatedJobs[0].replicas");
+    let lws = json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "l"},
+        "spec": {"replicas": 2147483647, "leaderWorkerTemplate": {"size": 3, "workerTemplate": {"spec": {}}}}});
+    let errors = workload::inspect(&lws).unwrap().unwrap_err();
+    assert_eq!(errors[0].path, "spec.replicas");
+}
+
+#[test]
+fn expansion_is_bounded_by_a_limit_not_by_the_users_count() {
+    let mut j = job("wide");
+    j["spec"]["parallelism"] = json!(i32::MAX);
+    let errors = workload::expand(&j).expect_err("two billion pod copies are refused");
+    assert_eq!(errors[0].path, "spec.parallelism");
+    assert!(errors[0].message.contains("at most 100000"), "{}", errors[0].message);
+    j["spec"]["parallelism"] = json!(workload::MAX_EXPANDED_PODS);
+    assert_eq!(workload::expand(&j).unwrap().len() as u64, workload::MAX_EXPANDED_PODS);
+}
+
+fn job(name: &str) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"parallelism": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}})
+}
+
+#[test]
+fn a_100_character_name_is_injected_as_a_valid_stable_label() {
+    let name = format!("train-{}", "x".repeat(94));
+    assert_eq!(name.len(), 100);
+    let out = workload::inject(&job(&name)).unwrap();
+    let label =
+        out.pointer("/spec/template/metadata/labels/kube-gang.io~1gang").and_then(Value::as_str).unwrap();
+    assert!(label.len() <= 63, "{label}");
+    assert_eq!(check_label_value(label), Ok(()));
+    assert!(label.starts_with("train-xxx"), "{label}");
+    assert_eq!(workload::inject(&job(&name)).unwrap(), out, "stable");
+    assert!(validate(&out, None).is_ok(), "{:?}", validate(&out, None).errors);
+    // Two names sharing their first 54 characters stay apart.
+    let other = format!("{name}y");
+    assert_ne!(label_value_for(&name), label_value_for(&other));
+    // A short name is left as it is.
+    assert_eq!(label_value_for("bert"), "bert");
+}
+
+#[test]
+fn the_validating_hook_rejects_an_invalid_gang_label_on_a_template() {
+    let mut j = job("j");
+    j["spec"]["template"]["metadata"] = json!({"labels": {"kube-gang.io/gang": "y".repeat(100)}});
+    assert_eq!(error_paths(&j), vec!["spec.template.metadata.labels[kube-gang.io/gang]"]);
+    j["spec"]["template"]["metadata"] =
+        json!({"labels": {"kube-gang.io/gang": "ok", "kube-gang.io/subgroup": "-bad"}});
+    assert_eq!(error_paths(&j), vec!["spec.template.metadata.labels[kube-gang.io/subgroup]"]);
+}
+
+/// What a naive walk finds first, taking subgroups in order: from each, follow parents; reaching
+/// a cycle is a cycle, else a chain longer than the limit is too deep at that subgroup.
+#[derive(Debug, PartialEq)]
+enum Problem {
+    Cycle,
+    TooDeep(usize),
+}
+
+fn first_problem(parents: &[Option<usize>]) -> Option<Problem> {
+    for start in 0..parents.len() {
+        let mut depth = 1;
+        let mut cur = parents[start];
+        while let Some(p) = cur {
+            depth += 1;
+            if depth > parents.len() + 1 {
+                return Some(Problem::Cycle);
+            }
+            cur = parents[p];
+        }
+        if depth > MAX_SUBGROUP_DEPTH {
+            return Some(Problem::TooDeep(start));
+        }
+    }
+    None
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// On any parent graph within the size limit, the linear checks agree with a naive reference:
+    /// a cycle or an over-deep tree is exactly one error, and a valid tree has none.
+    #[test]
+    fn tree_checks_agree_with_a_naive_walk(raw in proptest::collection::vec(proptest::option::of(0usize..64), 1..64)) {
+        let n = raw.len();
+        let parents: Vec<Option<usize>> =
+            raw.iter().enumerate().map(|(i, p)| p.map(|p| p % n).filter(|p| *p != i)).collect();
+        let subgroups: Vec<Value> = parents
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match p {
+                Some(p) => json!({"name": format!("s{i}"), "parent": format!("s{p}"), "minMember": 1}),
+                None => json!({"name": format!("s{i}"), "minMember": 1}),
+            })
+            .collect();
+        let errors = validate(&gang(1, subgroups), None).errors;
+        match first_problem(&parents) {
+            Some(Problem::Cycle) => {
+                prop_assert_eq!(errors.len(), 1);
+                prop_assert!(errors[0].message.contains("cycle"), "{}", errors[0].message);
+            }
+            Some(Problem::TooDeep(first)) => {
+                prop_assert_eq!(errors.len(), 1);
+                prop_assert_eq!(&errors[0].path, &format!("spec.subGroups[{first}].parent"));
+            }
+            None => prop_assert!(errors.is_empty(), "{:?}", errors),
+        }
+    }
+
+    /// Any name a Kubernetes object may have becomes a valid label value; short ones are unchanged.
+    #[test]
+    fn every_object_name_becomes_a_valid_label_value(name in "[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?") {
+        let label = label_value_for(&name);
+        if name.len() <= 63 && check_label_value(&name).is_ok() {
+            prop_assert_eq!(&label, &name);
+        }
+        prop_assert!(check_label_value(&label).is_ok(), "{label:?}");
+        prop_assert_eq!(label_value_for(&name), label);
+    }
+
+    /// Replica counts anywhere in int32 never wrap: the total is exact or an error.
+    #[test]
+    fn replica_sums_are_exact_or_errors(a in 0i64..=i64::from(i32::MAX), b in 0i64..=i64::from(i32::MAX), c in 0i64..=i64::from(i32::MAX)) {
+        match workload::inspect(&pytorch(a, b, c)).unwrap() {
+            Ok(shape) => {
+                prop_assert!(a + b + c <= i64::from(i32::MAX));
+                prop_assert_eq!(i64::from(shape.total_member()), a + b + c);
+            }
+            Err(errors) => {
+                prop_assert!(a + b + c > i64::from(i32::MAX) || a + b + c == 0, "{:?}", errors);
+            }
+        }
+    }
+}

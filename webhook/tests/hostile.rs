@@ -1,0 +1,382 @@
+//! The webhook against hostile clients (issue 16): what a connection, a request and an accept error
+//! may cost, shutdown, and metrics for refused requests. Servers run in-process on loopback with
+//! short limits; every wait is bounded.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use gang_webhook::server::{self, ConnectionEvents, Limits, Listener};
+use gang_webhook::{AppState, router};
+use http::{Request, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tower::ServiceExt;
+
+/// A generous bound on any wait, so a broken limit fails the test instead of hanging it.
+const BOUND: Duration = Duration::from_secs(20);
+
+struct Server {
+    port: u16,
+    probe: u16,
+    ca: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+async fn start(extra: &[&str]) -> Server {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let names = gang_webhook::certs::dns_names("gang-webhook", "kube-gang-system", &["localhost".into()]);
+    let bundle = gang_webhook::certs::generate(&names, 2).unwrap();
+    gang_webhook::certs::write(dir.path(), &bundle).unwrap();
+    let (port, probe) = (free_port(), free_port());
+    let mut argv: Vec<String> = [
+        "gang-webhook",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--probe-listen",
+        &format!("127.0.0.1:{probe}"),
+        "--tls-cert-file",
+        dir.path().join("tls.crt").to_str().unwrap(),
+        "--tls-key-file",
+        dir.path().join("tls.key").to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    let args = <gang_webhook::Args as clap::Parser>::parse_from(argv);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let done = tokio::spawn(gang_webhook::serve(args, async move {
+        let _ = stopped.await;
+    }));
+    let server = Server { port, probe, ca: bundle.ca_pem, stop: Some(stop), done, _dir: dir };
+    // Ready when /readyz says so.
+    tokio::time::timeout(BOUND, async {
+        loop {
+            if let Ok((200, _)) =
+                plain(server.probe, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the webhook became ready");
+    server
+}
+
+/// One raw HTTP/1.1 exchange on the plain probe port.
+async fn plain(port: u16, raw: &str) -> io::Result<(u16, String)> {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    s.write_all(raw.as_bytes()).await?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok((status, text))
+}
+
+fn connector(ca_pem: &str) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+async fn tls(port: u16, ca: &str) -> io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    connector(ca).connect(name, tcp).await
+}
+
+const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","operation":"CREATE","namespace":"ml","kind":{"group":"","version":"v1","kind":"ConfigMap"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ml"}}}}"#;
+
+fn request_head(len: usize, close: bool) -> String {
+    format!(
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n{}\r\n",
+        if close { "Connection: close\r\n" } else { "" }
+    )
+}
+
+/// Reads one HTTP/1.1 response with a Content-Length body; returns the head and body.
+async fn read_response<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> (String, String) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.unwrap(), 1, "connection closed mid-response: {buf:?}");
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8(buf).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).await.unwrap();
+    (head, String::from_utf8(body).unwrap())
+}
+
+/// True when the peer closes the connection (EOF or reset) before `BOUND`.
+async fn closed_by_server<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> bool {
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(BOUND, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
+async fn metrics(probe: u16) -> String {
+    plain(probe, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap().1
+}
+
+#[tokio::test]
+async fn refused_requests_are_counted_too() {
+    let state = AppState::default();
+    let app = router(state.clone());
+    let send = |req: Request<Body>| app.clone().oneshot(req);
+    let res = send(Request::post("/nope").body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    let res = send(Request::get("/validate").body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let big = vec![b' '; gang_webhook::BODY_LIMIT + 1];
+    let res = send(Request::post("/mutate").body(Body::from(big)).unwrap()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let res = send(Request::post("/validate").body(Body::from("{")).unwrap()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let text = state.metrics.encode();
+    for line in [
+        r#"gang_webhook_requests_total{hook="none",result="not_found"} 1"#,
+        r#"gang_webhook_requests_total{hook="validate",result="method_not_allowed"} 1"#,
+        r#"gang_webhook_requests_total{hook="mutate",result="too_large"} 1"#,
+        r#"gang_webhook_requests_total{hook="validate",result="bad_request"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_body_gets_408_and_no_decision_slot() {
+    let state = AppState::new(1, Duration::from_millis(300));
+    let app = router(state.clone());
+    let (mut tx, body) = futures::channel::mpsc::channel::<Result<bytes::Bytes, io::Error>>(1);
+    tx.try_send(Ok(bytes::Bytes::from_static(b"{"))).unwrap();
+    let req = Request::post("/validate").body(Body::from_stream(body)).unwrap();
+    let res = tokio::time::timeout(BOUND, app.oneshot(req)).await.unwrap().unwrap();
+    assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT);
+    assert_eq!(state.decisions.available_permits(), 1, "the slow client held no decision slot");
+    assert!(
+        state.metrics.encode().contains(r#"gang_webhook_requests_total{hook="validate",result="timeout"} 1"#)
+    );
+    drop(tx);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_headers_are_cut_off_on_both_ports() {
+    let server = start(&["--request-timeout", "1"]).await;
+    // Probe port: half a request line, then nothing.
+    let mut probe = tokio::net::TcpStream::connect(("127.0.0.1", server.probe)).await.unwrap();
+    probe.write_all(b"GET /heal").await.unwrap();
+    // Webhook port: a completed handshake, then half the headers.
+    let mut hook = tls(server.port, &server.ca).await.unwrap();
+    hook.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").await.unwrap();
+    hook.flush().await.unwrap();
+    // Webhook port: TCP only, the handshake never started.
+    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", server.port)).await.unwrap();
+    assert!(closed_by_server(&mut probe).await, "probe port kept a slow client");
+    assert!(closed_by_server(&mut hook).await, "webhook port kept a slow header");
+    assert!(closed_by_server(&mut raw).await, "webhook port kept a connection without a handshake");
+    let text = metrics(server.probe).await;
+    assert!(
+        text.contains(
+            r#"gang_webhook_connections_closed_total{port="webhook",reason="handshake_timeout"} 1"#
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_connection_pool_waits_and_frees_itself() {
+    let server = start(&["--max-connections", "2", "--request-timeout", "1"]).await;
+    // Two connections that never handshake take every slot...
+    let _a = tokio::net::TcpStream::connect(("127.0.0.1", server.port)).await.unwrap();
+    let _b = tokio::net::TcpStream::connect(("127.0.0.1", server.port)).await.unwrap();
+    // ...a legitimate client waits in the backlog and is served once the handshake timeout frees a slot.
+    let mut s = tokio::time::timeout(BOUND, tls(server.port, &server.ca)).await.unwrap().unwrap();
+    s.write_all(request_head(REVIEW.len(), true).as_bytes()).await.unwrap();
+    s.write_all(REVIEW.as_bytes()).await.unwrap();
+    let (head, body) = read_response(&mut s).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.contains(r#""uid":"u-1""#), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_is_closed_after_its_request_cap() {
+    let server = start(&["--max-requests-per-connection", "3"]).await;
+    let mut s = tls(server.port, &server.ca).await.unwrap();
+    for i in 1..=3 {
+        s.write_all(request_head(REVIEW.len(), false).as_bytes()).await.unwrap();
+        s.write_all(REVIEW.as_bytes()).await.unwrap();
+        let (head, _) = read_response(&mut s).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(head.to_ascii_lowercase().contains("connection: close"), i == 3, "request {i}: {head}");
+    }
+    assert!(closed_by_server(&mut s).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_is_closed() {
+    let server = start(&["--idle-timeout", "1", "--request-timeout", "30"]).await;
+    let mut s = tls(server.port, &server.ca).await.unwrap();
+    s.write_all(request_head(REVIEW.len(), false).as_bytes()).await.unwrap();
+    s.write_all(REVIEW.as_bytes()).await.unwrap();
+    let (head, _) = read_response(&mut s).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(closed_by_server(&mut s).await, "an idle keep-alive connection stays open");
+    let text = metrics(server.probe).await;
+    assert!(
+        text.contains(r#"gang_webhook_connections_closed_total{port="webhook",reason="idle"} 1"#),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_refuses_new_connections_at_once_and_drains_in_flight_requests() {
+    let mut server = start(&[]).await;
+    // A request in flight: headers sent, body not yet.
+    let mut s = tls(server.port, &server.ca).await.unwrap();
+    s.write_all(request_head(REVIEW.len(), false).as_bytes()).await.unwrap();
+    s.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = server.stop.take().unwrap().send(());
+    // New connections are refused by the kernel: the listening socket is gone.
+    let refused = tokio::time::timeout(BOUND, async {
+        loop {
+            match tokio::net::TcpStream::connect(("127.0.0.1", server.port)).await {
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    })
+    .await;
+    assert!(refused.is_ok(), "the port still accepts connections after shutdown");
+    // The request in flight is still answered.
+    s.write_all(REVIEW.as_bytes()).await.unwrap();
+    let (head, body) = read_response(&mut s).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.contains(r#""uid":"u-1""#));
+    assert!(tokio::time::timeout(BOUND, &mut server.done).await.is_ok(), "shutdown did not finish");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_stuck_client_does_not_hold_shutdown_beyond_the_drain_period() {
+    let mut server = start(&["--shutdown-timeout", "1", "--request-timeout", "60"]).await;
+    let mut s = tls(server.port, &server.ca).await.unwrap();
+    s.write_all(request_head(REVIEW.len(), false).as_bytes()).await.unwrap();
+    s.write_all(&REVIEW.as_bytes()[..10]).await.unwrap();
+    s.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = server.stop.take().unwrap().send(());
+    assert!(
+        tokio::time::timeout(BOUND, &mut server.done).await.is_ok(),
+        "shutdown waited for the stuck client"
+    );
+    assert!(closed_by_server(&mut s).await);
+}
+
+/// `/healthz` comes from a thread and runtime of its own: it answers while every async worker of
+/// the runtime that serves admissions is blocked.
+#[test]
+fn healthz_answers_while_the_admission_runtime_is_blocked() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let server = rt.block_on(start(&[]));
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
+    rt.spawn(async move {
+        let _ = started_tx.send(());
+        // Holds the only worker thread until released (what a CPU-bound decision used to do).
+        let _ = blocked.recv_timeout(BOUND);
+    });
+    started.recv_timeout(BOUND).unwrap();
+    let probe = server.probe;
+    let answer = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", probe)).unwrap();
+        s.set_read_timeout(Some(BOUND)).unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    })
+    .join()
+    .unwrap();
+    let _ = release.send(());
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    drop(server);
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// A listener whose every accept fails as `accept(2)` does when the process is out of file
+/// descriptors.
+struct OutOfFiles(Arc<AtomicUsize>);
+
+impl Listener for OutOfFiles {
+    type Io = tokio::net::TcpStream;
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Err(io::Error::from_raw_os_error(24)) // EMFILE
+    }
+}
+
+#[derive(Clone)]
+struct NoEvents;
+impl ConnectionEvents for NoEvents {
+    fn closed(&self, _: &'static str) {}
+}
+
+/// EMFILE forever for 60 (virtual) seconds: with pauses growing to 1 s the loop tries about once a
+/// second, not millions of times.
+#[tokio::test(start_paused = true)]
+async fn accept_errors_back_off_instead_of_spinning() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let plain = |tcp| async move { io::Result::Ok(tcp) };
+    let _ = tokio::time::timeout(
+        Duration::from_secs(60),
+        server::serve(
+            OutOfFiles(calls.clone()),
+            plain,
+            axum::Router::new(),
+            Limits::default(),
+            NoEvents,
+            std::future::pending(),
+        ),
+    )
+    .await;
+    let n = calls.load(Ordering::SeqCst);
+    // 5 ms, 10 ms, … 640 ms, then 1 s each: 8 tries in the first 1.3 s, then one a second.
+    assert!((55..=75).contains(&n), "{n} accepts in 60 s");
+}
