@@ -138,7 +138,17 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             sim.warnings.push(p.to_string());
         }
     }
-    let mut gangs: BTreeSet<GangKey> = prepared.gang_objects.clone();
+    // An upstream PodGroup under a CompositePodGroup is a leaf of its root's gang, not a gang.
+    let is_leaf_of_upstream_tree = |k: &GangKey| {
+        !snapshot.gangs.iter().any(|g| &g.key == k)
+            && snapshot.gangs.iter().any(|g| {
+                g.source.dialect == scheduler_core::model::Dialect::Upstream
+                    && g.key.namespace == k.namespace
+                    && g.subgroups.iter().any(|s| s.name == k.name)
+            })
+    };
+    let mut gangs: BTreeSet<GangKey> =
+        prepared.gang_objects.iter().filter(|k| !is_leaf_of_upstream_tree(k)).cloned().collect();
     for p in &snapshot.pods {
         if submitted_pod(&p.key.namespace, &p.key.name) {
             match &p.gang {
