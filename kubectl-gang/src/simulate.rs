@@ -97,10 +97,13 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
                     }
                 }
             }
-        } else if dialect::read_object(&obj).is_some() {
-            let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(default_ns);
-            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-            out.gang_objects.insert(GangKey::new(ns, name));
+        } else if let Some(read) = dialect::read_object(&obj) {
+            // A Workload is not a gang: its pod groups become gangs as pods name them.
+            if !matches!(read, Ok(dialect::GangObject::Workload(_))) {
+                let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(default_ns);
+                let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                out.gang_objects.insert(GangKey::new(ns, name));
+            }
             out.objects.push(obj);
         } else if cluster_scoped {
             out.objects.push(obj);

@@ -55,6 +55,7 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
                     );
                 }
             }
+            Ok(crate::dialect::GangObject::Workload(_)) => {}
             Ok(crate::dialect::GangObject::UpstreamGroup(g)) => {
                 if g.min == Some(0) {
                     let field = if g.kind == "PodGroup" { "minCount" } else { "minGroupCount" };

@@ -8,7 +8,7 @@
 //! | dialect | gang object | pod membership |
 //! |---|---|---|
 //! | kube-gang | `kube-gang.io/v1alpha1` `Gang`, or pod annotations | label `kube-gang.io/gang` (+ `kube-gang.io/subgroup`) |
-//! | upstream | `scheduling.k8s.io` `PodGroup` / `CompositePodGroup` | `spec.schedulingGroup.podGroupName` |
+//! | upstream | `scheduling.k8s.io` `Workload` / `PodGroup` / `CompositePodGroup` | `spec.schedulingGroup.podGroupName`, 1.35: `spec.workloadRef` |
 //! | coscheduling | `scheduling.x-k8s.io/v1alpha1` `PodGroup` | label `scheduling.x-k8s.io/pod-group` |
 //! | Volcano | `scheduling.volcano.sh/v1beta1` `PodGroup` | annotation `scheduling.k8s.io/group-name` |
 //! | Koordinator | pod annotations `gang.scheduling.koordinator.sh/*` | annotation `gang.scheduling.koordinator.sh/name` |
@@ -48,6 +48,9 @@ pub enum GangObject {
     /// One node of an upstream `scheduling.k8s.io` hierarchy; trees are assembled from these once
     /// every object is known (see [`upstream::assemble`]).
     UpstreamGroup(upstream::Group),
+    /// An upstream `scheduling.k8s.io` Workload: its pod groups become gangs as pods name them
+    /// (1.35 `workloadRef`), or are templates only (1.36+).
+    Workload(upstream::Workload),
 }
 
 /// Every gang claim a pod makes, in every dialect. A pod that claims two different gangs is an
@@ -106,6 +109,7 @@ pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
         (upstream::GROUP, "PodGroup" | "CompositePodGroup") => {
             Some(upstream::read(obj).map(GangObject::UpstreamGroup))
         }
+        (upstream::GROUP, "Workload") => Some(upstream::read_workload(obj).map(GangObject::Workload)),
         _ => None,
     }
 }
@@ -217,6 +221,23 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(bad());
     }
     Ok(Duration::from_secs_f64(total))
+}
+
+/// A DNS-1123 label (RFC 1123, as Kubernetes checks names): at most 63 characters, lowercase
+/// alphanumerics and `-`, starting and ending with an alphanumeric.
+pub fn check_dns_label(v: &str) -> Result<(), String> {
+    let ok = !v.is_empty()
+        && v.len() <= 63
+        && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !v.starts_with('-')
+        && !v.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{v:?} is not a valid DNS-1123 label: at most 63 lowercase alphanumerics or '-', starting and ending with an alphanumeric"
+        ))
+    }
 }
 
 /// A non-negative count from an annotation or field, with a message naming the value.
