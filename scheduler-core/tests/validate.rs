@@ -64,7 +64,13 @@ fn broken_variants_name_their_fields() {
         (
             broken(|v| v["spec"]["subGroups"][3]["name"] = json!("Replica 1!")),
             "spec.subGroups[3].name",
-            "label value",
+            "DNS-1123 label",
+        ),
+        // A valid label value, but not a DNS-1123 label (uppercase, `_`, `.`).
+        (
+            broken(|v| v["spec"]["subGroups"][3]["name"] = json!("Replica_1.a")),
+            "spec.subGroups[3].name",
+            "DNS-1123 label",
         ),
         (broken(|v| v["spec"]["topologyKey"] = json!("bad key/")), "spec.topologyKey", "label key"),
         (broken(|v| v["spec"]["gangGroup"] = json!(["serving/llm"])), "spec.gangGroup[0]", "itself"),

@@ -66,6 +66,7 @@ pub const READ: &[ApiKind] = &[
     api_kind("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
     api_kind("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"),
     api_kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+    api_kind("scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups"),
     api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
     api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
 ];

@@ -48,6 +48,11 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
                 }) {
                     v.errors.extend(update_errors(&old, &g));
                 }
+                for (path, asked, leaves) in crate::dialect::kai::pod_floor_gaps(new) {
+                    v.warnings.push(format!(
+                        "{path}: KAI counts {asked} pods here, but gang-scheduler's tree counts satisfied subgroups and enforces only the {leaves} pods the leaf minimums below it need; raise the leaves' minMember to require more"
+                    ));
+                }
                 if g.mode == crate::model::GangMode::NonStrict && g.timeout.is_none() {
                     v.warnings.push(
                         "a NonStrict gang without a timeout holds the nodes it reserves until it fits; set spec.scheduleTimeoutSeconds"
@@ -233,7 +238,9 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, s) in gang.subgroups.iter().enumerate() {
         let path = format!("spec.subGroups[{i}]");
-        if let Err(e) = check_label_value(&s.name) {
+        // A subgroup name is a pod label value and a DNS-1123 label (KAI lowercases parents; upstream
+        // PodGroup names are DNS names): the stricter of the two.
+        if let Err(e) = crate::dialect::check_dns_label(&s.name) {
             errors.push(FieldError::new(format!("{path}.name"), e));
         }
         if let Some(first) = seen.insert(&s.name, i) {

@@ -11,7 +11,7 @@
 //! | upstream | `scheduling.k8s.io` `Workload` / `PodGroup` / `CompositePodGroup` | `spec.schedulingGroup.podGroupName`, 1.35: `spec.workloadRef` |
 //! | coscheduling | `scheduling.x-k8s.io/v1alpha1` `PodGroup` | label `scheduling.x-k8s.io/pod-group` |
 //! | Volcano | `scheduling.volcano.sh/v1beta1` `PodGroup` | annotation `scheduling.k8s.io/group-name` |
-//! | Koordinator | pod annotations `gang.scheduling.koordinator.sh/*` | annotation `gang.scheduling.koordinator.sh/name` |
+//! | Koordinator | `scheduling.sigs.k8s.io/v1alpha1` `PodGroup`, or pod annotations `gang.scheduling.koordinator.sh/*` | annotation `gang.scheduling.koordinator.sh/name`, or label `pod-group.scheduling.sigs.k8s.io` |
 //! | KAI | `scheduling.run.ai/v2alpha2` `PodGroup` | annotation `pod-group-name` (+ label `kai.scheduler/subgroup-name`) |
 
 pub mod coscheduling;
@@ -106,6 +106,7 @@ pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
         (coscheduling::GROUP, "PodGroup") => Some(coscheduling::read(obj).map(GangObject::Gang)),
         (volcano::GROUP, "PodGroup") => Some(volcano::read(obj).map(GangObject::Gang)),
         (kai::GROUP, "PodGroup") => Some(kai::read(obj).map(GangObject::Gang)),
+        (koordinator::GROUP, "PodGroup") => Some(koordinator::read(obj).map(GangObject::Gang)),
         (upstream::GROUP, "PodGroup" | "CompositePodGroup") => {
             Some(upstream::read(obj).map(GangObject::UpstreamGroup))
         }
