@@ -66,13 +66,29 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
             meta.entry("creationTimestamp").or_insert_with(|| stamp.clone());
         }
         let what = describe(&obj);
-        if kind == "Pod" || workload::is_workload(&obj) {
+        if let Some(w) = workload::unnamed_gang_workload(&obj) {
+            out.warnings.push(format!("{}: {what}: {w}", s.file));
+        } else if kind == "Pod" || workload::is_workload(&obj) {
             match workload::expand(&obj) {
                 Ok(pods) if pods.is_empty() => {
                     out.warnings.push(format!("{}: {what}: creates no pods; skipped", s.file));
                 }
                 Ok(pods) => {
                     for mut p in pods {
+                        if p.get("kind").and_then(Value::as_str) != Some("Pod") {
+                            // A gang object the workload's controller would make (Volcano's PodGroup).
+                            let ns = p
+                                .pointer("/metadata/namespace")
+                                .and_then(Value::as_str)
+                                .unwrap_or(default_ns);
+                            let name = p.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                            out.gang_objects.insert(GangKey::new(ns, name));
+                            if let Some(meta) = p.get_mut("metadata").and_then(Value::as_object_mut) {
+                                meta.insert("creationTimestamp".into(), stamp.clone());
+                            }
+                            out.objects.push(p);
+                            continue;
+                        }
                         let ns = p
                             .pointer("/metadata/namespace")
                             .and_then(Value::as_str)

@@ -78,7 +78,9 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
         validate_pod(new, &mut v);
         return v;
     }
-    if let Some(shape) = crate::workload::inspect(new) {
+    if let Some(w) = crate::workload::unnamed_gang_workload(new) {
+        v.warnings.push(w);
+    } else if let Some(shape) = crate::workload::inspect(new) {
         validate_workload(new, shape, &mut v);
     }
     v
@@ -144,14 +146,15 @@ fn validate_workload(
     let shape = match shape {
         Ok(s) => s,
         Err(e) => {
-            // Only a workload that asked for a gang is ours to reject.
-            if crate::workload::is_opted_in(obj, None) || has_gang_labels(obj) {
+            // Only a workload that asked for a gang (or a Volcano Job, a gang by itself) is ours
+            // to reject.
+            if crate::workload::is_opted_in(obj, None) || has_gang_labels(obj) || is_volcano_job(obj) {
                 v.errors.extend(e);
             }
             return;
         }
     };
-    if !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
+    if !shape.volcano() && !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
         return;
     }
     let total = shape.group_size.unwrap_or_else(|| shape.roles.iter().map(|r| r.pods).sum());
@@ -194,13 +197,20 @@ fn validate_workload(
     }
 }
 
+fn is_volcano_job(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("Job")
+        && obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| crate::dialect::group_of(v) == "batch.volcano.sh")
+}
+
+/// Whether any pod template of the workload names a gang, in any dialect.
 fn has_gang_labels(obj: &Value) -> bool {
     let Some(Ok(shape)) = crate::workload::inspect(obj) else { return false };
     shape.roles.iter().any(|r| {
         obj.pointer(&r.template)
-            .and_then(|t| t.pointer("/metadata/labels"))
-            .and_then(|l| l.get(crate::names::LABEL_GANG))
-            .is_some()
+            .is_some_and(|t| !crate::workload::template_claims(t, &shape.namespace).is_empty())
     })
 }
 
