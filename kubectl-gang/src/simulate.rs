@@ -69,6 +69,12 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
         if let Some(w) = workload::unnamed_gang_workload(&obj) {
             out.warnings.push(format!("{}: {what}: {w}", s.file));
         } else if kind == "Pod" || workload::is_workload(&obj) {
+            if let Some(Ok(shape)) = workload::inspect(&obj) {
+                for staged in workload::staged_creation(&obj, &shape) {
+                    let line = format!("{}: {what}: {}: {}", s.file, staged.path, staged.message);
+                    if staged.never { out.errors.push(line) } else { out.warnings.push(line) }
+                }
+            }
             match workload::expand(&obj) {
                 Ok(pods) if pods.is_empty() => {
                     out.warnings.push(format!("{}: {what}: creates no pods; skipped", s.file));

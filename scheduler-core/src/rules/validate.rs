@@ -157,6 +157,13 @@ fn validate_workload(
     if !shape.volcano() && !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
         return;
     }
+    for staged in crate::workload::staged_creation(obj, &shape) {
+        if staged.never {
+            v.errors.push(FieldError::new(staged.path, staged.message));
+        } else {
+            v.warnings.push(format!("{}: {}", staged.path, staged.message));
+        }
+    }
     let total = shape.group_size.unwrap_or_else(|| shape.roles.iter().map(|r| r.pods).sum());
     for role in &shape.roles {
         let Some(template) = obj.pointer(&role.template) else { continue };
