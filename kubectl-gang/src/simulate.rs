@@ -35,6 +35,9 @@ pub struct GangResult {
     pub message: String,
     pub placements: Vec<Place>,
     pub preemptions: Vec<Place>,
+    /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
+    #[serde(skip)]
+    pub object: String,
 }
 
 /// Objects ready to add to a cluster: timestamps, UIDs and namespaces filled in, workloads
@@ -188,6 +191,13 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
         }
     }
     let plan = schedule(snapshot, config, now);
+    let object_of = |key: &GangKey| {
+        snapshot
+            .gangs
+            .iter()
+            .find(|g| &g.key == key)
+            .map_or_else(|| format!("gang/{}", key.name), crate::status::object_name)
+    };
     let member_of: BTreeMap<&scheduler_core::PodKey, &GangKey> =
         snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
     for key in gangs {
@@ -200,6 +210,7 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
                 message: "the gang has no members in this simulation".into(),
                 placements: Vec::new(),
                 preemptions: Vec::new(),
+                object: object_of(&key),
             });
             continue;
         };
@@ -232,6 +243,7 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             message: outcome.message.clone(),
             placements,
             preemptions,
+            object: object_of(&key),
         });
     }
     sim
@@ -304,24 +316,27 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
     for w in world.warnings.iter().chain(&prepared.warnings) {
         let _ = writeln!(stderr, "warning: {w}");
     }
+    // Warnings come first and are always shown: they often say why nothing could be simulated.
     if !prepared.errors.is_empty() {
-        let mut msg = String::from("the input is invalid:");
+        let _ = write!(stderr, "error: the input is invalid:");
         for e in &prepared.errors {
-            let _ = write!(msg, "\n  {e}");
+            let _ = write!(stderr, "\n  {e}");
         }
-        anyhow::bail!(msg);
+        stderr.push('\n');
+        return Ok(Output { stdout: String::new(), stderr, code: 2 });
     }
     let sim = simulate(&world.cluster, &prepared, &config, world.now);
     for w in &sim.warnings {
         let _ = writeln!(stderr, "warning: {w}");
     }
     if sim.gangs.is_empty() {
-        anyhow::bail!("no gang in the input: nothing to simulate");
+        stderr.push_str("error: no gang in the input: nothing to simulate\n");
+        return Ok(Output { stdout: String::new(), stderr, code: 2 });
     }
     let stdout = match g.output {
         Some(Format::Json) => serde_json::to_string_pretty(&json!({"gangs": sim.gangs}))? + "\n",
         Some(Format::Yaml) => serde_norway::to_string(&json!({"gangs": sim.gangs}))?,
-        Some(Format::Name) => sim.gangs.iter().map(|x| format!("gang/{}\n", x.name)).collect(),
+        Some(Format::Name) => sim.gangs.iter().map(|x| format!("{}\n", x.object)).collect(),
         _ => render(&sim, g.no_headers, color_enabled()),
     };
     let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };
