@@ -86,17 +86,41 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
     v
 }
 
-fn validate_pod(pod: &Value, v: &mut Verdict) {
-    let claims = match crate::dialect::pod_claims(pod) {
-        Ok(c) => c,
-        Err(e) => {
-            v.errors.extend(e);
-            return;
-        }
+/// Where a gang rule's CRD path lives on a pod whose annotations define the gang.
+fn annotation_field(dialect: crate::model::Dialect, crd_path: &str) -> String {
+    use crate::dialect::koordinator;
+    use crate::names::{
+        ANNOTATION_GANG_GROUP, ANNOTATION_MIN_MEMBER, ANNOTATION_TIMEOUT, ANNOTATION_TOPOLOGY_KEY,
     };
+    let koord = dialect == crate::model::Dialect::Koordinator;
+    let (key, rest) = if let Some(rest) = crd_path.strip_prefix("spec.gangGroup") {
+        (if koord { koordinator::GROUPS } else { ANNOTATION_GANG_GROUP }, rest)
+    } else if crd_path == "spec.topologyKey" {
+        (ANNOTATION_TOPOLOGY_KEY, "")
+    } else if crd_path == "spec.scheduleTimeoutSeconds" {
+        (if koord { koordinator::WAITING_TIME } else { ANNOTATION_TIMEOUT }, "")
+    } else if crd_path == "spec.minMember" {
+        (if koord { koordinator::MIN_AVAILABLE } else { ANNOTATION_MIN_MEMBER }, "")
+    } else {
+        return crd_path.to_string();
+    };
+    format!("metadata.annotations[{key}]{rest}")
+}
+
+fn validate_pod(pod: &Value, v: &mut Verdict) {
+    // Every claim error (each dialect's, and conflicts), and the checks below on the claims that
+    // could be read.
+    let (claims, claim_errors) = crate::dialect::pod_claims_all(pod);
+    v.errors.extend(claim_errors);
     for c in &claims {
         match crate::dialect::annotation_gang(c, pod) {
             Some(Ok(g)) => {
+                // The annotation gang's shape: topology key, gang group, timeout, as on a Gang.
+                for e in gang_tree_errors(&g) {
+                    if e.path != "spec.minMember" {
+                        v.errors.push(FieldError::new(annotation_field(c.dialect, &e.path), e.message));
+                    }
+                }
                 if g.min_member == 0 && c.dialect != crate::model::Dialect::KubeGangAnnotations {
                     v.errors.push(FieldError::new(c.path.clone(), "the gang's minimum must be at least 1"));
                 }
@@ -235,6 +259,15 @@ fn update_errors(old: &Gang, new: &Gang) -> Vec<FieldError> {
             "the subgroup tree (names and parents) is immutable: members are labelled with it; change minimums only, or delete and recreate the gang",
         ));
     }
+    if old.mode != new.mode {
+        errors.push(FieldError::new(
+            "spec.mode",
+            format!(
+                "field is immutable (was \"{:?}\"): reservations already held follow the old mode; delete and recreate the gang",
+                old.mode
+            ),
+        ));
+    }
     errors
 }
 
@@ -357,6 +390,9 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
     {
         errors.push(FieldError::new("spec.topologyKey", e));
     }
+    if let Some(e) = gang.timeout.and_then(timeout_error) {
+        errors.push(FieldError::new("spec.scheduleTimeoutSeconds", e));
+    }
     for (i, other) in gang.gang_group.iter().enumerate() {
         if other == &gang.key {
             errors.push(FieldError::new(
@@ -366,6 +402,21 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+/// The longest a gang may wait for its members: 30 days. A timeout beyond it is a mistake (a unit
+/// slip) more often than a plan, and a gang that must wait longer is better recreated.
+pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// Why a gang timeout is out of range, if it is: zero times the gang out at once.
+pub fn timeout_error(d: std::time::Duration) -> Option<String> {
+    if d.is_zero() {
+        Some("must be greater than 0: a zero timeout fails the gang the moment it starts waiting".into())
+    } else if d > MAX_TIMEOUT {
+        Some(format!("{} s exceeds the 30-day maximum ({} s)", d.as_secs(), MAX_TIMEOUT.as_secs()))
+    } else {
+        None
+    }
 }
 
 /// A Kubernetes label value: at most 63 characters, alphanumerics, `-`, `_`, `.`, starting and

@@ -57,6 +57,13 @@ pub enum GangObject {
 /// error naming both; the same gang named by two dialects (Koordinator annotations on a
 /// coscheduling pod, say) is one claim per dialect and not a conflict.
 pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
+    let (claims, errors) = pod_claims_all(pod);
+    if errors.is_empty() { Ok(claims) } else { Err(errors) }
+}
+
+/// Every claim that could be read and every error (unreadable claims, conflicts), both at once:
+/// validation reports all of them.
+pub fn pod_claims_all(pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
     let meta = Meta::of(pod);
     let mut claims = Vec::new();
     let mut errors = Vec::new();
@@ -87,7 +94,7 @@ pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
             }
         }
     }
-    if errors.is_empty() { Ok(claims) } else { Err(errors) }
+    (claims, errors)
 }
 
 /// Reads a gang-defining object of any dialect. `None`: not a gang object.
