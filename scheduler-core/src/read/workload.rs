@@ -384,27 +384,27 @@ pub fn staged_creation(obj: &Value, shape: &WorkloadShape) -> Vec<Staged> {
                 );
             }
         }
-        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => {
-            if str_at("/spec/startupPolicy") == Some("LeaderReady") && shape.group_size.is_some_and(|g| g > 1)
-            {
-                stage(
-                    "spec.startupPolicy",
-                    "LeaderReady creates a group's workers only once its leader is Ready",
-                    1,
-                    "use startupPolicy: LeaderCreated (the default)",
-                );
-            }
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
+            if str_at("/spec/startupPolicy") == Some("LeaderReady")
+                && shape.group_size.is_some_and(|g| g > 1) =>
+        {
+            stage(
+                "spec.startupPolicy",
+                "LeaderReady creates a group's workers only once its leader is Ready",
+                1,
+                "use startupPolicy: LeaderCreated (the default)",
+            );
         }
-        ("kubeflow.org", "MPIJob") => {
-            if str_at("/spec/launcherCreationPolicy") == Some("WaitForWorkersReady") {
-                let first: u32 = shape.roles.iter().filter(|r| r.name != "launcher").map(|r| r.pods).sum();
-                stage(
-                    "spec.launcherCreationPolicy",
-                    "WaitForWorkersReady creates the launcher only once every worker is Ready",
-                    first,
-                    "use launcherCreationPolicy: AtStartup (the default)",
-                );
-            }
+        ("kubeflow.org", "MPIJob")
+            if str_at("/spec/launcherCreationPolicy") == Some("WaitForWorkersReady") =>
+        {
+            let first: u32 = shape.roles.iter().filter(|r| r.name != "launcher").map(|r| r.pods).sum();
+            stage(
+                "spec.launcherCreationPolicy",
+                "WaitForWorkersReady creates the launcher only once every worker is Ready",
+                first,
+                "use launcherCreationPolicy: AtStartup (the default)",
+            );
         }
         ("batch.volcano.sh", "Job") => {
             let depends = |i: usize| {
