@@ -35,6 +35,9 @@ pub struct GangResult {
     pub message: String,
     pub placements: Vec<Place>,
     pub preemptions: Vec<Place>,
+    /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
+    #[serde(skip)]
+    pub object: String,
 }
 
 /// Objects ready to add to a cluster: timestamps, UIDs and namespaces filled in, workloads
@@ -66,13 +69,35 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
             meta.entry("creationTimestamp").or_insert_with(|| stamp.clone());
         }
         let what = describe(&obj);
-        if kind == "Pod" || workload::is_workload(&obj) {
+        if let Some(w) = workload::unnamed_gang_workload(&obj) {
+            out.warnings.push(format!("{}: {what}: {w}", s.file));
+        } else if kind == "Pod" || workload::is_workload(&obj) {
+            if let Some(Ok(shape)) = workload::inspect(&obj) {
+                for staged in workload::staged_creation(&obj, &shape) {
+                    let line = format!("{}: {what}: {}: {}", s.file, staged.path, staged.message);
+                    if staged.never { out.errors.push(line) } else { out.warnings.push(line) }
+                }
+            }
             match workload::expand(&obj) {
                 Ok(pods) if pods.is_empty() => {
                     out.warnings.push(format!("{}: {what}: creates no pods; skipped", s.file));
                 }
                 Ok(pods) => {
                     for mut p in pods {
+                        if p.get("kind").and_then(Value::as_str) != Some("Pod") {
+                            // A gang object the workload's controller would make (Volcano's PodGroup).
+                            let ns = p
+                                .pointer("/metadata/namespace")
+                                .and_then(Value::as_str)
+                                .unwrap_or(default_ns);
+                            let name = p.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                            out.gang_objects.insert(GangKey::new(ns, name));
+                            if let Some(meta) = p.get_mut("metadata").and_then(Value::as_object_mut) {
+                                meta.insert("creationTimestamp".into(), stamp.clone());
+                            }
+                            out.objects.push(p);
+                            continue;
+                        }
                         let ns = p
                             .pointer("/metadata/namespace")
                             .and_then(Value::as_str)
@@ -97,10 +122,13 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
                     }
                 }
             }
-        } else if dialect::read_object(&obj).is_some() {
-            let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(default_ns);
-            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-            out.gang_objects.insert(GangKey::new(ns, name));
+        } else if let Some(read) = dialect::read_object(&obj) {
+            // A Workload is not a gang: its pod groups become gangs as pods name them.
+            if !matches!(read, Ok(dialect::GangObject::Workload(_))) {
+                let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(default_ns);
+                let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                out.gang_objects.insert(GangKey::new(ns, name));
+            }
             out.objects.push(obj);
         } else if cluster_scoped {
             out.objects.push(obj);
@@ -138,7 +166,17 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             sim.warnings.push(p.to_string());
         }
     }
-    let mut gangs: BTreeSet<GangKey> = prepared.gang_objects.clone();
+    // An upstream PodGroup under a CompositePodGroup is a leaf of its root's gang, not a gang.
+    let is_leaf_of_upstream_tree = |k: &GangKey| {
+        !snapshot.gangs.iter().any(|g| &g.key == k)
+            && snapshot.gangs.iter().any(|g| {
+                g.source.dialect == scheduler_core::model::Dialect::Upstream
+                    && g.key.namespace == k.namespace
+                    && g.subgroups.iter().any(|s| s.name == k.name)
+            })
+    };
+    let mut gangs: BTreeSet<GangKey> =
+        prepared.gang_objects.iter().filter(|k| !is_leaf_of_upstream_tree(k)).cloned().collect();
     for p in &snapshot.pods {
         if submitted_pod(&p.key.namespace, &p.key.name) {
             match &p.gang {
@@ -153,6 +191,13 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
         }
     }
     let plan = schedule(snapshot, config, now);
+    let object_of = |key: &GangKey| {
+        snapshot
+            .gangs
+            .iter()
+            .find(|g| &g.key == key)
+            .map_or_else(|| format!("gang/{}", key.name), crate::status::object_name)
+    };
     let member_of: BTreeMap<&scheduler_core::PodKey, &GangKey> =
         snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
     for key in gangs {
@@ -165,6 +210,7 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
                 message: "the gang has no members in this simulation".into(),
                 placements: Vec::new(),
                 preemptions: Vec::new(),
+                object: object_of(&key),
             });
             continue;
         };
@@ -197,6 +243,7 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             message: outcome.message.clone(),
             placements,
             preemptions,
+            object: object_of(&key),
         });
     }
     sim
@@ -258,24 +305,27 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
     for w in world.warnings.iter().chain(&prepared.warnings) {
         let _ = writeln!(stderr, "warning: {w}");
     }
+    // Warnings come first and are always shown: they often say why nothing could be simulated.
     if !prepared.errors.is_empty() {
-        let mut msg = String::from("the input is invalid:");
+        let _ = write!(stderr, "error: the input is invalid:");
         for e in &prepared.errors {
-            let _ = write!(msg, "\n  {e}");
+            let _ = write!(stderr, "\n  {e}");
         }
-        anyhow::bail!(msg);
+        stderr.push('\n');
+        return Ok(Output { stdout: String::new(), stderr, code: 2 });
     }
     let sim = simulate(&world.cluster, &prepared, &config, world.now);
     for w in &sim.warnings {
         let _ = writeln!(stderr, "warning: {w}");
     }
     if sim.gangs.is_empty() {
-        anyhow::bail!("no gang in the input: nothing to simulate");
+        stderr.push_str("error: no gang in the input: nothing to simulate\n");
+        return Ok(Output { stdout: String::new(), stderr, code: 2 });
     }
     let stdout = match g.output {
         Some(Format::Json) => serde_json::to_string_pretty(&json!({"gangs": sim.gangs}))? + "\n",
         Some(Format::Yaml) => serde_norway::to_string(&json!({"gangs": sim.gangs}))?,
-        Some(Format::Name) => sim.gangs.iter().map(|x| format!("gang/{}\n", x.name)).collect(),
+        Some(Format::Name) => sim.gangs.iter().map(|x| format!("{}\n", x.object)).collect(),
         _ => render(&sim, g.no_headers, color_enabled()),
     };
     let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use scheduler_core::model::{Gang, GangKey, Pod, PodPhase};
+use scheduler_core::model::{Dialect, Gang, GangKey, Pod, PodPhase};
 use scheduler_core::plan::{Outcome, Phase, Plan, Reason};
 use scheduler_core::{Config, Time, schedule, tree};
 use serde::Serialize;
@@ -33,6 +33,9 @@ pub struct Row {
     pub waiting_for: String,
     #[serde(skip)]
     age: String,
+    /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
+    #[serde(skip)]
+    pub object: String,
 }
 
 /// What `status` computes, before formatting.
@@ -91,7 +94,24 @@ pub fn row(g: &Gang, outcome: Option<&Outcome>, now: Time) -> Row {
         message,
         waiting_for,
         age: age(now, g.created),
+        object: object_name(g),
     }
+}
+
+/// The gang's defining object as `kubectl get -o name` prints it: `<kind>.<group>/<name>`
+/// (`gang.kube-gang.io/bert`, `podgroup.scheduling.volcano.sh/tf`). Gangs defined by pod
+/// annotations have no object of their own: `gang/<name>`.
+pub fn object_name(g: &Gang) -> String {
+    let group = match g.source.dialect {
+        Dialect::KubeGang => scheduler_core::GROUP,
+        Dialect::Upstream => "scheduling.k8s.io",
+        Dialect::Coscheduling => "scheduling.x-k8s.io",
+        Dialect::Volcano => "scheduling.volcano.sh",
+        Dialect::Kai => "scheduling.run.ai",
+        Dialect::Koordinator if g.source.kind == "PodGroup" => "scheduling.sigs.k8s.io",
+        Dialect::Koordinator | Dialect::KubeGangAnnotations => return format!("gang/{}", g.key.name),
+    };
+    format!("{}.{group}/{}", g.source.kind.to_lowercase(), g.key.name)
 }
 
 fn waiting_for(g: &Gang, outcome: Option<&Outcome>, members: u64, min: u64, now: Time) -> String {
@@ -171,7 +191,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         let stdout = match g.output {
             Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": [r]}))? + "\n",
             Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": [r]}))?,
-            Some(Format::Name) => format!("gang/{}\n", r.name),
+            Some(Format::Name) => format!("{}\n", r.object),
             _ => detail(&world, gang, &pods, &view.plan, &r, color_enabled()),
         };
         return Ok(Output { stdout, stderr, code: 0 });
@@ -208,7 +228,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
     let stdout = match g.output {
         Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": rows}))? + "\n",
         Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": rows}))?,
-        Some(Format::Name) => rows.iter().map(|r| format!("gang/{}\n", r.name)).collect(),
+        Some(Format::Name) => rows.iter().map(|r| format!("{}\n", r.object)).collect(),
         f => table(&rows, g.all_namespaces, f == Some(Format::Wide), g.no_headers, color_enabled()),
     };
     // The process exits once this is printed: freeing a large cluster object by object would cost

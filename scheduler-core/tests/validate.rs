@@ -64,7 +64,13 @@ fn broken_variants_name_their_fields() {
         (
             broken(|v| v["spec"]["subGroups"][3]["name"] = json!("Replica 1!")),
             "spec.subGroups[3].name",
-            "label value",
+            "DNS-1123 label",
+        ),
+        // A valid label value, but not a DNS-1123 label (uppercase, `_`, `.`).
+        (
+            broken(|v| v["spec"]["subGroups"][3]["name"] = json!("Replica_1.a")),
+            "spec.subGroups[3].name",
+            "DNS-1123 label",
         ),
         (broken(|v| v["spec"]["topologyKey"] = json!("bad key/")), "spec.topologyKey", "label key"),
         (broken(|v| v["spec"]["gangGroup"] = json!(["serving/llm"])), "spec.gangGroup[0]", "itself"),
@@ -104,7 +110,8 @@ fn malformed_gangs_are_errors_not_panics() {
     let v = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "x"}, "spec": {"minMember": "two"}});
     let errs = validate(&v, None).errors;
     assert_eq!(errs.len(), 1);
-    assert!(errs[0].message.contains("invalid type"), "{errs:?}");
+    assert_eq!(errs[0].path, "spec.minMember", "{errs:?}");
+    assert!(errs[0].message.contains("must be of type integer"), "{errs:?}");
     assert!(!validate(&json!("nope"), None).errors.is_empty());
 }
 
@@ -156,4 +163,95 @@ fn other_dialects_podgroups_are_validated_too() {
     let kai = json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "k"},
         "spec": {"minMember": 1, "subGroups": [{"name": "a", "parent": "ghost", "minMember": 1}]}});
     assert!(paths(&kai).contains(&"spec.subGroups[0].parent".to_string()), "{:?}", paths(&kai));
+}
+
+mod gaps {
+    use scheduler_core::validate::validate;
+    use serde_json::{Value, json};
+
+    fn gang(spec: Value) -> Value {
+        json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "g", "namespace": "ml"}, "spec": spec})
+    }
+
+    fn errors(v: &Value, old: Option<&Value>) -> Vec<String> {
+        validate(v, old).errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn mode_is_immutable_on_update() {
+        let old = gang(json!({"minMember": 2, "mode": "Strict"}));
+        let new = gang(json!({"minMember": 3, "mode": "NonStrict", "scheduleTimeoutSeconds": 60}));
+        let e = errors(&new, Some(&old));
+        assert!(e.iter().any(|e| e.starts_with("spec.mode: field is immutable")), "{e:?}");
+        assert!(errors(&gang(json!({"minMember": 3})), Some(&old)).is_empty(), "minimums may change");
+    }
+
+    #[test]
+    fn timeouts_are_positive_and_bounded() {
+        for (t, needle) in [(0, "greater than 0"), (40 * 24 * 3600, "30-day maximum")] {
+            let e = errors(&gang(json!({"minMember": 1, "scheduleTimeoutSeconds": t})), None);
+            assert!(
+                e.iter().any(|e| e.starts_with("spec.scheduleTimeoutSeconds") && e.contains(needle)),
+                "{e:?}"
+            );
+        }
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
+            "labels": {"kube-gang.io/gang": "g"},
+            "annotations": {"kube-gang.io/min-member": "2", "kube-gang.io/timeout": "0s"}}});
+        let e = errors(&pod, None);
+        assert!(
+            e.iter()
+                .any(|e| e.starts_with("metadata.annotations[kube-gang.io/timeout]: must be greater than 0")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn topology_key_and_gang_group_annotations_are_checked_at_admission() {
+        let pod = |key: &str, value: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
+                "labels": {"kube-gang.io/gang": "g"},
+                "annotations": {"kube-gang.io/min-member": "2", key: value}}})
+        };
+        let e = errors(&pod("kube-gang.io/topology-key", "bad key/"), None);
+        assert!(
+            e.iter().any(|e| e.starts_with("metadata.annotations[kube-gang.io/topology-key]: ")),
+            "{e:?}"
+        );
+        let e = errors(&pod("kube-gang.io/gang-group", "ml/other, ml/g"), None);
+        assert!(
+            e.iter().any(|e| e
+                .starts_with("metadata.annotations[kube-gang.io/gang-group][1]: a gang cannot name itself")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn every_claim_error_of_a_pod_is_reported() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
+            "labels": {"kube-gang.io/gang": "Not A Name", "scheduling.x-k8s.io/pod-group": "a"},
+            "annotations": {"scheduling.k8s.io/group-name": "b"}},
+            "spec": {"schedulingGroup": {"podGroupName": 7}}});
+        let e = errors(&pod, None);
+        assert!(e.iter().any(|e| e.starts_with("metadata.labels[kube-gang.io/gang]")), "{e:?}");
+        assert!(e.iter().any(|e| e.starts_with("spec.schedulingGroup.podGroupName")), "{e:?}");
+        assert!(e.iter().any(|e| e.contains("claimed by two gangs")), "{e:?}");
+    }
+
+    #[test]
+    fn type_errors_name_the_exact_field_in_the_api_servers_words() {
+        let e = errors(&gang(json!({"minMember": 2, "mode": "Sometimes"})), None);
+        assert_eq!(
+            e,
+            vec![r#"spec.mode: Unsupported value: "Sometimes": supported values: "NonStrict", "Strict""#]
+        );
+        let e =
+            errors(&gang(json!({"minMember": "two", "subGroups": [{"name": "a", "minMember": true}]})), None);
+        assert!(e.contains(&r#"spec.minMember: Invalid value: "string": spec.minMember in body must be of type integer: "string""#.to_string()), "{e:?}");
+        assert!(
+            e.iter().any(|e| e.starts_with("spec.subGroups[0].minMember: Invalid value: \"boolean\"")),
+            "{e:?}"
+        );
+    }
 }

@@ -220,6 +220,18 @@ fn rbac_is_least_privilege() {
     ] {
         assert!(can(g, r, v), "the scheduler needs {v} {g}/{r}");
     }
+    // Whatever the core reads (`READ`, which the scheduler watches when installed), RBAC lets it.
+    for k in scheduler_core::cluster::READ {
+        for verb in ["get", "list", "watch"] {
+            assert!(
+                can(k.group, k.plural, verb),
+                "the scheduler watches {}/{} {}: RBAC must allow {verb}",
+                k.group,
+                k.version,
+                k.plural
+            );
+        }
+    }
     assert!(!can("", "pods", "update") && !can("", "pods", "patch"), "the scheduler never rewrites pods");
     // The webhook needs no API access: no token mounted, no bindings.
     let sa: ServiceAccount = one(&objects, "ServiceAccount", "gang-webhook");

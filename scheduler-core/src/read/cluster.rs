@@ -63,8 +63,12 @@ pub const READ: &[ApiKind] = &[
     builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
     api_kind(crate::GROUP, crate::VERSION, "Gang", "gangs"),
     api_kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
+    // Kubernetes 1.36 serves PodGroups as v1alpha2 only; 1.35 has Workloads pods point at.
+    api_kind("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
+    api_kind("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
     api_kind("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"),
     api_kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+    api_kind("scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups"),
     api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
     api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
 ];

@@ -1,4 +1,6 @@
-//! Workloads (Job, JobSet, PyTorchJob/MPIJob/TFJob, LeaderWorkerSet, RayCluster, StatefulSet):
+//! Workloads (Job, JobSet, PyTorchJob/MPIJob/TFJob/XGBoostJob/PaddleJob/JAXJob, LeaderWorkerSet,
+//! RayCluster/RayJob, StatefulSet, Volcano's `batch.volcano.sh` Job, and Deployments/ReplicaSets
+//! that opted in or whose pod template names a gang in any dialect):
 //! whether they opted in, what gang shape they imply ([`inspect`]), injection of gang labels,
 //! annotations and `schedulerName` into their pod templates ([`inject`]), and expansion into the pods
 //! their controller would create ([`expand`]).
@@ -7,10 +9,11 @@
 //! annotation `kube-gang.io/min-member=<pods it needs>` on every pod template, plus a
 //! `kube-gang.io/subgroup=<role>` label where the workload has roles (a Gang object with
 //! `subGroups` can then give each role its own minimum). LeaderWorkerSet gets one gang per group.
+//! A pod template that already names its gang in any dialect keeps that gang: it gets no second one.
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::error::FieldError;
 use crate::names::*;
@@ -34,6 +37,8 @@ pub struct Role {
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkloadShape {
     pub kind: String,
+    /// The API group (`batch`, `batch.volcano.sh`, …).
+    pub group: String,
     pub namespace: String,
     pub name: String,
     pub roles: Vec<Role>,
@@ -43,6 +48,13 @@ pub struct WorkloadShape {
     pub group_size: Option<u32>,
     /// Number of gangs (LeaderWorkerSet replicas); 1 otherwise.
     pub groups: u32,
+}
+
+impl WorkloadShape {
+    /// A Volcano `batch.volcano.sh` Job: a gang by itself, in Volcano's own terms.
+    pub fn volcano(&self) -> bool {
+        self.group == "batch.volcano.sh"
+    }
 }
 
 /// True when the object (or, when given, its namespace) carries `kube-gang.io/enabled: "true"`.
@@ -132,12 +144,13 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 roles.push(Role { name, pods, template: format!("{base}/template/spec/template") });
             }
         }
-        ("kubeflow.org", "PyTorchJob" | "MPIJob" | "TFJob" | "XGBoostJob" | "PaddleJob") => {
+        ("kubeflow.org", "PyTorchJob" | "MPIJob" | "TFJob" | "XGBoostJob" | "PaddleJob" | "JAXJob") => {
             let field = match kind {
                 "PyTorchJob" => "pytorchReplicaSpecs",
                 "MPIJob" => "mpiReplicaSpecs",
                 "TFJob" => "tfReplicaSpecs",
                 "XGBoostJob" => "xgbReplicaSpecs",
+                "JAXJob" => "jaxReplicaSpecs",
                 _ => "paddleReplicaSpecs",
             };
             let specs = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_object);
@@ -178,20 +191,51 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 });
             }
         }
-        ("ray.io", "RayCluster") => {
+        ("ray.io", "RayCluster" | "RayJob") => {
+            // A RayJob's cluster is `spec.rayClusterSpec`; its submitter pod is not a gang member.
+            let base = if kind == "RayJob" { "/spec/rayClusterSpec" } else { "/spec" };
             roles.push(Role {
                 name: "head".into(),
                 pods: 1,
-                template: "/spec/headGroupSpec/template".into(),
+                template: format!("{base}/headGroupSpec/template"),
             });
-            let workers = obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array);
-            for (i, w) in workers.into_iter().flatten().enumerate() {
-                let base = format!("/spec/workerGroupSpecs/{i}");
+            let workers = obj
+                .pointer(&format!("{base}/workerGroupSpecs"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for (i, w) in workers.iter().enumerate() {
+                let at = format!("{base}/workerGroupSpecs/{i}");
                 let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
-                let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
-                let min = int_at(obj, &format!("{base}/minReplicas"), i64::from(replicas), &mut errors);
-                roles.push(Role { name, pods: replicas.max(min), template: format!("{base}/template") });
+                let replicas = int_at(obj, &format!("{at}/replicas"), 1, &mut errors);
+                let min = int_at(obj, &format!("{at}/minReplicas"), i64::from(replicas), &mut errors);
+                // KubeRay creates `numOfHosts` pods per replica (multi-host TPU slices).
+                let hosts = int_at(obj, &format!("{at}/numOfHosts"), 1, &mut errors);
+                roles.push(Role {
+                    name,
+                    pods: replicas.max(min).saturating_mul(hosts),
+                    template: format!("{at}/template"),
+                });
             }
+        }
+        ("batch.volcano.sh", "Job") => {
+            let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).cloned().unwrap_or_default();
+            for (i, t) in tasks.iter().enumerate() {
+                let name = t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                let pods = int_at(obj, &format!("/spec/tasks/{i}/replicas"), 0, &mut errors);
+                roles.push(Role { name, pods, template: format!("/spec/tasks/{i}/template") });
+            }
+        }
+        ("apps", "Deployment" | "ReplicaSet") => {
+            // Only a gang when asked: opted in, or its pods already name a gang (the coscheduling
+            // docs' own example is a Deployment labelled with its PodGroup).
+            let names_gang =
+                obj.pointer("/spec/template").is_some_and(|t| !template_claims(t, "default").is_empty());
+            if !is_opted_in(obj, None) && !names_gang {
+                return None;
+            }
+            let pods = int_at(obj, "/spec/replicas", 1, &mut errors);
+            roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
         }
         _ => return None,
     }
@@ -205,7 +249,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     if name.is_empty() {
         errors.push(FieldError::new(
             "metadata.name",
-            "required (generateName is not supported for gang workloads)",
+            "required: the gang is named after the workload, and a name generated from generateName is not known until the API server assigns it (set metadata.name)",
         ));
     }
     for r in &roles {
@@ -231,6 +275,9 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         }
     }
     let mut min_member = group_size.unwrap_or(total);
+    if group == "batch.volcano.sh" {
+        min_member = volcano_min_available(obj, &roles, total, &mut errors);
+    }
     // The workload may ask for less than all of its pods (an elastic gang): its own
     // `kube-gang.io/min-member` annotation wins over the derived minimum.
     let field = format!("metadata.annotations[{ANNOTATION_MIN_MEMBER}]");
@@ -256,6 +303,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     }
     Some(Ok(WorkloadShape {
         kind: kind.to_string(),
+        group: group.to_string(),
         namespace: namespace.to_string(),
         name,
         roles,
@@ -263,6 +311,202 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         group_size,
         groups,
     }))
+}
+
+/// A workload with only `generateName`: mutating admission sees no name yet (the API server names the
+/// object after it), so the webhook cannot name the gang after it and injects none; the workload
+/// runs with its pods scheduled one by one. The warning for it, or `None` for any other object.
+pub fn unnamed_gang_workload(obj: &Value) -> Option<String> {
+    let meta = obj.get("metadata")?;
+    let named = meta.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let prefix = meta.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty())?;
+    if named || inspect(obj).is_none() {
+        return None;
+    }
+    Some(format!(
+        "metadata.generateName: {prefix:?} is named by the API server only after the webhook has run, so no gang named after it can be injected and its pods would be scheduled one by one; set metadata.name"
+    ))
+}
+
+/// A workload whose controller creates its pods in stages (each only once the one before is
+/// Ready or done), so a gang spanning stages waits for pods that are never created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Staged {
+    /// The field that stages creation (`spec.podManagementPolicy`).
+    pub path: String,
+    /// What happens, and the fix.
+    pub message: String,
+    /// True when the gang's minimum can provably never exist at once (deny); false: a warning.
+    pub never: bool,
+}
+
+/// Staged creation in `obj` (StatefulSet `OrderedReady`, JobSet `startupPolicyOrder: InOrder` and
+/// `dependsOn`, LeaderWorkerSet `startupPolicy: LeaderReady`, MPIJob
+/// `launcherCreationPolicy: WaitForWorkersReady`, Volcano task `dependsOn`): the first stage's pod
+/// count against the gang's minimum.
+pub fn staged_creation(obj: &Value, shape: &WorkloadShape) -> Vec<Staged> {
+    let mut out = Vec::new();
+    let min = shape.min_member;
+    let mut stage = |path: &str, what: &str, first: u32, fix: &str| {
+        let never = min > first;
+        let message = if never {
+            format!(
+                "{what}: only {first} pod(s) exist before the rest are created, but the gang needs {min} at once, so it can never start; {fix}"
+            )
+        } else {
+            format!(
+                "{what}: pods are created in stages; the gang's minimum of {min} fits in the first stage, but later pods wait; {fix}"
+            )
+        };
+        out.push(Staged { path: path.to_string(), message, never });
+    };
+    let str_at = |p: &str| obj.pointer(p).and_then(Value::as_str);
+    match (shape.group.as_str(), shape.kind.as_str()) {
+        ("apps", "StatefulSet") => {
+            let policy = str_at("/spec/podManagementPolicy").unwrap_or("OrderedReady");
+            if policy == "OrderedReady" && shape.roles.first().is_some_and(|r| r.pods > 1) {
+                stage(
+                    "spec.podManagementPolicy",
+                    "OrderedReady (the default) creates pod N+1 only once pod N is Running and Ready",
+                    1,
+                    "set podManagementPolicy: Parallel",
+                );
+            }
+        }
+        ("jobset.x-k8s.io", "JobSet") => {
+            let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array);
+            let depends = |i: usize| {
+                obj.pointer(&format!("/spec/replicatedJobs/{i}/dependsOn"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|d| !d.is_empty())
+            };
+            if str_at("/spec/startupPolicy/startupPolicyOrder") == Some("InOrder") && shape.roles.len() > 1 {
+                stage(
+                    "spec.startupPolicy.startupPolicyOrder",
+                    "InOrder creates each replicated job only once the one before is Ready",
+                    shape.roles[0].pods,
+                    "use AnyOrder, or gang only the first job with a kube-gang.io/min-member annotation",
+                );
+            } else if let Some(i) = (0..jobs.map_or(0, Vec::len)).find(|&i| depends(i)) {
+                let first: u32 = shape
+                    .roles
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| !depends(*j))
+                    .map(|(_, r)| r.pods)
+                    .fold(0, u32::saturating_add);
+                stage(
+                    &format!("spec.replicatedJobs[{i}].dependsOn"),
+                    "a replicated job with dependsOn is created only once the jobs it names are Ready or Complete",
+                    first,
+                    "drop dependsOn, or gang only the jobs that start first with a kube-gang.io/min-member annotation",
+                );
+            }
+        }
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
+            if str_at("/spec/startupPolicy") == Some("LeaderReady")
+                && shape.group_size.is_some_and(|g| g > 1) =>
+        {
+            stage(
+                "spec.startupPolicy",
+                "LeaderReady creates a group's workers only once its leader is Ready",
+                1,
+                "use startupPolicy: LeaderCreated (the default)",
+            );
+        }
+        ("kubeflow.org", "MPIJob")
+            if str_at("/spec/launcherCreationPolicy") == Some("WaitForWorkersReady") =>
+        {
+            let first: u32 = shape.roles.iter().filter(|r| r.name != "launcher").map(|r| r.pods).sum();
+            stage(
+                "spec.launcherCreationPolicy",
+                "WaitForWorkersReady creates the launcher only once every worker is Ready",
+                first,
+                "use launcherCreationPolicy: AtStartup (the default)",
+            );
+        }
+        ("batch.volcano.sh", "Job") => {
+            let depends = |i: usize| {
+                obj.pointer(&format!("/spec/tasks/{i}/dependsOn/name"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|d| !d.is_empty())
+            };
+            if let Some(i) = (0..shape.roles.len()).find(|&i| depends(i)) {
+                let first: u32 = shape
+                    .roles
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| !depends(*j))
+                    .map(|(_, r)| r.pods)
+                    .fold(0, u32::saturating_add);
+                stage(
+                    &format!("spec.tasks[{i}].dependsOn"),
+                    "a task with dependsOn is created only once the tasks it names are running",
+                    first,
+                    "drop dependsOn, or lower spec.minAvailable to the tasks that start first",
+                );
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The gang claims a pod stamped from `template` would make (any dialect). Errors count as no claim:
+/// validation reports them on the pod.
+pub fn template_claims(template: &Value, namespace: &str) -> Vec<crate::dialect::Claim> {
+    let mut meta = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    if let Some(m) = meta.as_object_mut() {
+        m.insert("namespace".into(), Value::String(namespace.to_string()));
+    }
+    let pod = json!({"metadata": meta, "spec": template.get("spec").cloned().unwrap_or(Value::Null)});
+    crate::dialect::pod_claims(&pod).unwrap_or_default()
+}
+
+/// A Volcano Job's gang minimum and Volcano's own admission rules on it
+/// (`pkg/webhooks/admission/jobs/validate`): at least one task, task names unique DNS-1123 labels,
+/// a task's `minAvailable` within its replicas, the job's `minAvailable` within the sum of task
+/// replicas. Unset, `minAvailable` is the sum of the tasks' `minAvailable` (each defaulting to its
+/// replicas), as Volcano's mutating webhook sets it.
+fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut Vec<FieldError>) -> u32 {
+    if roles.is_empty() {
+        errors.push(FieldError::new("spec.tasks", "no task specified in job spec"));
+        return 0;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut sum_min = 0u32;
+    for (i, r) in roles.iter().enumerate() {
+        if let Err(e) = crate::dialect::check_dns_label(&r.name) {
+            errors.push(FieldError::new(format!("spec.tasks[{i}].name"), e));
+        }
+        if !seen.insert(r.name.as_str()) {
+            errors.push(FieldError::new(
+                format!("spec.tasks[{i}].name"),
+                format!("duplicate task name {:?}", r.name),
+            ));
+        }
+        let task_min = int_at(obj, &format!("/spec/tasks/{i}/minAvailable"), i64::from(r.pods), errors);
+        if task_min > r.pods {
+            errors.push(FieldError::new(
+                format!("spec.tasks[{i}].minAvailable"),
+                format!("{task_min} is greater than the task's {} replicas", r.pods),
+            ));
+        }
+        sum_min = sum_min.saturating_add(task_min);
+    }
+    match obj.pointer("/spec/minAvailable") {
+        None | Some(Value::Null) => sum_min,
+        Some(_) => {
+            let n = int_at(obj, "/spec/minAvailable", 0, errors);
+            if n > total {
+                errors.push(FieldError::new(
+                    "spec.minAvailable",
+                    format!("{n} is greater than the {total} replicas of all tasks: the job can never start"),
+                ));
+            }
+            n
+        }
+    }
 }
 
 /// The most pods [`expand`] writes out for one workload (each a copy of its pod template).
@@ -428,12 +672,37 @@ pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
     }
     let Some(shape) = inspect(obj) else { return Ok(out) };
     let shape = shape?;
+    if shape.volcano() {
+        // Volcano's scheduler name on a vcjob is replaced too: the job is opted in to ours.
+        let current = obj.pointer("/spec/schedulerName").and_then(Value::as_str);
+        if current == Some("volcano") {
+            out.push(Change {
+                path: "/spec/schedulerName".into(),
+                value: Value::String(crate::SCHEDULER_NAME.into()),
+            });
+        } else {
+            add_scheduler(obj, "", &mut out);
+        }
+    }
     let with_roles = shape.roles.len() > 1;
     let total = shape.total_member();
     let annotations =
         [(ANNOTATION_MIN_MEMBER, shape.min_member.to_string()), (ANNOTATION_TOTAL_MEMBER, total.to_string())];
     for role in &shape.roles {
         let Some(template) = obj.pointer(&role.template) else { continue };
+        if shape.kind == "Job" && shape.volcano() {
+            // Volcano's controller makes the PodGroup and annotates each pod with it: the gang is
+            // Volcano's own. Only the scheduler is ours to set, on the job (pods inherit it).
+            break;
+        }
+        let named_elsewhere = template_claims(template, &shape.namespace).iter().any(|c| {
+            !matches!(c.dialect, crate::model::Dialect::KubeGang | crate::model::Dialect::KubeGangAnnotations)
+        });
+        if named_elsewhere {
+            // Its pods already name their gang (any dialect): never a second one.
+            add_scheduler(template, &role.template, &mut out);
+            continue;
+        }
         let mut labels = vec![(LABEL_GANG, label_value_for(&shape.name))];
         if with_roles && !role.name.is_empty() {
             labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
@@ -489,6 +758,9 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     }
     let injected = inject(obj)?;
     let mut pods = Vec::with_capacity(count as usize);
+    if shape.volcano() {
+        return Ok(expand_volcano(obj, &injected, &shape));
+    }
     for role in &shape.roles {
         let Some(template) = injected.pointer(&role.template) else { continue };
         let per_group = match shape.group_size {
@@ -532,6 +804,50 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
         }
     }
     Ok(pods)
+}
+
+/// What Volcano's job controller makes of a `batch.volcano.sh` Job: a PodGroup named after the job
+/// (`minMember` = `minAvailable`, `minTaskMember` = each task's `minAvailable`) and
+/// `<job>-<task>-<index>` pods annotated with the group and their task, scheduled by the job's
+/// `schedulerName`.
+fn expand_volcano(obj: &Value, injected: &Value, shape: &WorkloadShape) -> Vec<Value> {
+    let scheduler = injected.pointer("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
+    let mut task_min = Map::new();
+    let mut pods = Vec::new();
+    for (i, role) in shape.roles.iter().enumerate() {
+        let min = obj
+            .pointer(&format!("/spec/tasks/{i}/minAvailable"))
+            .and_then(Value::as_u64)
+            .unwrap_or(u64::from(role.pods));
+        task_min.insert(role.name.clone(), json!(min));
+        let Some(template) = injected.pointer(&role.template) else { continue };
+        for n in 0..role.pods {
+            let mut metadata = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            if let Some(m) = metadata.as_object_mut() {
+                m.insert("name".into(), json!(format!("{}-{}-{n}", shape.name, role.name)));
+                m.insert("namespace".into(), json!(shape.namespace));
+            }
+            if let Some(a) = map_at(&mut metadata, &["annotations"]) {
+                a.insert(crate::dialect::volcano::ANNOTATION.into(), json!(shape.name));
+                a.insert(crate::dialect::volcano::TASK_ANNOTATION.into(), json!(role.name));
+            }
+            let mut spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
+            if let Some(sp) = spec.as_object_mut() {
+                sp.insert("schedulerName".into(), scheduler.clone());
+            }
+            pods.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}));
+        }
+    }
+    let mut out = vec![json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": shape.name, "namespace": shape.namespace,
+                     "creationTimestamp": obj.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null)},
+        "spec": {"minMember": shape.min_member, "minTaskMember": task_min,
+                 "queue": obj.pointer("/spec/queue").cloned().unwrap_or_else(|| json!("default"))},
+    })];
+    out.extend(pods);
+    out
 }
 
 #[cfg(test)]
@@ -609,6 +925,69 @@ mod tests {
     }
 
     #[test]
+    fn a_template_that_names_its_gang_gets_no_second_one() {
+        for markers in [
+            json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "pg"}}, "spec": {}}),
+            json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "pg"}}, "spec": {}}),
+            json!({"spec": {"schedulingGroup": {"podGroupName": "pg"}}}),
+            json!({"metadata": {"annotations": {"pod-group-name": "pg"}}, "spec": {}}),
+        ] {
+            let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "j", "labels": {"kube-gang.io/enabled": "true"}},
+                "spec": {"parallelism": 2, "template": markers}});
+            let out = inject(&job).unwrap();
+            let t = out.pointer("/spec/template").unwrap();
+            assert_eq!(t.pointer("/metadata/labels/kube-gang.io~1gang"), None, "{markers}");
+            assert_eq!(t.pointer("/metadata/annotations/kube-gang.io~1min-member"), None, "{markers}");
+            assert_eq!(t.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")), "{markers}");
+            let pods = expand(&job).unwrap();
+            assert!(pods.iter().all(|p| crate::dialect::pod_claims(p).unwrap().len() == 1), "{markers}");
+        }
+    }
+
+    #[test]
+    fn ray_counts_hosts_per_replica_and_rayjob_reads_its_cluster_spec() {
+        let workers = json!([{"groupName": "tpu", "replicas": 2, "numOfHosts": 4, "template": {"spec": {}}}]);
+        let rc = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+            "spec": {"headGroupSpec": {"template": {"spec": {}}}, "workerGroupSpecs": workers}});
+        assert_eq!(inspect(&rc).unwrap().unwrap().min_member, 9);
+        let job = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "r"},
+            "spec": {"entrypoint": "python x.py", "rayClusterSpec": {"headGroupSpec": {"template": {"spec": {}}},
+                     "workerGroupSpecs": workers}}});
+        assert_eq!(expand(&job).unwrap().len(), 9);
+    }
+
+    #[test]
+    fn a_volcano_job_expands_as_its_controller_does() {
+        let vj = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "tf", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"tasks": [
+                {"name": "ps", "replicas": 1, "template": {"spec": {}}},
+                {"name": "worker", "replicas": 3, "minAvailable": 2, "template": {"spec": {}}}]}});
+        assert_eq!(inspect(&vj).unwrap().unwrap().min_member, 3, "sum of task minAvailable");
+        let out = expand(&vj).unwrap();
+        assert_eq!(out.len(), 5);
+        assert_eq!(out[0]["kind"], "PodGroup");
+        assert_eq!(out[0].pointer("/spec/minTaskMember/worker"), Some(&json!(2)));
+        let pod = &out[4];
+        assert_eq!(pod.pointer("/metadata/name"), Some(&json!("tf-worker-2")));
+        assert_eq!(pod.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")), "opted in");
+        let claims = crate::dialect::pod_claims(pod).unwrap();
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].subgroup.as_deref(), Some("worker"));
+    }
+
+    #[test]
+    fn deployments_are_gangs_only_when_asked() {
+        let d = |labels: Value| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": labels},
+                "spec": {"replicas": 3, "template": {"metadata": {"labels": {"app": "x"}}, "spec": {}}}})
+        };
+        assert!(inspect(&d(json!({}))).is_none());
+        assert_eq!(inspect(&d(json!({"kube-gang.io/enabled": "true"}))).unwrap().unwrap().min_member, 3);
+    }
+
+    #[test]
     fn opt_in_on_object_or_namespace() {
         let labelled = json!({"metadata": {"labels": {"kube-gang.io/enabled": "true"}}});
         let plain = json!({"metadata": {}});
@@ -628,4 +1007,19 @@ mod tests {
         let other = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
         assert_eq!(inject(&other).unwrap(), other);
     }
+}
+
+/// The map at `keys` under `obj`, created (or made from a `null`) on the way: for the copies
+/// [`expand`] writes out, never for the user's object.
+fn map_at<'a>(obj: &'a mut Value, keys: &[&str]) -> Option<&'a mut Map<String, Value>> {
+    let mut cur = obj;
+    for k in keys {
+        let map = cur.as_object_mut()?;
+        let entry = map.entry(k.to_string()).or_insert_with(|| json!({}));
+        if entry.is_null() {
+            *entry = json!({});
+        }
+        cur = entry;
+    }
+    cur.as_object_mut()
 }

@@ -49,6 +49,11 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
                 }) {
                     v.errors.extend(update_errors(&old, &g));
                 }
+                for (path, asked, leaves) in crate::dialect::kai::pod_floor_gaps(new) {
+                    v.warnings.push(format!(
+                        "{path}: KAI counts {asked} pods here, but gang-scheduler's tree counts satisfied subgroups and enforces only the {leaves} pods the leaf minimums below it need; raise the leaves' minMember to require more"
+                    ));
+                }
                 if g.mode == crate::model::GangMode::NonStrict && g.timeout.is_none() {
                     v.warnings.push(
                         "a NonStrict gang without a timeout holds the nodes it reserves until it fits; set spec.scheduleTimeoutSeconds"
@@ -56,6 +61,7 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
                     );
                 }
             }
+            Ok(crate::dialect::GangObject::Workload(_)) => {}
             Ok(crate::dialect::GangObject::UpstreamGroup(g)) => {
                 if g.min == Some(0) {
                     let field = if g.kind == "PodGroup" { "minCount" } else { "minGroupCount" };
@@ -73,23 +79,49 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
         validate_pod(new, &mut v);
         return v;
     }
-    if let Some(shape) = crate::workload::inspect(new) {
+    if let Some(w) = crate::workload::unnamed_gang_workload(new) {
+        v.warnings.push(w);
+    } else if let Some(shape) = crate::workload::inspect(new) {
         validate_workload(new, shape, &mut v);
     }
     v
 }
 
-fn validate_pod(pod: &Value, v: &mut Verdict) {
-    let claims = match crate::dialect::pod_claims(pod) {
-        Ok(c) => c,
-        Err(e) => {
-            v.errors.extend(e);
-            return;
-        }
+/// Where a gang rule's CRD path lives on a pod whose annotations define the gang.
+fn annotation_field(dialect: crate::model::Dialect, crd_path: &str) -> String {
+    use crate::dialect::koordinator;
+    use crate::names::{
+        ANNOTATION_GANG_GROUP, ANNOTATION_MIN_MEMBER, ANNOTATION_TIMEOUT, ANNOTATION_TOPOLOGY_KEY,
     };
+    let koord = dialect == crate::model::Dialect::Koordinator;
+    let (key, rest) = if let Some(rest) = crd_path.strip_prefix("spec.gangGroup") {
+        (if koord { koordinator::GROUPS } else { ANNOTATION_GANG_GROUP }, rest)
+    } else if crd_path == "spec.topologyKey" {
+        (ANNOTATION_TOPOLOGY_KEY, "")
+    } else if crd_path == "spec.scheduleTimeoutSeconds" {
+        (if koord { koordinator::WAITING_TIME } else { ANNOTATION_TIMEOUT }, "")
+    } else if crd_path == "spec.minMember" {
+        (if koord { koordinator::MIN_AVAILABLE } else { ANNOTATION_MIN_MEMBER }, "")
+    } else {
+        return crd_path.to_string();
+    };
+    format!("metadata.annotations[{key}]{rest}")
+}
+
+fn validate_pod(pod: &Value, v: &mut Verdict) {
+    // Every claim error (each dialect's, and conflicts), and the checks below on the claims that
+    // could be read.
+    let (claims, claim_errors) = crate::dialect::pod_claims_all(pod);
+    v.errors.extend(claim_errors);
     for c in &claims {
         match crate::dialect::annotation_gang(c, pod) {
             Some(Ok(g)) => {
+                // The annotation gang's shape: topology key, gang group, timeout, as on a Gang.
+                for e in gang_tree_errors(&g) {
+                    if e.path != "spec.minMember" {
+                        v.errors.push(FieldError::new(annotation_field(c.dialect, &e.path), e.message));
+                    }
+                }
                 if g.min_member == 0 && c.dialect != crate::model::Dialect::KubeGangAnnotations {
                     v.errors.push(FieldError::new(c.path.clone(), "the gang's minimum must be at least 1"));
                 }
@@ -139,15 +171,23 @@ fn validate_workload(
     let shape = match shape {
         Ok(s) => s,
         Err(e) => {
-            // Only a workload that asked for a gang is ours to reject.
-            if crate::workload::is_opted_in(obj, None) || has_gang_labels(obj) {
+            // Only a workload that asked for a gang (or a Volcano Job, a gang by itself) is ours
+            // to reject.
+            if crate::workload::is_opted_in(obj, None) || has_gang_labels(obj) || is_volcano_job(obj) {
                 v.errors.extend(e);
             }
             return;
         }
     };
-    if !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
+    if !shape.volcano() && !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
         return;
+    }
+    for staged in crate::workload::staged_creation(obj, &shape) {
+        if staged.never {
+            v.errors.push(FieldError::new(staged.path, staged.message));
+        } else {
+            v.warnings.push(format!("{}: {}", staged.path, staged.message));
+        }
     }
     let total = shape.total_member();
     for role in &shape.roles {
@@ -202,13 +242,20 @@ fn validate_workload(
     }
 }
 
+fn is_volcano_job(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("Job")
+        && obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| crate::dialect::group_of(v) == "batch.volcano.sh")
+}
+
+/// Whether any pod template of the workload names a gang, in any dialect.
 fn has_gang_labels(obj: &Value) -> bool {
     let Some(Ok(shape)) = crate::workload::inspect(obj) else { return false };
     shape.roles.iter().any(|r| {
         obj.pointer(&r.template)
-            .and_then(|t| t.pointer("/metadata/labels"))
-            .and_then(|l| l.get(crate::names::LABEL_GANG))
-            .is_some()
+            .is_some_and(|t| !crate::workload::template_claims(t, &shape.namespace).is_empty())
     })
 }
 
@@ -224,6 +271,15 @@ fn update_errors(old: &Gang, new: &Gang) -> Vec<FieldError> {
         errors.push(FieldError::new(
             "spec.subGroups",
             "the subgroup tree (names and parents) is immutable: members are labelled with it; change minimums only, or delete and recreate the gang",
+        ));
+    }
+    if old.mode != new.mode {
+        errors.push(FieldError::new(
+            "spec.mode",
+            format!(
+                "field is immutable (was \"{:?}\"): reservations already held follow the old mode; delete and recreate the gang",
+                old.mode
+            ),
         ));
     }
     errors
@@ -255,6 +311,9 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
     {
         errors.push(FieldError::new("spec.topologyKey", e));
     }
+    if let Some(e) = gang.timeout.and_then(timeout_error) {
+        errors.push(FieldError::new("spec.scheduleTimeoutSeconds", e));
+    }
     for (i, other) in gang.gang_group.iter().enumerate() {
         if other == &gang.key {
             errors.push(FieldError::new(
@@ -266,13 +325,28 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
     errors
 }
 
+/// The longest a gang may wait for its members: 30 days. A timeout beyond it is a mistake (a unit
+/// slip) more often than a plan, and a gang that must wait longer is better recreated.
+pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// Why a gang timeout is out of range, if it is: zero times the gang out at once.
+pub fn timeout_error(d: std::time::Duration) -> Option<String> {
+    if d.is_zero() {
+        Some("must be greater than 0: a zero timeout fails the gang the moment it starts waiting".into())
+    } else if d > MAX_TIMEOUT {
+        Some(format!("{} s exceeds the 30-day maximum ({} s)", d.as_secs(), MAX_TIMEOUT.as_secs()))
+    } else {
+        None
+    }
+}
+
 /// The subgroup rules of [`gang_tree_errors`], on at most [`MAX_SUBGROUPS`] subgroups.
 fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
     let subgroups = &gang.subgroups;
     let mut index: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, s) in subgroups.iter().enumerate() {
         let path = format!("spec.subGroups[{i}]");
-        if let Err(e) = check_label_value(&s.name) {
+        if let Err(e) = crate::dialect::check_dns_label(&s.name) {
             errors.push(FieldError::new(format!("{path}.name"), e));
         }
         if let Some(&first) = index.get(s.name.as_str()) {

@@ -48,6 +48,7 @@ pub(super) fn resolve<'a>(
     // Hashed, not ordered: every claiming pod looks its gang up here (sorted once at the end).
     let mut defined: HashMap<GangKey, Gang> = HashMap::new();
     let mut upstream_groups = Vec::new();
+    let mut workloads: HashMap<GangKey, dialect::upstream::Workload> = HashMap::new();
     let mut object_problems = Vec::new();
     let define =
         |defined: &mut HashMap<GangKey, Gang>, gang: Gang, obj: &Value, problems: &mut Vec<Problem>| {
@@ -77,6 +78,9 @@ pub(super) fn resolve<'a>(
         match read {
             Ok(GangObject::Gang(g)) => define(&mut defined, g.clone(), obj, &mut object_problems),
             Ok(GangObject::UpstreamGroup(g)) => upstream_groups.push(g.clone()),
+            Ok(GangObject::Workload(w)) => {
+                workloads.insert(w.key.clone(), w.clone());
+            }
             Err(e) => object_problems.push(Problem { object: describe(obj), errors: e.clone() }),
         }
     }
@@ -101,6 +105,17 @@ pub(super) fn resolve<'a>(
     for &j in &order {
         for c in claims_of(j) {
             if defined.contains_key(&c.gang) || annotation_source.contains_key(&c.gang) {
+                continue;
+            }
+            if c.path == dialect::upstream::WORKLOAD_REF_PATH {
+                // 1.35: the gang is one pod group (and replica key) of the named Workload.
+                let pod = claimed[j].raw;
+                if let Some((w, _, _)) = dialect::upstream::workload_ref(pod)
+                    && let Some(workload) = workloads.get(&GangKey::new(&c.gang.namespace, w))
+                    && let Some(g) = dialect::upstream::workload_gang(workload, pod)
+                {
+                    defined.insert(g.key.clone(), g);
+                }
                 continue;
             }
             match dialect::annotation_gang(c, claimed[j].raw) {

@@ -47,12 +47,17 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
 
 /// Reads a coscheduling PodGroup.
 pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
+    read_as(obj, Dialect::Coscheduling)
+}
+
+/// Reads a PodGroup of scheduler-plugins' shape for `dialect` (Koordinator ships the same type
+/// under its older group).
+pub(crate) fn read_as(obj: &Value, dialect: Dialect) -> Result<Gang, Vec<FieldError>> {
     let meta = Meta::of(obj);
     let pg: PodGroup = typed(obj)?;
     let mut errors = Vec::new();
     let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
-    let mut gang =
-        Gang::new(meta.key(), min, Source { dialect: Dialect::Coscheduling, kind: "PodGroup".into() });
+    let mut gang = Gang::new(meta.key(), min, Source { dialect, kind: "PodGroup".into() });
     gang.created = meta.created;
     match min_resources("spec.minResources", pg.spec.min_resources.as_ref()) {
         Ok(r) => gang.min_resources = r,

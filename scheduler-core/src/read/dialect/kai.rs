@@ -4,6 +4,12 @@
 //! KAI's leaf `minMember` counts pods, as ours does. A mid-level subgroup's `minSubGroup` counts
 //! children (all children when omitted); the root's `minSubGroup` likewise. KAI's
 //! `topologyConstraint.requiredTopologyLevel` is a node label key and becomes the topology key.
+//! `minMember` is optional in KAI's CRD (`omitempty`; the scheduler treats a missing one as 1).
+//!
+//! KAI's root and mid-level `minMember` count *pods* of the subtree; the canonical tree counts
+//! satisfied children above the leaves. A pod count beyond what the leaves' minimums already
+//! demand has no canonical form, so [`pod_floor_gaps`] names each such minimum for a warning
+//! rather than dropping it silently.
 
 use std::collections::BTreeMap;
 
@@ -31,7 +37,7 @@ struct PodGroup {
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Spec {
-    #[serde(default)]
+    #[serde(default = "one")]
     min_member: i32,
     min_sub_group: Option<i32>,
     #[serde(default)]
@@ -44,10 +50,13 @@ struct Spec {
 struct KaiSubGroup {
     name: String,
     parent: Option<String>,
-    #[serde(default)]
-    min_member: i32,
+    min_member: Option<i32>,
     min_sub_group: Option<i32>,
     topology_constraint: Option<Topology>,
+}
+
+fn one() -> i32 {
+    1
 }
 
 #[derive(Deserialize)]
@@ -70,6 +79,53 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     }))
 }
 
+/// KAI minimums that count pods above the leaves (the root's, a mid-level subgroup's) and ask for
+/// more pods than the leaves' minimums below them add up to: `(field path, pods asked, pods the
+/// leaves guarantee)`. Empty when the object is not a readable KAI PodGroup.
+pub fn pod_floor_gaps(obj: &Value) -> Vec<(String, u32, u64)> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if super::group_of(api_version) != GROUP {
+        return Vec::new();
+    }
+    let Ok(pg) = serde_json::from_value::<PodGroup>(obj.clone()) else { return Vec::new() };
+    let subs = &pg.spec.sub_groups;
+    if subs.is_empty() {
+        return Vec::new();
+    }
+    fn leaf_sum(subs: &[KaiSubGroup], parent: Option<&str>, depth: usize) -> u64 {
+        if depth > 8 {
+            return 0;
+        }
+        subs.iter()
+            .filter(|s| s.parent.as_deref() == parent)
+            .map(|s| {
+                if subs.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str())) {
+                    leaf_sum(subs, Some(&s.name), depth + 1)
+                } else {
+                    u64::try_from(s.min_member.unwrap_or(1)).unwrap_or(0)
+                }
+            })
+            .sum()
+    }
+    let mut out = Vec::new();
+    let root = u32::try_from(pg.spec.min_member).unwrap_or(0);
+    let below = leaf_sum(subs, None, 0);
+    if u64::from(root) > below {
+        out.push(("spec.minMember".to_string(), root, below));
+    }
+    for (i, s) in subs.iter().enumerate() {
+        let inner = subs.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str()));
+        if let (true, Some(m)) = (inner, s.min_member) {
+            let m = u32::try_from(m).unwrap_or(0);
+            let below = leaf_sum(subs, Some(&s.name), 0);
+            if u64::from(m) > below {
+                out.push((format!("spec.subGroups[{i}].minMember"), m, below));
+            }
+        }
+    }
+    out
+}
+
 /// Reads a KAI PodGroup.
 pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let meta = Meta::of(obj);
@@ -86,7 +142,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     for (i, s) in pg.spec.sub_groups.iter().enumerate() {
         let is_leaf = !children.contains_key(&Some(s.name.as_str()));
         let min = if is_leaf {
-            count_field(&format!("spec.subGroups[{i}].minMember"), s.min_member)
+            count_field(&format!("spec.subGroups[{i}].minMember"), s.min_member.unwrap_or(1))
         } else {
             let all = children.get(&Some(s.name.as_str())).copied().unwrap_or(0);
             s.min_sub_group.map_or(Ok(all), |m| count_field(&format!("spec.subGroups[{i}].minSubGroup"), m))
@@ -109,4 +165,37 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
             .unwrap_or(0);
     }
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn min_member_is_optional_and_defaults_to_one() {
+        let g = read(&json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "p", "namespace": "ml"}, "spec": {"queue": "q"}}))
+        .unwrap();
+        assert_eq!(g.min_member, 1);
+        let g = read(&json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "p"}, "spec": {"subGroups": [{"name": "a"}, {"name": "b", "minMember": 3}]}}))
+        .unwrap();
+        assert_eq!(g.min_pods(), Some(4), "a leaf without minMember needs one pod");
+    }
+
+    #[test]
+    fn pod_counts_above_the_leaves_are_named() {
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "p"}, "spec": {"minMember": 10, "subGroups": [{"name": "b", "minMember": 4}]}});
+        assert!(pod_floor_gaps(&gang).is_empty(), "only KAI's root counts pods");
+        let obj = json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "p"}, "spec": {"minMember": 10, "subGroups": [
+                {"name": "mid", "minMember": 5}, {"name": "a", "parent": "mid", "minMember": 2},
+                {"name": "b", "minMember": 4}]}});
+        assert_eq!(
+            pod_floor_gaps(&obj),
+            vec![("spec.minMember".to_string(), 10, 6), ("spec.subGroups[0].minMember".to_string(), 5, 2)]
+        );
+    }
 }

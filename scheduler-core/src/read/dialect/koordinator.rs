@@ -1,9 +1,15 @@
 //! Koordinator: CRD-less gangs from pod annotations `gang.scheduling.koordinator.sh/{name,
-//! min-available, total-number, mode, waiting-time, groups}`.
+//! min-available, total-number, mode, waiting-time, groups}`, or the `PodGroup` Koordinator ships
+//! (`scheduling.sigs.k8s.io/v1alpha1`, scheduler-plugins' type under its older group; pods join by
+//! label `pod-group.scheduling.sigs.k8s.io`) with the same `mode`, `groups` and `total-number`
+//! annotations on the PodGroup.
 
 use serde_json::Value;
 
 use super::{Claim, Meta, annotation_path, parse_count, parse_duration};
+
+/// The API group of Koordinator's `PodGroup`.
+pub const GROUP: &str = "scheduling.sigs.k8s.io";
 use crate::error::FieldError;
 use crate::model::{Dialect, Gang, GangKey, GangMode, Source};
 
@@ -29,6 +35,60 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     }))
 }
 
+/// Reads Koordinator's PodGroup: `minMember`, `scheduleTimeoutSeconds`, `minResources`, and the gang
+/// annotations Koordinator reads on it (`mode`, `groups`, `total-number`).
+pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
+    let meta = Meta::of(obj);
+    let mut errors = Vec::new();
+    let mut gang = super::coscheduling::read_as(obj, Dialect::Koordinator)?;
+    let key = gang.key.clone();
+    extras(&meta, &key, &mut gang, &mut errors);
+    if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}
+
+/// `total-number`, `mode`, `waiting-time` and `groups`, read onto `gang`.
+fn extras(meta: &Meta<'_>, key: &GangKey, gang: &mut Gang, errors: &mut Vec<FieldError>) {
+    let a = &meta.annotations;
+    if let Some(v) = a.get(TOTAL_NUMBER) {
+        match parse_count(&annotation_path(TOTAL_NUMBER), v) {
+            Ok(n) => gang.total_member = Some(n),
+            Err(e) => errors.push(e),
+        }
+    }
+    match a.get(MODE).copied() {
+        None | Some("Strict") => {}
+        Some("NonStrict") => gang.mode = GangMode::NonStrict,
+        Some(other) => errors.push(FieldError::new(
+            annotation_path(MODE),
+            format!("Unsupported value: {other:?}: supported values: \"NonStrict\", \"Strict\""),
+        )),
+    }
+    if let Some(v) = a.get(WAITING_TIME) {
+        match parse_duration(v) {
+            Ok(d) => gang.timeout = Some(d),
+            Err(e) => errors.push(FieldError::new(annotation_path(WAITING_TIME), e)),
+        }
+    }
+    if let Some(v) = a.get(GROUPS) {
+        match serde_json::from_str::<Vec<String>>(v) {
+            Ok(list) => {
+                for (i, s) in list.iter().enumerate() {
+                    match GangKey::parse(s, meta.namespace) {
+                        Some(k) if &k != key => gang.gang_group.push(k),
+                        Some(_) => {}
+                        None => errors.push(FieldError::new(
+                            format!("{}[{i}]", annotation_path(GROUPS)),
+                            format!("{s:?} is not namespace/name"),
+                        )),
+                    }
+                }
+            }
+            Err(e) => errors
+                .push(FieldError::new(annotation_path(GROUPS), format!("not a JSON list of strings: {e}"))),
+        }
+    }
+}
+
 pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Vec<FieldError>> {
     let mut errors = Vec::new();
     let a = &meta.annotations;
@@ -45,41 +105,6 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     let mut gang =
         Gang::new(claim.gang.clone(), min, Source { dialect: Dialect::Koordinator, kind: "Pod".into() });
     gang.created = meta.created;
-    if let Some(v) = a.get(TOTAL_NUMBER) {
-        match parse_count(&annotation_path(TOTAL_NUMBER), v) {
-            Ok(n) => gang.total_member = Some(n),
-            Err(e) => errors.push(e),
-        }
-    }
-    match a.get(MODE).copied() {
-        None | Some("Strict") => {}
-        Some("NonStrict") => gang.mode = GangMode::NonStrict,
-        Some(other) => errors
-            .push(FieldError::new(annotation_path(MODE), format!("{other:?} is not Strict or NonStrict"))),
-    }
-    if let Some(v) = a.get(WAITING_TIME) {
-        match parse_duration(v) {
-            Ok(d) => gang.timeout = Some(d),
-            Err(e) => errors.push(FieldError::new(annotation_path(WAITING_TIME), e)),
-        }
-    }
-    if let Some(v) = a.get(GROUPS) {
-        match serde_json::from_str::<Vec<String>>(v) {
-            Ok(list) => {
-                for (i, s) in list.iter().enumerate() {
-                    match GangKey::parse(s, meta.namespace) {
-                        Some(k) if k != claim.gang => gang.gang_group.push(k),
-                        Some(_) => {}
-                        None => errors.push(FieldError::new(
-                            format!("{}[{i}]", annotation_path(GROUPS)),
-                            format!("{s:?} is not namespace/name"),
-                        )),
-                    }
-                }
-            }
-            Err(e) => errors
-                .push(FieldError::new(annotation_path(GROUPS), format!("not a JSON list of strings: {e}"))),
-        }
-    }
+    extras(meta, &claim.gang, &mut gang, &mut errors);
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }

@@ -42,8 +42,80 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
 
 /// Reads a `Gang` object (spec and the scheduler's persisted status).
 pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
+    // Types and enums first, against the CRD's own schema, worded as the API server words them.
+    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let crd = SCHEMA.get_or_init(|| serde_json::to_value(crd::gang_crd()).unwrap_or(Value::Null));
+    let mut errors = Vec::new();
+    if let Some(schema) = crd.pointer("/spec/versions/0/schema/openAPIV3Schema") {
+        for key in ["spec"] {
+            if let (Some(s), Some(v)) = (schema.pointer(&format!("/properties/{key}")), obj.get(key)) {
+                schema_errors(s, v, key, &mut errors);
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
     let g: crd::Gang = typed(obj)?;
     from_crd(&g)
+}
+
+/// Type and enum errors of `v` against an OpenAPI v3 `schema`, with exact paths and the API
+/// server's wording (`spec.mode: Unsupported value: "Sometimes": supported values: "NonStrict",
+/// "Strict"`).
+fn schema_errors(schema: &Value, v: &Value, path: &str, out: &mut Vec<FieldError>) {
+    if v.is_null() {
+        return;
+    }
+    let type_name = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let actual = type_name(v);
+    if let Some(want) = schema.get("type").and_then(Value::as_str) {
+        let ok = want == actual || (want == "number" && actual == "integer");
+        if !ok && schema.get("x-kubernetes-int-or-string").is_none() {
+            out.push(FieldError::new(
+                path,
+                format!("Invalid value: \"{actual}\": {path} in body must be of type {want}: \"{actual}\""),
+            ));
+            return;
+        }
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(v)
+    {
+        let mut names: Vec<String> = allowed.iter().map(Value::to_string).collect();
+        names.sort();
+        out.push(FieldError::new(
+            path,
+            format!("Unsupported value: {v}: supported values: {}", names.join(", ")),
+        ));
+    }
+    match v {
+        Value::Object(map) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, sub) in props {
+                    if let Some(x) = map.get(k) {
+                        schema_errors(sub, x, &format!("{path}.{k}"), out);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(sub) = schema.get("items") {
+                for (i, x) in items.iter().enumerate() {
+                    schema_errors(sub, x, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The canonical gang of a typed `Gang`.
@@ -166,7 +238,10 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
         for (i, s) in v.split(',').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
             match GangKey::parse(s, meta.namespace) {
                 Some(k) if k != claim.gang => gang.gang_group.push(k),
-                Some(_) => {}
+                Some(_) => errors.push(FieldError::new(
+                    format!("{}[{i}]", annotation_path(ANNOTATION_GANG_GROUP)),
+                    "a gang cannot name itself in its gang group",
+                )),
                 None => errors.push(FieldError::new(
                     format!("{}[{i}]", annotation_path(ANNOTATION_GANG_GROUP)),
                     format!("{s:?} is not namespace/name"),

@@ -12,10 +12,10 @@
 //! | dialect | gang object | pod membership |
 //! |---|---|---|
 //! | kube-gang | `kube-gang.io/v1alpha1` `Gang`, or pod annotations | label `kube-gang.io/gang` (+ `kube-gang.io/subgroup`) |
-//! | upstream | `scheduling.k8s.io` `PodGroup` / `CompositePodGroup` | `spec.schedulingGroup.podGroupName` |
+//! | upstream | `scheduling.k8s.io` `Workload` / `PodGroup` / `CompositePodGroup` | `spec.schedulingGroup.podGroupName`, 1.35: `spec.workloadRef` |
 //! | coscheduling | `scheduling.x-k8s.io/v1alpha1` `PodGroup` | label `scheduling.x-k8s.io/pod-group` |
 //! | Volcano | `scheduling.volcano.sh/v1beta1` `PodGroup` | annotation `scheduling.k8s.io/group-name` |
-//! | Koordinator | pod annotations `gang.scheduling.koordinator.sh/*` | annotation `gang.scheduling.koordinator.sh/name` |
+//! | Koordinator | `scheduling.sigs.k8s.io/v1alpha1` `PodGroup`, or pod annotations `gang.scheduling.koordinator.sh/*` | annotation `gang.scheduling.koordinator.sh/name`, or label `pod-group.scheduling.sigs.k8s.io` |
 //! | KAI | `scheduling.run.ai/v2alpha2` `PodGroup` | annotation `pod-group-name` (+ label `kai.scheduler/subgroup-name`) |
 
 pub mod coscheduling;
@@ -53,12 +53,22 @@ pub enum GangObject {
     /// One node of an upstream `scheduling.k8s.io` hierarchy; trees are assembled from these once
     /// every object is known (see [`upstream::assemble`]).
     UpstreamGroup(upstream::Group),
+    /// An upstream `scheduling.k8s.io` Workload: its pod groups become gangs as pods name them
+    /// (1.35 `workloadRef`), or are templates only (1.36+).
+    Workload(upstream::Workload),
 }
 
 /// Every gang claim a pod makes, in every dialect. A pod that claims two different gangs is an
 /// error naming both; the same gang named by two dialects (Koordinator annotations on a
 /// coscheduling pod, say) is one claim per dialect and not a conflict.
 pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
+    let (claims, errors) = pod_claims_all(pod);
+    if errors.is_empty() { Ok(claims) } else { Err(errors) }
+}
+
+/// Every claim that could be read and every error (unreadable claims, conflicts), both at once:
+/// validation reports all of them.
+pub fn pod_claims_all(pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
     let meta = Meta::of(pod);
     let mut claims = Vec::new();
     let mut errors = Vec::new();
@@ -89,7 +99,7 @@ pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
             }
         }
     }
-    if errors.is_empty() { Ok(claims) } else { Err(errors) }
+    (claims, errors)
 }
 
 /// Reads a gang-defining object of any dialect. `None`: not a gang object.
@@ -102,9 +112,11 @@ pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
         (coscheduling::GROUP, "PodGroup") => Some(coscheduling::read(obj).map(GangObject::Gang)),
         (volcano::GROUP, "PodGroup") => Some(volcano::read(obj).map(GangObject::Gang)),
         (kai::GROUP, "PodGroup") => Some(kai::read(obj).map(GangObject::Gang)),
+        (koordinator::GROUP, "PodGroup") => Some(koordinator::read(obj).map(GangObject::Gang)),
         (upstream::GROUP, "PodGroup" | "CompositePodGroup") => {
             Some(upstream::read(obj).map(GangObject::UpstreamGroup))
         }
+        (upstream::GROUP, "Workload") => Some(upstream::read_workload(obj).map(GangObject::Workload)),
         _ => None,
     }
 }
@@ -175,6 +187,23 @@ fn serde_path(msg: &str) -> String {
     match msg.split('`').nth(1) {
         Some(field) if msg.contains("field") => format!("spec.{field}"),
         _ => "spec".to_string(),
+    }
+}
+
+/// A DNS-1123 label (RFC 1123, as Kubernetes checks names): at most 63 characters, lowercase
+/// alphanumerics and `-`, starting and ending with an alphanumeric.
+pub fn check_dns_label(v: &str) -> Result<(), String> {
+    let ok = !v.is_empty()
+        && v.len() <= 63
+        && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !v.starts_with('-')
+        && !v.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{v:?} is not a valid DNS-1123 label: at most 63 lowercase alphanumerics or '-', starting and ending with an alphanumeric"
+        ))
     }
 }
 

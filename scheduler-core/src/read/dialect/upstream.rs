@@ -2,14 +2,27 @@
 //! `CompositePodGroup` (gang policy `minGroupCount`), linked by `parentCompositePodGroupName`, with
 //! pods naming their group in `spec.schedulingGroup.podGroupName`.
 //!
-//! Objects are read with k8s-openapi's own types (`v1beta1` PodGroup; `v1alpha3` PodGroup and
-//! CompositePodGroup). A hierarchy becomes one canonical gang rooted at its top-level group: nested
-//! CompositePodGroups are inner subgroups, PodGroups are leaves, and a pod's claim on a PodGroup
-//! resolves to (root gang, leaf) in [`assemble`].
+//! Every version a Kubernetes release from 1.35 on serves:
+//!
+//! | release | objects | pods point at them by |
+//! |---|---|---|
+//! | 1.35 | `v1alpha1` `Workload` whose `podGroups[]` each carry a `policy` (`gang.minCount` or `basic`) | `spec.workloadRef {name, podGroup, podGroupReplicaKey}` |
+//! | 1.36 | `v1alpha2` `PodGroup` (made by a controller from a `Workload`'s `podGroupTemplates`) | `spec.schedulingGroup.podGroupName` |
+//! | 1.37 | `v1alpha3` / `v1beta1` `PodGroup` and `CompositePodGroup`, `Workload` templates of both | `spec.schedulingGroup.podGroupName` |
+//!
+//! `v1beta1`/`v1alpha3` objects are read with k8s-openapi's own types; the 1.35 and 1.36 versions
+//! (not in k8s-openapi's `latest`) with small types of our own holding the fields we use. A hierarchy
+//! becomes one canonical gang rooted at its top-level group: nested CompositePodGroups are inner
+//! subgroups, PodGroups are leaves, and a pod's claim on a PodGroup resolves to (root gang, leaf) in
+//! [`assemble`]. A 1.35 `workloadRef` names one pod group of a Workload, applied separately per
+//! replica key (KEP-4671): each (workload, pod group, replica key) is a gang of its own, named
+//! `<workload>-<podGroup>[-<replicaKey>]`. From 1.36 on a Workload only holds templates the
+//! controllers stamp PodGroups from; they are validated, and define no gang themselves.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::scheduling::{v1alpha3, v1beta1};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Claim, Meta, count_field, typed};
@@ -34,8 +47,42 @@ pub struct Group {
     pub created: Time,
 }
 
+/// Where a 1.35 pod names its Workload.
+pub const WORKLOAD_REF_PATH: &str = "spec.workloadRef";
+
+/// A 1.35 pod's `spec.workloadRef`: (workload, pod group, replica key).
+pub fn workload_ref(pod: &Value) -> Option<(&str, &str, Option<&str>)> {
+    let r = pod.pointer("/spec/workloadRef")?;
+    let name = r.get("name").and_then(Value::as_str).filter(|s| !s.is_empty())?;
+    let group = r.get("podGroup").and_then(Value::as_str).filter(|s| !s.is_empty())?;
+    let key = r.get("podGroupReplicaKey").and_then(Value::as_str).filter(|s| !s.is_empty());
+    Some((name, group, key))
+}
+
+/// The gang a `workloadRef` names: `<workload>-<podGroup>[-<replicaKey>]`.
+pub fn workload_gang_name(workload: &str, group: &str, replica: Option<&str>) -> String {
+    match replica {
+        Some(r) => format!("{workload}-{group}-{r}"),
+        None => format!("{workload}-{group}"),
+    }
+}
+
 pub(crate) fn claim(meta: &Meta<'_>, pod: &Value) -> Result<Option<Claim>, FieldError> {
     let name = pod.pointer("/spec/schedulingGroup/podGroupName");
+    if name.is_none_or(Value::is_null) && pod.pointer("/spec/workloadRef").is_some_and(|r| !r.is_null()) {
+        return match workload_ref(pod) {
+            Some((w, g, r)) => Ok(Some(Claim {
+                dialect: Dialect::Upstream,
+                gang: GangKey::new(meta.namespace, workload_gang_name(w, g, r)),
+                subgroup: None,
+                path: WORKLOAD_REF_PATH.into(),
+            })),
+            None => Err(FieldError::new(
+                WORKLOAD_REF_PATH,
+                "name and podGroup must be non-empty strings (podGroupReplicaKey optional)",
+            )),
+        };
+    }
     match name {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(n)) if !n.is_empty() => Ok(Some(Claim {
@@ -100,6 +147,17 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
                     .ok();
             }
         }
+        ("scheduling.k8s.io/v1alpha2", "PodGroup") => {
+            let pg: V1alpha2PodGroup = typed(obj)?;
+            group.priority = pg.spec.priority;
+            group.topology_key =
+                pg.spec.scheduling_constraints.and_then(|c| c.topology.into_iter().next()).map(|t| t.key);
+            if let Some(g) = pg.spec.scheduling_policy.gang {
+                group.min = count_field("spec.schedulingPolicy.gang.minCount", g.min_count)
+                    .map_err(|e| errors.push(e))
+                    .ok();
+            }
+        }
         ("scheduling.k8s.io/v1alpha3", "CompositePodGroup") => {
             let cpg: v1alpha3::CompositePodGroup = typed(obj)?;
             group.parent = cpg.spec.parent_composite_pod_group_name;
@@ -119,11 +177,225 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
         _ => {
             errors.push(FieldError::new(
                 "apiVersion",
-                format!("{version} {kind} is not supported; use scheduling.k8s.io/v1beta1 PodGroup or v1alpha3 PodGroup/CompositePodGroup"),
+                format!("{version} {kind} is not supported; use scheduling.k8s.io/v1beta1, v1alpha3 or v1alpha2 PodGroup, or v1alpha3 CompositePodGroup"),
             ));
         }
     }
     if errors.is_empty() { Ok(group) } else { Err(errors) }
+}
+
+/// The 1.36 `v1alpha2` PodGroup, as far as gangs need it (not in k8s-openapi's `latest`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct V1alpha2PodGroup {
+    spec: V1alpha2Spec,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct V1alpha2Spec {
+    #[serde(default)]
+    scheduling_policy: Policy,
+    scheduling_constraints: Option<Constraints>,
+    priority: Option<i32>,
+}
+
+/// `schedulingPolicy` (1.36+) or `policy` (1.35): `gang` or `basic`.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Policy {
+    gang: Option<GangPolicy>,
+    basic: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GangPolicy {
+    min_count: i32,
+}
+
+#[derive(Deserialize)]
+struct Constraints {
+    #[serde(default)]
+    topology: Vec<TopologyKey>,
+}
+
+#[derive(Deserialize)]
+struct TopologyKey {
+    key: String,
+}
+
+/// One pod group of a Workload: a 1.35 `podGroups[]` entry or a later `podGroupTemplates[]` one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadGroup {
+    pub name: String,
+    /// `gang.minCount`; `None` for the basic policy (pods scheduled one by one).
+    pub min: Option<u32>,
+    pub topology_key: Option<String>,
+}
+
+/// A `scheduling.k8s.io` Workload, any version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    pub key: GangKey,
+    /// True from 1.36 on: the groups are templates for PodGroups, not gangs pods point at.
+    pub templates_only: bool,
+    pub groups: Vec<WorkloadGroup>,
+    pub created: Time,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AnyWorkload {
+    spec: AnyWorkloadSpec,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AnyWorkloadSpec {
+    /// 1.35.
+    #[serde(default)]
+    pod_groups: Vec<AnyGroup>,
+    /// 1.36+.
+    #[serde(default)]
+    pod_group_templates: Vec<AnyGroup>,
+    /// 1.37+.
+    #[serde(default)]
+    composite_pod_group_templates: Vec<AnyGroup>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AnyGroup {
+    name: String,
+    /// 1.35.
+    policy: Option<Policy>,
+    /// 1.36+.
+    scheduling_policy: Option<Policy>,
+    scheduling_constraints: Option<Constraints>,
+    /// 1.37+ composite templates: their gang counts child groups.
+    #[serde(default)]
+    pod_group_templates: Vec<AnyGroup>,
+}
+
+/// Reads a Workload (`v1alpha1`, `v1alpha2`, `v1alpha3` or `v1beta1`).
+pub fn read_workload(obj: &Value) -> Result<Workload, Vec<FieldError>> {
+    let meta = Meta::of(obj);
+    let version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let (list, templates_only) = match version {
+        "scheduling.k8s.io/v1alpha1" => ("podGroups", false),
+        "scheduling.k8s.io/v1alpha2" | "scheduling.k8s.io/v1alpha3" | "scheduling.k8s.io/v1beta1" => {
+            ("podGroupTemplates", true)
+        }
+        _ => {
+            return Err(vec![FieldError::new(
+                "apiVersion",
+                format!(
+                    "{version} Workload is not supported; use scheduling.k8s.io/v1alpha1, v1alpha2, v1alpha3 or v1beta1"
+                ),
+            )]);
+        }
+    };
+    let w: AnyWorkload = typed(obj)?;
+    let mut errors = Vec::new();
+    let mut groups = Vec::new();
+    let entries: Vec<(String, &AnyGroup)> = if templates_only {
+        let mut v: Vec<(String, &AnyGroup)> = w
+            .spec
+            .pod_group_templates
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (format!("spec.podGroupTemplates[{i}]"), g))
+            .collect();
+        for (i, c) in w.spec.composite_pod_group_templates.iter().enumerate() {
+            for (j, g) in c.pod_group_templates.iter().enumerate() {
+                v.push((format!("spec.compositePodGroupTemplates[{i}].podGroupTemplates[{j}]"), g));
+            }
+        }
+        v
+    } else {
+        w.spec.pod_groups.iter().enumerate().map(|(i, g)| (format!("spec.podGroups[{i}]"), g)).collect()
+    };
+    if entries.is_empty() {
+        errors.push(FieldError::new(format!("spec.{list}"), "must name at least one pod group"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (path, g) in entries {
+        if let Err(e) = super::check_dns_label(&g.name) {
+            errors.push(FieldError::new(format!("{path}.name"), e));
+        }
+        if !seen.insert(g.name.clone()) {
+            errors.push(FieldError::new(format!("{path}.name"), format!("duplicate pod group {:?}", g.name)));
+        }
+        let (policy, field) = match (&g.policy, &g.scheduling_policy) {
+            (Some(p), _) => (Some(p), "policy"),
+            (None, Some(p)) => (Some(p), "schedulingPolicy"),
+            (None, None) => (None, if templates_only { "schedulingPolicy" } else { "policy" }),
+        };
+        let min = match policy {
+            Some(Policy { gang: Some(gang), basic: None }) => {
+                match count_field(&format!("{path}.{field}.gang.minCount"), gang.min_count) {
+                    Ok(0) => {
+                        errors.push(FieldError::new(
+                            format!("{path}.{field}.gang.minCount"),
+                            "must be at least 1",
+                        ));
+                        None
+                    }
+                    Ok(n) => Some(n),
+                    Err(e) => {
+                        errors.push(e);
+                        None
+                    }
+                }
+            }
+            Some(Policy { gang: None, basic: Some(_) }) => None,
+            _ => {
+                errors.push(FieldError::new(
+                    format!("{path}.{field}"),
+                    "exactly one of basic or gang must be set",
+                ));
+                None
+            }
+        };
+        groups.push(WorkloadGroup {
+            name: g.name.clone(),
+            min,
+            topology_key: g
+                .scheduling_constraints
+                .as_ref()
+                .and_then(|c| c.topology.first())
+                .map(|t| t.key.clone()),
+        });
+    }
+    if !templates_only && groups.len() > 8 {
+        errors.push(FieldError::new(
+            "spec.podGroups",
+            format!("has {} pod groups; at most 8 are allowed", groups.len()),
+        ));
+    }
+    if errors.is_empty() {
+        Ok(Workload { key: meta.key(), templates_only, groups, created: meta.created })
+    } else {
+        Err(errors)
+    }
+}
+
+/// The gang a 1.35 pod's `workloadRef` names, from its Workload. `None` when the Workload does not
+/// name that pod group (the pod waits, as kube-scheduler's pods do).
+pub fn workload_gang(workload: &Workload, pod: &Value) -> Option<Gang> {
+    if workload.templates_only {
+        return None;
+    }
+    let (_, group, replica) = workload_ref(pod)?;
+    let g = workload.groups.iter().find(|g| g.name == group)?;
+    let key = GangKey::new(&workload.key.namespace, workload_gang_name(&workload.key.name, group, replica));
+    let source = Source { dialect: Dialect::Upstream, kind: "Workload".into() };
+    // The basic policy schedules pods one by one: a gang of one.
+    let mut gang = Gang::new(key, g.min.unwrap_or(1), source);
+    gang.created = workload.created;
+    gang.topology_key = g.topology_key.clone();
+    Some(gang)
 }
 
 /// Where a pod naming upstream PodGroup `key` belongs: its root gang and leaf.
@@ -253,6 +525,47 @@ mod tests {
         assert!(gangs.is_empty());
         assert_eq!(problems[0].1.path, "spec.parentCompositePodGroupName");
         assert!(problems[0].1.message.contains("ml/nowhere"));
+    }
+
+    #[test]
+    fn v1alpha2_podgroup_as_kubernetes_1_36_serves_it() {
+        let obj = json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": "w", "namespace": "ml"},
+            "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "x", "podGroupTemplateName": "t"}},
+                     "schedulingPolicy": {"gang": {"minCount": 3}},
+                     "schedulingConstraints": {"topology": [{"key": "rack"}]}}});
+        let g = read(&obj).unwrap();
+        assert_eq!((g.min, g.topology_key.as_deref()), (Some(3), Some("rack")));
+    }
+
+    #[test]
+    fn a_v1alpha1_workload_is_one_gang_per_pod_group_and_replica_key() {
+        let w = read_workload(&json!({"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+            "metadata": {"name": "job", "namespace": "ml"},
+            "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 4}}},
+                                   {"name": "aux", "policy": {"basic": {}}}]}}))
+        .unwrap();
+        let pod = |group: &str, key: Option<&str>| {
+            json!({"metadata": {"name": "p", "namespace": "ml"},
+                   "spec": {"workloadRef": {"name": "job", "podGroup": group, "podGroupReplicaKey": key}}})
+        };
+        let g = workload_gang(&w, &pod("workers", Some("r1"))).unwrap();
+        assert_eq!((g.key, g.min_member), (GangKey::new("ml", "job-workers-r1"), 4));
+        assert_eq!(workload_gang(&w, &pod("aux", None)).unwrap().min_member, 1, "basic: one by one");
+        assert!(workload_gang(&w, &pod("nope", None)).is_none());
+        let plain = pod("workers", None);
+        let c = claim(&Meta::of(&plain), &plain).unwrap().unwrap();
+        assert_eq!((c.gang.name.as_str(), c.path.as_str()), ("job-workers", "spec.workloadRef"));
+        let bad = json!({"metadata": {"name": "p"}, "spec": {"workloadRef": {"name": "job"}}});
+        assert_eq!(claim(&Meta::of(&bad), &bad).unwrap_err().path, "spec.workloadRef");
+    }
+
+    #[test]
+    fn a_podgroup_of_an_unknown_version_is_an_error_naming_the_versions() {
+        let obj = json!({"apiVersion": "scheduling.k8s.io/v1alpha9", "kind": "PodGroup",
+            "metadata": {"name": "w"}, "spec": {}});
+        let e = read(&obj).unwrap_err();
+        assert!(e[0].message.contains("v1alpha2"), "{}", e[0]);
     }
 
     #[test]

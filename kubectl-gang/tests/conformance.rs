@@ -1,0 +1,210 @@
+//! Conformance: manifests shaped like the public examples and docs of every gang project we read
+//! (our own fixtures, not copies), each run through `kubectl gang validate` and `simulate` logic.
+//!
+//! Every fixture under `tests/fixtures/conformance/<project>/` starts with a header of `# key: value`
+//! lines:
+//!
+//! - `source:` the project, its version and where the shape is documented (required);
+//! - `why:` one line on the documented semantics the expectation rests on (required);
+//! - `verdict: valid | invalid` (required);
+//! - `gangs:` how many gangs simulate finds; `members:` pods that belong to them; `min:` pods
+//!   their minimums need in total (required when valid);
+//! - `fits: yes | no` against `examples/cluster.yaml` (optional);
+//! - `error:` / `warning:` text that must appear in an error / a warning (repeatable).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use kubectl_gang::{input, simulate};
+use scheduler_core::cluster::Cluster;
+use scheduler_core::{Config, Time};
+
+const NOW: &str = "2026-11-22T09:00:00Z";
+
+#[derive(Debug, Default)]
+struct Expect {
+    source: String,
+    why: String,
+    valid: bool,
+    gangs: Option<usize>,
+    members: Option<usize>,
+    min: Option<u64>,
+    fits: Option<bool>,
+    errors: Vec<String>,
+    warnings: Vec<String>,
+}
+
+fn header(path: &Path, text: &str) -> Expect {
+    let mut e = Expect::default();
+    let mut verdict = None;
+    for line in text.lines().take_while(|l| l.starts_with('#')) {
+        let Some((key, value)) = line.trim_start_matches('#').split_once(':') else { continue };
+        let value = value.trim().to_string();
+        let num =
+            || value.parse::<usize>().unwrap_or_else(|_| panic!("{}: {key}: not a number", path.display()));
+        match key.trim() {
+            "source" => e.source = value,
+            "why" => e.why = value,
+            "verdict" => verdict = Some(value == "valid"),
+            "gangs" => e.gangs = Some(num()),
+            "members" => e.members = Some(num()),
+            "min" => e.min = Some(num() as u64),
+            "fits" => e.fits = Some(value == "yes"),
+            "error" => e.errors.push(value),
+            "warning" => e.warnings.push(value),
+            _ => {}
+        }
+    }
+    let p = path.display();
+    assert!(!e.source.is_empty() && !e.why.is_empty(), "{p}: `source:` and `why:` are required");
+    e.valid = verdict.unwrap_or_else(|| panic!("{p}: `verdict:` is required"));
+    if e.valid {
+        assert!(
+            e.gangs.is_some() && e.members.is_some() && e.min.is_some(),
+            "{p}: gangs, members, min required"
+        );
+    } else {
+        assert!(!e.errors.is_empty(), "{p}: an invalid fixture names the error it expects");
+    }
+    e
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = root().join("tests/fixtures/conformance");
+    let mut out = Vec::new();
+    for project in std::fs::read_dir(&dir).unwrap() {
+        let project = project.unwrap().path();
+        for f in std::fs::read_dir(&project).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|x| x == "yaml") {
+                out.push(f);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn cluster() -> Cluster {
+    let mut c = Cluster::new();
+    for s in input::read_file(&root().join("examples/cluster.yaml")).unwrap() {
+        c.push(s.object).unwrap();
+    }
+    c
+}
+
+/// Checks one fixture; returns what went wrong, if anything.
+fn check(path: &Path, cluster: &Cluster) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let expect = header(path, &text);
+    let mut wrong = Vec::new();
+    let now = Time::parse_rfc3339(NOW).unwrap();
+    let sourced = match input::parse_text(&path.display().to_string(), &text) {
+        Ok(s) => s,
+        Err(e) => return vec![format!("cannot read: {e}")],
+    };
+
+    // `kubectl gang validate`: the webhook's rules.
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    for s in &sourced {
+        let v = scheduler_core::validate::validate(&s.object, None);
+        errors.extend(v.errors.iter().map(ToString::to_string));
+        warnings.extend(v.warnings);
+    }
+    // `kubectl gang simulate`: expansion and one cycle.
+    let prepared = simulate::prepare(&sourced, "default", now);
+    errors.extend(prepared.errors.iter().cloned());
+    warnings.extend(prepared.warnings.iter().cloned());
+
+    for want in &expect.errors {
+        if !errors.iter().any(|e| e.contains(want.as_str())) {
+            wrong.push(format!("expected an error containing {want:?}, got {errors:?}"));
+        }
+    }
+    if !expect.valid {
+        return wrong;
+    }
+    if !errors.is_empty() {
+        wrong.push(format!("expected valid, got errors {errors:?}"));
+        return wrong;
+    }
+    let sim = simulate::simulate(cluster, &prepared, &Config::default(), now);
+    warnings.extend(sim.warnings.iter().cloned());
+    for want in &expect.warnings {
+        if !warnings.iter().any(|w| w.contains(want.as_str())) {
+            wrong.push(format!("expected a warning containing {want:?}, got {warnings:?}"));
+        }
+    }
+    if expect.warnings.is_empty() && !warnings.is_empty() {
+        wrong.push(format!("expected no warning, got {warnings:?}"));
+    }
+
+    // Members and minimums, from the snapshot simulate assembled.
+    let mut with = cluster.clone();
+    for o in &prepared.objects {
+        with.push(o.clone()).unwrap();
+    }
+    let snapshot = with.snapshot().snapshot;
+    let gangs: BTreeSet<_> = sim.gangs.iter().map(|g| format!("{}/{}", g.namespace, g.name)).collect();
+    let members = snapshot
+        .pods
+        .iter()
+        .filter(|p| prepared.pods.contains(&(p.key.namespace.clone(), p.key.name.clone())))
+        .filter(|p| p.gang.as_ref().is_some_and(|m| gangs.contains(&m.gang.to_string())))
+        .count();
+    let min: u64 = snapshot
+        .gangs
+        .iter()
+        .filter(|g| gangs.contains(&g.key.to_string()))
+        .map(|g| g.min_pods().unwrap_or(0))
+        .sum();
+    if Some(sim.gangs.len()) != expect.gangs {
+        wrong.push(format!("gangs: expected {:?}, got {} ({gangs:?})", expect.gangs, sim.gangs.len()));
+    }
+    if Some(members) != expect.members {
+        wrong.push(format!("members: expected {:?}, got {members}", expect.members));
+    }
+    if Some(min) != expect.min {
+        wrong.push(format!("min: expected {:?}, got {min}", expect.min));
+    }
+    if let Some(fits) = expect.fits {
+        let all = sim.gangs.iter().all(|g| g.schedulable);
+        if all != fits {
+            let why: Vec<_> = sim.gangs.iter().map(|g| format!("{}: {}", g.name, g.message)).collect();
+            wrong.push(format!("fits: expected {fits}, got {all}: {why:?}"));
+        }
+    }
+    wrong
+}
+
+#[test]
+fn every_project_example_reads_validates_and_simulates_as_documented() {
+    let cluster = cluster();
+    let files = fixtures();
+    assert!(files.len() >= 20, "the suite lost fixtures: {}", files.len());
+    let mut failures = Vec::new();
+    for f in &files {
+        for w in check(f, &cluster) {
+            failures.push(format!("{}: {w}", f.strip_prefix(root()).unwrap_or(f).display()));
+        }
+    }
+    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn every_project_the_readme_names_has_fixtures() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let dir = root().join("tests/fixtures/conformance");
+    for project in std::fs::read_dir(&dir).unwrap() {
+        let name = project.unwrap().file_name().to_string_lossy().to_string();
+        assert!(
+            readme.contains(&format!("`tests/fixtures/conformance/{name}/`")),
+            "README's list of supported kinds does not name {name}"
+        );
+    }
+}
