@@ -618,6 +618,8 @@ async fn an_eviction_a_budget_blocks_never_stalls_the_loop_and_the_gang_says_why
     let mut low = gang_pod("ml", "low-0", "low", 8);
     low["spec"]["nodeName"] = json!("gpu-1");
     low["status"]["phase"] = json!("Running");
+    // Evicted, it terminates within a second (the fake deletes it gracefully, as the kubelet would).
+    low["spec"]["terminationGracePeriodSeconds"] = json!(1);
     fake.put(low);
     fake.put(gang("ml", "high", 1));
     let mut high = gang_pod("ml", "high-0", "high", 8);

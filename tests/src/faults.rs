@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use crate::store::Store;
-
 /// What a fault does to a matching request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultKind {
@@ -30,16 +28,16 @@ pub struct Fault {
 }
 
 /// The fault for this request, if any, counting it as used.
-pub fn take(s: &mut Store, method: &str, path: &str) -> Option<FaultKind> {
+pub fn take(faults: &mut [Fault], method: &str, path: &str) -> Option<FaultKind> {
     let f =
-        s.faults.iter_mut().find(|f| f.times > 0 && f.method == method && path.ends_with(&f.path_suffix))?;
+        faults.iter_mut().find(|f| f.times > 0 && f.method == method && path.ends_with(&f.path_suffix))?;
     f.times -= 1;
     Some(f.kind.clone())
 }
 
 /// The longest delay that applies to this request.
-pub fn delay(s: &Store, method: &str, path: &str) -> Option<Duration> {
-    s.delays
+pub fn delay(delays: &[(String, String, Duration)], method: &str, path: &str) -> Option<Duration> {
+    delays
         .iter()
         .filter(|(m, suffix, _)| m == method && path.ends_with(suffix.as_str()))
         .map(|(_, _, d)| *d)

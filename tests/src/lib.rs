@@ -18,10 +18,12 @@
 mod api;
 pub mod faults;
 pub mod patch;
+pub mod route;
 pub mod server;
 pub mod status;
 pub mod store;
 pub mod subresources;
+pub mod times;
 pub mod tools;
 pub mod validation;
 pub mod watch;

@@ -7,8 +7,7 @@
 //! (`uid`, `creationTimestamp`, `generation` bumped when anything but metadata and status
 //! changes), validation (422), then the store.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -16,81 +15,16 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 
 use crate::faults::{self, FaultKind};
 use crate::patch::{self, PatchType};
 use crate::status::{self, ApiError, FieldError};
-use crate::store::{self, Change, Key, Recorded, Resource, Store, format_time};
+use crate::store::{self, Recorded, Resource, Store, format_time};
 use crate::subresources;
 use crate::validation::{self, Kind};
 use crate::watch::{self, Query};
 
-/// Shared state of one fake.
-#[derive(Debug)]
-pub struct Inner {
-    pub store: Mutex<Store>,
-    pub changes: broadcast::Sender<Arc<Change>>,
-    /// Resources served (a request for any other is a 404, like a missing CRD).
-    pub served: Mutex<Vec<Resource>>,
-    /// Bumped to end every open watch with 410 Gone (compaction).
-    pub expiry: tokio::sync::watch::Sender<u64>,
-    /// How often a watch that allows bookmarks gets one.
-    pub bookmark_every: Mutex<Duration>,
-}
-
-/// A parsed request path.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub res: Resource,
-    pub namespace: String,
-    pub name: Option<String>,
-    pub sub: Option<String>,
-}
-
-impl Target {
-    pub fn key(&self, name: &str) -> Key {
-        (self.namespace.clone(), name.to_string())
-    }
-}
-
-pub fn parse_path(path: &str) -> Option<Target> {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (prefix, rest) = match *parts.first()? {
-        "api" => (format!("/api/{}", parts.get(1)?), parts.get(2..)?),
-        "apis" => (format!("/apis/{}/{}", parts.get(1)?, parts.get(2)?), parts.get(3..)?),
-        _ => return None,
-    };
-    let (namespace, rest) = if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
-        (rest[1].to_string(), &rest[2..])
-    } else {
-        (String::new(), rest)
-    };
-    // `/api/v1/namespaces/{name}` itself is the namespaces resource.
-    if rest.is_empty() && !namespace.is_empty() {
-        return Some(Target {
-            res: (prefix, "namespaces".into()),
-            namespace: String::new(),
-            name: Some(namespace),
-            sub: None,
-        });
-    }
-    if rest.len() > 3 {
-        return None;
-    }
-    Some(Target {
-        res: (prefix, rest.first()?.to_string()),
-        namespace,
-        name: rest.get(1).map(|s| s.to_string()),
-        sub: rest.get(2).map(|s| s.to_string()),
-    })
-}
-
-/// `pods`, `gangs.kube-gang.io`: how the API server names a resource in its messages.
-pub fn qualified(res: &Resource) -> String {
-    let group = res.0.strip_prefix("/apis/").and_then(|g| g.split('/').next()).unwrap_or("");
-    if group.is_empty() { res.1.clone() } else { format!("{}.{group}", res.1) }
-}
+pub use crate::route::{Inner, Target, parse_path, qualified};
 
 fn version_of(res: &Resource) -> String {
     res.0.rsplit('/').next().unwrap_or("v1").to_string()
@@ -121,8 +55,8 @@ pub async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
             status: 0,
         });
         let index = s.requests.len() - 1;
-        let fault = faults::take(&mut s, method.as_str(), &path);
-        let delay = faults::delay(&s, method.as_str(), &path);
+        let fault = faults::take(&mut s.faults, method.as_str(), &path);
+        let delay = faults::delay(&s.delays, method.as_str(), &path);
         (index, fault, delay)
     };
     if let Some(d) = delay {

@@ -67,15 +67,7 @@ pub struct Store {
     changes: broadcast::Sender<Arc<Change>>,
 }
 
-/// A `metav1.Time` as the API server writes it.
-pub fn format_time(t: Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// A `metav1.MicroTime` as the API server writes it.
-pub fn format_micro(t: Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
-}
+pub use crate::times::{format_micro, format_time};
 
 impl Store {
     pub fn new(changes: broadcast::Sender<Arc<Change>>) -> Store {

@@ -22,7 +22,7 @@
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
-use crate::server::{Target, qualified};
+use crate::route::{Target, qualified};
 use crate::status::{ApiError, FieldError};
 use crate::store::{Store, format_time};
 

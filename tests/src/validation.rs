@@ -369,8 +369,8 @@ pub fn normalize(kind: Kind, obj: &mut Value) {
                 continue;
             };
             *slot = Value::String(match stamp {
-                Stamp::Time => crate::store::format_time(t),
-                Stamp::Micro => crate::store::format_micro(t),
+                Stamp::Time => crate::times::format_time(t),
+                Stamp::Micro => crate::times::format_micro(t),
             });
         }
     }

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::server::{Inner, Target};
+use crate::route::{Inner, Target};
 use crate::status::ApiError;
 use crate::store::{self, Change, Store, api_version, kind_name};
 use crate::validation::Kind;
