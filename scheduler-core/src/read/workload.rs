@@ -850,6 +850,21 @@ fn expand_volcano(obj: &Value, injected: &Value, shape: &WorkloadShape) -> Vec<V
     out
 }
 
+/// The map at `keys` under `obj`, created (or made from a `null`) on the way: for the copies
+/// [`expand`] writes out, never for the user's object.
+fn map_at<'a>(obj: &'a mut Value, keys: &[&str]) -> Option<&'a mut Map<String, Value>> {
+    let mut cur = obj;
+    for k in keys {
+        let map = cur.as_object_mut()?;
+        let entry = map.entry(k.to_string()).or_insert_with(|| json!({}));
+        if entry.is_null() {
+            *entry = json!({});
+        }
+        cur = entry;
+    }
+    cur.as_object_mut()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1007,19 +1022,4 @@ mod tests {
         let other = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
         assert_eq!(inject(&other).unwrap(), other);
     }
-}
-
-/// The map at `keys` under `obj`, created (or made from a `null`) on the way: for the copies
-/// [`expand`] writes out, never for the user's object.
-fn map_at<'a>(obj: &'a mut Value, keys: &[&str]) -> Option<&'a mut Map<String, Value>> {
-    let mut cur = obj;
-    for k in keys {
-        let map = cur.as_object_mut()?;
-        let entry = map.entry(k.to_string()).or_insert_with(|| json!({}));
-        if entry.is_null() {
-            *entry = json!({});
-        }
-        cur = entry;
-    }
-    cur.as_object_mut()
 }
