@@ -343,7 +343,7 @@ pub fn event(pod: &Pod, type_: &str, reason: &str, note: &str, now: Time) -> Eve
         action: Some("Scheduling".into()),
         reason: Some(reason.into()),
         type_: Some(type_.into()),
-        note: Some(truncate(note, NOTE_MAX)),
+        note: Some(scheduler_core::plan::within(note, NOTE_MAX)),
         regarding: Some(ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
@@ -354,19 +354,6 @@ pub fn event(pod: &Pod, type_: &str, reason: &str, note: &str, now: Time) -> Eve
         }),
         ..Event::default()
     }
-}
-
-/// `s` cut to at most `max` bytes, an ellipsis included when cut.
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    const MORE: &str = "…";
-    let mut end = max.saturating_sub(MORE.len());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{MORE}", &s[..end])
 }
 
 /// Remembers which events were sent, so a gang stuck for an hour produces one event per reason and

@@ -176,8 +176,9 @@ pub struct Counts {
 /// The longest `message` a `metav1.Condition` may carry (apimachinery validates 32 KiB).
 pub const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
 
-/// `s` cut to at most `max` bytes, ending in `…` when cut.
-fn within(s: &str, max: usize) -> String {
+/// `s` cut to at most `max` bytes on a character boundary, ending in `…` when cut: what the API
+/// server's size limits on messages and notes (in bytes) accept.
+pub fn within(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
