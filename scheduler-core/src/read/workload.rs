@@ -340,6 +340,17 @@ pub struct Staged {
     pub never: bool,
 }
 
+/// Pods of the roles that depend on no other (`depends(role index)` false): the first stage.
+fn first_stage_pods(shape: &WorkloadShape, depends: &dyn Fn(usize) -> bool) -> u32 {
+    shape
+        .roles
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| !depends(*j))
+        .map(|(_, r)| r.pods)
+        .fold(0, u32::saturating_add)
+}
+
 /// Staged creation in `obj` (StatefulSet `OrderedReady`, JobSet `startupPolicyOrder: InOrder` and
 /// `dependsOn`, LeaderWorkerSet `startupPolicy: LeaderReady`, MPIJob
 /// `launcherCreationPolicy: WaitForWorkersReady`, Volcano task `dependsOn`): the first stage's pod
@@ -388,13 +399,7 @@ pub fn staged_creation(obj: &Value, shape: &WorkloadShape) -> Vec<Staged> {
                     "use AnyOrder, or gang only the first job with a kube-gang.io/min-member annotation",
                 );
             } else if let Some(i) = (0..jobs.map_or(0, Vec::len)).find(|&i| depends(i)) {
-                let first: u32 = shape
-                    .roles
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| !depends(*j))
-                    .map(|(_, r)| r.pods)
-                    .fold(0, u32::saturating_add);
+                let first = first_stage_pods(shape, &depends);
                 stage(
                     &format!("spec.replicatedJobs[{i}].dependsOn"),
                     "a replicated job with dependsOn is created only once the jobs it names are Ready or Complete",
@@ -432,13 +437,7 @@ pub fn staged_creation(obj: &Value, shape: &WorkloadShape) -> Vec<Staged> {
                     .is_some_and(|d| !d.is_empty())
             };
             if let Some(i) = (0..shape.roles.len()).find(|&i| depends(i)) {
-                let first: u32 = shape
-                    .roles
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| !depends(*j))
-                    .map(|(_, r)| r.pods)
-                    .fold(0, u32::saturating_add);
+                let first = first_stage_pods(shape, &depends);
                 stage(
                     &format!("spec.tasks[{i}].dependsOn"),
                     "a task with dependsOn is created only once the tasks it names are running",
