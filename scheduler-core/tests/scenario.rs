@@ -87,6 +87,9 @@ struct FGang {
     gang_group: Vec<String>,
     stale_grace_seconds: Option<u64>,
     total_member: Option<u32>,
+    /// Pods the whole gang needs on top of its subgroups' minimums (KAI's root `minMember`).
+    #[serde(default)]
+    pod_floor: u32,
     /// Seconds before `now` the gang was created.
     #[serde(default)]
     age_seconds: u64,
@@ -324,6 +327,7 @@ fn snapshot(s: &Scenario) -> Snapshot {
                 g.gang_group.iter().map(|k| ObjectKey::parse(k, &g.namespace).unwrap()).collect();
             gang.stale_grace = g.stale_grace_seconds.map(Duration::from_secs);
             gang.total_member = g.total_member;
+            gang.pod_floor = g.pod_floor;
             gang.created = Time(s.now.0 - 1000 * g.age_seconds as i64);
             gang.state = g.state.clone();
             gang

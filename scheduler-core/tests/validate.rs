@@ -255,3 +255,23 @@ mod gaps {
         );
     }
 }
+
+#[test]
+fn a_pod_floor_above_the_members_that_can_exist_is_denied() {
+    use scheduler_core::model::{Dialect, Gang, GangKey, Source, SubGroup};
+    use scheduler_core::validate::gang_tree_errors;
+    let mut g =
+        Gang::new(GangKey::new("llm", "big"), 2, Source { dialect: Dialect::Kai, kind: "PodGroup".into() });
+    g.subgroups = ["leaders", "workers"]
+        .iter()
+        .map(|n| SubGroup { name: (*n).into(), parent: None, min_member: 2, topology_key: None })
+        .collect();
+    g.total_member = Some(8);
+    g.pod_floor = 8;
+    assert!(gang_tree_errors(&g).is_empty(), "a floor of 8 over 8 members can be met");
+    g.pod_floor = 10;
+    let errors = gang_tree_errors(&g);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "spec.minMember");
+    assert!(errors[0].message.contains("needs at least 10 pods") && errors[0].message.contains("only 8"));
+}

@@ -453,6 +453,11 @@ pub struct Gang {
     pub min_member: u32,
     #[serde(default)]
     pub subgroups: Vec<SubGroup>,
+    /// Pods the whole gang needs at minimum, on top of every subgroup's own minimum (KAI's root
+    /// `minMember` over `subGroups` counts pods). 0: no floor beyond the tree's. See
+    /// [`Gang::min_pods`] and [`crate::tree::satisfied`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pod_floor: u32,
     #[serde(default)]
     pub mode: GangMode,
     /// How long the gang may wait once its quorum exists. `None`: the configured default.
@@ -490,6 +495,7 @@ impl Gang {
             key,
             min_member,
             subgroups: Vec::new(),
+            pod_floor: 0,
             mode: GangMode::Strict,
             timeout: None,
             topology_key: None,
@@ -503,6 +509,10 @@ impl Gang {
             state: GangState::default(),
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Serde helper: an optional duration as whole seconds.

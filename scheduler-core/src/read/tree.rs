@@ -2,7 +2,10 @@
 //!
 //! A leaf's `min_member` counts pods; an inner subgroup's counts satisfied children; the root counts
 //! pods when there are no subgroups, else satisfied top-level subgroups (DESIGN.md,
-//! "Subgroup semantics"; `../shared/DESIGN.md` from the repository root). Every walk of the tree lives here: the cycle, the validation, the dialects
+//! "Subgroup semantics"; `../shared/DESIGN.md` from the repository root). On top of the tree, a
+//! gang may carry a pod floor ([`Gang::pod_floor`], KAI's root `minMember`): the pods of all its
+//! leaves together must reach it as well, so the gang needs max(floor, the tree's cheapest
+//! satisfying count) pods, and members beyond the leaves' minimums make up the difference. Every walk of the tree lives here: the cycle, the validation, the dialects
 //! and `kubectl gang status` use these functions rather than walking it themselves.
 
 use std::collections::BTreeMap;
@@ -24,9 +27,15 @@ impl Gang {
             .filter(|s| !self.subgroups.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str())))
     }
 
-    /// The smallest number of pods that can satisfy the tree, assuming each leaf is filled to its own
-    /// minimum and each inner node picks its cheapest children. `None` if the tree is malformed.
+    /// The smallest number of pods that can satisfy the gang: each leaf filled to its own minimum,
+    /// each inner node picking its cheapest children, and at least the pod floor in all. `None` if
+    /// the tree is malformed.
     pub fn min_pods(&self) -> Option<u64> {
+        self.tree_min_pods().map(|n| n.max(u64::from(self.pod_floor)))
+    }
+
+    /// [`Gang::min_pods`] without the pod floor: what the subgroup minimums alone demand.
+    pub fn tree_min_pods(&self) -> Option<u64> {
         fn cost(gang: &Gang, parent: Option<&str>, need: u32, depth: usize) -> Option<u64> {
             if depth > WALK_DEPTH_LIMIT {
                 return None;
@@ -68,8 +77,20 @@ pub fn leaf_of<'a>(gang: &Gang, subgroup: Option<&'a str>) -> Option<&'a str> {
     gang.leaves().any(|l| l.name == name).then_some(name)
 }
 
-/// Whether the gang's root is satisfied with `counts` pods per leaf.
+/// Whether the gang's root is satisfied with `counts` pods per leaf: every minimum of the tree
+/// ([`minimums_met`]) and the pod floor.
 pub fn satisfied(gang: &Gang, counts: &LeafCounts) -> bool {
+    minimums_met(gang, counts) && pods_in(counts) >= u64::from(gang.pod_floor)
+}
+
+/// Pods counted over every leaf.
+pub fn pods_in(counts: &LeafCounts) -> u64 {
+    counts.values().map(|&n| u64::from(n)).sum()
+}
+
+/// Whether the tree's minimums (the root's and every subgroup's) hold with `counts`, the pod floor
+/// aside: once they do, members beyond the leaves' minimums may be placed to reach the floor.
+pub fn minimums_met(gang: &Gang, counts: &LeafCounts) -> bool {
     if gang.subgroups.is_empty() {
         return counts.get("").copied().unwrap_or(0) >= gang.min_member;
     }
@@ -128,14 +149,36 @@ pub fn leaves_under(gang: &Gang, name: &str) -> Vec<String> {
     out
 }
 
-/// "decode 1 of 4, prefill 2 of 2" for leaves below their minimum.
+/// "decode 1 of 4, prefill 2 of 2" for leaves below their minimum, then "6 of 10 pods in all"
+/// when the pod floor is not reached.
 pub fn shortfall(gang: &Gang, counts: &LeafCounts) -> String {
-    leaf_minimums(gang)
+    let mut parts: Vec<String> = leaf_minimums(gang)
         .iter()
         .filter(|(leaf, min)| counts.get(*leaf).copied().unwrap_or(0) < **min && !leaf.is_empty())
         .map(|(leaf, min)| format!("{leaf} {} of {min}", counts.get(leaf).copied().unwrap_or(0)))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    let pods = pods_in(counts);
+    if !gang.subgroups.is_empty() && pods < u64::from(gang.pod_floor) {
+        parts.push(format!("{pods} of {} pods in all", gang.pod_floor));
+    }
+    parts.join(", ")
+}
+
+/// Why a member naming `subgroup` counts toward no leaf of `gang` (`None`: it counts): the
+/// subgroup is missing, unknown, or an inner subgroup (pods attach to leaves only).
+pub fn attachment_error(gang: &Gang, subgroup: Option<&str>) -> Option<String> {
+    if leaf_of(gang, subgroup).is_some() {
+        return None;
+    }
+    let leaves = || gang.leaves().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", ");
+    Some(match subgroup {
+        None => format!("the gang has subgroups; name one of its leaf subgroups ({})", leaves()),
+        Some(name) if gang.subgroups.iter().any(|s| s.name == name) => format!(
+            "{name:?} is an inner subgroup (it has child subgroups); pods attach to leaf subgroups only ({})",
+            leaves_under(gang, name).join(", ")
+        ),
+        Some(name) => format!("{name:?} is not a subgroup of this gang; its leaves are {}", leaves()),
+    })
 }
 
 #[cfg(test)]
@@ -200,5 +243,37 @@ mod tests {
         assert_eq!(leaf_of(&g, Some("r0")), None, "pods attach to leaves only");
         assert_eq!(leaf_of(&g, None), None);
         assert_eq!(shortfall(&g, &counts(&[("r0-decode", 1)])).split(", ").count(), 4);
+    }
+
+    #[test]
+    fn pod_floor_holds_on_top_of_the_tree() {
+        // KAI: a root of 10 pods over leaves of 2 and 4.
+        let mut g = Gang::new(
+            GangKey::new("ns", "big"),
+            2,
+            Source { dialect: Dialect::Kai, kind: "PodGroup".into() },
+        );
+        g.subgroups = vec![sg("leaders", None, 2), sg("workers", None, 4)];
+        g.pod_floor = 10;
+        assert_eq!(g.min_pods(), Some(10));
+        assert_eq!(g.tree_min_pods(), Some(6));
+        let six = counts(&[("leaders", 2), ("workers", 4)]);
+        assert!(minimums_met(&g, &six));
+        assert!(!satisfied(&g, &six), "6 pods meet the leaves but not the root's 10");
+        assert_eq!(shortfall(&g, &six), "6 of 10 pods in all");
+        assert!(satisfied(&g, &counts(&[("leaders", 2), ("workers", 8)])));
+        assert!(!satisfied(&g, &counts(&[("leaders", 1), ("workers", 9)])), "every leaf keeps its minimum");
+        g.pod_floor = 3;
+        assert_eq!(g.min_pods(), Some(6), "a floor below the tree's count changes nothing");
+    }
+
+    #[test]
+    fn attachment_names_inner_and_unknown_subgroups() {
+        let g = disagg();
+        assert_eq!(attachment_error(&g, Some("r0-decode")), None);
+        let inner = attachment_error(&g, Some("r0")).unwrap();
+        assert!(inner.contains("inner subgroup") && inner.contains("r0-decode, r0-prefill"), "{inner}");
+        assert!(attachment_error(&g, Some("nope")).unwrap().contains("not a subgroup"));
+        assert!(attachment_error(&g, None).unwrap().contains("leaf subgroups"));
     }
 }

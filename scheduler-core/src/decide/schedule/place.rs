@@ -4,8 +4,9 @@
 //! the placer's caches ([`super::cache`]).
 //!
 //! Minimums first, extras second: the first pass places each leaf only up to its minimum, so the
-//! extra members of one leaf can never starve another leaf's minimum; once the tree is satisfied
-//! the second pass places every remaining member that fits.
+//! extra members of one leaf can never starve another leaf's minimum; once the tree's minimums
+//! hold the second pass places every remaining member that fits (which is also how a gang reaches
+//! a pod floor above its leaves' minimums).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -202,7 +203,9 @@ impl<'a> Placer<'a> {
         }
         let mut w = start;
         self.subtree(r, None, filter, &mut w, Pass { cap: true, keep_partial }, 0);
-        if tree::satisfied(r.gang, &w.counts) {
+        // Once every minimum holds, members beyond them go too: they are extras, or the pods that
+        // lift the gang to its pod floor (which the tree's minimums alone do not reach).
+        if tree::minimums_met(r.gang, &w.counts) {
             self.subtree(r, None, filter, &mut w, Pass { cap: false, keep_partial: false }, 0);
         }
         w

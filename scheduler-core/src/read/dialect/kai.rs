@@ -7,8 +7,10 @@
 //! `minMember` is optional in KAI's CRD (`omitempty`; the scheduler treats a missing one as 1).
 //!
 //! KAI's root and mid-level `minMember` count *pods* of the subtree; the canonical tree counts
-//! satisfied children above the leaves. A pod count beyond what the leaves' minimums already
-//! demand has no canonical form, so [`pod_floor_gaps`] names each such minimum for a warning
+//! satisfied children above the leaves. The root's pod count becomes the gang's pod floor
+//! ([`Gang::pod_floor`]): it holds on top of every subgroup's minimum, and the cycle places pods
+//! beyond the leaves' minimums to reach it. A mid-level pod count beyond what the leaves below it
+//! demand has no canonical form yet, so [`pod_floor_gaps`] names each such minimum for a warning
 //! rather than dropping it silently.
 
 use std::collections::BTreeMap;
@@ -79,7 +81,7 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     }))
 }
 
-/// KAI minimums that count pods above the leaves (the root's, a mid-level subgroup's) and ask for
+/// KAI mid-level minimums that count pods above the leaves and ask for
 /// more pods than the leaves' minimums below them add up to: `(field path, pods asked, pods the
 /// leaves guarantee)`. Empty when the object is not a readable KAI PodGroup.
 pub fn pod_floor_gaps(obj: &Value) -> Vec<(String, u32, u64)> {
@@ -108,11 +110,6 @@ pub fn pod_floor_gaps(obj: &Value) -> Vec<(String, u32, u64)> {
             .sum()
     }
     let mut out = Vec::new();
-    let root = u32::try_from(pg.spec.min_member).unwrap_or(0);
-    let below = leaf_sum(subs, None, 0);
-    if u64::from(root) > below {
-        out.push(("spec.minMember".to_string(), root, below));
-    }
     for (i, s) in subs.iter().enumerate() {
         let inner = subs.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str()));
         if let (true, Some(m)) = (inner, s.min_member) {
@@ -163,6 +160,8 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
             .map_or(Ok(top), |m| count_field("spec.minSubGroup", m))
             .map_err(|e| errors.push(e))
             .unwrap_or(0);
+        // The root's minMember still counts pods, over all subgroups together.
+        gang.pod_floor = min;
     }
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
@@ -193,9 +192,24 @@ mod tests {
             "metadata": {"name": "p"}, "spec": {"minMember": 10, "subGroups": [
                 {"name": "mid", "minMember": 5}, {"name": "a", "parent": "mid", "minMember": 2},
                 {"name": "b", "minMember": 4}]}});
+        assert_eq!(pod_floor_gaps(&obj), vec![("spec.subGroups[0].minMember".to_string(), 5, 2)]);
+    }
+
+    #[test]
+    fn root_min_member_is_a_pod_floor_over_the_subgroups() {
+        let g = read(&json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "big", "namespace": "llm"}, "spec": {"minMember": 10, "subGroups": [
+                {"name": "leaders", "minMember": 2}, {"name": "workers", "minMember": 4}]}}))
+        .unwrap();
+        assert_eq!((g.min_member, g.pod_floor), (2, 10), "both subgroups, and 10 pods in all");
+        assert_eq!(g.min_pods(), Some(10));
+        let flat = read(&json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "p"}, "spec": {"minMember": 3}}))
+        .unwrap();
         assert_eq!(
-            pod_floor_gaps(&obj),
-            vec![("spec.minMember".to_string(), 10, 6), ("spec.subGroups[0].minMember".to_string(), 5, 2)]
+            (flat.min_member, flat.pod_floor),
+            (3, 0),
+            "without subgroups minMember is the root count"
         );
     }
 }
