@@ -146,8 +146,28 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
                         });
                     }
                 };
+                // The API server's typed lists (`PodList`, `NodeList`, `JobList`) leave `kind` and
+                // `apiVersion` off their items, which are of the list's item kind; a plain `List`
+                // names each item's own.
+                let item_kind = m
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .and_then(|k| k.strip_suffix("List"))
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_string);
+                let api_version = m.get("apiVersion").cloned();
                 out.reserve(items.len());
-                out.extend(items.into_iter().map(|o| Sourced { file: name.into(), object: o }));
+                out.extend(items.into_iter().map(|mut o| {
+                    if let (Some(kind), Some(item)) = (&item_kind, o.as_object_mut())
+                        && !item.contains_key("kind")
+                    {
+                        item.insert("kind".into(), Value::String(kind.clone()));
+                        if let Some(v) = &api_version {
+                            item.entry("apiVersion").or_insert_with(|| v.clone());
+                        }
+                    }
+                    Sourced { file: name.into(), object: o }
+                }));
             }
             Value::Object(_) => out.push(Sourced { file: name.into(), object: v }),
             other => {
@@ -160,6 +180,18 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
         }
     }
     Ok(out)
+}
+
+/// The gangs the gang objects among `objects` define (objects that are not one are passed over),
+/// for checks that need a pod and its gang together.
+pub fn gangs_of<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Vec<scheduler_core::Gang> {
+    objects
+        .into_iter()
+        .filter_map(|o| match scheduler_core::dialect::read_object(o) {
+            Some(Ok(scheduler_core::dialect::GangObject::Gang(g))) => Some(g),
+            _ => None,
+        })
+        .collect()
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -185,6 +217,23 @@ mod tests {
         assert_eq!(objs[1].object["kind"], "Node");
         let json = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b"}}"#;
         assert_eq!(parse_text("x.json", json).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn typed_list_items_without_kind_take_the_lists_item_kind() {
+        let yaml = "apiVersion: v1\nkind: NodeList\nitems:\n- metadata: {name: n1}\n- {apiVersion: v1, kind: Node, metadata: {name: n2}}\n---\napiVersion: batch/v1\nkind: JobList\nitems:\n- metadata: {name: j}\n---\napiVersion: v1\nkind: List\nitems:\n- metadata: {name: x}\n";
+        let objs = parse_text("l.yaml", yaml).unwrap();
+        assert_eq!(objs.len(), 4, "no item is skipped");
+        assert_eq!(
+            (objs[0].object["kind"].as_str(), objs[0].object["apiVersion"].as_str()),
+            (Some("Node"), Some("v1"))
+        );
+        assert_eq!(objs[1].object["metadata"]["name"], "n2");
+        assert_eq!(
+            (objs[2].object["kind"].as_str(), objs[2].object["apiVersion"].as_str()),
+            (Some("Job"), Some("batch/v1"))
+        );
+        assert!(objs[3].object.get("kind").is_none(), "a plain List says nothing of its items' kind");
     }
 
     #[test]
