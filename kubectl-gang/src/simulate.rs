@@ -58,6 +58,8 @@ pub struct Prepared {
 pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
     let stamp = serde_json::to_value(now.to_k8s()).unwrap_or(Value::Null);
     let mut out = Prepared::default();
+    // The file each of `out.objects` came from.
+    let mut origin: Vec<&str> = Vec::new();
     for s in sourced {
         let mut obj = s.object.clone();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
@@ -134,6 +136,16 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
             out.objects.push(obj);
         } else {
             out.warnings.push(format!("{}: {what}: neither a workload nor a gang object; skipped", s.file));
+        }
+        origin.resize(out.objects.len(), s.file.as_str());
+    }
+    // A pod and its gang object in one input: the pod must name a leaf of the gang's tree.
+    let gangs = input::gangs_of(&out.objects);
+    for (o, file) in out.objects.iter().zip(&origin) {
+        if o.get("kind").and_then(Value::as_str) == Some("Pod") {
+            for e in scheduler_core::validate::attachment_errors(&gangs, o) {
+                out.errors.push(format!("{file}: {}: {e}", describe(o)));
+            }
         }
     }
     out

@@ -87,6 +87,36 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
     v
 }
 
+/// A pod that claims one of `gangs` but names no leaf of its subgroup tree: an inner subgroup (pods
+/// attach to leaves only, DESIGN.md "Subgroup semantics"; KAI places a pod in the subgroup its
+/// label names, and only leaves have pods), an unknown one, or none where the tree has subgroups.
+/// Each error names the pod's subgroup label. Checked where a pod and its gang object are seen
+/// together (`kubectl gang validate` and `simulate` over one input); the cycle reports the same
+/// members in its message (see `tree::attachment_error`).
+pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
+    use crate::model::Dialect;
+    let (claims, _) = crate::dialect::pod_claims_all(pod);
+    let mut errors = Vec::new();
+    for c in claims {
+        let (label, family): (&str, &[Dialect]) = match c.dialect {
+            Dialect::KubeGang | Dialect::KubeGangAnnotations => {
+                (crate::labels::LABEL_SUBGROUP, &[Dialect::KubeGang, Dialect::KubeGangAnnotations])
+            }
+            Dialect::Kai => (crate::dialect::kai::SUBGROUP_LABEL, &[Dialect::Kai]),
+            // Upstream claims resolve to their leaf by the PodGroup they name; the other dialects
+            // have no subgroups.
+            _ => continue,
+        };
+        let Some(gang) = gangs.iter().find(|g| g.key == c.gang && family.contains(&g.source.dialect)) else {
+            continue;
+        };
+        if let Some(message) = crate::tree::attachment_error(gang, c.subgroup.as_deref()) {
+            errors.push(FieldError::new(format!("metadata.labels[{label}]"), message));
+        }
+    }
+    errors
+}
+
 /// Where a gang rule's CRD path lives on a pod whose annotations define the gang.
 fn annotation_field(dialect: crate::model::Dialect, crd_path: &str) -> String {
     use crate::dialect::koordinator;

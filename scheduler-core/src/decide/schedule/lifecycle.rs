@@ -229,11 +229,15 @@ impl View<'_, '_> {
                 msg.push_str(&format!(" ({short})"));
             }
             msg.push_str(&self.failures_note(g));
-            if m.orphans > 0 {
+            if let Some(first) = m.first_orphan {
+                let pod = &f.snap.pods[first];
+                let why = tree::attachment_error(gang, pod.gang.as_ref().and_then(|m| m.subgroup.as_deref()))
+                    .unwrap_or_default();
                 msg.push_str(&format!(
-                    "; {} members name no leaf subgroup of this gang (label {})",
+                    "; {} member(s) count toward no leaf subgroup of this gang (label {}), e.g. pod {}: {why}",
                     m.orphans,
-                    crate::names::LABEL_SUBGROUP
+                    crate::names::LABEL_SUBGROUP,
+                    pod.key
                 ));
             }
             st.waiting_since = None;

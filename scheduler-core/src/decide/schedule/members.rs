@@ -29,8 +29,10 @@ pub(super) struct Members {
     pub gates: BTreeMap<String, u32>,
     /// Pending members that name another scheduler.
     pub foreign: usize,
-    /// Members whose subgroup is missing or not a leaf of the gang.
+    /// Members whose subgroup is missing or not a leaf of the gang (an inner subgroup, say).
     pub orphans: usize,
+    /// The first such member, in pod-key order, for the message.
+    pub first_orphan: Option<usize>,
     pub counts: Counts,
 }
 
@@ -73,6 +75,7 @@ pub(super) fn count(
         let Some(leaf) = tree::leaf_of(gang, p.gang.as_ref().and_then(|m| m.subgroup.as_deref())) else {
             if p.is_active() {
                 entry.orphans += 1;
+                entry.first_orphan.get_or_insert(i);
             }
             continue;
         };
