@@ -47,15 +47,28 @@ pub(super) fn unplaced(
 
     let mut parts: Vec<String> = Vec::new();
     if let Some((leaf, p)) = short_leaf {
-        let pod = &pods[p];
-        let shape =
-            if pod.requests.is_empty() { "no requests".to_string() } else { scarce_first(&pod.requests) };
+        let shape_of = |p: usize| {
+            let r = &pods[p].requests;
+            if r.is_empty() { "no requests".to_string() } else { scarce_first(r) }
+        };
+        // Members that differ (a launcher asking for nothing, workers asking for GPUs) are listed
+        // per shape, each with how many waiting members have it; alike members in one line.
+        let mut shapes: BTreeMap<String, usize> = BTreeMap::new();
+        for &q in m.pending.get(leaf).into_iter().flatten() {
+            *shapes.entry(shape_of(q)).or_default() += 1;
+        }
+        let shape = if shapes.len() > 1 {
+            let each: Vec<String> = shapes.iter().map(|(s, n)| format!("{n} × ({s})")).collect();
+            format!(" of these shapes: {}", each.join(", "))
+        } else {
+            format!(" × ({})", shape_of(p))
+        };
         let leaf_need =
             minimums.get(leaf).copied().unwrap_or(0).saturating_sub(m.held.get(leaf).copied().unwrap_or(0));
         if leaf.is_empty() {
-            parts.push(format!("needs {need} pods × ({shape})"));
+            parts.push(format!("needs {need} pods{shape}"));
         } else {
-            parts.push(format!("subgroup {leaf} needs {leaf_need} pods × ({shape})"));
+            parts.push(format!("subgroup {leaf} needs {leaf_need} pods{shape}"));
         }
         if a.topology_failed {
             parts.push(topology(gang.topology_key.as_deref().unwrap_or(""), a));
