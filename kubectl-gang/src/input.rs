@@ -182,6 +182,22 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
     Ok(out)
 }
 
+/// `Kind namespace/name` for messages about an input object; one named only by
+/// `metadata.generateName` is `Kind namespace/prefix*` (the API server appends the rest).
+pub fn describe(obj: &Value) -> String {
+    let named = obj.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    match obj.pointer("/metadata/generateName").and_then(Value::as_str).filter(|g| !g.is_empty() && !named) {
+        Some(prefix) => {
+            let mut o = obj.clone();
+            if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("name".into(), Value::String(format!("{prefix}*")));
+            }
+            scheduler_core::cluster::describe(&o)
+        }
+        None => scheduler_core::cluster::describe(obj),
+    }
+}
+
 /// The gangs the gang objects among `objects` define (objects that are not one are passed over),
 /// for checks that need a pod and its gang together.
 pub fn gangs_of<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Vec<scheduler_core::Gang> {
@@ -217,6 +233,14 @@ mod tests {
         assert_eq!(objs[1].object["kind"], "Node");
         let json = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b"}}"#;
         assert_eq!(parse_text("x.json", json).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_object_named_by_generate_name_is_described_by_its_prefix() {
+        let job = serde_json::json!({"kind": "Job", "metadata": {"namespace": "team-a", "generateName": "sample-job-"}});
+        assert_eq!(describe(&job), "Job team-a/sample-job-*");
+        let named = serde_json::json!({"kind": "Job", "metadata": {"namespace": "a", "name": "j", "generateName": "x-"}});
+        assert_eq!(describe(&named), "Job a/j");
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
             }
             meta.entry("creationTimestamp").or_insert_with(|| stamp.clone());
         }
-        let what = describe(&obj);
+        let what = input::describe(&obj);
         if let Some(w) = workload::unnamed_gang_workload(&obj) {
             out.warnings.push(format!("{}: {what}: {w}", s.file));
         } else if kind == "Pod" || workload::is_workload(&obj) {

@@ -64,9 +64,10 @@ pub fn source(g: &Gang) -> String {
     if d.is_crd_less() { d.as_str().to_string() } else { format!("{d}/{}", g.source.kind) }
 }
 
-/// The row for one gang. Its counts are the cycle's (the outcome's), as they stand before the plan
-/// is applied: members the plan would bind are not bound yet.
-pub fn row(g: &Gang, outcome: Option<&Outcome>, now: Time) -> Row {
+/// The row for one gang (its member pods `pods`; `ours` is the scheduler's name). Its counts are
+/// the cycle's (the outcome's), as they stand before the plan is applied: members the plan would
+/// bind are not bound yet.
+pub fn row(g: &Gang, pods: &[&Pod], ours: &str, outcome: Option<&Outcome>, now: Time) -> Row {
     let counts = outcome.map(|o| o.counts).unwrap_or_default();
     let members = counts.members;
     let bound = counts.bound.saturating_sub(counts.binding);
@@ -74,13 +75,17 @@ pub fn row(g: &Gang, outcome: Option<&Outcome>, now: Time) -> Row {
     let min = g.min_pods().unwrap_or(u64::from(g.min_member));
     let (reason, phase, message) = match outcome {
         Some(o) => {
-            // A plan that would bind now has not happened yet: the gang is still pending.
-            let phase = if o.reason == Reason::Scheduled { Phase::Pending } else { o.phase };
+            // A plan that would bind now has not happened yet: a gang whose minimum is not placed
+            // is still pending. One whose minimum already holds (extras being placed) keeps the
+            // phase the cycle gives it.
+            let placed_before = g.state.was_satisfied || u64::from(bound) >= min;
+            let phase =
+                if o.reason == Reason::Scheduled && !placed_before { Phase::Pending } else { o.phase };
             (o.reason.as_str().to_string(), phase.as_str().to_string(), o.message.clone())
         }
         None => ("Unknown".into(), "Pending".into(), String::new()),
     };
-    let waiting_for = waiting_for(g, outcome, u64::from(members), min, now);
+    let waiting_for = waiting_for(g, pods, ours, outcome, u64::from(members), min, now);
     Row {
         namespace: g.key.namespace.clone(),
         name: g.key.name.clone(),
@@ -114,19 +119,40 @@ pub fn object_name(g: &Gang) -> String {
     format!("{}.{group}/{}", g.source.kind.to_lowercase(), g.key.name)
 }
 
-fn waiting_for(g: &Gang, outcome: Option<&Outcome>, members: u64, min: u64, now: Time) -> String {
+/// The few words of the WAITING FOR column: what would unblock the gang, per reason, and within
+/// a reason by what its members show (gates, another scheduler, subgroup labels, capacity).
+fn waiting_for(
+    g: &Gang,
+    pods: &[&Pod],
+    ours: &str,
+    outcome: Option<&Outcome>,
+    members: u64,
+    min: u64,
+    now: Time,
+) -> String {
     let Some(o) = outcome else { return "-".into() };
+    let waiting = || pods.iter().filter(|p| p.is_pending());
+    let gates: BTreeSet<&str> =
+        waiting().flat_map(|p| p.scheduling_gates.iter().map(String::as_str)).collect();
+    let foreign = waiting().filter(|p| !p.is_gated() && p.scheduler_name != ours).count();
     match o.reason {
         Reason::Running | Reason::Completed | Reason::Failed => "-".into(),
         Reason::Scheduled => "binding (fits now)".into(),
         Reason::WaitingForMembers => {
             let missing = min.saturating_sub(members);
-            if missing == 0 {
-                "members in subgroups".into()
-            } else {
+            let misfiled =
+                pods.iter().any(|p| p.is_active() && tree::attachment_error(g, subgroup_of(p)).is_some());
+            if missing > 0 {
                 format!("{missing} more member{}", if missing == 1 { "" } else { "s" })
+            } else if !gates.is_empty() {
+                format!("gate {}", gates.into_iter().collect::<Vec<_>>().join(", "))
+            } else if misfiled {
+                "members in leaf subgroups".into()
+            } else {
+                "members in subgroups".into()
             }
         }
+        Reason::Unschedulable if foreign > 0 => format!("schedulerName {ours} on {foreign}"),
         Reason::Unschedulable => "room on nodes".into(),
         Reason::TopologyUnsatisfiable => {
             format!("one {} domain", g.topology_key.as_deref().unwrap_or("topology"))
@@ -142,6 +168,10 @@ fn waiting_for(g: &Gang, outcome: Option<&Outcome>, members: u64, min: u64, now:
         Reason::Stale => "eviction".into(),
         Reason::InvalidSpec => "a valid spec".into(),
     }
+}
+
+fn subgroup_of<'a>(p: &'a Pod) -> Option<&'a str> {
+    p.gang.as_ref().and_then(|m| m.subgroup.as_deref())
 }
 
 fn labels_of(v: &Value) -> BTreeMap<String, String> {
@@ -187,7 +217,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
             anyhow::bail!("gang {:?} not found in namespace {:?}", key.name, key.namespace);
         };
         let pods = view.members.get(&gang.key).cloned().unwrap_or_default();
-        let r = row(gang, view.plan.outcome(&gang.key), world.now);
+        let r = row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now);
         let stdout = match g.output {
             Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": [r]}))? + "\n",
             Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": [r]}))?,
@@ -215,7 +245,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
                 continue;
             }
         }
-        rows.push(row(gang, view.plan.outcome(&gang.key), world.now));
+        rows.push(row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now));
     }
     if rows.is_empty() && !matches!(g.output, Some(Format::Json | Format::Yaml)) {
         if g.all_namespaces {
@@ -286,7 +316,13 @@ fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color
     field(&mut out, "Namespace", &gang.key.namespace);
     field(&mut out, "Source", &r.source);
     field(&mut out, "Mode", &format!("{:?}", gang.mode));
-    field(&mut out, "Min member", &gang.min_member.to_string());
+    // The same count as the table's MIN column: the pods the gang needs. With subgroups, the
+    // root's own count (satisfied top-level subgroups) follows.
+    field(&mut out, "Min member", &r.min_member.to_string());
+    if !gang.subgroups.is_empty() {
+        let top = gang.subgroups.iter().filter(|s| s.parent.is_none()).count();
+        field(&mut out, "Min subgroup", &format!("{} of {top}", gang.min_member));
+    }
     if let Some(t) = gang.total_member {
         field(&mut out, "Total member", &t.to_string());
     }

@@ -6,7 +6,6 @@
 
 use std::fmt::Write as _;
 
-use scheduler_core::cluster::describe;
 use scheduler_core::{admit, validate};
 use serde::Serialize;
 use serde_json::json;
@@ -38,7 +37,7 @@ pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
         {
             meta.entry("namespace").or_insert_with(|| serde_json::Value::String(ns.clone()));
         }
-        let object = describe(&obj);
+        let object = input::describe(&obj);
         // A file is what `kubectl apply` would create; the namespace's labels are not known here,
         // so a workload opted in only through its namespace is checked as one that did not opt in.
         let verdict = admit(&mut obj, None, None);
