@@ -154,9 +154,10 @@ fn waiting_for(
         }
         Reason::Unschedulable if foreign > 0 => format!("schedulerName {ours} on {foreign}"),
         Reason::Unschedulable => "room on nodes".into(),
-        Reason::TopologyUnsatisfiable => {
-            format!("one {} domain", g.topology_key.as_deref().unwrap_or("topology"))
-        }
+        Reason::TopologyUnsatisfiable => match &g.exclusive_topology {
+            Some(key) => format!("a {key} domain per child job"),
+            None => format!("one {} domain", g.topology_key.as_deref().unwrap_or("topology")),
+        },
         Reason::Preempting => "preemption".into(),
         Reason::TimedOut | Reason::BackingOff => match o.state.backoff_until {
             Some(t) if t > now => format!("retry in {}", crate::age(t, now)),

@@ -83,6 +83,8 @@ struct FGang {
     mode: GangMode,
     timeout_seconds: Option<u64>,
     topology_key: Option<String>,
+    /// One domain of this label per member group (pods' `subgroup`), none shared.
+    exclusive_topology: Option<String>,
     #[serde(default)]
     gang_group: Vec<String>,
     stale_grace_seconds: Option<u64>,
@@ -323,6 +325,7 @@ fn snapshot(s: &Scenario) -> Snapshot {
             gang.mode = g.mode;
             gang.timeout = g.timeout_seconds.map(Duration::from_secs);
             gang.topology_key = g.topology_key.clone();
+            gang.exclusive_topology = g.exclusive_topology.clone();
             gang.gang_group =
                 g.gang_group.iter().map(|k| ObjectKey::parse(k, &g.namespace).unwrap()).collect();
             gang.stale_grace = g.stale_grace_seconds.map(Duration::from_secs);

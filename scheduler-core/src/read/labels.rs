@@ -39,6 +39,13 @@ pub const ANNOTATION_GANG_GROUP: &str = "kube-gang.io/gang-group";
 pub const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
 /// LeaderWorkerSet's pod label carrying the set's name.
 pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+/// JobSet's exclusive placement annotation (value: a node label key): each child Job gets a domain
+/// of that label of its own. The JobSet controller copies it onto each Job and its pod template.
+pub const JOBSET_EXCLUSIVE_TOPOLOGY: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";
+/// JobSet's pod label carrying the child Job's index within its replicated job.
+pub const JOBSET_JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
+/// The Job controller's pod label naming the pod's Job.
+pub const JOB_NAME: &str = "batch.kubernetes.io/job-name";
 
 /// A Kubernetes label value: at most 63 characters, alphanumerics, `-`, `_`, `.`, starting and
 /// ending with an alphanumeric. Subgroup names are written into pod labels, so they must be one.

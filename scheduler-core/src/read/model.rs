@@ -466,6 +466,11 @@ pub struct Gang {
     /// Every member lands in one domain of this node label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,
+    /// Exclusive placement (JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology`): members are
+    /// grouped by the subgroup they name (a JobSet's child job); each group lands whole in one
+    /// domain of this node label, and no two groups share a domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_topology: Option<String>,
     /// Other gangs that must be satisfied in the same cycle as this one (this gang not included).
     #[serde(default)]
     pub gang_group: Vec<GangKey>,
@@ -499,6 +504,7 @@ impl Gang {
             mode: GangMode::Strict,
             timeout: None,
             topology_key: None,
+            exclusive_topology: None,
             gang_group: Vec::new(),
             stale_grace: None,
             min_resources: Resources::default(),

@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 use crate::error::FieldError;
 use crate::names::*;
 
+use crate::labels::{JOB_NAME, JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_JOB_INDEX};
 pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
 /// The scheduler the API server writes when a pod names none.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -736,6 +737,48 @@ pub fn inject(obj: &Value) -> Result<Value, Vec<FieldError>> {
     Ok(out)
 }
 
+/// What the JobSet and Job controllers write on the `i`-th pod of `role`: its child Job
+/// (`<jobset>-<replicatedJob>-<index>`, `parallelism` pods each) in the Job controller's label and
+/// JobSet's index label, and the JobSet's exclusive-topology annotation, which the JobSet
+/// controller copies onto every child Job's pod template.
+fn jobset_child_job(
+    obj: &Value,
+    jobset: &str,
+    role: &Role,
+    i: u32,
+    metadata: &mut serde_json::Map<String, Value>,
+) {
+    let job_template = role.template.strip_suffix("/spec/template").unwrap_or(&role.template);
+    let parallelism = obj
+        .pointer(&format!("{job_template}/spec/parallelism"))
+        .and_then(Value::as_u64)
+        .and_then(|p| u32::try_from(p).ok())
+        .filter(|&p| p > 0)
+        .unwrap_or(1);
+    let index = i / parallelism;
+    let mut object_of = |key: &str| {
+        let entry = metadata.entry(key).or_insert_with(|| json!({}));
+        if !entry.is_object() {
+            *entry = json!({});
+        }
+        entry.as_object_mut().map(std::mem::take).unwrap_or_default()
+    };
+    let mut labels = object_of("labels");
+    labels.insert(JOB_NAME.into(), Value::String(format!("{jobset}-{}-{index}", role.name)));
+    labels.insert(JOBSET_JOB_INDEX.into(), Value::String(index.to_string()));
+    let mut annotations = object_of("annotations");
+    let exclusive =
+        obj.pointer("/metadata/annotations").and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY)).or_else(|| {
+            obj.pointer(&format!("{job_template}/metadata/annotations"))
+                .and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY))
+        });
+    if let Some(key) = exclusive.filter(|k| k.is_string()) {
+        annotations.entry(JOBSET_EXCLUSIVE_TOPOLOGY).or_insert_with(|| key.clone());
+    }
+    metadata.insert("labels".into(), Value::Object(labels));
+    metadata.insert("annotations".into(), Value::Object(annotations));
+}
+
 /// The pods the workload's controller would create, injection applied (for `simulate`). A Pod
 /// expands to itself (injected); objects that are neither give an empty list.
 pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
@@ -780,6 +823,11 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
                 if let Some(m) = metadata.as_object_mut() {
                     m.insert("name".into(), Value::String(name));
                     m.insert("namespace".into(), Value::String(shape.namespace.clone()));
+                }
+                if shape.kind == "JobSet"
+                    && let Some(m) = metadata.as_object_mut()
+                {
+                    jobset_child_job(obj, &shape.name, role, i, m);
                 }
                 if shape.group_size.is_some()
                     && let Some(m) = metadata.as_object_mut()
@@ -899,6 +947,24 @@ mod tests {
             "the user's scheduler stays"
         );
         assert_eq!(inject(&out).unwrap(), out, "a second pass is a no-op");
+    }
+
+    #[test]
+    fn jobset_pods_name_their_child_job_and_carry_exclusive_topology() {
+        let js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"},
+                "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {"parallelism": 2,
+                "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}}]}});
+        let pods = expand(&js).unwrap();
+        let jobs: Vec<&str> =
+            pods.iter().map(|p| p["metadata"]["labels"][JOB_NAME].as_str().unwrap_or("")).collect();
+        assert_eq!(jobs, ["js-w-0", "js-w-0", "js-w-1", "js-w-1"], "parallelism pods per child job");
+        assert!(pods.iter().all(|p| p["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY] == "rack"));
+        let (claims, _) = crate::dialect::pod_claims_all(&pods[2]);
+        assert_eq!(claims[0].subgroup.as_deref(), Some("js-w-1"), "the child job is the pod's group");
+        let gang = crate::dialect::annotation_gang(&claims[0], &pods[2]).unwrap().unwrap();
+        assert_eq!(gang.exclusive_topology.as_deref(), Some("rack"));
     }
 
     #[test]

@@ -70,7 +70,9 @@ pub(super) fn unplaced(
         } else {
             parts.push(format!("subgroup {leaf} needs {leaf_need} pods{shape}"));
         }
-        if a.topology_failed {
+        if let Some(note) = &a.exclusive_note {
+            parts.push(note.clone());
+        } else if a.topology_failed {
             parts.push(topology(gang.topology_key.as_deref().unwrap_or(""), a));
         } else {
             parts.push(fit(p));

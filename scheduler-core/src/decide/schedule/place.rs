@@ -7,6 +7,9 @@
 //! extra members of one leaf can never starve another leaf's minimum; once the tree's minimums
 //! hold the second pass places every remaining member that fits (which is also how a gang reaches
 //! a pod floor above its leaves' minimums).
+//!
+//! A gang with exclusive topology (a JobSet's child jobs) is placed group by group instead: each
+//! group of members whole in a domain no other group of the gang holds.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -67,6 +70,8 @@ pub(super) struct Placement {
     pub topology_failed: bool,
     /// Per domain tried at the gang level: (value, members placed), best first.
     pub domain_report: Vec<(String, usize)>,
+    /// Why exclusive placement fell short (one domain per member group), when it did.
+    pub exclusive_note: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -124,6 +129,9 @@ impl<'a> Placer<'a> {
         let gang = r.gang;
         let start = Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone() };
         let keep_partial = r.extras || gang.mode == GangMode::NonStrict;
+        if let Some(key) = gang.exclusive_topology.as_deref() {
+            return self.exclusive(r, key, start);
+        }
         let Some(key) = gang.topology_key.as_deref() else {
             let w = self.whole(r, start, &Vec::new(), keep_partial);
             return self.finish(r, w, None, Vec::new());
@@ -191,7 +199,93 @@ impl<'a> Placer<'a> {
             domain,
             topology_failed: false,
             domain_report: report,
+            exclusive_note: None,
         }
+    }
+
+    /// Exclusive placement: the members are grouped by the subgroup they name (a JobSet's child
+    /// job), and each group is placed whole in a domain of `key` that no other group of the gang
+    /// holds — its own domain when some of its members are bound already. Groups go in name
+    /// order, each to the least free domain that takes all of it.
+    fn exclusive(&self, r: &PlacementRequest<'_>, key: &str, start: Work) -> Placement {
+        let gang = r.gang;
+        let topo = self.caches.topology(key);
+        let group_of =
+            |p: usize| self.snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.clone()).unwrap_or_default();
+        let domain_of = |p: usize| {
+            let node = self.snap.pods[p].node_name.as_deref()?;
+            let d = topo.node_domain[*self.node_index.get(node)?];
+            (d != u32::MAX).then_some(d)
+        };
+        // Domain → the group holding it, from the members already on nodes.
+        let mut held: std::collections::BTreeMap<u32, String> = std::collections::BTreeMap::new();
+        for &p in &r.members.all {
+            if self.snap.pods[p].uses_node()
+                && let Some(d) = domain_of(p)
+            {
+                held.entry(d).or_insert_with(|| group_of(p));
+            }
+        }
+        let mut groups: std::collections::BTreeMap<String, Vec<usize>> = std::collections::BTreeMap::new();
+        for &p in r.members.pending.values().flatten() {
+            groups.entry(group_of(p)).or_default().push(p);
+        }
+        let mut w = start;
+        let mut placed_groups = 0usize;
+        for (group, pods) in &groups {
+            let own = held.iter().find(|(_, g)| *g == group).map(|(&d, _)| d);
+            let candidates: Vec<usize> = match own {
+                Some(d) => vec![usize::try_from(d).unwrap_or(usize::MAX)],
+                None => (0..topo.domains.len())
+                    .filter(|d| !held.contains_key(&u32::try_from(*d).unwrap_or(u32::MAX)))
+                    .collect(),
+            };
+            for (_, d) in self.by_free(r, &topo, candidates, &w) {
+                let target = u32::try_from(d).unwrap_or(u32::MAX);
+                let filter: Filter = vec![(topo.clone(), target)];
+                let mut trial = w.clone();
+                let mut whole = true;
+                for &p in pods {
+                    let leaf = tree::leaf_of(
+                        gang,
+                        self.snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()),
+                    )
+                    .unwrap_or("")
+                    .to_string();
+                    match self.best_node(r.ledger, &trial.txn, r.demand, p, Some(&filter), r.reserved.get(&p))
+                    {
+                        Some(n) => self.place(r, &mut trial, &leaf, p, n),
+                        None => {
+                            whole = false;
+                            break;
+                        }
+                    }
+                }
+                if whole {
+                    w = trial;
+                    held.insert(target, group.clone());
+                    placed_groups += 1;
+                    break;
+                }
+            }
+        }
+        let mut p = self.finish(r, w, None, Vec::new());
+        if !p.satisfied && !r.extras {
+            let free = self.whole(
+                r,
+                Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone() },
+                &Vec::new(),
+                false,
+            );
+            p.topology_failed = tree::satisfied(gang, &free.counts);
+            p.exclusive_note = Some(format!(
+                "each of its {} member group(s) (child jobs) needs a {key} domain of its own (exclusive topology): {placed_groups} found one; the cluster has {} {key} domain(s), {} held by its other groups",
+                groups.len(),
+                topo.domains.len(),
+                held.len().saturating_sub(placed_groups),
+            ));
+        }
+        p
     }
 
     /// Minimums first; extras once the tree is satisfied (or right away when placing extras).

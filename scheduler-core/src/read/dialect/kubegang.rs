@@ -32,10 +32,15 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
         }
         _ => GangKey::new(meta.namespace, *name),
     };
+    // Exclusive placement (a JobSet's annotation gang): the pod's group is its child Job.
+    let exclusive_job = (dialect == Dialect::KubeGangAnnotations
+        && meta.annotations.contains_key(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
+    .then(|| meta.labels.get(crate::labels::JOB_NAME))
+    .flatten();
     Ok(Some(Claim {
         dialect,
         gang,
-        subgroup: meta.labels.get(LABEL_SUBGROUP).map(|s| s.to_string()),
+        subgroup: exclusive_job.or(meta.labels.get(LABEL_SUBGROUP)).map(|s| s.to_string()),
         path: label_path(LABEL_GANG),
     }))
 }
@@ -233,6 +238,9 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     }
     if let Some(v) = a.get(ANNOTATION_TOPOLOGY_KEY) {
         gang.topology_key = Some(v.to_string());
+    }
+    if let Some(v) = a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY).filter(|v| !v.is_empty()) {
+        gang.exclusive_topology = Some(v.to_string());
     }
     if let Some(v) = a.get(ANNOTATION_GANG_GROUP) {
         for (i, s) in v.split(',').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
