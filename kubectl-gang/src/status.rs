@@ -171,7 +171,7 @@ fn waiting_for(
     }
 }
 
-fn subgroup_of<'a>(p: &'a Pod) -> Option<&'a str> {
+fn subgroup_of(p: &Pod) -> Option<&str> {
     p.gang.as_ref().and_then(|m| m.subgroup.as_deref())
 }
 
