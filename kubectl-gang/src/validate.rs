@@ -1,12 +1,10 @@
 //! `kubectl gang validate -f FILE…`: the webhook's decision, offline, for CI pipelines. Each object
 //! goes through [`scheduler_core::admit`] as a CREATE, the call the webhook makes: what injection
 //! would add is added, then the result is validated, so this command and the webhook cannot disagree.
-//! Beyond the webhook, which sees one object at a time, pods are checked against the gang objects
-//! of the same input: a pod must name a leaf subgroup of its gang.
 
 use std::fmt::Write as _;
 
-use scheduler_core::{admit, validate};
+use scheduler_core::admit;
 use serde::Serialize;
 use serde_json::json;
 
@@ -29,7 +27,6 @@ pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut checked = 0usize;
-    let mut admitted = Vec::new();
     for s in sourced {
         let mut obj = s.object;
         if let (Some(ns), Some(meta)) =
@@ -49,17 +46,6 @@ pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
             message: e.message,
         }));
         warnings.extend(verdict.warnings.into_iter().map(|w| format!("{}: {object}: {w}", s.file)));
-        admitted.push((s.file, object, obj));
-    }
-    // A pod and its gang object in one input: the pod must name a leaf of the gang's tree.
-    let gangs = input::gangs_of(admitted.iter().map(|(_, _, o)| o));
-    for (file, object, obj) in &admitted {
-        errors.extend(validate::attachment_errors(&gangs, obj).into_iter().map(|e| Finding {
-            file: file.clone(),
-            object: object.clone(),
-            field: e.path,
-            message: e.message,
-        }));
     }
     let mut stderr = String::new();
     for w in &warnings {
