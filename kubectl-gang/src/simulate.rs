@@ -25,6 +25,19 @@ pub struct Place {
     pub node: String,
 }
 
+/// A pod the gang would preempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Victim {
+    /// `namespace/name`.
+    pub pod: String,
+    pub node: String,
+    /// The PodDisruptionBudget (`namespace/name`) its eviction would violate: chosen only when no
+    /// set of victims within the budgets makes room, and refused by the Eviction API until the
+    /// budget allows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub violates: Option<String>,
+}
+
 /// One simulated gang, as `-o json` prints it (a contract: fields are only ever added).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct GangResult {
@@ -34,7 +47,7 @@ pub struct GangResult {
     pub reason: String,
     pub message: String,
     pub placements: Vec<Place>,
-    pub preemptions: Vec<Place>,
+    pub preemptions: Vec<Victim>,
     /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
     #[serde(skip)]
     pub object: String,
@@ -240,11 +253,15 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             )
             .collect();
         placements.sort_by(|a, b| a.pod.cmp(&b.pod));
-        let preemptions: Vec<Place> = plan
+        let preemptions: Vec<Victim> = plan
             .evictions
             .iter()
             .filter(|e| e.preemptor.as_ref() == Some(&key))
-            .map(|e| Place { pod: e.pod.to_string(), node: e.node.clone() })
+            .map(|e| Victim {
+                pod: e.pod.to_string(),
+                node: e.node.clone(),
+                violates: e.budget.as_ref().map(ToString::to_string),
+            })
             .collect();
         let schedulable = matches!(outcome.reason, Reason::Scheduled | Reason::Running | Reason::Preempting);
         sim.gangs.push(GangResult {
@@ -297,9 +314,9 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
         }
         if !g.preemptions.is_empty() {
             let _ = writeln!(out, "  would preempt:");
-            let mut grid = Grid::new(&["VICTIM", "NODE"]);
+            let mut grid = Grid::new(&["VICTIM", "NODE", "VIOLATES"]);
             for p in &g.preemptions {
-                grid.row([p.pod.clone(), p.node.clone()]);
+                grid.row([p.pod.clone(), p.node.clone(), p.violates.clone().unwrap_or_else(|| "-".into())]);
             }
             out.push_str(&grid.render(no_headers, color, 2));
         }

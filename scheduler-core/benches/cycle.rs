@@ -70,6 +70,7 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, node: Option<Str
         gang: gang.map(|g| Membership { gang: g.clone(), subgroup: None }),
         failure: None,
         scheduling_gates: Vec::new(),
+        labels: Default::default(),
     }
 }
 

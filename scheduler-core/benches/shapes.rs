@@ -68,6 +68,7 @@ fn pod(
         gang: gang.map(|g| Membership { gang: g.clone(), subgroup: None }),
         failure: None,
         scheduling_gates: Vec::new(),
+        labels: Default::default(),
     }
 }
 

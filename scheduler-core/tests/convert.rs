@@ -161,3 +161,52 @@ fn scheduling_gates_are_read_in_order_and_mark_the_pod_gated() {
     .unwrap();
     assert!(!convert::pod(&released, &pcs).unwrap().is_gated());
 }
+
+/// A PodDisruptionBudget as the API server serves it (`policy/v1`): what preemption reads.
+#[test]
+fn a_budget_is_read_with_its_selector_allowance_and_disrupted_pods() {
+    let b = convert::budget_from_value(&json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"},
+                 "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["canary"]}]}},
+        "status": {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3,
+                   "disruptedPods": {"web-0": "2026-01-01T00:00:00Z"}}
+    }))
+    .unwrap();
+    assert_eq!(b.key.to_string(), "shop/web");
+    assert_eq!(b.disruptions_allowed, 1);
+    assert!(b.disrupted_pods.contains("web-0"));
+    let pod = |ns: &str, labels: &[(&str, &str)]| {
+        let mut p: scheduler_core::model::Pod =
+            serde_json::from_value(json!({"key": {"namespace": ns, "name": "p"}})).unwrap();
+        p.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into();
+        p
+    };
+    assert!(b.selects(&pod("shop", &[("app", "web")])), "NotIn holds when the key is absent");
+    assert!(!b.selects(&pod("shop", &[("app", "web"), ("tier", "canary")])));
+    assert!(!b.selects(&pod("other", &[("app", "web")])), "a budget selects only its namespace");
+    assert!(!b.selects(&pod("shop", &[])));
+}
+
+#[test]
+fn a_budget_without_a_selector_selects_nothing_and_bad_operators_are_named() {
+    let empty = convert::budget_from_value(&json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "all", "namespace": "shop"}, "spec": {"selector": {}}
+    }))
+    .unwrap();
+    assert_eq!(empty.selector, None);
+    assert_eq!(empty.disruptions_allowed, 0, "no status yet: nothing allowed");
+    let errors = convert::budget_from_value(&json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "bad", "namespace": "shop"},
+        "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}}
+    }))
+    .unwrap_err();
+    assert_eq!(errors[0].to_string(), "spec.selector.matchExpressions[0].operator: unknown operator \"Gt\"");
+}

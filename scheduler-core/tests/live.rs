@@ -96,6 +96,9 @@ enum Op {
     DeleteGang(u8),
     DeleteVolcano,
     DeleteClass,
+    /// A PodDisruptionBudget over gang `g`'s pods allowing `n` disruptions (`-1`: a bad selector).
+    Budget(u8, i32),
+    DeleteBudget(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -113,6 +116,8 @@ fn op() -> impl Strategy<Value = Op> {
         (1u8..3).prop_map(Op::DeleteGang),
         Just(Op::DeleteVolcano),
         Just(Op::DeleteClass),
+        (0u8..2, -1i32..3).prop_map(|(b, n)| Op::Budget(b, n)),
+        (0u8..2).prop_map(Op::DeleteBudget),
     ]
 }
 
@@ -132,6 +137,14 @@ fn act(op: &Op) -> Result<Value, (&'static str, &'static str, String)> {
         Op::DeleteGang(g) => Err(("kube-gang.io/v1alpha1", "Gang", format!("g{g}"))),
         Op::DeleteVolcano => Err(("scheduling.volcano.sh/v1beta1", "PodGroup", "pg".into())),
         Op::DeleteClass => Err(("scheduling.k8s.io/v1", "PriorityClass", "high".into())),
+        Op::Budget(b, n) => {
+            let operator = if *n < 0 { "Gt" } else { "Exists" };
+            Ok(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": format!("b{b}"), "namespace": "ml"},
+                "spec": {"selector": {"matchExpressions": [{"key": "kube-gang.io/gang", "operator": operator}]}},
+                "status": {"disruptionsAllowed": n.max(&0)}}))
+        }
+        Op::DeleteBudget(b) => Err(("policy/v1", "PodDisruptionBudget", format!("b{b}"))),
     }
 }
 

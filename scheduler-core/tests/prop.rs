@@ -145,6 +145,7 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
         gang: gang.map(|g| Membership { gang: g.clone(), subgroup: None }),
         failure: None,
         scheduling_gates: Vec::new(),
+        labels: Default::default(),
     }
 }
 
@@ -279,5 +280,102 @@ proptest! {
         shuffled.gangs.rotate_left(g);
         shuffled.pods.reverse();
         prop_assert_eq!(plan, schedule(&shuffled, &config, now));
+    }
+}
+
+/// A cluster for the PodDisruptionBudget property: nodes of 8 GPUs, each running 1 or 2 pods of
+/// someone else's (8 or 4 GPUs; `app=web` or `app=batch`; priority 0–40), one budget over `web`
+/// pods that allows either no disruption or plenty, and a gang of whole-node members above them.
+#[derive(Clone, Debug)]
+struct BudgetCase {
+    /// Per node: its pods as (web?, priority).
+    nodes: Vec<Vec<(bool, i32)>>,
+    web_allowed: i32,
+    members: u32,
+}
+
+fn budget_case() -> impl Strategy<Value = BudgetCase> {
+    (
+        prop::collection::vec(prop::collection::vec((any::<bool>(), 0i32..5), 1..3), 1..7),
+        prop_oneof![Just(0i32), Just(100)],
+        1u32..4,
+    )
+        .prop_map(|(nodes, web_allowed, members)| BudgetCase {
+            nodes: nodes.into_iter().map(|ps| ps.into_iter().map(|(w, p)| (w, p * 10)).collect()).collect(),
+            web_allowed,
+            members,
+        })
+}
+
+fn budget_snapshot(case: &BudgetCase) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for (i, pods) in case.nodes.iter().enumerate() {
+        let name = format!("n{i:02}");
+        snap.nodes.push(Node {
+            name: name.clone(),
+            allocatable: Resources::new().with("cpu", 64_000).with("nvidia.com/gpu", 8).with("pods", 20),
+            labels: BTreeMap::new(),
+            taints: vec![],
+            unschedulable: false,
+            ready: true,
+        });
+        let gpus = 8 / pods.len() as i64;
+        for (j, &(web, priority)) in pods.iter().enumerate() {
+            let mut p = pod(&format!("bg-{i}-{j}"), None, gpus, 1000, priority, Some(name.clone()));
+            let app = if web { "web" } else { "batch" };
+            p.labels = BTreeMap::from([("app".to_string(), app.to_string())]).into();
+            snap.pods.push(p);
+        }
+    }
+    let key = ObjectKey::new("ns", "urgent");
+    for m in 0..case.members {
+        snap.pods.push(pod(&format!("urgent-{m}"), Some(&key), 8, 1000, 1_000, None));
+    }
+    snap.gangs.push(Gang::new(key, case.members, Source { dialect: Dialect::KubeGang, kind: "Gang".into() }));
+    snap.budgets.push(Budget {
+        key: ObjectKey::new("ns", "web"),
+        selector: Some(LabelSelector {
+            match_labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+            match_expressions: vec![],
+        }),
+        disruptions_allowed: case.web_allowed,
+        disrupted_pods: Default::default(),
+    });
+    snap
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Preemption never takes a victim whose eviction violates a PodDisruptionBudget when a set
+    /// of victims within the budgets makes room; when none does, it still preempts (a last
+    /// resort, as kube-scheduler), and the plan names the budget of exactly the violating victims.
+    #[test]
+    fn budgets_are_violated_only_as_a_last_resort(case in budget_case()) {
+        let snap = budget_snapshot(&case);
+        let plan = schedule(&snap, &Config::default(), Time::from_secs(1_000));
+        let protected = |name: &str| {
+            case.web_allowed == 0
+                && snap.pods.iter().any(|p| p.key.name == name && p.labels.get("app") == Some("web"))
+        };
+        // Every member needs a whole node: nodes whose pods can all go within the budget.
+        let free_nodes = case.nodes.iter().filter(|ps| case.web_allowed > 0 || ps.iter().all(|&(w, _)| !w)).count();
+        let needed = case.members as usize;
+        let outcome = plan.outcomes.iter().find(|o| o.gang.name == "urgent").expect("an outcome");
+        if free_nodes >= needed {
+            for e in &plan.evictions {
+                prop_assert!(!protected(&e.pod.name), "{} violates the budget though {free_nodes} nodes are free of it", e.pod);
+            }
+        } else if case.nodes.len() >= needed {
+            prop_assert_eq!(outcome.reason, Reason::Preempting, "{}", outcome.message);
+        }
+        for e in &plan.evictions {
+            let named = e.budget.as_ref().map(ToString::to_string);
+            let want = protected(&e.pod.name).then(|| "ns/web".to_string());
+            prop_assert_eq!(named, want, "{}", e.pod);
+        }
+        if plan.evictions.iter().any(|e| e.budget.is_some()) {
+            prop_assert!(outcome.message.contains("PodDisruptionBudget ns/web"), "{}", outcome.message);
+        }
     }
 }

@@ -26,6 +26,9 @@ struct Scenario {
     gangs: Vec<FGang>,
     #[serde(default)]
     pods: Vec<FPod>,
+    /// PodDisruptionBudgets.
+    #[serde(default)]
+    budgets: Vec<Budget>,
     expect: Expect,
     #[serde(default)]
     then: Vec<Step>,
@@ -151,6 +154,8 @@ struct FPod {
     gates: Vec<String>,
     #[serde(default)]
     age_seconds: u64,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
 }
 
 fn ours() -> String {
@@ -171,6 +176,8 @@ struct Expect {
     /// Exactly these pods are evicted.
     evictions: Option<BTreeSet<String>>,
     nominations: Option<BTreeMap<String, String>>,
+    /// Exactly these evictions violate a PodDisruptionBudget: pod → budget (`namespace/name`).
+    violating: Option<BTreeMap<String, String>>,
     reservation_count: Option<usize>,
     #[serde(default)]
     outcomes: BTreeMap<String, FOutcome>,
@@ -280,6 +287,7 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
                 .map(|g| Membership { gang: ObjectKey::new(&f.namespace, g), subgroup: f.subgroup.clone() }),
             failure: f.failure.clone(),
             scheduling_gates: f.gates.clone(),
+            labels: f.labels.clone().into(),
         })
         .collect()
 }
@@ -337,7 +345,7 @@ fn snapshot(s: &Scenario) -> Snapshot {
         })
         .collect();
     let pods = s.pods.iter().flat_map(|p| pods(p, s.now)).collect();
-    Snapshot { nodes, pods, gangs, ..Snapshot::default() }
+    Snapshot { nodes, pods, gangs, budgets: s.budgets.clone(), ..Snapshot::default() }
 }
 
 fn config(v: &serde_json::Value) -> Config {
@@ -381,6 +389,16 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
         let got: BTreeSet<String> = plan.evictions.iter().map(|e| e.pod.name.clone()).collect();
         if &got != want {
             fail(format!("evictions: want {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = &e.violating {
+        let got: BTreeMap<String, String> = plan
+            .evictions
+            .iter()
+            .filter_map(|e| Some((e.pod.name.clone(), e.budget.as_ref()?.to_string())))
+            .collect();
+        if &got != want {
+            fail(format!("violating: want {want:?}, got {got:?}"));
         }
     }
     if let Some(want) = &e.nominations {

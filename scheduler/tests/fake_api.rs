@@ -707,3 +707,43 @@ async fn a_replica_with_a_skewed_clock_neither_steals_a_live_lease_nor_keeps_a_l
     assert!(round(&api, "l", "c", behind(secs(66)), t0 + secs(66), lease, &mut seen_c).await.unwrap());
     assert_eq!(holder(&fake).as_deref(), Some("c"));
 }
+
+/// Someone else's Ready pod on `node`, labelled `app`, of `priority`, using all 8 GPUs.
+fn app_pod(name: &str, app: &str, node: &str, priority: i32) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml", "labels": {"app": app}},
+        "spec": {"nodeName": node, "priority": priority, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"},
+                                 "limits": {"nvidia.com/gpu": "8"}}}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+#[tokio::test]
+async fn preemption_evicts_the_victim_no_budget_protects_and_never_stalls() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(node("gpu-2", "64", 8, &[]));
+    // The protected pod has the lower priority: without its budget it would be the victim.
+    fake.put(app_pod("web-0", "web", "gpu-1", -10));
+    fake.put(app_pod("batch-0", "batch", "gpu-2", 0));
+    fake.put(kube_gang_tests::pdb("ml", "web", &[("app", "web")], 0, 0, 1));
+    fake.run_disruption_controller();
+    let budget = fake.get("policy/v1", "PodDisruptionBudget", "ml", "web").unwrap();
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0, "1 healthy of 1 desired");
+    fake.put(gang("ml", "high", 1));
+    let mut high = gang_pod("ml", "high-0", "high", 8);
+    high["spec"]["priority"] = json!(1000);
+    fake.put(high);
+    let (stop, handle) = start(&fake, false).await;
+    assert!(
+        fake.wait_for(Duration::from_secs(15), |f| bound(f, "ml", "high-0").is_some()).await,
+        "{:#?}",
+        fake.requests_to("POST", "/eviction")
+    );
+    assert_eq!(bound(&fake, "ml", "high-0").as_deref(), Some("gpu-2"));
+    let evictions: Vec<String> = fake.requests_to("POST", "/eviction").into_iter().map(|r| r.path).collect();
+    assert_eq!(evictions, ["/api/v1/namespaces/ml/pods/batch-0/eviction"]);
+    assert!(fake.get("v1", "Pod", "ml", "web-0").is_some(), "the protected pod stays");
+    stop.cancel();
+    handle.await.unwrap();
+}

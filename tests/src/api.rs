@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 use crate::faults::{Fault, FaultKind};
 use crate::server::{self, Inner};
 use crate::store::{self, Recorded, Resource, Store};
-use crate::subresources;
+use crate::{disruption, subresources};
 
 /// A running fake API server.
 #[derive(Clone, Debug)]
@@ -169,6 +169,19 @@ impl FakeApi {
     /// How often a watch that allows bookmarks gets a `BOOKMARK` (1 s unless set).
     pub fn bookmark_every(&self, every: Duration) {
         *self.inner.bookmark_every.lock().expect("bookmark interval") = every;
+    }
+
+    /// Runs the disruption controller from now on: every PodDisruptionBudget's status follows
+    /// its pods ([`crate::disruption`]); computed at once for the budgets already stored.
+    pub fn run_disruption_controller(&self) {
+        let mut s = self.store();
+        s.on_pod_change = Some(disruption::reconcile);
+        let budgets = ("/apis/policy/v1".to_string(), "poddisruptionbudgets".to_string());
+        let namespaces: std::collections::BTreeSet<String> =
+            s.objects.get(&budgets).into_iter().flat_map(|m| m.keys()).map(|(ns, _)| ns.clone()).collect();
+        for ns in namespaces {
+            disruption::reconcile(&mut s, &ns);
+        }
     }
 
     /// Moves the fake's clock forward: pods whose grace period ends by then are removed.

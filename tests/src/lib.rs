@@ -10,12 +10,14 @@
 //! - [`watch`]: list and watch with selectors, pagination, bookmarks, timeouts and 410 Gone;
 //! - [`subresources`]: `pods/binding`, `pods/eviction` through PodDisruptionBudgets, graceful
 //!   deletion;
+//! - [`disruption`]: the disruption controller's PodDisruptionBudget status, when a test runs it;
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
 //!
 //! Every request is recorded (method, path, query, body, when, `User-Agent`, the status it got)
 //! so tests assert on exactly what a real API server would have received.
 
 mod api;
+pub mod disruption;
 pub mod faults;
 pub mod patch;
 pub mod route;

@@ -64,6 +64,9 @@ pub struct Store {
     pub clock_offset: Duration,
     /// Counter behind generated names.
     pub generated: u64,
+    /// Called with a pod's namespace after the pod changed: the disruption controller, when a
+    /// test runs it ([`crate::FakeApi::run_disruption_controller`]).
+    pub on_pod_change: Option<fn(&mut Store, &str)>,
     changes: broadcast::Sender<Arc<Change>>,
 }
 
@@ -81,6 +84,7 @@ impl Store {
             delays: Vec::new(),
             clock_offset: Duration::ZERO,
             generated: 0,
+            on_pod_change: None,
             changes,
         }
     }
@@ -122,6 +126,13 @@ impl Store {
         });
         self.history.push_back(change.clone());
         let _ = self.changes.send(change);
+        if res.1 == "pods"
+            && let Some(hook) = self.on_pod_change
+        {
+            let namespace =
+                obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+            hook(self, &namespace);
+        }
         obj
     }
 

@@ -122,7 +122,7 @@ pub fn bind(s: &mut Store, t: &Target, name: &str, body: &Value) -> Result<(), A
 
 /// Whether a PodDisruptionBudget's `spec.selector` selects these labels (policy/v1: an empty
 /// selector selects every pod of the namespace, a missing one none).
-fn selects(pdb: &Value, labels: &Value) -> bool {
+pub fn selects(pdb: &Value, labels: &Value) -> bool {
     let Some(sel) = pdb.pointer("/spec/selector").filter(|s| s.is_object()) else { return false };
     let get = |k: &str| labels.get(k).and_then(Value::as_str);
     let by_label = sel

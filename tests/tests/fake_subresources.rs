@@ -216,3 +216,69 @@ async fn a_short_grace_period_passes_on_the_wall_clock_too() {
     assert!(a.body["metadata"]["deletionTimestamp"].is_string());
     assert!(api.wait_for(Duration::from_secs(5), |f| f.get("v1", "Pod", "ml", "web-0").is_none()).await);
 }
+
+fn ready(name: &str, app: &str) -> Value {
+    let mut p = running(name, app);
+    p["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+    p
+}
+
+fn allowed(api: &FakeApi, name: &str) -> (i64, i64, i64, i64) {
+    let b = api.get("policy/v1", "PodDisruptionBudget", "ml", name).unwrap();
+    let at = |f: &str| b["status"][f].as_i64().unwrap_or(-1);
+    (at("disruptionsAllowed"), at("currentHealthy"), at("desiredHealthy"), at("expectedPods"))
+}
+
+/// The disruption controller: `disruptionsAllowed` = currentHealthy − desiredHealthy, recomputed
+/// as pods change, so a budget an eviction used up recovers when the replacement is Ready.
+#[tokio::test]
+async fn the_disruption_controller_gives_a_budget_back_when_the_replacement_is_ready() {
+    let api = FakeApi::start(&[]).await;
+    // Written by hand as "nothing allowed"; the controller computes it from the pods.
+    api.put(pdb("ml", "web", &[("app", "web")], 0, 0, 2));
+    for i in 0..3 {
+        api.put(ready(&format!("web-{i}"), "web"));
+    }
+    api.put(running("web-slow", "other"));
+    assert_eq!(allowed(&api, "web"), (0, 0, 2, 0), "off until a test runs it");
+    api.run_disruption_controller();
+    assert_eq!(allowed(&api, "web"), (1, 3, 2, 3));
+    let a = api.call("POST", &evict_uri("web-0"), JSON, &eviction("web-0")).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+    // Terminating: no longer healthy; the grant is dropped with it.
+    assert_eq!(allowed(&api, "web"), (0, 2, 2, 3));
+    let a = api.call("POST", &evict_uri("web-1"), JSON, &eviction("web-1")).await;
+    assert_eq!(a.status, 429, "{:#}", a.body);
+    api.advance(Duration::from_secs(60));
+    assert!(api.get("v1", "Pod", "ml", "web-0").is_none(), "the victim is gone");
+    assert_eq!(allowed(&api, "web"), (0, 2, 2, 2));
+    // The replacement: not Ready yet, then Ready.
+    api.put(running("web-3", "web"));
+    assert_eq!(allowed(&api, "web"), (0, 2, 2, 3));
+    api.put(ready("web-3", "web"));
+    assert_eq!(allowed(&api, "web"), (1, 3, 2, 3));
+    let a = api.call("POST", &evict_uri("web-1"), JSON, &eviction("web-1")).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+}
+
+#[tokio::test]
+async fn max_unavailable_follows_the_pods_and_a_percentage_rounds_up() {
+    let api = FakeApi::start(&[]).await;
+    let mut by_max = pdb("ml", "max", &[("app", "web")], 0, 0, 0);
+    by_max["spec"] = json!({"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}});
+    api.put(by_max);
+    let mut by_pct = pdb("ml", "pct", &[("app", "db")], 0, 0, 0);
+    by_pct["spec"] = json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "db"}}});
+    api.put(by_pct);
+    api.run_disruption_controller();
+    assert_eq!(allowed(&api, "max").0, 0, "no pods, nothing to disrupt");
+    for i in 0..3 {
+        api.put(ready(&format!("web-{i}"), "web"));
+        api.put(ready(&format!("db-{i}"), "db"));
+    }
+    assert_eq!(allowed(&api, "max"), (1, 3, 2, 3));
+    assert_eq!(allowed(&api, "pct"), (1, 3, 2, 3), "50% of 3 is 2 healthy");
+    // A protected pod deleted outright (not evicted): one fewer expected, and healthy.
+    api.remove("v1", "Pod", "ml", "web-2");
+    assert_eq!(allowed(&api, "max"), (1, 2, 1, 2));
+}

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::crd;
-use crate::model::{GangKey, GangState, PodKey, Reservation, Time};
+use crate::model::{GangKey, GangState, ObjectKey, PodKey, Reservation, Time};
 
 /// Bind `pod` (with `uid`) to `node`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -43,6 +43,11 @@ pub struct Eviction {
     /// The gang this eviction makes room for (preemption only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptor: Option<GangKey>,
+    /// The PodDisruptionBudget this preemption violates (none had a disruption left for the
+    /// pod): a last resort, taken only when no set of victims within the budgets makes room. The
+    /// Eviction API refuses it until the budget allows it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<ObjectKey>,
 }
 
 /// `pod` will go to `node` once the victims are gone (written as `status.nominatedNodeName`).

@@ -54,13 +54,14 @@ const fn builtin(
     ApiKind { group, version, kind, plural, builtin: true }
 }
 
-/// Everything [`Cluster`] understands: nodes, pods, namespaces, priority classes and every gang
-/// dialect's objects.
+/// Everything [`Cluster`] understands: nodes, pods, namespaces, priority classes,
+/// PodDisruptionBudgets and every gang dialect's objects.
 pub const READ: &[ApiKind] = &[
     builtin("", "v1", "Node", "nodes"),
     builtin("", "v1", "Pod", "pods"),
     builtin("", "v1", "Namespace", "namespaces"),
     builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
+    builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
     api_kind(crate::GROUP, crate::VERSION, "Gang", "gangs"),
     api_kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
     // Kubernetes 1.36 serves PodGroups as v1alpha2 only; 1.35 has Workloads pods point at.
@@ -103,6 +104,8 @@ pub struct Cluster {
     pods: BTreeMap<(String, String), Value>,
     priority_classes: BTreeMap<String, Value>,
     namespaces: BTreeMap<String, Value>,
+    /// PodDisruptionBudgets by (namespace, name).
+    budgets: BTreeMap<(String, String), Value>,
     gang_objects: BTreeMap<(String, String, String, String), Value>,
     /// Objects of kinds the cluster view does not use (Jobs, Services, …), kept for callers.
     pub others: Vec<Value>,
@@ -183,6 +186,9 @@ impl Cluster {
             Filed::PriorityClass => {
                 self.priority_classes.insert(r.name, obj);
             }
+            Filed::Budget => {
+                self.budgets.insert((r.pod_namespace().to_string(), r.name), obj);
+            }
             Filed::Other if dialect::read_object(&obj).is_some() => {
                 self.gang_objects.insert((r.group, r.kind, r.namespace, r.name), obj);
             }
@@ -215,6 +221,9 @@ impl Cluster {
             }
             Filed::PriorityClass => {
                 self.priority_classes.remove(&r.name);
+            }
+            Filed::Budget => {
+                self.budgets.remove(&(r.pod_namespace().to_string(), r.name.clone()));
             }
             Filed::Other => {
                 self.gang_objects.remove(&(
@@ -260,6 +269,7 @@ impl Cluster {
             Filed::Pod => self.pods.get(&(r.pod_namespace().to_string(), r.name.clone())),
             Filed::Namespace => self.namespaces.get(&r.name),
             Filed::PriorityClass => self.priority_classes.get(&r.name),
+            Filed::Budget => self.budgets.get(&(r.pod_namespace().to_string(), r.name.clone())),
             Filed::Other => {
                 self.gang_objects.get(&(r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()))
             }

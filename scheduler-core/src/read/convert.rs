@@ -1,4 +1,5 @@
-//! Kubernetes objects → the model: k8s-openapi `Node`, `Pod` and `PriorityClass`.
+//! Kubernetes objects → the model: k8s-openapi `Node`, `Pod`, `PriorityClass` and
+//! `PodDisruptionBudget`.
 //!
 //! Total: anything that cannot be understood is a [`FieldError`] with its field path, never a panic
 //! or a silent default. Gang membership is not read here; the dialects resolve it
@@ -7,13 +8,15 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde_json::Value;
 
 use crate::error::FieldError;
 use crate::model::{
-    Node, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, ObjectKey, Pod, PodPhase,
-    PreemptionPolicy, Taint, TaintEffect, Time, Toleration, TolerationOperator,
+    Budget, LabelOperator, LabelRequirement, LabelSelector, Node, NodeSelectorOperator,
+    NodeSelectorRequirement, NodeSelectorTerm, ObjectKey, Pod, PodPhase, PreemptionPolicy, Taint,
+    TaintEffect, Time, Toleration, TolerationOperator,
 };
 use crate::resources::{PODS, Resources, effective_requests, resource_list};
 
@@ -280,6 +283,63 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
                 None => reason.to_string(),
             }),
         scheduling_gates: spec.scheduling_gates.iter().flatten().map(|g| g.name.clone()).collect(),
+        labels: meta.labels.clone().unwrap_or_default().into(),
+    })
+}
+
+/// A raw PodDisruptionBudget.
+pub fn budget_from_value(v: &Value) -> Result<Budget, Vec<FieldError>> {
+    budget(&typed::<PodDisruptionBudget>(v)?)
+}
+
+/// A PodDisruptionBudget, as kube-scheduler's preemption reads it: namespace, selector (absent
+/// or empty selects nothing), `status.disruptionsAllowed` and `status.disruptedPods`.
+pub fn budget(b: &PodDisruptionBudget) -> Result<Budget, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let meta = &b.metadata;
+    let name = meta.name.clone().unwrap_or_default();
+    if name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "required"));
+    }
+    let namespace = meta.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
+    let mut selector = LabelSelector::default();
+    if let Some(s) = b.spec.as_ref().and_then(|s| s.selector.as_ref()) {
+        selector.match_labels = s.match_labels.clone().unwrap_or_default();
+        for (i, r) in s.match_expressions.iter().flatten().enumerate() {
+            let path = format!("spec.selector.matchExpressions[{i}]");
+            let operator = match r.operator.as_str() {
+                "In" => LabelOperator::In,
+                "NotIn" => LabelOperator::NotIn,
+                "Exists" => LabelOperator::Exists,
+                "DoesNotExist" => LabelOperator::DoesNotExist,
+                other => {
+                    errors.push(FieldError::new(
+                        format!("{path}.operator"),
+                        format!("unknown operator {other:?}"),
+                    ));
+                    continue;
+                }
+            };
+            selector.match_expressions.push(LabelRequirement {
+                key: r.key.clone(),
+                operator,
+                values: r.values.clone().unwrap_or_default(),
+            });
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let status = b.status.as_ref();
+    let empty = selector.match_labels.is_empty() && selector.match_expressions.is_empty();
+    Ok(Budget {
+        key: ObjectKey::new(namespace, name),
+        selector: (!empty).then_some(selector),
+        disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
+        disrupted_pods: status
+            .and_then(|s| s.disrupted_pods.as_ref())
+            .map(|d| d.keys().cloned().collect())
+            .unwrap_or_default(),
     })
 }
 

@@ -5,8 +5,9 @@
 //! objects. A [`Snapshot`] is what the cycle sees; building one is the adapters' job (see
 //! [`crate::convert`] and [`crate::dialect`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -297,6 +298,122 @@ pub struct Pod {
     /// admit them). The API server only lets gates be removed after creation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scheduling_gates: Vec<String>,
+    /// `metadata.labels`: what PodDisruptionBudget selectors match (see [`Budget`]).
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
+}
+
+/// A pod's labels, shared: a snapshot is cloned whole (compaction, the CLI), and at 140,000 pods
+/// a clone of every label map would cost more than the rest of the pod. Plain data otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Labels(Arc<BTreeMap<String, String>>);
+
+impl Labels {
+    pub fn new(map: BTreeMap<String, String>) -> Self {
+        Labels(Arc::new(map))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    pub fn map(&self) -> &BTreeMap<String, String> {
+        &self.0
+    }
+}
+
+impl From<BTreeMap<String, String>> for Labels {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        Labels::new(map)
+    }
+}
+
+impl Serialize for Labels {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BTreeMap::deserialize(d).map(Labels::new)
+    }
+}
+
+/// A `policy/v1` PodDisruptionBudget as preemption reads it (kube-scheduler's DefaultPreemption):
+/// which pods it protects and how many of them may go now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    pub key: ObjectKey,
+    /// `spec.selector`. `None` (absent or empty) selects nothing, as kube-scheduler reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// `status.disruptionsAllowed`, as the disruption controller last computed it.
+    #[serde(default)]
+    pub disruptions_allowed: i32,
+    /// `status.disruptedPods`: pods whose eviction the API server already granted; they consume
+    /// nothing again.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub disrupted_pods: BTreeSet<String>,
+}
+
+impl Budget {
+    /// Whether this budget protects `pod`: same namespace, and the selector matches its labels.
+    pub fn selects(&self, pod: &Pod) -> bool {
+        pod.key.namespace == self.key.namespace
+            && !pod.labels.is_empty()
+            && self.selector.as_ref().is_some_and(|s| s.matches(&pod.labels))
+    }
+}
+
+/// A `metav1.LabelSelector` (`matchLabels` and `matchExpressions`, ANDed). Never empty: an
+/// empty selector is read as `None` where it means "nothing" (see [`Budget::selector`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelRequirement>,
+}
+
+/// One `matchExpressions` entry: `In`, `NotIn`, `Exists` or `DoesNotExist`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelRequirement {
+    pub key: String,
+    pub operator: LabelOperator,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LabelOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+impl LabelSelector {
+    /// apimachinery's rules: every `matchLabels` pair present, every requirement met (`NotIn`
+    /// and `DoesNotExist` hold when the key is absent).
+    pub fn matches(&self, labels: &Labels) -> bool {
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
+            && self.match_expressions.iter().all(|r| {
+                let value = labels.get(&r.key);
+                match r.operator {
+                    LabelOperator::In => value.is_some_and(|v| r.values.iter().any(|x| x == v)),
+                    LabelOperator::NotIn => value.is_none_or(|v| r.values.iter().all(|x| x != v)),
+                    LabelOperator::Exists => value.is_some(),
+                    LabelOperator::DoesNotExist => value.is_none(),
+                }
+            })
+    }
 }
 
 impl Pod {
@@ -567,6 +684,9 @@ pub struct Snapshot {
     /// recomputes it ([`Usage::of`]) or sets it to `None`.
     #[serde(skip)]
     pub usage: Option<Usage>,
+    /// PodDisruptionBudgets: preemption prefers victims whose eviction violates none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<Budget>,
 }
 
 /// What the pods that use each node request, summed per node name: derived from

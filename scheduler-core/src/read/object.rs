@@ -26,6 +26,8 @@ pub enum Filed {
     Pod,
     Namespace,
     PriorityClass,
+    /// A `policy/v1` PodDisruptionBudget.
+    Budget,
     /// Anything else: a gang object of some dialect, or a kind the cluster view does not use.
     Other,
 }
@@ -66,6 +68,7 @@ impl ObjectRef {
             ("v1", "Pod") => Filed::Pod,
             ("v1", "Namespace") => Filed::Namespace,
             (_, "PriorityClass") if self.group == "scheduling.k8s.io" => Filed::PriorityClass,
+            ("policy/v1", "PodDisruptionBudget") => Filed::Budget,
             _ => Filed::Other,
         }
     }

@@ -7,6 +7,7 @@
 
 use super::Facts;
 use super::ledger::Txn;
+use super::preempt::Allowance;
 use crate::model::{GangState, Reservation};
 use crate::plan::{Binding, Eviction, EvictionReason, Nomination, Outcome, Phase};
 use crate::{Plan, Reason};
@@ -61,6 +62,9 @@ pub(super) fn assemble(facts: &Facts<'_>, decisions: Vec<Decision>, singles: &[(
         node: nodes[n].name.clone(),
     };
     let mut plan = Plan::default();
+    // Evictions take from the PodDisruptionBudgets in the order they were decided (as the
+    // victim choice counted them); a preemption's violation is reported.
+    let mut allowance = Allowance::new(facts.snap, std::iter::empty());
     plan.bindings.extend(singles.iter().map(|&(p, n)| binding(p, n)));
     for d in decisions {
         let gang = &gangs[d.gang];
@@ -69,6 +73,10 @@ pub(super) fn assemble(facts: &Facts<'_>, decisions: Vec<Decision>, singles: &[(
         for &(p, reason) in &d.evictions {
             let pod = &pods[p];
             let Some(node) = pod.node_name.clone() else { continue };
+            let violated = allowance.take(pod);
+            let budget = violated
+                .filter(|_| reason == EvictionReason::Preempted)
+                .map(|b| facts.snap.budgets[b].key.clone());
             plan.evictions.push(Eviction {
                 pod: pod.key.clone(),
                 uid: pod.uid.clone(),
@@ -76,6 +84,7 @@ pub(super) fn assemble(facts: &Facts<'_>, decisions: Vec<Decision>, singles: &[(
                 reason,
                 gang: pod.gang.as_ref().map(|m| m.gang.clone()),
                 preemptor: (reason == EvictionReason::Preempted).then(|| gang.key.clone()),
+                budget,
             });
         }
         plan.nominations.extend(

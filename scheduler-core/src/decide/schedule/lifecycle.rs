@@ -460,7 +460,7 @@ impl View<'_, '_> {
                 },
             );
             match found {
-                preempt::Found::Evict { victims, placement } => {
+                preempt::Found::Evict { victims, placement, violating } => {
                     let victim_gangs: BTreeSet<String> = victims
                         .iter()
                         .map(|&p| {
@@ -473,8 +473,9 @@ impl View<'_, '_> {
                     let count = victims.len();
                     let list: Vec<String> = victim_gangs.into_iter().collect();
                     let msg = format!(
-                        "preempting {count} lower-priority pod(s) ({}) to make room; {why}",
-                        list.join(", ")
+                        "preempting {count} lower-priority pod(s) ({}) to make room{}; {why}",
+                        list.join(", "),
+                        preempt::violations_note(f.snap, &violating)
                     );
                     let mut d = Decision::new(g, Reason::Preempting, Phase::Pending, msg, st);
                     d.evictions = victims.into_iter().map(|p| (p, EvictionReason::Preempted)).collect();

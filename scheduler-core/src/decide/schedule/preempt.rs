@@ -1,11 +1,19 @@
 //! Gang-aware preemption: a gang that cannot fit may displace strictly lower-priority work.
 //!
 //! Victims are whole units — a gang's bound members together (so no victim gang is left below its
-//! minimum), or one pod outside any gang — taken in the order [`candidates`] gives: lowest
-//! priority first, then smallest, then by key. The shortest prefix of that order with which the
-//! preemptor fits completely is found by galloping and binary search; then every unit the
-//! preemptor can do without is dropped again (highest priority first), so the fewest and lowest
-//! are evicted. If the preemptor cannot fit even with every candidate gone, nothing is evicted.
+//! minimum), or one pod outside any gang — taken in the order [`candidates`] gives: first every
+//! unit whose eviction violates no PodDisruptionBudget, then the others (kube-scheduler's
+//! DefaultPreemption reprieves budget-violating victims first and picks the node with the fewest
+//! violations: a violation is a last resort, not a bar); within each, lowest priority first, then
+//! smallest, then by key. The shortest prefix of that order with which the preemptor fits
+//! completely is found by galloping and binary search; then every unit the preemptor can do
+//! without is dropped again (the last taken first), so the fewest and lowest are evicted. If the
+//! preemptor cannot fit even with every candidate gone, nothing is evicted.
+//!
+//! Budgets are counted as kube-scheduler's `filterPodsWithPDBViolation` counts them: a budget
+//! selects the pods of its namespace its (non-empty) selector matches; each pod it selects takes
+//! one of its `disruptionsAllowed`, unless the budget lists the pod as already disrupted; a pod
+//! with none left violates it. Pods already evicted this cycle have taken theirs.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -13,15 +21,16 @@ use std::rc::Rc;
 use super::ledger::Txn;
 use super::members::Members;
 use super::place::{Feasible, Placement};
-use crate::model::{ObjectKey, PreemptionPolicy, Snapshot};
+use crate::model::{Budget, ObjectKey, Pod, PreemptionPolicy, Snapshot};
 
 /// How many victim units one preemptor may consider; bounds a cycle's cost on huge clusters.
 const MAX_CANDIDATES: usize = 512;
 
 /// What a preemption found.
 pub(super) enum Found {
-    /// Evict these pods; the preemptor then goes where `placement` says.
-    Evict { victims: Vec<usize>, placement: Placement },
+    /// Evict these pods; the preemptor then goes where `placement` says. `violating`: the
+    /// victims whose eviction violates a budget (pod, budget), a last resort.
+    Evict { victims: Vec<usize>, placement: Placement, violating: Vec<(usize, usize)> },
     /// Victims of an earlier preemption are still terminating on the nominated nodes.
     Waiting(usize),
     /// Preemption cannot help (or is not allowed).
@@ -50,6 +59,8 @@ impl Room<'_, '_> {
 /// A unit of victims: a gang's bound members, or one pod outside any gang.
 #[derive(Debug)]
 struct Victim<'a> {
+    /// Its eviction would violate a budget, given the units before it in the order.
+    violates: bool,
     priority: i32,
     pods: Vec<usize>,
     key: &'a ObjectKey,
@@ -147,13 +158,100 @@ pub(super) fn try_preempt(
         }
     }
     let placement = place(&freed(&chosen));
-    let victims = chosen.iter().flat_map(|u| u.pods.iter().copied()).collect();
-    Found::Evict { victims, placement }
+    let victims: Vec<usize> = chosen.iter().flat_map(|u| u.pods.iter().copied()).collect();
+    let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
+    let violating = victims.iter().filter_map(|&p| Some((p, allowance.take(&snap.pods[p])?))).collect();
+    Found::Evict { victims, placement, violating }
+}
+
+/// `; 1 of them violates PodDisruptionBudget ml/web` for the outcome's message, or nothing.
+pub(super) fn violations_note(snap: &Snapshot, violating: &[(usize, usize)]) -> String {
+    if violating.is_empty() {
+        return String::new();
+    }
+    let budgets: BTreeSet<String> = violating.iter().map(|&(_, b)| snap.budgets[b].key.to_string()).collect();
+    let list: Vec<String> = budgets.into_iter().collect();
+    format!(
+        "; {} of them violate{} PodDisruptionBudget {} (no set within the budgets makes room)",
+        violating.len(),
+        if violating.len() == 1 { "s" } else { "" },
+        list.join(", ")
+    )
+}
+
+/// What is left of each PodDisruptionBudget's `disruptionsAllowed` as victims are taken.
+pub(super) struct Allowance<'s> {
+    budgets: &'s [Budget],
+    left: Vec<i64>,
+}
+
+impl<'s> Allowance<'s> {
+    /// The snapshot's budgets, after the pods `gone` (evicted earlier this cycle) took theirs.
+    pub fn new(snap: &'s Snapshot, gone: impl IntoIterator<Item = usize>) -> Self {
+        let budgets = snap.budgets.as_slice();
+        let mut a =
+            Allowance { budgets, left: budgets.iter().map(|b| i64::from(b.disruptions_allowed)).collect() };
+        if !budgets.is_empty() {
+            for p in gone {
+                a.take(&snap.pods[p]);
+            }
+        }
+        a
+    }
+
+    /// The budgets that count `pod`'s eviction.
+    fn counting<'p>(&'p self, pod: &'p Pod) -> impl Iterator<Item = usize> + 'p {
+        self.budgets
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.selects(pod) && !b.disrupted_pods.contains(&pod.key.name))
+            .map(|(i, _)| i)
+    }
+
+    /// Takes `pod`'s disruption from every budget that counts it, up to the first with none left,
+    /// which it violates (kube-scheduler's rule, one pod at a time).
+    pub fn take(&mut self, pod: &Pod) -> Option<usize> {
+        if self.budgets.is_empty() {
+            return None;
+        }
+        let counting: Vec<usize> = self.counting(pod).collect();
+        for b in counting {
+            if self.left[b] <= 0 {
+                return Some(b);
+            }
+            self.left[b] -= 1;
+        }
+        None
+    }
+
+    /// Whether all of `pods` can go without violating any budget; if so, takes their
+    /// disruptions (a unit that cannot takes nothing, so the units after it are judged on what
+    /// the budgets really have left).
+    fn take_all(&mut self, pods: impl Iterator<Item = &'s Pod>) -> bool {
+        if self.budgets.is_empty() {
+            return true;
+        }
+        let mut need = vec![0i64; self.budgets.len()];
+        for pod in pods {
+            for b in self.counting(pod).collect::<Vec<_>>() {
+                need[b] += 1;
+            }
+        }
+        if need.iter().zip(&self.left).any(|(n, l)| n > l) {
+            return false;
+        }
+        for (l, n) in self.left.iter_mut().zip(need) {
+            *l -= n;
+        }
+        true
+    }
 }
 
 /// The victim choice: every unit strictly below gang `g`'s priority with a pod on a `useful`
-/// node, in the order they are taken — lowest priority, then fewest pods, then key — at most
-/// [`MAX_CANDIDATES`] of them.
+/// node, in the order they are taken — those whose eviction violates no budget first, then
+/// lowest priority, fewest pods, key — at most [`MAX_CANDIDATES`] of them. Whether a unit
+/// violates is judged in (priority, size, key) order with what the units before it left of the
+/// budgets, so every prefix of the non-violating units violates nothing together.
 fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<'a>> {
     let snap = room.snap;
     let priority = room.priorities[g];
@@ -169,16 +267,24 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
         }
         let pods: Vec<usize> = room.members[j].all.iter().copied().filter(|&p| evictable(p)).collect();
         if pods.iter().any(|&p| helps(p)) {
-            units.push(Victim { priority: room.priorities[j], pods, key: &gang.key });
+            units.push(Victim { violates: false, priority: room.priorities[j], pods, key: &gang.key });
         }
     }
     for (i, pod) in snap.pods.iter().enumerate() {
         let in_gang = room.places[i].1;
         if !in_gang && pod.priority < priority && evictable(i) && helps(i) {
-            units.push(Victim { priority: pod.priority, pods: vec![i], key: &pod.key });
+            units.push(Victim { violates: false, priority: pod.priority, pods: vec![i], key: &pod.key });
         }
     }
     units.sort_by(|a, b| (a.priority, a.pods.len(), a.key).cmp(&(b.priority, b.pods.len(), b.key)));
+    if !snap.budgets.is_empty() {
+        let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
+        for u in &mut units {
+            u.violates = !allowance.take_all(u.pods.iter().map(|&p| &snap.pods[p]));
+        }
+        // Stable: each part keeps the (priority, size, key) order.
+        units.sort_by_key(|u| u.violates);
+    }
     units.truncate(MAX_CANDIDATES);
     units
 }

@@ -38,6 +38,7 @@ pub(super) struct Assembly {
     claims: Vec<Vec<Claim>>,
     priorities: PriorityClasses,
     class_problems: Vec<Problem>,
+    budget_problems: Vec<Problem>,
     node_problems: BTreeMap<String, Problem>,
     pod_problems: BTreeMap<PodAt, Problem>,
     /// Every gang-defining object, read.
@@ -61,6 +62,7 @@ impl Assembly {
             a.node(cluster, name);
         }
         a.all_pods(cluster);
+        a.read_budgets(cluster);
         for key in cluster.gang_objects.keys() {
             a.gang_object(cluster, key);
         }
@@ -73,9 +75,11 @@ impl Assembly {
         Assembled { snapshot: self.snapshot, problems }
     }
 
-    /// Every problem met, in a stable order: priority classes, nodes, gang objects, pods, claims.
+    /// Every problem met, in a stable order: priority classes, budgets, nodes, gang objects,
+    /// pods, claims.
     fn problems(&self) -> Vec<Problem> {
         let mut out = self.class_problems.clone();
+        out.extend(self.budget_problems.iter().cloned());
         out.extend(self.node_problems.values().cloned());
         out.extend(self.object_problems.iter().cloned());
         out.extend(self.pod_problems.values().cloned());
@@ -101,6 +105,19 @@ impl Assembly {
         let changed = priorities != self.priorities;
         self.priorities = priorities;
         changed
+    }
+
+    /// Reads the PodDisruptionBudgets again: they are few (one per protected workload), so any
+    /// change reads them all, in key order.
+    fn read_budgets(&mut self, cluster: &Cluster) {
+        self.budget_problems.clear();
+        self.snapshot.budgets.clear();
+        for v in cluster.budgets.values() {
+            match convert::budget_from_value(v) {
+                Ok(b) => self.snapshot.budgets.push(b),
+                Err(errors) => self.budget_problems.push(Problem { object: describe(v), errors }),
+            }
+        }
     }
 
     /// Brings node `name` in line with the cluster (converted, replaced or gone).
@@ -439,6 +456,7 @@ impl Live {
             Filed::Node => a.node(cluster, &r.name),
             Filed::Pod => a.pod(cluster, &(r.pod_namespace().to_string(), r.name.clone()), before),
             Filed::Namespace => {}
+            Filed::Budget => a.read_budgets(cluster),
             Filed::PriorityClass => {
                 if a.read_priorities(cluster) {
                     a.all_pods(cluster);
