@@ -1,7 +1,9 @@
 //! The scheduling cycle: `schedule(snapshot, config, now) -> plan`. Pure and deterministic.
 //!
 //! One cycle is a chain of values, each step a function of what the steps before it returned:
-//! 1. **Index** the snapshot: resource names, the demand of every pending pod, and the capacity
+//! 1. **Index** the snapshot: resource names; in one pass over the pods ([`scan_pods`]) the demand
+//!    of every pending pod (replicas alike share one), each pod's gang and the pods of ours
+//!    outside any gang; and the capacity
 //!    [`ledger`] — free capacity per node (every pod that uses a node counts, whoever bound it:
 //!    the snapshot's [`Usage`] carries the sum) and `NonStrict` reservations carried over.
 //! 2. **Count** each gang's [`members`] and its priority.
@@ -32,7 +34,7 @@ use std::collections::HashMap;
 
 use crate::model::{GangKey, GangMode, Usage};
 use crate::{Config, Plan, Snapshot, Time};
-use ledger::{Demand, Ledger, ResourceIndex};
+use ledger::{Demands, Ledger, ResourceIndex};
 use members::Members;
 
 /// One scheduling cycle. Pure and deterministic: the same snapshot, config and `now` always give
@@ -59,7 +61,7 @@ struct Facts<'a> {
     now: Time,
     res: ResourceIndex,
     /// Pod index → its demand (empty for pods that are not pending: only those are placed).
-    demand: Vec<Demand>,
+    demand: Demands,
     node_index: HashMap<&'a str, usize>,
     gang_index: HashMap<&'a GangKey, usize>,
     /// Gang index → its members.
@@ -104,7 +106,7 @@ impl Facts<'_> {
                 && b.nominated_node.is_none()
                 && !self.reserved.contains_key(&p)
                 && !self.reserved.contains_key(&q)
-                && self.demand[p] == self.demand[q]
+                && self.demand.same(p, q)
                 && a.node_selector == b.node_selector
                 && a.affinity == b.affinity
                 && a.tolerations == b.tolerations)
@@ -119,11 +121,8 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
         snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
     let gang_index: HashMap<&GangKey, usize> =
         snap.gangs.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
-    let demand: Vec<Demand> = snap
-        .pods
-        .iter()
-        .map(|p| if p.is_pending() { res.demand(&p.requests) } else { Demand::default() })
-        .collect();
+    let scan = scan_pods(snap, &config.scheduler_name, &gang_index, &mut res);
+    let demand = scan.demand;
     if fast {
         take_usage(snap, &node_index, &mut ledger, &res);
     } else {
@@ -131,7 +130,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     }
 
     // 2. Count.
-    let members = members::count(snap, &config.scheduler_name, &gang_index);
+    let members = members::count(snap, &config.scheduler_name, scan.claimed);
     let priorities = members::priorities(snap, &members);
     let reserved = take_reservations(snap, &node_index, &gang_index, &demand, &mut ledger);
     let facts = Facts {
@@ -149,8 +148,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     };
 
     // 3. Order.
-    let units =
-        order::units(snap, &config.scheduler_name, &facts.members, &facts.priorities, &facts.gang_index);
+    let units = order::units(snap, &facts.members, &facts.priorities, &scan.singles);
     let groups = order::gang_groups(snap, &facts.priorities, &facts.gang_index);
 
     // 4. Decide.
@@ -189,6 +187,42 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     // 5. Assemble.
     let (decisions, singles) = progress.into_decisions();
     decision::assemble(&facts, decisions, &singles)
+}
+
+/// What the cycle learns of the pods in its one pass over them.
+struct PodScan {
+    demand: Demands,
+    /// (pod, gang) for every pod that claims a gang of the snapshot, in pod order.
+    claimed: Vec<(usize, usize)>,
+    /// Pods of ours outside any gang, pending and not gated: each is a gang of one.
+    singles: Vec<usize>,
+}
+
+/// One pass over the pods: their demands, their gangs and the pods of ours outside any gang. A
+/// cycle on a large cluster reads every pod once here and afterwards only the pods it places.
+fn scan_pods(
+    snap: &Snapshot,
+    scheduler_name: &str,
+    gang_index: &HashMap<&GangKey, usize>,
+    res: &mut ResourceIndex,
+) -> PodScan {
+    let mut scan =
+        PodScan { demand: Demands::with_capacity(snap.pods.len()), claimed: Vec::new(), singles: Vec::new() };
+    for (i, p) in snap.pods.iter().enumerate() {
+        scan.demand.push(&snap.pods, i, res);
+        match &p.gang {
+            Some(m) => {
+                if let Some(&g) = gang_index.get(&m.gang) {
+                    scan.claimed.push((i, g));
+                }
+            }
+            None if p.is_pending() && !p.is_gated() && p.scheduler_name == scheduler_name => {
+                scan.singles.push(i);
+            }
+            None => {}
+        }
+    }
+    scan
 }
 
 /// Takes what the pods on each node use, from the snapshot's [`Usage`] (added up here when the
@@ -233,7 +267,7 @@ fn take_reservations(
     snap: &Snapshot,
     node_index: &HashMap<&str, usize>,
     gang_index: &HashMap<&GangKey, usize>,
-    demand: &[Demand],
+    demand: &Demands,
     ledger: &mut Ledger,
 ) -> HashMap<usize, usize> {
     let mut reserved = HashMap::new();
