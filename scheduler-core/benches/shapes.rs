@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use scheduler_core::model::*;
 use scheduler_core::resources::Resources;
 use scheduler_core::{Config, Plan, schedule};
@@ -227,4 +227,31 @@ fn bench_scaling(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_scaling);
-criterion_main!(benches);
+
+/// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
+/// `perf stat -e instructions:u` (run it with `n` and with 0; the difference over `n` is one cycle,
+/// and instruction counts do not depend on what else the machine runs). Cases: `S1-5000`,
+/// `S1-15000`, `S4`, `scaling-15000`.
+fn runs(spec: &str) {
+    let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
+    let n: usize = n.parse().unwrap_or(1);
+    let snap = match case {
+        "S1-5000" => carried(s1(5_000, 50_000)),
+        "S1-15000" => carried(s1(15_000, 50_000)),
+        "S4" => carried(s4()),
+        "scaling-15000" => carried(s1(15_000, 150_000)),
+        other => panic!("SHAPES_RUNS: unknown case {other}"),
+    };
+    for _ in 0..n {
+        black_box(schedule(black_box(&snap), &config(), Time::from_secs(1_000)));
+    }
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("SHAPES_RUNS") {
+        runs(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -14,14 +14,15 @@ pub use crate::tree::MAX_SUBGROUP_DEPTH;
 /// How many subgroups one gang may have.
 pub const MAX_SUBGROUPS: usize = 64;
 
-/// The result of validating one object: errors deny it, warnings are shown to the user.
+/// What the rule book found in one object: errors deny it, warnings are shown to the user.
+/// (Admission's decision about an object, which adds what was injected, is [`crate::admit::Verdict`].)
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Verdict {
+pub struct Findings {
     pub errors: Vec<FieldError>,
     pub warnings: Vec<String>,
 }
 
-impl Verdict {
+impl Findings {
     /// No errors (warnings allowed).
     pub fn is_ok(&self) -> bool {
         self.errors.is_empty()
@@ -30,9 +31,9 @@ impl Verdict {
 
 /// Validates any object: a `Gang`, any dialect's PodGroup, a Pod with gang labels or annotations, or
 /// a workload that opted in or carries gang labels. `old` is the previous version on UPDATE.
-/// Unrelated kinds get an empty verdict. Every problem is reported, each with its field path.
-pub fn validate(new: &Value, old: Option<&Value>) -> Verdict {
-    let mut v = Verdict::default();
+/// Unrelated kinds get no findings. Every problem is reported, each with its field path.
+pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
+    let mut v = Findings::default();
     if !new.is_object() {
         v.errors.push(FieldError::new("", "not a Kubernetes object"));
         return v;
@@ -139,7 +140,7 @@ fn annotation_field(dialect: crate::model::Dialect, crd_path: &str) -> String {
     format!("metadata.annotations[{key}]{rest}")
 }
 
-fn validate_pod(pod: &Value, v: &mut Verdict) {
+fn validate_pod(pod: &Value, v: &mut Findings) {
     // Every claim error (each dialect's, and conflicts), and the checks below on the claims that
     // could be read.
     let (claims, claim_errors) = crate::dialect::pod_claims_all(pod);
@@ -197,7 +198,7 @@ fn validate_pod(pod: &Value, v: &mut Verdict) {
 fn validate_workload(
     obj: &Value,
     shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>,
-    v: &mut Verdict,
+    v: &mut Findings,
 ) {
     let shape = match shape {
         Ok(s) => s,

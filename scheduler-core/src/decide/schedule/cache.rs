@@ -214,13 +214,28 @@ impl<'a> Caches<'a> {
     /// untolerated `PreferNoSchedule` taints, then the room left per requested resource, scarcest
     /// first (bin-packing prefers less room, spreading more), then pod slots, then name order.
     pub fn node_key(&self, state: &Ledger, txn: &Txn, d: &Demand, pod: &Pod, n: usize) -> NodeKey {
+        let base = (soft_taints(&self.snap.nodes[n], pod), [0; KEY_WIDTH], self.rank[n]);
+        let free = d.0.iter().map(|&(res, _)| state.free(txn, n, res));
+        self.rekey(base, d.0.len(), free, state.free_pods(txn, n))
+    }
+
+    /// `key` (a node's key for a demand of `width` resources) with its room set anew from `free`
+    /// (what the node has left of each demanded resource, in the demand's order) and `pods` free
+    /// slots: what the key becomes once pods land on the node.
+    pub fn rekey(
+        &self,
+        key: NodeKey,
+        width: usize,
+        free: impl IntoIterator<Item = i64>,
+        pods: i64,
+    ) -> NodeKey {
         let sign = if self.scoring == Scoring::Spread { -1 } else { 1 };
         let mut room = [0i64; KEY_WIDTH];
-        for (slot, &(res, _)) in room.iter_mut().zip(d.0.iter().take(KEY_WIDTH - 1)) {
-            *slot = sign * state.free(txn, n, res);
+        for (slot, f) in room.iter_mut().zip(free.into_iter().take(KEY_WIDTH - 1)) {
+            *slot = sign * f;
         }
-        room[d.0.len().min(KEY_WIDTH - 1)] = sign * state.free_pods(txn, n);
-        (soft_taints(&self.snap.nodes[n], pod), room, self.rank[n])
+        room[width.min(KEY_WIDTH - 1)] = sign * pods;
+        (key.0, room, key.2)
     }
 
     /// The `k` best nodes (best first) for `ask`, as seen through `txn`.

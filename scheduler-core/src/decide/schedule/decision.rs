@@ -5,12 +5,12 @@
 //! terms (pod and node indices). [`assemble`] turns the decisions into the plan's keys and names,
 //! in sorted lists.
 
-use super::Facts;
 use super::ledger::Txn;
+use super::members::Members;
 use super::preempt::Allowance;
 use crate::model::{GangState, Reservation};
 use crate::plan::{Binding, Eviction, EvictionReason, Nomination, Outcome, Phase};
-use crate::{Plan, Reason};
+use crate::{Plan, Reason, Snapshot};
 
 /// What the cycle decided for one gang.
 #[derive(Debug)]
@@ -52,10 +52,16 @@ impl Decision {
     }
 }
 
-/// The plan of a cycle: every decision (in the order made) and the pods outside any gang bound
+/// The plan of a cycle, from the snapshot, each gang's `members` (indexed like `snap.gangs`),
+/// every decision (in the order made) and the pods outside any gang bound
 /// as `singles` (pod, node). Lists are sorted; outcomes are in gang-key order.
-pub(super) fn assemble(facts: &Facts<'_>, decisions: Vec<Decision>, singles: &[(usize, usize)]) -> Plan {
-    let (pods, nodes, gangs) = (&facts.snap.pods, &facts.snap.nodes, &facts.snap.gangs);
+pub(super) fn assemble(
+    snap: &Snapshot,
+    members: &[Members],
+    decisions: Vec<Decision>,
+    singles: &[(usize, usize)],
+) -> Plan {
+    let (pods, nodes, gangs) = (&snap.pods, &snap.nodes, &snap.gangs);
     let binding = |p: usize, n: usize| Binding {
         pod: pods[p].key.clone(),
         uid: pods[p].uid.clone(),
@@ -64,7 +70,7 @@ pub(super) fn assemble(facts: &Facts<'_>, decisions: Vec<Decision>, singles: &[(
     let mut plan = Plan::default();
     // Evictions take from the PodDisruptionBudgets in the order they were decided (as the
     // victim choice counted them); a preemption's violation is reported.
-    let mut allowance = Allowance::new(facts.snap, std::iter::empty());
+    let mut allowance = Allowance::new(snap, std::iter::empty());
     plan.bindings.extend(singles.iter().map(|&(p, n)| binding(p, n)));
     for d in decisions {
         let gang = &gangs[d.gang];
@@ -76,7 +82,7 @@ pub(super) fn assemble(facts: &Facts<'_>, decisions: Vec<Decision>, singles: &[(
             let violated = allowance.take(pod);
             let budget = violated
                 .filter(|_| reason == EvictionReason::Preempted)
-                .map(|b| facts.snap.budgets[b].key.clone());
+                .map(|b| snap.budgets[b].key.clone());
             plan.evictions.push(Eviction {
                 pod: pod.key.clone(),
                 uid: pod.uid.clone(),
@@ -97,7 +103,7 @@ pub(super) fn assemble(facts: &Facts<'_>, decisions: Vec<Decision>, singles: &[(
             node: nodes[n].name.clone(),
             gang: gang.key.clone(),
         }));
-        let mut counts = facts.members[d.gang].counts;
+        let mut counts = members[d.gang].counts;
         let binding = u32::try_from(d.bindings.len()).unwrap_or(u32::MAX);
         counts.bound += binding;
         counts.binding = binding;

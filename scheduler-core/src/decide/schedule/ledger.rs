@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::{Node, NodeUsage};
+use crate::model::{Node, NodeUsage, Pod};
 use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 
 /// Interned resource names for one cycle.
@@ -85,6 +85,55 @@ impl ResourceIndex {
 /// A request as a sparse list of (resource index, amount), sorted scarcest first.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Demand(pub Vec<(usize, i64)>);
+
+/// Every pod's [`Demand`], by pod index (`demands[p]`): pending pods demand what they request,
+/// the others nothing (only pending pods are placed). Pods that follow one another with the same
+/// requests (a workload's replicas) share one entry, so a cycle reads each shape once.
+#[derive(Debug)]
+pub(crate) struct Demands {
+    /// The distinct demands; the first is the empty one.
+    table: Vec<Demand>,
+    /// Pod index → its entry in `table`.
+    of: Vec<usize>,
+    /// The last pending pod added, and its entry.
+    last: Option<(usize, usize)>,
+}
+
+impl Demands {
+    pub fn with_capacity(pods: usize) -> Self {
+        Demands { table: vec![Demand::default()], of: Vec::with_capacity(pods), last: None }
+    }
+
+    /// Adds the demand of the next pod, `pods[p]` (pods are added in index order).
+    pub fn push(&mut self, pods: &[Pod], p: usize, res: &mut ResourceIndex) {
+        let pod = &pods[p];
+        let entry = match self.last {
+            _ if !pod.is_pending() => 0,
+            Some((q, entry)) if pods[q].requests == pod.requests => entry,
+            _ => {
+                self.table.push(res.demand(&pod.requests));
+                self.table.len() - 1
+            }
+        };
+        if entry != 0 {
+            self.last = Some((p, entry));
+        }
+        self.of.push(entry);
+    }
+
+    /// Whether pods `p` and `q` demand the same.
+    pub fn same(&self, p: usize, q: usize) -> bool {
+        self.of[p] == self.of[q] || self[p] == self[q]
+    }
+}
+
+impl std::ops::Index<usize> for Demands {
+    type Output = Demand;
+
+    fn index(&self, p: usize) -> &Demand {
+        &self.table[self.of[p]]
+    }
+}
 
 /// Free capacity of every node, and its pod slots: the cycle's capacity ledger.
 #[derive(Clone, Debug)]
@@ -208,11 +257,18 @@ impl Ledger {
         self.change(txn, node, d, 1);
     }
 
+    /// Places `d` on `node` `times` times inside `txn`, each of which fits: the same as `times`
+    /// calls of [`Ledger::take`] (no amount reaches a bound, so none saturates), in one change.
+    pub fn take_times(&self, txn: &mut Txn, node: usize, d: &Demand, times: i64) {
+        self.change(txn, node, d, times);
+    }
+
     /// Gives `d` back on `node` inside `txn` (a victim leaving, a reservation released).
     pub fn give(&self, txn: &mut Txn, node: usize, d: &Demand) {
         self.change(txn, node, d, -1);
     }
 
+    /// Takes `d` from `node`, `sign` times (negative: gives it back).
     fn change(&self, txn: &mut Txn, node: usize, d: &Demand, sign: i64) {
         let width = self.width;
         let entry = txn.changes.entry(node).or_insert_with(|| {
@@ -281,6 +337,67 @@ mod tests {
         state.commit(txn);
         assert_eq!(state.free(&Txn::default(), 0, cpu), 1000);
         assert_eq!(state.free_pods(&Txn::default(), 0), 1);
+    }
+
+    #[test]
+    fn taking_a_demand_n_times_at_once_is_taking_it_n_times() {
+        let mut res = ResourceIndex::default();
+        let state = Ledger::new(&[node("a")], &mut res);
+        let d = Demand(vec![(res.intern("cpu"), 1500)]);
+        let (mut once, mut each) = (Txn::default(), Txn::default());
+        state.take_times(&mut once, 0, &d, 2);
+        state.take(&mut each, 0, &d);
+        state.take(&mut each, 0, &d);
+        assert_eq!(state.free(&once, 0, 0), 1000);
+        assert_eq!(state.free(&once, 0, 0), state.free(&each, 0, 0));
+        assert_eq!(state.free_pods(&once, 0), 0);
+        assert_eq!(state.fits(&once, 0, &d), state.fits(&each, 0, &d));
+    }
+
+    fn pod(name: &str, cpu: i64, node: Option<&str>) -> Pod {
+        use crate::model::{ObjectKey, PodPhase, PreemptionPolicy, Time};
+        Pod {
+            key: ObjectKey::new("ns", name),
+            uid: name.into(),
+            requests: Resources::new().with("cpu", cpu),
+            node_selector: Default::default(),
+            affinity: vec![],
+            tolerations: vec![],
+            priority: 0,
+            preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+            phase: if node.is_some() { PodPhase::Running } else { PodPhase::Pending },
+            scheduler_name: "gang-scheduler".into(),
+            node_name: node.map(str::to_string),
+            nominated_node: None,
+            created: Time::default(),
+            deleting: false,
+            gang: None,
+            failure: None,
+            scheduling_gates: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn pending_pods_alike_share_one_demand_and_others_demand_nothing() {
+        let pods = [
+            pod("a", 100, None),
+            pod("b", 100, None),
+            pod("c", 100, Some("n")),
+            pod("d", 100, None),
+            pod("e", 200, None),
+        ];
+        let mut res = ResourceIndex::default();
+        let mut demands = Demands::with_capacity(pods.len());
+        for p in 0..pods.len() {
+            demands.push(&pods, p, &mut res);
+        }
+        let cpu = res.find("cpu").unwrap_or(usize::MAX);
+        assert_eq!(demands[0], Demand(vec![(cpu, 100)]));
+        assert_eq!(demands[2], Demand::default(), "a bound pod demands nothing");
+        assert!(demands.same(0, 1) && demands.same(1, 3), "alike across a bound pod");
+        assert_eq!(demands.of[3], demands.of[0], "one entry for the run");
+        assert!(!demands.same(3, 4));
+        assert_eq!(demands[4], Demand(vec![(cpu, 200)]));
     }
 
     #[test]

@@ -6,14 +6,14 @@
 
 use std::collections::BTreeSet;
 
-use super::Facts;
 use super::decision::Decision;
 use super::explain::{self, FitSummaries};
 use super::ledger::{Ledger, Txn};
 use super::place::{Ask, Placement, PlacementRequest, Placer};
 use super::preempt;
+use super::{Facts, PodFacts};
 use crate::config::TimeoutAction;
-use crate::model::{GangMode, PodPhase};
+use crate::model::{GangMode, Pod, PodPhase};
 use crate::plan::{EvictionReason, Phase};
 use crate::tree;
 use crate::{Reason, Time};
@@ -68,32 +68,32 @@ impl Progress {
 
     /// Commits a decision: its capacity to the ledger, its evictions to the evicted (a pod already
     /// evicted or deleting is left out), and keeps it. Returns its reason.
-    fn apply(&mut self, facts: &Facts<'_>, mut d: Decision) -> Reason {
+    fn apply(&mut self, pods: &[Pod], mut d: Decision) -> Reason {
         self.ledger.commit(std::mem::take(&mut d.txn));
         let evicted = &mut self.evicted;
-        d.evictions.retain(|&(p, _)| !facts.snap.pods[p].deleting && evicted.insert(p));
+        d.evictions.retain(|&(p, _)| !pods[p].deleting && evicted.insert(p));
         let reason = d.reason;
         self.decisions.push(d);
         reason
     }
 
-    /// Pods of ours outside any gang, shaped alike ([`Facts::alike`]): each on the best node it
+    /// Pods of ours outside any gang, shaped alike ([`PodFacts::alike`]): each on the best node it
     /// fits, if any, in order — one look at the nodes for the whole run.
-    pub fn singles(&mut self, facts: &Facts<'_>, placer: &Placer<'_>, run: &[usize]) {
+    pub fn singles(&mut self, index: &PodFacts<'_>, placer: &Placer<'_>, run: &[usize]) {
         let Some(&p) = run.first() else { return };
         let mut txn = Txn::default();
-        let pod = &facts.snap.pods[p];
-        if pod.nominated_node.is_some() || facts.reserved.contains_key(&p) {
+        let pod = &index.pods[p];
+        if pod.nominated_node.is_some() || index.reserved.contains_key(&p) {
             // A node of its own to prefer: placed alone.
             if let Some(node) =
-                placer.best_node(&self.ledger, &txn, &facts.demand, p, None, facts.reserved.get(&p))
+                placer.best_node(&self.ledger, &txn, &index.demand, p, None, index.reserved.get(&p))
             {
-                self.ledger.take(&mut txn, node, &facts.demand[p]);
+                self.ledger.take(&mut txn, node, &index.demand[p]);
                 self.singles.push((p, node));
             }
         } else {
             let feasible = placer.feasible(p);
-            let ask = Ask { demand: &facts.demand[p], pod, feasible: &feasible, filter: None };
+            let ask = Ask { demand: &index.demand[p], pod, feasible: &feasible, filter: None };
             self.singles.extend(placer.alike(&self.ledger, &mut txn, ask, run));
         }
         self.ledger.commit(txn);
@@ -108,16 +108,16 @@ impl Progress {
             match checked {
                 Ok(a) => attempts.push((g, a)),
                 Err(d) => {
-                    let reason = self.apply(facts, *d);
+                    let reason = self.apply(&facts.input.snap.pods, *d);
                     if !reason.is_satisfied() {
-                        blocked.push(format!("{} is {reason}", facts.snap.gangs[g].key));
+                        blocked.push(format!("{} is {reason}", facts.input.snap.gangs[g].key));
                     }
                 }
             }
         }
         for &g in group {
-            for other in &facts.snap.gangs[g].gang_group {
-                if !facts.gang_index.contains_key(other) {
+            for other in &facts.input.snap.gangs[g].gang_group {
+                if !facts.gangs.gang_index.contains_key(other) {
                     blocked.push(format!("{other} does not exist"));
                 }
             }
@@ -130,7 +130,7 @@ impl Progress {
             attempts.into_iter().partition(|(_, a)| *a == Attempt::Extras);
         for (g, _) in extras {
             let d = self.view(facts, placer).extras(g);
-            self.apply(facts, d);
+            self.apply(&facts.input.snap.pods, d);
         }
         if whole.is_empty() {
             return;
@@ -138,8 +138,11 @@ impl Progress {
         if !blocked.is_empty() {
             for (g, _) in whole {
                 let msg = format!("gang group not ready: {}", blocked.join(", "));
-                let st = facts.snap.gangs[g].state.clone();
-                self.apply(facts, Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st));
+                let st = facts.input.snap.gangs[g].state.clone();
+                self.apply(
+                    &facts.input.snap.pods,
+                    Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st),
+                );
             }
             return;
         }
@@ -161,21 +164,25 @@ impl Progress {
             self.ledger.commit(txn);
             for (g, p) in placed {
                 let d = self.view(facts, placer).placed(g, p);
-                self.apply(facts, d);
+                self.apply(&facts.input.snap.pods, d);
             }
             return;
         }
-        let names: Vec<String> = failed.iter().map(|(g, _)| facts.snap.gangs[*g].key.to_string()).collect();
+        let names: Vec<String> =
+            failed.iter().map(|(g, _)| facts.input.snap.gangs[*g].key.to_string()).collect();
         for (g, _) in placed {
             let msg = format!("would fit, but its gang group cannot be placed with it: {}", names.join(", "));
-            let mut st = facts.snap.gangs[g].state.clone();
-            st.waiting_since = st.waiting_since.or(Some(facts.now));
-            self.apply(facts, Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st));
+            let mut st = facts.input.snap.gangs[g].state.clone();
+            st.waiting_since = st.waiting_since.or(Some(facts.input.now));
+            self.apply(
+                &facts.input.snap.pods,
+                Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st),
+            );
         }
         let alone = whole.len() == 1;
         for (g, attempt) in failed {
             let d = self.view(facts, placer).unplaced(g, attempt, alone);
-            self.apply(facts, d);
+            self.apply(&facts.input.snap.pods, d);
         }
     }
 }
@@ -192,15 +199,15 @@ struct View<'v, 'a> {
 impl View<'_, '_> {
     /// The bound members of gang `g` (as the snapshot has them).
     fn bound(&self, g: usize) -> Vec<usize> {
-        let pods = &self.facts.snap.pods;
-        self.facts.members[g].all.iter().copied().filter(|&p| pods[p].uses_node()).collect()
+        let pods = &self.facts.input.snap.pods;
+        self.facts.gangs.members[g].all.iter().copied().filter(|&p| pods[p].uses_node()).collect()
     }
 
     /// What a gang needs before placement; `Err` is a decision already final.
     fn precheck(&self, g: usize) -> Result<Attempt, Box<Decision>> {
         let f = self.facts;
-        let gang = &f.snap.gangs[g];
-        let m = &f.members[g];
+        let gang = &f.input.snap.gangs[g];
+        let m = &f.gangs.members[g];
         let mut st = gang.state.clone();
         let tree_errors = crate::validate::gang_tree_errors(gang);
         if !tree_errors.is_empty() {
@@ -248,7 +255,7 @@ impl View<'_, '_> {
             return Err(Box::new(Decision::new(g, Reason::WaitingForMembers, Phase::Pending, msg, st)));
         }
         if let Some(until) = st.backoff_until
-            && until > f.now
+            && until > f.input.now
         {
             let msg = format!("backing off after {} timeout(s); next attempt at {}", st.timeouts, at(until));
             return Err(Box::new(Decision::new(g, Reason::BackingOff, Phase::Pending, msg, st)));
@@ -261,12 +268,12 @@ impl View<'_, '_> {
         let f = self.facts;
         let attempt = self.place_gang(g, &Txn::default(), true);
         let n = u32::try_from(attempt.bindings.len()).unwrap_or(u32::MAX);
-        let gang = &f.snap.gangs[g];
-        let m = &f.members[g];
+        let gang = &f.input.snap.gangs[g];
+        let m = &f.gangs.members[g];
         let mut held = m.held.clone();
         for &(p, _) in &attempt.bindings {
             if let Some(leaf) =
-                tree::leaf_of(gang, f.snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()))
+                tree::leaf_of(gang, f.input.snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()))
             {
                 *held.entry(leaf.to_string()).or_default() += 1;
             }
@@ -299,18 +306,18 @@ impl View<'_, '_> {
             return decide(reason, self.placed_phase(g), msg, st);
         }
         // Degraded: fewer active members than the minimum after having been satisfied.
-        let since = *st.degraded_since.get_or_insert(f.now);
-        let grace = gang.stale_grace.unwrap_or(f.config.stale_grace_period);
+        let since = *st.degraded_since.get_or_insert(f.input.now);
+        let grace = gang.stale_grace.unwrap_or(f.input.config.stale_grace_period);
         let active: u32 = held.values().sum();
         let need = gang.min_pods().unwrap_or(u64::from(gang.min_member));
-        if f.now.since(since) >= grace {
+        if f.input.now.since(since) >= grace {
             let victims = self.bound(g);
             let count = victims.len();
             st.was_satisfied = false;
             st.degraded_since = None;
             let msg = format!(
                 "only {active} of {need} members active for {}s (grace {}s): evicting the remaining {count}{}",
-                f.now.since(since).as_secs(),
+                f.input.now.since(since).as_secs(),
                 grace.as_secs(),
                 self.failures_note(g)
             );
@@ -333,17 +340,17 @@ impl View<'_, '_> {
         let f = self.facts;
         let mut txn = base.clone();
         // The gang's own reservations are its to use: give them back before placing.
-        for &p in f.members[g].pending.values().flatten() {
-            if let Some(&n) = f.reserved.get(&p) {
-                self.ledger.give(&mut txn, n, &f.demand[p]);
+        for &p in f.gangs.members[g].pending.values().flatten() {
+            if let Some(&n) = f.pods.reserved.get(&p) {
+                self.ledger.give(&mut txn, n, &f.pods.demand[p]);
             }
         }
         self.placer.gang(&PlacementRequest {
-            gang: &f.snap.gangs[g],
-            members: &f.members[g],
+            gang: &f.input.snap.gangs[g],
+            members: &f.gangs.members[g],
             ledger: self.ledger,
-            demand: &f.demand,
-            reserved: &f.reserved,
+            demand: &f.pods.demand,
+            reserved: &f.pods.reserved,
             txn,
             extras,
         })
@@ -351,7 +358,7 @@ impl View<'_, '_> {
 
     /// A gang placed whole (its capacity is committed by the caller, with its group's).
     fn placed(&self, g: usize, p: Placement) -> Decision {
-        let gang = &self.facts.snap.gangs[g];
+        let gang = &self.facts.input.snap.gangs[g];
         let n = p.bindings.len();
         let mut st = gang.state.clone();
         st.waiting_since = None;
@@ -370,18 +377,18 @@ impl View<'_, '_> {
     /// A gang that could not be placed: release, time out, preempt, reserve, or explain.
     fn unplaced(&self, g: usize, attempt: Placement, alone: bool) -> Decision {
         let f = self.facts;
-        let gang = &f.snap.gangs[g];
+        let gang = &f.input.snap.gangs[g];
         let mut st = gang.state.clone();
-        let since = *st.waiting_since.get_or_insert(f.now);
-        let timeout = gang.timeout.or(f.config.default_timeout);
-        let why = explain::unplaced(gang, &f.members[g], &f.snap.pods, &attempt, |p| {
+        let since = *st.waiting_since.get_or_insert(f.input.now);
+        let timeout = gang.timeout.or(f.input.config.default_timeout);
+        let why = explain::unplaced(gang, &f.gangs.members[g], &f.input.snap.pods, &attempt, |p| {
             self.summaries.get(
-                &f.snap.nodes,
-                &f.snap.pods[p],
-                &f.demand[p],
+                &f.input.snap.nodes,
+                &f.input.snap.pods[p],
+                &f.pods.demand[p],
                 self.placer.feasible(p).as_ref(),
                 self.ledger,
-                &f.res,
+                &f.pods.res,
             )
         });
 
@@ -389,10 +396,10 @@ impl View<'_, '_> {
         // completed. Released after the grace period rather than held forever.
         let bound = self.bound(g);
         if !bound.is_empty() {
-            let since = *st.degraded_since.get_or_insert(f.now);
-            let grace = gang.stale_grace.unwrap_or(f.config.stale_grace_period);
+            let since = *st.degraded_since.get_or_insert(f.input.now);
+            let grace = gang.stale_grace.unwrap_or(f.input.config.stale_grace_period);
             let n = bound.len();
-            if f.now.since(since) >= grace {
+            if f.input.now.since(since) >= grace {
                 st.degraded_since = None;
                 let msg = format!(
                     "{n} member(s) were bound but the gang could not be completed within {}s: releasing them. {why}",
@@ -410,15 +417,15 @@ impl View<'_, '_> {
         }
 
         if let Some(t) = timeout
-            && f.now.since(since) >= t
+            && f.input.now.since(since) >= t
         {
-            let waited = f.now.since(since).as_secs();
-            return match f.config.timeout_action {
+            let waited = f.input.now.since(since).as_secs();
+            return match f.input.config.timeout_action {
                 TimeoutAction::Retry { initial_backoff, max_backoff } => {
                     st.timeouts = st.timeouts.saturating_add(1);
                     let factor = 1u32.checked_shl(st.timeouts.saturating_sub(1)).unwrap_or(u32::MAX);
                     let backoff = initial_backoff.saturating_mul(factor).min(max_backoff);
-                    st.backoff_until = Some(f.now.plus(backoff));
+                    st.backoff_until = Some(f.input.now.plus(backoff));
                     st.waiting_since = None;
                     let msg = format!(
                         "timed out after {waited}s (timeout {}s); retrying in {}s. {why}",
@@ -438,13 +445,13 @@ impl View<'_, '_> {
             };
         }
 
-        if alone && f.config.preemption {
-            let pending: Vec<usize> = f.members[g].pending.values().flatten().copied().collect();
+        if alone && f.input.config.preemption {
+            let pending: Vec<usize> = f.gangs.members[g].pending.values().flatten().copied().collect();
             let room = preempt::Room {
-                snap: f.snap,
-                members: &f.members,
-                priorities: &f.priorities,
-                places: f.places(),
+                snap: f.input.snap,
+                members: &f.gangs.members,
+                priorities: &f.gangs.priorities,
+                places: f.pods.places(&f.gangs.members),
                 evicted: self.evicted,
             };
             let found = preempt::try_preempt(
@@ -455,7 +462,7 @@ impl View<'_, '_> {
                 |base| self.place_gang(g, base, false),
                 |txn, p| {
                     if let Some(n) = room.node_of(p) {
-                        self.ledger.give(txn, n, &f.res.known_demand(&f.snap.pods[p].requests));
+                        self.ledger.give(txn, n, &f.pods.res.known_demand(&f.input.snap.pods[p].requests));
                     }
                 },
             );
@@ -464,7 +471,7 @@ impl View<'_, '_> {
                     let victim_gangs: BTreeSet<String> = victims
                         .iter()
                         .map(|&p| {
-                            let pod = &f.snap.pods[p];
+                            let pod = &f.input.snap.pods[p];
                             pod.gang
                                 .as_ref()
                                 .map_or_else(|| format!("pod {}", pod.key), |m| m.gang.to_string())
@@ -506,8 +513,8 @@ impl View<'_, '_> {
     /// `; 1 member(s) refused by the kubelet at admission (ml/w-3 on gpu-2: OutOfnvidia.com/gpu)`
     /// when members failed on their node: the gang is not running, whatever was bound.
     fn failures_note(&self, g: usize) -> String {
-        let pods = &self.facts.snap.pods;
-        let failed: Vec<&crate::model::Pod> = self.facts.members[g]
+        let pods = &self.facts.input.snap.pods;
+        let failed: Vec<&crate::model::Pod> = self.facts.gangs.members[g]
             .all
             .iter()
             .map(|&p| &pods[p])
@@ -531,7 +538,7 @@ impl View<'_, '_> {
 
     /// The phase of a gang that is placed: `Running` once its minimum runs.
     fn placed_phase(&self, g: usize) -> Phase {
-        if tree::satisfied(&self.facts.snap.gangs[g], &self.facts.members[g].running) {
+        if tree::satisfied(&self.facts.input.snap.gangs[g], &self.facts.gangs.members[g].running) {
             Phase::Running
         } else {
             Phase::Scheduled

@@ -1,9 +1,9 @@
 //! Step 2 of the cycle: each gang's members counted — which exist, which hold a node, which run,
 //! which wait for one of ours — per leaf subgroup, and each gang's priority.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{GangKey, PodPhase, Snapshot};
+use crate::model::{PodPhase, Snapshot};
 use crate::plan::Counts;
 use crate::tree::{self, LeafCounts};
 
@@ -36,22 +36,13 @@ pub(super) struct Members {
     pub counts: Counts,
 }
 
-/// Every gang's members (indexed like `snap.gangs`). Pods of ours are those that name
+/// Every gang's members (indexed like `snap.gangs`), from `claimed`: (pod, gang) for every pod
+/// that claims a gang of the snapshot, in pod order. Pods of ours are those that name
 /// `scheduler_name`.
-pub(super) fn count(
-    snap: &Snapshot,
-    scheduler_name: &str,
-    gang_index: &HashMap<&GangKey, usize>,
-) -> Vec<Members> {
+pub(super) fn count(snap: &Snapshot, scheduler_name: &str, mut claimed: Vec<(usize, usize)>) -> Vec<Members> {
     let mut members = vec![Members::default(); snap.gangs.len()];
     // Members in pod-key order; only pods that claim a gang are sorted (most pods of a big
     // cluster belong to none), and not at all when the snapshot already lists them in order.
-    let mut claimed: Vec<(usize, usize)> = snap
-        .pods
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| p.gang.as_ref().and_then(|m| gang_index.get(&m.gang)).map(|&g| (i, g)))
-        .collect();
     if !claimed.is_sorted_by(|a, b| snap.pods[a.0].key <= snap.pods[b.0].key) {
         claimed.sort_by(|a, b| snap.pods[a.0].key.cmp(&snap.pods[b.0].key));
     }

@@ -1,7 +1,9 @@
 //! The scheduling cycle: `schedule(snapshot, config, now) -> plan`. Pure and deterministic.
 //!
 //! One cycle is a chain of values, each step a function of what the steps before it returned:
-//! 1. **Index** the snapshot: resource names, the demand of every pending pod, and the capacity
+//! 1. **Index** the snapshot: resource names; in one pass over the pods ([`scan_pods`]) the demand
+//!    of every pending pod (replicas alike share one), each pod's gang and the pods of ours
+//!    outside any gang; and the capacity
 //!    [`ledger`] — free capacity per node (every pod that uses a node counts, whoever bound it:
 //!    the snapshot's [`Usage`] carries the sum) and `NonStrict` reservations carried over.
 //! 2. **Count** each gang's [`members`] and its priority.
@@ -30,9 +32,9 @@ mod preempt;
 use std::cell::OnceCell;
 use std::collections::HashMap;
 
-use crate::model::{GangKey, GangMode, Usage};
+use crate::model::{GangKey, GangMode, Pod, Usage};
 use crate::{Config, Plan, Snapshot, Time};
-use ledger::{Demand, Ledger, ResourceIndex};
+use ledger::{Demands, Ledger, ResourceIndex};
 use members::Members;
 
 /// One scheduling cycle. Pure and deterministic: the same snapshot, config and `now` always give
@@ -50,22 +52,33 @@ pub fn schedule_reference(snapshot: &Snapshot, config: &Config, now: Time) -> Pl
     cycle(snapshot, config, now, false)
 }
 
-/// What the cycle reads from the snapshot before deciding anything (steps 1 and 2). It does not
-/// change while gangs are decided; what does (the ledger, the pods evicted) travels beside it.
+/// What the cycle reads before deciding anything (steps 1 and 2), in three parts a step takes
+/// as it needs them: what it was given, what it derived about the pods and nodes, and what it
+/// counted of each gang. None of it changes while gangs are decided; what does (the ledger, the
+/// pods evicted) travels beside it.
 #[derive(Debug)]
 struct Facts<'a> {
+    input: Input<'a>,
+    pods: PodFacts<'a>,
+    gangs: GangFacts<'a>,
+}
+
+/// What the cycle was given.
+#[derive(Debug)]
+struct Input<'a> {
     snap: &'a Snapshot,
     config: &'a Config,
     now: Time,
+}
+
+/// The pods and nodes, indexed for the cycle.
+#[derive(Debug)]
+struct PodFacts<'a> {
+    pods: &'a [Pod],
     res: ResourceIndex,
     /// Pod index → its demand (empty for pods that are not pending: only those are placed).
-    demand: Vec<Demand>,
+    demand: Demands,
     node_index: HashMap<&'a str, usize>,
-    gang_index: HashMap<&'a GangKey, usize>,
-    /// Gang index → its members.
-    members: Vec<Members>,
-    /// Gang index → its priority: its own, else its highest member's.
-    priorities: Vec<i32>,
     /// Pod index → reserved node, for `NonStrict` reservations in effect.
     reserved: HashMap<usize, usize>,
     /// Pod index → the node it names (if the snapshot has it) and whether it is a member of a
@@ -74,17 +87,26 @@ struct Facts<'a> {
     places: OnceCell<Vec<(Option<usize>, bool)>>,
 }
 
-impl Facts<'_> {
-    /// See [`Facts::places`].
-    fn places(&self) -> &[(Option<usize>, bool)] {
+/// Each gang of the snapshot, counted (indexed like `snap.gangs`).
+#[derive(Debug)]
+struct GangFacts<'a> {
+    gang_index: HashMap<&'a GangKey, usize>,
+    /// Gang index → its members.
+    members: Vec<Members>,
+    /// Gang index → its priority: its own, else its highest member's.
+    priorities: Vec<i32>,
+}
+
+impl PodFacts<'_> {
+    /// See [`PodFacts::places`]; `members` says which pods belong to a gang.
+    fn places(&self, members: &[Members]) -> &[(Option<usize>, bool)] {
         self.places.get_or_init(|| {
             let mut places: Vec<(Option<usize>, bool)> = self
-                .snap
                 .pods
                 .iter()
                 .map(|p| (p.node_name.as_deref().and_then(|n| self.node_index.get(n).copied()), false))
                 .collect();
-            for m in &self.members {
+            for m in members {
                 for &p in &m.all {
                     places[p].1 = true;
                 }
@@ -92,19 +114,17 @@ impl Facts<'_> {
             places
         })
     }
-}
 
-impl Facts<'_> {
     /// Whether pods `p` and `q` are placed alike: `q` is `p`, or neither has a node of its own
     /// to prefer (nominated or reserved) and both have one demand and one set of constraints.
     fn alike(&self, p: usize, q: usize) -> bool {
-        let (a, b) = (&self.snap.pods[p], &self.snap.pods[q]);
+        let (a, b) = (&self.pods[p], &self.pods[q]);
         p == q
             || (a.nominated_node.is_none()
                 && b.nominated_node.is_none()
                 && !self.reserved.contains_key(&p)
                 && !self.reserved.contains_key(&q)
-                && self.demand[p] == self.demand[q]
+                && self.demand.same(p, q)
                 && a.node_selector == b.node_selector
                 && a.affinity == b.affinity
                 && a.tolerations == b.tolerations)
@@ -119,11 +139,8 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
         snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
     let gang_index: HashMap<&GangKey, usize> =
         snap.gangs.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
-    let demand: Vec<Demand> = snap
-        .pods
-        .iter()
-        .map(|p| if p.is_pending() { res.demand(&p.requests) } else { Demand::default() })
-        .collect();
+    let scan = scan_pods(snap, &config.scheduler_name, &gang_index, &mut res);
+    let demand = scan.demand;
     if fast {
         take_usage(snap, &node_index, &mut ledger, &res);
     } else {
@@ -131,27 +148,18 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     }
 
     // 2. Count.
-    let members = members::count(snap, &config.scheduler_name, &gang_index);
+    let members = members::count(snap, &config.scheduler_name, scan.claimed);
     let priorities = members::priorities(snap, &members);
     let reserved = take_reservations(snap, &node_index, &gang_index, &demand, &mut ledger);
     let facts = Facts {
-        snap,
-        config,
-        now,
-        res,
-        demand,
-        node_index,
-        gang_index,
-        members,
-        priorities,
-        reserved,
-        places: OnceCell::new(),
+        input: Input { snap, config, now },
+        pods: PodFacts { pods: &snap.pods, res, demand, node_index, reserved, places: OnceCell::new() },
+        gangs: GangFacts { gang_index, members, priorities },
     };
 
     // 3. Order.
-    let units =
-        order::units(snap, &config.scheduler_name, &facts.members, &facts.priorities, &facts.gang_index);
-    let groups = order::gang_groups(snap, &facts.priorities, &facts.gang_index);
+    let units = order::units(snap, &facts.gangs.members, &facts.gangs.priorities, &scan.singles);
+    let groups = order::gang_groups(snap, &facts.gangs.priorities, &facts.gangs.gang_index);
 
     // 4. Decide.
     let placer = place::Placer::new(snap, config, fast);
@@ -166,12 +174,12 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
                 let run: Vec<usize> = rest
                     .iter()
                     .map_while(|u| match *u {
-                        order::Unit::Single(q) if (q == p || fast) && facts.alike(p, q) => Some(q),
+                        order::Unit::Single(q) if (q == p || fast) && facts.pods.alike(p, q) => Some(q),
                         _ => None,
                     })
                     .collect();
                 rest = &rest[run.len().max(1)..];
-                progress.singles(&facts, &placer, &run);
+                progress.singles(&facts.pods, &placer, &run);
                 continue;
             }
             order::Unit::Gang(g) if !done[g] => {
@@ -188,7 +196,43 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
 
     // 5. Assemble.
     let (decisions, singles) = progress.into_decisions();
-    decision::assemble(&facts, decisions, &singles)
+    decision::assemble(snap, &facts.gangs.members, decisions, &singles)
+}
+
+/// What the cycle learns of the pods in its one pass over them.
+struct PodScan {
+    demand: Demands,
+    /// (pod, gang) for every pod that claims a gang of the snapshot, in pod order.
+    claimed: Vec<(usize, usize)>,
+    /// Pods of ours outside any gang, pending and not gated: each is a gang of one.
+    singles: Vec<usize>,
+}
+
+/// One pass over the pods: their demands, their gangs and the pods of ours outside any gang. A
+/// cycle on a large cluster reads every pod once here and afterwards only the pods it places.
+fn scan_pods(
+    snap: &Snapshot,
+    scheduler_name: &str,
+    gang_index: &HashMap<&GangKey, usize>,
+    res: &mut ResourceIndex,
+) -> PodScan {
+    let mut scan =
+        PodScan { demand: Demands::with_capacity(snap.pods.len()), claimed: Vec::new(), singles: Vec::new() };
+    for (i, p) in snap.pods.iter().enumerate() {
+        scan.demand.push(&snap.pods, i, res);
+        match &p.gang {
+            Some(m) => {
+                if let Some(&g) = gang_index.get(&m.gang) {
+                    scan.claimed.push((i, g));
+                }
+            }
+            None if p.is_pending() && !p.is_gated() && p.scheduler_name == scheduler_name => {
+                scan.singles.push(i);
+            }
+            None => {}
+        }
+    }
+    scan
 }
 
 /// Takes what the pods on each node use, from the snapshot's [`Usage`] (added up here when the
@@ -233,7 +277,7 @@ fn take_reservations(
     snap: &Snapshot,
     node_index: &HashMap<&str, usize>,
     gang_index: &HashMap<&GangKey, usize>,
-    demand: &[Demand],
+    demand: &Demands,
     ledger: &mut Ledger,
 ) -> HashMap<usize, usize> {
     let mut reserved = HashMap::new();

@@ -16,29 +16,22 @@ pub(super) enum Unit {
     Single(usize),
 }
 
-/// Every unit of work, in the order the cycle decides them.
+/// Every unit of work, in the order the cycle decides them: the gangs, and `singles` (pods of
+/// ours outside any gang, pending and not gated).
 pub(super) fn units(
     snap: &Snapshot,
-    scheduler_name: &str,
     members: &[Members],
     priorities: &[i32],
-    gang_index: &HashMap<&GangKey, usize>,
+    singles: &[usize],
 ) -> Vec<Unit> {
-    let mut units = Vec::new();
+    let mut units = Vec::with_capacity(snap.gangs.len() + singles.len());
     for (g, gang) in snap.gangs.iter().enumerate() {
         let partly = members[g].counts.bound > 0;
         units.push((Reverse(priorities[g]), !partly, gang.created, &gang.key, Unit::Gang(g)));
     }
-    for (i, p) in snap.pods.iter().enumerate() {
-        let ungrouped = p.gang.as_ref().is_none_or(|m| !gang_index.contains_key(&m.gang));
-        if ungrouped
-            && p.gang.is_none()
-            && p.is_pending()
-            && !p.is_gated()
-            && p.scheduler_name == scheduler_name
-        {
-            units.push((Reverse(p.priority), true, p.created, &p.key, Unit::Single(i)));
-        }
+    for &i in singles {
+        let p = &snap.pods[i];
+        units.push((Reverse(p.priority), true, p.created, &p.key, Unit::Single(i)));
     }
     units.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
     units.into_iter().map(|(.., u)| u).collect()

@@ -18,7 +18,7 @@ use std::rc::Rc;
 pub(super) use super::cache::Ask;
 pub(super) use super::cache::Feasible;
 use super::cache::{Caches, Filter, NodeKey, Topology};
-use super::ledger::{Demand, Ledger, Txn};
+use super::ledger::{Demands, Ledger, Txn};
 use super::members::Members;
 use crate::model::{Gang, GangMode};
 use crate::tree::{self, LeafCounts};
@@ -48,7 +48,7 @@ pub(super) struct PlacementRequest<'r> {
     pub gang: &'r Gang,
     pub members: &'r Members,
     pub ledger: &'r Ledger,
-    pub demand: &'r [Demand],
+    pub demand: &'r Demands,
     pub reserved: &'r HashMap<usize, usize>,
     pub txn: Txn,
     /// Place whatever fits (a satisfied or degraded gang), not all or nothing.
@@ -101,7 +101,7 @@ impl<'a> Placer<'a> {
         &self,
         state: &Ledger,
         txn: &Txn,
-        demand: &[Demand],
+        demand: &Demands,
         p: usize,
         filter: Option<&Filter>,
         reserved: Option<&usize>,
@@ -493,7 +493,7 @@ impl<'a> Placer<'a> {
             let mut end = i + 1;
             while end < todo.len() {
                 let q = todo[end];
-                let alike = r.demand[q] == r.demand[p]
+                let alike = r.demand.same(q, p)
                     && Rc::ptr_eq(&self.caches.feasible(q), &feasible)
                     && self.snap.pods[q].nominated_node.is_none()
                     && !r.reserved.contains_key(&q);
@@ -541,17 +541,46 @@ impl<'a> Placer<'a> {
     /// run of `k` pods uses are among the `k` best before the run starts (bin-packing makes a
     /// used node better, spreading makes it worse; either way untouched nodes are taken in their
     /// initial order). The pass keeps those `k` in a bounded heap, then places from them.
+    ///
+    /// The run keeps what each of those nodes has left of the demand in a dense table of its own
+    /// and writes it to `txn` once per node at the end: a long run (a Deployment's thousands of
+    /// replicas) costs a heap operation per pod, not lookups in `txn` per pod.
     pub fn alike(&self, ledger: &Ledger, txn: &mut Txn, ask: Ask<'_>, run: &[usize]) -> Vec<(usize, usize)> {
         let d = ask.demand;
         let best = self.caches.candidates(ledger, txn, ask, run.len());
-        let mut heap: BinaryHeap<Reverse<(NodeKey, usize)>> = best.into_iter().map(Reverse).collect();
+        let width = d.0.len();
+        // Per candidate (by position in `best`): what it has left of each demanded resource, in
+        // the demand's order, then its free pod slots; and how many of the run it took.
+        let mut left: Vec<i64> = Vec::with_capacity(best.len() * (width + 1));
+        for &(_, n) in &best {
+            left.extend(d.0.iter().map(|&(r, _)| ledger.free(txn, n, r)));
+            left.push(ledger.free_pods(txn, n));
+        }
+        let mut taken = vec![0i64; best.len()];
+        // Keys are unique (they end in the node's name rank), so positions never break a tie.
+        let mut heap: BinaryHeap<Reverse<(NodeKey, usize)>> =
+            best.iter().enumerate().map(|(i, &(key, _))| Reverse((key, i))).collect();
         let mut placed = Vec::with_capacity(run.len().min(heap.len()));
         for &p in run {
-            let Some(Reverse((_, n))) = heap.pop() else { break };
-            ledger.take(txn, n, d);
-            placed.push((p, n));
-            if ledger.fits(txn, n, d).is_ok() {
-                heap.push(Reverse((self.caches.node_key(ledger, txn, d, ask.pod, n), n)));
+            let Some(Reverse((key, i))) = heap.pop() else { break };
+            placed.push((p, best[i].1));
+            taken[i] += 1;
+            let room = &mut left[i * (width + 1)..(i + 1) * (width + 1)];
+            for (slot, &(_, a)) in room.iter_mut().zip(&d.0) {
+                *slot = slot.saturating_sub(a);
+            }
+            room[width] = room[width].saturating_sub(1);
+            let fits = room[width] >= 1 && room.iter().zip(&d.0).all(|(&f, &(_, a))| a <= 0 || f >= a);
+            if fits {
+                heap.push(Reverse((
+                    self.caches.rekey(key, width, room[..width].iter().copied(), room[width]),
+                    i,
+                )));
+            }
+        }
+        for (i, &times) in taken.iter().enumerate() {
+            if times > 0 {
+                ledger.take_times(txn, best[i].1, d, times);
             }
         }
         placed
