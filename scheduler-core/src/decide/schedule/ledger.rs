@@ -374,6 +374,7 @@ mod tests {
             gang: None,
             failure: None,
             scheduling_gates: Vec::new(),
+            labels: Default::default(),
         }
     }
 

@@ -237,7 +237,7 @@ impl View<'_, '_> {
             }
             msg.push_str(&self.failures_note(g));
             if let Some(first) = m.first_orphan {
-                let pod = &f.snap.pods[first];
+                let pod = &f.input.snap.pods[first];
                 let why = tree::attachment_error(gang, pod.gang.as_ref().and_then(|m| m.subgroup.as_deref()))
                     .unwrap_or_default();
                 msg.push_str(&format!(
@@ -482,7 +482,7 @@ impl View<'_, '_> {
                     let msg = format!(
                         "preempting {count} lower-priority pod(s) ({}) to make room{}; {why}",
                         list.join(", "),
-                        preempt::violations_note(f.snap, &violating)
+                        preempt::violations_note(f.input.snap, &violating)
                     );
                     let mut d = Decision::new(g, Reason::Preempting, Phase::Pending, msg, st);
                     d.evictions = victims.into_iter().map(|p| (p, EvictionReason::Preempted)).collect();
