@@ -10,6 +10,8 @@
 //! - [`watch`]: list and watch with selectors, pagination, bookmarks, timeouts and 410 Gone;
 //! - [`subresources`]: `pods/binding`, `pods/eviction` through PodDisruptionBudgets, graceful
 //!   deletion;
+//! - [`provisioning`]: cluster-autoscaler's ProvisioningRequest and PodTemplates, checked as
+//!   the CRD's schema and the API server check them;
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
 //!
 //! Every request is recorded (method, path, query, body, when, `User-Agent`, the status it got)
@@ -18,6 +20,7 @@
 mod api;
 pub mod faults;
 pub mod patch;
+pub mod provisioning;
 pub mod route;
 pub mod server;
 pub mod status;
