@@ -474,4 +474,60 @@ mod tests {
         assert!(long.len() <= 253 - 4 && scheduler_core::labels::is_dns_subdomain(&long), "{long}");
         assert!(scheduler_core::labels::is_dns_subdomain(&format!("{long}-31")));
     }
+
+    #[test]
+    fn an_open_request_is_named_in_the_message_and_its_wait_is_not_counted_unless_the_policy_says() {
+        use scheduler_core::model::{Dialect, Gang, GangState, Source};
+        use scheduler_core::plan::{Counts, Outcome, Phase, Reason};
+        let key = GangKey::new("ml", "bert-x");
+        let mut gang = Gang::new(key.clone(), 2, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+        gang.timeout = Some(Duration::from_secs(60));
+        let snapshot = Snapshot { gangs: vec![gang], ..Snapshot::default() };
+        let now = Time::from_secs(1_000);
+        let plan = |since: i64| Plan {
+            outcomes: vec![Outcome {
+                gang: key.clone(),
+                reason: Reason::Unschedulable,
+                phase: Phase::Pending,
+                message: "room for 1 of the 2 members needed".into(),
+                counts: Counts::default(),
+                state: GangState { waiting_since: Some(Time::from_secs(since)), ..GangState::default() },
+            }],
+            ..Plan::default()
+        };
+        let mut p = Provisioner::new(Duration::from_secs(30));
+        let open = Open {
+            name: "bert-x-1".into(),
+            class: "best-effort-atomic-scale-up.autoscaling.x-k8s.io".into(),
+            templates: 1,
+            created: Instant::now(),
+            polled: None,
+            state: State::Waiting,
+        };
+        p.gangs.insert(key.clone(), Asks { attempt: 1, open: Some(open), ..Asks::default() });
+        let mut config = Config { provisioning: Some(Provisioning::default()), ..Config::default() };
+
+        let mut early = plan(990);
+        p.annotate(&mut early, &snapshot, &config, now);
+        assert_eq!(
+            early.outcomes[0].message,
+            "waiting for capacity: ProvisioningRequest ml/bert-x-1 (best-effort-atomic-scale-up.autoscaling.x-k8s.io); room for 1 of the 2 members needed"
+        );
+        assert_eq!(
+            early.outcomes[0].state.waiting_since,
+            Some(Time::from_secs(990)),
+            "moved only at half the timeout"
+        );
+        let mut late = plan(960);
+        p.annotate(&mut late, &snapshot, &config, now);
+        assert_eq!(late.outcomes[0].state.waiting_since, Some(now), "the wait for capacity is not counted");
+        config.provisioning.as_mut().unwrap().count_wait_in_timeout = true;
+        let mut counted = plan(960);
+        p.annotate(&mut counted, &snapshot, &config, now);
+        assert_eq!(counted.outcomes[0].state.waiting_since, Some(Time::from_secs(960)));
+        // Off: nothing said, nothing moved.
+        let mut off = plan(960);
+        p.annotate(&mut off, &snapshot, &Config::default(), now);
+        assert_eq!(off, plan(960));
+    }
 }
