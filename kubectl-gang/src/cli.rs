@@ -131,7 +131,8 @@ pub struct SimulateArgs {
     /// MPIJobs, LeaderWorkerSets, StatefulSets, Pods, Gangs, any dialect's PodGroups); `-` is stdin.
     #[arg(short = 'f', long = "filename", required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// The scheduler's policy file (its --config): scoring, preemption, timeouts.
+    /// The scheduler's policy file (its --config): scoring, preemption, timeouts; with `provisioning`
+    /// on, a gang that does not fit also shows the ProvisioningRequest it would ask for.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }

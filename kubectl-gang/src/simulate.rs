@@ -48,9 +48,54 @@ pub struct GangResult {
     pub message: String,
     pub placements: Vec<Place>,
     pub preemptions: Vec<Victim>,
+    /// What the gang would ask the cluster autoscaler for (policy `provisioning`): node shapes ×
+    /// counts, from the core's `provision::asks`, the function the scheduler writes requests from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<Ask>,
     /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
     #[serde(skip)]
     pub object: String,
+}
+
+/// One ProvisioningRequest the gang would write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ask {
+    /// `spec.provisioningClassName`.
+    pub class: String,
+    /// `spec.podSets`, one per shape.
+    pub pod_sets: Vec<AskedPods>,
+}
+
+/// `count` pods of one shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AskedPods {
+    pub count: u32,
+    /// Requests per pod, in the scheduler's units (`nvidia.com/gpu 8, cpu 32`).
+    pub requests: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// The members asked for (`namespace/name`).
+    pub pods: Vec<String>,
+}
+
+impl Ask {
+    fn of(ask: &scheduler_core::plan::ProvisioningAsk) -> Self {
+        Ask {
+            class: ask.class.clone(),
+            pod_sets: ask
+                .pod_sets
+                .iter()
+                .map(|s| AskedPods {
+                    count: s.count,
+                    requests: s.shape.requests.to_string(),
+                    node_selector: s.shape.node_selector.clone(),
+                    pods: s.pods.iter().map(ToString::to_string).collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Objects ready to add to a cluster: timestamps, UIDs and namespaces filled in, workloads
@@ -235,6 +280,7 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
                 message: "the gang has no members in this simulation".into(),
                 placements: Vec::new(),
                 preemptions: Vec::new(),
+                provisioning: None,
                 object: object_of(&key),
             });
             continue;
@@ -272,6 +318,7 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             message: outcome.message.clone(),
             placements,
             preemptions,
+            provisioning: plan.provisioning_for(&key).map(Ask::of),
             object: object_of(&key),
         });
     }
@@ -317,6 +364,21 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
             let mut grid = Grid::new(&["VICTIM", "NODE", "VIOLATES"]);
             for p in &g.preemptions {
                 grid.row([p.pod.clone(), p.node.clone(), p.violates.clone().unwrap_or_else(|| "-".into())]);
+            }
+            out.push_str(&grid.render(no_headers, color, 2));
+        }
+        if let Some(ask) = &g.provisioning {
+            let total: u32 = ask.pod_sets.iter().map(|s| s.count).sum();
+            let _ = writeln!(
+                out,
+                "  would ask the cluster autoscaler for {total} pod(s): ProvisioningRequest ({})",
+                ask.class
+            );
+            let mut grid = Grid::new(&["COUNT", "REQUESTS PER POD", "NODE SELECTOR"]);
+            for s in &ask.pod_sets {
+                let selector: Vec<String> = s.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let selector = if selector.is_empty() { "<none>".to_string() } else { selector.join(",") };
+                grid.row([s.count.to_string(), s.requests.clone(), selector]);
             }
             out.push_str(&grid.render(no_headers, color, 2));
         }

@@ -21,7 +21,7 @@ pub mod rules;
 
 // The public paths stay flat (`scheduler_core::model`, `scheduler_core::validate`, …): the layers
 // are how the crate is organised inside, not something its users need to spell.
-pub use decide::{config, plan, schedule, sim};
+pub use decide::{config, plan, provision, schedule, sim};
 pub use read::{
     cluster, convert, crd, dialect, duration, error, labels, model, object, quantity, resources, tree,
     workload,

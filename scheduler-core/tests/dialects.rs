@@ -216,3 +216,34 @@ fn the_same_name_in_two_dialects_keeps_the_kube_gang_object() {
     assert_eq!(only_gang(&snap).min_member, 2);
     assert!(problems.iter().any(|p| p.contains("defined by both")), "{problems:?}");
 }
+
+#[test]
+fn the_provisioning_annotation_opts_a_gang_in_or_out_on_either_kind() {
+    let (snap, problems) = assemble(vec![
+        json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+               "metadata": {"name": "crd", "namespace": "ml", "annotations": {"kube-gang.io/provisioning": "false"}},
+               "spec": {"minMember": 1}}),
+        pod("c0", json!({"kube-gang.io/gang": "crd"}), json!({}), json!({})),
+        pod(
+            "a0",
+            json!({"kube-gang.io/gang": "ann"}),
+            json!({"kube-gang.io/min-member": "1", "kube-gang.io/provisioning": "true"}),
+            json!({}),
+        ),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let opt = |name: &str| snap.gangs.iter().find(|g| g.key.name == name).map(|g| g.provisioning);
+    assert_eq!((opt("crd"), opt("ann")), (Some(Some(false)), Some(Some(true))));
+    let (_, problems) = assemble(vec![pod(
+        "b0",
+        json!({"kube-gang.io/gang": "bad"}),
+        json!({"kube-gang.io/min-member": "1", "kube-gang.io/provisioning": "yes"}),
+        json!({}),
+    )]);
+    assert!(
+        problems.iter().any(|p| p.contains(
+            "metadata.annotations[kube-gang.io/provisioning]: \"yes\" is not \"true\" or \"false\""
+        )),
+        "{problems:?}"
+    );
+}

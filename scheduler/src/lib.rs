@@ -13,6 +13,7 @@ pub mod evict;
 pub mod index;
 pub mod lease;
 pub mod metrics;
+pub mod provision;
 pub mod ratelimit;
 pub mod run;
 

@@ -32,6 +32,8 @@ pub struct Metrics {
     /// Events sent, by result (`sent`, `refused`).
     pub events: Family<ResultLabel, Counter>,
     pub leader: Gauge,
+    /// 1 while autoscaler-visible gangs are on and the ProvisioningRequest API is served.
+    pub provisioning_enabled: Gauge,
     /// Caches synced: `/readyz` answers 200.
     pub ready: Arc<AtomicBool>,
     pub registry: Arc<Registry>,
@@ -70,6 +72,12 @@ impl Metrics {
         registry.register("gang_events", "Events posted, by result (sent, refused)", events.clone());
         let leader = Gauge::default();
         registry.register("gang_leader", "1 while this replica holds the leader Lease", leader.clone());
+        let provisioning_enabled = Gauge::default();
+        registry.register(
+            "gang_provisioning_enabled",
+            "1 while autoscaler-visible gangs are on and the ProvisioningRequest API is served",
+            provisioning_enabled.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").to_string() }).set(1);
         registry.register("gang_build_info", "Build information", build);
@@ -81,6 +89,7 @@ impl Metrics {
             pods_bound,
             events,
             leader,
+            provisioning_enabled,
             ready: Arc::new(AtomicBool::new(false)),
             registry: Arc::new(registry),
         }

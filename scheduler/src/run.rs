@@ -227,6 +227,7 @@ pub async fn run(
         stop.child_token(),
     ));
     let mut blocked: std::collections::BTreeMap<PodKey, String> = std::collections::BTreeMap::new();
+    let mut provisioner = crate::provision::Provisioner::new(settings.discovery_period);
 
     let mut log_problems: Option<Instant> = None;
     let mut tick = tokio::time::interval(settings.period);
@@ -291,8 +292,9 @@ pub async fn run(
         let now = wall_clock();
         index.refresh();
         let snapshot = index.snapshot();
-        let plan = scheduler_core::schedule(snapshot, &settings.config, now);
+        let mut plan = scheduler_core::schedule(snapshot, &settings.config, now);
         metrics.cycle_duration.observe(started_at.elapsed().as_secs_f64());
+        provisioner.annotate(&mut plan, snapshot, &settings.config, now);
         record(&metrics, &plan);
         if log_problems.is_none_or(|t| t.elapsed() >= PROBLEMS_EVERY) {
             for p in index.problems() {
@@ -328,6 +330,9 @@ pub async fn run(
         for pod in bound.refused {
             index.refuse(&pod);
         }
+        let provisioning = settings.config.provisioning.as_ref();
+        provisioner.reconcile(&client, &rate, &standing, &index, &plan, provisioning).await;
+        metrics.provisioning_enabled.set(i64::from(provisioning.is_some() && provisioner.enabled()));
     }
     stop.cancel();
     // What the last cycles reported (gang state a successor starts from among it) goes out

@@ -33,7 +33,7 @@ pub struct Answer {
 
 impl FakeApi {
     /// Starts a fake serving the core kinds (nodes, pods, namespaces, events in both APIs, leases,
-    /// priority classes, PodDisruptionBudgets) plus `extra` resources as `(prefix, plural)`.
+    /// priority classes, PodDisruptionBudgets, PodTemplates) plus `extra` resources as `(prefix, plural)`.
     pub async fn start(extra: &[(&str, &str)]) -> FakeApi {
         let (changes, _) = broadcast::channel(1 << 16);
         let mut served: Vec<Resource> = [
@@ -41,6 +41,7 @@ impl FakeApi {
             ("/api/v1", "pods"),
             ("/api/v1", "namespaces"),
             ("/api/v1", "events"),
+            ("/api/v1", "podtemplates"),
             ("/apis/events.k8s.io/v1", "events"),
             ("/apis/coordination.k8s.io/v1", "leases"),
             ("/apis/scheduling.k8s.io/v1", "priorityclasses"),

@@ -11,6 +11,8 @@
 //! - [`subresources`]: `pods/binding`, `pods/eviction` through PodDisruptionBudgets, graceful
 //!   deletion;
 //! - [`disruption`]: the disruption controller's PodDisruptionBudget status, when a test runs it;
+//! - [`provisioning`]: cluster-autoscaler's ProvisioningRequest and PodTemplates, checked as
+//!   the CRD's schema and the API server check them;
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
 //!
 //! Every request is recorded (method, path, query, body, when, `User-Agent`, the status it got)
@@ -20,6 +22,7 @@ mod api;
 pub mod disruption;
 pub mod faults;
 pub mod patch;
+pub mod provisioning;
 pub mod route;
 pub mod server;
 pub mod status;

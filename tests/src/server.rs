@@ -343,6 +343,7 @@ fn replace(s: &mut Store, t: &Target, name: &str, body: Value) -> Result<Value, 
     preconditions(t, name, &current, &body)?;
     let mut out = updated(kind, t.sub.as_deref(), &current, &body);
     validation::validate(kind, &t.res.1, &out, &t.namespace)?;
+    validation::update(kind, &t.res.1, &current, &out)?;
     validation::normalize(kind, &mut out);
     Ok(s.commit(&t.res, key, out, "MODIFIED"))
 }
@@ -368,6 +369,7 @@ fn patch(s: &mut Store, t: &Target, name: &str, content_type: &str, body: &Value
     }
     let mut out = updated(kind, t.sub.as_deref(), &current, &patched);
     validation::validate(kind, &t.res.1, &out, &t.namespace)?;
+    validation::update(kind, &t.res.1, &current, &out)?;
     validation::normalize(kind, &mut out);
     Ok(s.commit(&t.res, key, out, "MODIFIED"))
 }

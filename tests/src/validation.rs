@@ -226,6 +226,11 @@ pub enum Kind {
     PodDisruptionBudget,
     /// kube-gang's `Gang` CRD.
     Gang,
+    /// `core/v1` PodTemplate.
+    PodTemplate,
+    /// cluster-autoscaler's `autoscaling.x-k8s.io/v1` ProvisioningRequest CRD (schema checks in
+    /// [`crate::provisioning`]).
+    ProvisioningRequest,
     /// Any other custom resource: metadata checked, the rest taken as it comes.
     Custom,
 }
@@ -243,6 +248,8 @@ impl Kind {
             ("/apis/scheduling.k8s.io/v1", "priorityclasses") => Kind::PriorityClass,
             ("/apis/policy/v1", "poddisruptionbudgets") => Kind::PodDisruptionBudget,
             ("/apis/kube-gang.io/v1alpha1", "gangs") => Kind::Gang,
+            ("/api/v1", "podtemplates") => Kind::PodTemplate,
+            ("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests") => Kind::ProvisioningRequest,
             _ => Kind::Custom,
         }
     }
@@ -250,12 +257,12 @@ impl Kind {
     /// A built-in kind (strategic merge patch applies); custom resources take JSON and merge
     /// patches only.
     pub fn built_in(self) -> bool {
-        !matches!(self, Kind::Gang | Kind::Custom)
+        !matches!(self, Kind::Gang | Kind::ProvisioningRequest | Kind::Custom)
     }
 
     /// Whether the kind has a `/status` subresource that owns `.status`.
     pub fn has_status(self) -> bool {
-        !matches!(self, Kind::Event | Kind::CoreEvent | Kind::Lease | Kind::PriorityClass)
+        !matches!(self, Kind::Event | Kind::CoreEvent | Kind::Lease | Kind::PriorityClass | Kind::PodTemplate)
     }
 
     /// `Kind.group` as `NewInvalid` qualifies it.
@@ -270,6 +277,8 @@ impl Kind {
             Kind::PriorityClass => "PriorityClass.scheduling.k8s.io".into(),
             Kind::PodDisruptionBudget => "PodDisruptionBudget.policy".into(),
             Kind::Gang => "Gang.kube-gang.io".into(),
+            Kind::PodTemplate => "PodTemplate".into(),
+            Kind::ProvisioningRequest => "ProvisioningRequest.autoscaling.x-k8s.io".into(),
             Kind::Custom => fallback.into(),
         }
     }
@@ -285,6 +294,8 @@ impl Kind {
             Kind::PriorityClass => "PriorityClass",
             Kind::PodDisruptionBudget => "PodDisruptionBudget",
             Kind::Gang => "Gang",
+            Kind::PodTemplate => "PodTemplate",
+            Kind::ProvisioningRequest => "ProvisioningRequest",
             Kind::Custom => "object",
         }
     }
@@ -320,7 +331,8 @@ impl Kind {
                 ("status.degradedSince", Stamp::Time),
                 ("status.backoffUntil", Stamp::Time),
             ],
-            Kind::Namespace | Kind::PriorityClass | Kind::Custom => &[],
+            Kind::ProvisioningRequest => &[("status.conditions[].lastTransitionTime", Stamp::Time)],
+            Kind::Namespace | Kind::PriorityClass | Kind::PodTemplate | Kind::Custom => &[],
         }
     }
 }
@@ -408,6 +420,8 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
         Kind::PriorityClass => typed::<api::scheduling::v1::PriorityClass>(obj),
         Kind::PodDisruptionBudget => typed::<api::policy::v1::PodDisruptionBudget>(obj),
         Kind::Gang => typed::<scheduler_core::crd::Gang>(obj),
+        Kind::PodTemplate => typed::<api::core::v1::PodTemplate>(obj),
+        Kind::ProvisioningRequest => crate::provisioning::decode(obj),
         Kind::Custom => {
             if obj.is_object() {
                 Ok(())
@@ -642,6 +656,20 @@ fn event(kind: Kind, obj: &Value, namespace: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// The update rules of a kind (`self == oldSelf` in a CRD's schema): `current` is what is stored,
+/// `new` what would replace it.
+pub fn update(kind: Kind, fallback_kind: &str, current: &Value, new: &Value) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    if kind == Kind::ProvisioningRequest {
+        crate::provisioning::immutable(current, new, &mut errs);
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&kind.qualified(fallback_kind), str_at(new, "/metadata/name"), &errs))
+    }
+}
+
 /// Stages 2 and 3 on an object about to be stored in `namespace` (empty: cluster-scoped). The
 /// error is the 422 the API server sends.
 pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -> Result<(), ApiError> {
@@ -650,6 +678,12 @@ pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -
     match kind {
         Kind::Event | Kind::CoreEvent => event(kind, obj, namespace, &mut errs),
         Kind::Gang => {
+            if let Some(list) = obj.pointer("/status/conditions") {
+                conditions(list, "status.conditions", &mut errs);
+            }
+        }
+        Kind::ProvisioningRequest => {
+            crate::provisioning::validate(obj, &mut errs);
             if let Some(list) = obj.pointer("/status/conditions") {
                 conditions(list, "status.conditions", &mut errs);
             }

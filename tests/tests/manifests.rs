@@ -182,9 +182,17 @@ fn check_rules(owner: &str, rules: &[PolicyRule]) {
             }
         }
         assert!(
-            !r.verbs.iter().any(|v| v == "delete" || v == "escalate" || v == "bind" || v == "impersonate"),
+            !r.verbs.iter().any(|v| v == "escalate" || v == "bind" || v == "impersonate"),
             "{owner}: {r:?}"
         );
+        // Delete only what the scheduler itself creates: autoscaler-visible gangs' requests.
+        if r.verbs.iter().any(|v| v == "delete") {
+            let own = ["provisioningrequests", "podtemplates"];
+            assert!(
+                r.resources.as_deref().unwrap_or(&[]).iter().all(|x| own.contains(&x.as_str())),
+                "{owner}: {r:?}"
+            );
+        }
     }
 }
 
@@ -217,6 +225,14 @@ fn rbac_is_least_privilege() {
         ("events.k8s.io", "events", "create"),
         ("kube-gang.io", "gangs/status", "patch"),
         ("scheduling.volcano.sh", "podgroups", "watch"),
+        // Autoscaler-visible gangs: requests and their templates, and the pods' consume annotations.
+        ("autoscaling.x-k8s.io", "provisioningrequests", "create"),
+        ("autoscaling.x-k8s.io", "provisioningrequests", "get"),
+        ("autoscaling.x-k8s.io", "provisioningrequests", "list"),
+        ("autoscaling.x-k8s.io", "provisioningrequests", "delete"),
+        ("", "podtemplates", "create"),
+        ("", "podtemplates", "delete"),
+        ("", "pods", "patch"),
     ] {
         assert!(can(g, r, v), "the scheduler needs {v} {g}/{r}");
     }
@@ -232,7 +248,11 @@ fn rbac_is_least_privilege() {
             );
         }
     }
-    assert!(!can("", "pods", "update") && !can("", "pods", "patch"), "the scheduler never rewrites pods");
+    assert!(
+        !can("", "pods", "update"),
+        "the scheduler never replaces pods (it patches consume annotations only)"
+    );
+    assert!(!can("", "pods", "delete") && !can("", "nodes", "patch"));
     // The webhook needs no API access: no token mounted, no bindings.
     let sa: ServiceAccount = one(&objects, "ServiceAccount", "gang-webhook");
     assert_eq!(sa.automount_service_account_token, Some(false));

@@ -42,7 +42,7 @@ pub const CORE: &Table = &[
         ],
     ),
     ("rules", &[&["validate"]]),
-    ("decide", &[&["config"], &["plan"], &["schedule"], &["sim"]]),
+    ("decide", &[&["config"], &["plan"], &["provision"], &["schedule"], &["sim"]]),
 ];
 
 /// A crate to check: a name for messages, its root file, and its layers (if it has any).

@@ -57,6 +57,95 @@ pub struct Config {
     pub stale_grace_period: Duration,
     /// Whether gangs may preempt lower-priority work.
     pub preemption: bool,
+    /// Asking the cluster autoscaler for whole gangs through `ProvisioningRequest`s. `None` (the
+    /// default): off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<Provisioning>,
+}
+
+/// `ProvisioningRequest` class names defined by cluster-autoscaler
+/// (`autoscaling.x-k8s.io/v1`, `ProvisioningClassBestEffortAtomicScaleUp`).
+pub const CLASS_ATOMIC_SCALE_UP: &str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io";
+/// Checks (and books) capacity that exists, adds none (`ProvisioningClassCheckCapacity`).
+pub const CLASS_CHECK_CAPACITY: &str = "check-capacity.autoscaling.x-k8s.io";
+
+/// The policy for autoscaler-visible gangs: a gang the cycle cannot place, even by preemption,
+/// asks for the members that have no room with one `autoscaling.x-k8s.io/v1` ProvisioningRequest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Provisioning {
+    /// `spec.provisioningClassName` of the requests written.
+    pub class: String,
+    /// Whether gangs ask without opting in (`kube-gang.io/provisioning: "true"`); a gang may
+    /// always opt out with `"false"`.
+    pub all_gangs: bool,
+    /// Written as the request's `parameters` (e.g. `ValidUntilSeconds` for the atomic class).
+    pub parameters: std::collections::BTreeMap<String, String>,
+    /// How long one request may stay unprovisioned before it is deleted and asked again.
+    /// `None`: as long as the autoscaler keeps it open.
+    #[serde(rename = "maxWaitSeconds", with = "opt_secs")]
+    pub max_wait: Option<Duration>,
+    /// The wait after a `Failed`, `CapacityRevoked` or `BookingExpired` request before the next
+    /// one, doubling each time up to `maxRetryBackoffSeconds`.
+    #[serde(rename = "retryBackoffSeconds", with = "secs")]
+    pub retry_backoff: Duration,
+    #[serde(rename = "maxRetryBackoffSeconds", with = "secs")]
+    pub max_retry_backoff: Duration,
+    /// Whether the time a gang waits for capacity counts against its timeout (default: it does not).
+    pub count_wait_in_timeout: bool,
+}
+
+impl Default for Provisioning {
+    fn default() -> Self {
+        Provisioning {
+            class: CLASS_ATOMIC_SCALE_UP.to_string(),
+            all_gangs: true,
+            parameters: Default::default(),
+            max_wait: None,
+            retry_backoff: Duration::from_secs(60),
+            max_retry_backoff: Duration::from_secs(900),
+            count_wait_in_timeout: false,
+        }
+    }
+}
+
+impl Provisioning {
+    /// Whether a gang with this opt-in (`kube-gang.io/provisioning`) asks for capacity.
+    pub fn applies(&self, gang_opt_in: Option<bool>) -> bool {
+        gang_opt_in.unwrap_or(self.all_gangs)
+    }
+
+    /// The wait before ask number `failures + 1`, after `failures` failed requests.
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let doubled = self
+            .retry_backoff
+            .saturating_mul(1u32.checked_shl(failures.saturating_sub(1)).unwrap_or(u32::MAX));
+        doubled.min(self.max_retry_backoff.max(self.retry_backoff))
+    }
+
+    /// The rules the ProvisioningRequest CRD's schema holds these fields to (cluster-autoscaler
+    /// `apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go`): the class a DNS-1123
+    /// subdomain of at most 253 characters, at most 100 parameters of at most 255 characters.
+    fn check(&self) -> Result<(), PolicyError> {
+        if !crate::labels::is_dns_subdomain(&self.class) {
+            return Err(PolicyError(format!(
+                "provisioning.class: {:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)",
+                self.class
+            )));
+        }
+        if self.parameters.len() > 100 {
+            return Err(PolicyError(format!(
+                "provisioning.parameters: at most 100 parameters, got {}",
+                self.parameters.len()
+            )));
+        }
+        for (k, v) in &self.parameters {
+            if v.chars().count() > 255 {
+                return Err(PolicyError(format!("provisioning.parameters.{k}: longer than 255 characters")));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for Config {
@@ -68,6 +157,7 @@ impl Default for Config {
             timeout_action: TimeoutAction::default(),
             stale_grace_period: Duration::from_secs(60),
             preemption: true,
+            provisioning: None,
         }
     }
 }
@@ -102,7 +192,12 @@ impl Config {
                 return Err(PolicyError(format!("{key}: {e}")));
             }
         }
-        serde_json::from_value(Value::Object(fields)).map_err(|e| PolicyError(e.to_string()))
+        let config: Config =
+            serde_json::from_value(Value::Object(fields)).map_err(|e| PolicyError(e.to_string()))?;
+        if let Some(p) = &config.provisioning {
+            p.check()?;
+        }
+        Ok(config)
     }
 }
 
@@ -157,5 +252,35 @@ mod tests {
         let bad = Config::from_policy(json!({"scoring": "sideways"})).unwrap_err().to_string();
         assert!(bad.contains("scoring: unknown variant `sideways`"), "{bad}");
         assert!(Config::from_policy(json!(["a list"])).unwrap_err().to_string().contains("mapping"));
+    }
+
+    #[test]
+    fn provisioning_is_off_by_default_and_one_field_turns_it_on() {
+        assert_eq!(Config::default().provisioning, None);
+        let on = Config::from_policy(json!({"provisioning": {}})).unwrap().provisioning.unwrap();
+        assert_eq!(on.class, CLASS_ATOMIC_SCALE_UP);
+        assert!(on.all_gangs && !on.count_wait_in_timeout);
+        let c = Config::from_policy(json!({"provisioning": {"class": CLASS_CHECK_CAPACITY,
+            "maxWaitSeconds": 600, "retryBackoffSeconds": 10, "maxRetryBackoffSeconds": 70,
+            "allGangs": false, "countWaitInTimeout": true, "parameters": {"ValidUntilSeconds": "3600"}}}))
+        .unwrap()
+        .provisioning
+        .unwrap();
+        assert_eq!(c.class, CLASS_CHECK_CAPACITY);
+        assert_eq!(c.max_wait, Some(Duration::from_secs(600)));
+        assert!(!c.applies(None) && c.applies(Some(true)) && c.count_wait_in_timeout);
+        assert_eq!(c.parameters["ValidUntilSeconds"], "3600");
+        // 10 s, doubling, capped at 70 s.
+        let waits: Vec<u64> = (1..6).map(|n| c.backoff(n).as_secs()).collect();
+        assert_eq!(waits, [10, 20, 40, 70, 70]);
+        assert_eq!(c.backoff(u32::MAX).as_secs(), 70);
+        let bad = Config::from_policy(json!({"provisioning": {"class": "Atomic!"}})).unwrap_err().to_string();
+        assert!(bad.contains("provisioning.class: \"Atomic!\" is not a DNS-1123 subdomain"), "{bad}");
+        let typo = Config::from_policy(json!({"provisioning": {"maxWait": 5}})).unwrap_err().to_string();
+        assert!(typo.contains("provisioning: unknown field `maxWait`"), "{typo}");
+        let long = Config::from_policy(json!({"provisioning": {"parameters": {"x": "y".repeat(256)}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(long.contains("provisioning.parameters.x: longer than 255"), "{long}");
     }
 }

@@ -4,5 +4,6 @@
 
 pub mod config;
 pub mod plan;
+pub mod provision;
 pub mod schedule;
 pub mod sim;

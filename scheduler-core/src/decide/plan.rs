@@ -4,12 +4,14 @@
 //! simulate` prints it, and tests assert on it. Every list in a plan is sorted, so the same snapshot
 //! always gives the same plan, byte for byte.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::crd;
-use crate::model::{GangKey, GangState, ObjectKey, PodKey, Reservation, Time};
+use crate::model::{GangKey, GangState, NodeSelectorTerm, ObjectKey, PodKey, Reservation, Time, Toleration};
+use crate::resources::Resources;
 
 /// Bind `pod` (with `uid`) to `node`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -259,11 +261,63 @@ pub struct Plan {
     /// NonStrict reservations to carry into the next cycle's snapshot.
     pub reservations: Vec<Reservation>,
     pub outcomes: Vec<Outcome>,
+    /// Capacity to ask the cluster autoscaler for (policy `provisioning`), in gang-key order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provisioning: Vec<ProvisioningAsk>,
+}
+
+/// What a pod needs of a node, as far as placing it goes: members with equal shapes are
+/// interchangeable for the autoscaler, so they share one PodTemplate with a count.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shape {
+    /// Effective requests (as the cycle counts them).
+    pub requests: Resources,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity terms (ORed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub affinity: Vec<NodeSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// One `podSets[]` entry of a ProvisioningRequest: `count` members of one shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodSet {
+    pub shape: Shape,
+    /// The members asked for, sorted; `count` is their number. The first is the template's model.
+    pub pods: Vec<PodKey>,
+    pub count: u32,
+}
+
+/// A gang the cycle could not place, even by preemption: the capacity its members with no room
+/// need, as one ProvisioningRequest of `class` (`autoscaling.x-k8s.io/v1`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvisioningAsk {
+    pub gang: GangKey,
+    pub class: String,
+    /// Sorted by first pod; at most [`MAX_POD_SETS`].
+    pub pod_sets: Vec<PodSet>,
+}
+
+/// The most `podSets` a ProvisioningRequest may have (the CRD's `maxItems`).
+pub const MAX_POD_SETS: usize = 32;
+
+impl ProvisioningAsk {
+    /// Members asked for, over every pod set.
+    pub fn count(&self) -> u32 {
+        self.pod_sets.iter().map(|s| s.count).sum()
+    }
 }
 
 impl Plan {
     /// The outcome for `gang`, if the plan has one.
     pub fn outcome(&self, gang: &GangKey) -> Option<&Outcome> {
         self.outcomes.binary_search_by(|o| o.gang.cmp(gang)).ok().map(|i| &self.outcomes[i])
+    }
+
+    /// The capacity `gang` asks for, if the plan has an ask for it.
+    pub fn provisioning_for(&self, gang: &GangKey) -> Option<&ProvisioningAsk> {
+        self.provisioning.binary_search_by(|a| a.gang.cmp(gang)).ok().map(|i| &self.provisioning[i])
     }
 }

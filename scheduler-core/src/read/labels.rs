@@ -32,6 +32,26 @@ pub const ANNOTATION_TIMEOUT: &str = "kube-gang.io/timeout";
 pub const ANNOTATION_TOPOLOGY_KEY: &str = "kube-gang.io/topology-key";
 /// CRD-less gang: comma-separated `namespace/name` gangs that must be satisfied together.
 pub const ANNOTATION_GANG_GROUP: &str = "kube-gang.io/gang-group";
+/// Gang (on a `Gang` object or a CRD-less gang's pods): `"true"` or `"false"`, whether it asks the
+/// cluster autoscaler for capacity when the policy turns `provisioning` on.
+pub const ANNOTATION_PROVISIONING: &str = "kube-gang.io/provisioning";
+
+// cluster-autoscaler's ProvisioningRequest API (`autoscaling.x-k8s.io/v1`, defined in
+// kubernetes/autoscaler `cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go`).
+
+/// Pod annotation naming the ProvisioningRequest (same namespace) whose capacity the pod consumes.
+pub const ANNOTATION_CONSUME_PROVISIONING_REQUEST: &str = "autoscaling.x-k8s.io/consume-provisioning-request";
+/// Pod annotation naming the class of the request it consumes.
+pub const ANNOTATION_PROVISIONING_CLASS: &str = "autoscaling.x-k8s.io/provisioning-class-name";
+
+// Kueue's names (kubernetes-sigs/kueue `pkg/controller/constants`, `pkg/controller/jobs/pod`).
+
+/// Workload label: the Kueue LocalQueue the workload is submitted to.
+pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+/// Scheduling gate Kueue puts on pods it has not admitted yet.
+pub const KUEUE_ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
+/// Scheduling gate Kueue's topology-aware scheduling holds until it assigns a topology.
+pub const KUEUE_TOPOLOGY_GATE: &str = "kueue.x-k8s.io/topology";
 
 // Other projects' well-known keys this crate reads or writes.
 
@@ -66,6 +86,19 @@ pub fn check_label_value(v: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A DNS-1123 subdomain as apimachinery checks one: at most 253 characters, dot-separated parts
+/// of lowercase alphanumerics and `-`, each starting and ending with an alphanumeric.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
 /// A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63
 /// characters (as a label value, but not empty).
 pub fn check_label_key(k: &str) -> Result<(), String> {
@@ -73,18 +106,10 @@ pub fn check_label_key(k: &str) -> Result<(), String> {
         Some((p, n)) => (Some(p), n),
         None => (None, k),
     };
-    if let Some(p) = prefix {
-        let valid = !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                !part.is_empty()
-                    && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            });
-        if !valid {
-            return Err(format!("{k:?} is not a valid label key: prefix {p:?} is not a DNS subdomain"));
-        }
+    if let Some(p) = prefix
+        && !is_dns_subdomain(p)
+    {
+        return Err(format!("{k:?} is not a valid label key: prefix {p:?} is not a DNS subdomain"));
     }
     check_label_value(name).map_err(|e| format!("{k:?} is not a valid label key: {e}"))
 }

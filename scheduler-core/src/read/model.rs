@@ -603,6 +603,10 @@ pub struct Gang {
     /// A priority for the gang itself; when `None`, the highest priority among its members is used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// `kube-gang.io/provisioning`: whether the gang asks the cluster autoscaler for capacity
+    /// (`None`: as the policy says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<bool>,
     pub source: Source,
     #[serde(default)]
     pub created: Time,
@@ -627,6 +631,7 @@ impl Gang {
             min_resources: Resources::default(),
             total_member: None,
             priority: None,
+            provisioning: None,
             source,
             created: Time::default(),
             state: GangState::default(),

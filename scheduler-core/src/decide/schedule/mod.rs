@@ -17,6 +17,8 @@
 //!    time out, and is explained ([`explain`]) down to nodes and domains. Each step returns a
 //!    [`decision::Decision`]; the cycle commits it to the ledger before the next.
 //! 5. **Assemble** the [`Plan`] from the decisions ([`decision::assemble`]).
+//! 6. **Ask** the cluster autoscaler, when the policy says so, for the members of unplaceable
+//!    gangs that have no room ([`crate::provision::asks`]).
 
 mod cache;
 mod decision;
@@ -196,7 +198,11 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
 
     // 5. Assemble.
     let (decisions, singles) = progress.into_decisions();
-    decision::assemble(snap, &facts.gangs.members, decisions, &singles)
+    let mut plan = decision::assemble(snap, &facts.gangs.members, decisions, &singles);
+    // 6. Ask the autoscaler for what has no room (policy `provisioning`; off by default).
+    plan.provisioning =
+        crate::provision::asks(snap, config, &plan, |node, pod| filter::static_fit(node, pod).is_ok());
+    plan
 }
 
 /// What the cycle learns of the pods in its one pass over them.

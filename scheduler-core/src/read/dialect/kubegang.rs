@@ -162,10 +162,28 @@ pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
             )),
         }
     }
+    if let Some(v) = meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_PROVISIONING)) {
+        match opt_in(v) {
+            Ok(b) => gang.provisioning = Some(b),
+            Err(e) => errors.push(e),
+        }
+    }
     if let Some(status) = &g.status {
         gang.state = state_of(status);
     }
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}
+
+/// `kube-gang.io/provisioning`: `"true"` or `"false"`, as Kubernetes spells booleans in annotations.
+fn opt_in(v: &str) -> Result<bool, FieldError> {
+    match v {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        other => Err(FieldError::new(
+            annotation_path(ANNOTATION_PROVISIONING),
+            format!("{other:?} is not \"true\" or \"false\""),
+        )),
+    }
 }
 
 fn seconds(path: &str, v: Option<i64>, errors: &mut Vec<FieldError>) -> Option<Duration> {
@@ -241,6 +259,12 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     }
     if let Some(v) = a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY).filter(|v| !v.is_empty()) {
         gang.exclusive_topology = Some(v.to_string());
+    }
+    if let Some(v) = a.get(ANNOTATION_PROVISIONING) {
+        match opt_in(v) {
+            Ok(b) => gang.provisioning = Some(b),
+            Err(e) => errors.push(e),
+        }
     }
     if let Some(v) = a.get(ANNOTATION_GANG_GROUP) {
         for (i, s) in v.split(',').map(str::trim).filter(|s| !s.is_empty()).enumerate() {

@@ -1,0 +1,193 @@
+//! Autoscaler-visible gangs: what a gang the cycle cannot place asks the cluster autoscaler for.
+//!
+//! Cluster autoscalers look at pending pods one at a time, so for a gang they add nothing or add
+//! part of it. cluster-autoscaler's `ProvisioningRequest` (`autoscaling.x-k8s.io/v1`) asks for a
+//! group of pods at once, as PodTemplates with counts. [`asks`] decides, purely, which gangs ask
+//! and for what: a gang that wants capacity (its outcome is `Unschedulable`,
+//! `TopologyUnsatisfiable` or `Reserved`: not placed, and not placed by preemption either — a gang
+//! that can preempt is `Preempting`) asks for exactly its pending, ungated members that have no room
+//! on the cluster as the plan leaves it, grouped by identical [`Shape`]. The scheduler writes the
+//! objects; `kubectl gang simulate` prints them; both from this one function.
+//!
+//! "No room" is judged member by member on the free capacity the plan leaves (bound pods, this
+//! plan's bindings and reservations taken; evictions not yet counted as free), first fit over the
+//! nodes that pass the static filters. A gang with a topology key asks for all its pending members:
+//! the room must be in one domain, which existing free capacity scattered over domains is not.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::Config;
+use crate::model::{GangKey, Node, Pod, PodKey, Snapshot, Usage};
+use crate::plan::{MAX_POD_SETS, Plan, PodSet, ProvisioningAsk, Reason, Shape};
+use crate::resources::PODS;
+
+/// The outcomes that want capacity the cluster does not have.
+fn wants_capacity(reason: Reason) -> bool {
+    matches!(reason, Reason::Unschedulable | Reason::TopologyUnsatisfiable | Reason::Reserved)
+}
+
+/// A pod's shape: what it needs of a node.
+pub fn shape_of(pod: &Pod) -> Shape {
+    Shape {
+        requests: pod.requests.clone(),
+        node_selector: pod.node_selector.clone(),
+        affinity: pod.affinity.clone(),
+        tolerations: pod.tolerations.clone(),
+    }
+}
+
+/// What the plan's gangs that cannot be placed ask the autoscaler for, in gang-key order. Empty
+/// unless the policy turns `provisioning` on. `fits` is the static filter (readiness, taints,
+/// selectors, affinity) the cycle uses, so "no room" means what it means to the cycle. A gang
+/// whose members come in more than [`MAX_POD_SETS`] shapes asks for nothing (a request cannot
+/// carry them); its message already says why it waits.
+pub fn asks(
+    snap: &Snapshot,
+    config: &Config,
+    plan: &Plan,
+    fits: impl Fn(&Node, &Pod) -> bool,
+) -> Vec<ProvisioningAsk> {
+    let Some(policy) = &config.provisioning else { return Vec::new() };
+    let wanting: HashMap<&GangKey, bool> = snap
+        .gangs
+        .iter()
+        .filter(|g| policy.applies(g.provisioning))
+        .filter(|g| plan.outcome(&g.key).is_some_and(|o| wants_capacity(o.reason)))
+        .map(|g| (&g.key, g.topology_key.is_some()))
+        .collect();
+    if wanting.is_empty() {
+        return Vec::new();
+    }
+    let reserved: HashSet<&PodKey> = plan.reservations.iter().map(|r| &r.pod).collect();
+    let mut members: BTreeMap<&GangKey, Vec<&Pod>> = BTreeMap::new();
+    for pod in &snap.pods {
+        let Some(m) = &pod.gang else { continue };
+        if wanting.contains_key(&m.gang)
+            && pod.is_pending()
+            && !pod.is_gated()
+            && pod.scheduler_name == config.scheduler_name
+            && !reserved.contains(&pod.key)
+        {
+            members.entry(&m.gang).or_default().push(pod);
+        }
+    }
+    let mut room = Room::new(snap, plan);
+    let mut out = Vec::new();
+    for (gang, mut pods) in members {
+        pods.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut sets: Vec<(Shape, Vec<&Pod>)> = Vec::new();
+        for pod in pods {
+            let shape = shape_of(pod);
+            match sets.iter_mut().find(|(s, _)| *s == shape) {
+                Some((_, list)) => list.push(pod),
+                None => sets.push((shape, vec![pod])),
+            }
+        }
+        if sets.len() > MAX_POD_SETS {
+            continue;
+        }
+        let topology = wanting.get(gang).copied().unwrap_or(false);
+        let mut pod_sets: Vec<PodSet> = sets
+            .into_iter()
+            .filter_map(|(shape, list)| {
+                let fitted = if topology { 0 } else { room.take(snap, list[0], list.len(), &fits) };
+                let pods: Vec<PodKey> = list[fitted..].iter().map(|p| p.key.clone()).collect();
+                let count = u32::try_from(pods.len()).ok().filter(|&n| n > 0)?;
+                Some(PodSet { shape, pods, count })
+            })
+            .collect();
+        pod_sets.sort_by(|a, b| a.pods.cmp(&b.pods));
+        if !pod_sets.is_empty() {
+            out.push(ProvisioningAsk { gang: gang.clone(), class: policy.class.clone(), pod_sets });
+        }
+    }
+    out
+}
+
+/// Free capacity per node as the plan leaves it, taken as asking gangs' members find room.
+struct Room {
+    /// Node index → free amount per resource, and free pod slots.
+    free: Vec<(HashMap<String, i128>, i128)>,
+    /// Node indices by name: the order first fit tries them in, whatever order the snapshot has.
+    order: Vec<usize>,
+}
+
+impl Room {
+    fn new(snap: &Snapshot, plan: &Plan) -> Self {
+        let added;
+        let usage = match &snap.usage {
+            Some(u) => u,
+            None => {
+                added = Usage::of(&snap.pods);
+                &added
+            }
+        };
+        let index: HashMap<&str, usize> =
+            snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let mut free: Vec<(HashMap<String, i128>, i128)> = snap
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut res: HashMap<String, i128> = n
+                    .allocatable
+                    .iter()
+                    .filter(|(k, _)| *k != PODS)
+                    .map(|(k, v)| (k.to_string(), i128::from(v)))
+                    .collect();
+                let mut pods = i128::from(n.allocatable.get(PODS));
+                if let Some(u) = usage.node(&n.name) {
+                    pods -= u.pods;
+                    for (k, v) in &u.requests {
+                        *res.entry(k.clone()).or_default() -= v;
+                    }
+                }
+                (res, pods)
+            })
+            .collect();
+        let pods: HashMap<&PodKey, &Pod> = snap.pods.iter().map(|p| (&p.key, p)).collect();
+        let held = plan.bindings.iter().map(|b| (&b.pod, b.node.as_str()));
+        let held = held.chain(plan.reservations.iter().map(|r| (&r.pod, r.node.as_str())));
+        for (pod, node) in held {
+            if let (Some(p), Some(&n)) = (pods.get(pod), index.get(node)) {
+                let (res, slots) = &mut free[n];
+                *slots -= 1;
+                for (k, v) in p.requests.iter().filter(|(_, v)| *v > 0) {
+                    *res.entry(k.to_string()).or_default() -= i128::from(v);
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..snap.nodes.len()).collect();
+        order.sort_by(|&a, &b| snap.nodes[a].name.cmp(&snap.nodes[b].name));
+        Room { free, order }
+    }
+
+    /// Places up to `n` pods shaped like `pod`, first fit over the nodes by name;
+    /// returns how many found room.
+    fn take(&mut self, snap: &Snapshot, pod: &Pod, n: usize, fits: &impl Fn(&Node, &Pod) -> bool) -> usize {
+        let wants: Vec<(&str, i128)> =
+            pod.requests.iter().filter(|(_, v)| *v > 0).map(|(k, v)| (k, i128::from(v))).collect();
+        let mut placed = 0;
+        for &i in &self.order {
+            let (node, (res, slots)) = (&snap.nodes[i], &mut self.free[i]);
+            if placed == n {
+                break;
+            }
+            if *slots < 1 || !fits(node, pod) {
+                continue;
+            }
+            let mut here = (*slots).min(i128::try_from(n - placed).unwrap_or(i128::MAX));
+            for (k, v) in &wants {
+                here = here.min(res.get(*k).copied().unwrap_or(0).max(0) / v);
+            }
+            if here <= 0 {
+                continue;
+            }
+            *slots -= here;
+            for (k, v) in &wants {
+                *res.entry((*k).to_string()).or_default() -= v * here;
+            }
+            placed += usize::try_from(here).unwrap_or(0);
+        }
+        placed
+    }
+}

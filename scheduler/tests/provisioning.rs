@@ -1,0 +1,213 @@
+//! Autoscaler-visible gangs against the strict fake API, with the test playing cluster-autoscaler:
+//! it reads the ProvisioningRequest the scheduler writes, fails it, then provisions a node and
+//! marks it `Provisioned`. No gang is ever partly bound and no request or PodTemplate is left.
+
+use std::time::Duration;
+
+use gang_scheduler::metrics::Metrics;
+use gang_scheduler::run::{Settings, run};
+use kube_gang_tests::{FakeApi, gang, gang_pod, node};
+use scheduler_core::Config;
+use scheduler_core::config::Provisioning;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const PR: &str = "autoscaling.x-k8s.io/v1";
+
+fn start(
+    fake: &FakeApi,
+    policy: Config,
+    metrics: Metrics,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let config = kube::Config::new(fake.url().parse().unwrap());
+    let settings = Settings {
+        config: policy,
+        period: Duration::from_millis(100),
+        leader_elect: false,
+        lease_name: "gang-scheduler".into(),
+        lease_namespace: "kube-gang-system".into(),
+        identity: "test-replica".into(),
+        lease_duration: Duration::from_secs(15),
+        retry_period: Duration::from_millis(500),
+        bind_concurrency: 4,
+        qps: 1000.0,
+        burst: 1000,
+        discovery_period: Duration::from_millis(200),
+    };
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    let handle = tokio::spawn(async move {
+        run(config, settings, metrics, s).await.unwrap();
+    });
+    (stop, handle)
+}
+
+fn policy() -> Config {
+    let provisioning = Provisioning {
+        retry_backoff: Duration::from_secs(1),
+        max_retry_backoff: Duration::from_secs(2),
+        ..Provisioning::default()
+    };
+    Config { provisioning: Some(provisioning), ..Config::default() }
+}
+
+/// One 8-GPU node and gang `ml/train` of two 8-GPU members owned by Job `train`.
+fn one_node_and_a_gang_of_two(fake: &FakeApi) {
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(gang("ml", "train", 2));
+    for m in 0..2 {
+        let mut p = gang_pod("ml", &format!("train-{m}"), "train", 8);
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+            "uid": "uid-job-train", "controller": true, "blockOwnerDeletion": true}]);
+        fake.put(p);
+    }
+}
+
+fn bound(fake: &FakeApi, name: &str) -> Option<String> {
+    fake.get("v1", "Pod", "ml", name)?.pointer("/spec/nodeName").and_then(Value::as_str).map(String::from)
+}
+
+fn request(fake: &FakeApi, name: &str) -> Option<Value> {
+    fake.get(PR, "ProvisioningRequest", "ml", name)
+}
+
+/// The autoscaler's status write: `type` becomes `True`.
+fn condition(fake: &FakeApi, name: &str, ty: &str) {
+    let mut r = request(fake, name).expect("request exists");
+    r["status"] = json!({"conditions": [
+        {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": "2026-11-22T09:00:00Z"},
+        {"type": ty, "status": "True", "reason": ty, "message": "", "lastTransitionTime": "2026-11-22T09:00:01Z"}]});
+    fake.put(r);
+}
+
+fn gang_message(fake: &FakeApi) -> String {
+    fake.requests_to("PATCH", "/gangs/train/status")
+        .iter()
+        .filter_map(|w| {
+            w.body.pointer("/status/conditions/0/message").and_then(Value::as_str).map(String::from)
+        })
+        .next_back()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_autoscaler_fails_then_provisions_and_the_gang_is_placed_whole_with_nothing_leaked() {
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests"),
+    ])
+    .await;
+    one_node_and_a_gang_of_two(&fake);
+    let (stop, handle) = start(&fake, policy(), Metrics::new());
+
+    // One request, for the one member with no room, as the CRD's schema accepts it.
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| request(f, "train-1").is_some()).await,
+        "{:#?}",
+        fake.requests()
+    );
+    let r = request(&fake, "train-1").unwrap();
+    assert_eq!(r["spec"]["provisioningClassName"], "best-effort-atomic-scale-up.autoscaling.x-k8s.io");
+    assert_eq!(r["spec"]["podSets"], json!([{"podTemplateRef": {"name": "train-1-0"}, "count": 1}]));
+    assert_eq!(r["metadata"]["ownerReferences"][0]["uid"], "uid-job-train", "garbage-collected with the Job");
+    let t = fake.get("v1", "PodTemplate", "ml", "train-1-0").expect("its PodTemplate");
+    assert_eq!(t["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"], "8");
+    assert_eq!(t["metadata"]["ownerReferences"][0]["kind"], "Job");
+    let annotated = |f: &FakeApi| {
+        (0..2).any(|m| {
+            f.get("v1", "Pod", "ml", &format!("train-{m}")).is_some_and(|p| {
+                p["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] == "train-1"
+                    && p["metadata"]["annotations"]["autoscaling.x-k8s.io/provisioning-class-name"]
+                        == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+            })
+        })
+    };
+    assert!(
+        fake.wait_for(Duration::from_secs(5), annotated).await,
+        "the member asked for consumes the request"
+    );
+    let waiting = "waiting for capacity: ProvisioningRequest ml/train-1 (best-effort-atomic-scale-up.autoscaling.x-k8s.io)";
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| gang_message(f).contains(waiting)).await,
+        "{}",
+        gang_message(&fake)
+    );
+
+    // The autoscaler gives up: the request and its template go, and a new one is asked after the backoff.
+    condition(&fake, "train-1", "Failed");
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| request(f, "train-2").is_some()).await,
+        "{:#?}",
+        fake.requests()
+    );
+    assert!(request(&fake, "train-1").is_none());
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| f.get("v1", "PodTemplate", "ml", "train-1-0").is_none())
+            .await
+    );
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "nothing bound while capacity is missing");
+
+    // The autoscaler provisions a node and says so: the gang is placed whole, the request deleted.
+    fake.put(node("gpu-2", "64", 8, &[]));
+    condition(&fake, "train-2", "Provisioned");
+    let both = |f: &FakeApi| bound(f, "train-0").is_some() && bound(f, "train-1").is_some();
+    assert!(fake.wait_for(Duration::from_secs(10), both).await, "{:#?}", fake.requests());
+    assert_ne!(bound(&fake, "train-0"), bound(&fake, "train-1"));
+    assert_eq!(fake.requests_to("POST", "/binding").len(), 2, "both members, in one step");
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| request(f, "train-2").is_none()).await,
+        "no request leaked"
+    );
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| f.get("v1", "PodTemplate", "ml", "train-2-0").is_none())
+            .await,
+        "no template leaked"
+    );
+    // Every write was one the strict API server accepts.
+    let refused: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            (r.path.contains("provisioningrequests") || r.path.contains("podtemplates"))
+                && r.status >= 400
+                && r.status != 404
+        })
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn without_the_crd_the_feature_says_it_is_disabled_and_starts_when_it_is_installed() {
+    let fake = FakeApi::start(&[("/apis/kube-gang.io/v1alpha1", "gangs")]).await;
+    one_node_and_a_gang_of_two(&fake);
+    let metrics = Metrics::new();
+    let (stop, handle) = start(&fake, policy(), metrics.clone());
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| !f.requests_to("GET", "/provisioningrequests").is_empty())
+            .await
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(metrics.provisioning_enabled.get(), 0);
+    assert!(fake.requests_to("POST", "/podtemplates").is_empty(), "nothing written without the CRD");
+    assert!(!gang_message(&fake).contains("waiting for capacity"));
+    // cluster-autoscaler's CRD is installed: the request is written.
+    fake.serve("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests");
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| request(f, "train-1").is_some()).await,
+        "{:#?}",
+        fake.requests()
+    );
+    assert!(fake.wait_for(Duration::from_secs(5), |_| metrics.provisioning_enabled.get() == 1).await);
+    // Deleting the gang's members (the workload) drops its request.
+    fake.remove("v1", "Pod", "ml", "train-0");
+    fake.remove("v1", "Pod", "ml", "train-1");
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| request(f, "train-1").is_none()).await,
+        "{:#?}",
+        fake.requests()
+    );
+    stop.cancel();
+    handle.await.unwrap();
+}
