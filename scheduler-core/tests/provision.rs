@@ -43,6 +43,7 @@ fn member(gang: &str, name: &str, gpus: i64) -> Pod {
         gang: Some(Membership { gang: ObjectKey::new("ml", gang), subgroup: None }),
         failure: None,
         scheduling_gates: vec![],
+        labels: Default::default(),
     }
 }
 
@@ -251,6 +252,7 @@ fn pod(name: &str, gang: &GangKey, gpus: i64, cores: i64, pool: Option<u8>, prio
         gang: Some(Membership { gang: gang.clone(), subgroup: None }),
         failure: None,
         scheduling_gates: vec![],
+        labels: Default::default(),
     }
 }
 
