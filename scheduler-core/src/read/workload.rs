@@ -237,11 +237,11 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 pods: 1,
                 template: format!("{base}/headGroupSpec/template"),
             });
-            let workers = obj
+            // Borrowed, never cloned: each worker group holds a whole pod template.
+            let workers: &[Value] = obj
                 .pointer(&format!("{base}/workerGroupSpecs"))
                 .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+                .map_or(&[], Vec::as_slice);
             for (i, w) in workers.iter().enumerate() {
                 let at = format!("{base}/workerGroupSpecs/{i}");
                 let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
@@ -257,7 +257,8 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             }
         }
         ("batch.volcano.sh", "Job") => {
-            let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).cloned().unwrap_or_default();
+            let tasks: &[Value] =
+                obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[], Vec::as_slice);
             for (i, t) in tasks.iter().enumerate() {
                 let name = t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
                 let pods = int_at(obj, &format!("/spec/tasks/{i}/replicas"), 0, &mut errors);
