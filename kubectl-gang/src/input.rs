@@ -112,7 +112,7 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
     let mut out = Vec::new();
     let trimmed = text.trim_start();
     let docs: Vec<Value> = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: Value = serde_json::from_str(text).map_err(|e| InputError::Parse {
+        let v: Value = strict_json(text).map_err(|e| InputError::Parse {
             path: name.into(),
             doc: 1,
             message: e.to_string(),
@@ -210,6 +210,97 @@ pub fn gangs_of<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Vec<schedul
         .collect()
 }
 
+/// JSON as the API server reads it with strict field validation (kubectl's default since 1.27):
+/// a key given twice in one object is an error naming its path (serde_json alone keeps the last
+/// value, so the first would vanish without a word). The YAML reader refuses duplicates the same
+/// way. serde_json's own nesting limit (128) still applies.
+fn strict_json(text: &str) -> Result<Value, serde_json::Error> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let v = Strict(&Segment::Root).deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// Where a value sits, as a chain on the stack: rendered only for an error.
+enum Segment<'a> {
+    Root,
+    Key(&'a Segment<'a>, &'a str),
+    Index(&'a Segment<'a>, usize),
+}
+
+impl std::fmt::Display for Segment<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Segment::Root => Ok(()),
+            Segment::Key(Segment::Root, k) => write!(f, "{k}"),
+            Segment::Key(up, k) => write!(f, "{up}.{k}"),
+            Segment::Index(up, i) => write!(f, "{up}[{i}]"),
+        }
+    }
+}
+
+/// A JSON value read with every object's keys checked for duplicates.
+struct Strict<'a>(&'a Segment<'a>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(v) = seq.next_element_seed(Strict(&Segment::Index(self.0, out.len())))? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                let within = match self.0 {
+                    Segment::Root => String::new(),
+                    up => format!("{up}: "),
+                };
+                return Err(serde::de::Error::custom(format_args!("{within}duplicate key {key:?}")));
+            }
+            let v = map.next_value_seed(Strict(&Segment::Key(self.0, &key)))?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "nothing",
@@ -275,6 +366,27 @@ mod tests {
         assert_eq!(err.to_string(), "big: larger than 64 MiB; split it into smaller files");
         let err = read_bounded("bin", &[0x61, 0xff, 0x00][..]).unwrap_err();
         assert_eq!(err.to_string(), "bin: not UTF-8 text (invalid byte at offset 1)");
+    }
+
+    #[test]
+    fn json_duplicate_keys_are_errors_naming_their_path() {
+        let dup = r#"{"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "a", "labels": {"x": "1", "x": "2"}}}]}"#;
+        let e = parse_text("dump.json", dup).unwrap_err().to_string();
+        assert!(
+            e.starts_with(r#"dump.json: document 1: items[0].metadata.labels: duplicate key "x" at line 1"#),
+            "{e}"
+        );
+        let e = parse_text("-", r#"{"kind": "Pod", "kind": "Node"}"#).unwrap_err().to_string();
+        assert!(e.starts_with(r#"-: document 1: duplicate key "kind" at line 1"#), "{e}");
+        // The same key in two objects is not a duplicate; numbers, nulls and nesting read as before.
+        let ok = r#"[{"kind": "Pod", "metadata": {"name": "a"}, "n": [1, -2, 2.5, null, true]},
+                     {"kind": "Pod", "metadata": {"name": "b"}}]"#;
+        let objs = parse_text("-", ok).unwrap();
+        assert_eq!(objs.len(), 2);
+        assert_eq!(objs[0].object["n"], serde_json::json!([1, -2, 2.5, null, true]));
+        assert_eq!(objs[0].object, serde_json::from_str::<Value>(ok).unwrap()[0]);
+        // Trailing text after the value is still an error.
+        assert!(parse_text("-", r#"{"kind": "Pod"} x"#).is_err());
     }
 
     #[test]

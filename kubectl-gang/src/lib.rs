@@ -93,7 +93,11 @@ pub fn policy(path: Option<&Path>) -> anyhow::Result<scheduler_core::Config> {
 pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
     let now = now(g)?;
     let (objects, context_ns) = match &g.cluster {
-        Some(path) => (read_dump(path)?, None),
+        Some(path) => {
+            let objects = read_dump(path)?;
+            check_dump(path, &objects)?;
+            (objects, None)
+        }
         None => {
             let rt = runtime()?;
             rt.block_on(async {
@@ -125,6 +129,33 @@ pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
         }
     }
     Ok(World { cluster, namespace, now, events, warnings })
+}
+
+/// Unreadable nodes and pods listed at most this many at a time.
+const UNREADABLE_SHOWN: usize = 20;
+
+/// A dump is input: a Node or Pod in it the scheduler cannot read (an invalid quantity, a field of
+/// the wrong type) is an error naming the object and the field, not an object quietly dropped.
+/// (The live API never serves one: the API server validates and canonicalizes on write.)
+fn check_dump(path: &Path, objects: &[Value]) -> anyhow::Result<()> {
+    let bad: Vec<String> = objects
+        .iter()
+        .filter_map(|o| {
+            simulate::unreadable(o).map(|e| format!("{}: {e}", scheduler_core::cluster::describe(o)))
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let mut text = format!("{}: the cluster dump is invalid:", path.display());
+    for line in bad.iter().take(UNREADABLE_SHOWN) {
+        text.push_str("\n  ");
+        text.push_str(line);
+    }
+    if bad.len() > UNREADABLE_SHOWN {
+        text.push_str(&format!("\n  … and {} more", bad.len() - UNREADABLE_SHOWN));
+    }
+    anyhow::bail!(text)
 }
 
 fn is_event(o: &Value) -> bool {

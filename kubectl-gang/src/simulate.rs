@@ -143,6 +143,13 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
                     out.warnings.push(format!("{}: {what}: creates no pods; skipped", s.file));
                 }
                 Ok(pods) => {
+                    // A pod the scheduler could not read (an invalid quantity) is an input error,
+                    // not a workload quietly left out; the first such pod speaks for the rest.
+                    if let Some((pod, e)) = pods.iter().find_map(|p| unreadable(p).map(|e| (p, e))) {
+                        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                        out.errors.push(format!("{}: {what}: pod {name}: {e}", s.file));
+                        continue;
+                    }
                     for mut p in pods {
                         if p.get("kind").and_then(Value::as_str) != Some("Pod") {
                             // A gang object the workload's controller would make (Volcano's PodGroup).
@@ -191,6 +198,10 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
             }
             out.objects.push(obj);
         } else if cluster_scoped {
+            if let Some(e) = unreadable(&obj) {
+                out.errors.push(format!("{}: {what}: {e}", s.file));
+                continue;
+            }
             out.objects.push(obj);
         } else {
             out.warnings.push(format!("{}: {what}: neither a workload nor a gang object; skipped", s.file));
@@ -207,6 +218,23 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
         }
     }
     out
+}
+
+/// Why the scheduler could not read this Node or Pod (an invalid quantity, a field of the wrong
+/// type), as `path: message; …`; `None` when it can, or when it is another kind. A priority class
+/// is another object, looked up when the cluster is assembled, so it is not checked here.
+pub fn unreadable(obj: &Value) -> Option<String> {
+    let errors = match obj.get("kind").and_then(Value::as_str) {
+        Some("Node") => scheduler_core::convert::node_from_value(obj).err(),
+        Some("Pod") => {
+            scheduler_core::convert::pod_from_value(obj, &scheduler_core::convert::PriorityClasses::default())
+                .err()
+        }
+        _ => None,
+    }?;
+    let text: Vec<String> =
+        errors.iter().filter(|e| e.path != "spec.priorityClassName").map(ToString::to_string).collect();
+    (!text.is_empty()).then(|| text.join("; "))
 }
 
 /// The result of one simulation.

@@ -242,3 +242,45 @@ proptest! {
         }
     }
 }
+
+/// A PyTorchJob with `extra` replica types beyond Master and Worker, each a valid role.
+fn pytorch_with_types(extra: usize) -> Value {
+    let role =
+        || json!({"replicas": 1, "template": {"spec": {"containers": [{"name": "pytorch", "image": "x"}]}}});
+    let mut specs = serde_json::Map::new();
+    specs.insert("Master".into(), role());
+    specs.insert("Worker".into(), role());
+    for i in 0..extra {
+        specs.insert(format!("Extra{i:05}"), role());
+    }
+    json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "many", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"pytorchReplicaSpecs": specs}})
+}
+
+#[test]
+fn replica_types_the_operator_does_not_define_are_refused_and_the_patch_stays_bounded() {
+    // One unknown type: named with its path and the operator's list, as its webhook says it.
+    let errors = workload::inspect(&pytorch_with_types(1)).unwrap().unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "spec.pytorchReplicaSpecs.Extra00000");
+    assert_eq!(errors[0].message, r#"Unsupported value: "Extra00000": supported values: "Master", "Worker""#);
+    // 30,000 of them: a bounded denial (eight named, the rest counted), and nothing injected for them.
+    let mut job = pytorch_with_types(30_000);
+    let verdict = scheduler_core::admit(&mut job, None, None);
+    assert!(!verdict.allowed());
+    let unsupported: Vec<_> = verdict.errors.iter().filter(|e| e.message.contains("nsupported")).collect();
+    assert_eq!(unsupported.len(), 9, "{unsupported:?}");
+    assert_eq!(unsupported[8].message, "29992 more unsupported replica types");
+    assert!(verdict.changes.iter().all(|c| !c.path.contains("Extra")), "a change for an unknown type");
+    assert!(verdict.changes.len() < 64, "{} changes", verdict.changes.len());
+    // Every kind's list: TFJob's five types are all accepted, and MPIJob's Launcher.
+    let role = json!({"replicas": 1, "template": {"spec": {"containers": [{"name": "c"}]}}});
+    let tf = json!({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "tf"},
+        "spec": {"tfReplicaSpecs": {"Chief": role, "Evaluator": role, "Master": role, "PS": role, "Worker": role}}});
+    assert_eq!(workload::inspect(&tf).unwrap().unwrap().roles.len(), 5);
+    let mpi = json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "m"},
+        "spec": {"mpiReplicaSpecs": {"Launcher": role, "Worker": role, "Master": role}}});
+    let errors = workload::inspect(&mpi).unwrap().unwrap_err();
+    assert_eq!(errors[0].path, "spec.mpiReplicaSpecs.Master");
+}

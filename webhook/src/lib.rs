@@ -4,12 +4,14 @@
 //! `--probe-listen`. The rules are the core's: this crate adds none.
 //!
 //! Hostile clients are bounded here: connections, handshakes, headers, bodies and idle time have
-//! limits on both ports ([`server`]); decisions run on a bounded blocking pool, never on the async
-//! workers; probes are served by a thread and runtime of their own, so `/healthz` answers while
+//! limits on both ports ([`server`]); decisions run on blocking threads, never on the async
+//! workers, in two bounded lanes by body size ([`lanes`]) so maximum-size objects never hold up small
+//! requests; probes are served by a thread and runtime of their own, so `/healthz` answers while
 //! every decision slot is busy; every response is counted, rejected ones included.
 
 pub mod admission;
 pub mod certs;
+pub mod lanes;
 pub mod server;
 pub mod tls;
 
@@ -37,6 +39,10 @@ use admission::Hook;
 /// The API server refuses requests over 3 MiB; an AdmissionReview wraps the object (and, on update,
 /// the old one), so leave room for both.
 pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
+
+/// The big lane's byte budget: the bodies of the decisions on objects over
+/// [`lanes::SMALL_BODY`] in flight at once, together. Two maximum-size bodies fit.
+pub const BIG_LANE_BUDGET: usize = 2 * BODY_LIMIT;
 
 /// gang-webhook: validates gangs and injects gang labels, annotations and schedulerName on
 /// `kubectl apply`.
@@ -74,8 +80,9 @@ pub struct Args {
     /// Requests one connection may carry before it is asked to close (spreads clients over replicas).
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_requests_per_connection: usize,
-    /// Decisions made at once, each on a blocking thread; 0: one per CPU. Requests beyond wait
-    /// (within --request-timeout), so memory is bounded by this many maximum-size objects.
+    /// Decisions made at once in each lane, each on a blocking thread; 0: one per CPU. Requests
+    /// with bodies up to 64 KiB have a lane of their own; larger ones share the other lane and a
+    /// budget of 14 MiB of bodies. Requests beyond wait (within --request-timeout).
     #[arg(long, default_value_t = 0, value_name = "N", env = "GANG_WEBHOOK_MAX_DECISIONS")]
     pub max_decisions: usize,
     /// After SIGTERM, seconds in-flight requests have to finish (keep it below the Pod's
@@ -198,8 +205,8 @@ impl server::ConnectionEvents for PortEvents {
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub metrics: Metrics,
-    /// One permit per decision running at once (on a blocking thread).
-    pub decisions: Arc<tokio::sync::Semaphore>,
+    /// The permits of decisions running at once (each on a blocking thread), by body size.
+    pub lanes: lanes::Lanes,
     /// How long a request may take to arrive, and to wait for a decision slot.
     pub request_timeout: Duration,
 }
@@ -211,14 +218,14 @@ impl Default for AppState {
 }
 
 impl AppState {
-    /// `max_decisions` decisions at once (0: one per CPU); requests wait for a slot and arrive
-    /// within `request_timeout`.
+    /// `max_decisions` decisions at once in each lane (0: one per CPU), the big lane within
+    /// [`BIG_LANE_BUDGET`]; requests wait for a slot and arrive within `request_timeout`.
     pub fn new(max_decisions: usize, request_timeout: Duration) -> Self {
         let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
         let permits = if max_decisions == 0 { cpus } else { max_decisions };
         AppState {
             metrics: Metrics::default(),
-            decisions: Arc::new(tokio::sync::Semaphore::new(permits)),
+            lanes: lanes::Lanes::new(permits, permits, BIG_LANE_BUDGET),
             request_timeout,
         }
     }
@@ -315,8 +322,7 @@ async fn handle(
             );
         }
     };
-    let Ok(Ok(permit)) =
-        tokio::time::timeout(state.request_timeout, state.decisions.clone().acquire_owned()).await
+    let Ok(Some(permit)) = tokio::time::timeout(state.request_timeout, state.lanes.acquire(body.len())).await
     else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,

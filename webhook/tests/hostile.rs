@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
+use gang_webhook::lanes::Lane;
 use gang_webhook::server::{self, ConnectionEvents, Limits, Listener};
 use gang_webhook::{AppState, router};
 use http::{Request, StatusCode};
@@ -188,7 +189,7 @@ async fn a_slow_body_gets_408_and_no_decision_slot() {
     let req = Request::post("/validate").body(Body::from_stream(body)).unwrap();
     let res = tokio::time::timeout(BOUND, app.oneshot(req)).await.unwrap().unwrap();
     assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT);
-    assert_eq!(state.decisions.available_permits(), 1, "the slow client held no decision slot");
+    assert_eq!(state.lanes.available(Lane::Small), 1, "the slow client held no decision slot");
     assert!(
         state.metrics.encode().contains(r#"gang_webhook_requests_total{hook="validate",result="timeout"} 1"#)
     );
@@ -379,4 +380,52 @@ async fn accept_errors_back_off_instead_of_spinning() {
     let n = calls.load(Ordering::SeqCst);
     // 5 ms, 10 ms, … 640 ms, then 1 s each: 8 tries in the first 1.3 s, then one a second.
     assert!((55..=75).contains(&n), "{n} accepts in 60 s");
+}
+
+/// A Job near the API server's 3 MiB request limit (90,000 env vars), as an AdmissionReview.
+fn maximum_size_review(uid: &str) -> Vec<u8> {
+    let env: Vec<_> =
+        (0..90_000).map(|i| serde_json::json!({"name": format!("V{i}"), "value": "x"})).collect();
+    let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": uid, "operation": "CREATE", "namespace": "ml",
+            "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+            "object": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big", "namespace": "ml"},
+                "spec": {"parallelism": 4, "template": {"spec": {"containers": [
+                    {"name": "c", "image": "x", "env": env}]}}}}}});
+    serde_json::to_vec(&review).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_request_is_answered_while_maximum_size_ones_fill_the_big_lane() {
+    let state = AppState::new(1, BOUND);
+    let app = router(state.clone());
+    let post = |body: Vec<u8>| {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let res = app.oneshot(Request::post("/mutate").body(Body::from(body)).unwrap()).await.unwrap();
+            let status = res.status();
+            let body = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
+            (status, serde_json::from_slice::<serde_json::Value>(&body).unwrap())
+        })
+    };
+    // The big lane full: its one slot taken, and a maximum-size request queued behind it.
+    let held = state.lanes.saturate_big().await.unwrap();
+    assert_eq!(state.lanes.available(Lane::Big), 0);
+    let big: Vec<_> = (0..1).map(|i| post(maximum_size_review(&format!("big-{i}")))).collect();
+    // A small request is answered all the same...
+    let (status, small) = tokio::time::timeout(BOUND, post(REVIEW.as_bytes().to_vec()))
+        .await
+        .expect("the small request waited behind the big lane")
+        .unwrap();
+    assert_eq!((status, small["response"]["uid"].as_str()), (StatusCode::OK, Some("u-1")));
+    // ...while the maximum-size ones still wait for the big lane.
+    assert!(big.iter().all(|b| !b.is_finished()), "a big request went past the full big lane");
+    drop(held);
+    for (i, b) in big.into_iter().enumerate() {
+        let (status, answer) = tokio::time::timeout(BOUND, b).await.unwrap().unwrap();
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(answer["response"]["uid"], format!("big-{i}"));
+        assert_eq!(answer["response"]["allowed"], true);
+    }
+    assert_eq!(state.lanes.available_kib(), gang_webhook::BIG_LANE_BUDGET / 1024);
 }

@@ -80,7 +80,18 @@ impl FromStr for Quantity {
         } else {
             return Err(QuantityError::UnknownSuffix(s.to_string(), suffix.to_string()));
         }
-        if !(-40..=40).contains(&exponent) && mantissa != 0 {
+        // apimachinery's `ParseQuantity` rounds every value up (away from zero) to a whole number
+        // of nano-units, so a tiny quantity such as `1e-308` is valid and means 1n.
+        if exponent < -9 && mantissa != 0 {
+            mantissa = match u32::try_from(-9 - i64::from(exponent)).ok().and_then(|k| 10i128.checked_pow(k))
+            {
+                Some(div) => mantissa / div + i128::from(mantissa % div != 0),
+                // More digits below 1n than an i128 holds: under 1n, so 1n.
+                None => 1,
+            };
+            exponent = -9;
+        }
+        if exponent > 40 && mantissa != 0 {
             return Err(overflow());
         }
         Ok(Quantity { mantissa: if negative { -mantissa } else { mantissa }, exponent })
@@ -139,6 +150,21 @@ impl fmt::Display for Quantity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tiny_quantities_round_up_to_one_nano_unit_as_apimachinery_does() {
+        for tiny in ["1e-308", "0.0000000001", "1e-10", "123456789012345678901234567890e-300"] {
+            let q = parse(tiny).unwrap_or_else(|e| panic!("{tiny}: {e}"));
+            assert_eq!((q.mantissa, q.exponent), (1, -9), "{tiny}");
+            assert_eq!((q.milli_ceil(), q.value_ceil()), (Some(1), Some(1)), "{tiny}");
+        }
+        let q = parse("-1e-308").unwrap();
+        assert_eq!((q.mantissa, q.exponent), (-1, -9));
+        // Rounded up to whole nano-units, not truncated: 1.5n is 2n.
+        assert_eq!(parse("1.5n").map(|q| (q.mantissa, q.exponent)), Ok((2, -9)));
+        assert_eq!(parse("0e-308").map(|q| q.is_zero()), Ok(true));
+        assert!(matches!(parse("1e308"), Err(QuantityError::Overflow(_))));
+    }
 
     #[test]
     fn malformed_values_name_the_value() {

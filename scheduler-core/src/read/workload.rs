@@ -104,6 +104,28 @@ pub fn path_of(ptr: &str) -> String {
     out
 }
 
+/// Unsupported replica types named one by one in the errors; the rest are counted in one more.
+const MAX_UNKNOWN_NAMED: usize = 8;
+
+/// A Kubeflow job kind's replica-spec field and the replica types its operator defines (any other
+/// key it refuses). From the operators' own definitions:
+/// - training-operator `pkg/apis/kubeflow.org/v1`: `PyTorchJobReplicaTypeMaster`/`Worker` (and
+///   `pkg/webhooks/pytorch/pytorchjob_webhook.go` refuses any other key with `NotSupported`);
+///   `TFJobReplicaTypePS`/`Worker`/`Chief`/`Master`/`Evaluator` (`tensorflow_types.go`);
+///   `XGBoostJobReplicaTypeMaster`/`Worker`; `PaddleJobReplicaTypeMaster`/`Worker`;
+///   `JAXJobReplicaTypeWorker`; `MPIJobReplicaTypeLauncher`/`Worker`;
+/// - mpi-operator `v2beta1`: `MPIReplicaTypeLauncher`/`Worker`.
+fn kubeflow_replica_types(kind: &str) -> (&'static str, &'static [&'static str]) {
+    match kind {
+        "PyTorchJob" => ("pytorchReplicaSpecs", &["Master", "Worker"]),
+        "MPIJob" => ("mpiReplicaSpecs", &["Launcher", "Worker"]),
+        "TFJob" => ("tfReplicaSpecs", &["Chief", "Evaluator", "Master", "PS", "Worker"]),
+        "XGBoostJob" => ("xgbReplicaSpecs", &["Master", "Worker"]),
+        "JAXJob" => ("jaxReplicaSpecs", &["Worker"]),
+        _ => ("paddleReplicaSpecs", &["Master", "Worker"]),
+    }
+}
+
 /// The gang shape of a workload. `None`: not a workload kind we know.
 pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
@@ -146,19 +168,35 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             }
         }
         ("kubeflow.org", "PyTorchJob" | "MPIJob" | "TFJob" | "XGBoostJob" | "PaddleJob" | "JAXJob") => {
-            let field = match kind {
-                "PyTorchJob" => "pytorchReplicaSpecs",
-                "MPIJob" => "mpiReplicaSpecs",
-                "TFJob" => "tfReplicaSpecs",
-                "XGBoostJob" => "xgbReplicaSpecs",
-                "JAXJob" => "jaxReplicaSpecs",
-                _ => "paddleReplicaSpecs",
-            };
+            let (field, known) = kubeflow_replica_types(kind);
             let specs = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_object);
+            let mut unknown = 0usize;
             for role in specs.into_iter().flat_map(|m| m.keys()) {
+                // Only the replica types the operator defines: it refuses the others, and each
+                // role becomes labels in the patch, so the patch is bounded by this list (issue 16).
+                if !known.contains(&role.as_str()) {
+                    unknown += 1;
+                    if unknown <= MAX_UNKNOWN_NAMED {
+                        let supported: Vec<String> = known.iter().map(|k| format!("{k:?}")).collect();
+                        errors.push(FieldError::new(
+                            path_of(&format!("/spec/{field}/{role}")),
+                            format!(
+                                "Unsupported value: {role:?}: supported values: {}",
+                                supported.join(", ")
+                            ),
+                        ));
+                    }
+                    continue;
+                }
                 let base = format!("/spec/{field}/{role}");
                 let pods = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
                 roles.push(Role { name: role.to_lowercase(), pods, template: format!("{base}/template") });
+            }
+            if unknown > MAX_UNKNOWN_NAMED {
+                errors.push(FieldError::new(
+                    format!("spec.{field}"),
+                    format!("{} more unsupported replica types", unknown - MAX_UNKNOWN_NAMED),
+                ));
             }
         }
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => {
@@ -200,11 +238,11 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 pods: 1,
                 template: format!("{base}/headGroupSpec/template"),
             });
-            let workers = obj
+            // Borrowed, never cloned: each worker group holds a whole pod template.
+            let workers: &[Value] = obj
                 .pointer(&format!("{base}/workerGroupSpecs"))
                 .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+                .map_or(&[], Vec::as_slice);
             for (i, w) in workers.iter().enumerate() {
                 let at = format!("{base}/workerGroupSpecs/{i}");
                 let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
@@ -220,7 +258,8 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             }
         }
         ("batch.volcano.sh", "Job") => {
-            let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).cloned().unwrap_or_default();
+            let tasks: &[Value] =
+                obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[], Vec::as_slice);
             for (i, t) in tasks.iter().enumerate() {
                 let name = t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
                 let pods = int_at(obj, &format!("/spec/tasks/{i}/replicas"), 0, &mut errors);
