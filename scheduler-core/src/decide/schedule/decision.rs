@@ -80,9 +80,8 @@ pub(super) fn assemble(
             let pod = &pods[p];
             let Some(node) = pod.node_name.clone() else { continue };
             let violated = allowance.take(pod);
-            let budget = violated
-                .filter(|_| reason == EvictionReason::Preempted)
-                .map(|b| snap.budgets[b].key.clone());
+            let budget =
+                violated.filter(|_| reason == EvictionReason::Preempted).map(|b| snap.budgets[b].key.clone());
             plan.evictions.push(Eviction {
                 pod: pod.key.clone(),
                 uid: pod.uid.clone(),
