@@ -36,6 +36,16 @@ pub fn shape_of(pod: &Pod) -> Shape {
     }
 }
 
+impl Shape {
+    /// Whether `pod` has this shape ([`shape_of`] without the copy).
+    fn is_of(&self, pod: &Pod) -> bool {
+        self.requests == pod.requests
+            && self.node_selector == pod.node_selector
+            && self.affinity == pod.affinity
+            && self.tolerations == pod.tolerations
+    }
+}
+
 /// What the plan's gangs that cannot be placed ask the autoscaler for, in gang-key order. Empty
 /// unless the policy turns `provisioning` on. `fits` is the static filter (readiness, taints,
 /// selectors, affinity) the cycle uses, so "no room" means what it means to the cycle. A gang
@@ -75,15 +85,21 @@ pub fn asks(
     let mut out = Vec::new();
     for (gang, mut pods) in members {
         pods.sort_by(|a, b| a.key.cmp(&b.key));
+        // At most MAX_POD_SETS shapes are kept, each compared in place (a pod's shape is cloned
+        // only when it is new): a gang of n pods costs O(n × MAX_POD_SETS), whatever its shapes.
         let mut sets: Vec<(Shape, Vec<&Pod>)> = Vec::new();
+        let mut too_many = false;
         for pod in pods {
-            let shape = shape_of(pod);
-            match sets.iter_mut().find(|(s, _)| *s == shape) {
-                Some((_, list)) => list.push(pod),
-                None => sets.push((shape, vec![pod])),
+            match sets.iter().position(|(s, _)| s.is_of(pod)) {
+                Some(i) => sets[i].1.push(pod),
+                None if sets.len() == MAX_POD_SETS => {
+                    too_many = true;
+                    break;
+                }
+                None => sets.push((shape_of(pod), vec![pod])),
             }
         }
-        if sets.len() > MAX_POD_SETS {
+        if too_many {
             continue;
         }
         let topology = wanting.get(gang).copied().unwrap_or(false);
