@@ -15,7 +15,8 @@
 //!
 //! The request's conditions are read by polling (every [`POLL`]), not by a watch. A cluster
 //! without the ProvisioningRequest CRD answers 404: the feature reports itself disabled (a log
-//! line and `gang_provisioning_enabled 0`) and tries again after the scheduler's discovery period
+//! line, `gang_provisioning_enabled 0`, and each asking gang's status message starting with
+//! [`DISABLED`]) and tries again after the scheduler's discovery period
 //! (30 s), as the gang CRDs are discovered, so a CRD
 //! installed later is picked up.
 
@@ -33,6 +34,10 @@ use tokio::sync::watch;
 use crate::index::Index;
 use crate::lease::Standing;
 use crate::ratelimit::RateLimiter;
+
+/// What an asking gang's message starts with while the ProvisioningRequest API is not served.
+pub const DISABLED: &str =
+    "capacity requests disabled: the ProvisioningRequest API (autoscaling.x-k8s.io/v1) is not served";
 
 /// How often an open request's conditions are read.
 pub const POLL: Duration = Duration::from_secs(5);
@@ -197,6 +202,17 @@ impl Provisioner {
     /// cycle: each move is a status write).
     pub fn annotate(&self, plan: &mut Plan, snapshot: &Snapshot, config: &Config, now: Time) {
         let Some(policy) = &config.provisioning else { return };
+        if !self.enabled() {
+            // The policy asks, the API is not there: each asking gang says so.
+            for o in &mut plan.outcomes {
+                if !o.reason.is_satisfied()
+                    && plan.provisioning.binary_search_by(|a| a.gang.cmp(&o.gang)).is_ok()
+                {
+                    o.message = format!("{DISABLED}; {}", o.message);
+                }
+            }
+            return;
+        }
         for o in &mut plan.outcomes {
             let Some(asks) = self.gangs.get(&o.gang) else { continue };
             if o.reason.is_satisfied() {

@@ -192,6 +192,13 @@ async fn without_the_crd_the_feature_says_it_is_disabled_and_starts_when_it_is_i
     assert_eq!(metrics.provisioning_enabled.get(), 0);
     assert!(fake.requests_to("POST", "/podtemplates").is_empty(), "nothing written without the CRD");
     assert!(!gang_message(&fake).contains("waiting for capacity"));
+    // The gang's status says why it asks for nothing.
+    let disabled = gang_scheduler::provision::DISABLED;
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| gang_message(f).starts_with(disabled)).await,
+        "{}",
+        gang_message(&fake)
+    );
     // cluster-autoscaler's CRD is installed: the request is written.
     fake.serve("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests");
     assert!(
@@ -200,6 +207,11 @@ async fn without_the_crd_the_feature_says_it_is_disabled_and_starts_when_it_is_i
         fake.requests()
     );
     assert!(fake.wait_for(Duration::from_secs(5), |_| metrics.provisioning_enabled.get() == 1).await);
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| gang_message(f).starts_with("waiting for capacity")).await,
+        "once enabled, the message names the request: {}",
+        gang_message(&fake)
+    );
     // Deleting the gang's members (the workload) drops its request.
     fake.remove("v1", "Pod", "ml", "train-0");
     fake.remove("v1", "Pod", "ml", "train-1");
@@ -210,4 +222,98 @@ async fn without_the_crd_the_feature_says_it_is_disabled_and_starts_when_it_is_i
     );
     stop.cancel();
     handle.await.unwrap();
+}
+
+/// Every status message written for gang `ml/train`, in order, with the index of its request.
+fn messages(fake: &FakeApi) -> Vec<(usize, String)> {
+    fake.requests()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, r)| r.method == "PATCH" && r.path.ends_with("/gangs/train/status"))
+        .filter_map(|(i, r)| {
+            r.body.pointer("/status/conditions/0/message").and_then(Value::as_str).map(|m| (i, m.to_string()))
+        })
+        .collect()
+}
+
+/// Where in the request log the first `method` to a path ending in `suffix` is.
+fn first(fake: &FakeApi, method: &str, suffix: &str) -> Option<usize> {
+    fake.requests().iter().position(|r| r.method == method && r.path.ends_with(suffix))
+}
+
+/// The autoscaler provisions, then takes the capacity back (`CapacityRevoked`) or lets the booking
+/// lapse (`BookingExpired`) before the gang could use it: the request and its template are deleted,
+/// the gang reports it and backs off before asking again, nothing is bound meanwhile; the second
+/// request is provisioned for real and the gang is placed whole, with nothing left behind.
+async fn provisioned_then_ended(ending: &str) {
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests"),
+    ])
+    .await;
+    one_node_and_a_gang_of_two(&fake);
+    let (stop, handle) = start(&fake, policy(), Metrics::new());
+    assert!(fake.wait_for(Duration::from_secs(10), |f| request(f, "train-1").is_some()).await);
+    condition(&fake, "train-1", "Provisioned");
+    let provisioned = "capacity provisioned: ProvisioningRequest ml/train-1";
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| gang_message(f).starts_with(provisioned)).await,
+        "{}",
+        gang_message(&fake)
+    );
+    // The new node never reaches the gang: the capacity goes away.
+    let mut r = request(&fake, "train-1").unwrap();
+    r["status"]["conditions"].as_array_mut().unwrap().push(json!(
+        {"type": ending, "status": "True", "reason": ending, "message": "", "lastTransitionTime": "2026-11-22T09:00:02Z"}));
+    fake.put(r);
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| request(f, "train-2").is_some()).await,
+        "{:#?}",
+        fake.requests()
+    );
+    assert!(request(&fake, "train-1").is_none(), "the ended request is deleted");
+    assert!(fake.get("v1", "PodTemplate", "ml", "train-1-0").is_none(), "and its template");
+    // Backoff: between the deletion and the next ask, the gang said why and that it waits.
+    let deleted = first(&fake, "DELETE", "/provisioningrequests/train-1").expect("deleted through the API");
+    let asked_again = fake
+        .requests()
+        .iter()
+        .position(|r| {
+            r.method == "POST"
+                && r.path.ends_with("/provisioningrequests")
+                && r.body["metadata"]["name"] == "train-2"
+        })
+        .expect("the second request was posted");
+    let said = format!("capacity request train-1 ended: {ending}; asking again after backoff");
+    assert!(
+        messages(&fake).iter().any(|(i, m)| *i > deleted && *i < asked_again && m.starts_with(&said)),
+        "{:#?}",
+        messages(&fake)
+    );
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "nothing bound on capacity that went away");
+    assert_eq!(fake.requests_to("POST", "/provisioningrequests").len(), 2, "one ask per attempt");
+
+    fake.put(node("gpu-2", "64", 8, &[]));
+    condition(&fake, "train-2", "Provisioned");
+    let both = |f: &FakeApi| bound(f, "train-0").is_some() && bound(f, "train-1").is_some();
+    assert!(fake.wait_for(Duration::from_secs(10), both).await, "{:#?}", fake.requests());
+    assert_eq!(fake.requests_to("POST", "/binding").len(), 2, "both members, in one step");
+    let clean = |f: &FakeApi| {
+        ["train-1", "train-2"]
+            .iter()
+            .all(|n| request(f, n).is_none() && f.get("v1", "PodTemplate", "ml", &format!("{n}-0")).is_none())
+    };
+    assert!(fake.wait_for(Duration::from_secs(5), clean).await, "no request or template leaked");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn capacity_revoked_after_provisioning_is_asked_again_after_backoff_and_nothing_leaks() {
+    provisioned_then_ended("CapacityRevoked").await;
+}
+
+#[tokio::test]
+async fn a_booking_that_expires_is_asked_again_after_backoff_and_nothing_leaks() {
+    provisioned_then_ended("BookingExpired").await;
 }
