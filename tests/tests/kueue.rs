@@ -112,3 +112,126 @@ fn the_admitted_gang_lands_only_where_kueue_s_flavor_allows() {
     let gang = sim.gangs.iter().find(|g| g.name == "finetune").unwrap();
     assert!(!gang.schedulable && gang.placements.is_empty(), "{gang:?}");
 }
+
+/// A Job under Kueue's partial admission, as kubernetes-sigs/kueue's KEP-420 describes it: it asks
+/// for 6 pods of 8 GPUs, accepts as few as 2 (`kueue.x-k8s.io/job-min-parallelism`), and keeps its
+/// completions equal to its parallelism.
+fn partial_job() -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "sweep", "namespace": "ml",
+            "labels": {"kueue.x-k8s.io/queue-name": "team-a", "kube-gang.io/enabled": "true"},
+            "annotations": {"kueue.x-k8s.io/job-min-parallelism": "2",
+                            "kueue.x-k8s.io/job-completions-equal-parallelism": "true"}},
+        "spec": {"suspend": true, "parallelism": 6, "completions": 6, "completionMode": "Indexed",
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "w", "image": "w:1",
+                "resources": {"requests": {"cpu": "8", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}}})
+}
+
+/// What Kueue's job reconciler writes when it admits `count` pods: the counts, its flavor's node
+/// labels, and `suspend: false`, in one update.
+fn kueue_admits(job: &Value, count: u32) -> Value {
+    let mut admitted = job.clone();
+    admitted["spec"]["suspend"] = json!(false);
+    admitted["spec"]["parallelism"] = json!(count);
+    admitted["spec"]["completions"] = json!(count);
+    admitted["spec"]["template"]["spec"]["nodeSelector"] = json!({"accelerator": "a100"});
+    admitted
+}
+
+fn members(job: &Value) -> (String, String) {
+    let a = &job["spec"]["template"]["metadata"]["annotations"];
+    (
+        a["kube-gang.io/min-member"].as_str().unwrap().into(),
+        a["kube-gang.io/total-member"].as_str().unwrap().into(),
+    )
+}
+
+/// Whether the gang of an admitted `job` is placed whole on four 8-GPU a100 nodes.
+fn placed_on_four_nodes(job: &Value) -> (bool, usize, String) {
+    let text = serde_json::to_string(job).unwrap();
+    let sourced = parse_text("admitted.json", &text).unwrap();
+    let now = Time::parse_rfc3339("2026-11-22T09:00:00Z").unwrap();
+    let prepared = prepare(&sourced, "ml", now);
+    assert!(prepared.errors.is_empty(), "{:?}", prepared.errors);
+    let mut cluster = Cluster::new();
+    for i in 0..4 {
+        cluster
+            .push(json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("a100-{i}"), "labels": {"accelerator": "a100"}},
+                "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "8", "pods": "110"},
+                           "conditions": [{"type": "Ready", "status": "True"}]}}))
+            .unwrap();
+    }
+    let sim = simulate(&cluster, &prepared, &Config::default(), now);
+    let gang = sim.gangs.iter().find(|g| g.name == "sweep").unwrap();
+    (gang.schedulable, gang.placements.len(), gang.message.clone())
+}
+
+#[test]
+fn partial_admission_makes_the_gang_what_kueue_admitted() {
+    let mut created = partial_job();
+    assert!(admit(&mut created, None, None).allowed());
+    assert_eq!(members(&created), ("6".into(), "6".into()));
+
+    // Kueue admits 4 of the 6: the template follows, in the same update.
+    let mut admitted = kueue_admits(&created, 4);
+    let verdict = admit(&mut admitted, Some(&created), None);
+    assert!(verdict.allowed(), "{:?}", verdict.errors);
+    assert_eq!(members(&admitted), ("4".into(), "4".into()));
+    assert_eq!(verdict.changes.len(), 2, "the mutating hook's patch: {:?}", verdict.changes);
+    assert!(verdict.changes.iter().all(|c| c.path.starts_with("/spec/template/metadata/annotations/")));
+    // The four admitted pods are the whole gang: placed on the four nodes there are.
+    let (schedulable, placed, message) = placed_on_four_nodes(&admitted);
+    assert!(schedulable && placed == 4, "{message}");
+    // Without following the count, the gang would wait for members that never come.
+    let stale = kueue_admits(&created, 4);
+    let (schedulable, placed, message) = placed_on_four_nodes(&stale);
+    assert!(!schedulable && placed == 0, "{message}");
+
+    // Kueue evicts it: suspends it, then puts the original counts back while it is suspended.
+    let mut suspended = admitted.clone();
+    suspended["spec"]["suspend"] = json!(true);
+    assert!(
+        admit(&mut suspended, Some(&admitted), None).changes.is_empty(),
+        "a running Job's template is immutable"
+    );
+    let mut restored = suspended.clone();
+    restored["spec"]["parallelism"] = json!(6);
+    restored["spec"]["completions"] = json!(6);
+    assert!(admit(&mut restored, Some(&suspended), None).allowed());
+    assert_eq!(members(&restored), ("6".into(), "6".into()));
+
+    // Had the counts come back in the suspending update itself (template then immutable), the next
+    // admission still follows: min-member was the whole gang.
+    let mut late = suspended.clone();
+    late["spec"]["parallelism"] = json!(6);
+    late["spec"]["completions"] = json!(6);
+    let mut readmitted = kueue_admits(&late, 3);
+    assert!(admit(&mut readmitted, Some(&late), None).allowed());
+    assert_eq!(members(&readmitted), ("3".into(), "3".into()));
+}
+
+#[test]
+fn a_min_member_the_user_chose_stays_unless_kueue_admits_fewer() {
+    let mut created = partial_job();
+    created["spec"]["template"]["metadata"] = json!({"annotations": {"kube-gang.io/min-member": "3"}});
+    assert!(admit(&mut created, None, None).allowed());
+    assert_eq!(members(&created), ("3".into(), "6".into()));
+    let mut four = kueue_admits(&created, 4);
+    assert!(admit(&mut four, Some(&created), None).allowed());
+    assert_eq!(members(&four), ("3".into(), "4".into()));
+    let mut two = kueue_admits(&created, 2);
+    assert!(admit(&mut two, Some(&created), None).allowed());
+    assert_eq!(members(&two), ("2".into(), "2".into()));
+}
+
+#[test]
+fn without_partial_admission_an_update_changes_no_counts() {
+    let mut created = partial_job();
+    created["metadata"]["annotations"] = json!({});
+    assert!(admit(&mut created, None, None).allowed());
+    let mut admitted = kueue_admits(&created, 4);
+    let verdict = admit(&mut admitted, Some(&created), None);
+    assert!(verdict.changes.is_empty(), "{:?}", verdict.changes);
+    assert_eq!(members(&admitted), ("6".into(), "6".into()));
+}

@@ -52,6 +52,9 @@ pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 pub const KUEUE_ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
 /// Scheduling gate Kueue's topology-aware scheduling holds until it assigns a topology.
 pub const KUEUE_TOPOLOGY_GATE: &str = "kueue.x-k8s.io/topology";
+/// Job annotation opting into Kueue's partial admission: the lowest `spec.parallelism` the Job
+/// accepts (kubernetes-sigs/kueue KEP-420, `pkg/controller/jobs/job`).
+pub const KUEUE_JOB_MIN_PARALLELISM: &str = "kueue.x-k8s.io/job-min-parallelism";
 
 // Other projects' well-known keys this crate reads or writes.
 

@@ -765,6 +765,62 @@ pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
     Ok(out)
 }
 
+/// What an UPDATE of a Job under Kueue's partial admission changes in its pod template, so that
+/// the gang's members are the pods Kueue admitted.
+///
+/// A Job annotated `kueue.x-k8s.io/job-min-parallelism` may be admitted with fewer pods than it
+/// asks for: Kueue lowers `spec.parallelism` (and `spec.completions` when the Job says
+/// `kueue.x-k8s.io/job-completions-equal-parallelism`) in the update that unsuspends it, and puts
+/// the original counts back when it suspends the Job again (kubernetes-sigs/kueue KEP-420). The
+/// pod template injected at creation says `total-member`/`min-member` for the original count, so
+/// the new pods would wait for members that never come. This follows the count: `total-member`
+/// becomes the Job's pod count, and `min-member` too when it was the whole gang (it was equal to
+/// `total-member`), else it stays, lowered to the count if above it.
+///
+/// Only while the old Job is suspended: Kubernetes lets a suspended Job that has not started change
+/// its pod template's labels and annotations (with node selector, affinity, tolerations and
+/// scheduling gates), which is also how Kueue writes its flavor's node labels. Empty for anything
+/// else: another kind, a Job not opted into partial admission, a template without our
+/// annotations, or counts that already agree.
+pub fn recount(old: &Value, new: &Value) -> Vec<Change> {
+    let mut out = Vec::new();
+    let is_job = new.get("kind").and_then(Value::as_str) == Some("Job")
+        && new.get("apiVersion").and_then(Value::as_str) == Some("batch/v1");
+    let partial = new
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key(crate::labels::KUEUE_JOB_MIN_PARALLELISM));
+    let was_suspended = old.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+    if !(is_job && partial && was_suspended) {
+        return out;
+    }
+    let Some(Ok(shape)) = inspect(new) else { return out };
+    let count = shape.total_member();
+    let Some(annotations) = new.pointer("/spec/template/metadata/annotations").and_then(Value::as_object)
+    else {
+        return out;
+    };
+    let read = |key: &str| annotations.get(key).and_then(Value::as_str).and_then(|v| v.parse::<u32>().ok());
+    let (Some(total), Some(min)) = (read(ANNOTATION_TOTAL_MEMBER), read(ANNOTATION_MIN_MEMBER)) else {
+        return out;
+    };
+    let base = "/spec/template/metadata/annotations";
+    if total != count {
+        out.push(Change {
+            path: format!("{base}/{}", token(ANNOTATION_TOTAL_MEMBER)),
+            value: Value::String(count.to_string()),
+        });
+    }
+    let new_min = if min == total { count } else { min.min(count) };
+    if new_min != min {
+        out.push(Change {
+            path: format!("{base}/{}", token(ANNOTATION_MIN_MEMBER)),
+            value: Value::String(new_min.to_string()),
+        });
+    }
+    out
+}
+
 /// The object with [`injection`]'s changes applied (a copy; the webhook patches instead).
 /// Idempotent; never overwrites what the user set. Other kinds come back unchanged.
 pub fn inject(obj: &Value) -> Result<Value, Vec<FieldError>> {

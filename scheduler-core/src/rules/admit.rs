@@ -13,7 +13,9 @@
 //!   of a Job or JobSet are immutable once created, so a patch would make the API server refuse the
 //!   user's update, and a StatefulSet's would roll its pods. The object is validated as sent, against
 //!   its old version; when injection would have added something (the workload opted in after it was
-//!   created), a warning says so.
+//!   created), a warning says so. One exception: a Job under Kueue's partial admission has its
+//!   template's `total-member`/`min-member` follow the pod count Kueue admitted, in the update that
+//!   unsuspends it (and back when it is suspended): [`workload::recount`].
 //!
 //! DELETE and CONNECT carry no object to admit: front doors allow them without calling this.
 
@@ -33,7 +35,8 @@ pub struct Verdict {
     /// Shown to the user; never deny.
     pub warnings: Vec<String>,
     /// What admission added to the object (already applied to it): the mutating hook's JSON Patch.
-    /// Empty on UPDATE, for kinds that are not ours, and when injection failed (see `errors`).
+    /// Empty on UPDATE (but for [`workload::recount`]), for kinds that are not ours, and when
+    /// injection failed (see `errors`).
     pub changes: Vec<Change>,
 }
 
@@ -65,6 +68,13 @@ pub fn admit(
                 verdict.changes = changes;
             }
             Ok(changes) => {
+                if let Some(old) = old {
+                    let recount = workload::recount(old, object);
+                    for change in &recount {
+                        change.apply(object);
+                    }
+                    verdict.changes = recount;
+                }
                 if !changes.is_empty() {
                     verdict.warnings.push(format!(
                         "not injected on update ({} field(s) missing, e.g. {}): pod templates and a pod's schedulerName are immutable; recreate the object to make it a gang",
