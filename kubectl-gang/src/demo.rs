@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use scheduler_core::cluster::Cluster;
 use scheduler_core::model::{GangKey, PodPhase};
-use scheduler_core::sim::{self, Arrival, Scenario};
+use scheduler_core::sim::{self, Arrival, ScaleUp, Scenario};
 use scheduler_core::{Config, Time};
 use serde_json::Value;
 
@@ -130,6 +130,9 @@ pub fn run(opts: &Options) -> anyhow::Result<String> {
 
     heading(&mut out, "6. A replay over time: the five workloads arrive one after another");
     out.push_str(&replay(&base, &config, now, opts.color)?);
+
+    heading(&mut out, "7. An autoscaling node pool: one pod at a time, or the whole gang at once");
+    out.push_str(&autoscaling(&config, now, opts.color));
     out.push_str("\nNext: `kubectl-gang --help`, and README.md to install the scheduler and the webhook.\n");
     Ok(out)
 }
@@ -170,6 +173,7 @@ fn replay(base: &Cluster, config: &Config, now: Time, color: bool) -> anyhow::Re
         start: now,
         step_secs: 10,
         horizon_secs: Some(2 * 3600),
+        autoscale: None,
     };
     for (i, (_, _, at, duration)) in WORKLOADS.iter().enumerate() {
         let arrival = now.plus(std::time::Duration::from_secs(*at));
@@ -221,6 +225,60 @@ fn replay(base: &Cluster, config: &Config, now: Time, color: bool) -> anyhow::Re
     Ok(out)
 }
 
+/// The same gangs replayed twice on an autoscaled pool (`scheduler_core::sim::autoscaling_example`):
+/// one pending pod at a time, and atomic scale-up; time-to-start and idle GPU-hours side by side.
+pub fn autoscaling(config: &Config, now: Time, color: bool) -> String {
+    let per_pod_scenario = sim::autoscaling_example(ScaleUp::PerPod, now);
+    let per_pod = sim::run(&per_pod_scenario, config);
+    let atomic = sim::run(&sim::autoscaling_example(ScaleUp::Atomic, now), config);
+    let mut out = String::new();
+    if let Some(a) = &per_pod_scenario.autoscale {
+        let _ = writeln!(
+            out,
+            "A pool of up to {} nodes of {} GPUs, none at the start; a node is ready {} min after it is asked for\n\
+             and removed after {} min empty. One pod at a time: each pending member with no room gets a node\n\
+             of its own (as a cluster autoscaler sees pods). Atomic (a best-effort-atomic-scale-up\n\
+             ProvisioningRequest): a gang gets nodes for all its members at once, or none. Same gangs, same\n\
+             scheduler, in both.\n",
+            a.max_nodes,
+            a.node.allocatable.get(sim::GPU),
+            a.delay_secs / 60,
+            a.scale_down_secs / 60
+        );
+    }
+    let mmss = |s: u64| format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
+    let wait = |g: &sim::GangReport| g.wait().map_or_else(|| "never".into(), |w| mmss(w.as_secs()));
+    let mut grid = Grid::new(&[
+        "GANG",
+        "MEMBERS",
+        "ARRIVES",
+        "TIME TO START (ONE POD AT A TIME)",
+        "TIME TO START (ATOMIC)",
+    ]);
+    for ((p, a), arrival) in per_pod.gangs.iter().zip(&atomic.gangs).zip(&per_pod_scenario.arrivals) {
+        grid.row([
+            p.gang.to_string(),
+            format!("{} x 8 GPUs", arrival.pods.len()),
+            format!("+{}", mmss(p.arrived_secs)),
+            wait(p),
+            wait(a),
+        ]);
+    }
+    out.push_str(&grid.render(false, color, 0));
+    out.push('\n');
+    let mut totals = Grid::new(&["SCALE-UP", "NODES ADDED", "IDLE GPU-HOURS"]);
+    for (name, r) in [("one pod at a time", &per_pod), ("atomic", &atomic)] {
+        totals.row([name.to_string(), r.nodes_added.to_string(), format!("{:.1}", r.idle_gpu_hours)]);
+    }
+    out.push_str(&totals.render(false, color, 0));
+    let _ = writeln!(
+        out,
+        "\nOver {}. Idle GPU-hours: GPUs of the pool's nodes with nothing running on them.",
+        mmss(per_pod.elapsed_secs)
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +294,24 @@ mod tests {
         let snap = cluster().unwrap().snapshot();
         assert!(snap.problems.is_empty(), "{:?}", snap.problems);
         assert_eq!(snap.snapshot.nodes.len(), 12);
+    }
+
+    #[test]
+    fn the_autoscaling_table_shows_both_modes_from_the_same_sim() {
+        let now = Time::parse_rfc3339(NOW).unwrap();
+        let text = autoscaling(&Config::default(), now, false);
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        let row = |gang: &str| lines.iter().find(|l| l.starts_with(gang)).copied().unwrap_or_default();
+        let cells = |line: &str| {
+            line.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect::<Vec<_>>()
+        };
+        assert_eq!(cells(row("ml/pretrain")), ["ml/pretrain", "8 x 8 GPUs", "+00:00:00", "never", "never"]);
+        assert_eq!(
+            cells(row("ml/finetune")),
+            ["ml/finetune", "4 x 8 GPUs", "+00:01:00", "00:04:00", "00:05:00"]
+        );
+        assert_eq!(cells(row("ml/eval")), ["ml/eval", "2 x 8 GPUs", "+00:02:00", "00:03:00", "00:05:00"]);
+        assert_eq!(cells(row("one pod at a time")), ["one pod at a time", "58", "69.3"]);
+        assert_eq!(cells(row("atomic")), ["atomic", "6", "8.0"]);
     }
 }

@@ -40,6 +40,182 @@ pub struct Scenario {
     /// Stop after this many seconds even if gangs still wait.
     #[serde(default)]
     pub horizon_secs: Option<u64>,
+    /// A node pool that grows for pending members (none: the nodes are all there is).
+    #[serde(default)]
+    pub autoscale: Option<Autoscale>,
+}
+
+/// How an autoscaled node pool grows, modelled simply (fit by GPUs only):
+///
+/// - every cycle, the pending members of gangs that were not placed are matched, oldest first
+///   (pods created the same second taken in turn across gangs, as their controllers create them
+///   concurrently), against the free GPUs of the nodes there are and of the nodes on their way;
+/// - [`ScaleUp::PerPod`] (a cluster autoscaler looking at pending pods one at a time): each member
+///   with no room gets a node of its own while the pool is below `max_nodes`, so a gang may get
+///   nodes for part of its members, which then hold their GPUs idle;
+/// - [`ScaleUp::Atomic`] (a `best-effort-atomic-scale-up` ProvisioningRequest): a gang gets nodes
+///   for all its members with no room at once, or none if the pool cannot grow that far;
+/// - a node asked for is ready `delay_secs` later; a node of the pool with no pod on it for
+///   `scale_down_secs` is removed (pending members that could not use it ask again).
+///
+/// Idle GPU-hours count the free GPUs of the pool's nodes over time: capacity paid for and unused.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Autoscale {
+    /// The shape of every node the pool adds (its name is a prefix: `{name}-{n}`).
+    pub node: Node,
+    /// The most nodes the pool may have at once (ready or on their way).
+    pub max_nodes: u32,
+    /// Seconds from asking for a node to its being ready.
+    pub delay_secs: u64,
+    /// Seconds an empty node of the pool stays before it is removed.
+    pub scale_down_secs: u64,
+    pub mode: ScaleUp,
+}
+
+/// How the pool decides what to add.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScaleUp {
+    /// One pending pod at a time, each independently.
+    PerPod,
+    /// A whole gang's missing nodes at once, or none.
+    Atomic,
+}
+
+/// The pool's state during a run.
+#[derive(Debug, Default)]
+struct Pool {
+    /// Nodes asked for: (ready at, name).
+    coming: Vec<(u64, String)>,
+    /// The pool's ready nodes: name → since when it has been empty.
+    ready: std::collections::BTreeMap<String, Option<u64>>,
+    added: u32,
+}
+
+impl Pool {
+    fn size(&self) -> u32 {
+        u32::try_from(self.coming.len() + self.ready.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Nodes that became ready join the snapshot; empty ones past their time leave it.
+    fn settle(&mut self, a: &Autoscale, snap: &mut Snapshot, t: u64) {
+        let (now_ready, still): (Vec<_>, Vec<_>) = self.coming.drain(..).partition(|(at, _)| *at <= t);
+        self.coming = still;
+        for (_, name) in now_ready {
+            let mut node = a.node.clone();
+            node.name = name.clone();
+            snap.nodes.push(node);
+            self.ready.insert(name, None);
+        }
+        let mut gone = BTreeSet::new();
+        for (name, empty_since) in &mut self.ready {
+            let busy =
+                snap.pods.iter().any(|p| p.uses_node() && p.node_name.as_deref() == Some(name.as_str()));
+            if busy {
+                *empty_since = None;
+                continue;
+            }
+            let since = *empty_since.get_or_insert(t);
+            if t >= since + a.scale_down_secs {
+                gone.insert(name.clone());
+            }
+        }
+        if !gone.is_empty() {
+            snap.nodes.retain(|n| !gone.contains(&n.name));
+            self.ready.retain(|n, _| !gone.contains(n));
+            snap.usage = None;
+        }
+    }
+
+    /// Asks for nodes for the members `plan` left pending.
+    fn grow(&mut self, a: &Autoscale, snap: &Snapshot, plan: &Plan, t: u64) {
+        let node_gpus = a.node.allocatable.get(GPU);
+        let mut used: HashMap<&str, i64> = HashMap::new();
+        for p in snap.pods.iter().filter(|p| p.uses_node()) {
+            if let Some(n) = p.node_name.as_deref() {
+                *used.entry(n).or_default() += p.requests.get(GPU);
+            }
+        }
+        // Free GPUs per node, those on their way included.
+        let mut free: Vec<i64> = snap
+            .nodes
+            .iter()
+            .filter(|n| n.ready && !n.unschedulable)
+            .map(|n| n.allocatable.get(GPU) - used.get(n.name.as_str()).copied().unwrap_or(0))
+            .collect();
+        free.extend(self.coming.iter().map(|_| node_gpus));
+        let unplaced: BTreeSet<&GangKey> =
+            plan.outcomes.iter().filter(|o| !o.reason.is_satisfied()).map(|o| &o.gang).collect();
+        // Pending members: oldest first, then in turn across gangs, then by gang.
+        let mut rank: HashMap<&GangKey, usize> = HashMap::new();
+        let mut pending: Vec<(Time, usize, &GangKey, i64)> = Vec::new();
+        for p in snap.pods.iter().filter(|p| p.is_pending() && !p.is_gated()) {
+            let Some(m) = p.gang.as_ref().filter(|m| unplaced.contains(&m.gang)) else { continue };
+            let g = p.requests.get(GPU);
+            if g <= 0 || g > node_gpus {
+                continue;
+            }
+            let r = rank.entry(&m.gang).or_default();
+            pending.push((p.created, *r, &m.gang, g));
+            *r += 1;
+        }
+        pending.sort();
+        let first_fit = |free: &mut Vec<i64>, g: i64| -> bool {
+            free.iter_mut().find(|f| **f >= g).map(|f| *f -= g).is_some()
+        };
+        let mut ask = 0u32;
+        match a.mode {
+            ScaleUp::PerPod => {
+                for &(_, _, _, g) in &pending {
+                    if !first_fit(&mut free, g) && self.size() + ask < a.max_nodes {
+                        ask += 1;
+                        free.push(node_gpus - g);
+                    }
+                }
+            }
+            ScaleUp::Atomic => {
+                let mut gangs: Vec<&GangKey> = Vec::new();
+                for &(_, _, gang, _) in &pending {
+                    if !gangs.contains(&gang) {
+                        gangs.push(gang);
+                    }
+                }
+                for gang in gangs {
+                    let mut trial = free.clone();
+                    let mut extra: Vec<i64> = Vec::new();
+                    for &(_, _, _, g) in pending.iter().filter(|(_, _, k, _)| *k == gang) {
+                        if !first_fit(&mut trial, g) && !first_fit(&mut extra, g) {
+                            extra.push(node_gpus - g);
+                        }
+                    }
+                    let need = u32::try_from(extra.len()).unwrap_or(u32::MAX);
+                    if self.size() + ask + need <= a.max_nodes {
+                        ask += need;
+                        trial.extend(extra);
+                        free = trial;
+                    }
+                }
+            }
+        }
+        for _ in 0..ask {
+            self.added += 1;
+            self.coming.push((t + a.delay_secs, format!("{}-{}", a.node.name, self.added)));
+        }
+    }
+
+    /// Free GPUs on the pool's ready nodes.
+    fn idle_gpus(&self, snap: &Snapshot) -> i64 {
+        let mut idle = 0;
+        for n in snap.nodes.iter().filter(|n| self.ready.contains_key(&n.name)) {
+            let used: i64 = snap
+                .pods
+                .iter()
+                .filter(|p| p.uses_node() && p.node_name.as_deref() == Some(n.name.as_str()))
+                .map(|p| p.requests.get(GPU))
+                .sum();
+            idle += (n.allocatable.get(GPU) - used).max(0);
+        }
+        idle
+    }
 }
 
 fn one() -> u64 {
@@ -71,7 +247,8 @@ pub struct Report {
     pub gangs: Vec<GangReport>,
     /// Seconds simulated.
     pub elapsed_secs: u64,
-    /// Mean fraction of allocatable GPUs in use, 0..=1.
+    /// Mean fraction of allocatable GPUs in use, 0..=1 (of the scenario's own nodes; an
+    /// autoscaled pool's are in `idle_gpu_hours`).
     pub gpu_utilisation: f64,
     /// Mean fraction of allocatable CPU in use, 0..=1.
     pub cpu_utilisation: f64,
@@ -79,6 +256,12 @@ pub struct Report {
     pub stranded_gpus: f64,
     /// Pods evicted by preemption.
     pub preemptions: u32,
+    /// GPU-hours the autoscaled pool's nodes stood free (0 without a pool).
+    #[serde(default)]
+    pub idle_gpu_hours: f64,
+    /// Nodes the pool added.
+    #[serde(default)]
+    pub nodes_added: u32,
 }
 
 /// Applies a plan to a snapshot the way a cluster would: bound pods start running, evicted pods go
@@ -144,6 +327,8 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
     let mut cpu_area = 0f64;
     let mut stranded_area = 0f64;
     let mut preemptions = 0u32;
+    let mut pool = Pool::default();
+    let mut idle_area = 0f64;
     let mut t = 0u64;
     loop {
         // Arrivals due now.
@@ -169,6 +354,10 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
             snap.gangs.retain(|g| &g.key != key);
         }
 
+        // The pool after the completions: an emptied node starts its clock now.
+        if let Some(a) = &scenario.autoscale {
+            pool.settle(a, &mut snap, t);
+        }
         let now = scenario.start.plus(Duration::from_secs(t));
         let plan = crate::schedule(&snap, config, now);
         // Victims restart from scratch, as their controllers would recreate them.
@@ -210,12 +399,26 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
             }
         }
 
+        if let Some(a) = &scenario.autoscale {
+            pool.grow(a, &snap, &plan, t);
+        }
+
         let all_done = next_arrival == order.len() && reports.iter().all(|r| r.finished_secs.is_some());
         if all_done || t >= horizon {
             break;
         }
         let changed = !plan.bindings.is_empty() || !plan.evictions.is_empty() || !plan.nominations.is_empty();
         let mut next = if changed { t + step } else { u64::MAX };
+        if let Some(a) = &scenario.autoscale {
+            // The pool changes on its own: a node becomes ready, an empty one's time runs out.
+            next = next.min(pool.coming.iter().map(|(at, _)| *at).min().unwrap_or(u64::MAX));
+            for since in pool.ready.values().flatten() {
+                let at = since + a.scale_down_secs;
+                if at > t {
+                    next = next.min(at);
+                }
+            }
+        }
         if let Some(&i) = order.get(next_arrival) {
             next = next.min(scenario.arrivals[i].at_secs);
         }
@@ -236,6 +439,7 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
         gpu_area += gpu_used as f64 * dt;
         cpu_area += cpu_used as f64 * dt;
         stranded_area += stranded as f64 * dt;
+        idle_area += pool.idle_gpus(&snap) as f64 * dt;
         t = next;
     }
     let elapsed = t.max(1) as f64;
@@ -247,6 +451,8 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
         cpu_utilisation: ratio(cpu_area, cpu_total),
         stranded_gpus: stranded_area / elapsed,
         preemptions,
+        idle_gpu_hours: idle_area / 3600.0,
+        nodes_added: pool.added,
     }
 }
 
@@ -297,4 +503,106 @@ fn usage(snap: &Snapshot) -> (i64, i64, i64) {
         }
     }
     (gpu, cpu, stranded)
+}
+
+/// The replay `kubectl gang demo` shows for an autoscaling node pool, with `mode`: a pool of up to
+/// 6 nodes of 8 GPUs (none at the start), each ready 5 minutes after it is asked for and removed
+/// after 10 minutes empty; three gangs of 8-GPU members in namespace `ml`:
+///
+/// - `pretrain`, 8 members, at +0, for 1 h: more than the pool can ever hold;
+/// - `finetune`, 4 members, at +1 min, for 1 h;
+/// - `eval`, 2 members, at +2 min, for 30 min.
+pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
+    use crate::model::{Dialect, Membership, ObjectKey, PreemptionPolicy, Source};
+    use crate::resources::Resources;
+    let gpu_node = |name: &str| Node {
+        name: name.into(),
+        allocatable: Resources::new().with(GPU, 8).with(crate::resources::CPU, 64_000).with("pods", 110),
+        labels: Default::default(),
+        taints: vec![],
+        unschedulable: false,
+        ready: true,
+    };
+    let member = |gang: &str, i: u32| Pod {
+        key: ObjectKey::new("ml", format!("{gang}-{i}")),
+        uid: format!("uid-{gang}-{i}"),
+        requests: Resources::new().with(GPU, 8).with(crate::resources::CPU, 8_000),
+        node_selector: Default::default(),
+        affinity: vec![],
+        tolerations: vec![],
+        priority: 0,
+        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+        phase: PodPhase::Pending,
+        node_name: None,
+        nominated_node: None,
+        created: start,
+        deleting: false,
+        scheduler_name: crate::SCHEDULER_NAME.into(),
+        gang: Some(Membership { gang: ObjectKey::new("ml", gang), subgroup: None }),
+        failure: None,
+        scheduling_gates: vec![],
+        labels: Default::default(),
+    };
+    let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
+        at_secs,
+        duration_secs,
+        gang: Gang::new(
+            ObjectKey::new("ml", name),
+            members,
+            Source { dialect: Dialect::KubeGang, kind: "Gang".into() },
+        ),
+        pods: (0..members).map(|i| member(name, i)).collect(),
+    };
+    Scenario {
+        nodes: vec![],
+        background: vec![],
+        arrivals: vec![
+            arrival("pretrain", 8, 0, 3600),
+            arrival("finetune", 4, 60, 3600),
+            arrival("eval", 2, 120, 1800),
+        ],
+        start,
+        step_secs: 10,
+        horizon_secs: Some(3 * 3600),
+        autoscale: Some(Autoscale {
+            node: gpu_node("pool"),
+            max_nodes: 6,
+            delay_secs: 300,
+            scale_down_secs: 600,
+            mode,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn starts(r: &Report) -> Vec<(String, Option<u64>)> {
+        r.gangs.iter().map(|g| (g.gang.name.clone(), g.started_secs)).collect()
+    }
+
+    #[test]
+    fn atomic_scale_up_leaves_no_gpus_idle_for_a_gang_that_cannot_fit() {
+        let start = Time::from_secs(1_000_000);
+        let per_pod = run(&autoscaling_example(ScaleUp::PerPod, start), &Config::default());
+        let atomic = run(&autoscaling_example(ScaleUp::Atomic, start), &Config::default());
+        // One pod at a time: pretrain's members get the pool's 6 nodes first; it never fits, and
+        // the others run on the nodes it was given.
+        assert_eq!(
+            starts(&per_pod),
+            [("pretrain".into(), None), ("finetune".into(), Some(300)), ("eval".into(), Some(300))]
+        );
+        // Atomic: pretrain asks for nothing the pool cannot give; the others get their own nodes.
+        assert_eq!(
+            starts(&atomic),
+            [("pretrain".into(), None), ("finetune".into(), Some(360)), ("eval".into(), Some(420))]
+        );
+        // Per pod, the pool keeps adding nodes for pretrain that sit empty until removed, and adds
+        // them again: 58 nodes, 69⅓ idle GPU-hours. Atomic: 6 nodes, idle only while an emptied
+        // node waits out its 10 minutes (2 × 8 GPUs after eval, 4 × 8 after finetune): 8 GPU-hours.
+        assert_eq!((per_pod.nodes_added, atomic.nodes_added), (58, 6));
+        assert!((per_pod.idle_gpu_hours - 208.0 / 3.0).abs() < 1e-9, "{per_pod:?}");
+        assert!((atomic.idle_gpu_hours - 8.0).abs() < 1e-9, "{atomic:?}");
+    }
 }
