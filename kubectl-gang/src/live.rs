@@ -45,12 +45,26 @@ fn resource(k: &ApiKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(k.group, k.version, k.kind), k.plural)
 }
 
-/// Everything `status`, `simulate` and `snapshot` read (the core's list): (resource, required).
+/// Everything `status`, `simulate` and `snapshot` read (the core's list, and ProvisioningRequests):
+/// (resource, required).
 /// Only nodes and pods are required: a user who may not list namespaces or priority classes, or a
 /// cluster without some dialect's CRD, still gets an answer.
 pub fn resources() -> Vec<(ApiResource, bool)> {
-    READ.iter().map(|k| (resource(k), matches!(k.kind, "Node" | "Pod") && k.builtin)).collect()
+    let mut out: Vec<_> =
+        READ.iter().map(|k| (resource(k), matches!(k.kind, "Node" | "Pod") && k.builtin)).collect();
+    out.push((resource(&PROVISIONING_REQUESTS), false));
+    out
 }
+
+/// Beyond the core's list, optional: cluster-autoscaler's ProvisioningRequests, whose state
+/// `status` reports for gangs waiting for capacity.
+const PROVISIONING_REQUESTS: ApiKind = ApiKind {
+    group: "autoscaling.x-k8s.io",
+    version: "v1",
+    kind: "ProvisioningRequest",
+    plural: "provisioningrequests",
+    builtin: false,
+};
 
 /// Lists every resource the plugin reads, as raw objects with `apiVersion` and `kind`.
 pub async fn fetch(live: &Live) -> anyhow::Result<Vec<Value>> {

@@ -218,7 +218,8 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
             anyhow::bail!("gang {:?} not found in namespace {:?}", key.name, key.namespace);
         };
         let pods = view.members.get(&gang.key).cloned().unwrap_or_default();
-        let r = row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now);
+        let mut r = row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now);
+        with_capacity(&mut r, &world, &gang.key, view.plan.outcome(&gang.key));
         let stdout = match g.output {
             Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": [r]}))? + "\n",
             Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": [r]}))?,
@@ -246,7 +247,9 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
                 continue;
             }
         }
-        rows.push(row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now));
+        let mut r = row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now);
+        with_capacity(&mut r, &world, &gang.key, view.plan.outcome(&gang.key));
+        rows.push(r);
     }
     if rows.is_empty() && !matches!(g.output, Some(Format::Json | Format::Yaml)) {
         if g.all_namespaces {
@@ -268,6 +271,21 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
     std::mem::forget(assembled);
     std::mem::forget(world);
     Ok(Output { stdout, stderr, code: 0 })
+}
+
+/// A gang not placed whose capacity request (a ProvisioningRequest the scheduler wrote, read from
+/// the cluster or the dump) is open says so as the scheduler does: its message starts with
+/// `waiting for capacity: ProvisioningRequest ns/name (class)` (`scheduler_core::provision`'s one
+/// line), and WAITING FOR names the request.
+fn with_capacity(r: &mut Row, world: &World, key: &GangKey, outcome: Option<&Outcome>) {
+    if outcome.is_none_or(|o| o.reason.is_satisfied()) {
+        return;
+    }
+    let Some(line) = scheduler_core::provision::capacity_line_for(&world.cluster.others, key) else { return };
+    let Some(request) = scheduler_core::provision::gang_request(&world.cluster.others, key) else { return };
+    let name = request.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    r.waiting_for = format!("capacity (ProvisioningRequest {name})");
+    r.message = if r.message.is_empty() { line } else { format!("{line}; {}", r.message) };
 }
 
 /// The status table.

@@ -126,3 +126,50 @@ fn kubectl_finds_the_plugin() {
         assert!(help.contains(cmd), "{cmd} in {help}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_a_gang_waiting_for_its_capacity_request_from_the_live_api() {
+    let api = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests"),
+    ])
+    .await;
+    api.put(node("n1", "64", 8, &[]));
+    api.put(gang("ml", "wide", 2));
+    for i in 0..2 {
+        api.put(gang_pod("ml", &format!("wide-{i}"), "wide", 8));
+    }
+    // What the scheduler wrote for the member with no room, as cluster-autoscaler left it: accepted.
+    api.put(json!({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+        "metadata": {"name": "wide-1", "namespace": "ml",
+            "labels": {"kube-gang.io/gang": "wide", "app.kubernetes.io/managed-by": "gang-scheduler"}},
+        "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+                 "podSets": [{"podTemplateRef": {"name": "wide-1-0"}, "count": 1}]},
+        "status": {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+            "lastTransitionTime": "2026-11-22T08:51:00Z"}]}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(&kubeconfig, api.kubeconfig().replace("namespace: default", "namespace: ml")).unwrap();
+    let out = run(&kubeconfig, &["status", "-o", "json"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let wide = &v["gangs"][0];
+    assert_eq!(wide["name"], "wide", "{v:#}");
+    assert!(
+        wide["message"].as_str().unwrap().starts_with(
+            "waiting for capacity: ProvisioningRequest ml/wide-1 (check-capacity.autoscaling.x-k8s.io); "
+        ),
+        "{v:#}"
+    );
+    assert_eq!(wide["waitingFor"], "capacity (ProvisioningRequest wide-1)");
+    assert!(!api.requests_to("GET", "/provisioningrequests").is_empty(), "listed from the API");
+
+    // Provisioned, the gang's nodes not there yet: the same line says so.
+    let mut r = api.get("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "ml", "wide-1").unwrap();
+    r["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "Provisioned", "status": "True",
+        "reason": "Provisioned", "message": "", "lastTransitionTime": "2026-11-22T08:55:00Z"}));
+    api.put(r);
+    let out = run(&kubeconfig, &["status", "wide"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("capacity provisioned: ProvisioningRequest ml/wide-1"), "{text}");
+}

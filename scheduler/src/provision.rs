@@ -28,6 +28,7 @@ use scheduler_core::config::Provisioning;
 use scheduler_core::model::{GangKey, PodKey, Snapshot, Time};
 use scheduler_core::names::{ANNOTATION_CONSUME_PROVISIONING_REQUEST, ANNOTATION_PROVISIONING_CLASS};
 use scheduler_core::plan::{Plan, ProvisioningAsk};
+use scheduler_core::provision::{RequestState as State, capacity_line, request_state as state_of};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -43,31 +44,6 @@ pub const DISABLED: &str =
 pub const POLL: Duration = Duration::from_secs(5);
 
 const GROUP_VERSION: &str = "autoscaling.x-k8s.io/v1";
-
-/// What became of a request, read from its conditions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    /// Created; the autoscaler has said nothing yet, or `Accepted`.
-    Waiting,
-    /// `Provisioned=True`: the capacity exists; the cycle places the gang.
-    Provisioned,
-    /// `Failed`, `CapacityRevoked` or `BookingExpired` is `True` (the condition's type).
-    Ended(&'static str),
-}
-
-/// A request's state from its `status.conditions` (metav1.Condition: `type`, `status`). An ending
-/// condition wins over `Provisioned` (a booking that expired was provisioned first).
-pub fn state_of(request: &Value) -> State {
-    let conditions = request.pointer("/status/conditions").and_then(Value::as_array);
-    let is_true =
-        |t: &str| conditions.is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"));
-    for ended in ["Failed", "CapacityRevoked", "BookingExpired"] {
-        if is_true(ended) {
-            return State::Ended(ended);
-        }
-    }
-    if is_true("Provisioned") { State::Provisioned } else { State::Waiting }
-}
 
 /// The request's name for a gang's `attempt`-th ask: a DNS-1123 subdomain that leaves room for
 /// the templates' `-{i}` suffix.
@@ -220,11 +196,10 @@ impl Provisioner {
             }
             let line = match (&asks.open, &asks.last_end) {
                 (Some(open), _) => {
-                    let what = match open.state {
-                        State::Provisioned => "capacity provisioned",
-                        _ => "waiting for capacity",
-                    };
-                    format!("{what}: ProvisioningRequest {}/{} ({})", o.gang.namespace, open.name, open.class)
+                    // An ended request is deleted at once (reconcile): until then it is still open.
+                    let state =
+                        if matches!(open.state, State::Ended(_)) { State::Waiting } else { open.state };
+                    capacity_line(&o.gang.namespace, &open.name, &open.class, state).unwrap_or_default()
                 }
                 (None, Some(end)) => format!("capacity request {end}; asking again after backoff"),
                 (None, None) => continue,
@@ -457,31 +432,6 @@ impl Api<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn conditions_read_as_the_autoscaler_writes_them() {
-        let with = |conds: Value| json!({"status": {"conditions": conds}});
-        assert_eq!(state_of(&json!({})), State::Waiting);
-        assert_eq!(state_of(&with(json!([{"type": "Accepted", "status": "True"}]))), State::Waiting);
-        assert_eq!(
-            state_of(&with(
-                json!([{"type": "Provisioned", "status": "False", "reason": "CapacityIsNotFound"}])
-            )),
-            State::Waiting
-        );
-        assert_eq!(state_of(&with(json!([{"type": "Provisioned", "status": "True"}]))), State::Provisioned);
-        assert_eq!(
-            state_of(&with(
-                json!([{"type": "Provisioned", "status": "True"}, {"type": "BookingExpired", "status": "True"}])
-            )),
-            State::Ended("BookingExpired")
-        );
-        assert_eq!(state_of(&with(json!([{"type": "Failed", "status": "True"}]))), State::Ended("Failed"));
-        assert_eq!(
-            state_of(&with(json!([{"type": "CapacityRevoked", "status": "True"}]))),
-            State::Ended("CapacityRevoked")
-        );
-    }
 
     #[test]
     fn request_names_are_subdomains_with_room_for_templates() {

@@ -207,3 +207,147 @@ impl Room {
         placed
     }
 }
+
+/// What became of a ProvisioningRequest, read from its conditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestState {
+    /// Created; the autoscaler has said nothing yet, or `Accepted`.
+    Waiting,
+    /// `Provisioned=True`: the capacity exists; the cycle places the gang.
+    Provisioned,
+    /// `Failed`, `CapacityRevoked` or `BookingExpired` is `True` (the condition's type).
+    Ended(&'static str),
+}
+
+/// A request's state from its `status.conditions` (metav1.Condition: `type`, `status`), as
+/// cluster-autoscaler writes them (kubernetes/autoscaler `provisioningrequest/.../v1/types.go`).
+/// An ending condition wins over `Provisioned` (a booking that expired was provisioned first).
+pub fn request_state(request: &serde_json::Value) -> RequestState {
+    let conditions = request.pointer("/status/conditions").and_then(serde_json::Value::as_array);
+    let is_true =
+        |t: &str| conditions.is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"));
+    for ended in ["Failed", "CapacityRevoked", "BookingExpired"] {
+        if is_true(ended) {
+            return RequestState::Ended(ended);
+        }
+    }
+    if is_true("Provisioned") { RequestState::Provisioned } else { RequestState::Waiting }
+}
+
+/// What a gang's status says while its request `namespace/name` of `class` is open: the one
+/// line the scheduler writes and `kubectl gang status` prints. `None` for a request that ended.
+pub fn capacity_line(namespace: &str, name: &str, class: &str, state: RequestState) -> Option<String> {
+    let what = match state {
+        RequestState::Waiting => "waiting for capacity",
+        RequestState::Provisioned => "capacity provisioned",
+        RequestState::Ended(_) => return None,
+    };
+    Some(format!("{what}: ProvisioningRequest {namespace}/{name} ({class})"))
+}
+
+/// The request the scheduler wrote for `gang` among `requests` (raw ProvisioningRequests): in the
+/// gang's namespace, labelled `kube-gang.io/gang` with the gang's label value and
+/// `app.kubernetes.io/managed-by: gang-scheduler`; the newest (`creationTimestamp`, then the
+/// attempt in its `{gang}-{attempt}` name) when there are several.
+pub fn gang_request<'a>(
+    requests: impl IntoIterator<Item = &'a serde_json::Value>,
+    gang: &GangKey,
+) -> Option<&'a serde_json::Value> {
+    let label = crate::workload::label_value_for(&gang.name);
+    let s =
+        |r: &'a serde_json::Value, p: &str| r.pointer(p).and_then(serde_json::Value::as_str).unwrap_or("");
+    requests
+        .into_iter()
+        .filter(|r| {
+            s(r, "/kind") == "ProvisioningRequest"
+                && s(r, "/metadata/namespace") == gang.namespace
+                && s(r, "/metadata/labels/kube-gang.io~1gang") == label
+                && s(r, "/metadata/labels/app.kubernetes.io~1managed-by") == "gang-scheduler"
+        })
+        .max_by_key(|r| {
+            let attempt =
+                s(r, "/metadata/name").rsplit_once('-').and_then(|(_, n)| n.parse::<u32>().ok()).unwrap_or(0);
+            (s(r, "/metadata/creationTimestamp").to_string(), attempt)
+        })
+}
+
+/// The capacity line for `gang` from the requests there are (see [`gang_request`],
+/// [`capacity_line`]).
+pub fn capacity_line_for<'a>(
+    requests: impl IntoIterator<Item = &'a serde_json::Value>,
+    gang: &GangKey,
+) -> Option<String> {
+    let r = gang_request(requests, gang)?;
+    let name = r.pointer("/metadata/name").and_then(serde_json::Value::as_str)?;
+    let class = r.pointer("/spec/provisioningClassName").and_then(serde_json::Value::as_str).unwrap_or("");
+    capacity_line(&gang.namespace, name, class, request_state(r))
+}
+
+#[cfg(test)]
+mod request_tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    #[test]
+    fn conditions_read_as_the_autoscaler_writes_them() {
+        let with = |conds: Value| json!({"status": {"conditions": conds}});
+        assert_eq!(request_state(&json!({})), RequestState::Waiting);
+        assert_eq!(
+            request_state(&with(json!([{"type": "Accepted", "status": "True"}]))),
+            RequestState::Waiting
+        );
+        assert_eq!(
+            request_state(&with(
+                json!([{"type": "Provisioned", "status": "False", "reason": "CapacityIsNotFound"}])
+            )),
+            RequestState::Waiting
+        );
+        assert_eq!(
+            request_state(&with(json!([{"type": "Provisioned", "status": "True"}]))),
+            RequestState::Provisioned
+        );
+        assert_eq!(
+            request_state(&with(
+                json!([{"type": "Provisioned", "status": "True"}, {"type": "BookingExpired", "status": "True"}])
+            )),
+            RequestState::Ended("BookingExpired")
+        );
+        assert_eq!(
+            request_state(&with(json!([{"type": "Failed", "status": "True"}]))),
+            RequestState::Ended("Failed")
+        );
+        assert_eq!(
+            request_state(&with(json!([{"type": "CapacityRevoked", "status": "True"}]))),
+            RequestState::Ended("CapacityRevoked")
+        );
+    }
+
+    fn request(ns: &str, name: &str, gang: &str, created: &str) -> Value {
+        json!({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": created,
+                "labels": {"kube-gang.io/gang": gang, "app.kubernetes.io/managed-by": "gang-scheduler"}},
+            "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": []}})
+    }
+
+    #[test]
+    fn the_gangs_newest_request_of_ours_is_the_one_reported() {
+        let key = GangKey::new("ml", "bert");
+        let mut foreign = request("ml", "bert-9", "bert", "2026-11-22T09:00:00Z");
+        foreign["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("kueue");
+        let requests = [
+            request("ml", "bert-1", "bert", "2026-11-22T08:00:00Z"),
+            request("ml", "bert-2", "bert", "2026-11-22T08:30:00Z"),
+            request("other", "bert-3", "bert", "2026-11-22T09:00:00Z"),
+            request("ml", "gpt-4", "gpt", "2026-11-22T09:00:00Z"),
+            foreign,
+        ];
+        assert_eq!(
+            capacity_line_for(&requests, &key).as_deref(),
+            Some("waiting for capacity: ProvisioningRequest ml/bert-2 (check-capacity.autoscaling.x-k8s.io)")
+        );
+        let mut ended = requests.clone();
+        ended[1]["status"] = json!({"conditions": [{"type": "Failed", "status": "True"}]});
+        assert_eq!(capacity_line_for(&ended, &key), None, "an ended request is not waited for");
+        assert_eq!(capacity_line_for(&requests, &GangKey::new("ml", "t5")), None);
+    }
+}
