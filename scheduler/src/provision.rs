@@ -13,7 +13,9 @@
 //! `maxWaitSeconds`: deleted, and asked again after the policy's backoff. A gang that no longer
 //! asks (placed, deleted, or waiting for something else) has its request deleted.
 //!
-//! The request's conditions are read by polling (every [`POLL`]), not by a watch. A cluster
+//! The requests' conditions are followed by a watch of their own (the requests this scheduler
+//! manages, by label), started once the API is found served; the loop reads the states it
+//! keeps and makes no request for them. A cluster
 //! without the ProvisioningRequest CRD answers 404: the feature reports itself disabled (a log
 //! line, `gang_provisioning_enabled 0`, and each asking gang's status message starting with
 //! [`DISABLED`]) and tries again after the scheduler's discovery period
@@ -40,8 +42,72 @@ use crate::ratelimit::RateLimiter;
 pub const DISABLED: &str =
     "capacity requests disabled: the ProvisioningRequest API (autoscaling.x-k8s.io/v1) is not served";
 
-/// How often an open request's conditions are read.
-pub const POLL: Duration = Duration::from_secs(5);
+/// The label selector of the requests this scheduler writes (and watches).
+const MANAGED: &str = "app.kubernetes.io/managed-by=gang-scheduler";
+
+/// Each watched request's state, by (namespace, name); a deleted request leaves it.
+type States = std::sync::Arc<std::sync::Mutex<BTreeMap<(String, String), State>>>;
+
+/// Follows the requests this scheduler manages until dropped: one watch, off the loop.
+#[derive(Debug)]
+struct Follow {
+    states: States,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Follow {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Follow {
+    fn start(client: &kube::Client) -> Self {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let gvk = kube::api::GroupVersionKind::gvk("autoscaling.x-k8s.io", "v1", "ProvisioningRequest");
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "provisioningrequests");
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &resource);
+        let states = States::default();
+        let shared = states.clone();
+        let task = tokio::spawn(async move {
+            let stream = watcher(api, watcher::Config::default().labels(MANAGED)).default_backoff();
+            futures::pin_mut!(stream);
+            let mut listed: BTreeMap<(String, String), State> = BTreeMap::new();
+            while let Some(event) = stream.next().await {
+                let key = |o: &kube::api::DynamicObject| {
+                    (
+                        o.metadata.namespace.clone().unwrap_or_default(),
+                        o.metadata.name.clone().unwrap_or_default(),
+                    )
+                };
+                let state =
+                    |o: &kube::api::DynamicObject| state_of(&serde_json::to_value(o).unwrap_or_default());
+                let Ok(mut held) = shared.lock() else { return };
+                match event {
+                    Ok(watcher::Event::Apply(o)) => {
+                        held.insert(key(&o), state(&o));
+                    }
+                    Ok(watcher::Event::Delete(o)) => {
+                        held.remove(&key(&o));
+                    }
+                    Ok(watcher::Event::Init) => listed.clear(),
+                    Ok(watcher::Event::InitApply(o)) => {
+                        listed.insert(key(&o), state(&o));
+                    }
+                    Ok(watcher::Event::InitDone) => *held = std::mem::take(&mut listed),
+                    Err(e) => tracing::debug!(error = %e, "ProvisioningRequest watch error; retrying"),
+                }
+            }
+        });
+        Follow { states, task }
+    }
+
+    /// The request's state, if the watch has seen it.
+    fn state(&self, namespace: &str, name: &str) -> Option<State> {
+        self.states.lock().ok()?.get(&(namespace.to_string(), name.to_string())).copied()
+    }
+}
 
 const GROUP_VERSION: &str = "autoscaling.x-k8s.io/v1";
 
@@ -133,7 +199,8 @@ struct Open {
     class: String,
     templates: usize,
     created: Instant,
-    polled: Option<Instant>,
+    /// The watch has seen it (so its absence from the watch means it was deleted).
+    seen: bool,
     state: State,
 }
 
@@ -158,6 +225,8 @@ pub struct Provisioner {
     disabled_until: Option<Instant>,
     /// Pods already annotated for a request (pod → request name).
     annotated: BTreeMap<PodKey, String>,
+    /// The watch of the requests, once their API was found served.
+    follow: Option<Follow>,
 }
 
 impl Provisioner {
@@ -255,15 +324,13 @@ impl Provisioner {
             let asks = self.gangs.entry(gang.clone()).or_default();
             if let Some(open) = &mut asks.open {
                 let expired = policy.max_wait.is_some_and(|w| now.duration_since(open.created) >= w);
-                if open.polled.is_none_or(|t| now.duration_since(t) >= POLL) {
-                    open.polled = Some(now);
-                    match api.get_request(&gang.namespace, &open.name).await {
-                        Ok(Some(r)) => open.state = state_of(&r),
-                        Ok(None) => open.state = State::Ended("deleted"),
-                        Err(e) => {
-                            tracing::debug!(gang = %gang, error = %e, "could not read the capacity request")
-                        }
+                match self.follow.as_ref().and_then(|f| f.state(&gang.namespace, &open.name)) {
+                    Some(state) => {
+                        open.seen = true;
+                        open.state = state;
                     }
+                    None if open.seen => open.state = State::Ended("deleted"),
+                    None => {}
                 }
                 let end = match open.state {
                     State::Ended(why) => Some(why.to_string()),
@@ -295,9 +362,12 @@ impl Provisioner {
                         class: ask.class.clone(),
                         templates: templates.len(),
                         created: now,
-                        polled: None,
+                        seen: false,
                         state: State::Waiting,
                     });
+                    if self.follow.is_none() {
+                        self.follow = Some(Follow::start(client));
+                    }
                     for pod in ask.pod_sets.iter().flat_map(|s| &s.pods) {
                         if self.annotated.get(pod) != Some(&name)
                             && api.annotate_pod(pod, &name, &ask.class).await
@@ -399,16 +469,6 @@ impl Api<'_> {
         }
     }
 
-    async fn get_request(&self, ns: &str, name: &str) -> Result<Option<Value>, kube::Error> {
-        let path = format!("/apis/{GROUP_VERSION}/namespaces/{ns}/provisioningrequests/{name}");
-        match self.send("GET", &path, "application/json", None).await {
-            Some(Ok(v)) => Ok(Some(v)),
-            Some(Err(kube::Error::Api(e))) if e.code == 404 => Ok(None),
-            Some(Err(e)) => Err(e),
-            None => Ok(Some(Value::Null)),
-        }
-    }
-
     async fn delete_request(&self, ns: &str, open: &Open) {
         let path = format!("/apis/{GROUP_VERSION}/namespaces/{ns}/provisioningrequests/{}", open.name);
         let _ = self.send("DELETE", &path, "application/json", None).await;
@@ -467,7 +527,7 @@ mod tests {
             class: "best-effort-atomic-scale-up.autoscaling.x-k8s.io".into(),
             templates: 1,
             created: Instant::now(),
-            polled: None,
+            seen: false,
             state: State::Waiting,
         };
         p.gangs.insert(key.clone(), Asks { attempt: 1, open: Some(open), ..Asks::default() });

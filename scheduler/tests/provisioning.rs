@@ -174,6 +174,20 @@ async fn the_autoscaler_fails_then_provisions_and_the_gang_is_placed_whole_with_
         })
         .collect();
     assert!(refused.is_empty(), "{refused:#?}");
+    // Conditions come by a watch of the requests we manage: none is read one by one.
+    let requests = fake.requests();
+    assert!(
+        !requests.iter().any(|r| r.method == "GET" && r.path.contains("/provisioningrequests/")),
+        "no polling"
+    );
+    assert!(
+        requests.iter().any(|r| r.method == "GET"
+            && r.path == "/apis/autoscaling.x-k8s.io/v1/provisioningrequests"
+            && r.query.contains("watch=true")
+            && r.query.contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgang-scheduler")),
+        "{:#?}",
+        requests.iter().filter(|r| r.path.contains("provisioningrequests")).collect::<Vec<_>>()
+    );
     stop.cancel();
     handle.await.unwrap();
 }

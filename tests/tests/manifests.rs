@@ -229,6 +229,8 @@ fn rbac_is_least_privilege() {
         ("autoscaling.x-k8s.io", "provisioningrequests", "create"),
         ("autoscaling.x-k8s.io", "provisioningrequests", "get"),
         ("autoscaling.x-k8s.io", "provisioningrequests", "list"),
+        // Their conditions are followed by a watch.
+        ("autoscaling.x-k8s.io", "provisioningrequests", "watch"),
         ("autoscaling.x-k8s.io", "provisioningrequests", "delete"),
         ("", "podtemplates", "create"),
         ("", "podtemplates", "delete"),
