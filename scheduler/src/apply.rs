@@ -96,6 +96,37 @@ pub struct Http {
     pub body: Value,
 }
 
+/// Sends `r` if this replica may act once the rate limiter lets it (`None`: not sent). Leadership
+/// is checked after the wait, right before sending: the wait can be long. Every write the
+/// scheduler makes goes through here (the loop's, the reporter's, the provisioner's).
+pub(crate) async fn may_send(
+    client: &kube::Client,
+    rate: &crate::ratelimit::RateLimiter,
+    standing: &tokio::sync::watch::Receiver<crate::lease::Standing>,
+    r: &Http,
+) -> Option<Result<Value, kube::Error>> {
+    if !standing.borrow().may_act() {
+        return None;
+    }
+    rate.acquire().await;
+    if !standing.borrow().may_act() {
+        return None;
+    }
+    Some(send(client, r).await)
+}
+
+/// Sends `r` as it is; a `null` body is no body.
+async fn send(client: &kube::Client, r: &Http) -> Result<Value, kube::Error> {
+    let body = if r.body.is_null() { Vec::new() } else { serde_json::to_vec(&r.body).unwrap_or_default() };
+    let req = http::Request::builder()
+        .method(r.method)
+        .uri(&r.path)
+        .header("content-type", r.content_type)
+        .body(body)
+        .map_err(kube::Error::HttpError)?;
+    client.request::<Value>(req).await
+}
+
 const JSON: &str = "application/json";
 const MERGE: &str = "application/merge-patch+json";
 const STRATEGIC: &str = "application/strategic-merge-patch+json";

@@ -34,6 +34,7 @@ use scheduler_core::provision::{RequestState as State, capacity_line, request_st
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::apply::{Http, may_send};
 use crate::index::Index;
 use crate::lease::Standing;
 use crate::ratelimit::RateLimiter;
@@ -412,29 +413,14 @@ struct Api<'a> {
 impl Api<'_> {
     async fn send(
         &self,
-        method: &str,
+        method: &'static str,
         path: &str,
-        content_type: &str,
+        content_type: &'static str,
         body: Option<&Value>,
     ) -> Option<Result<Value, kube::Error>> {
-        if !self.standing.borrow().may_act() {
-            return None;
-        }
-        self.rate.acquire().await;
-        if !self.standing.borrow().may_act() {
-            return None;
-        }
-        let body = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
-        let req = match http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", content_type)
-            .body(body)
-        {
-            Ok(r) => r,
-            Err(e) => return Some(Err(kube::Error::HttpError(e))),
-        };
-        Some(self.client.request::<Value>(req).await)
+        let r =
+            Http { method, path: path.to_string(), content_type, body: body.cloned().unwrap_or(Value::Null) };
+        may_send(self.client, self.rate, self.standing, &r).await
     }
 
     async fn create(&self, ns: &str, templates: &[Value], request: &Value) -> Created {

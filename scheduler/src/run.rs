@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, Bind, EventLimiter, Http, StatusWrite, Target};
+use crate::apply::{self, Bind, EventLimiter, StatusWrite, Target, may_send};
 use crate::clock::wall_clock;
 use crate::evict::{self, Blocked};
 use crate::index::Index;
@@ -409,24 +409,6 @@ async fn report(
     }
 }
 
-/// Sends `r` if this replica may act once the rate limiter lets it (`None`: not sent). Leadership
-/// is checked after the wait, right before sending: the wait can be long.
-pub(crate) async fn may_send(
-    client: &kube::Client,
-    rate: &RateLimiter,
-    standing: &watch::Receiver<Standing>,
-    r: &Http,
-) -> Option<Result<Value, kube::Error>> {
-    if !standing.borrow().may_act() {
-        return None;
-    }
-    rate.acquire().await;
-    if !standing.borrow().may_act() {
-        return None;
-    }
-    Some(send(client, r).await)
-}
-
 fn handle(index: &mut Index, synced: &mut BTreeSet<String>, msg: Msg) {
     match msg {
         Msg::Apply(r, v) => index.apply(&r, v),
@@ -596,17 +578,6 @@ async fn bind_one(
         }
         Sent::Refused
     }
-}
-
-async fn send(client: &kube::Client, r: &Http) -> Result<Value, kube::Error> {
-    let body = serde_json::to_vec(&r.body).unwrap_or_default();
-    let req = http::Request::builder()
-        .method(r.method)
-        .uri(&r.path)
-        .header("content-type", r.content_type)
-        .body(body)
-        .map_err(kube::Error::HttpError)?;
-    client.request::<Value>(req).await
 }
 
 /// Whether the pod of a binding is on the node the binding chose (`None`: could not tell). After
