@@ -282,3 +282,34 @@ async fn metrics_count_by_hook_and_result() {
     let build = format!("gang_webhook_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
     assert!(text.contains(&build), "{text}");
 }
+
+/// Kueue's partial admission (KEP-420): the UPDATE that unsuspends a Job with a lower
+/// `spec.parallelism` gets a patch making the template's member counts the admitted count.
+#[tokio::test]
+async fn kueue_partial_admission_update_is_patched_to_the_admitted_count() {
+    let template = json!({"metadata": {"labels": {"kube-gang.io/gang": "sweep"},
+            "annotations": {"kube-gang.io/min-member": "6", "kube-gang.io/total-member": "6"}},
+        "spec": {"schedulerName": "gang-scheduler", "restartPolicy": "Never",
+            "containers": [{"name": "w", "image": "w", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}});
+    let old = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "sweep", "namespace": "ml",
+            "labels": {"kube-gang.io/enabled": "true", "kueue.x-k8s.io/queue-name": "team-a"},
+            "annotations": {"kueue.x-k8s.io/job-min-parallelism": "2"}},
+        "spec": {"suspend": true, "parallelism": 6, "completions": 6, "template": template}});
+    let mut new = old.clone();
+    new["spec"]["suspend"] = json!(false);
+    new["spec"]["parallelism"] = json!(4);
+    new["spec"]["completions"] = json!(4);
+    let response =
+        admit("/mutate", &review("UPDATE", ("batch", "v1", "Job"), new.clone(), old.clone())).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let admitted = patched(&response, &new);
+    let a = &admitted["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(
+        (a["kube-gang.io/min-member"].as_str(), a["kube-gang.io/total-member"].as_str()),
+        (Some("4"), Some("4"))
+    );
+    // The validating hook allows the patched object.
+    let verdict = admit("/validate", &review("UPDATE", ("batch", "v1", "Job"), admitted, old)).await;
+    assert_eq!(verdict["allowed"], true, "{verdict}");
+}
