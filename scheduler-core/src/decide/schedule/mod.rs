@@ -164,7 +164,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     let groups = order::gang_groups(snap, &facts.gangs.priorities, &facts.gangs.gang_index);
 
     // 4. Decide.
-    let placer = place::Placer::new(snap, config, fast);
+    let placer = place::Placer::new(snap, config, fast, facts.pods.node_index.clone());
     let mut progress = lifecycle::Progress::new(ledger);
     let mut done = vec![false; snap.gangs.len()];
     let mut rest = units.as_slice();
