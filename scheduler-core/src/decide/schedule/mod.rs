@@ -1,9 +1,10 @@
 //! The scheduling cycle: `schedule(snapshot, config, now) -> plan`. Pure and deterministic.
 //!
 //! One cycle is a chain of values, each step a function of what the steps before it returned:
-//! 1. **Index** the snapshot: resource names; in one pass over the pods ([`scan_pods`]) the demand
-//!    of every pending pod (replicas alike share one), each pod's gang and the pods of ours
-//!    outside any gang; and the capacity
+//! 1. **Index** the snapshot: resource names; in one pass over the open pods ([`scan_pods`]:
+//!    pending or naming a gang, as the snapshot's [`Usage`] lists them) the demand of every
+//!    pending pod (replicas alike share one), each pod's gang and the pods of ours outside any
+//!    gang; and the capacity
 //!    [`ledger`] — free capacity per node (every pod that uses a node counts, whoever bound it:
 //!    the snapshot's [`Usage`] carries the sum) and `NonStrict` reservations carried over.
 //! 2. **Count** each gang's [`members`] and its priority.
@@ -46,8 +47,9 @@ pub fn schedule(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
 }
 
 /// The same cycle without its shortcuts: every member's nodes scanned afresh (no per-class node
-/// order), every topology domain placed (no bound-based pruning), every pod's usage added up one
-/// by one (the snapshot's [`Usage`] ignored), and pods outside any gang placed one at a time. Slow; it exists so tests can hold [`schedule`]
+/// order), every topology domain placed (no bound-based pruning), every pod read and its usage
+/// added up one by one (the snapshot's [`Usage`] ignored), and pods outside any gang placed one at
+/// a time. Slow; it exists so tests can hold [`schedule`]
 /// to it — the shortcuts must never change a plan.
 #[doc(hidden)]
 pub fn schedule_reference(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
