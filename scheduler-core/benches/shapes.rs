@@ -16,7 +16,8 @@
 //!   should grow about linearly.
 //!
 //! Criterion reports throughput in elements (pods) per second for every case. Snapshots carry
-//! their node usage, as the scheduler's (`cluster::Live`) and the one-pass assembly's do.
+//! their node usage and open pods (`model::Usage`), as the scheduler's (`cluster::Live`) and the
+//! one-pass assembly's do.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;

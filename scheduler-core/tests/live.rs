@@ -4,14 +4,19 @@
 
 use proptest::prelude::*;
 use scheduler_core::cluster::{Cluster, Live, Overlay, Problem};
-use scheduler_core::model::{GangState, PodKey, Reservation, Snapshot, Time};
+use scheduler_core::model::{GangState, PodKey, Reservation, Snapshot, Time, Usage};
 use serde_json::{Value, json};
 
 /// A snapshot and its problems in a canonical order (`Live` keeps nodes and pods in no
-/// particular order; the cycle does not depend on it).
+/// particular order; the cycle does not depend on it). The carried usage must be current for the
+/// pods in their own order (its open pods are held by index); it is recomputed for the new order.
 fn canonical(mut snapshot: Snapshot, problems: Vec<Problem>) -> (Snapshot, Vec<String>) {
+    let carried = snapshot.usage.take();
+    assert!(carried.as_ref().is_some(), "the snapshot carries its usage");
+    assert_eq!(carried, Some(Usage::of(&snapshot.pods)), "the carried usage is current");
     snapshot.nodes.sort_by(|a, b| a.name.cmp(&b.name));
     snapshot.pods.sort_by(|a, b| a.key.cmp(&b.key));
+    snapshot.usage = Some(Usage::of(&snapshot.pods));
     let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
     problems.sort();
     (snapshot, problems)

@@ -683,10 +683,11 @@ pub struct Snapshot {
     /// `NonStrict` reservations carried over from the previous cycle's plan.
     #[serde(default)]
     pub reservations: Vec<Reservation>,
-    /// What the pods that use each node request, summed: derived from `pods` and carried so a
-    /// cycle does not add up every pod again. `None`: the cycle adds it up itself. The one-pass
-    /// assembly and [`crate::cluster::Live`] fill it in; whoever edits `pods` afterwards
-    /// recomputes it ([`Usage::of`]) or sets it to `None`.
+    /// What the pods that use each node request, summed, and which pods are open (pending or
+    /// naming a gang): derived from `pods` and carried so a cycle does not read every pod again.
+    /// `None`: the cycle reads every pod and adds it up itself. The one-pass assembly and
+    /// [`crate::cluster::Live`] fill it in; whoever edits `pods` afterwards (reordering them
+    /// included) recomputes it ([`Usage::of`]) or sets it to `None`.
     #[serde(skip)]
     pub usage: Option<Usage>,
     /// PodDisruptionBudgets: preemption prefers victims whose eviction violates none.
@@ -694,17 +695,24 @@ pub struct Snapshot {
     pub budgets: Vec<Budget>,
 }
 
-/// What the pods that use each node request, summed per node name: derived from
-/// [`Snapshot::pods`] and carried with the snapshot, so that a cycle need not add up every pod of
-/// the cluster again — its cost follows the pending work, not the cluster's size.
+/// What the pods that use each node request, summed per node name, and which pods a cycle must
+/// read one by one: derived from [`Snapshot::pods`] and carried with the snapshot, so that a cycle
+/// need not read every pod of the cluster again — its cost follows the pending work, not the
+/// cluster's size.
 ///
 /// A pod counts when it uses a node ([`Pod::uses_node`]); each of its positive requests is added
 /// to its node's sum, exactly (no saturation), so adding and removing pods in any order gives the
-/// same value as [`Usage::of`] the final pods. Plain data: [`crate::cluster`] keeps it current as
-/// objects change, and whoever edits a snapshot's pods by hand recomputes it or sets it to `None`.
+/// same value as [`Usage::of`] the final pods. A pod is *open* when it is pending or names a gang
+/// ([`Usage::is_open`]): the only pods whose demand, membership or wait a cycle reads; the others
+/// only use their node, which the sums say. Open pods are held by their index in
+/// [`Snapshot::pods`], so whoever moves a pod says so ([`Usage::moved`]). Plain data:
+/// [`crate::cluster`] keeps it current as objects change, and whoever edits a snapshot's pods by
+/// hand recomputes it or sets it to `None`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
     nodes: HashMap<String, NodeUsage>,
+    /// Indices in [`Snapshot::pods`] of the open pods.
+    open: BTreeSet<usize>,
 }
 
 /// The sum over the pods that use one node.
@@ -720,20 +728,50 @@ impl Usage {
     /// The usage of `pods`, added up.
     pub fn of(pods: &[Pod]) -> Self {
         let mut usage = Usage::default();
-        for p in pods {
-            usage.add(p);
+        for (at, p) in pods.iter().enumerate() {
+            usage.add(at, p);
         }
         usage
     }
 
-    /// Counts `pod` (if it uses a node).
-    pub fn add(&mut self, pod: &Pod) {
-        self.change(pod, 1);
+    /// Whether a cycle reads `pod` one by one: it is pending (it may be placed) or names a gang
+    /// (it counts toward one).
+    pub fn is_open(pod: &Pod) -> bool {
+        pod.is_pending() || pod.gang.is_some()
     }
 
-    /// Stops counting `pod` (as [`Usage::add`] counted it).
-    pub fn remove(&mut self, pod: &Pod) {
+    /// Counts `pod`, at index `at` of the snapshot's pods.
+    pub fn add(&mut self, at: usize, pod: &Pod) {
+        self.change(pod, 1);
+        self.reread(at, pod);
+    }
+
+    /// Stops counting `pod` at index `at` (as [`Usage::add`] counted it); the index is free.
+    pub fn remove(&mut self, at: usize, pod: &Pod) {
         self.change(pod, -1);
+        self.open.remove(&at);
+    }
+
+    /// The pod at index `from` is now at `to` (a `swap_remove` moved it into a freed index).
+    pub fn moved(&mut self, from: usize, to: usize) {
+        if self.open.remove(&from) {
+            self.open.insert(to);
+        }
+    }
+
+    /// `pod`, at index `at`, changed in a way that leaves its node and requests alone (its gang,
+    /// say): whether it is open is judged again.
+    pub fn reread(&mut self, at: usize, pod: &Pod) {
+        if Usage::is_open(pod) {
+            self.open.insert(at);
+        } else {
+            self.open.remove(&at);
+        }
+    }
+
+    /// The indices of the open pods, in increasing order.
+    pub fn open(&self) -> impl Iterator<Item = usize> + '_ {
+        self.open.iter().copied()
     }
 
     fn change(&mut self, pod: &Pod, sign: i128) {
@@ -768,5 +806,61 @@ impl Usage {
     /// Every node some pod uses, with its usage (in no particular order).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &NodeUsage)> {
         self.nodes.iter().map(|(n, u)| (n.as_str(), u))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, node: Option<&str>, gang: bool) -> Pod {
+        Pod {
+            key: ObjectKey::new("ns", name),
+            uid: name.into(),
+            requests: Resources::new().with("cpu", 100),
+            node_selector: BTreeMap::new(),
+            affinity: vec![],
+            tolerations: vec![],
+            priority: 0,
+            preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+            phase: if node.is_some() { PodPhase::Running } else { PodPhase::Pending },
+            scheduler_name: "gang-scheduler".into(),
+            node_name: node.map(str::to_string),
+            nominated_node: None,
+            created: Time::default(),
+            deleting: false,
+            gang: gang.then(|| Membership { gang: ObjectKey::new("ns", "g"), subgroup: None }),
+            failure: None,
+            scheduling_gates: Vec::new(),
+            labels: Labels::default(),
+        }
+    }
+
+    /// Pods removed as `Live` removes them (`swap_remove`), added, and given a gang: the carried
+    /// usage, kept current step by step, equals the one added up afresh — open pods by index.
+    #[test]
+    fn usage_kept_through_swap_removes_equals_usage_added_up() {
+        let mut pods = vec![
+            pod("a", Some("n1"), false),
+            pod("b", None, false),
+            pod("c", Some("n1"), true),
+            pod("d", Some("n2"), false),
+            pod("e", None, true),
+        ];
+        let mut usage = Usage::of(&pods);
+        assert_eq!(usage.open().collect::<Vec<_>>(), [1, 2, 4], "pending or naming a gang");
+        for at in [1, 0, 1] {
+            let gone = pods.swap_remove(at);
+            usage.remove(at, &gone);
+            usage.moved(pods.len(), at);
+            assert_eq!(usage, Usage::of(&pods), "after removing index {at}");
+        }
+        pods.push(pod("f", None, false));
+        usage.add(pods.len() - 1, &pods[pods.len() - 1]);
+        pods[0].gang = Some(Membership { gang: ObjectKey::new("ns", "h"), subgroup: None });
+        usage.reread(0, &pods[0]);
+        assert_eq!(usage, Usage::of(&pods));
+        assert_eq!(usage.open().collect::<Vec<_>>(), [0, 1, 2], "d now names a gang, f is pending");
+        assert_eq!(usage.node("n1").map(|u| u.pods), Some(1), "a left n1, c is still on it");
     }
 }

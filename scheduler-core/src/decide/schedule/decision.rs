@@ -71,6 +71,7 @@ pub(super) fn assemble(
     // Evictions take from the PodDisruptionBudgets in the order they were decided (as the
     // victim choice counted them); a preemption's violation is reported.
     let mut allowance = Allowance::new(snap, std::iter::empty());
+    plan.bindings.reserve_exact(singles.len() + decisions.iter().map(|d| d.bindings.len()).sum::<usize>());
     plan.bindings.extend(singles.iter().map(|&(p, n)| binding(p, n)));
     for d in decisions {
         let gang = &gangs[d.gang];

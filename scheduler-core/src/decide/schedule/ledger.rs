@@ -88,37 +88,42 @@ pub(crate) struct Demand(pub Vec<(usize, i64)>);
 
 /// Every pod's [`Demand`], by pod index (`demands[p]`): pending pods demand what they request,
 /// the others nothing (only pending pods are placed). Pods that follow one another with the same
-/// requests (a workload's replicas) share one entry, so a cycle reads each shape once.
+/// requests (a workload's replicas) share one entry, so a cycle reads each shape once. Pods never
+/// read ([`Demands::read`]) demand nothing, and cost nothing: a cycle reads the pending pods, not
+/// every pod of the cluster.
 #[derive(Debug)]
 pub(crate) struct Demands {
     /// The distinct demands; the first is the empty one.
     table: Vec<Demand>,
-    /// Pod index → its entry in `table`.
-    of: Vec<usize>,
-    /// The last pending pod added, and its entry.
-    last: Option<(usize, usize)>,
+    /// Pod index → its entry in `table` (zeroed memory: untouched entries cost no page).
+    of: Vec<u32>,
+    /// The last pending pod read, and its entry.
+    last: Option<(usize, u32)>,
 }
 
 impl Demands {
-    pub fn with_capacity(pods: usize) -> Self {
-        Demands { table: vec![Demand::default()], of: Vec::with_capacity(pods), last: None }
+    /// No pod's demand read yet, for `pods` pods.
+    pub fn new(pods: usize) -> Self {
+        Demands { table: vec![Demand::default()], of: vec![0; pods], last: None }
     }
 
-    /// Adds the demand of the next pod, `pods[p]` (pods are added in index order).
-    pub fn push(&mut self, pods: &[Pod], p: usize, res: &mut ResourceIndex) {
+    /// Reads the demand of `pods[p]`; pods are read in increasing index order, each at most once.
+    pub fn read(&mut self, pods: &[Pod], p: usize, res: &mut ResourceIndex) {
         let pod = &pods[p];
         let entry = match self.last {
             _ if !pod.is_pending() => 0,
             Some((q, entry)) if pods[q].requests == pod.requests => entry,
             _ => {
                 self.table.push(res.demand(&pod.requests));
-                self.table.len() - 1
+                u32::try_from(self.table.len() - 1).unwrap_or(u32::MAX)
             }
         };
         if entry != 0 {
             self.last = Some((p, entry));
         }
-        self.of.push(entry);
+        if let Some(slot) = self.of.get_mut(p) {
+            *slot = entry;
+        }
     }
 
     /// Whether pods `p` and `q` demand the same.
@@ -131,7 +136,7 @@ impl std::ops::Index<usize> for Demands {
     type Output = Demand;
 
     fn index(&self, p: usize) -> &Demand {
-        &self.table[self.of[p]]
+        &self.table[self.of[p] as usize]
     }
 }
 
@@ -388,9 +393,9 @@ mod tests {
             pod("e", 200, None),
         ];
         let mut res = ResourceIndex::default();
-        let mut demands = Demands::with_capacity(pods.len());
+        let mut demands = Demands::new(pods.len());
         for p in 0..pods.len() {
-            demands.push(&pods, p, &mut res);
+            demands.read(&pods, p, &mut res);
         }
         let cpu = res.find("cpu").unwrap_or(usize::MAX);
         assert_eq!(demands[0], Demand(vec![(cpu, 100)]));

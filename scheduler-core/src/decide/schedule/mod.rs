@@ -1,9 +1,10 @@
 //! The scheduling cycle: `schedule(snapshot, config, now) -> plan`. Pure and deterministic.
 //!
 //! One cycle is a chain of values, each step a function of what the steps before it returned:
-//! 1. **Index** the snapshot: resource names; in one pass over the pods ([`scan_pods`]) the demand
-//!    of every pending pod (replicas alike share one), each pod's gang and the pods of ours
-//!    outside any gang; and the capacity
+//! 1. **Index** the snapshot: resource names; in one pass over the open pods ([`scan_pods`]:
+//!    pending or naming a gang, as the snapshot's [`Usage`] lists them) the demand of every
+//!    pending pod (replicas alike share one), each pod's gang and the pods of ours outside any
+//!    gang; and the capacity
 //!    [`ledger`] — free capacity per node (every pod that uses a node counts, whoever bound it:
 //!    the snapshot's [`Usage`] carries the sum) and `NonStrict` reservations carried over.
 //! 2. **Count** each gang's [`members`] and its priority.
@@ -46,8 +47,9 @@ pub fn schedule(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
 }
 
 /// The same cycle without its shortcuts: every member's nodes scanned afresh (no per-class node
-/// order), every topology domain placed (no bound-based pruning), every pod's usage added up one
-/// by one (the snapshot's [`Usage`] ignored), and pods outside any gang placed one at a time. Slow; it exists so tests can hold [`schedule`]
+/// order), every topology domain placed (no bound-based pruning), every pod read and its usage
+/// added up one by one (the snapshot's [`Usage`] ignored), and pods outside any gang placed one at
+/// a time. Slow; it exists so tests can hold [`schedule`]
 /// to it — the shortcuts must never change a plan.
 #[doc(hidden)]
 pub fn schedule_reference(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
@@ -141,7 +143,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
         snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
     let gang_index: HashMap<&GangKey, usize> =
         snap.gangs.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
-    let scan = scan_pods(snap, &config.scheduler_name, &gang_index, &mut res);
+    let scan = scan_pods(snap, &config.scheduler_name, &gang_index, &mut res, fast);
     let demand = scan.demand;
     if fast {
         take_usage(snap, &node_index, &mut ledger, &res);
@@ -164,7 +166,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     let groups = order::gang_groups(snap, &facts.gangs.priorities, &facts.gangs.gang_index);
 
     // 4. Decide.
-    let placer = place::Placer::new(snap, config, fast);
+    let placer = place::Placer::new(snap, config, fast, facts.pods.node_index.clone());
     let mut progress = lifecycle::Progress::new(ledger);
     let mut done = vec![false; snap.gangs.len()];
     let mut rest = units.as_slice();
@@ -214,18 +216,28 @@ struct PodScan {
     singles: Vec<usize>,
 }
 
-/// One pass over the pods: their demands, their gangs and the pods of ours outside any gang. A
-/// cycle on a large cluster reads every pod once here and afterwards only the pods it places.
+/// One pass over the pods: their demands, their gangs and the pods of ours outside any gang. When
+/// the snapshot carries its [`Usage`] (and `fast`), only the pods it lists as open are read —
+/// pending or naming a gang; every other pod only uses its node, which the usage sums say — so
+/// a cycle beside 140,000 running pods reads the handful it may place. Otherwise every pod is
+/// read, once.
 fn scan_pods(
     snap: &Snapshot,
     scheduler_name: &str,
     gang_index: &HashMap<&GangKey, usize>,
     res: &mut ResourceIndex,
+    fast: bool,
 ) -> PodScan {
     let mut scan =
-        PodScan { demand: Demands::with_capacity(snap.pods.len()), claimed: Vec::new(), singles: Vec::new() };
-    for (i, p) in snap.pods.iter().enumerate() {
-        scan.demand.push(&snap.pods, i, res);
+        PodScan { demand: Demands::new(snap.pods.len()), claimed: Vec::new(), singles: Vec::new() };
+    // `take_usage` checks (in debug builds) that the carried open pods are current.
+    let open: &mut dyn Iterator<Item = usize> = match &snap.usage {
+        Some(u) if fast => &mut u.open(),
+        _ => &mut (0..snap.pods.len()),
+    };
+    for i in open {
+        let Some(p) = snap.pods.get(i) else { continue };
+        scan.demand.read(&snap.pods, i, res);
         match &p.gang {
             Some(m) => {
                 if let Some(&g) = gang_index.get(&m.gang) {

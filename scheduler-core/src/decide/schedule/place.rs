@@ -82,13 +82,10 @@ struct Work {
 }
 
 impl<'a> Placer<'a> {
-    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool) -> Self {
-        Placer {
-            snap,
-            node_index: snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect(),
-            caches: Caches::new(snap, config, fast),
-            fast,
-        }
+    /// A placer for `snap`; `node_index` is the cycle's (node name → index), copied rather than
+    /// built again.
+    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
+        Placer { snap, node_index, caches: Caches::new(snap, config, fast), fast }
     }
 
     /// Nodes that pass every capacity-independent check for pod `p` (see [`Caches::feasible`]).

@@ -17,7 +17,7 @@ use super::{Assembled, Cluster, Problem, describe, str_at};
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
-use crate::model::{GangKey, GangState, Pod, PodKey, Reservation, Snapshot, Time, Usage};
+use crate::model::{GangKey, GangState, Membership, Pod, PodKey, Reservation, Snapshot, Time, Usage};
 use crate::object::{Filed, ObjectRef};
 
 /// Where the cluster files a pod: (namespace, name).
@@ -188,7 +188,7 @@ impl Assembly {
         };
         self.file_pod(key, v, converted);
         if unchanged && let (Some(&i), Some((_, _, gang))) = (self.pod_at.get(key), kept) {
-            self.snapshot.pods[i].gang = gang;
+            self.set_gang(i, gang);
             self.stale = was_stale;
         }
     }
@@ -198,7 +198,8 @@ impl Assembly {
         let Some(i) = self.pod_at.remove(key) else { return };
         let pod = self.snapshot.pods.swap_remove(i);
         if let Some(usage) = &mut self.snapshot.usage {
-            usage.remove(&pod);
+            usage.remove(i, &pod);
+            usage.moved(self.snapshot.pods.len(), i);
         }
         if !self.claims.swap_remove(i).is_empty() {
             self.stale = true;
@@ -234,7 +235,7 @@ impl Assembly {
             self.pod_at.insert(key.clone(), self.snapshot.pods.len());
         }
         if let Some(usage) = &mut self.snapshot.usage {
-            usage.add(&pod);
+            usage.add(self.snapshot.pods.len(), &pod);
         }
         self.snapshot.pods.push(pod);
         self.claims.push(claims);
@@ -280,7 +281,7 @@ impl Assembly {
             .collect();
         let resolved = resolve(objects, &claimed);
         for (i, m) in resolved.memberships {
-            self.snapshot.pods[i].gang = m;
+            self.set_gang(i, m);
         }
         self.snapshot.gangs = resolved.gangs;
         self.object_problems = resolved.object_problems;
@@ -289,6 +290,15 @@ impl Assembly {
 }
 
 impl Assembly {
+    /// Sets the gang of the pod at `i`, keeping the carried usage's open pods current.
+    fn set_gang(&mut self, i: usize, gang: Option<Membership>) {
+        let Some(p) = self.snapshot.pods.get_mut(i) else { return };
+        p.gang = gang;
+        if let Some(usage) = &mut self.snapshot.usage {
+            usage.reread(i, p);
+        }
+    }
+
     /// The pods that claim a gang, in key order: (position in the snapshot, raw object).
     fn claimed<'c>(&self, cluster: &'c Cluster) -> Vec<(usize, &'c Value)> {
         let pods = &self.snapshot.pods;
@@ -557,9 +567,9 @@ impl Live {
             {
                 // The carried usage follows the pod onto the node it is assumed on.
                 if let Some(usage) = &mut a.snapshot.usage {
-                    usage.remove(p);
+                    usage.remove(i, p);
                     p.node_name = Some(node.clone());
-                    usage.add(p);
+                    usage.add(i, p);
                 } else {
                     p.node_name = Some(node.clone());
                 }
