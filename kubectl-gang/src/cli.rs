@@ -74,7 +74,8 @@ pub enum Command {
     /// The webhook's decision, offline: every problem with its field path.
     ///
     /// Each object is admitted as the webhook admits a create: what it would inject (gang label,
-    /// min-member, schedulerName) is added first, then the result is checked.
+    /// min-member, schedulerName) is added first, then the result is checked. An object the API
+    /// server would refuse before any webhook (an invalid quantity) is an input error: exit 2.
     Validate(ValidateArgs),
     /// Dump every object the plugin reads (every dialect's gangs included) as one v1 List.
     Snapshot,

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use scheduler_core::admit;
+use scheduler_core::{admit, convert, workload};
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::Output;
 use crate::cli::{Format, Global, ValidateArgs};
@@ -21,9 +21,11 @@ pub struct Finding {
     pub message: String,
 }
 
-/// Runs `validate`: exit 1 when any object has an error.
+/// Runs `validate`: exit 1 when any object has an error, 2 when an object is one the API server
+/// would refuse before admission (an invalid quantity, a field of the wrong type).
 pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
     let sourced = input::read_paths(&args.files)?;
+    let mut unreadable = Vec::new();
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut checked = 0usize;
@@ -35,6 +37,7 @@ pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
             meta.entry("namespace").or_insert_with(|| serde_json::Value::String(ns.clone()));
         }
         let object = input::describe(&obj);
+        unreadable.extend(refused(&obj).into_iter().map(|e| format!("{}: {object}: {e}", s.file)));
         // A file is what `kubectl apply` would create; the namespace's labels are not known here,
         // so a workload opted in only through its namespace is checked as one that did not opt in.
         let verdict = admit(&mut obj, None, None);
@@ -50,6 +53,14 @@ pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
     let mut stderr = String::new();
     for w in &warnings {
         let _ = writeln!(stderr, "warning: {w}");
+    }
+    if !unreadable.is_empty() {
+        let _ = write!(stderr, "error: the input is invalid:");
+        for e in &unreadable {
+            let _ = write!(stderr, "\n  {e}");
+        }
+        stderr.push('\n');
+        return Ok(Output { stdout: String::new(), stderr, code: 2 });
     }
     let stdout = match g.output {
         Some(Format::Json) => {
@@ -75,4 +86,40 @@ pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
         }
     };
     Ok(Output { stdout, stderr, code: u8::from(!errors.is_empty()) })
+}
+
+/// What the API server would refuse in this object before any webhook saw it, as `path: message`:
+/// a Node's or Pod's field the scheduler cannot read (an invalid quantity, a field of the wrong
+/// type), or the same in a workload's pod template (the API server validates templates as pods).
+/// Admission alone would call such an object valid.
+fn refused(obj: &Value) -> Vec<String> {
+    let classes = convert::PriorityClasses::default();
+    // A priority class is another object, looked up when the cluster is assembled.
+    let shown = |errors: Vec<scheduler_core::FieldError>, prefix: &str| -> Vec<String> {
+        errors
+            .into_iter()
+            .filter(|e| e.path != "spec.priorityClassName")
+            .map(|e| if prefix.is_empty() { e.to_string() } else { format!("{prefix}.{e}") })
+            .collect()
+    };
+    match obj.get("kind").and_then(Value::as_str) {
+        Some("Node") => return convert::node_from_value(obj).err().map(|e| shown(e, "")).unwrap_or_default(),
+        Some("Pod") => {
+            return convert::pod_from_value(obj, &classes).err().map(|e| shown(e, "")).unwrap_or_default();
+        }
+        _ => {}
+    }
+    let Some(Ok(shape)) = workload::inspect(obj) else { return Vec::new() };
+    let mut out = Vec::new();
+    for role in &shape.roles {
+        let Some(template) = obj.pointer(&role.template) else { continue };
+        // The template read as the pod it makes: its spec and metadata, nothing copied but those.
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": "template", "namespace": "default"},
+                         "spec": template.get("spec").cloned().unwrap_or(Value::Null)});
+        if let Err(e) = convert::pod_from_value(&pod, &classes) {
+            out.extend(shown(e, &workload::path_of(&role.template)));
+        }
+    }
+    out
 }

@@ -15,6 +15,9 @@ use hyper::body::Bytes;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
 fn main() {
@@ -176,11 +179,8 @@ async fn with_healthz<F: std::future::Future<Output = Vec<Duration>>>(
 
 async fn run(seconds: u64) {
     let dir = tempfile::tempdir().unwrap();
-    let names = gang_webhook::certs::dns_names("gang-webhook", "kube-gang-system", &["localhost".into()]);
-    let bundle = gang_webhook::certs::generate(&names, 2).unwrap();
-    gang_webhook::certs::write(dir.path(), &bundle).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let bundle = support::localhost_certs(dir.path());
+    let (port, probe) = (support::free_port(), support::free_port());
     let args = <gang_webhook::Args as clap::Parser>::parse_from([
         "gang-webhook",
         "--listen",
@@ -194,19 +194,15 @@ async fn run(seconds: u64) {
         "--log-format",
         "plain",
     ]);
-    tokio::spawn(gang_webhook::serve(args, std::future::pending()));
+    // The webhook on a runtime of its own, as in its own process in a cluster: the bench's clients
+    // (500 of them doing TLS) must not share its worker threads, or their handshakes are measured
+    // as the webhook's latency.
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        let _ = rt.block_on(gang_webhook::serve(args, std::future::pending()));
+    });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut bundle.ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    );
+    let config = support::client_config(bundle.ca_pem.as_bytes());
     let env = Arc::new(Env { port, config });
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("abuse: {seconds} s per case; load average at start: {}", load.trim());

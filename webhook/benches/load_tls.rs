@@ -4,7 +4,9 @@
 //!
 //! Run: `cargo bench -p gang-webhook --bench load_tls`
 
-use std::sync::Arc;
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
@@ -28,11 +30,8 @@ fn main() {
 
 async fn run(rps: u64, seconds: u64) {
     let dir = tempfile::tempdir().unwrap();
-    let names = gang_webhook::certs::dns_names("gang-webhook", "kube-gang-system", &["localhost".into()]);
-    let bundle = gang_webhook::certs::generate(&names, 2).unwrap();
-    gang_webhook::certs::write(dir.path(), &bundle).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let bundle = support::localhost_certs(dir.path());
+    let (port, probe) = (support::free_port(), support::free_port());
     let args = <gang_webhook::Args as clap::Parser>::parse_from([
         "gang-webhook",
         "--listen",
@@ -47,17 +46,7 @@ async fn run(rps: u64, seconds: u64) {
     tokio::spawn(gang_webhook::serve(args, std::future::pending()));
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut bundle.ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    );
+    let config = support::client_config(bundle.ca_pem.as_bytes());
     let template = json!({"spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}});
     let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": "u", "operation": "CREATE", "namespace": "ml",

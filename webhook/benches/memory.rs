@@ -1,7 +1,9 @@
 //! Heap per AdmissionReview for the largest legal objects of issue 16: a Job with 90,000 env vars, a
 //! PyTorchJob with 30,000 replica specs and a JobSet with 12,000 replicated jobs, each opted in.
 //! The PyTorchJob's types are not Master or Worker, so it is denied (eight types named, the rest
-//! counted) and nothing is patched: its answer is bounded, not a patch per type.
+//! counted) and nothing is patched: its answer is bounded, not a patch per type. The JobSet has more
+//! replicated jobs than a gang has subgroups, so it too is denied with one error. The Job's env vars
+//! are never built into the JSON tree (`gang_webhook::pruned`).
 //!
 //! For each object and hook, one decision runs under dhat's heap profiler (this bench's global
 //! allocator; nothing else in the workspace uses it) and reports the peak heap above what was live

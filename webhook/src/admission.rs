@@ -8,8 +8,9 @@
 //! - **The object.** `AdmissionRequest<DynamicObject>` decodes `object` into an `ObjectMeta`: an
 //!   object whose metadata it cannot read (a label that is a number) would fail the whole review,
 //!   uid and all, and the object would be held twice (typed, and as JSON for the core). So the body
-//!   is decoded once into a JSON tree, `object` and `oldObject` are moved out of it (not copied), and
-//!   only the rest goes through kube-core's types. An unreadable object is then the core's to judge:
+//!   is decoded once into a JSON tree (without the container lists, volumes and managed fields
+//!   admission never reads: [`crate::pruned`]), `object` and `oldObject` are moved out of it (not
+//!   copied), and only the rest goes through kube-core's types. An unreadable object is then the core's to judge:
 //!   denied by the validating hook, let through with a warning by the mutating one.
 //! - **The envelope's identity.** kube-core accepts any `apiVersion`/`kind`; a review that is not
 //!   `admission.k8s.io/v1` `AdmissionReview` is refused here with 400, naming the field, as is a
@@ -157,8 +158,8 @@ type Decoded = (AdmissionRequest<DynamicObject>, Option<Value>, Option<Value>);
 
 /// Decodes the body once; see the module docs for what is checked here rather than by kube-core.
 fn decode(body: &[u8]) -> Result<Decoded, BadRequest> {
-    let mut tree: Value =
-        serde_json::from_slice(body).map_err(|e| BadRequest(format!("request body is not JSON: {e}")))?;
+    let mut tree =
+        crate::pruned::from_slice(body).map_err(|e| BadRequest(format!("request body is not JSON: {e}")))?;
     let text = |field: &str| tree.get(field).and_then(Value::as_str).unwrap_or("").to_string();
     let (kind, api_version) = (text("kind"), text("apiVersion"));
     if kind != "AdmissionReview" {

@@ -12,6 +12,7 @@
 pub mod admission;
 pub mod certs;
 pub mod lanes;
+pub mod pruned;
 pub mod server;
 pub mod tls;
 

@@ -6,10 +6,13 @@
 
 use std::io::Read as _;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "support/mod.rs"]
+mod support;
+use support::free_port;
 
 /// A generous bound on any wait, so a broken limit fails the test instead of hanging it.
 const BOUND: Duration = Duration::from_secs(30);
@@ -28,10 +31,6 @@ impl Drop for Webhook {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// User plus system CPU time of `pid`, in ticks (fields 14 and 15 of /proc/<pid>/stat, counted
@@ -64,19 +63,7 @@ async fn plain_status(port: u16, raw: &str) -> Option<u16> {
 
 /// One AdmissionReview over TLS; the HTTP status line of the answer.
 async fn review_over_tls(port: u16, ca_pem: &str) -> std::io::Result<String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
-        roots.add(c?).map_err(std::io::Error::other)?;
-    }
-    let config =
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(std::io::Error::other)?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let name = rustls::pki_types::ServerName::try_from("localhost").map_err(std::io::Error::other)?;
-    let mut s = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await?;
+    let mut s = support::tls(port, ca_pem.as_bytes()).await?;
     let head = format!(
         "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         REVIEW.len()
@@ -93,9 +80,7 @@ async fn review_over_tls(port: u16, ca_pem: &str) -> std::io::Result<String> {
 async fn out_of_file_descriptors_the_real_binary_backs_off_logs_little_and_recovers() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
-    let names = gang_webhook::certs::dns_names("gang-webhook", "kube-gang-system", &["localhost".into()]);
-    let bundle = gang_webhook::certs::generate(&names, 2).unwrap();
-    gang_webhook::certs::write(dir.path(), &bundle).unwrap();
+    let bundle = support::localhost_certs(dir.path());
     let (port, probe) = (free_port(), free_port());
     let log = dir.path().join("webhook.log");
     let child = Command::new(env!("CARGO_BIN_EXE_gang-webhook"))

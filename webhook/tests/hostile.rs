@@ -16,6 +16,10 @@ use http::{Request, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
+#[path = "support/mod.rs"]
+mod support;
+use support::free_port;
+
 /// A generous bound on any wait, so a broken limit fails the test instead of hanging it.
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -28,16 +32,10 @@ struct Server {
     _dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 async fn start(extra: &[&str]) -> Server {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
-    let names = gang_webhook::certs::dns_names("gang-webhook", "kube-gang-system", &["localhost".into()]);
-    let bundle = gang_webhook::certs::generate(&names, 2).unwrap();
-    gang_webhook::certs::write(dir.path(), &bundle).unwrap();
+    let bundle = support::localhost_certs(dir.path());
     let (port, probe) = (free_port(), free_port());
     let mut argv: Vec<String> = [
         "gang-webhook",
@@ -87,24 +85,8 @@ async fn plain(port: u16, raw: &str) -> io::Result<(u16, String)> {
     Ok((status, text))
 }
 
-fn connector(ca_pem: &str) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config =
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-}
-
 async fn tls(port: u16, ca: &str) -> io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    connector(ca).connect(name, tcp).await
+    support::tls(port, ca.as_bytes()).await
 }
 
 const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","operation":"CREATE","namespace":"ml","kind":{"group":"","version":"v1","kind":"ConfigMap"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ml"}}}}"#;

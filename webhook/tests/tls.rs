@@ -4,17 +4,16 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gang-webhook");
+#[path = "support/mod.rs"]
+mod support;
+use support::{connector, free_port};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+const BIN: &str = env!("CARGO_BIN_EXE_gang-webhook");
 
 fn certs(dir: &Path) -> String {
     let out = Command::new(BIN)
@@ -32,20 +31,6 @@ fn swap_symlink(target: &Path, link: &Path) {
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(target, &tmp).unwrap();
     std::fs::rename(&tmp, link).unwrap();
-}
-
-fn connector(ca_pem: &[u8]) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut &ca_pem[..]) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config =
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
 }
 
 /// One HTTP/1.1 request; returns (status, body).

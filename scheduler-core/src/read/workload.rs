@@ -126,6 +126,10 @@ fn kubeflow_replica_types(kind: &str) -> (&'static str, &'static [&'static str])
     }
 }
 
+/// The replicated jobs an opted-in JobSet may have: as many as a gang has subgroups (the rule
+/// book's `MAX_SUBGROUPS`).
+pub const MAX_JOBSET_ROLES: usize = 64;
+
 /// The gang shape of a workload. `None`: not a workload kind we know.
 pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
@@ -152,6 +156,14 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         ("jobset.x-k8s.io", "JobSet") => {
             // Borrowed, never cloned: a JobSet may hold thousands of jobs (issue 16).
             let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).map_or(0, Vec::len);
+            // Each replicated job is a role with its own template to inject: beyond the gang's
+            // subgroup limit the JobSet is refused with one bounded error, not a patch per job.
+            if jobs > MAX_JOBSET_ROLES {
+                return Some(Err(vec![FieldError::new(
+                    "spec.replicatedJobs",
+                    format!("has {jobs} replicated jobs; a gang spans at most {MAX_JOBSET_ROLES}"),
+                )]));
+            }
             for i in 0..jobs {
                 let base = format!("/spec/replicatedJobs/{i}");
                 let name =

@@ -179,4 +179,29 @@ mod tests {
         let mut not_an_object = json!("text");
         assert!(!admit(&mut not_an_object, None, None).allowed());
     }
+
+    #[test]
+    fn a_jobset_with_more_replicated_jobs_than_a_gang_has_subgroups_is_denied_with_one_error() {
+        let jobset = |n: usize| {
+            let jobs: Vec<Value> = (0..n)
+                .map(|i| {
+                    json!({"name": format!("r{i}"), "replicas": 1,
+                    "template": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}})
+                })
+                .collect();
+            json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                   "metadata": {"name": "js", "namespace": "ml", "labels": {LABEL_ENABLED: "true"}},
+                   "spec": {"replicatedJobs": jobs}})
+        };
+        let limit = crate::workload::MAX_JOBSET_ROLES;
+        assert_eq!(limit, crate::validate::MAX_SUBGROUPS);
+        let v = admit(&mut jobset(limit), None, None);
+        assert!(v.allowed(), "{v:?}");
+        assert_eq!(v.changes.len(), 2 * limit, "the metadata and schedulerName of each template");
+        let v = admit(&mut jobset(limit + 1), None, None);
+        assert_eq!(v.errors.len(), 1, "{v:?}");
+        assert_eq!(v.errors[0].path, "spec.replicatedJobs");
+        assert!(v.errors[0].message.contains(&format!("has {} replicated jobs", limit + 1)));
+        assert!(v.changes.is_empty());
+    }
 }

@@ -1,0 +1,150 @@
+//! The AdmissionReview body read into a JSON tree without the parts no admission rule reads.
+//!
+//! A `serde_json::Value` costs far more than the JSON it holds: every object is a `BTreeMap` node
+//! of about 600 bytes however few keys it has, so a Job whose container carries 90,000 env vars
+//! (2.5 MiB of JSON) is some 60 MiB of tree. Admission ([`scheduler_core::admit`]) reads an
+//! object's metadata, its gang fields and its pod templates' metadata and scheduling fields; it never
+//! reads a container, a volume or `metadata.managedFields` — which is where a legal object's bulk
+//! lies (env vars, commands, mounts, probes; managed fields repeat every key). The values of the
+//! keys in [`SKIPPED`] are therefore read past (serde's `IgnoredAny`: checked as JSON, nothing
+//! allocated) and kept as an empty list, so the tree holds every field admission reads, at the
+//! same paths, and the patch it computes is the same.
+//!
+//! `kubectl gang validate` reads whole objects; `tests/front_doors.rs` and this module's tests keep
+//! the two decisions equal.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// Keys whose list values admission never reads: read past, kept as `[]`.
+pub const SKIPPED: [&str; 5] =
+    ["containers", "initContainers", "ephemeralContainers", "volumes", "managedFields"];
+
+/// Reads `body` as JSON, the values of [`SKIPPED`] keys read past.
+pub fn from_slice(body: &[u8]) -> Result<Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = Tree.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+/// Builds a `Value`, skipping what [`SKIPPED`] names.
+struct Tree;
+
+impl<'de> DeserializeSeed<'de> for Tree {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(TreeVisitor { skim: false })
+    }
+}
+
+/// The value of a skipped key: a list is read past and becomes `[]`; anything else (never sent by
+/// the API server) is kept as it is.
+struct Skim;
+
+impl<'de> DeserializeSeed<'de> for Skim {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(TreeVisitor { skim: true })
+    }
+}
+
+struct TreeVisitor {
+    /// Read a list past instead of keeping it.
+    skim: bool,
+}
+
+impl<'de> Visitor<'de> for TreeVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        if self.skim {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(Value::Array(Vec::new()));
+        }
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(v) = seq.next_element_seed(Tree)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = if SKIPPED.contains(&key.as_str()) {
+                map.next_value_seed(Skim)?
+            } else {
+                map.next_value_seed(Tree)?
+            };
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn skipped_lists_are_empty_and_everything_else_is_kept() {
+        let object = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "labels": {"a": "b"}, "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"parallelism": 2, "template": {"metadata": {"annotations": {"x": "1"}},
+                "spec": {"schedulerName": "s", "containers": [{"name": "c", "env": [{"name": "A"}]}],
+                         "initContainers": [{"name": "i"}], "volumes": [{"name": "v"}],
+                         "tolerations": [{"key": "k"}], "priority": -3, "overhead": {"cpu": 1.5},
+                         "hostNetwork": true, "nodeName": null}}}});
+        let read = from_slice(&serde_json::to_vec(&object).unwrap()).unwrap();
+        let mut expected = object;
+        expected["metadata"]["managedFields"] = json!([]);
+        for key in ["containers", "initContainers", "volumes"] {
+            expected["spec"]["template"]["spec"][key] = json!([]);
+        }
+        assert_eq!(read, expected);
+        // A skipped key that holds something other than a list is kept as it is.
+        assert_eq!(from_slice(br#"{"volumes": {"a": 1}}"#).unwrap(), json!({"volumes": {"a": 1}}));
+    }
+
+    #[test]
+    fn bad_json_is_an_error_even_inside_a_skipped_list() {
+        for bad in
+            [&br#"{"containers": [{"name": }]}"#[..], br#"{"a": 1} x"#, b"{", br#"{"containers": [1,]}"#]
+        {
+            assert!(from_slice(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
