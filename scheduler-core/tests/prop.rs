@@ -97,11 +97,12 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
         if g.subgroups && g.members >= 2 {
             gang.min_member = 2;
             gang.subgroups = vec![
-                SubGroup { name: "a".into(), parent: None, min_member: 1, topology_key: None },
+                SubGroup { name: "a".into(), parent: None, min_member: 1, pod_floor: 0, topology_key: None },
                 SubGroup {
                     name: "b".into(),
                     parent: None,
                     min_member: (g.members - 1).min(g.min).max(1),
+                    pod_floor: 0,
                     // Without a gang-level rack, the larger subgroup wants one of its own.
                     topology_key: (!g.topology).then(|| "rack".to_string()),
                 },

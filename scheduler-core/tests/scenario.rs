@@ -112,6 +112,9 @@ struct FSubGroup {
     name: String,
     parent: Option<String>,
     min_member: u32,
+    /// Pods the leaves under an inner subgroup need together (KAI's mid-level `minMember`).
+    #[serde(default)]
+    pod_floor: u32,
     topology_key: Option<String>,
 }
 
@@ -327,6 +330,7 @@ fn snapshot(s: &Scenario) -> Snapshot {
                     name: s.name.clone(),
                     parent: s.parent.clone(),
                     min_member: s.min_member,
+                    pod_floor: s.pod_floor,
                     topology_key: s.topology_key.clone(),
                 })
                 .collect();

@@ -524,7 +524,7 @@ pub struct Source {
 }
 
 /// One subgroup of a hierarchical gang. A leaf's `min_member` counts pods; an inner subgroup's counts
-/// satisfied children.
+/// satisfied children, and its `pod_floor` (KAI's mid-level `minMember`) pods of all its leaves.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SubGroup {
     pub name: String,
@@ -532,6 +532,11 @@ pub struct SubGroup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
     pub min_member: u32,
+    /// Pods the leaves under this inner subgroup need together, on top of the children its
+    /// `min_member` counts (KAI's mid-level `minMember` counts descendant pods). 0: no floor
+    /// beyond the children's; a leaf's is always 0. See [`crate::tree::subgroup_satisfied`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pod_floor: u32,
     /// Every member under this subgroup lands in one domain of this node label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,

@@ -432,7 +432,7 @@ impl<'a> Placer<'a> {
                         let mut f = filter.clone();
                         f.push((topo.clone(), u32::try_from(d).unwrap_or(u32::MAX)));
                         let mut trial = w.clone();
-                        self.subtree(r, Some(&child.name), &f, &mut trial, pass, depth + 1);
+                        self.child(r, child, &f, &mut trial, pass, depth);
                         if satisfied(&trial) {
                             let left = self.leftover(r, &topo, d, &trial);
                             if best.as_ref().is_none_or(|(l, bd, _)| (left, d) < (*l, *bd)) {
@@ -452,10 +452,49 @@ impl<'a> Placer<'a> {
                 }
                 None => {
                     let mut trial = w.clone();
-                    self.subtree(r, Some(&child.name), filter, &mut trial, pass, depth + 1);
+                    self.child(r, child, filter, &mut trial, pass, depth);
                     if keep_partial || satisfied(&trial) {
                         *w = trial;
                     }
+                }
+            }
+        }
+    }
+
+    /// Places the subtree under `child`; when its minimums hold but not its pod floor (KAI's
+    /// mid-level `minMember`), members beyond the leaves' minimums below it go too, leaf by leaf
+    /// in name order, up to the floor only: more would take room a later sibling's minimum needs
+    /// (extras come once the whole tree holds, in [`Placer::whole`]).
+    fn child(
+        &self,
+        r: &PlacementRequest<'_>,
+        child: &crate::model::SubGroup,
+        filter: &Filter,
+        w: &mut Work,
+        pass: Pass,
+        depth: usize,
+    ) {
+        self.subtree(r, Some(&child.name), filter, w, pass, depth + 1);
+        if !pass.cap
+            || child.pod_floor == 0
+            || !tree::subgroup_minimums_met(r.gang, &child.name, &w.counts, depth)
+        {
+            return;
+        }
+        let mut short =
+            u64::from(child.pod_floor).saturating_sub(tree::pods_under(r.gang, &child.name, &w.counts));
+        let f = if filter.is_empty() { None } else { Some(filter) };
+        for leaf in tree::leaves_under(r.gang, &child.name) {
+            for &p in r.members.pending.get(&leaf).into_iter().flatten() {
+                if short == 0 {
+                    return;
+                }
+                if w.bindings.iter().any(|&(q, _)| q == p) {
+                    continue;
+                }
+                if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, f, r.reserved.get(&p)) {
+                    self.place(r, w, &leaf, p, n);
+                    short -= 1;
                 }
             }
         }
