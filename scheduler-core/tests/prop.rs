@@ -147,6 +147,7 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
         failure: None,
         scheduling_gates: Vec::new(),
         labels: Default::default(),
+        exclusive_topology: None,
     }
 }
 

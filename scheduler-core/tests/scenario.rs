@@ -159,6 +159,8 @@ struct FPod {
     age_seconds: u64,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    /// JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology` annotation on the pod.
+    exclusive_topology: Option<String>,
 }
 
 fn ours() -> String {
@@ -291,6 +293,7 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
             failure: f.failure.clone(),
             scheduling_gates: f.gates.clone(),
             labels: f.labels.clone().into(),
+            exclusive_topology: f.exclusive_topology.clone(),
         })
         .collect()
 }

@@ -301,6 +301,11 @@ pub struct Pod {
     /// `metadata.labels`: what PodDisruptionBudget selectors match (see [`Budget`]).
     #[serde(default, skip_serializing_if = "Labels::is_empty")]
     pub labels: Labels,
+    /// JobSet's exclusive placement (annotation `alpha.jobset.sigs.k8s.io/exclusive-topology`,
+    /// a node label key), whichever dialect gives the pod its gang: each of the gang's child Jobs
+    /// lands whole in a domain of this label that holds no other child Job's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_topology: Option<String>,
 }
 
 /// A pod's labels, shared: a snapshot is cloned whole (compaction, the CLI), and at 140,000 pods

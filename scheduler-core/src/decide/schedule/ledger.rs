@@ -375,6 +375,7 @@ mod tests {
             failure: None,
             scheduling_gates: Vec::new(),
             labels: Default::default(),
+            exclusive_topology: None,
         }
     }
 
