@@ -87,9 +87,9 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
 /// attach to leaves only, DESIGN.md "Subgroup semantics"; KAI places a pod in the subgroup its
 /// label names, and only leaves have pods), an unknown one, or none where the tree has subgroups.
 /// Each error names the pod's subgroup label. Checked where a pod and its gang object are seen
-/// together (`kubectl gang simulate` over one input; admission sees one object at a time, so the
-/// webhook and `kubectl gang validate` cannot); the cycle reports the same members in its message
-/// (see `tree::attachment_error`).
+/// together: `kubectl gang simulate` over one input, and admission given the gangs its front door
+/// knows ([`crate::admit::admit_with`]); the cycle reports the same members in its message (see
+/// `tree::attachment_error`).
 pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
     use crate::model::Dialect;
     let (claims, _) = crate::dialect::pod_claims_all(pod);
