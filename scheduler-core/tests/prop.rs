@@ -107,6 +107,21 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
                     topology_key: (!g.topology).then(|| "rack".to_string()),
                 },
             ];
+            if i % 2 == 1 && g.members >= 3 {
+                // Every other such gang nests both leaves under an inner subgroup with a pod floor
+                // (KAI's mid-level minMember): often above the leaves' minimums.
+                gang.min_member = 1;
+                gang.subgroups.push(SubGroup {
+                    name: "mid".into(),
+                    parent: None,
+                    min_member: 2,
+                    pod_floor: g.members - 1,
+                    topology_key: None,
+                });
+                for s in gang.subgroups.iter_mut().filter(|s| s.name != "mid") {
+                    s.parent = Some("mid".into());
+                }
+            }
         }
         for m in 0..g.members {
             let sub = if gang.subgroups.is_empty() {
