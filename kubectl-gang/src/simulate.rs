@@ -210,10 +210,22 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
     }
     // A pod and its gang object in one input: the pod must name a leaf of the gang's tree.
     let gangs = input::gangs_of(&out.objects);
+    let is_pod = |o: &&Value| o.get("kind").and_then(Value::as_str) == Some("Pod");
     for (o, file) in out.objects.iter().zip(&origin) {
-        if o.get("kind").and_then(Value::as_str) == Some("Pod") {
+        if is_pod(&o) {
             for e in scheduler_core::validate::attachment_errors(&gangs, o) {
                 out.errors.push(format!("{file}: {}: {e}", describe(o)));
+            }
+        }
+    }
+    // A KAI pod floor above the pods the input holds: the gang waits for pods (perhaps ones the
+    // cluster has), so a warning naming the field. Pods that count toward no leaf are errors
+    // already, and the cause of any shortfall.
+    let attached = out.errors.is_empty();
+    for (o, file) in out.objects.iter().zip(&origin).filter(|_| attached) {
+        if let Some(Ok(dialect::GangObject::Gang(g))) = dialect::read_object(o) {
+            for e in scheduler_core::validate::floor_shortfalls(&g, out.objects.iter().filter(is_pod)) {
+                out.warnings.push(format!("{file}: {}: {e}", describe(o)));
             }
         }
     }

@@ -154,7 +154,12 @@ fn waiting_for(
         }
         Reason::Unschedulable if foreign > 0 => format!("schedulerName {ours} on {foreign}"),
         Reason::Unschedulable => "room on nodes".into(),
-        Reason::TopologyUnsatisfiable => match &g.exclusive_topology {
+        // Exclusive placement comes from the gang or, whatever its dialect, from its members.
+        Reason::TopologyUnsatisfiable => match g
+            .exclusive_topology
+            .as_ref()
+            .or_else(|| pods.iter().find_map(|p| p.exclusive_topology.as_ref()))
+        {
             Some(key) => format!("a {key} domain per child job"),
             None => format!("one {} domain", g.topology_key.as_deref().unwrap_or("topology")),
         },

@@ -70,6 +70,7 @@ fn pod(
         failure: None,
         scheduling_gates: Vec::new(),
         labels: Default::default(),
+        exclusive_topology: None,
     }
 }
 

@@ -97,15 +97,31 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
         if g.subgroups && g.members >= 2 {
             gang.min_member = 2;
             gang.subgroups = vec![
-                SubGroup { name: "a".into(), parent: None, min_member: 1, topology_key: None },
+                SubGroup { name: "a".into(), parent: None, min_member: 1, pod_floor: 0, topology_key: None },
                 SubGroup {
                     name: "b".into(),
                     parent: None,
                     min_member: (g.members - 1).min(g.min).max(1),
+                    pod_floor: 0,
                     // Without a gang-level rack, the larger subgroup wants one of its own.
                     topology_key: (!g.topology).then(|| "rack".to_string()),
                 },
             ];
+            if i % 2 == 1 && g.members >= 3 {
+                // Every other such gang nests both leaves under an inner subgroup with a pod floor
+                // (KAI's mid-level minMember): often above the leaves' minimums.
+                gang.min_member = 1;
+                gang.subgroups.push(SubGroup {
+                    name: "mid".into(),
+                    parent: None,
+                    min_member: 2,
+                    pod_floor: g.members - 1,
+                    topology_key: None,
+                });
+                for s in gang.subgroups.iter_mut().filter(|s| s.name != "mid") {
+                    s.parent = Some("mid".into());
+                }
+            }
         }
         for m in 0..g.members {
             let sub = if gang.subgroups.is_empty() {
@@ -146,6 +162,7 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
         failure: None,
         scheduling_gates: Vec::new(),
         labels: Default::default(),
+        exclusive_topology: None,
     }
 }
 

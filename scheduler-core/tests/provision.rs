@@ -44,6 +44,7 @@ fn member(gang: &str, name: &str, gpus: i64) -> Pod {
         failure: None,
         scheduling_gates: vec![],
         labels: Default::default(),
+        exclusive_topology: None,
     }
 }
 
@@ -253,6 +254,7 @@ fn pod(name: &str, gang: &GangKey, gpus: i64, cores: i64, pool: Option<u8>, prio
         failure: None,
         scheduling_gates: vec![],
         labels: Default::default(),
+        exclusive_topology: None,
     }
 }
 

@@ -112,6 +112,9 @@ struct FSubGroup {
     name: String,
     parent: Option<String>,
     min_member: u32,
+    /// Pods the leaves under an inner subgroup need together (KAI's mid-level `minMember`).
+    #[serde(default)]
+    pod_floor: u32,
     topology_key: Option<String>,
 }
 
@@ -156,6 +159,8 @@ struct FPod {
     age_seconds: u64,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    /// JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology` annotation on the pod.
+    exclusive_topology: Option<String>,
 }
 
 fn ours() -> String {
@@ -288,6 +293,7 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
             failure: f.failure.clone(),
             scheduling_gates: f.gates.clone(),
             labels: f.labels.clone().into(),
+            exclusive_topology: f.exclusive_topology.clone(),
         })
         .collect()
 }
@@ -327,6 +333,7 @@ fn snapshot(s: &Scenario) -> Snapshot {
                     name: s.name.clone(),
                     parent: s.parent.clone(),
                     min_member: s.min_member,
+                    pod_floor: s.pod_floor,
                     topology_key: s.topology_key.clone(),
                 })
                 .collect();

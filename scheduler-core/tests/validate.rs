@@ -264,7 +264,13 @@ fn a_pod_floor_above_the_members_that_can_exist_is_denied() {
         Gang::new(GangKey::new("llm", "big"), 2, Source { dialect: Dialect::Kai, kind: "PodGroup".into() });
     g.subgroups = ["leaders", "workers"]
         .iter()
-        .map(|n| SubGroup { name: (*n).into(), parent: None, min_member: 2, topology_key: None })
+        .map(|n| SubGroup {
+            name: (*n).into(),
+            parent: None,
+            min_member: 2,
+            pod_floor: 0,
+            topology_key: None,
+        })
         .collect();
     g.total_member = Some(8);
     g.pod_floor = 8;

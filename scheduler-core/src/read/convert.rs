@@ -284,6 +284,12 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
             }),
         scheduling_gates: spec.scheduling_gates.iter().flatten().map(|g| g.name.clone()).collect(),
         labels: meta.labels.clone().unwrap_or_default().into(),
+        exclusive_topology: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
+            .filter(|k| !k.is_empty())
+            .cloned(),
     })
 }
 

@@ -65,6 +65,13 @@ pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
 /// JobSet's exclusive placement annotation (value: a node label key): each child Job gets a domain
 /// of that label of its own. The JobSet controller copies it onto each Job and its pod template.
 pub const JOBSET_EXCLUSIVE_TOPOLOGY: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";
+/// JobSet's pod label identifying the child Job (a hash of `namespace/job`): JobSet's exclusive
+/// placement keeps pods of other values out of a child Job's domain.
+pub const JOBSET_JOB_KEY: &str = "jobset.sigs.k8s.io/job-key";
+/// JobSet's pod label naming the JobSet.
+pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
+/// JobSet's pod label naming the replicated job.
+pub const JOBSET_REPLICATED_JOB: &str = "jobset.sigs.k8s.io/replicatedjob-name";
 /// JobSet's pod label carrying the child Job's index within its replicated job.
 pub const JOBSET_JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
 /// The Job controller's pod label naming the pod's Job.

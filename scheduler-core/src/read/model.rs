@@ -301,6 +301,11 @@ pub struct Pod {
     /// `metadata.labels`: what PodDisruptionBudget selectors match (see [`Budget`]).
     #[serde(default, skip_serializing_if = "Labels::is_empty")]
     pub labels: Labels,
+    /// JobSet's exclusive placement (annotation `alpha.jobset.sigs.k8s.io/exclusive-topology`,
+    /// a node label key), whichever dialect gives the pod its gang: each of the gang's child Jobs
+    /// lands whole in a domain of this label that holds no other child Job's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_topology: Option<String>,
 }
 
 /// A pod's labels, shared: a snapshot is cloned whole (compaction, the CLI), and at 140,000 pods
@@ -524,7 +529,7 @@ pub struct Source {
 }
 
 /// One subgroup of a hierarchical gang. A leaf's `min_member` counts pods; an inner subgroup's counts
-/// satisfied children.
+/// satisfied children, and its `pod_floor` (KAI's mid-level `minMember`) pods of all its leaves.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SubGroup {
     pub name: String,
@@ -532,6 +537,11 @@ pub struct SubGroup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
     pub min_member: u32,
+    /// Pods the leaves under this inner subgroup need together, on top of the children its
+    /// `min_member` counts (KAI's mid-level `minMember` counts descendant pods). 0: no floor
+    /// beyond the children's; a leaf's is always 0. See [`crate::tree::subgroup_satisfied`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pod_floor: u32,
     /// Every member under this subgroup lands in one domain of this node label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,

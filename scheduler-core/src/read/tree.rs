@@ -3,10 +3,12 @@
 //! A leaf's `min_member` counts pods; an inner subgroup's counts satisfied children; the root counts
 //! pods when there are no subgroups, else satisfied top-level subgroups (DESIGN.md,
 //! "Subgroup semantics"; `../shared/DESIGN.md` from the repository root). On top of the tree, a
-//! gang may carry a pod floor ([`Gang::pod_floor`], KAI's root `minMember`): the pods of all its
-//! leaves together must reach it as well, so the gang needs max(floor, the tree's cheapest
-//! satisfying count) pods, and members beyond the leaves' minimums make up the difference. Every walk of the tree lives here: the cycle, the validation, the dialects
-//! and `kubectl gang status` use these functions rather than walking it themselves.
+//! gang may carry a pod floor ([`Gang::pod_floor`], KAI's root `minMember`), and so may each inner
+//! subgroup ([`SubGroup::pod_floor`], KAI's mid-level `minMember`, which counts the subgroup's
+//! descendant pods): the pods of all the leaves below must reach it as well, so a subtree needs
+//! max(floor, its cheapest satisfying count) pods, and members beyond the leaves' minimums make up
+//! the difference. Every walk of the tree lives here: the cycle, the validation, the dialects and
+//! `kubectl gang status` use these functions rather than walking it themselves.
 
 use std::collections::BTreeMap;
 
@@ -46,7 +48,7 @@ impl Gang {
                 let c = if is_leaf {
                     u64::from(s.min_member)
                 } else {
-                    cost(gang, Some(&s.name), s.min_member, depth + 1)?
+                    cost(gang, Some(&s.name), s.min_member, depth + 1)?.max(u64::from(s.pod_floor))
                 };
                 children.push(c);
             }
@@ -88,8 +90,9 @@ pub fn pods_in(counts: &LeafCounts) -> u64 {
     counts.values().map(|&n| u64::from(n)).sum()
 }
 
-/// Whether the tree's minimums (the root's and every subgroup's) hold with `counts`, the pod floor
-/// aside: once they do, members beyond the leaves' minimums may be placed to reach the floor.
+/// Whether the tree's minimums (the root's and every subgroup's, subgroups' pod floors included)
+/// hold with `counts`, the gang's own pod floor aside: once they do, members beyond the leaves'
+/// minimums may be placed to reach it.
 pub fn minimums_met(gang: &Gang, counts: &LeafCounts) -> bool {
     if gang.subgroups.is_empty() {
         return counts.get("").copied().unwrap_or(0) >= gang.min_member;
@@ -97,8 +100,16 @@ pub fn minimums_met(gang: &Gang, counts: &LeafCounts) -> bool {
     children_satisfied(gang, None, counts, 0) >= gang.min_member
 }
 
-/// Whether subgroup `name` is satisfied.
+/// Whether subgroup `name` is satisfied: a leaf holds its minimum of pods; an inner subgroup has
+/// its minimum of satisfied children and its pod floor of pods below it.
 pub fn subgroup_satisfied(gang: &Gang, name: &str, counts: &LeafCounts, depth: usize) -> bool {
+    subgroup_minimums_met(gang, name, counts, depth) && subgroup_floor_met(gang, name, counts)
+}
+
+/// Whether subgroup `name`'s minimums hold (every satisfied child it needs), its own pod floor
+/// aside: once they do, members beyond the leaves' minimums below it may be placed to reach the
+/// floor.
+pub fn subgroup_minimums_met(gang: &Gang, name: &str, counts: &LeafCounts, depth: usize) -> bool {
     let Some(s) = gang.subgroups.iter().find(|s| s.name == name) else { return false };
     if depth > WALK_DEPTH_LIMIT {
         return false;
@@ -109,6 +120,17 @@ pub fn subgroup_satisfied(gang: &Gang, name: &str, counts: &LeafCounts, depth: u
     } else {
         children_satisfied(gang, Some(name), counts, depth + 1) >= s.min_member
     }
+}
+
+/// Whether the leaves under subgroup `name` hold its pod floor (true when it has none).
+pub fn subgroup_floor_met(gang: &Gang, name: &str, counts: &LeafCounts) -> bool {
+    let floor = gang.subgroups.iter().find(|s| s.name == name).map_or(0, |s| s.pod_floor);
+    floor == 0 || pods_under(gang, name, counts) >= u64::from(floor)
+}
+
+/// Pods counted over the leaves under subgroup `name`.
+pub fn pods_under(gang: &Gang, name: &str, counts: &LeafCounts) -> u64 {
+    leaves_under(gang, name).iter().map(|l| u64::from(counts.get(l).copied().unwrap_or(0))).sum()
 }
 
 fn children_satisfied(gang: &Gang, parent: Option<&str>, counts: &LeafCounts, depth: usize) -> u32 {
@@ -149,14 +171,21 @@ pub fn leaves_under(gang: &Gang, name: &str) -> Vec<String> {
     out
 }
 
-/// "decode 1 of 4, prefill 2 of 2" for leaves below their minimum, then "6 of 10 pods in all"
-/// when the pod floor is not reached.
+/// "decode 1 of 4, prefill 2 of 2" for leaves below their minimum, "replica-0 5 of 8 pods" for
+/// inner subgroups below their pod floor, then "6 of 10 pods in all" when the gang's pod floor is
+/// not reached.
 pub fn shortfall(gang: &Gang, counts: &LeafCounts) -> String {
     let mut parts: Vec<String> = leaf_minimums(gang)
         .iter()
         .filter(|(leaf, min)| counts.get(*leaf).copied().unwrap_or(0) < **min && !leaf.is_empty())
         .map(|(leaf, min)| format!("{leaf} {} of {min}", counts.get(leaf).copied().unwrap_or(0)))
         .collect();
+    for s in gang.subgroups.iter().filter(|s| s.pod_floor > 0) {
+        let pods = pods_under(gang, &s.name, counts);
+        if pods < u64::from(s.pod_floor) {
+            parts.push(format!("{} {pods} of {} pods", s.name, s.pod_floor));
+        }
+    }
     let pods = pods_in(counts);
     if !gang.subgroups.is_empty() && pods < u64::from(gang.pod_floor) {
         parts.push(format!("{pods} of {} pods in all", gang.pod_floor));
@@ -187,7 +216,13 @@ mod tests {
     use crate::model::{Dialect, GangKey, Source, SubGroup};
 
     fn sg(name: &str, parent: Option<&str>, min: u32) -> SubGroup {
-        SubGroup { name: name.into(), parent: parent.map(Into::into), min_member: min, topology_key: None }
+        SubGroup {
+            name: name.into(),
+            parent: parent.map(Into::into),
+            min_member: min,
+            pod_floor: 0,
+            topology_key: None,
+        }
     }
 
     fn disagg() -> Gang {
@@ -265,6 +300,31 @@ mod tests {
         assert!(!satisfied(&g, &counts(&[("leaders", 1), ("workers", 9)])), "every leaf keeps its minimum");
         g.pod_floor = 3;
         assert_eq!(g.min_pods(), Some(6), "a floor below the tree's count changes nothing");
+    }
+
+    #[test]
+    fn an_inner_pod_floor_holds_on_top_of_its_children() {
+        // KAI: a mid-level subgroup of 8 descendant pods over leaves of 1 and 4.
+        let mut g = Gang::new(
+            GangKey::new("ns", "mid"),
+            1,
+            Source { dialect: Dialect::Kai, kind: "PodGroup".into() },
+        );
+        g.subgroups =
+            vec![sg("decode", None, 2), sg("leaders", Some("decode"), 1), sg("workers", Some("decode"), 4)];
+        g.subgroups[0].pod_floor = 8;
+        assert_eq!(g.min_pods(), Some(8));
+        assert_eq!(g.tree_min_pods(), Some(8), "the subgroup's floor is part of the tree");
+        let five = counts(&[("leaders", 1), ("workers", 4)]);
+        assert!(subgroup_minimums_met(&g, "decode", &five, 0));
+        assert!(!subgroup_satisfied(&g, "decode", &five, 0));
+        assert!(!satisfied(&g, &five), "5 pods meet both leaves but not decode's 8");
+        assert!(!minimums_met(&g, &five), "a subgroup's floor is one of the tree's minimums");
+        assert_eq!(shortfall(&g, &five), "decode 5 of 8 pods");
+        assert!(satisfied(&g, &counts(&[("leaders", 1), ("workers", 7)])));
+        assert!(!satisfied(&g, &counts(&[("leaders", 0), ("workers", 8)])), "every leaf keeps its minimum");
+        g.subgroups[0].pod_floor = 3;
+        assert_eq!(g.min_pods(), Some(5), "a floor below the children's count changes nothing");
     }
 
     #[test]

@@ -18,7 +18,9 @@ use serde_json::{Map, Value, json};
 use crate::error::FieldError;
 use crate::names::*;
 
-use crate::labels::{JOB_NAME, JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_JOB_INDEX};
+use crate::labels::{
+    JOB_NAME, JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_JOB_INDEX, JOBSET_NAME, JOBSET_REPLICATED_JOB,
+};
 pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
 /// The scheduler the API server writes when a pod names none.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -845,9 +847,10 @@ pub fn inject(obj: &Value) -> Result<Value, Vec<FieldError>> {
 }
 
 /// What the JobSet and Job controllers write on the `i`-th pod of `role`: its child Job
-/// (`<jobset>-<replicatedJob>-<index>`, `parallelism` pods each) in the Job controller's label and
-/// JobSet's index label, and the JobSet's exclusive-topology annotation, which the JobSet
-/// controller copies onto every child Job's pod template.
+/// (`<jobset>-<replicatedJob>-<index>`, `parallelism` pods each) in the Job controller's label,
+/// JobSet's index, JobSet-name and replicated-job labels (not `job-key`, a SHA-1 of the Job's
+/// `namespace/name`), and the JobSet's exclusive-topology annotation, which the JobSet controller
+/// copies onto every child Job's pod template.
 fn jobset_child_job(
     obj: &Value,
     jobset: &str,
@@ -873,6 +876,8 @@ fn jobset_child_job(
     let mut labels = object_of("labels");
     labels.insert(JOB_NAME.into(), Value::String(format!("{jobset}-{}-{index}", role.name)));
     labels.insert(JOBSET_JOB_INDEX.into(), Value::String(index.to_string()));
+    labels.insert(JOBSET_NAME.into(), Value::String(jobset.to_string()));
+    labels.insert(JOBSET_REPLICATED_JOB.into(), Value::String(role.name.clone()));
     let mut annotations = object_of("annotations");
     let exclusive =
         obj.pointer("/metadata/annotations").and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY)).or_else(|| {

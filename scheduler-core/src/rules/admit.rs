@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::error::FieldError;
+use crate::model::{Gang, GangKey};
 use crate::read::workload::{self, Change};
 use crate::validate;
 
@@ -47,13 +48,72 @@ impl Verdict {
     }
 }
 
+/// The gang objects a front door knows besides the object it admits, read-only: a pod's claim
+/// names a gang defined by another object, and only with it can admission tell whether the pod's
+/// subgroup label names a leaf. A gang it does not know is allowed (it may be created later).
+pub trait Gangs {
+    /// The gangs read from objects with this key (any dialect; usually none or one).
+    fn find(&self, key: &GangKey) -> Vec<&Gang>;
+}
+
+/// No gang known: what a front door that sees one object at a time supplies.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoGangs;
+
+impl Gangs for NoGangs {
+    fn find(&self, _: &GangKey) -> Vec<&Gang> {
+        Vec::new()
+    }
+}
+
+impl Gangs for Vec<Gang> {
+    fn find(&self, key: &GangKey) -> Vec<&Gang> {
+        self.iter().filter(|g| g.key == *key).collect()
+    }
+}
+
 /// Admits `object` (turned in place into its admitted form: the changes of [`Verdict::changes`] are
 /// applied to it). `old` is the previous version on UPDATE, `None` on CREATE; `namespace_labels`
 /// are the labels of the object's namespace when the caller knows them (a workload may opt in
-/// through its namespace).
+/// through its namespace). No other gang object is consulted: see [`admit_with`].
 ///
 /// Cost: linear in the object's size; the object is read where it lies and never copied.
 pub fn admit(
+    object: &mut Value,
+    old: Option<&Value>,
+    namespace_labels: Option<&BTreeMap<String, String>>,
+) -> Verdict {
+    admit_with(object, old, namespace_labels, &NoGangs)
+}
+
+/// [`admit`], and a pod whose claim names a gang that `gangs` knows must name a leaf subgroup of
+/// it (not an inner one, not an unknown one): [`validate::attachment_errors`], the check
+/// `kubectl gang simulate` makes over its input. Both front doors pass what they know (the
+/// plugin the gangs in its input files, the webhook the Gang objects it watches), so they agree
+/// whenever they know the same gangs.
+pub fn admit_with(
+    object: &mut Value,
+    old: Option<&Value>,
+    namespace_labels: Option<&BTreeMap<String, String>>,
+    gangs: &dyn Gangs,
+) -> Verdict {
+    let mut verdict = admit_one(object, old, namespace_labels);
+    if verdict.allowed() && is_pod(object) {
+        let (claims, _) = crate::dialect::pod_claims_all(object);
+        let known: Vec<Gang> = claims.iter().flat_map(|c| gangs.find(&c.gang)).cloned().collect();
+        if !known.is_empty() {
+            verdict.errors.extend(validate::attachment_errors(&known, object));
+        }
+    }
+    verdict
+}
+
+fn is_pod(object: &Value) -> bool {
+    object.get("kind").and_then(Value::as_str) == Some("Pod")
+        && object.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
+fn admit_one(
     object: &mut Value,
     old: Option<&Value>,
     namespace_labels: Option<&BTreeMap<String, String>>,
@@ -100,9 +160,7 @@ pub fn admit(
 /// Pods (their gang claims decide) and workloads that opted in, themselves or through their
 /// namespace, are injected; nothing else is.
 fn is_ours(object: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
-    let is_pod = object.get("kind").and_then(Value::as_str) == Some("Pod")
-        && object.get("apiVersion").and_then(Value::as_str) == Some("v1");
-    is_pod || (workload::is_workload(object) && workload::is_opted_in(object, namespace_labels))
+    is_pod(object) || (workload::is_workload(object) && workload::is_opted_in(object, namespace_labels))
 }
 
 #[cfg(test)]
@@ -115,6 +173,30 @@ mod tests {
         json!({"apiVersion": "batch/v1", "kind": "Job",
                "metadata": {"name": "train", "namespace": "ml", "labels": labels},
                "spec": {"parallelism": 3, "template": {"spec": {"containers": [{"name": "c"}]}}}})
+    }
+
+    #[test]
+    fn a_pod_on_an_inner_subgroup_of_a_known_gang_is_denied_an_unknown_gang_allowed() {
+        let gang =
+            crate::dialect::kubegang::read(&json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "llm", "namespace": "ml"},
+            "spec": {"minMember": 1, "subGroups": [{"name": "r0", "minMember": 1},
+                {"name": "r0-decode", "parent": "r0", "minMember": 2}]}}))
+            .unwrap();
+        let pod = |subgroup: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ml", "labels": {LABEL_GANG: "llm", crate::names::LABEL_SUBGROUP: subgroup}},
+                "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]}})
+        };
+        let known = vec![gang];
+        let v = admit_with(&mut pod("r0"), None, None, &known);
+        assert_eq!(v.errors.len(), 1, "{v:?}");
+        assert_eq!(v.errors[0].path, format!("metadata.labels[{}]", crate::names::LABEL_SUBGROUP));
+        assert!(v.errors[0].message.contains("inner subgroup"), "{}", v.errors[0].message);
+        assert!(admit_with(&mut pod("r0-decode"), None, None, &known).allowed(), "a leaf is fine");
+        assert!(admit(&mut pod("r0"), None, None).allowed(), "no gang known: allowed");
+        let other: Vec<Gang> = Vec::new();
+        assert!(admit_with(&mut pod("r0"), None, None, &other).allowed(), "unknown gang: allowed");
     }
 
     #[test]

@@ -50,11 +50,6 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
                 }) {
                     v.errors.extend(update_errors(&old, &g));
                 }
-                for (path, asked, leaves) in crate::dialect::kai::pod_floor_gaps(new) {
-                    v.warnings.push(format!(
-                        "{path}: KAI counts {asked} pods here, but gang-scheduler's tree counts satisfied subgroups and enforces only the {leaves} pods the leaf minimums below it need; raise the leaves' minMember to require more"
-                    ));
-                }
                 if g.mode == crate::model::GangMode::NonStrict && g.timeout.is_none() {
                     v.warnings.push(
                         "a NonStrict gang without a timeout holds the nodes it reserves until it fits; set spec.scheduleTimeoutSeconds"
@@ -92,9 +87,9 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
 /// attach to leaves only, DESIGN.md "Subgroup semantics"; KAI places a pod in the subgroup its
 /// label names, and only leaves have pods), an unknown one, or none where the tree has subgroups.
 /// Each error names the pod's subgroup label. Checked where a pod and its gang object are seen
-/// together (`kubectl gang simulate` over one input; admission sees one object at a time, so the
-/// webhook and `kubectl gang validate` cannot); the cycle reports the same members in its message
-/// (see `tree::attachment_error`).
+/// together: `kubectl gang simulate` over one input, and admission given the gangs its front door
+/// knows ([`crate::admit::admit_with`]); the cycle reports the same members in its message (see
+/// `tree::attachment_error`).
 pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
     use crate::model::Dialect;
     let (claims, _) = crate::dialect::pod_claims_all(pod);
@@ -117,6 +112,56 @@ pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+/// Pod floors above the pods that can exist: `gang` (read from a KAI PodGroup, whose root and
+/// mid-level `minMember` count pods) needs more pods than `pods` — every pod the input holds —
+/// put in it, or under one of its inner subgroups. Each finding names the field that asks
+/// (`spec.minMember`, `spec.subGroups[i].minMember`). A KAI PodGroup declares no member count
+/// (KAI's podgrouper writes it beside the workload), so this is checked only where the pods or
+/// their workload are seen with the PodGroup (`kubectl gang simulate`); admission sees one object
+/// and cannot; the cycle says the same in its "waiting for members" message.
+pub fn floor_shortfalls<'a>(gang: &Gang, pods: impl IntoIterator<Item = &'a Value>) -> Vec<FieldError> {
+    use crate::model::Dialect;
+    if gang.source.dialect != Dialect::Kai
+        || (gang.pod_floor == 0 && gang.subgroups.iter().all(|s| s.pod_floor == 0))
+    {
+        return Vec::new();
+    }
+    let mut counts = crate::tree::LeafCounts::new();
+    for pod in pods {
+        let (claims, _) = crate::dialect::pod_claims_all(pod);
+        for c in claims.iter().filter(|c| c.dialect == Dialect::Kai && c.gang == gang.key) {
+            if let Some(leaf) = crate::tree::leaf_of(gang, c.subgroup.as_deref()) {
+                *counts.entry(leaf.to_string()).or_default() += 1;
+            }
+        }
+    }
+    let why = "KAI counts pods here; the gang waits until that many exist";
+    let mut out = Vec::new();
+    let all = crate::tree::pods_in(&counts);
+    if !gang.subgroups.is_empty() && all < u64::from(gang.pod_floor) {
+        out.push(FieldError::new(
+            "spec.minMember",
+            format!(
+                "{} pods needed but the input holds {all} of this PodGroup's pods ({why})",
+                gang.pod_floor
+            ),
+        ));
+    }
+    for (i, s) in gang.subgroups.iter().enumerate().filter(|(_, s)| s.pod_floor > 0) {
+        let under = crate::tree::pods_under(gang, &s.name, &counts);
+        if under < u64::from(s.pod_floor) {
+            out.push(FieldError::new(
+                format!("spec.subGroups[{i}].minMember"),
+                format!(
+                    "{} pods needed under subgroup {:?} but the input holds {under} ({why})",
+                    s.pod_floor, s.name
+                ),
+            ));
+        }
+    }
+    out
 }
 
 /// Where a gang rule's CRD path lives on a pod whose annotations define the gang.

@@ -380,6 +380,7 @@ mod tests {
             failure: None,
             scheduling_gates: Vec::new(),
             labels: Default::default(),
+            exclusive_topology: None,
         }
     }
 

@@ -63,7 +63,14 @@ impl Progress {
     }
 
     fn view<'v, 'a>(&'v self, facts: &'v Facts<'a>, placer: &'v Placer<'a>) -> View<'v, 'a> {
-        View { facts, placer, ledger: &self.ledger, evicted: &self.evicted, summaries: &self.summaries }
+        View {
+            facts,
+            placer,
+            ledger: &self.ledger,
+            evicted: &self.evicted,
+            summaries: &self.summaries,
+            decisions: &self.decisions,
+        }
     }
 
     /// Commits a decision: its capacity to the ledger, its evictions to the evicted (a pod already
@@ -194,6 +201,8 @@ struct View<'v, 'a> {
     ledger: &'v Ledger,
     evicted: &'v BTreeSet<usize>,
     summaries: &'v FitSummaries,
+    /// The decisions made earlier in this cycle: their bindings hold nodes as bound pods do.
+    decisions: &'v [Decision],
 }
 
 impl View<'_, '_> {
@@ -353,6 +362,11 @@ impl View<'_, '_> {
             reserved: &f.pods.reserved,
             txn,
             extras,
+            earlier: &|visit: &mut dyn FnMut(usize, usize)| {
+                for &(p, n) in self.decisions.iter().flat_map(|d| &d.bindings) {
+                    visit(p, n);
+                }
+            },
         })
     }
 

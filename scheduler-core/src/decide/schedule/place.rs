@@ -43,6 +43,9 @@ struct Pass {
     keep_partial: bool,
 }
 
+/// Visits (pod, node) bindings, each with the visitor given.
+pub(super) type Earlier<'a> = dyn Fn(&mut dyn FnMut(usize, usize)) + 'a;
+
 /// A placement request: what the cycle asks of the placer for one gang.
 pub(super) struct PlacementRequest<'r> {
     pub gang: &'r Gang,
@@ -53,6 +56,9 @@ pub(super) struct PlacementRequest<'r> {
     pub txn: Txn,
     /// Place whatever fits (a satisfied or degraded gang), not all or nothing.
     pub extras: bool,
+    /// Visits the (pod, node) bindings decided earlier in this cycle, when a placement needs to
+    /// know which pods go where beside the bound ones (exclusive topology); not called otherwise.
+    pub earlier: &'r Earlier<'r>,
 }
 
 /// The result of trying to place one gang.
@@ -126,7 +132,13 @@ impl<'a> Placer<'a> {
         let gang = r.gang;
         let start = Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone() };
         let keep_partial = r.extras || gang.mode == GangMode::NonStrict;
-        if let Some(key) = gang.exclusive_topology.as_deref() {
+        // JobSet's exclusive placement, from the gang (an annotation gang) or from its members'
+        // annotation, whichever dialect gives the JobSet its gang.
+        let exclusive = gang
+            .exclusive_topology
+            .as_deref()
+            .or_else(|| r.members.all.iter().find_map(|&p| self.snap.pods[p].exclusive_topology.as_deref()));
+        if let Some(key) = exclusive {
             return self.exclusive(r, key, start);
         }
         let Some(key) = gang.topology_key.as_deref() else {
@@ -200,15 +212,16 @@ impl<'a> Placer<'a> {
         }
     }
 
-    /// Exclusive placement: the members are grouped by the subgroup they name (a JobSet's child
-    /// job), and each group is placed whole in a domain of `key` that no other group of the gang
-    /// holds — its own domain when some of its members are bound already. Groups go in name
-    /// order, each to the least free domain that takes all of it.
+    /// Exclusive placement as JobSet's pod affinity and anti-affinity on
+    /// `jobset.sigs.k8s.io/job-key` make it (`namespaceSelector: {}`): the members are grouped by
+    /// their child Job ([`job_of`]), and each group is placed whole in a domain of `key` that
+    /// holds no other child Job's pods — of this gang or of any other JobSet, in any namespace —
+    /// or its own domain when some of its members are bound already. Groups go in name order,
+    /// each to the least free domain that takes all of it.
     fn exclusive(&self, r: &PlacementRequest<'_>, key: &str, start: Work) -> Placement {
         let gang = r.gang;
         let topo = self.caches.topology(key);
-        let group_of =
-            |p: usize| self.snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.clone()).unwrap_or_default();
+        let group_of = |p: usize| job_of(&self.snap.pods[p]);
         let domain_of = |p: usize| {
             let node = self.snap.pods[p].node_name.as_deref()?;
             let d = topo.node_domain[*self.node_index.get(node)?];
@@ -223,6 +236,30 @@ impl<'a> Placer<'a> {
                 held.entry(d).or_insert_with(|| group_of(p));
             }
         }
+        let mine = held.len();
+        // Other JobSets' child Jobs on nodes: their domains are taken (a marker no group is named).
+        const OTHER: &str = "\0another JobSet's child job";
+        let foreign = |pod: &crate::model::Pod| {
+            (pod.labels.get(crate::labels::JOBSET_JOB_KEY).is_some()
+                || pod.labels.get(crate::labels::JOBSET_NAME).is_some())
+                && pod.gang.as_ref().is_none_or(|m| m.gang != gang.key)
+        };
+        for (p, pod) in self.snap.pods.iter().enumerate() {
+            if pod.uses_node()
+                && foreign(pod)
+                && let Some(d) = domain_of(p)
+            {
+                held.entry(d).or_insert_with(|| OTHER.to_string());
+            }
+        }
+        // And those placed earlier in this cycle.
+        (r.earlier)(&mut |p, n| {
+            let d = topo.node_domain[n];
+            if d != u32::MAX && foreign(&self.snap.pods[p]) {
+                held.entry(d).or_insert_with(|| OTHER.to_string());
+            }
+        });
+        let others = held.len() - mine;
         let mut groups: std::collections::BTreeMap<String, Vec<usize>> = std::collections::BTreeMap::new();
         for &p in r.members.pending.values().flatten() {
             groups.entry(group_of(p)).or_default().push(p);
@@ -276,10 +313,10 @@ impl<'a> Placer<'a> {
             );
             p.topology_failed = tree::satisfied(gang, &free.counts);
             p.exclusive_note = Some(format!(
-                "each of its {} member group(s) (child jobs) needs a {key} domain of its own (exclusive topology): {placed_groups} found one; the cluster has {} {key} domain(s), {} held by its other groups",
+                "each of its {} member group(s) (child jobs) needs a {key} domain of its own (exclusive topology): {placed_groups} found one; the cluster has {} {key} domain(s), {} held by its other groups, {others} by other JobSets' child jobs",
                 groups.len(),
                 topo.domains.len(),
-                held.len().saturating_sub(placed_groups),
+                held.len().saturating_sub(placed_groups).saturating_sub(others),
             ));
         }
         p
@@ -429,7 +466,7 @@ impl<'a> Placer<'a> {
                         let mut f = filter.clone();
                         f.push((topo.clone(), u32::try_from(d).unwrap_or(u32::MAX)));
                         let mut trial = w.clone();
-                        self.subtree(r, Some(&child.name), &f, &mut trial, pass, depth + 1);
+                        self.child(r, child, &f, &mut trial, pass, depth);
                         if satisfied(&trial) {
                             let left = self.leftover(r, &topo, d, &trial);
                             if best.as_ref().is_none_or(|(l, bd, _)| (left, d) < (*l, *bd)) {
@@ -449,10 +486,49 @@ impl<'a> Placer<'a> {
                 }
                 None => {
                     let mut trial = w.clone();
-                    self.subtree(r, Some(&child.name), filter, &mut trial, pass, depth + 1);
+                    self.child(r, child, filter, &mut trial, pass, depth);
                     if keep_partial || satisfied(&trial) {
                         *w = trial;
                     }
+                }
+            }
+        }
+    }
+
+    /// Places the subtree under `child`; when its minimums hold but not its pod floor (KAI's
+    /// mid-level `minMember`), members beyond the leaves' minimums below it go too, leaf by leaf
+    /// in name order, up to the floor only: more would take room a later sibling's minimum needs
+    /// (extras come once the whole tree holds, in [`Placer::whole`]).
+    fn child(
+        &self,
+        r: &PlacementRequest<'_>,
+        child: &crate::model::SubGroup,
+        filter: &Filter,
+        w: &mut Work,
+        pass: Pass,
+        depth: usize,
+    ) {
+        self.subtree(r, Some(&child.name), filter, w, pass, depth + 1);
+        if !pass.cap
+            || child.pod_floor == 0
+            || !tree::subgroup_minimums_met(r.gang, &child.name, &w.counts, depth)
+        {
+            return;
+        }
+        let mut short =
+            u64::from(child.pod_floor).saturating_sub(tree::pods_under(r.gang, &child.name, &w.counts));
+        let f = if filter.is_empty() { None } else { Some(filter) };
+        for leaf in tree::leaves_under(r.gang, &child.name) {
+            for &p in r.members.pending.get(&leaf).into_iter().flatten() {
+                if short == 0 {
+                    return;
+                }
+                if w.bindings.iter().any(|&(q, _)| q == p) {
+                    continue;
+                }
+                if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, f, r.reserved.get(&p)) {
+                    self.place(r, w, &leaf, p, n);
+                    short -= 1;
                 }
             }
         }
@@ -582,4 +658,17 @@ impl<'a> Placer<'a> {
         }
         placed
     }
+}
+
+/// A pod's child Job for exclusive placement: JobSet's `jobset.sigs.k8s.io/job-key` (a hash of
+/// `namespace/job`), else the Job controller's `batch.kubernetes.io/job-name` within the pod's
+/// namespace, else the subgroup it names (a gang built by hand).
+fn job_of(pod: &crate::model::Pod) -> String {
+    if let Some(k) = pod.labels.get(crate::labels::JOBSET_JOB_KEY) {
+        return format!("key:{k}");
+    }
+    if let Some(job) = pod.labels.get(crate::labels::JOB_NAME) {
+        return format!("job:{}/{job}", pod.key.namespace);
+    }
+    pod.gang.as_ref().and_then(|m| m.subgroup.clone()).unwrap_or_default()
 }

@@ -6,12 +6,12 @@
 //! `topologyConstraint.requiredTopologyLevel` is a node label key and becomes the topology key.
 //! `minMember` is optional in KAI's CRD (`omitempty`; the scheduler treats a missing one as 1).
 //!
-//! KAI's root and mid-level `minMember` count *pods* of the subtree; the canonical tree counts
-//! satisfied children above the leaves. The root's pod count becomes the gang's pod floor
-//! ([`Gang::pod_floor`]): it holds on top of every subgroup's minimum, and the cycle places pods
-//! beyond the leaves' minimums to reach it. A mid-level pod count beyond what the leaves below it
-//! demand has no canonical form yet, so [`pod_floor_gaps`] names each such minimum for a warning
-//! rather than dropping it silently.
+//! KAI's root and mid-level `minMember` count *pods* of the subtree ("minimal number of descendant
+//! pods", KAI's `min-subgroups` design), while the canonical tree counts satisfied children above
+//! the leaves. So the root's pod count becomes the gang's pod floor ([`Gang::pod_floor`]) and a
+//! mid-level subgroup's becomes that subgroup's ([`SubGroup::pod_floor`]); its `min_member` counts
+//! children as `minSubGroup` says (all of them when omitted). Each floor holds on top of the
+//! minimums below it, and the cycle places pods beyond the leaves' minimums to reach it.
 
 use std::collections::BTreeMap;
 
@@ -81,48 +81,6 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     }))
 }
 
-/// KAI mid-level minimums that count pods above the leaves and ask for
-/// more pods than the leaves' minimums below them add up to: `(field path, pods asked, pods the
-/// leaves guarantee)`. Empty when the object is not a readable KAI PodGroup.
-pub fn pod_floor_gaps(obj: &Value) -> Vec<(String, u32, u64)> {
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if super::group_of(api_version) != GROUP {
-        return Vec::new();
-    }
-    let Ok(pg) = serde_json::from_value::<PodGroup>(obj.clone()) else { return Vec::new() };
-    let subs = &pg.spec.sub_groups;
-    if subs.is_empty() {
-        return Vec::new();
-    }
-    fn leaf_sum(subs: &[KaiSubGroup], parent: Option<&str>, depth: usize) -> u64 {
-        if depth > 8 {
-            return 0;
-        }
-        subs.iter()
-            .filter(|s| s.parent.as_deref() == parent)
-            .map(|s| {
-                if subs.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str())) {
-                    leaf_sum(subs, Some(&s.name), depth + 1)
-                } else {
-                    u64::try_from(s.min_member.unwrap_or(1)).unwrap_or(0)
-                }
-            })
-            .sum()
-    }
-    let mut out = Vec::new();
-    for (i, s) in subs.iter().enumerate() {
-        let inner = subs.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str()));
-        if let (true, Some(m)) = (inner, s.min_member) {
-            let m = u32::try_from(m).unwrap_or(0);
-            let below = leaf_sum(subs, Some(&s.name), 0);
-            if u64::from(m) > below {
-                out.push((format!("spec.subGroups[{i}].minMember"), m, below));
-            }
-        }
-    }
-    out
-}
-
 /// Reads a KAI PodGroup.
 pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let meta = Meta::of(obj);
@@ -138,16 +96,23 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     }
     for (i, s) in pg.spec.sub_groups.iter().enumerate() {
         let is_leaf = !children.contains_key(&Some(s.name.as_str()));
-        let min = if is_leaf {
-            count_field(&format!("spec.subGroups[{i}].minMember"), s.min_member.unwrap_or(1))
+        let min_member_path = format!("spec.subGroups[{i}].minMember");
+        let (min, pod_floor) = if is_leaf {
+            (count_field(&min_member_path, s.min_member.unwrap_or(1)), Ok(0))
         } else {
             let all = children.get(&Some(s.name.as_str())).copied().unwrap_or(0);
-            s.min_sub_group.map_or(Ok(all), |m| count_field(&format!("spec.subGroups[{i}].minSubGroup"), m))
+            (
+                s.min_sub_group
+                    .map_or(Ok(all), |m| count_field(&format!("spec.subGroups[{i}].minSubGroup"), m)),
+                // A mid-level minMember counts the subgroup's descendant pods.
+                s.min_member.map_or(Ok(0), |m| count_field(&min_member_path, m)),
+            )
         };
         gang.subgroups.push(SubGroup {
             name: s.name.clone(),
             parent: s.parent.clone(),
             min_member: min.map_err(|e| errors.push(e)).unwrap_or(0),
+            pod_floor: pod_floor.map_err(|e| errors.push(e)).unwrap_or(0),
             topology_key: s.topology_constraint.as_ref().and_then(|t| t.required_topology_level.clone()),
         });
     }
@@ -184,15 +149,29 @@ mod tests {
     }
 
     #[test]
-    fn pod_counts_above_the_leaves_are_named() {
-        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
-            "metadata": {"name": "p"}, "spec": {"minMember": 10, "subGroups": [{"name": "b", "minMember": 4}]}});
-        assert!(pod_floor_gaps(&gang).is_empty(), "only KAI's root counts pods");
-        let obj = json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+    fn a_mid_level_min_member_is_the_subgroups_pod_floor() {
+        let g = read(&json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
             "metadata": {"name": "p"}, "spec": {"minMember": 10, "subGroups": [
                 {"name": "mid", "minMember": 5}, {"name": "a", "parent": "mid", "minMember": 2},
-                {"name": "b", "minMember": 4}]}});
-        assert_eq!(pod_floor_gaps(&obj), vec![("spec.subGroups[0].minMember".to_string(), 5, 2)]);
+                {"name": "c", "parent": "mid", "minMember": 1},
+                {"name": "b", "minMember": 4}]}}))
+        .unwrap();
+        let mid = &g.subgroups[0];
+        assert_eq!((mid.min_member, mid.pod_floor), (2, 5), "both children, and 5 pods below");
+        assert_eq!(g.subgroups[1].pod_floor, 0, "a leaf's minMember is its own minimum");
+        assert_eq!(g.tree_min_pods(), Some(9), "mid's 5 (over leaves of 2 + 1) and b's 4");
+        assert_eq!(g.min_pods(), Some(10));
+        let elastic = read(&json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "p"}, "spec": {"subGroups": [
+                {"name": "mid", "minSubGroup": 1, "minMember": 6}, {"name": "a", "parent": "mid", "minMember": 2},
+                {"name": "c", "parent": "mid", "minMember": 3}]}}))
+        .unwrap();
+        assert_eq!((elastic.subgroups[0].min_member, elastic.subgroups[0].pod_floor), (1, 6));
+        let bad = read(&json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "p"}, "spec": {"subGroups": [
+                {"name": "mid", "minMember": -1}, {"name": "a", "parent": "mid"}]}}))
+        .unwrap_err();
+        assert_eq!(bad[0].path, "spec.subGroups[0].minMember");
     }
 
     #[test]

@@ -142,6 +142,7 @@ pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
             min_member: count_field(&format!("spec.subGroups[{i}].minMember"), s.min_member)
                 .map_err(|e| errors.push(e))
                 .unwrap_or(0),
+            pod_floor: 0,
             topology_key: s.topology_key.clone(),
         });
     }

@@ -70,7 +70,13 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
             Ok(0) => {}
             Ok(n) => {
                 sum += u64::from(n);
-                tasks.push(SubGroup { name: task.clone(), parent: None, min_member: n, topology_key: None });
+                tasks.push(SubGroup {
+                    name: task.clone(),
+                    parent: None,
+                    min_member: n,
+                    pod_floor: 0,
+                    topology_key: None,
+                });
             }
             Err(e) => errors.push(e),
         }
