@@ -542,6 +542,7 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         failure: None,
         scheduling_gates: vec![],
         labels: Default::default(),
+        exclusive_topology: None,
     };
     let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
         at_secs,

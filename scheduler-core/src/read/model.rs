@@ -843,6 +843,7 @@ mod tests {
             failure: None,
             scheduling_gates: Vec::new(),
             labels: Labels::default(),
+            exclusive_topology: None,
         }
     }
 
