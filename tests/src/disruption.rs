@@ -56,11 +56,6 @@ fn amount(v: &Value, expected: i64) -> Option<i64> {
     }
 }
 
-/// Resources whose change makes the controller compute the budgets of the namespace again: pods
-/// and the controllers whose scale it reads.
-pub const WATCHED: &[&str] =
-    &["pods", "replicationcontrollers", "replicasets", "deployments", "statefulsets"];
-
 /// The owner reference marked `controller: true`: (apiVersion, kind, name, uid).
 fn controller_of(obj: &Value) -> Option<(&str, &str, &str, &str)> {
     let owners = obj.pointer("/metadata/ownerReferences")?.as_array()?;
