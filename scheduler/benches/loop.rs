@@ -8,7 +8,7 @@
 //! 140,000 running pods; and the initial load of each shape, one event at a time and in bulk.
 //!
 //! Run: `cargo bench -p gang-scheduler --bench loop` (a bench binary, not criterion: one run of
-//! the whole flow). Everything runs on loopback in one process; the fake answers instantly, so the
+//! the whole flow); `LOOP_CASES=s4-cycle,large-running` runs only the cases named (see [`CASES`]). Everything runs on loopback in one process; the fake answers instantly, so the
 //! figures are the scheduler's, not an API server's.
 
 use std::collections::BTreeMap;
@@ -257,15 +257,32 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
     );
 }
 
+/// The cases, by name: `LOOP_CASES=s4-cycle,large-running` runs only those (all by default).
+const CASES: &[&str] =
+    &["small-cycle", "s4-cycle", "many-cycle", "stream", "burst", "large", "large-running"];
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    per_cycle(NODES, 0, GANGS, MEMBERS);
+    let chosen = std::env::var("LOOP_CASES").unwrap_or_default();
+    let chosen: Vec<&str> = chosen.split(',').map(str::trim).filter(|c| !c.is_empty()).collect();
+    if let Some(bad) = chosen.iter().find(|c| !CASES.contains(c)) {
+        eprintln!("LOOP_CASES: unknown case {bad:?}; the cases are {}", CASES.join(", "));
+        std::process::exit(2);
+    }
+    let runs = |case: &str| chosen.is_empty() || chosen.contains(&case);
+    if runs("small-cycle") {
+        per_cycle(NODES, 0, GANGS, MEMBERS);
+    }
     // S4's size: what a cycle costs the loop on a big, busy cluster.
-    per_cycle(4_000, 140_000, 1, 16);
+    if runs("s4-cycle") {
+        per_cycle(4_000, 140_000, 1, 16);
+    }
     // Many gangs: a member's update must not re-resolve all 1,500 of them.
-    per_cycle(4_000, 0, 1_500, 10);
+    if runs("many-cycle") {
+        per_cycle(4_000, 0, 1_500, 10);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     // A steady stream (latency as a user sees it), then a burst (throughput).
     let small = Shape {
@@ -275,11 +292,19 @@ fn main() {
         running: 0,
         spacing: Duration::from_millis(20),
     };
-    runtime.block_on(end_to_end(small));
-    runtime.block_on(end_to_end(Shape { spacing: Duration::ZERO, ..small }));
+    if runs("stream") {
+        runtime.block_on(end_to_end(small));
+    }
+    if runs("burst") {
+        runtime.block_on(end_to_end(Shape { spacing: Duration::ZERO, ..small }));
+    }
     // scheduler_perf's scale: 5,000 nodes, 10,000 pending pods in 1,000 gangs of 10 at once —
     // on an empty cluster, then beside 140,000 running pods.
     let large = Shape { nodes: 5_000, gangs: 1_000, members: 10, running: 0, spacing: Duration::ZERO };
-    runtime.block_on(end_to_end(large));
-    runtime.block_on(end_to_end(Shape { running: 140_000, ..large }));
+    if runs("large") {
+        runtime.block_on(end_to_end(large));
+    }
+    if runs("large-running") {
+        runtime.block_on(end_to_end(Shape { running: 140_000, ..large }));
+    }
 }

@@ -11,11 +11,12 @@
 //!   starts from; gangs of the other dialects start afresh after a restart or a change of leader
 //!   (their timeout and grace period count from then).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use scheduler_core::cluster::{Live, Overlay, Problem};
 use scheduler_core::model::{PodKey, Snapshot};
+use scheduler_core::object::at;
 use scheduler_core::plan::{Binding, Plan};
 
 use crate::apply::{StatusWrite, Target};
@@ -47,8 +48,13 @@ pub struct Index {
 }
 
 fn key_of(obj: &Value) -> (String, String) {
-    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |p: &str| at(obj, p).and_then(Value::as_str).unwrap_or("").to_string();
     (s("/metadata/namespace"), s("/metadata/name"))
+}
+
+/// Whether the object names a node (`spec.nodeName`): a bound pod.
+fn has_node(obj: &Value) -> bool {
+    at(obj, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
 }
 
 /// `v1/Pod` → (`v1`, `Pod`); `kube-gang.io/v1alpha1/Gang` → (`kube-gang.io/v1alpha1`, `Gang`).
@@ -69,8 +75,8 @@ impl Index {
     }
 
     fn put(&mut self, resource: &str, obj: Value) {
-        if let Some(p) = pod_key(&obj)
-            && obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
+        if has_node(&obj)
+            && let Some(p) = pod_key(&obj)
         {
             self.settled(&p);
         }
@@ -116,9 +122,14 @@ impl Index {
     /// (the initial one of a big cluster) is loaded in bulk: the core assembles its snapshot once,
     /// converting pods on all cores, instead of patching it object by object.
     pub fn replace(&mut self, resource: &str, objects: Vec<Value>) {
-        let fresh: BTreeSet<(String, String)> = objects.iter().map(key_of).collect();
-        let gone: Vec<(String, String)> =
-            self.keys.get(resource).map(|k| k.difference(&fresh).cloned().collect()).unwrap_or_default();
+        let fresh: Vec<(String, String)> = objects.iter().map(key_of).collect();
+        let held = self.keys.get(resource).filter(|k| !k.is_empty());
+        let gone: Vec<(String, String)> = held
+            .map(|k| {
+                let fresh: HashSet<&(String, String)> = fresh.iter().collect();
+                k.iter().filter(|key| !fresh.contains(key)).cloned().collect()
+            })
+            .unwrap_or_default();
         for key in &gone {
             if split(resource).1 == "Pod" {
                 self.settled(&PodKey::new(&key.0, &key.1));
@@ -131,19 +142,30 @@ impl Index {
             }
             return;
         }
-        for o in &objects {
-            let (ns, name) = key_of(o);
-            self.before.remove(&(resource.to_string(), ns, name));
-            if let Some(p) = pod_key(o)
-                && o.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
-            {
-                self.settled(&p);
+        // What the scheduler knows ahead of the watch is dropped for the objects listed; with
+        // nothing held ahead (the initial list), nothing is looked up per object.
+        if !self.before.is_empty() {
+            for (ns, name) in &fresh {
+                self.before.remove(&(resource.to_string(), ns.clone(), name.clone()));
             }
         }
-        let keys = self.keys.entry(resource.to_string()).or_default();
-        keys.extend(fresh);
-        // Objects the core cannot file are reported with the snapshot's problems.
-        let _ = self.live.push(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects}));
+        if !(self.sent.is_empty() && self.refusals.is_empty() && self.overlay.held_back.is_empty()) {
+            for o in &objects {
+                if has_node(o)
+                    && let Some(p) = pod_key(o)
+                {
+                    self.settled(&p);
+                }
+            }
+        }
+        self.keys.entry(resource.to_string()).or_default().extend(fresh);
+        // Handed over whole (not copied), and objects the core cannot file are reported with the
+        // snapshot's problems.
+        let mut list = serde_json::Map::new();
+        list.insert("apiVersion".into(), Value::String("v1".into()));
+        list.insert("kind".into(), Value::String("List".into()));
+        list.insert("items".into(), Value::Array(objects));
+        let _ = self.live.push(Value::Object(list));
     }
 
     /// How many objects of `resource` are held.
@@ -283,12 +305,11 @@ impl crate::apply::Current for Index {
 
 fn pod_key(obj: &Value) -> Option<PodKey> {
     (obj.get("kind").and_then(Value::as_str) == Some("Pod")).then(|| {
-        let ns = obj
-            .pointer("/metadata/namespace")
+        let ns = at(obj, "/metadata/namespace")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .unwrap_or("default");
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let name = at(obj, "/metadata/name").and_then(Value::as_str).unwrap_or("");
         PodKey::new(ns, name)
     })
 }

@@ -49,6 +49,11 @@ pub struct Change {
     pub prev: Option<Value>,
 }
 
+/// Resources whose change makes the disruption controller compute the budgets of the namespace
+/// again: pods and the controllers whose scale it reads.
+pub const DISRUPTION_WATCHED: &[&str] =
+    &["pods", "replicationcontrollers", "replicasets", "deployments", "statefulsets"];
+
 #[derive(Debug)]
 pub struct Store {
     pub objects: BTreeMap<Resource, BTreeMap<Key, Value>>,
@@ -64,8 +69,9 @@ pub struct Store {
     pub clock_offset: Duration,
     /// Counter behind generated names.
     pub generated: u64,
-    /// Called with a pod's namespace after the pod changed: the disruption controller, when a
-    /// test runs it ([`crate::FakeApi::run_disruption_controller`]).
+    /// Called with the namespace of a pod or workload controller after it changed
+    /// ([`DISRUPTION_WATCHED`]): the disruption controller, when a test runs it
+    /// ([`crate::FakeApi::run_disruption_controller`]).
     pub on_pod_change: Option<fn(&mut Store, &str)>,
     changes: broadcast::Sender<Arc<Change>>,
 }
@@ -126,7 +132,7 @@ impl Store {
         });
         self.history.push_back(change.clone());
         let _ = self.changes.send(change);
-        if res.1 == "pods"
+        if DISRUPTION_WATCHED.contains(&res.1.as_str())
             && let Some(hook) = self.on_pod_change
         {
             let namespace =

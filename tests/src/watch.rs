@@ -346,26 +346,32 @@ pub fn list(s: &Store, t: &Target, q: &Query) -> Result<Value, ApiError> {
         ),
         None => Box::new(objects.iter()),
     };
+    // A page costs its own items, as etcd's range read with a limit does: the walk stops at the
+    // first match past the page. Only an unselective list counts what remains (etcd's count of
+    // the range), which skips over keys without reading the objects.
+    let mut range = range.peekable();
     let mut items = Vec::new();
-    let mut more = 0usize;
     let mut last = None;
-    for (k, v) in range {
-        if !filter.matches(v) {
-            continue;
-        }
-        if items.len() < limit {
+    while items.len() < limit {
+        let Some((k, v)) = range.next() else { break };
+        if filter.matches(v) {
             items.push(v.clone());
             last = Some(k);
-        } else {
-            more += 1;
         }
     }
+    let unselective = filter.labels.0.is_empty() && filter.fields.0.is_empty();
+    let more = if unselective {
+        let ns = filter.namespace.as_str();
+        range.filter(|((n, _), _)| ns.is_empty() || n == ns).count()
+    } else {
+        range.find(|(_, v)| filter.matches(v)).map_or(0, |_| 1)
+    };
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if more > 0
         && let Some((ns, name)) = last
     {
         meta["continue"] = json!(token(rv, ns, name));
-        if filter.labels.0.is_empty() && filter.fields.0.is_empty() {
+        if unselective {
             meta["remainingItemCount"] = json!(more);
         }
     }

@@ -261,24 +261,98 @@ async fn the_disruption_controller_gives_a_budget_back_when_the_replacement_is_r
     assert_eq!(a.status, 201, "{:#}", a.body);
 }
 
-#[tokio::test]
-async fn max_unavailable_follows_the_pods_and_a_percentage_rounds_up() {
-    let api = FakeApi::start(&[]).await;
-    let mut by_max = pdb("ml", "max", &[("app", "web")], 0, 0, 0);
-    by_max["spec"] = json!({"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}});
-    api.put(by_max);
-    let mut by_pct = pdb("ml", "pct", &[("app", "db")], 0, 0, 0);
-    by_pct["spec"] = json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "db"}}});
-    api.put(by_pct);
-    api.run_disruption_controller();
-    assert_eq!(allowed(&api, "max").0, 0, "no pods, nothing to disrupt");
-    for i in 0..3 {
-        api.put(ready(&format!("web-{i}"), "web"));
-        api.put(ready(&format!("db-{i}"), "db"));
+/// A Ready pod of `app` controlled by `owner` = (apiVersion, kind, name).
+fn owned(name: &str, app: &str, owner: (&str, &str, &str)) -> Value {
+    let mut p = ready(name, app);
+    p["metadata"]["ownerReferences"] = json!([{"apiVersion": owner.0, "kind": owner.1, "name": owner.2,
+        "uid": format!("uid-{}", owner.2), "controller": true}]);
+    p
+}
+
+/// A workload controller of `replicas`, optionally controlled by `owner` = (apiVersion, kind, name).
+fn controller(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    replicas: i64,
+    owner: Option<(&str, &str, &str)>,
+) -> Value {
+    let mut c = json!({"apiVersion": api_version, "kind": kind,
+        "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}")},
+        "spec": {"replicas": replicas}});
+    if let Some((v, k, n)) = owner {
+        c["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": v, "kind": k, "name": n, "uid": format!("uid-{n}"), "controller": true}]);
     }
-    assert_eq!(allowed(&api, "max"), (1, 3, 2, 3));
-    assert_eq!(allowed(&api, "pct"), (1, 3, 2, 3), "50% of 3 is 2 healthy");
-    // A protected pod deleted outright (not evicted): one fewer expected, and healthy.
-    api.remove("v1", "Pod", "ml", "web-2");
-    assert_eq!(allowed(&api, "max"), (1, 2, 1, 2));
+    c
+}
+
+fn budget(name: &str, app: &str, rule: (&str, Value)) -> Value {
+    let mut b = pdb("ml", name, &[("app", app)], 0, 0, 0);
+    b["spec"] = json!({"selector": {"matchLabels": {"app": app}}});
+    b["spec"][rule.0] = rule.1;
+    b
+}
+
+/// `maxUnavailable` and a percentage `minAvailable` count the owning controllers' scale, not the
+/// pods that exist (kube-controller-manager's `getExpectedScale`): a StatefulSet of 4 with 3 pods
+/// up expects 4; a Deployment's pods count its `spec.replicas` through their ReplicaSet; pods no
+/// controller owns are not expected; a controller that cannot be found allows nothing.
+#[tokio::test]
+async fn percentages_and_max_unavailable_count_the_controllers_scale() {
+    let api = FakeApi::start(&[]).await;
+    api.put(budget("web", "web", ("maxUnavailable", json!(1))));
+    api.put(budget("db", "db", ("minAvailable", json!("50%"))));
+    api.put(budget("loose", "loose", ("maxUnavailable", json!("50%"))));
+    api.put(budget("job", "job", ("minAvailable", json!("50%"))));
+    api.put(budget("count", "web", ("minAvailable", json!(2))));
+    api.put(controller("apps/v1", "StatefulSet", "web", 4, None));
+    api.put(controller("apps/v1", "Deployment", "db", 6, None));
+    // The ReplicaSet's own replicas are not read: its Deployment's are.
+    api.put(controller("apps/v1", "ReplicaSet", "db-5d8f", 4, Some(("apps/v1", "Deployment", "db"))));
+    api.run_disruption_controller();
+    for i in 0..3 {
+        api.put(owned(&format!("web-{i}"), "web", ("apps/v1", "StatefulSet", "web")));
+    }
+    for i in 0..4 {
+        api.put(owned(&format!("db-{i}"), "db", ("apps/v1", "ReplicaSet", "db-5d8f")));
+    }
+    api.put(ready("loose-0", "loose"));
+    api.put(ready("loose-1", "loose"));
+    // 4 expected, 3 desired, 3 healthy: nothing to spare (counting pods would allow 1).
+    assert_eq!(allowed(&api, "web"), (0, 3, 3, 4));
+    // An integer minAvailable counts the selected pods.
+    assert_eq!(allowed(&api, "count"), (1, 3, 2, 3));
+    // 50% of the Deployment's 6 is 3 desired; 4 healthy.
+    assert_eq!(allowed(&api, "db"), (1, 4, 3, 6));
+    // Pods without a controller are not expected: nothing can be disrupted.
+    assert_eq!(allowed(&api, "loose"), (0, 2, 0, 0));
+    // The StatefulSet scaled down to its 3 pods: the controller computes the budget again.
+    api.put(controller("apps/v1", "StatefulSet", "web", 3, None));
+    assert_eq!(allowed(&api, "web"), (1, 3, 2, 3));
+    // A pod whose controller has no scale the controller can find (a Job): the sync fails and
+    // the budget allows nothing, saying why.
+    api.put(owned("job-0", "job", ("batch/v1", "Job", "train")));
+    let b = api.get("policy/v1", "PodDisruptionBudget", "ml", "job").unwrap();
+    assert_eq!(b["status"]["disruptionsAllowed"], 0);
+    let condition = &b["status"]["conditions"][0];
+    assert_eq!(
+        (&condition["type"], &condition["status"], &condition["reason"]),
+        (&json!("DisruptionAllowed"), &json!("False"), &json!("SyncFailed"))
+    );
+    assert_eq!(condition["message"], "found no controllers for pod \"job-0\"");
+    let c = |name: &str| {
+        api.get("policy/v1", "PodDisruptionBudget", "ml", name).unwrap()["status"]["conditions"][0].clone()
+    };
+    assert_eq!(
+        (c("db")["status"].clone(), c("db")["reason"].clone()),
+        (json!("True"), json!("SufficientPods"))
+    );
+    assert_eq!(c("loose")["reason"], "InsufficientPods");
+    // An eviction against the StatefulSet's budget (its only one) is granted once, then refused.
+    api.remove("policy/v1", "PodDisruptionBudget", "ml", "count");
+    let a = api.call("POST", &evict_uri("web-0"), JSON, &eviction("web-0")).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+    let a = api.call("POST", &evict_uri("web-1"), JSON, &eviction("web-1")).await;
+    assert_eq!(a.status, 429, "{:#}", a.body);
 }

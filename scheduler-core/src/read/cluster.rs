@@ -112,7 +112,7 @@ pub struct Cluster {
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+    crate::object::at(v, ptr).and_then(Value::as_str).unwrap_or("")
 }
 
 /// `Kind namespace/name` for messages.

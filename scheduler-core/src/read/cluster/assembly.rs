@@ -18,7 +18,7 @@ use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
 use crate::model::{GangKey, GangState, Membership, Pod, PodKey, Reservation, Snapshot, Time, Usage};
-use crate::object::{Filed, ObjectRef};
+use crate::object::{Filed, ObjectRef, at};
 
 /// Where the cluster files a pod: (namespace, name).
 type PodAt = (String, String);
@@ -67,6 +67,8 @@ impl Assembly {
             a.gang_object(cluster, key);
         }
         a.refresh(cluster);
+        // Converted in one pass, in order: laid out already (see [`Assembly::compact`]).
+        a.scattered = 0;
         a
     }
 
@@ -335,7 +337,7 @@ impl Assembly {
 type Fingerprint = (Option<Value>, Option<Value>);
 
 fn fingerprint(v: &Value) -> Fingerprint {
-    (v.pointer("/metadata/labels").cloned(), v.pointer("/metadata/annotations").cloned())
+    (at(v, "/metadata/labels").cloned(), at(v, "/metadata/annotations").cloned())
 }
 
 fn convert_pod(v: &Value, priorities: &PriorityClasses) -> Converted {
