@@ -117,7 +117,13 @@ async fn end_to_end(shape: Shape) {
     latency.sort();
     let first = binds.iter().map(|r| r.at).min().expect("binds");
     let last = binds.iter().map(|r| r.at).max().expect("binds");
-    let retries = fake.requests_to("POST", "/binding").len() - binds.len();
+    let all_binds = fake.requests_to("POST", "/binding");
+    let retries = all_binds.len() - binds.len();
+    // What the refused ones were answered with: a 409 means a binding was sent twice.
+    let mut refused: BTreeMap<u16, usize> = BTreeMap::new();
+    for r in all_binds.iter().filter(|r| r.status != 201) {
+        *refused.entry(r.status).or_default() += 1;
+    }
     println!(
         "end to end: {nodes} nodes, {running} running pods, {gangs} gangs × {members} pods, a gang every {} (created over {}); watches synced in {}",
         ms(spacing),
@@ -125,7 +131,7 @@ async fn end_to_end(shape: Shape) {
         ms(synced)
     );
     println!(
-        "  binds: {} in {} → {:.0} binds/s (from the first bind to the last); {retries} retried",
+        "  binds: {} in {} → {:.0} binds/s (from the first bind to the last); {retries} retried {refused:?}",
         binds.len(),
         ms(last - first),
         binds.len() as f64 / (last - first).as_secs_f64().max(1e-9)

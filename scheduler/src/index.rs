@@ -185,6 +185,14 @@ impl Index {
         self.sent.insert(b.pod.clone(), Instant::now());
     }
 
+    /// The API server answered the binding of `pod` with success: the assumption holds until the
+    /// watch shows the pod bound or gone, however late (kube-scheduler's assumed pods never
+    /// expire either once bound — `durationToExpireAssumedPod = 0`, kubernetes#106361: expiring
+    /// them raced with slow watches). Only bindings whose outcome is unknown expire.
+    pub fn made(&mut self, pod: &PodKey) {
+        self.sent.remove(pod);
+    }
+
     /// Drops assumptions older than `ttl` that the watch never confirmed (a binding whose outcome
     /// could not be learned and that did not happen): their pods are placed again.
     pub fn expire(&mut self, ttl: Duration) -> usize {
@@ -349,6 +357,28 @@ mod tests {
         index.refresh();
         assert_eq!(index.snapshot().pods[0].node_name.as_deref(), Some("n1"));
         index.apply("v1/Pod", pod("p", Some("n1")));
+        assert_eq!(index.assumed(), 0);
+    }
+
+    #[test]
+    fn a_binding_the_api_server_made_never_expires_one_of_unknown_outcome_does() {
+        let mut index = Index::new();
+        index.apply("v1/Node", node("n1"));
+        index.apply("v1/Pod", pod("made", None));
+        index.apply("v1/Pod", pod("unknown", None));
+        for p in ["made", "unknown"] {
+            index.assume(&Binding { pod: PodKey::new("ml", p), uid: p.into(), node: "n1".into() });
+        }
+        index.made(&PodKey::new("ml", "made"));
+        // However late the watch is, the pod bound with a 201 is not placed a second time.
+        assert_eq!(index.expire(Duration::ZERO), 1, "only the binding of unknown outcome expires");
+        assert_eq!(index.assumed(), 1);
+        index.refresh();
+        let on: Vec<_> =
+            index.snapshot().pods.iter().map(|p| (p.key.name.as_str(), p.node_name.as_deref())).collect();
+        assert!(on.contains(&("made", Some("n1"))) && on.contains(&("unknown", None)), "{on:?}");
+        // The watch catching up settles it.
+        index.apply("v1/Pod", pod("made", Some("n1")));
         assert_eq!(index.assumed(), 0);
     }
 

@@ -319,6 +319,9 @@ pub async fn run(
         evict_tx.send_replace(writes.evictions);
         let bound = bind_all(&client, &rate, writes.bindings, concurrency, &standing).await;
         metrics.pods_bound.inc_by(bound.made.len() as u64);
+        for pod in &bound.made {
+            index.made(pod);
+        }
         for (gang, waited) in starting {
             if !bound.failed_gangs.contains(&gang) {
                 metrics.wait_duration.observe(waited);
