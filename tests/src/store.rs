@@ -5,7 +5,7 @@
 //! change (with the object as it was, so a watch with a selector can tell an object that stopped
 //! matching) and broadcasts it to open watches.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +73,9 @@ pub struct Store {
     /// ([`DISRUPTION_WATCHED`]): the disruption controller, when a test runs it
     /// ([`crate::FakeApi::run_disruption_controller`]).
     pub on_pod_change: Option<fn(&mut Store, &str)>,
+    /// Pods with a `deletionTimestamp`, kept by [`Store::commit`]: what the kubelet's part of
+    /// graceful deletion ([`crate::subresources::reap`]) looks at, so it never walks every pod.
+    pub terminating: BTreeSet<Key>,
     changes: broadcast::Sender<Arc<Change>>,
 }
 
@@ -91,6 +94,7 @@ impl Store {
             clock_offset: Duration::ZERO,
             generated: 0,
             on_pod_change: None,
+            terminating: BTreeSet::new(),
             changes,
         }
     }
@@ -120,6 +124,15 @@ impl Store {
             .and_then(Value::as_object_mut)
         {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        if res.1 == "pods" {
+            let terminating = ty != "DELETED"
+                && obj.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_some_and(|t| !t.is_null());
+            if terminating {
+                self.terminating.insert(key.clone());
+            } else {
+                self.terminating.remove(&key);
+            }
         }
         let objects = self.objects.entry(res.clone()).or_default();
         let prev = if ty == "DELETED" { objects.remove(&key) } else { objects.insert(key, obj.clone()) };

@@ -217,6 +217,29 @@ async fn a_short_grace_period_passes_on_the_wall_clock_too() {
     assert!(api.wait_for(Duration::from_secs(5), |f| f.get("v1", "Pod", "ml", "web-0").is_none()).await);
 }
 
+/// The kubelet's part looks only at pods being deleted (kept as they are committed, however they
+/// got their `deletionTimestamp`), and still finds each of them.
+#[tokio::test]
+async fn terminating_pods_are_found_however_they_were_written() {
+    let api = FakeApi::start(&[]).await;
+    let mut gone = running("web-0", "web");
+    gone["metadata"]["deletionTimestamp"] = json!("2020-01-01T00:00:00Z");
+    api.put(gone);
+    api.put(running("web-1", "web"));
+    let mut later = running("web-2", "web");
+    later["spec"]["terminationGracePeriodSeconds"] = json!(60);
+    api.put(later);
+    let a = api.call("DELETE", "/api/v1/namespaces/ml/pods/web-2", JSON, &Value::Null).await;
+    assert_eq!(a.status, 200);
+    api.advance(Duration::ZERO);
+    assert!(api.get("v1", "Pod", "ml", "web-0").is_none(), "written with a past deletionTimestamp");
+    assert!(api.get("v1", "Pod", "ml", "web-1").is_some(), "not being deleted");
+    assert!(api.get("v1", "Pod", "ml", "web-2").is_some(), "within its grace period");
+    api.advance(Duration::from_secs(61));
+    assert!(api.get("v1", "Pod", "ml", "web-2").is_none(), "its grace period over");
+    assert!(api.get("v1", "Pod", "ml", "web-1").is_some());
+}
+
 fn ready(name: &str, app: &str) -> Value {
     let mut p = running(name, app);
     p["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
