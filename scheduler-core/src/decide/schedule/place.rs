@@ -518,12 +518,14 @@ impl<'a> Placer<'a> {
         let mut short =
             u64::from(child.pod_floor).saturating_sub(tree::pods_under(r.gang, &child.name, &w.counts));
         let f = if filter.is_empty() { None } else { Some(filter) };
+        // A set, not a scan of the bindings per pod: a floor over thousands of pods stays linear.
+        let placed: std::collections::HashSet<usize> = w.bindings.iter().map(|&(q, _)| q).collect();
         for leaf in tree::leaves_under(r.gang, &child.name) {
             for &p in r.members.pending.get(&leaf).into_iter().flatten() {
                 if short == 0 {
                     return;
                 }
-                if w.bindings.iter().any(|&(q, _)| q == p) {
+                if placed.contains(&p) {
                     continue;
                 }
                 if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, f, r.reserved.get(&p)) {
