@@ -1,10 +1,13 @@
 //! `kubectl gang validate -f FILE…`: the webhook's decision, offline, for CI pipelines. Each object
 //! goes through [`scheduler_core::admit`] as a CREATE, the call the webhook makes: what injection
 //! would add is added, then the result is validated, so this command and the webhook cannot disagree.
+//! The gangs the input defines are what this door knows besides each object (the webhook knows the
+//! Gang objects it watches): a pod in the input naming an inner or unknown subgroup of one of them is
+//! denied ([`scheduler_core::admit_with`]).
 
 use std::fmt::Write as _;
 
-use scheduler_core::{admit, convert, workload};
+use scheduler_core::{admit_with, convert, workload};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -24,23 +27,27 @@ pub struct Finding {
 /// Runs `validate`: exit 1 when any object has an error, 2 when an object is one the API server
 /// would refuse before admission (an invalid quantity, a field of the wrong type).
 pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
-    let sourced = input::read_paths(&args.files)?;
+    let mut sourced = input::read_paths(&args.files)?;
+    for s in &mut sourced {
+        if let (Some(ns), Some(meta)) =
+            (&g.namespace, s.object.get_mut("metadata").and_then(|m| m.as_object_mut()))
+        {
+            meta.entry("namespace").or_insert_with(|| serde_json::Value::String(ns.clone()));
+        }
+    }
+    // Read before admission changes anything: a gang object is not injected into.
+    let gangs = input::gangs_of(sourced.iter().map(|s| &s.object));
     let mut unreadable = Vec::new();
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut checked = 0usize;
     for s in sourced {
         let mut obj = s.object;
-        if let (Some(ns), Some(meta)) =
-            (&g.namespace, obj.get_mut("metadata").and_then(|m| m.as_object_mut()))
-        {
-            meta.entry("namespace").or_insert_with(|| serde_json::Value::String(ns.clone()));
-        }
         let object = input::describe(&obj);
         unreadable.extend(refused(&obj).into_iter().map(|e| format!("{}: {object}: {e}", s.file)));
         // A file is what `kubectl apply` would create; the namespace's labels are not known here,
         // so a workload opted in only through its namespace is checked as one that did not opt in.
-        let verdict = admit(&mut obj, None, None);
+        let verdict = admit_with(&mut obj, None, None, &gangs);
         checked += 1;
         errors.extend(verdict.errors.into_iter().map(|e| Finding {
             file: s.file.clone(),

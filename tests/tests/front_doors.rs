@@ -1,7 +1,9 @@
 //! The two front doors that judge an object, the webhook (`POST /validate`, `POST /mutate`) and
 //! `kubectl gang validate`, given the same objects, reach the same verdict: the same errors with the
-//! same field paths, the same warnings, the same allowed/denied. Both call `scheduler_core::admit`;
+//! same field paths, the same warnings, the same allowed/denied. Both call `scheduler_core::admit_with`
+//! (the webhook with the Gangs its gang lookup watches, the plugin with the gangs of its input);
 //! this test holds them to it end to end, from the bytes each one reads to what each one prints.
+//! The webhook is given the gangs of the file it judges, as if they were in the cluster.
 //!
 //! Inputs: every file in `examples/workloads/`, the plugin's fixtures, and the objects the webhook's
 //! router tests send (`tests/fixtures/admission/router-objects.yaml`).
@@ -11,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use clap::Parser as _;
-use gang_webhook::admission::{Hook, review};
+use gang_webhook::admission::{Hook, review_with};
 use kubectl_gang::Cli;
 use serde_json::{Value, json};
 
@@ -59,9 +61,9 @@ fn webhook_review(object: &Value) -> Vec<u8> {
 
 /// The webhook's verdict: the validating hook's answer, after the mutating hook's patch is applied
 /// (the API server runs mutating hooks first).
-fn webhook(object: &Value) -> Seen {
+fn webhook(object: &Value, gangs: &Vec<scheduler_core::Gang>) -> Seen {
     let answer = |hook, object: &Value| {
-        let (a, _) = review(hook, &webhook_review(object), false).unwrap();
+        let (a, _) = review_with(hook, &webhook_review(object), false, gangs).unwrap();
         serde_json::to_value(a).unwrap()["response"].clone()
     };
     let mutated = answer(Hook::Mutate, object);
@@ -74,13 +76,23 @@ fn webhook(object: &Value) -> Seen {
     }
     let r = answer(Hook::Validate, &object);
     let allowed = r["allowed"].as_bool().unwrap();
-    let errors = match r["status"]["message"].as_str() {
-        Some(m) if !allowed => {
-            let list = m.strip_prefix("kube-gang: ").unwrap_or(m);
-            list.split("; ").map(String::from).collect()
-        }
-        _ => Vec::new(),
-    };
+    // One error a cause (a message may hold "; " itself); the message lists them all.
+    let errors: Vec<String> = r["status"]["details"]["causes"]
+        .as_array()
+        .map(|causes| {
+            causes
+                .iter()
+                .map(|c| match (c["field"].as_str(), c["message"].as_str().unwrap()) {
+                    (Some(field), message) => format!("{field}: {message}"),
+                    (None, message) => message.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !allowed {
+        let message = r["status"]["message"].as_str().unwrap();
+        assert_eq!(message, format!("kube-gang: {}", errors.join("; ")), "the message lists the causes");
+    }
     let warnings = r["warnings"]
         .as_array()
         .map(|w| w.iter().map(|x| x.as_str().unwrap().to_string()).collect())
@@ -126,6 +138,50 @@ fn plugin(file: &Path) -> Option<BTreeMap<String, Seen>> {
     Some(seen)
 }
 
+/// The gangs a file defines, read as the plugin reads them (namespace defaulted to the one both
+/// doors are given).
+fn gangs_in(objects: &[kubectl_gang::input::Sourced]) -> Vec<scheduler_core::Gang> {
+    let with_namespace: Vec<Value> = objects
+        .iter()
+        .map(|s| {
+            let mut o = s.object.clone();
+            if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.entry("namespace").or_insert_with(|| json!(NAMESPACE));
+            }
+            o
+        })
+        .collect();
+    kubectl_gang::input::gangs_of(&with_namespace)
+}
+
+#[test]
+fn a_pod_on_an_inner_or_unknown_subgroup_of_a_known_gang_is_denied_by_both_doors_alike() {
+    let file = root().join("tests/fixtures/admission/gang-inner-subgroup.yaml");
+    let objects = kubectl_gang::input::read_paths(std::slice::from_ref(&file)).unwrap();
+    let gangs = gangs_in(&objects);
+    assert_eq!(gangs.len(), 1, "the file defines one Gang");
+    let by_plugin = plugin(&file).unwrap();
+    let pod =
+        |name: &str| objects.iter().find(|s| s.object["metadata"]["name"] == name).unwrap().object.clone();
+    let inner = webhook(&pod("train-inner"), &gangs);
+    assert!(!inner.allowed);
+    assert_eq!(
+        inner.errors,
+        [
+            "metadata.labels[kube-gang.io/subgroup]: \"workers\" is an inner subgroup (it has child subgroups); pods attach to leaf subgroups only (workers-a, workers-b)"
+        ]
+    );
+    assert_eq!(by_plugin["Pod ml/train-inner"].errors, inner.errors);
+    let unknown = webhook(&pod("train-unknown"), &gangs);
+    assert!(!unknown.allowed);
+    assert_eq!(by_plugin["Pod ml/train-unknown"].errors, unknown.errors);
+    assert!(webhook(&pod("train-leaf"), &gangs).allowed);
+    assert!(!by_plugin.contains_key("Pod ml/train-leaf"), "{by_plugin:?}");
+    // Without the gang (the webhook's lookup off, or the Gang not yet created) the pods are allowed:
+    // an unknown gang may be created later.
+    assert!(webhook(&pod("train-inner"), &Vec::new()).allowed);
+}
+
 #[test]
 fn the_webhook_and_kubectl_gang_validate_agree_on_every_input() {
     let mut compared = 0;
@@ -134,6 +190,7 @@ fn the_webhook_and_kubectl_gang_validate_agree_on_every_input() {
         // Inputs the plugin cannot read (a fixture of broken YAML) have no verdict to compare.
         let Ok(objects) = kubectl_gang::input::read_paths(std::slice::from_ref(&file)) else { continue };
         let Some(mut by_plugin) = plugin(&file) else { continue };
+        let gangs = gangs_in(&objects);
         for sourced in objects {
             let mut object = sourced.object;
             if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -142,12 +199,12 @@ fn the_webhook_and_kubectl_gang_validate_agree_on_every_input() {
             let name = scheduler_core::cluster::describe(&object);
             let mut from_plugin = by_plugin.remove(&name).unwrap_or_default();
             from_plugin.allowed = from_plugin.errors.is_empty();
-            let from_webhook = webhook(&object);
+            let from_webhook = webhook(&object, &gangs);
             assert_eq!(from_webhook, from_plugin, "{}: {name}", file.display());
             compared += 1;
             denied += usize::from(!from_webhook.allowed);
             warned += usize::from(!from_webhook.warnings.is_empty());
-            let (m, _) = review(Hook::Mutate, &webhook_review(&object), false).unwrap();
+            let (m, _) = review_with(Hook::Mutate, &webhook_review(&object), false, &gangs).unwrap();
             injected += usize::from(m.response.patch.is_some());
         }
         assert!(

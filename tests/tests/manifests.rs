@@ -255,15 +255,52 @@ fn rbac_is_least_privilege() {
         "the scheduler never replaces pods (it patches consume annotations only)"
     );
     assert!(!can("", "pods", "delete") && !can("", "nodes", "patch"));
-    // The webhook needs no API access: no token mounted, no bindings.
+    // The webhook reads Gangs (its gang lookup) and nothing else: one binding, to a role that
+    // grants get/list/watch on gangs only; the token is mounted into its pods alone.
     let sa: ServiceAccount = one(&objects, "ServiceAccount", "gang-webhook");
     assert_eq!(sa.automount_service_account_token, Some(false));
+    let webhook: Deployment = one(&objects, "Deployment", "gang-webhook");
+    let pod = webhook.spec.template.spec.unwrap();
+    assert_eq!(pod.automount_service_account_token, Some(true), "the gang lookup needs a token");
+    let mut roles = Vec::new();
     for kind in ["ClusterRoleBinding", "RoleBinding"] {
         for b in of_kind(&objects, kind) {
             let subjects = b["subjects"].as_array().unwrap();
-            assert!(subjects.iter().all(|s| s["name"] != "gang-webhook"), "{kind} binds the webhook");
+            if subjects.iter().any(|s| s["name"] == "gang-webhook") {
+                assert_eq!(kind, "ClusterRoleBinding", "Gangs are read in every namespace");
+                assert_eq!(b["subjects"][0]["namespace"], "kube-gang-system");
+                roles.push(b["roleRef"]["name"].as_str().unwrap().to_string());
+            }
         }
     }
+    assert_eq!(roles, ["kube-gang:gang-webhook"]);
+    // Exactly what the lookup watches (`gang_webhook::gangs::WATCHED`), read-only.
+    let role: ClusterRole = one(&objects, "ClusterRole", "kube-gang:gang-webhook");
+    let mut granted: Vec<(String, String, Vec<String>)> = role
+        .rules
+        .unwrap()
+        .into_iter()
+        .flat_map(|r| {
+            let mut verbs = r.verbs.clone();
+            verbs.sort();
+            let resources = r.resources.unwrap_or_default();
+            r.api_groups
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(move |g| resources.clone().into_iter().map(move |x| (g.clone(), x)))
+                .map(move |(g, x)| (g, x, verbs.clone()))
+        })
+        .collect();
+    granted.sort();
+    let mut watched: Vec<(String, String, Vec<String>)> = gang_webhook::gangs::WATCHED
+        .iter()
+        .map(|(api_version, _, plural)| {
+            let group = api_version.split_once('/').unwrap().0.to_string();
+            (group, plural.to_string(), vec!["get".into(), "list".into(), "watch".into()])
+        })
+        .collect();
+    watched.sort();
+    assert_eq!(granted, watched);
 }
 
 fn pod_specs(objects: &[Value]) -> Vec<(String, PodSpec)> {

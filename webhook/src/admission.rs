@@ -27,6 +27,7 @@ use base64::Engine as _;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube_core::response::{StatusCause, StatusDetails};
 use kube_core::{DynamicObject, Status, TypeMeta};
 use scheduler_core::FieldError;
 use scheduler_core::names::LABEL_ENABLED;
@@ -93,6 +94,17 @@ pub struct Response {
 /// namespaceSelector matched `kube-gang.io/enabled=true` (the API server does not send namespace
 /// labels, so the configuration says it with the path).
 pub fn review(hook: Hook, body: &[u8], namespace_opted_in: bool) -> Result<(Answer, Summary), BadRequest> {
+    review_with(hook, body, namespace_opted_in, &scheduler_core::NoGangs)
+}
+
+/// [`review`], knowing `gangs` (the webhook's gang lookup, [`crate::gangs`]): a pod naming an inner
+/// or unknown subgroup of a known gang is denied ([`scheduler_core::admit_with`]).
+pub fn review_with(
+    hook: Hook,
+    body: &[u8],
+    namespace_opted_in: bool,
+    gangs: &dyn scheduler_core::Gangs,
+) -> Result<(Answer, Summary), BadRequest> {
     let (request, object, old) = decode(body)?;
     let mut summary = Summary {
         uid: request.uid.clone(),
@@ -112,7 +124,7 @@ pub fn review(hook: Hook, body: &[u8], namespace_opted_in: bool) -> Result<(Answ
             with_request_defaults(&mut object, &request);
             let labels =
                 namespace_opted_in.then(|| BTreeMap::from([(LABEL_ENABLED.to_string(), "true".to_string())]));
-            let verdict = scheduler_core::admit(&mut object, old.as_ref(), labels.as_ref());
+            let verdict = scheduler_core::admit_with(&mut object, old.as_ref(), labels.as_ref(), gangs);
             // The admitted object is not needed past the verdict: free it before answering.
             drop(object);
             drop(old);
@@ -239,11 +251,29 @@ fn text(e: &FieldError) -> String {
     if e.path.is_empty() { e.message.clone() } else { e.to_string() }
 }
 
+/// Denies with every error in the message (what `kubectl` prints) and, one by one with its field,
+/// in `status.details.causes` (as the API server's own 422 Invalid lists them).
 fn deny(response: AdmissionResponse, errors: &[FieldError]) -> AdmissionResponse {
     let list: Vec<String> = errors.iter().map(text).collect();
     let message = format!("kube-gang: {}", list.join("; "));
     let mut response = response.deny(&message);
-    response.result = Status::failure(&message, "Invalid").with_code(422);
+    let mut status = Status::failure(&message, "Invalid").with_code(422);
+    status.details = Some(StatusDetails {
+        name: String::new(),
+        group: String::new(),
+        kind: String::new(),
+        uid: String::new(),
+        causes: errors
+            .iter()
+            .map(|e| StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: e.message.clone(),
+                field: e.path.clone(),
+            })
+            .collect(),
+        retry_after_seconds: 0,
+    });
+    response.result = status;
     response
 }
 

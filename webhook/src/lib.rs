@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod certs;
+pub mod gangs;
 pub mod lanes;
 pub mod pruned;
 pub mod server;
@@ -86,6 +87,16 @@ pub struct Args {
     /// budget of 14 MiB of bodies. Requests beyond wait (within --request-timeout).
     #[arg(long, default_value_t = 0, value_name = "N", env = "GANG_WEBHOOK_MAX_DECISIONS")]
     pub max_decisions: usize,
+    /// Watch the cluster's Gangs (kube-gang.io) and KAI PodGroups (scheduling.run.ai) so that a
+    /// pod naming an inner or unknown subgroup of a known gang is denied. Needs get/list/watch on
+    /// them; the webhook serves without waiting for the watch, and allows pods of gangs it does
+    /// not (yet) know.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL", env = "GANG_WEBHOOK_GANG_LOOKUP")]
+    pub gang_lookup: bool,
+    /// Kubeconfig for the gang lookup; default: $KUBECONFIG or ~/.kube/config, else the in-cluster
+    /// ServiceAccount (without any, the lookup is off).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
     /// After SIGTERM, seconds in-flight requests have to finish (keep it below the Pod's
     /// terminationGracePeriodSeconds minus its preStop sleep).
     #[arg(long, default_value_t = 20, value_name = "SECONDS")]
@@ -135,6 +146,8 @@ pub struct Metrics {
     requests: Family<HookLabels, Counter>,
     duration: Family<HookLabel, Histogram>,
     closed: Family<CloseLabels, Counter>,
+    /// Gangs the gang lookup holds.
+    pub gangs_known: prometheus_client::metrics::gauge::Gauge,
     registry: Arc<Registry>,
 }
 
@@ -161,10 +174,16 @@ impl Default for Metrics {
             "Connections closed by the server, by port and reason (a limit, a failed handshake, shutdown)",
             closed.clone(),
         );
+        let gangs_known = prometheus_client::metrics::gauge::Gauge::default();
+        registry.register(
+            "gang_webhook_gangs_known",
+            "Gang objects the gang lookup holds (0 when it is off or has not listed yet)",
+            gangs_known.clone(),
+        );
         let build = Family::<VersionLabel, prometheus_client::metrics::gauge::Gauge>::default();
         build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION").into() }).set(1);
         registry.register("gang_webhook_build_info", "Build version", build);
-        Metrics { requests, duration, closed, registry: Arc::new(registry) }
+        Metrics { requests, duration, closed, gangs_known, registry: Arc::new(registry) }
     }
 }
 
@@ -210,6 +229,8 @@ pub struct AppState {
     pub lanes: lanes::Lanes,
     /// How long a request may take to arrive, and to wait for a decision slot.
     pub request_timeout: Duration,
+    /// The gangs admission consults besides the object ([`gangs`]); off unless set.
+    pub gangs: gangs::GangLookup,
 }
 
 impl Default for AppState {
@@ -228,7 +249,14 @@ impl AppState {
             metrics: Metrics::default(),
             lanes: lanes::Lanes::new(permits, permits, BIG_LANE_BUDGET),
             request_timeout,
+            gangs: gangs::GangLookup::off(),
         }
+    }
+
+    /// The same state, consulting `gangs`.
+    pub fn with_gangs(mut self, gangs: gangs::GangLookup) -> Self {
+        self.gangs = gangs;
+        self
     }
 }
 
@@ -334,9 +362,10 @@ async fn handle(
     let started = Instant::now();
     // The decision is CPU work: on a blocking thread, so the async workers keep serving
     // connections. A panic in it is caught by the blocking task and becomes a 500.
+    let gangs = state.gangs.clone();
     let decided = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let result = admission::review(hook, &body, namespace_opted_in);
+        let result = gangs.with(|known| admission::review_with(hook, &body, namespace_opted_in, known));
         let encoded = result.map(|(review, s)| (serde_json::to_vec(&review).unwrap_or_default(), s));
         // The request's memory is freed here, on the blocking thread, not on an async worker.
         drop(body);
@@ -473,7 +502,11 @@ pub async fn serve(
     let reload = tokio::spawn(certs.clone().watch(Duration::from_secs(args.tls_reload_period.max(1))));
     let limits = args.limits();
 
-    let state = AppState::new(args.max_decisions, limits.body_timeout);
+    let mut state = AppState::new(args.max_decisions, limits.body_timeout);
+    let lookup = if args.gang_lookup { gang_lookup(&args, &state.metrics).await? } else { None };
+    if let Some((gangs, _)) = &lookup {
+        state = state.with_gangs(gangs.clone());
+    }
     let ready = Arc::new(AtomicBool::new(false));
     let probe_listener = std::net::TcpListener::bind(args.probe_listen)
         .with_context(|| format!("--probe-listen {}", args.probe_listen))?;
@@ -510,9 +543,39 @@ pub async fn serve(
     )
     .await;
     reload.abort();
+    for watch in lookup.into_iter().flat_map(|(_, watches)| watches) {
+        watch.abort();
+    }
     probes.stop();
     tracing::info!("gang-webhook stopped");
     Ok(())
+}
+
+/// Starts the gang lookup's watches ([`gangs`]). `--kubeconfig` must be readable; without it, no
+/// client configuration at all (no kubeconfig, no ServiceAccount) turns the lookup off with a
+/// warning rather than stopping the webhook.
+async fn gang_lookup(
+    args: &Args,
+    metrics: &Metrics,
+) -> anyhow::Result<Option<(gangs::GangLookup, Vec<tokio::task::JoinHandle<()>>)>> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("--kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("--kubeconfig {}", path.display()))?
+        }
+        None => match kube::Config::infer().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "gang lookup off: no Kubernetes client configuration");
+                return Ok(None);
+            }
+        },
+    };
+    let client = kube::Client::try_from(config).context("the gang lookup's Kubernetes client")?;
+    Ok(Some(gangs::GangLookup::watch(client, metrics.gangs_known.clone())))
 }
 
 /// The probe port, served by a thread with a runtime of its own: however busy the admission port's
