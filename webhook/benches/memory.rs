@@ -2,8 +2,9 @@
 //! PyTorchJob with 30,000 replica specs and a JobSet with 12,000 replicated jobs, each opted in.
 //! The PyTorchJob's types are not Master or Worker, so it is denied (eight types named, the rest
 //! counted) and nothing is patched: its answer is bounded, not a patch per type. The JobSet has more
-//! replicated jobs than a gang has subgroups, so it too is denied with one error. The Job's env vars
-//! are never built into the JSON tree (`gang_webhook::pruned`).
+//! replicated jobs than a gang has subgroups, so it too is denied with one error. None of the bulk is
+//! built into the JSON tree (`gang_webhook::pruned`): not the Job's env vars, not the values of the
+//! PyTorchJob's refused replica types, not the JobSet's jobs past the 65th.
 //!
 //! For each object and hook, one decision runs under dhat's heap profiler (this bench's global
 //! allocator; nothing else in the workspace uses it) and reports the peak heap above what was live

@@ -46,6 +46,10 @@ pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
 /// [`lanes::SMALL_BODY`] in flight at once, together. Two maximum-size bodies fit.
 pub const BIG_LANE_BUDGET: usize = 2 * BODY_LIMIT;
 
+/// Big bodies being read and waiting for a decision, together: four maximum-size ones (small
+/// bodies are bounded by the connection cap instead). See [`lanes`].
+pub const READING_BUDGET: usize = 4 * BODY_LIMIT;
+
 /// gang-webhook: validates gangs and injects gang labels, annotations and schedulerName on
 /// `kubectl apply`.
 #[derive(Debug, Parser)]
@@ -247,7 +251,7 @@ impl AppState {
         let permits = if max_decisions == 0 { cpus } else { max_decisions };
         AppState {
             metrics: Metrics::default(),
-            lanes: lanes::Lanes::new(permits, permits, BIG_LANE_BUDGET),
+            lanes: lanes::Lanes::with_reading(permits, permits, BIG_LANE_BUDGET, READING_BUDGET),
             request_timeout,
             gangs: gangs::GangLookup::off(),
         }
@@ -304,10 +308,10 @@ async fn count_responses(
 /// The AdmissionReview router (served over TLS).
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/validate", post(|s, b| handle(s, b, Hook::Validate, false)))
-        .route("/mutate", post(|s, b| handle(s, b, Hook::Mutate, false)))
-        .route("/validate/namespace", post(|s, b| handle(s, b, Hook::Validate, true)))
-        .route("/mutate/namespace", post(|s, b| handle(s, b, Hook::Mutate, true)))
+        .route("/validate", post(|s, h, b| handle(s, h, b, Hook::Validate, false)))
+        .route("/mutate", post(|s, h, b| handle(s, h, b, Hook::Mutate, false)))
+        .route("/validate/namespace", post(|s, h, b| handle(s, h, b, Hook::Validate, true)))
+        .route("/mutate/namespace", post(|s, h, b| handle(s, h, b, Hook::Mutate, true)))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
 }
@@ -320,12 +324,35 @@ fn refuse(status: StatusCode, result: &'static str, message: String) -> Response
 
 async fn handle(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Body,
     hook: Hook,
     namespace_opted_in: bool,
 ) -> Response {
+    // A big body reserves what it declares before it is read, so bodies in memory stay bounded
+    // however many clients send at once ([`lanes`]).
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > BODY_LIMIT) {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("request body over {BODY_LIMIT} bytes\n"),
+        );
+    }
+    let Ok(Some(reading)) =
+        tokio::time::timeout(state.request_timeout, state.lanes.reserve_body(declared, BODY_LIMIT)).await
+    else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "no room to read the request body in time\n".into(),
+        );
+    };
     // The body within the size limit and the time limit (a client sending it byte by byte holds a
-    // connection, never a decision slot).
+    // connection and its reading budget, never a decision slot).
     let body = match tokio::time::timeout(state.request_timeout, axum::body::to_bytes(body, BODY_LIMIT)).await
     {
         Ok(Ok(b)) => b,
@@ -365,6 +392,7 @@ async fn handle(
     let gangs = state.gangs.clone();
     let decided = tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        let _reading = reading;
         let result = gangs.with(|known| admission::review_with(hook, &body, namespace_opted_in, known));
         let encoded = result.map(|(review, s)| (serde_json::to_vec(&review).unwrap_or_default(), s));
         // The request's memory is freed here, on the blocking thread, not on an async worker.

@@ -10,11 +10,22 @@
 //! allocated) and kept as an empty list, so the tree holds every field admission reads, at the
 //! same paths, and the patch it computes is the same.
 //!
+//! The same holds for the values of a Kubeflow job's unsupported replica types (the keys of
+//! `pytorchReplicaSpecs` and its kin other than the operator's own, [`KUBEFLOW_REPLICA_SPECS`]):
+//! admission names such a key and denies, and never reads its value, so each is read past and
+//! kept as `{}` — a PyTorchJob with 30,000 of them costs its keys, not 30,000 templates.
+//!
+//! Likewise a JobSet's `replicatedJobs` beyond the first [`MAX_JOBSET_ROLES`] + 1: a JobSet with
+//! more is denied with one error that counts them, and no rule reads past that many, so the rest
+//! are read past and kept as `{}` (the count stays exact).
+//!
 //! `kubectl gang validate` reads whole objects; `tests/front_doors.rs` and this module's tests keep
 //! the two decisions equal.
 
 use std::fmt;
 
+use scheduler_core::workload::{KUBEFLOW_REPLICA_SPECS, MAX_JOBSET_ROLES};
+use serde::Deserialize as _;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
@@ -36,7 +47,39 @@ struct Tree;
 impl<'de> DeserializeSeed<'de> for Tree {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(TreeVisitor { skim: false })
+        d.deserialize_any(TreeVisitor { skim: false, keep: None, first: None })
+    }
+}
+
+/// The value of a Kubeflow replica-spec field: a map whose keys outside `keep` have their values
+/// read past (kept as `{}`).
+struct ReplicaSpecs(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for ReplicaSpecs {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(TreeVisitor { skim: false, keep: Some(self.0), first: None })
+    }
+}
+
+/// A JobSet's `replicatedJobs`: the first [`MAX_JOBSET_ROLES`] + 1 kept, the rest read past.
+struct ReplicatedJobs;
+
+impl<'de> DeserializeSeed<'de> for ReplicatedJobs {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(TreeVisitor { skim: false, keep: None, first: Some(MAX_JOBSET_ROLES + 1) })
+    }
+}
+
+/// A replica type's value the operator refuses: read past.
+struct Refused;
+
+impl<'de> DeserializeSeed<'de> for Refused {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        IgnoredAny::deserialize(d)?;
+        Ok(Value::Object(Map::new()))
     }
 }
 
@@ -47,13 +90,17 @@ struct Skim;
 impl<'de> DeserializeSeed<'de> for Skim {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(TreeVisitor { skim: true })
+        d.deserialize_any(TreeVisitor { skim: true, keep: None, first: None })
     }
 }
 
 struct TreeVisitor {
     /// Read a list past instead of keeping it.
     skim: bool,
+    /// In a map: the only keys whose values are read (a Kubeflow replica-spec field).
+    keep: Option<&'static [&'static str]>,
+    /// In a list: how many elements are read; the rest are read past and kept as `{}`.
+    first: Option<usize>,
 }
 
 impl<'de> Visitor<'de> for TreeVisitor {
@@ -95,16 +142,31 @@ impl<'de> Visitor<'de> for TreeVisitor {
             return Ok(Value::Array(Vec::new()));
         }
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(v) = seq.next_element_seed(Tree)? {
+        let first = self.first.unwrap_or(usize::MAX);
+        while out.len() < first {
+            let Some(v) = seq.next_element_seed(Tree)? else { return Ok(Value::Array(out)) };
             out.push(v);
+        }
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            out.push(Value::Object(Map::new()));
         }
         Ok(Value::Array(out))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let value = if SKIPPED.contains(&key.as_str()) {
+            let value = if let Some(keep) = self.keep {
+                if keep.contains(&key.as_str()) {
+                    map.next_value_seed(Tree)?
+                } else {
+                    map.next_value_seed(Refused)?
+                }
+            } else if SKIPPED.contains(&key.as_str()) {
                 map.next_value_seed(Skim)?
+            } else if key == "replicatedJobs" {
+                map.next_value_seed(ReplicatedJobs)?
+            } else if let Some((_, _, keep)) = KUBEFLOW_REPLICA_SPECS.iter().find(|(_, f, _)| *f == key) {
+                map.next_value_seed(ReplicaSpecs(keep))?
             } else {
                 map.next_value_seed(Tree)?
             };
@@ -137,6 +199,46 @@ mod tests {
         assert_eq!(read, expected);
         // A skipped key that holds something other than a list is kept as it is.
         assert_eq!(from_slice(br#"{"volumes": {"a": 1}}"#).unwrap(), json!({"volumes": {"a": 1}}));
+    }
+
+    #[test]
+    fn a_kubeflow_jobs_unsupported_replica_types_keep_their_keys_not_their_values() {
+        let object = json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": {"metadata": {"labels": {"a": "b"}}}},
+                "Worker": {"replicas": 3},
+                "Chief": {"replicas": 2, "template": {"spec": {"nodeName": "n"}}},
+                "Evaluator": [1, 2, {"x": null}]},
+            "tfReplicaSpecs": {"Chief": {"replicas": 1}, "Launcher": {"replicas": 1}}}});
+        let read = from_slice(&serde_json::to_vec(&object).unwrap()).unwrap();
+        let mut expected = object;
+        // Chief is TFJob's, not PyTorchJob's; Launcher is MPIJob's, not TFJob's.
+        expected["spec"]["pytorchReplicaSpecs"]["Chief"] = json!({});
+        expected["spec"]["pytorchReplicaSpecs"]["Evaluator"] = json!({});
+        expected["spec"]["tfReplicaSpecs"]["Launcher"] = json!({});
+        assert_eq!(read, expected);
+        // Read past, still checked as JSON.
+        assert!(from_slice(br#"{"pytorchReplicaSpecs": {"Other": {"a": }}}"#).is_err());
+        // A replica-spec field that is not a map is kept as it is.
+        assert_eq!(from_slice(br#"{"jaxReplicaSpecs": [1]}"#).unwrap(), json!({"jaxReplicaSpecs": [1]}));
+    }
+
+    #[test]
+    fn a_jobsets_replicated_jobs_past_the_limit_are_counted_not_kept() {
+        let job = |i: usize| json!({"name": format!("j{i}"), "replicas": 1, "template": {"spec": {}}});
+        let within: Vec<Value> = (0..=MAX_JOBSET_ROLES).map(job).collect();
+        let read = from_slice(&serde_json::to_vec(&json!({"replicatedJobs": within})).unwrap()).unwrap();
+        assert_eq!(read["replicatedJobs"], json!(within), "up to the limit + 1, all kept");
+        let over: Vec<Value> = (0..MAX_JOBSET_ROLES + 10).map(job).collect();
+        let read = from_slice(&serde_json::to_vec(&json!({"replicatedJobs": over})).unwrap()).unwrap();
+        let list = read["replicatedJobs"].as_array().unwrap();
+        assert_eq!(list.len(), MAX_JOBSET_ROLES + 10, "the count is exact");
+        assert_eq!(list[MAX_JOBSET_ROLES], over[MAX_JOBSET_ROLES]);
+        assert!(list[MAX_JOBSET_ROLES + 1..].iter().all(|j| *j == json!({})));
+        assert!(
+            from_slice(&[br#"{"replicatedJobs": ["#.as_slice(), &b"{},".repeat(70), b"{]}"].concat())
+                .is_err()
+        );
     }
 
     #[test]

@@ -179,6 +179,44 @@ async fn a_slow_body_gets_408_and_no_decision_slot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_bodies_wait_for_reading_budget_before_being_read_and_small_ones_never_do() {
+    let mut state = AppState::new(1, Duration::from_millis(300));
+    state.lanes = gang_webhook::lanes::Lanes::with_reading(1, 1, 1 << 20, 256 * 1024);
+    let app = router(state.clone());
+    // The reading budget held (as by clients trickling big bodies).
+    let held = state.lanes.reserve_body(Some(256 * 1024), 1 << 20).await.unwrap();
+    assert_eq!(state.lanes.available_reading_kib(), 0);
+    // A big body declared by Content-Length: never read, 503 within the request timeout. The body
+    // channel is never written to: reading it would wait for the timeout and answer 408 instead.
+    let (_tx, body) = futures::channel::mpsc::channel::<Result<bytes::Bytes, io::Error>>(1);
+    let req = Request::post("/validate")
+        .header("content-length", (100 * 1024).to_string())
+        .body(Body::from_stream(body))
+        .unwrap();
+    let res = tokio::time::timeout(BOUND, app.clone().oneshot(req)).await.unwrap().unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // A small one goes through meanwhile (a review that is not one: 400, but decided).
+    let req = Request::post("/validate").header("content-length", "2").body(Body::from("{}")).unwrap();
+    let res = tokio::time::timeout(BOUND, app.clone().oneshot(req)).await.unwrap().unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    // A declared length over the limit: 413 at once, nothing reserved or read.
+    let req = Request::post("/validate")
+        .header("content-length", (gang_webhook::BODY_LIMIT + 1).to_string())
+        .body(Body::empty())
+        .unwrap();
+    let res = tokio::time::timeout(BOUND, app.clone().oneshot(req)).await.unwrap().unwrap();
+    assert_eq!(res.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    drop(held);
+    let text = state.metrics.encode();
+    for line in [
+        r#"gang_webhook_requests_total{hook="validate",result="overloaded"} 1"#,
+        r#"gang_webhook_requests_total{hook="validate",result="too_large"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_headers_are_cut_off_on_both_ports() {
     let server = start(&["--request-timeout", "1"]).await;
     // Probe port: half a request line, then nothing.

@@ -109,23 +109,32 @@ pub fn path_of(ptr: &str) -> String {
 /// Unsupported replica types named one by one in the errors; the rest are counted in one more.
 const MAX_UNKNOWN_NAMED: usize = 8;
 
-/// A Kubeflow job kind's replica-spec field and the replica types its operator defines (any other
-/// key it refuses). From the operators' own definitions:
+/// Each Kubeflow job kind's replica-spec field and the replica types its operator defines (any
+/// other key it refuses). From the operators' own definitions:
 /// - training-operator `pkg/apis/kubeflow.org/v1`: `PyTorchJobReplicaTypeMaster`/`Worker` (and
 ///   `pkg/webhooks/pytorch/pytorchjob_webhook.go` refuses any other key with `NotSupported`);
 ///   `TFJobReplicaTypePS`/`Worker`/`Chief`/`Master`/`Evaluator` (`tensorflow_types.go`);
 ///   `XGBoostJobReplicaTypeMaster`/`Worker`; `PaddleJobReplicaTypeMaster`/`Worker`;
 ///   `JAXJobReplicaTypeWorker`; `MPIJobReplicaTypeLauncher`/`Worker`;
 /// - mpi-operator `v2beta1`: `MPIReplicaTypeLauncher`/`Worker`.
+///
+/// Admission reads an unsupported type's key (to name it) and never its value: the webhook's
+/// reader skips those values (`gang_webhook::pruned`), so a job with thousands of them costs its
+/// keys, not its templates.
+pub const KUBEFLOW_REPLICA_SPECS: [(&str, &str, &[&str]); 6] = [
+    ("PyTorchJob", "pytorchReplicaSpecs", &["Master", "Worker"]),
+    ("MPIJob", "mpiReplicaSpecs", &["Launcher", "Worker"]),
+    ("TFJob", "tfReplicaSpecs", &["Chief", "Evaluator", "Master", "PS", "Worker"]),
+    ("XGBoostJob", "xgbReplicaSpecs", &["Master", "Worker"]),
+    ("JAXJob", "jaxReplicaSpecs", &["Worker"]),
+    ("PaddleJob", "paddleReplicaSpecs", &["Master", "Worker"]),
+];
+
+/// [`KUBEFLOW_REPLICA_SPECS`]' entry for `kind` (a Kubeflow job kind).
 fn kubeflow_replica_types(kind: &str) -> (&'static str, &'static [&'static str]) {
-    match kind {
-        "PyTorchJob" => ("pytorchReplicaSpecs", &["Master", "Worker"]),
-        "MPIJob" => ("mpiReplicaSpecs", &["Launcher", "Worker"]),
-        "TFJob" => ("tfReplicaSpecs", &["Chief", "Evaluator", "Master", "PS", "Worker"]),
-        "XGBoostJob" => ("xgbReplicaSpecs", &["Master", "Worker"]),
-        "JAXJob" => ("jaxReplicaSpecs", &["Worker"]),
-        _ => ("paddleReplicaSpecs", &["Master", "Worker"]),
-    }
+    let at = KUBEFLOW_REPLICA_SPECS.iter().position(|(k, _, _)| *k == kind).unwrap_or(5);
+    let (_, field, known) = KUBEFLOW_REPLICA_SPECS[at];
+    (field, known)
 }
 
 /// The replicated jobs an opted-in JobSet may have: as many as a gang has subgroups (the rule

@@ -49,3 +49,15 @@ pub async fn tls(
     let name = rustls::pki_types::ServerName::try_from("localhost").map_err(std::io::Error::other)?;
     connector(ca_pem).connect(name, tcp).await
 }
+
+/// An HTTP/1.1 client connection over [`tls`] (the connection driven on a task of its own).
+pub async fn http1(
+    port: u16,
+    ca_pem: &[u8],
+) -> hyper::client::conn::http1::SendRequest<http_body_util::Full<hyper::body::Bytes>> {
+    let stream = tls(port, ca_pem).await.unwrap();
+    let (send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    send
+}

@@ -1,0 +1,224 @@
+//! The webhook's own resident memory under the heaviest legal load: the release `gang-webhook`
+//! binary in a process of its own (not this bench's), driven over TLS by `RSS_CLIENTS` clients
+//! (default 8) sending maximum-size AdmissionReviews back to back for `RSS_SECONDS` (default 10):
+//! each object just under the API server's 3 MiB request limit — a Job's env vars, a PyTorchJob's
+//! replica specs, a JobSet's replicated jobs — and an UPDATE of the Job (object and oldObject, twice
+//! the body). `RSS_ENV=K=V,...` sets environment variables of the webhook process (e.g. glibc's
+//! `MALLOC_ARENA_MAX`, as the Deployment does). Reports the
+//! process's VmRSS when idle, its peak (VmHWM) under the load, and VmRSS after it — the figures the
+//! Deployment's memory request and limit are set from (`manifests/base/webhook.yaml`).
+//!
+//! Run: `cargo bench -p gang-webhook --bench rss`
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (clients, seconds) = (env("RSS_CLIENTS", 8), env("RSS_SECONDS", 10));
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(run(clients as usize, seconds));
+}
+
+fn status_kb(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn opted_in(kind: (&str, &str), spec: Value) -> Value {
+    json!({"apiVersion": kind.0, "kind": kind.1,
+           "metadata": {"name": "big", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+           "spec": spec})
+}
+
+fn pod_spec(env: usize) -> Value {
+    let env: Vec<Value> =
+        (0..env).map(|i| json!({"name": format!("VARIABLE_{i:06}"), "value": "some-value"})).collect();
+    json!({"containers": [{"name": "main", "image": "registry.example/train:1", "env": env}]})
+}
+
+fn review(operation: &str, object: &Value, old: Option<&Value>) -> Bytes {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let mut request = json!({"uid": "u", "operation": operation, "namespace": "ml", "name": "big",
+        "kind": {"group": "", "version": "v1", "kind": kind},
+        "resource": {"group": "", "version": "v1", "resource": "objects"},
+        "userInfo": {"username": "admin"}, "object": object});
+    if let Some(old) = old {
+        request["oldObject"] = old.clone();
+    }
+    let body = serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": request}))
+    .unwrap();
+    Bytes::from(body)
+}
+
+/// The API server refuses a request body over 3 MiB: each object is sized to just under it.
+const OBJECT_LIMIT: usize = 3 * 1024 * 1024;
+
+/// `make(n)` with the largest `n` whose JSON fits in [`OBJECT_LIMIT`] (scaled from a probe size).
+fn largest(make: impl Fn(usize) -> Value, probe: usize) -> Value {
+    let size = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
+    let n = probe * (OBJECT_LIMIT - 4096) / size(&make(probe)).max(1);
+    let object = make(n);
+    assert!(size(&object) <= OBJECT_LIMIT, "{} bytes", size(&object));
+    object
+}
+
+fn bodies() -> Vec<(&'static str, Bytes)> {
+    let job = largest(
+        |n| opted_in(("batch/v1", "Job"), json!({"parallelism": 4, "template": {"spec": pod_spec(n)}})),
+        10_000,
+    );
+    let pytorch = largest(
+        |n| {
+            let specs: serde_json::Map<String, Value> = (0..n)
+                .map(|i| (format!("Role{i:05}"), json!({"replicas": 1, "template": {"spec": pod_spec(0)}})))
+                .collect();
+            opted_in(("kubeflow.org/v1", "PyTorchJob"), json!({"pytorchReplicaSpecs": specs}))
+        },
+        5_000,
+    );
+    let jobset = largest(
+        |n| {
+            let jobs: Vec<Value> = (0..n)
+                .map(|i| {
+                    json!({"name": format!("rj{i:05}"), "replicas": 1,
+                           "template": {"spec": {"parallelism": 1, "template": {"spec": pod_spec(0)}}}})
+                })
+                .collect();
+            opted_in(("jobset.x-k8s.io/v1alpha2", "JobSet"), json!({"replicatedJobs": jobs}))
+        },
+        5_000,
+    );
+    vec![
+        ("Job, env vars up to 3 MiB (CREATE)", review("CREATE", &job, None)),
+        ("PyTorchJob, replica specs up to 3 MiB", review("CREATE", &pytorch, None)),
+        ("JobSet, replicated jobs up to 3 MiB", review("CREATE", &jobset, None)),
+        ("Job, env vars up to 3 MiB (UPDATE: object + oldObject)", review("UPDATE", &job, Some(&job))),
+    ]
+}
+
+async fn run(clients: usize, seconds: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = support::localhost_certs(dir.path());
+    let (port, probe) = (support::free_port(), support::free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gang-webhook"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--probe-listen", &format!("127.0.0.1:{probe}")])
+        .arg("--tls-cert-file")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--tls-key-file")
+        .arg(dir.path().join("tls.key"))
+        .args(["--gang-lookup=false", "--log-format", "plain"])
+        .env("RUST_LOG", "warn")
+        .envs(extra_env())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gang-webhook started");
+    let pid = child.id();
+    // Ready when a connection is accepted.
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "gang-webhook did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ca = bundle.ca_pem.clone();
+    // Warm: one legitimate request, so the idle figure includes the runtime and TLS state.
+    {
+        let mut send = support::http1(port, ca.as_bytes()).await;
+        let small = review(
+            "CREATE",
+            &opted_in(("batch/v1", "Job"), json!({"template": {"spec": pod_spec(1)}})),
+            None,
+        );
+        let res = send.send_request(post(small)).await.unwrap();
+        let _ = res.into_body().collect().await;
+    }
+    let idle = status_kb(pid, "VmRSS:");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let bodies = bodies();
+    println!(
+        "rss: gang-webhook pid {pid}, {clients} clients × {seconds} s, env {:?}; load average at start: {}",
+        extra_env(),
+        load.trim()
+    );
+    for (name, body) in &bodies {
+        println!("  body: {name}: {:.2} MiB", body.len() as f64 / 1048576.0);
+    }
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let (ca, bodies) = (ca.clone(), bodies.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut send = support::http1(port, ca.as_bytes()).await;
+            let mut answered = std::collections::BTreeMap::<u16, usize>::new();
+            let mut i = c;
+            while Instant::now() < deadline {
+                let (_, body) = &bodies[i % bodies.len()];
+                i += 1;
+                match send.send_request(post(body.clone())).await {
+                    Ok(res) => {
+                        *answered.entry(res.status().as_u16()).or_default() += 1;
+                        let _ = res.into_body().collect().await;
+                    }
+                    // A connection closed by the server's per-connection limits: open another.
+                    Err(_) => send = support::http1(port, ca.as_bytes()).await,
+                }
+            }
+            answered
+        }));
+    }
+    let mut peak_rss = 0;
+    while Instant::now() < deadline {
+        peak_rss = peak_rss.max(status_kb(pid, "VmRSS:"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut answered = std::collections::BTreeMap::<u16, usize>::new();
+    for t in tasks {
+        for (status, n) in t.await.unwrap() {
+            *answered.entry(status).or_default() += n;
+        }
+    }
+    let hwm = status_kb(pid, "VmHWM:");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = status_kb(pid, "VmRSS:");
+    println!("  answered by status: {answered:?}");
+    println!(
+        "  VmRSS idle {:.1} MiB; peak VmHWM {:.1} MiB (sampled VmRSS max {:.1} MiB); VmRSS 2 s after {:.1} MiB",
+        idle as f64 / 1024.0,
+        hwm as f64 / 1024.0,
+        peak_rss as f64 / 1024.0,
+        after as f64 / 1024.0
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `RSS_ENV=K=V,K2=V2`.
+fn extra_env() -> Vec<(String, String)> {
+    std::env::var("RSS_ENV")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn post(body: Bytes) -> hyper::Request<Full<Bytes>> {
+    hyper::Request::post("/validate").header("host", "localhost").body(Full::new(body)).unwrap()
+}
