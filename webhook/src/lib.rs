@@ -86,9 +86,9 @@ pub struct Args {
     /// Requests one connection may carry before it is asked to close (spreads clients over replicas).
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_requests_per_connection: usize,
-    /// Decisions made at once in each lane, each on a blocking thread; 0: one per CPU. Requests
-    /// with bodies up to 64 KiB have a lane of their own; larger ones share the other lane and a
-    /// budget of 14 MiB of bodies. Requests beyond wait (within --request-timeout).
+    /// Decisions made at once in each lane, each on a blocking thread; 0: one per CPU for
+    /// requests with bodies up to 64 KiB, half as many for larger ones (which also share a budget
+    /// of 14 MiB of bodies). Requests beyond wait (within --request-timeout).
     #[arg(long, default_value_t = 0, value_name = "N", env = "GANG_WEBHOOK_MAX_DECISIONS")]
     pub max_decisions: usize,
     /// Watch the cluster's Gangs (kube-gang.io) and KAI PodGroups (scheduling.run.ai) so that a
@@ -244,14 +244,17 @@ impl Default for AppState {
 }
 
 impl AppState {
-    /// `max_decisions` decisions at once in each lane (0: one per CPU), the big lane within
+    /// `max_decisions` decisions at once in each lane (0: one per CPU, half for the big lane), the big lane within
     /// [`BIG_LANE_BUDGET`]; requests wait for a slot and arrive within `request_timeout`.
     pub fn new(max_decisions: usize, request_timeout: Duration) -> Self {
         let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-        let permits = if max_decisions == 0 { cpus } else { max_decisions };
+        // By default the big lane runs on half the CPUs: the other half stays free for small
+        // decisions and for the I/O of every connection while maximum-size objects arrive.
+        let (small, big) =
+            if max_decisions == 0 { (cpus, (cpus / 2).max(1)) } else { (max_decisions, max_decisions) };
         AppState {
             metrics: Metrics::default(),
-            lanes: lanes::Lanes::with_reading(permits, permits, BIG_LANE_BUDGET, READING_BUDGET),
+            lanes: lanes::Lanes::with_reading(small, big, BIG_LANE_BUDGET, READING_BUDGET),
             request_timeout,
             gangs: gangs::GangLookup::off(),
         }

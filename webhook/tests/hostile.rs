@@ -178,6 +178,17 @@ async fn a_slow_body_gets_408_and_no_decision_slot() {
     drop(tx);
 }
 
+#[test]
+fn by_default_big_objects_are_decided_on_half_the_cpus_and_small_ones_on_all() {
+    let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    let state = AppState::new(0, Duration::from_secs(1));
+    assert_eq!(state.lanes.available(Lane::Small), cpus);
+    assert_eq!(state.lanes.available(Lane::Big), (cpus / 2).max(1));
+    // --max-decisions sets both.
+    let state = AppState::new(3, Duration::from_secs(1));
+    assert_eq!((state.lanes.available(Lane::Small), state.lanes.available(Lane::Big)), (3, 3));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn big_bodies_wait_for_reading_budget_before_being_read_and_small_ones_never_do() {
     let mut state = AppState::new(1, Duration::from_millis(300));
