@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
+use scheduler_core::labels;
 use scheduler_core::model::*;
 use scheduler_core::resources::Resources;
 use scheduler_core::{Config, Plan, schedule};
@@ -147,6 +148,54 @@ fn s4() -> Snapshot {
     snap
 }
 
+/// S4-exclusive: S4's 4,000 nodes in 400 racks of 10 and its 140,000 bound pods, 10,000 of them
+/// JobSet child-job pods (on the first 100 racks), and 50 pending JobSets with exclusive rack
+/// topology, each two child jobs of 4 pods: every child job needs a rack no other child job holds.
+fn s4_exclusive() -> Snapshot {
+    const RACK: &str = "topology.kubernetes.io/rack";
+    let mut snap = Snapshot::default();
+    let nodes = 4_000;
+    for i in 0..nodes {
+        snap.nodes.push(node(
+            format!("node-{i:05}"),
+            64_000,
+            256 << 30,
+            0,
+            &[(RACK, format!("rack-{:03}", i / 10))],
+        ));
+    }
+    let small = || Resources::new().with("cpu", 100).with("memory", 200 << 20);
+    for p in 0..140_000 {
+        let ns = format!("team-{}", p % 40);
+        let mut bound = if p < 10_000 {
+            // JobSet pods, each child job's 4 pods on one of the first 1,000 nodes (racks 0–99).
+            let mut pod =
+                pod(&ns, format!("js-{p:06}"), small(), Some(format!("node-{:05}", (p / 4) % 1_000)), None);
+            pod.labels =
+                BTreeMap::from([(labels::JOBSET_JOB_KEY.to_string(), format!("key-{}", p / 4))]).into();
+            pod
+        } else {
+            pod(&ns, format!("running-{p:06}"), small(), Some(format!("node-{:05}", p % nodes)), None)
+        };
+        bound.phase = PodPhase::Running;
+        snap.pods.push(bound);
+    }
+    for j in 0..50 {
+        let gang = gang("ml", format!("jobset-{j:02}"), 8);
+        for m in 0..8 {
+            let requests = Resources::new().with("cpu", 8_000).with("memory", 16 << 30);
+            let mut pod = pod("ml", format!("jobset-{j:02}-{m}"), requests, None, Some(&gang.key));
+            pod.labels =
+                BTreeMap::from([(labels::JOBSET_JOB_KEY.to_string(), format!("pending-{j}-{}", m / 4))])
+                    .into();
+            pod.exclusive_topology = Some(RACK.into());
+            snap.pods.push(pod);
+        }
+        snap.gangs.push(gang);
+    }
+    snap
+}
+
 /// The snapshot with its node usage added up, as an assembled snapshot carries it.
 fn carried(mut snap: Snapshot) -> Snapshot {
     snap.usage = Some(Usage::of(&snap.pods));
@@ -213,6 +262,18 @@ fn bench_s4(c: &mut Criterion) {
     group.finish();
 }
 
+fn bench_s4_exclusive(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S4-exclusive");
+    group.sample_size(10);
+    let snap = carried(s4_exclusive());
+    check(&snap, 400);
+    group.throughput(Throughput::Elements(400));
+    group.bench_function("4000n-140000bound-50jobsets-2x4", |b| {
+        b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000)))
+    });
+    group.finish();
+}
+
 fn bench_scaling(c: &mut Criterion) {
     let mut group = c.benchmark_group("scaling");
     group.sample_size(10);
@@ -228,12 +289,12 @@ fn bench_scaling(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_scaling);
+criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_s4_exclusive, bench_scaling);
 
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
 /// `perf stat -e instructions:u` (run it with `n` and with 0; the difference over `n` is one cycle,
 /// and instruction counts do not depend on what else the machine runs). Cases: `S1-5000`,
-/// `S1-15000`, `S4`, `scaling-15000`.
+/// `S1-15000`, `S4`, `S4-exclusive`, `scaling-15000`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -241,6 +302,7 @@ fn runs(spec: &str) {
         "S1-5000" => carried(s1(5_000, 50_000)),
         "S1-15000" => carried(s1(15_000, 50_000)),
         "S4" => carried(s4()),
+        "S4-exclusive" => carried(s4_exclusive()),
         "scaling-15000" => carried(s1(15_000, 150_000)),
         other => panic!("SHAPES_RUNS: unknown case {other}"),
     };

@@ -255,8 +255,9 @@ proptest! {
     }
 
     /// The cycle's shortcuts (a node order kept per class of alike pods, topology domains pruned
-    /// by a bound, node usage carried in the snapshot instead of added up pod by pod) choose
-    /// exactly what the plain algorithm chooses.
+    /// by a bound, node usage carried in the snapshot instead of added up pod by pod, the JobSet
+    /// pods on nodes found once a cycle for exclusive placement) choose exactly what the plain
+    /// algorithm chooses.
     #[test]
     fn shortcuts_never_change_a_plan(
         (nodes, gangs, running) in cluster(),
@@ -264,15 +265,31 @@ proptest! {
         others in prop::collection::vec(other_pod(), 0..8),
         carried in any::<bool>(),
         spread in any::<bool>(),
+        exclusive in any::<bool>(),
     ) {
         let mut snap = build(&nodes, &gangs, &running);
+        if exclusive {
+            // JobSets with exclusive racks: each gang's members in two child jobs, and every other
+            // pod of someone else's a child job of another JobSet (the domains they hold are taken).
+            for p in snap.pods.iter_mut().filter(|p| p.gang.is_some()) {
+                let name = p.key.name.clone();
+                let (gang, member) = name.rsplit_once('-').unwrap_or((name.as_str(), "0"));
+                let job = format!("{gang}-job{}", member.parse::<usize>().unwrap_or(0) % 2);
+                p.labels = BTreeMap::from([(scheduler_core::labels::JOBSET_JOB_KEY.to_string(), job)]).into();
+                p.exclusive_topology = Some("rack".into());
+            }
+        }
         for (j, &(gpus, cpu)) in singles.iter().enumerate() {
             let mut p = pod(&format!("single-{j:02}"), None, gpus, cpu * 1000, 0, None);
             p.scheduler_name = "gang-scheduler".into();
             snap.pods.push(p);
         }
         for (j, o) in others.iter().enumerate() {
-            snap.pods.push(o.pod(j));
+            let mut p = o.pod(j);
+            if exclusive && j % 2 == 0 {
+                p.labels = BTreeMap::from([(scheduler_core::labels::JOBSET_JOB_KEY.to_string(), format!("other-{j}"))]).into();
+            }
+            snap.pods.push(p);
         }
         if carried {
             snap.usage = Some(Usage::of(&snap.pods));

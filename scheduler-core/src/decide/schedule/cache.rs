@@ -108,6 +108,8 @@ pub(super) struct Caches<'a> {
     /// Node entries held by all class indices (bounded by [`MAX_INDEXED`]).
     indexed: Cell<usize>,
     totals: RefCell<HashMap<(usize, Option<usize>), DomainTotals>>,
+    /// Pods on nodes that belong to some JobSet's child job, once an exclusive gang asks.
+    jobset_pods: std::cell::OnceCell<Rc<[(usize, usize)]>>,
     /// Keep per-class node orders. Off only for the reference cycle.
     fast: bool,
 }
@@ -138,8 +140,34 @@ impl<'a> Caches<'a> {
             classes: RefCell::new(HashMap::new()),
             indexed: Cell::new(0),
             totals: RefCell::new(HashMap::new()),
+            jobset_pods: std::cell::OnceCell::new(),
             fast,
         }
+    }
+
+    /// The pods on nodes (bound, or being bound) labelled as some JobSet's child job
+    /// (`jobset.sigs.k8s.io/job-key` or `jobset-name`), each with its node's index (`node_of`
+    /// resolves a name): the domains exclusive placement must keep clear of. One pass over the
+    /// snapshot's pods per cycle, when the first exclusive gang asks (the reference cycle scans
+    /// again on every ask), instead of one per placement attempt.
+    pub fn jobset_pods(&self, node_of: impl Fn(&str) -> Option<usize>) -> Rc<[(usize, usize)]> {
+        let scan = || -> Rc<[(usize, usize)]> {
+            self.snap
+                .pods
+                .iter()
+                .enumerate()
+                .filter(|(_, pod)| {
+                    pod.uses_node()
+                        && (pod.labels.get(crate::labels::JOBSET_JOB_KEY).is_some()
+                            || pod.labels.get(crate::labels::JOBSET_NAME).is_some())
+                })
+                .filter_map(|(p, pod)| Some((p, node_of(pod.node_name.as_deref()?)?)))
+                .collect()
+        };
+        if !self.fast {
+            return scan();
+        }
+        self.jobset_pods.get_or_init(scan).clone()
     }
 
     /// Nodes that pass every capacity-independent check for pod `p`; computed once per distinct

@@ -244,11 +244,10 @@ impl<'a> Placer<'a> {
                 || pod.labels.get(crate::labels::JOBSET_NAME).is_some())
                 && pod.gang.as_ref().is_none_or(|m| m.gang != gang.key)
         };
-        for (p, pod) in self.snap.pods.iter().enumerate() {
-            if pod.uses_node()
-                && foreign(pod)
-                && let Some(d) = domain_of(p)
-            {
+        let on = self.caches.jobset_pods(|node| self.node_index.get(node).copied());
+        for &(p, n) in on.iter() {
+            let d = topo.node_domain[n];
+            if d != u32::MAX && self.snap.pods[p].gang.as_ref().is_none_or(|m| m.gang != gang.key) {
                 held.entry(d).or_insert_with(|| OTHER.to_string());
             }
         }
