@@ -158,7 +158,11 @@ impl Progress {
         let mut placed: Vec<(usize, Placement)> = Vec::new();
         let mut failed: Vec<(usize, Placement)> = Vec::new();
         for &(g, _) in &whole {
-            let attempt = self.view(facts, placer).place_gang(g, &txn, false);
+            // Its siblings placed in this step are not decisions yet: hand their bindings over, so
+            // that what they hold (a JobSet's exclusive domains) counts for it.
+            let siblings: Vec<(usize, usize)> =
+                placed.iter().flat_map(|(_, p)| p.bindings.iter().copied()).collect();
+            let attempt = self.view(facts, placer).place_gang(g, &txn, false, &siblings);
             if attempt.satisfied {
                 txn.absorb(attempt.txn.clone());
                 placed.push((g, attempt));
@@ -275,7 +279,7 @@ impl View<'_, '_> {
     /// Places members beyond what is needed (satisfied gangs), or replacements (degraded gangs).
     fn extras(&self, g: usize) -> Decision {
         let f = self.facts;
-        let attempt = self.place_gang(g, &Txn::default(), true);
+        let attempt = self.place_gang(g, &Txn::default(), true, &[]);
         let n = u32::try_from(attempt.bindings.len()).unwrap_or(u32::MAX);
         let gang = &f.input.snap.gangs[g];
         let m = &f.gangs.members[g];
@@ -345,7 +349,9 @@ impl View<'_, '_> {
 
     /// Tries to place a gang on top of `base`. With `extras`, every pending member that fits is
     /// placed; otherwise the tree's minimums first, then extras if the tree is satisfied.
-    fn place_gang(&self, g: usize, base: &Txn, extras: bool) -> Placement {
+    /// `siblings`: (pod, node) bindings of its gang group placed in the same step, not yet
+    /// decisions; they count as placed earlier in this cycle.
+    fn place_gang(&self, g: usize, base: &Txn, extras: bool, siblings: &[(usize, usize)]) -> Placement {
         let f = self.facts;
         let mut txn = base.clone();
         // The gang's own reservations are its to use: give them back before placing.
@@ -363,7 +369,7 @@ impl View<'_, '_> {
             txn,
             extras,
             earlier: &|visit: &mut dyn FnMut(usize, usize)| {
-                for &(p, n) in self.decisions.iter().flat_map(|d| &d.bindings) {
+                for &(p, n) in self.decisions.iter().flat_map(|d| &d.bindings).chain(siblings) {
                     visit(p, n);
                 }
             },
@@ -473,7 +479,7 @@ impl View<'_, '_> {
                 g,
                 &pending,
                 |p| self.placer.feasible(p),
-                |base| self.place_gang(g, base, false),
+                |base| self.place_gang(g, base, false, &[]),
                 |txn, p| {
                     if let Some(n) = room.node_of(p) {
                         self.ledger.give(txn, n, &f.pods.res.known_demand(&f.input.snap.pods[p].requests));
