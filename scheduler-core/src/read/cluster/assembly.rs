@@ -162,6 +162,11 @@ impl Assembly {
         self.claims.clear();
         self.pod_problems.clear();
         let raw: Vec<&Value> = cluster.pods.values().collect();
+        self.snapshot.pods.reserve(raw.len());
+        self.claims.reserve(raw.len());
+        if self.indexed {
+            self.pod_at.reserve(raw.len());
+        }
         for ((key, v), converted) in cluster.pods.iter().zip(convert_pods(&raw, &self.priorities)) {
             self.file_pod(key, v, converted);
         }
