@@ -10,14 +10,15 @@
 //! - it starts empty, and `/readyz` does not wait for it: until the first list arrives (or when the
 //!   API server cannot be reached, or a CRD is not installed), a gang is unknown, and a pod naming
 //!   an unknown gang is allowed, as it is without the lookup (the gang may be created later);
-//! - each watch runs on the async runtime, reconnecting with backoff; a decision only reads the
-//!   maps under a read lock;
+//! - each watch runs on the async runtime, reconnecting with backoff; a decision copies the gangs
+//!   its pod names out of the maps under a read lock, held for the copy only;
 //! - `--gang-lookup=false` turns it off (no watch, no RBAC needed).
 //!
 //! Memory: one [`Gang`] per gang object in the cluster (its key, minimums and subgroup tree, which
 //! the Gang CRD caps at 64 subgroups), never the object itself: each watched object is read into
 //! the model and dropped.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -26,7 +27,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use prometheus_client::metrics::gauge::Gauge;
 use scheduler_core::dialect::{self, GangObject};
-use scheduler_core::{Gang, GangKey, Gangs, NoGangs};
+use scheduler_core::{Gang, GangKey, Gangs};
 use serde_json::Value;
 
 type Map = HashMap<GangKey, Gang>;
@@ -42,12 +43,14 @@ pub struct GangLookup {
     known: Option<Arc<RwLock<Vec<Map>>>>,
 }
 
-/// The maps under a read lock, as the core asks for them.
-struct Held<'a>(&'a [Map]);
-
-impl Gangs for Held<'_> {
-    fn find(&self, key: &GangKey) -> Vec<&Gang> {
-        self.0.iter().filter_map(|m| m.get(key)).collect()
+impl Gangs for GangLookup {
+    /// Copies of the gangs with `key`, the lock held only while they are copied (a Gang is its
+    /// key, minimums and at most 64 subgroups): admitting a large object never holds it, so a
+    /// watch event never waits for a decision, nor a decision for a watch event.
+    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>> {
+        let Some(known) = &self.known else { return Vec::new() };
+        let maps = known.read().unwrap_or_else(PoisonError::into_inner);
+        maps.iter().filter_map(|m| m.get(key)).map(|g| Cow::Owned(g.clone())).collect()
     }
 }
 
@@ -71,17 +74,6 @@ impl GangLookup {
             .map(|at| tokio::spawn(pump(client.clone(), at, known.clone(), held.clone())))
             .collect();
         (GangLookup { known: Some(known) }, tasks)
-    }
-
-    /// Calls `f` with the gangs known now (holding a read lock for the call).
-    pub fn with<R>(&self, f: impl FnOnce(&dyn Gangs) -> R) -> R {
-        match &self.known {
-            None => f(&NoGangs),
-            Some(known) => {
-                let map = known.read().unwrap_or_else(PoisonError::into_inner);
-                f(&Held(&map))
-            }
-        }
     }
 
     /// The gangs known now (for tests and logs).
@@ -243,14 +235,14 @@ mod tests {
         let off = GangLookup::off();
         assert!(!off.is_on());
         let key = GangKey::new("ml", "train");
-        assert_eq!(off.with(|g| g.find(&key).len()), 0);
+        assert_eq!(off.find(&key).len(), 0);
 
         let (_, gang) = project(gang_object("train", json!([])), &resource(0)).unwrap();
         let known = Arc::new(RwLock::new(vec![Map::from([(key.clone(), gang.unwrap())]), Map::new()]));
         let on = GangLookup { known: Some(known) };
         assert!(on.is_on());
         assert_eq!(on.len(), 1);
-        assert_eq!(on.with(|g| g.find(&key).len()), 1);
-        assert_eq!(on.with(|g| g.find(&GangKey::new("ml", "other")).len()), 0);
+        assert_eq!(on.find(&key).len(), 1);
+        assert_eq!(on.find(&GangKey::new("ml", "other")).len(), 0);
     }
 }

@@ -396,7 +396,7 @@ async fn handle(
     let decided = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let _reading = reading;
-        let result = gangs.with(|known| admission::review_with(hook, &body, namespace_opted_in, known));
+        let result = admission::review_with(hook, &body, namespace_opted_in, &gangs);
         let encoded = result.map(|(review, s)| (serde_json::to_vec(&review).unwrap_or_default(), s));
         // The request's memory is freed here, on the blocking thread, not on an async worker.
         drop(body);

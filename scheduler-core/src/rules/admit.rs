@@ -19,6 +19,7 @@
 //!
 //! DELETE and CONNECT carry no object to admit: front doors allow them without calling this.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -52,8 +53,10 @@ impl Verdict {
 /// names a gang defined by another object, and only with it can admission tell whether the pod's
 /// subgroup label names a leaf. A gang it does not know is allowed (it may be created later).
 pub trait Gangs {
-    /// The gangs read from objects with this key (any dialect; usually none or one).
-    fn find(&self, key: &GangKey) -> Vec<&Gang>;
+    /// The gangs read from objects with this key (any dialect; usually none or one): borrowed
+    /// where they lie, or copies (a front door that holds them behind a lock hands out copies, so
+    /// that no lock is held while an object is admitted).
+    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>>;
 }
 
 /// No gang known: what a front door that sees one object at a time supplies.
@@ -61,14 +64,14 @@ pub trait Gangs {
 pub struct NoGangs;
 
 impl Gangs for NoGangs {
-    fn find(&self, _: &GangKey) -> Vec<&Gang> {
+    fn find(&self, _: &GangKey) -> Vec<Cow<'_, Gang>> {
         Vec::new()
     }
 }
 
 impl Gangs for Vec<Gang> {
-    fn find(&self, key: &GangKey) -> Vec<&Gang> {
-        self.iter().filter(|g| g.key == *key).collect()
+    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>> {
+        self.iter().filter(|g| g.key == *key).map(Cow::Borrowed).collect()
     }
 }
 
@@ -100,7 +103,7 @@ pub fn admit_with(
     let mut verdict = admit_one(object, old, namespace_labels);
     if verdict.allowed() && is_pod(object) {
         let (claims, _) = crate::dialect::pod_claims_all(object);
-        let known: Vec<Gang> = claims.iter().flat_map(|c| gangs.find(&c.gang)).cloned().collect();
+        let known: Vec<Gang> = claims.iter().flat_map(|c| gangs.find(&c.gang)).map(Cow::into_owned).collect();
         if !known.is_empty() {
             verdict.errors.extend(validate::attachment_errors(&known, object));
         }
