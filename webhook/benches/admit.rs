@@ -1,8 +1,11 @@
-//! The decision alone: decode an AdmissionReview, apply the core's rules, encode the answer.
+//! The decision alone: decode an AdmissionReview, apply the core's rules, encode the answer. The
+//! `admit/by_size` group times one decision by body size, on the costliest bytes admission keeps
+//! (a pod template's annotations: built into the JSON tree, unlike container lists): what
+//! `gang_webhook::lanes::SMALL_BODY`, the small lane's limit, is set from.
 
 use std::hint::black_box;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use gang_webhook::admission::{Hook, review};
 use serde_json::json;
 
@@ -26,6 +29,25 @@ fn bench(c: &mut Criterion) {
         b.iter(|| review(Hook::Validate, black_box(&job), false))
     });
     c.bench_function("admit/validate_gang", |b| b.iter(|| review(Hook::Validate, black_box(&gang), false)));
+
+    let mut group = c.benchmark_group("admit/by_size");
+    for kib in [4usize, 16, 64, 256, 1024] {
+        // An opted-in Job whose template annotations fill the body to `kib` KiB.
+        let entries = (kib * 1024).saturating_sub(600) / 48;
+        let annotations: serde_json::Map<String, serde_json::Value> = (0..entries)
+            .map(|i| (format!("example.com/annotation-{i:07}"), json!("value-of-some-length")))
+            .collect();
+        let object = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "sized", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"parallelism": 4, "template": {"metadata": {"annotations": annotations},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+        let sized = body(&object);
+        group.throughput(Throughput::Bytes(sized.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(format!("{kib}KiB")), &sized, |b, sized| {
+            b.iter(|| review(Hook::Mutate, black_box(sized), false))
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);
