@@ -19,41 +19,12 @@ use std::time::Instant;
 use gang_webhook::admission::{Hook, review};
 use serde_json::{Value, json};
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::{job_with_env, jobset_with_jobs, pytorchjob_with_roles};
+
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
-
-fn opted_in(kind: (&str, &str), spec: Value) -> Value {
-    json!({"apiVersion": kind.0, "kind": kind.1,
-           "metadata": {"name": "big", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
-           "spec": spec})
-}
-
-fn pod_spec(env: usize) -> Value {
-    let env: Vec<Value> =
-        (0..env).map(|i| json!({"name": format!("VARIABLE_{i:06}"), "value": "some-value"})).collect();
-    json!({"containers": [{"name": "main", "image": "registry.example/train:1", "env": env}]})
-}
-
-fn job_with_env(n: usize) -> Value {
-    opted_in(("batch/v1", "Job"), json!({"parallelism": 4, "template": {"spec": pod_spec(n)}}))
-}
-
-fn pytorchjob_with_roles(n: usize) -> Value {
-    let specs: serde_json::Map<String, Value> = (0..n)
-        .map(|i| (format!("Role{i:05}"), json!({"replicas": 1, "template": {"spec": pod_spec(0)}})))
-        .collect();
-    opted_in(("kubeflow.org/v1", "PyTorchJob"), json!({"pytorchReplicaSpecs": specs}))
-}
-
-fn jobset_with_jobs(n: usize) -> Value {
-    let jobs: Vec<Value> = (0..n)
-        .map(|i| {
-            json!({"name": format!("rj{i:05}"), "replicas": 1,
-                   "template": {"spec": {"parallelism": 1, "template": {"spec": pod_spec(0)}}}})
-        })
-        .collect();
-    opted_in(("jobset.x-k8s.io/v1alpha2", "JobSet"), json!({"replicatedJobs": jobs}))
-}
 
 fn body(object: &Value) -> Vec<u8> {
     let kind = object["kind"].as_str().unwrap_or_default();

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+use support::{job_with_env, jobset_with_jobs, opted_in, pod_spec, pytorchjob_with_roles};
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -38,18 +39,6 @@ fn status_kb(pid: u32, field: &str) -> u64 {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-fn opted_in(kind: (&str, &str), spec: Value) -> Value {
-    json!({"apiVersion": kind.0, "kind": kind.1,
-           "metadata": {"name": "big", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
-           "spec": spec})
-}
-
-fn pod_spec(env: usize) -> Value {
-    let env: Vec<Value> =
-        (0..env).map(|i| json!({"name": format!("VARIABLE_{i:06}"), "value": "some-value"})).collect();
-    json!({"containers": [{"name": "main", "image": "registry.example/train:1", "env": env}]})
 }
 
 fn review(operation: &str, object: &Value, old: Option<&Value>) -> Bytes {
@@ -80,31 +69,9 @@ fn largest(make: impl Fn(usize) -> Value, probe: usize) -> Value {
 }
 
 fn bodies() -> Vec<(&'static str, Bytes)> {
-    let job = largest(
-        |n| opted_in(("batch/v1", "Job"), json!({"parallelism": 4, "template": {"spec": pod_spec(n)}})),
-        10_000,
-    );
-    let pytorch = largest(
-        |n| {
-            let specs: serde_json::Map<String, Value> = (0..n)
-                .map(|i| (format!("Role{i:05}"), json!({"replicas": 1, "template": {"spec": pod_spec(0)}})))
-                .collect();
-            opted_in(("kubeflow.org/v1", "PyTorchJob"), json!({"pytorchReplicaSpecs": specs}))
-        },
-        5_000,
-    );
-    let jobset = largest(
-        |n| {
-            let jobs: Vec<Value> = (0..n)
-                .map(|i| {
-                    json!({"name": format!("rj{i:05}"), "replicas": 1,
-                           "template": {"spec": {"parallelism": 1, "template": {"spec": pod_spec(0)}}}})
-                })
-                .collect();
-            opted_in(("jobset.x-k8s.io/v1alpha2", "JobSet"), json!({"replicatedJobs": jobs}))
-        },
-        5_000,
-    );
+    let job = largest(job_with_env, 10_000);
+    let pytorch = largest(pytorchjob_with_roles, 5_000);
+    let jobset = largest(jobset_with_jobs, 5_000);
     vec![
         ("Job, env vars up to 3 MiB (CREATE)", review("CREATE", &job, None)),
         ("PyTorchJob, replica specs up to 3 MiB", review("CREATE", &pytorch, None)),

@@ -15,53 +15,27 @@ use support::free_port;
 
 const BOUND: Duration = Duration::from_secs(20);
 
-struct Webhook {
-    port: u16,
-    probe: u16,
-    ca: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<anyhow::Result<()>>,
-    _dir: tempfile::TempDir,
-}
+/// The webhook, with a kubeconfig (written into its directory) when given one.
+struct Webhook(support::Server);
 
 impl Webhook {
     async fn start(kubeconfig: Option<&str>, extra: &[&str]) -> Webhook {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let dir = tempfile::tempdir().unwrap();
-        let bundle = support::localhost_certs(dir.path());
-        let (port, probe) = (free_port(), free_port());
-        let mut argv: Vec<String> = vec![
-            "gang-webhook".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-            "--probe-listen".into(),
-            format!("127.0.0.1:{probe}"),
-            "--tls-cert-file".into(),
-            dir.path().join("tls.crt").display().to_string(),
-            "--tls-key-file".into(),
-            dir.path().join("tls.key").display().to_string(),
-        ];
+        let config = tempfile::tempdir().unwrap();
+        let path = config.path().join("kubeconfig").display().to_string();
+        let mut flags: Vec<&str> = extra.to_vec();
         if let Some(text) = kubeconfig {
-            let path = dir.path().join("kubeconfig");
             std::fs::write(&path, text).unwrap();
-            argv.extend(["--kubeconfig".into(), path.display().to_string()]);
+            flags.extend(["--kubeconfig", path.as_str()]);
         }
-        argv.extend(extra.iter().map(|s| s.to_string()));
-        let args = <gang_webhook::Args as clap::Parser>::parse_from(argv);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let done = tokio::spawn(gang_webhook::serve(args, async move {
-            let _ = stopped.await;
-        }));
-        let w = Webhook { port, probe, ca: bundle.ca_pem, stop: Some(stop), done, _dir: dir };
-        w.wait_for("/readyz", |status, _| status == 200).await;
-        w
+        // The kubeconfig is read at start: its directory may go once the webhook is ready.
+        Webhook(support::start(&flags).await)
     }
 
     /// Waits until `GET path` on the probe port satisfies `ok`.
     async fn wait_for(&self, path: &str, ok: impl Fn(u16, &str) -> bool) {
         let waited = tokio::time::timeout(BOUND, async {
             loop {
-                if let Ok((status, body)) = probe(self.probe, path).await
+                if let Ok((status, body)) = probe(self.0.probe, path).await
                     && ok(status, &body)
                 {
                     return;
@@ -89,7 +63,7 @@ impl Webhook {
         }))
         .unwrap();
         let exchange = async {
-            let mut tls = support::tls(self.port, self.ca.as_bytes()).await.unwrap();
+            let mut tls = support::tls(self.0.port, self.0.ca.as_bytes()).await.unwrap();
             let head = format!(
                 "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
@@ -108,21 +82,17 @@ impl Webhook {
     }
 
     async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
+        if let Some(stop) = self.0.stop.take() {
             let _ = stop.send(());
         }
-        tokio::time::timeout(BOUND, self.done).await.expect("stopped in time").unwrap().unwrap();
+        tokio::time::timeout(BOUND, self.0.done).await.expect("stopped in time").unwrap().unwrap();
     }
 }
 
 async fn probe(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await?;
-    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Ok((status, body))
+    let (status, text) =
+        support::plain(port, &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).await?;
+    Ok((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
 }
 
 fn gang() -> Value {
@@ -231,7 +201,7 @@ async fn with_no_api_server_to_reach_the_webhook_is_ready_and_allows_the_pod() {
     );
     let webhook = Webhook::start(Some(&kubeconfig), &[]).await;
     assert_eq!(webhook.validate(&pod("inner", "workers")).await["allowed"], true);
-    assert_eq!(probe(webhook.probe, "/readyz").await.unwrap().0, 200);
+    assert_eq!(probe(webhook.0.probe, "/readyz").await.unwrap().0, 200);
     webhook.stop().await;
 }
 

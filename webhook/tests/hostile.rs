@@ -18,72 +18,10 @@ use tower::ServiceExt;
 
 #[path = "support/mod.rs"]
 mod support;
-use support::free_port;
+use support::{plain, start};
 
 /// A generous bound on any wait, so a broken limit fails the test instead of hanging it.
 const BOUND: Duration = Duration::from_secs(20);
-
-struct Server {
-    port: u16,
-    probe: u16,
-    ca: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<anyhow::Result<()>>,
-    _dir: tempfile::TempDir,
-}
-
-async fn start(extra: &[&str]) -> Server {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = support::localhost_certs(dir.path());
-    let (port, probe) = (free_port(), free_port());
-    let mut argv: Vec<String> = [
-        "gang-webhook",
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--probe-listen",
-        &format!("127.0.0.1:{probe}"),
-        "--tls-cert-file",
-        dir.path().join("tls.crt").to_str().unwrap(),
-        "--tls-key-file",
-        dir.path().join("tls.key").to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    argv.extend(extra.iter().map(|s| s.to_string()));
-    let args = <gang_webhook::Args as clap::Parser>::parse_from(argv);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let done = tokio::spawn(gang_webhook::serve(args, async move {
-        let _ = stopped.await;
-    }));
-    let server = Server { port, probe, ca: bundle.ca_pem, stop: Some(stop), done, _dir: dir };
-    // Ready when /readyz says so.
-    tokio::time::timeout(BOUND, async {
-        loop {
-            if let Ok((200, _)) =
-                plain(server.probe, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the webhook became ready");
-    server
-}
-
-/// One raw HTTP/1.1 exchange on the plain probe port.
-async fn plain(port: u16, raw: &str) -> io::Result<(u16, String)> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(raw.as_bytes()).await?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await?;
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    Ok((status, text))
-}
 
 async fn tls(port: u16, ca: &str) -> io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     support::tls(port, ca.as_bytes()).await

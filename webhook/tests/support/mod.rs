@@ -1,6 +1,7 @@
-//! Test and bench support shared by `tests/{tls,hostile,emfile}.rs` and `benches/{abuse,load_tls}.rs`
-//! (each includes it with `#[path]`): free loopback ports, certificates for `localhost`, and a TLS
-//! client that verifies the webhook against its CA, as the API server does.
+//! Test and bench support shared by `tests/{tls,hostile,emfile,gang_lookup}.rs` and
+//! `benches/{abuse,load_tls,rss,memory}.rs` (each includes it with `#[path]`): free loopback ports,
+//! certificates for `localhost`, a TLS client that verifies the webhook against its CA, as the API
+//! server does, a webhook served in-process, and the largest legal objects.
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -60,4 +61,107 @@ pub async fn http1(
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
     tokio::spawn(conn);
     send
+}
+
+/// A webhook served in-process on loopback (its TLS certificate for `localhost`), ready.
+pub struct Server {
+    pub port: u16,
+    pub probe: u16,
+    pub ca: String,
+    pub stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub done: tokio::task::JoinHandle<anyhow::Result<()>>,
+    pub dir: tempfile::TempDir,
+}
+
+/// Starts the webhook with `extra` flags on free loopback ports and waits (up to 20 s) until
+/// `/readyz` answers 200. `dir` holds its certificate files (and whatever else a test puts there).
+pub async fn start(extra: &[&str]) -> Server {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = localhost_certs(dir.path());
+    let (port, probe) = (free_port(), free_port());
+    let mut argv: Vec<String> = vec![
+        "gang-webhook".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--probe-listen".into(),
+        format!("127.0.0.1:{probe}"),
+        "--tls-cert-file".into(),
+        dir.path().join("tls.crt").display().to_string(),
+        "--tls-key-file".into(),
+        dir.path().join("tls.key").display().to_string(),
+    ];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    let args = <gang_webhook::Args as clap::Parser>::parse_from(argv);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let done = tokio::spawn(gang_webhook::serve(args, async move {
+        let _ = stopped.await;
+    }));
+    let server = Server { port, probe, ca: bundle.ca_pem, stop: Some(stop), done, dir };
+    let ready = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if let Ok((200, _)) =
+                plain(server.probe, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(ready.is_ok(), "the webhook became ready");
+    server
+}
+
+/// One raw HTTP/1.1 exchange on a plain port: the status and the whole response.
+pub async fn plain(port: u16, raw: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    s.write_all(raw.as_bytes()).await?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok((status, text))
+}
+
+/// An opted-in workload of `kind` (`(apiVersion, kind)`) with `spec`.
+pub fn opted_in(kind: (&str, &str), spec: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"apiVersion": kind.0, "kind": kind.1,
+           "metadata": {"name": "big", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+           "spec": spec})
+}
+
+/// A pod spec whose one container carries `env` env vars.
+pub fn pod_spec(env: usize) -> serde_json::Value {
+    let env: Vec<serde_json::Value> = (0..env)
+        .map(|i| serde_json::json!({"name": format!("VARIABLE_{i:06}"), "value": "some-value"}))
+        .collect();
+    serde_json::json!({"containers": [{"name": "main", "image": "registry.example/train:1", "env": env}]})
+}
+
+/// An opted-in Job whose container carries `n` env vars.
+pub fn job_with_env(n: usize) -> serde_json::Value {
+    opted_in(("batch/v1", "Job"), serde_json::json!({"parallelism": 4, "template": {"spec": pod_spec(n)}}))
+}
+
+/// An opted-in PyTorchJob with `n` replica types (none of them Master or Worker).
+pub fn pytorchjob_with_roles(n: usize) -> serde_json::Value {
+    let specs: serde_json::Map<String, serde_json::Value> = (0..n)
+        .map(|i| {
+            (format!("Role{i:05}"), serde_json::json!({"replicas": 1, "template": {"spec": pod_spec(0)}}))
+        })
+        .collect();
+    opted_in(("kubeflow.org/v1", "PyTorchJob"), serde_json::json!({"pytorchReplicaSpecs": specs}))
+}
+
+/// An opted-in JobSet with `n` replicated jobs.
+pub fn jobset_with_jobs(n: usize) -> serde_json::Value {
+    let jobs: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({"name": format!("rj{i:05}"), "replicas": 1,
+                   "template": {"spec": {"parallelism": 1, "template": {"spec": pod_spec(0)}}}})
+        })
+        .collect();
+    opted_in(("jobset.x-k8s.io/v1alpha2", "JobSet"), serde_json::json!({"replicatedJobs": jobs}))
 }
