@@ -26,9 +26,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// The largest body the small lane takes. A Pod's AdmissionReview is 2–6 KiB, the largest example
 /// or fixture in this repository (a JobSet with its templates) under 16 KiB. Measured with
 /// `cargo bench -p gang-webhook --bench admit -- by_size` (release, on the costliest bytes: a
-/// template's annotations, built into the tree): a decision costs 12–19 µs per KiB — 4 KiB
-/// 48 µs, 16 KiB 0.19 ms, 64 KiB 0.84 ms, 256 KiB 3.8 ms, 1 MiB 20 ms. At 64 KiB a small slot is
-/// held under a millisecond; anything larger shares the big lane's CPUs and byte budget.
+/// template's annotations, built into the tree): a decision costs 8–12 µs per KiB — 4 KiB
+/// 41 µs, 16 KiB 0.12 ms, 64 KiB 0.53 ms, 256 KiB 2.2–2.3 ms, 1 MiB 11–12 ms. At 64 KiB a small
+/// slot is held about half a millisecond; anything larger shares the big lane's CPUs and budget.
 pub const SMALL_BODY: usize = 64 * 1024;
 
 /// The permits of the two lanes.

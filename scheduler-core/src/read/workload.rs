@@ -517,12 +517,25 @@ pub fn staged_creation(obj: &Value, shape: &WorkloadShape) -> Vec<Staged> {
 /// The gang claims a pod stamped from `template` would make (any dialect). Errors count as no claim:
 /// validation reports them on the pod.
 pub fn template_claims(template: &Value, namespace: &str) -> Vec<crate::dialect::Claim> {
-    let mut meta = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    if let Some(m) = meta.as_object_mut() {
-        m.insert("namespace".into(), Value::String(namespace.to_string()));
+    // The pod the template makes, as far as the dialects read a pod: its metadata, and of its spec
+    // the fields that name an upstream gang (`dialect::upstream`). Built with one copy of the
+    // metadata and nothing of the rest of the spec: it was three copies of the metadata and two of
+    // the whole spec (a `json!` re-serializes the values it is given), the bulk of a decision.
+    let mut meta = match template.get("metadata") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    meta.insert("namespace".into(), Value::String(namespace.to_string()));
+    let mut spec = serde_json::Map::new();
+    for field in ["workloadRef", "schedulingGroup"] {
+        if let Some(v) = template.get("spec").and_then(|s| s.get(field)) {
+            spec.insert(field.into(), v.clone());
+        }
     }
-    let pod = json!({"metadata": meta, "spec": template.get("spec").cloned().unwrap_or(Value::Null)});
-    crate::dialect::pod_claims(&pod).unwrap_or_default()
+    let mut pod = serde_json::Map::new();
+    pod.insert("metadata".into(), Value::Object(meta));
+    pod.insert("spec".into(), Value::Object(spec));
+    crate::dialect::pod_claims(&Value::Object(pod)).unwrap_or_default()
 }
 
 /// A Volcano Job's gang minimum and Volcano's own admission rules on it
