@@ -111,3 +111,46 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// `Resources` behaves as a map of names to non-zero amounts, however it was built: the same
+    /// amounts, names in order, equal (and hashing alike) whatever the order of the writes, and
+    /// the same after a round trip through JSON.
+    #[test]
+    fn resources_behave_as_a_map_of_non_zero_amounts(
+        writes in proptest::collection::vec((0usize..6, -3i64..4), 0..24),
+    ) {
+        use std::collections::BTreeMap;
+        use std::hash::{BuildHasher, RandomState};
+        const NAMES: [&str; 6] = ["cpu", "memory", "pods", "nvidia.com/gpu", "ephemeral-storage", "a"];
+        let mut model: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut forward = resources::Resources::new();
+        for &(name, amount) in &writes {
+            forward.set(NAMES[name], amount);
+            if amount == 0 { model.remove(NAMES[name]); } else { model.insert(NAMES[name], amount); }
+        }
+        let listed: Vec<(&str, i64)> = forward.iter().collect();
+        let want: Vec<(&str, i64)> = model.iter().map(|(k, v)| (*k, *v)).collect();
+        prop_assert_eq!(&listed, &want);
+        prop_assert_eq!(forward.len(), model.len());
+        for name in NAMES {
+            prop_assert_eq!(forward.get(name), model.get(name).copied().unwrap_or(0));
+        }
+        // The same amounts written in the reverse order are the same value.
+        let backward: resources::Resources = model.iter().rev().map(|(k, v)| (k.to_string(), *v)).collect();
+        prop_assert_eq!(&backward, &forward);
+        let hasher = RandomState::new();
+        prop_assert_eq!(hasher.hash_one(&backward), hasher.hash_one(&forward));
+        let json = serde_json::to_value(&forward).unwrap();
+        prop_assert_eq!(json.as_object().map(|m| m.len()), Some(model.len()));
+        let back: resources::Resources = serde_json::from_value(json).unwrap();
+        prop_assert_eq!(back, forward);
+    }
+}
+
+#[test]
+fn resources_read_from_json_leave_zero_amounts_out() {
+    let r: resources::Resources = serde_json::from_value(json!({"memory": 0, "cpu": 500})).unwrap();
+    assert_eq!(r.iter().collect::<Vec<_>>(), vec![("cpu", 500)]);
+    assert_eq!(r, resources::Resources::new().with("cpu", 500));
+}

@@ -20,27 +20,37 @@ pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 
 /// A set of resource amounts, keyed by resource name, in the units described in the module docs.
 /// Zero amounts are not stored.
-#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Resources(BTreeMap<String, i64>);
+///
+/// Held as a vector sorted by name: a pod asks for two or three resources, and the cycle compares
+/// the requests of each pending pod with the previous one's — a slice comparison, where a map
+/// would walk its nodes (about a tenth of a cycle of 50,000 pending pods).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Resources(Vec<(String, i64)>);
 
 impl Resources {
     pub fn new() -> Self {
-        Resources(BTreeMap::new())
+        Resources(Vec::new())
+    }
+
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(name))
     }
 
     /// The amount of `name` (zero when absent).
     pub fn get(&self, name: &str) -> i64 {
-        self.0.get(name).copied().unwrap_or(0)
+        self.position(name).map_or(0, |i| self.0[i].1)
     }
 
     /// Sets `name` to `amount` (removing it when zero).
     pub fn set(&mut self, name: impl Into<String>, amount: i64) {
         let name = name.into();
-        if amount == 0 {
-            self.0.remove(&name);
-        } else {
-            self.0.insert(name, amount);
+        match (self.position(&name), amount) {
+            (Ok(i), 0) => {
+                self.0.remove(i);
+            }
+            (Ok(i), _) => self.0[i].1 = amount,
+            (Err(_), 0) => {}
+            (Err(i), _) => self.0.insert(i, (name, amount)),
         }
     }
 
@@ -111,7 +121,22 @@ impl FromIterator<(String, i64)> for Resources {
 
 impl fmt::Debug for Resources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.0.iter()).finish()
+        f.debug_map().entries(self.0.iter().map(|(k, v)| (k, v))).finish()
+    }
+}
+
+/// A map of names to amounts, as a `ResourceList` is written.
+impl Serialize for Resources {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+/// From a map of names to amounts; zero amounts are left out, as [`Resources::set`] leaves them.
+impl<'de> Deserialize<'de> for Resources {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, i64>::deserialize(deserializer)?;
+        Ok(map.into_iter().collect())
     }
 }
 

@@ -2,7 +2,9 @@
 //! degraded or stale, waiting for members, backing off, or placed whole; unplaced gangs preempt,
 //! reserve, time out or wait — as functions that look at what the cycle knows ([`View`]) and
 //! return a [`Decision`]. [`Progress`] applies each decision to the ledger before the next is
-//! made, so a later gang sees what an earlier one took; no step reads what another wrote.
+//! made, so a later gang sees what an earlier one took: through the ledger, the pods evicted and
+//! the list of pods placed so far, which `Progress` keeps as it applies decisions — no step looks
+//! into the decisions another step returned.
 
 use std::collections::BTreeSet;
 
@@ -35,11 +37,13 @@ enum Attempt {
 }
 
 /// What the cycle has decided so far: the ledger with every decision committed, the pods evicted
-/// (never twice, never a victim again), and the decisions in the order made.
+/// (never twice, never a victim again), the members placed, and the decisions in the order made.
 #[derive(Debug)]
 pub(super) struct Progress {
     ledger: Ledger,
     evicted: BTreeSet<usize>,
+    /// Gang members bound by the decisions so far: (pod, node), in the order placed.
+    placed: Vec<(usize, usize)>,
     summaries: FitSummaries,
     decisions: Vec<Decision>,
     /// Pods outside any gang bound: (pod, node).
@@ -51,6 +55,7 @@ impl Progress {
         Progress {
             ledger,
             evicted: BTreeSet::new(),
+            placed: Vec::new(),
             summaries: FitSummaries::default(),
             decisions: Vec::new(),
             singles: Vec::new(),
@@ -69,14 +74,16 @@ impl Progress {
             ledger: &self.ledger,
             evicted: &self.evicted,
             summaries: &self.summaries,
-            decisions: &self.decisions,
+            placed: &self.placed,
         }
     }
 
-    /// Commits a decision: its capacity to the ledger, its evictions to the evicted (a pod already
-    /// evicted or deleting is left out), and keeps it. Returns its reason.
+    /// Commits a decision: its capacity to the ledger, its bindings to the members placed, its
+    /// evictions to the evicted (a pod already evicted or deleting is left out), and keeps it.
+    /// Returns its reason.
     fn apply(&mut self, pods: &[Pod], mut d: Decision) -> Reason {
         self.ledger.commit(std::mem::take(&mut d.txn));
+        self.placed.extend_from_slice(&d.bindings);
         let evicted = &mut self.evicted;
         d.evictions.retain(|&(p, _)| !pods[p].deleting && evicted.insert(p));
         let reason = d.reason;
@@ -205,8 +212,8 @@ struct View<'v, 'a> {
     ledger: &'v Ledger,
     evicted: &'v BTreeSet<usize>,
     summaries: &'v FitSummaries,
-    /// The decisions made earlier in this cycle: their bindings hold nodes as bound pods do.
-    decisions: &'v [Decision],
+    /// Gang members placed earlier in this cycle: (pod, node); they hold nodes as bound pods do.
+    placed: &'v [(usize, usize)],
 }
 
 impl View<'_, '_> {
@@ -369,7 +376,7 @@ impl View<'_, '_> {
             txn,
             extras,
             earlier: &|visit: &mut dyn FnMut(usize, usize)| {
-                for &(p, n) in self.decisions.iter().flat_map(|d| &d.bindings).chain(siblings) {
+                for &(p, n) in self.placed.iter().chain(siblings) {
                     visit(p, n);
                 }
             },

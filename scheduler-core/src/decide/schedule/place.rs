@@ -12,6 +12,7 @@
 //! group of members whole in a domain no other group of the gang holds.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, HashMap};
 use std::rc::Rc;
 
@@ -636,7 +637,11 @@ impl<'a> Placer<'a> {
             best.iter().enumerate().map(|(i, &(key, _))| Reverse((key, i))).collect();
         let mut placed = Vec::with_capacity(run.len().min(heap.len()));
         for &p in run {
-            let Some(Reverse((key, i))) = heap.pop() else { break };
+            // The best node takes the pod and is re-keyed where it stands: with bin-packing its key
+            // only gets better, so it stays on top at no cost (a pop and a push would walk the
+            // heap twice per pod).
+            let Some(mut top) = heap.peek_mut() else { break };
+            let Reverse((key, i)) = *top;
             placed.push((p, best[i].1));
             taken[i] += 1;
             let room = &mut left[i * (width + 1)..(i + 1) * (width + 1)];
@@ -646,10 +651,10 @@ impl<'a> Placer<'a> {
             room[width] = room[width].saturating_sub(1);
             let fits = room[width] >= 1 && room.iter().zip(&d.0).all(|(&f, &(_, a))| a <= 0 || f >= a);
             if fits {
-                heap.push(Reverse((
-                    self.caches.rekey(key, width, room[..width].iter().copied(), room[width]),
-                    i,
-                )));
+                *top =
+                    Reverse((self.caches.rekey(key, width, room[..width].iter().copied(), room[width]), i));
+            } else {
+                PeekMut::pop(top);
             }
         }
         for (i, &times) in taken.iter().enumerate() {
