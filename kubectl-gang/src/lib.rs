@@ -75,17 +75,11 @@ pub fn now(g: &Global) -> anyhow::Result<Time> {
 }
 
 /// The scheduling policy at `path` (the scheduler's `--config` file; defaults when `None`): read
-/// here, its content checked by the core's `Config::from_policy`, as `gang-scheduler` does.
+/// here, its text read by the core's `Config::from_policy_text`, as `gang-scheduler` does.
 pub fn policy(path: Option<&Path>) -> anyhow::Result<scheduler_core::Config> {
     let Some(p) = path else { return Ok(scheduler_core::Config::default()) };
     let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-    let doc: Value = if text.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_norway::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}: invalid scheduling policy: {e}", p.display()))?
-    };
-    scheduler_core::Config::from_policy(doc).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+    scheduler_core::Config::from_policy_text(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
 }
 
 /// Reads the world the global flags point at; with `events_for` (a gang, `name` or `ns/name`), also

@@ -1,6 +1,6 @@
 //! The scheduling policy file (`--config`): YAML with the fields of `scheduler_core::Config`.
-//! The rules of its content are the core's (`Config::from_policy`, which `kubectl gang simulate`
-//! and `kubectl gang status` call too); this module reads the file and its YAML.
+//! Its text is read by the core (`Config::from_policy_text`, which `kubectl gang simulate` and
+//! `kubectl gang status` call too); this module reads the file.
 
 use std::path::Path;
 
@@ -20,14 +20,9 @@ pub fn load(path: Option<&Path>, scheduler_name: &str) -> anyhow::Result<Config>
     Ok(config)
 }
 
-/// Parses a policy document: YAML syntax here, its content by the core.
+/// Parses a policy document (the core's reader, which `kubectl gang` uses too).
 pub fn parse(text: &str) -> anyhow::Result<Config> {
-    let doc: serde_json::Value = if text.trim().is_empty() {
-        serde_json::Value::Null
-    } else {
-        serde_norway::from_str(text).map_err(|e| anyhow::anyhow!("invalid scheduling policy: {e}"))?
-    };
-    Ok(Config::from_policy(doc)?)
+    Ok(Config::from_policy_text(text)?)
 }
 
 #[cfg(test)]

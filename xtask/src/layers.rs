@@ -41,7 +41,7 @@ pub const CORE: &Table = &[
             &["cluster"],
         ],
     ),
-    ("rules", &[&["validate"]]),
+    ("rules", &[&["validate"], &["admit"]]),
     ("decide", &[&["config"], &["plan"], &["provision"], &["schedule"], &["sim"]]),
 ];
 

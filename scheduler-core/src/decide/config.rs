@@ -169,13 +169,23 @@ impl Default for Config {
 pub struct PolicyError(String);
 
 impl Config {
-    /// Reads a policy document, the one format `gang-scheduler --config` and
-    /// `kubectl gang simulate|status --config` take: a mapping with the fields of [`Config`] in
-    /// camelCase, durations in seconds. Fields left out keep their defaults; an empty document
-    /// (`null`) is [`Config::default`]. Unknown fields and bad values are errors naming the field.
+    /// Reads a policy file's text, the one format `gang-scheduler --config` and
+    /// `kubectl gang simulate|status --config` take: YAML (or JSON) holding a mapping with the
+    /// fields of [`Config`] in camelCase, durations in seconds. Fields left out keep their
+    /// defaults; an empty document is [`Config::default`]. Unknown fields and bad values are
+    /// errors naming the field.
     ///
-    /// The core reads no files and parses no YAML: each binary reads the file and hands over the
-    /// document (YAML and JSON both decode to a [`Value`]); every rule about its content is here.
+    /// The core reads no files: each binary reads the file and hands over its text; everything
+    /// about its content (its syntax included) is here, so the two can never read it apart.
+    pub fn from_policy_text(text: &str) -> Result<Config, PolicyError> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let doc: Value = serde_norway::from_str(text).map_err(|e| PolicyError(e.to_string()))?;
+        Config::from_policy(doc)
+    }
+
+    /// Reads a policy document already decoded (see [`Config::from_policy_text`]).
     pub fn from_policy(doc: Value) -> Result<Config, PolicyError> {
         let fields = match doc {
             Value::Null => return Ok(Config::default()),
@@ -223,6 +233,21 @@ mod opt_secs {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_policy_file_reads_the_same_as_yaml_or_json_and_empty_is_the_default() {
+        let yaml = Config::from_policy_text("scoring: spread\ndefaultTimeout: 900\n").unwrap();
+        let json = Config::from_policy_text(r#"{"scoring": "spread", "defaultTimeout": 900}"#).unwrap();
+        assert_eq!(yaml.scoring, Scoring::Spread);
+        assert_eq!(yaml.default_timeout, Some(Duration::from_secs(900)));
+        assert_eq!(serde_json::to_value(&yaml).unwrap(), serde_json::to_value(&json).unwrap());
+        let empty = Config::from_policy_text(" \n").unwrap();
+        assert_eq!(serde_json::to_value(&empty).unwrap(), serde_json::to_value(Config::default()).unwrap());
+        let bad = Config::from_policy_text("scoring: [").unwrap_err().to_string();
+        assert!(bad.starts_with("invalid scheduling policy: ") && bad.contains(" at line "), "{bad}");
+        let field = Config::from_policy_text("scoring: sideways\n").unwrap_err().to_string();
+        assert!(field.starts_with("invalid scheduling policy: scoring: unknown variant"), "{field}");
+    }
 
     #[test]
     fn a_policy_reads_every_field_and_names_the_bad_one() {

@@ -4,10 +4,12 @@
 //! ([`Claim`]s, from labels, annotations or `spec.schedulingGroup`), and how its gang objects
 //! (CRDs) or CRD-less annotations become a canonical [`Gang`]. Adding a dialect takes: its module
 //! here; its claim reader in [`pod_claims`]'s list; its object kind in [`read_object`] (or its
-//! annotation form in [`annotation_gang`]); a variant of [`crate::model::Dialect`]; its kind in
-//! [`crate::cluster::READ`], so that the scheduler watches it and the plugin lists it; and, for a
-//! dialect without a gang object, an entry in the CRD-less lists of the scheduler's index and of
-//! `kubectl gang status`.
+//! annotation form in [`annotation_gang`]); a variant of [`crate::model::Dialect`] (whose
+//! exhaustive matches — `is_crd_less`, `as_str`, and `kubectl gang status`'s `object_name` — the
+//! compiler then points at); its kind in [`crate::cluster::READ`], so that the scheduler watches it,
+//! the plugin lists it and the RBAC test asks for its grant; and, if its pods name a subgroup of
+//! its gang object, its kind in the webhook's gang lookup (`gang-webhook`'s `gangs::WATCHED`), so
+//! admission can check the subgroup.
 //!
 //! | dialect | gang object | pod membership |
 //! |---|---|---|
