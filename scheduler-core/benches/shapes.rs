@@ -294,7 +294,7 @@ criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_s4_exclusive, b
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
 /// `perf stat -e instructions:u` (run it with `n` and with 0; the difference over `n` is one cycle,
 /// and instruction counts do not depend on what else the machine runs). Cases: `S1-5000`,
-/// `S1-15000`, `S4`, `S4-exclusive`, `scaling-15000`.
+/// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`, `scaling-15000`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -304,6 +304,9 @@ fn runs(spec: &str) {
         "S4" => carried(s4()),
         "S4-exclusive" => carried(s4_exclusive()),
         "scaling-15000" => carried(s1(15_000, 150_000)),
+        "S2-3000x3" => carried(racks(3_000, 3, false)),
+        "S2-9x1000" => carried(racks(9, 1_000, false)),
+        "S3-1500x4-rack" => carried(racks(1_500, 4, true)),
         other => panic!("SHAPES_RUNS: unknown case {other}"),
     };
     for _ in 0..n {

@@ -544,8 +544,14 @@ impl<'a> Placer<'a> {
             r.gang.subgroups.iter().find(|s| s.name == leaf).map_or(0, |s| s.min_member)
         };
         let filter = if filter.is_empty() { None } else { Some(filter) };
-        let todo: Vec<usize> =
-            pods.iter().copied().filter(|p| !w.bindings.iter().any(|&(q, _)| q == *p)).collect();
+        // Past a few bindings, a set rather than a scan of them per pod: an extras pass over a
+        // leaf of thousands of members, after its minimum was placed, stays linear.
+        let todo: Vec<usize> = if w.bindings.len() <= 16 {
+            pods.iter().copied().filter(|p| !w.bindings.iter().any(|&(q, _)| q == *p)).collect()
+        } else {
+            let placed: std::collections::HashSet<usize> = w.bindings.iter().map(|&(q, _)| q).collect();
+            pods.iter().copied().filter(|p| !placed.contains(p)).collect()
+        };
         let mut i = 0;
         while i < todo.len() {
             let room =
