@@ -151,8 +151,8 @@ pub struct Metrics {
     requests: Family<HookLabels, Counter>,
     duration: Family<HookLabel, Histogram>,
     closed: Family<CloseLabels, Counter>,
-    /// Gangs the gang lookup holds.
-    pub gangs_known: prometheus_client::metrics::gauge::Gauge,
+    /// Gangs the gang lookup holds, and those it did not for a size limit.
+    pub gang_lookup: gangs::LookupMetrics,
     registry: Arc<Registry>,
 }
 
@@ -179,16 +179,21 @@ impl Default for Metrics {
             "Connections closed by the server, by port and reason (a limit, a timeout, bad HTTP, a failed handshake, shutdown)",
             closed.clone(),
         );
-        let gangs_known = prometheus_client::metrics::gauge::Gauge::default();
+        let gang_lookup = gangs::LookupMetrics::default();
         registry.register(
             "gang_webhook_gangs_known",
             "Gang objects the gang lookup holds (0 when it is off or has not listed yet)",
-            gangs_known.clone(),
+            gang_lookup.held.clone(),
+        );
+        registry.register(
+            "gang_webhook_gangs_not_held",
+            "Gang objects the gang lookup did not hold for a size limit (their pods are admitted as of an unknown gang)",
+            gang_lookup.not_held.clone(),
         );
         let build = Family::<VersionLabel, prometheus_client::metrics::gauge::Gauge>::default();
         build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION").into() }).set(1);
         registry.register("gang_webhook_build_info", "Build version", build);
-        Metrics { requests, duration, closed, gangs_known, registry: Arc::new(registry) }
+        Metrics { requests, duration, closed, gang_lookup, registry: Arc::new(registry) }
     }
 }
 
@@ -618,7 +623,7 @@ async fn gang_lookup(
         },
     };
     let client = kube::Client::try_from(config).context("the gang lookup's Kubernetes client")?;
-    Ok(Some(gangs::GangLookup::watch(client, metrics.gangs_known.clone())))
+    Ok(Some(gangs::GangLookup::watch(client, metrics.gang_lookup.clone())))
 }
 
 /// The probe port, served by a thread with a runtime of its own: however busy the admission port's
