@@ -77,8 +77,9 @@ pub struct Args {
     /// Connections open at once on --listen; more wait in the kernel's backlog.
     #[arg(long, default_value_t = 1024, value_name = "N", env = "GANG_WEBHOOK_MAX_CONNECTIONS")]
     pub max_connections: usize,
-    /// Seconds a client has for its TLS handshake, then for each request's headers, then for its
-    /// body. An HTTP/1.1 connection waiting for its next request's headers is closed after it too.
+    /// Seconds a client has for its TLS handshake, then for its first request's headers, then for
+    /// each request's headers and body. An HTTP/1.1 connection waiting for its next request's
+    /// headers is closed after it too. (The probe port allows at most 2 s for headers and body.)
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub request_timeout: u64,
     /// Seconds a connection with no request in flight stays open.
