@@ -1,5 +1,7 @@
 //! Heap per AdmissionReview for the largest legal objects of issue 16: a Job with 90,000 env vars, a
-//! PyTorchJob with 30,000 replica specs and a JobSet with 12,000 replicated jobs, each opted in.
+//! PyTorchJob with 30,000 replica specs and a JobSet with 12,000 replicated jobs, each opted in;
+//! and, the worst case for the pruned reader, a Job whose pod template carries 3 MiB of
+//! tolerations, which admission reads and so are built into the JSON tree.
 //! The PyTorchJob's types are not Master or Worker, so it is denied (eight types named, the rest
 //! counted) and nothing is patched: its answer is bounded, not a patch per type. The JobSet has more
 //! replicated jobs than a gang has subgroups, so it too is denied with one error. None of the bulk is
@@ -21,7 +23,7 @@ use serde_json::{Value, json};
 
 #[path = "../tests/support/mod.rs"]
 mod support;
-use support::{job_with_env, jobset_with_jobs, pytorchjob_with_roles};
+use support::{job_with_env, job_with_tolerations, jobset_with_jobs, pytorchjob_with_roles};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -36,6 +38,13 @@ fn body(object: &Value) -> Vec<u8> {
     .unwrap_or_default()
 }
 
+/// `make(n)` with the largest `n` whose JSON is under the API server's 3 MiB request limit.
+fn largest(make: impl Fn(usize) -> Value, probe: usize) -> Value {
+    let size = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
+    let n = probe * (3 * 1024 * 1024 - 4096) / size(&make(probe)).max(1);
+    make(n)
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -45,6 +54,7 @@ fn main() {
         ("Job, 90k env vars", job_with_env(90_000)),
         ("PyTorchJob, 30k replica specs", pytorchjob_with_roles(30_000)),
         ("JobSet, 12k replicated jobs", jobset_with_jobs(12_000)),
+        ("Job, 3 MiB of tolerations", largest(job_with_tolerations, 1_000)),
     ];
     println!(
         "{:<32} {:<8} {:>9} {:>10} {:>11} {:>10} {:>16}",

@@ -1,10 +1,14 @@
 //! The webhook's own resident memory under the heaviest legal load: the release `gang-webhook`
 //! binary in a process of its own (not this bench's), driven over TLS by `RSS_CLIENTS` clients
-//! (default 8) sending maximum-size AdmissionReviews back to back for `RSS_SECONDS` (default 10):
+//! (default 8) over HTTP/1.1 and `RSS_H2_CLIENTS` HTTP/2 connections (default 2) of
+//! `RSS_H2_STREAMS` concurrent streams each (default 16, the server's limit), sending maximum-size
+//! AdmissionReviews back to back for `RSS_SECONDS` (default 10):
 //! each object just under the API server's 3 MiB request limit — a Job's env vars, a PyTorchJob's
 //! replica specs, a JobSet's replicated jobs — and an UPDATE of the Job (object and oldObject, twice
-//! the body). `RSS_ENV=K=V,...` sets environment variables of the webhook process (e.g. glibc's
-//! `MALLOC_ARENA_MAX`, as the Deployment does). Reports the
+//! the body) — and a Job with 3 MiB of tolerations, which the pruned reader keeps. `RSS_ENV=K=V,...`
+//! sets environment variables of the webhook process, e.g. glibc's `MALLOC_ARENA_MAX=2` (the
+//! Deployment does not set it: with 32 clients it changed the peak by less than the run-to-run
+//! spread, 80–98 MiB without, 88–89 MiB with). Reports the
 //! process's VmRSS when idle, its peak (VmHWM) under the load, and VmRSS after it — the figures the
 //! Deployment's memory request and limit are set from (`manifests/base/webhook.yaml`).
 //!
@@ -19,7 +23,9 @@ use serde_json::{Value, json};
 
 #[path = "../tests/support/mod.rs"]
 mod support;
-use support::{job_with_env, jobset_with_jobs, opted_in, pod_spec, pytorchjob_with_roles};
+use support::{
+    job_with_env, job_with_tolerations, jobset_with_jobs, opted_in, pod_spec, pytorchjob_with_roles,
+};
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -28,8 +34,9 @@ fn main() {
     }
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (clients, seconds) = (env("RSS_CLIENTS", 8), env("RSS_SECONDS", 10));
+    let (h2_clients, streams) = (env("RSS_H2_CLIENTS", 2), env("RSS_H2_STREAMS", 16));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    rt.block_on(run(clients as usize, seconds));
+    rt.block_on(run(clients as usize, h2_clients as usize, streams as usize, seconds));
 }
 
 fn status_kb(pid: u32, field: &str) -> u64 {
@@ -72,15 +79,17 @@ fn bodies() -> Vec<(&'static str, Bytes)> {
     let job = largest(job_with_env, 10_000);
     let pytorch = largest(pytorchjob_with_roles, 5_000);
     let jobset = largest(jobset_with_jobs, 5_000);
+    let tolerations = largest(job_with_tolerations, 1_000);
     vec![
         ("Job, env vars up to 3 MiB (CREATE)", review("CREATE", &job, None)),
+        ("Job, tolerations up to 3 MiB (read, not skipped)", review("CREATE", &tolerations, None)),
         ("PyTorchJob, replica specs up to 3 MiB", review("CREATE", &pytorch, None)),
         ("JobSet, replicated jobs up to 3 MiB", review("CREATE", &jobset, None)),
         ("Job, env vars up to 3 MiB (UPDATE: object + oldObject)", review("UPDATE", &job, Some(&job))),
     ]
 }
 
-async fn run(clients: usize, seconds: u64) {
+async fn run(clients: usize, h2_clients: usize, streams: usize, seconds: u64) {
     let dir = tempfile::tempdir().unwrap();
     let bundle = support::localhost_certs(dir.path());
     let (port, probe) = (support::free_port(), support::free_port());
@@ -120,7 +129,7 @@ async fn run(clients: usize, seconds: u64) {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let bodies = bodies();
     println!(
-        "rss: gang-webhook pid {pid}, {clients} clients × {seconds} s, env {:?}; load average at start: {}",
+        "rss: gang-webhook pid {pid}, {clients} HTTP/1.1 clients and {h2_clients} HTTP/2 connections × {streams} streams, {seconds} s, env {:?}; load average at start: {}",
         extra_env(),
         load.trim()
     );
@@ -149,6 +158,32 @@ async fn run(clients: usize, seconds: u64) {
             }
             answered
         }));
+    }
+    // HTTP/2: connections carrying `streams` requests at once each, so that one connection's
+    // bodies count many times, not once.
+    for c in 0..h2_clients {
+        let (ca, bodies) = (ca.clone(), bodies.clone());
+        let send = support::http2(port, ca.as_bytes()).await;
+        for s in 0..streams {
+            let (mut send, bodies) = (send.clone(), bodies.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut answered = std::collections::BTreeMap::<u16, usize>::new();
+                let mut i = c + s;
+                while Instant::now() < deadline {
+                    let (_, body) = &bodies[i % bodies.len()];
+                    i += 1;
+                    match send.send_request(post(body.clone())).await {
+                        Ok(res) => {
+                            *answered.entry(res.status().as_u16()).or_default() += 1;
+                            let _ = res.into_body().collect().await;
+                        }
+                        // The connection closed (a per-connection limit): this stream is done.
+                        Err(_) => break,
+                    }
+                }
+                answered
+            }));
+        }
     }
     let mut peak_rss = 0;
     while Instant::now() < deadline {

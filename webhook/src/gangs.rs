@@ -10,13 +10,20 @@
 //! - it starts empty, and `/readyz` does not wait for it: until the first list arrives (or when the
 //!   API server cannot be reached, or a CRD is not installed), a gang is unknown, and a pod naming
 //!   an unknown gang is allowed, as it is without the lookup (the gang may be created later);
-//! - each watch runs on the async runtime, reconnecting with backoff; a decision copies the gangs
-//!   its pod names out of the maps under a read lock, held for the copy only;
+//! - each watch runs on the async runtime, reconnecting with backoff; a decision takes the gangs
+//!   its pod names out of the maps under a read lock, held only to share them (an `Arc` each), and
+//!   copies them for the core after letting go;
 //! - `--gang-lookup=false` turns it off (no watch, no RBAC needed).
 //!
-//! Memory: one [`Gang`] per gang object in the cluster (its key, minimums and subgroup tree, which
-//! the Gang CRD caps at 64 subgroups), never the object itself: each watched object is read into
-//! the model and dropped.
+//! Memory: one [`Gang`] per gang object in the cluster (its key, minimums and subgroup tree), never
+//! the object itself: each watched object is read into the model and dropped. What is held is
+//! bounded, since the API server does not bound it for us — the Gang CRD caps subgroups at 64, but a
+//! KAI PodGroup's `subGroups` has no `maxItems` (KAI-Scheduler
+//! `pkg/apis/scheduling/v2alpha2/podgroup_types.go`) and a cluster may hold any number of gangs:
+//! a gang with more than [`MAX_SUBGROUPS_HELD`] subgroups or weighing more than
+//! [`MAX_GANG_WEIGHT`] ([`weight`]) is not held, and each watch holds at most [`MAX_HELD_WEIGHT`]
+//! (about 25,000 ordinary gangs). A gang not held is unknown to admission — its pods are allowed, as
+//! they are before the first list — and is counted in `gang_webhook_gangs_not_held_total`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -25,12 +32,103 @@ use std::sync::{Arc, PoisonError, RwLock};
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt as _, watcher};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use scheduler_core::dialect::{self, GangObject};
 use scheduler_core::{Gang, GangKey, Gangs};
 use serde_json::Value;
 
-type Map = HashMap<GangKey, Gang>;
+/// Subgroups a held gang may have: the rule book's limit (`validate::MAX_SUBGROUPS`, also the Gang
+/// CRD's `maxItems`).
+pub const MAX_SUBGROUPS_HELD: usize = scheduler_core::validate::MAX_SUBGROUPS;
+
+/// The largest [`weight`] of one held gang: 64 subgroups with the longest valid names and
+/// topology keys weigh about 40 KiB.
+pub const MAX_GANG_WEIGHT: usize = 64 * 1024;
+
+/// The [`weight`] of the gangs one watch holds together.
+pub const MAX_HELD_WEIGHT: usize = 16 * 1024 * 1024;
+
+/// About the bytes a held gang takes: a fixed part for the `Gang` itself and its map entry, plus
+/// each subgroup, gang-group entry and resource, plus every string it holds.
+pub fn weight(g: &Gang) -> usize {
+    let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    let subgroups: usize =
+        g.subgroups.iter().map(|sg| 128 + sg.name.len() + opt(&sg.parent) + opt(&sg.topology_key)).sum();
+    let group: usize = g.gang_group.iter().map(|k| 64 + k.namespace.len() + k.name.len()).sum();
+    let resources = 64 * g.min_resources.iter().count();
+    512 + g.key.namespace.len()
+        + g.key.name.len()
+        + opt(&g.topology_key)
+        + opt(&g.exclusive_topology)
+        + g.source.kind.len()
+        + subgroups
+        + group
+        + resources
+}
+
+/// Why a gang is not held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotHeld {
+    #[error("more than {MAX_SUBGROUPS_HELD} subgroups")]
+    Subgroups,
+    #[error("weighs more than {MAX_GANG_WEIGHT} bytes")]
+    Weight,
+    #[error("the lookup holds {MAX_HELD_WEIGHT} bytes of gangs already")]
+    Full,
+}
+
+/// The gangs of one watched kind, with their weights.
+#[derive(Debug, Default, Clone)]
+struct Map {
+    gangs: HashMap<GangKey, (Arc<Gang>, usize)>,
+    weight: usize,
+    /// The held weight this map may reach (tests set a small one).
+    limit: Option<usize>,
+}
+
+impl Map {
+    fn len(&self) -> usize {
+        self.gangs.len()
+    }
+
+    fn get(&self, key: &GangKey) -> Option<&Arc<Gang>> {
+        self.gangs.get(key).map(|(g, _)| g)
+    }
+
+    /// Holds `gang` under `key`, or forgets the key (`None`, or a gang over a limit: what was held
+    /// before no longer describes the object).
+    fn put(&mut self, key: GangKey, gang: Option<Gang>) -> Result<(), NotHeld> {
+        if let Some((_, w)) = self.gangs.remove(&key) {
+            self.weight -= w;
+        }
+        let Some(gang) = gang else { return Ok(()) };
+        if gang.subgroups.len() > MAX_SUBGROUPS_HELD {
+            return Err(NotHeld::Subgroups);
+        }
+        let w = weight(&gang);
+        if w > MAX_GANG_WEIGHT {
+            return Err(NotHeld::Weight);
+        }
+        if self.weight + w > self.limit.unwrap_or(MAX_HELD_WEIGHT) {
+            return Err(NotHeld::Full);
+        }
+        self.gangs.insert(key, (Arc::new(gang), w));
+        self.weight += w;
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &GangKey) {
+        let _ = self.put(key.clone(), None);
+    }
+}
+
+/// What the lookup reports: the gangs it holds, and those it did not for a limit.
+#[derive(Clone, Debug, Default)]
+pub struct LookupMetrics {
+    pub held: Gauge,
+    pub not_held: Counter,
+}
 
 /// What is watched: `(apiVersion, kind, plural)`, each a map of its own (a Gang and a KAI PodGroup
 /// may share a name; the core tells their pods apart by label).
@@ -44,13 +142,17 @@ pub struct GangLookup {
 }
 
 impl Gangs for GangLookup {
-    /// Copies of the gangs with `key`, the lock held only while they are copied (a Gang is its
-    /// key, minimums and at most 64 subgroups): admitting a large object never holds it, so a
-    /// watch event never waits for a decision, nor a decision for a watch event.
+    /// The gangs with `key`: shared under the read lock (an `Arc` each, nothing copied), copied
+    /// after it is let go (the core takes them owned; each is bounded by [`MAX_GANG_WEIGHT`]).
+    /// Admitting an object never holds the lock, so a watch event never waits for a decision, nor
+    /// a decision for a watch event.
     fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>> {
         let Some(known) = &self.known else { return Vec::new() };
-        let maps = known.read().unwrap_or_else(PoisonError::into_inner);
-        maps.iter().filter_map(|m| m.get(key)).map(|g| Cow::Owned(g.clone())).collect()
+        let shared: Vec<Arc<Gang>> = {
+            let maps = known.read().unwrap_or_else(PoisonError::into_inner);
+            maps.iter().filter_map(|m| m.get(key)).cloned().collect()
+        };
+        shared.into_iter().map(|g| Cow::Owned(Arc::unwrap_or_clone(g))).collect()
     }
 }
 
@@ -66,12 +168,12 @@ impl GangLookup {
     }
 
     /// Starts watching every namespace's gang objects ([`WATCHED`]) with `client`, on the current
-    /// runtime; `held` is set to the number of gangs known after each change. The tasks end when
-    /// the runtime does, or when the handles are aborted.
-    pub fn watch(client: kube::Client, held: Gauge) -> (Self, Vec<tokio::task::JoinHandle<()>>) {
-        let known = Arc::new(RwLock::new(vec![Map::new(); WATCHED.len()]));
+    /// runtime; `metrics.held` is set to the number of gangs known after each change. The tasks end
+    /// when the runtime does, or when the handles are aborted.
+    pub fn watch(client: kube::Client, metrics: LookupMetrics) -> (Self, Vec<tokio::task::JoinHandle<()>>) {
+        let known = Arc::new(RwLock::new(vec![Map::default(); WATCHED.len()]));
         let tasks = (0..WATCHED.len())
-            .map(|at| tokio::spawn(pump(client.clone(), at, known.clone(), held.clone())))
+            .map(|at| tokio::spawn(pump(client.clone(), at, known.clone(), metrics.clone())))
             .collect();
         (GangLookup { known: Some(known) }, tasks)
     }
@@ -88,7 +190,7 @@ impl GangLookup {
 }
 
 fn total(maps: &[Map]) -> usize {
-    maps.iter().map(HashMap::len).sum()
+    maps.iter().map(Map::len).sum()
 }
 
 /// One of [`WATCHED`], as the API server serves it.
@@ -123,25 +225,26 @@ fn project(object: DynamicObject, r: &ApiResource) -> Option<(GangKey, Option<Ga
     Some((key, gang))
 }
 
-fn put(map: &mut Map, key: GangKey, gang: Option<Gang>) {
-    match gang {
-        Some(g) => {
-            map.insert(key, g);
-        }
-        None => {
-            map.remove(&key);
+/// [`Map::put`], counting and logging a gang not held.
+fn put(map: &mut Map, key: GangKey, gang: Option<Gang>, not_held: &Counter) {
+    if let Err(why) = map.put(key.clone(), gang) {
+        if not_held.inc() == 0 {
+            tracing::warn!(gang = %key, reason = %why, "gang lookup: a gang not held (its pods are admitted as of an unknown gang); more are counted in gang_webhook_gangs_not_held_total");
+        } else {
+            tracing::debug!(gang = %key, reason = %why, "gang lookup: a gang not held");
         }
     }
 }
 
-async fn pump(client: kube::Client, at: usize, known: Arc<RwLock<Vec<Map>>>, held: Gauge) {
+async fn pump(client: kube::Client, at: usize, known: Arc<RwLock<Vec<Map>>>, metrics: LookupMetrics) {
+    let (held, not_held) = (metrics.held, metrics.not_held);
     let r = resource(at);
     let api: Api<DynamicObject> = Api::all_with(client, &r);
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     // A (re-)list builds a map of its own, swapped in whole when it completes: until then the old
     // one answers, and objects deleted while the watch was down go with the swap.
-    let mut listing = Map::new();
+    let mut listing = Map::default();
     let mut errors = 0u64;
     let write = |f: &mut dyn FnMut(&mut Map)| {
         let mut maps = known.write().unwrap_or_else(PoisonError::into_inner);
@@ -150,10 +253,10 @@ async fn pump(client: kube::Client, at: usize, known: Arc<RwLock<Vec<Map>>>, hel
     };
     while let Some(event) = stream.next().await {
         match event {
-            Ok(watcher::Event::Init) => listing.clear(),
+            Ok(watcher::Event::Init) => listing = Map::default(),
             Ok(watcher::Event::InitApply(o)) => {
                 if let Some((key, gang)) = project(o, &r) {
-                    put(&mut listing, key, gang);
+                    put(&mut listing, key, gang, &not_held);
                 }
             }
             Ok(watcher::Event::InitDone) => {
@@ -168,16 +271,14 @@ async fn pump(client: kube::Client, at: usize, known: Arc<RwLock<Vec<Map>>>, hel
                     let mut entry = Some(entry);
                     write(&mut |map| {
                         if let Some((key, gang)) = entry.take() {
-                            put(map, key, gang);
+                            put(map, key, gang, &not_held);
                         }
                     });
                 }
             }
             Ok(watcher::Event::Delete(o)) => {
                 if let Some((key, _)) = project(o, &r) {
-                    write(&mut |map| {
-                        map.remove(&key);
-                    });
+                    write(&mut |map| map.remove(&key));
                 }
             }
             Err(e) => {
@@ -223,11 +324,61 @@ mod tests {
         assert!(gang.is_none());
 
         let (_, good) = project(gang_object("bad", json!([])), &resource(0)).unwrap();
-        let mut map = Map::new();
-        put(&mut map, GangKey::new("ml", "bad"), good);
+        let mut map = Map::default();
+        let not_held = Counter::default();
+        put(&mut map, GangKey::new("ml", "bad"), good, &not_held);
         assert_eq!(map.len(), 1);
-        put(&mut map, key, None);
-        assert!(map.is_empty(), "an unreadable update forgets the gang it replaced");
+        put(&mut map, key, None, &not_held);
+        assert_eq!((map.len(), map.weight), (0, 0), "an unreadable update forgets the gang it replaced");
+        assert_eq!(not_held.get(), 0);
+    }
+
+    /// A KAI PodGroup with `n` subgroups under one root subgroup, as the watch lists it.
+    fn kai_podgroup(name: &str, n: usize) -> DynamicObject {
+        let mut subgroups = vec![json!({"name": "root", "minMember": 1})];
+        subgroups.extend(
+            (0..n.saturating_sub(1))
+                .map(|i| json!({"name": format!("leaf-{i}"), "parent": "root", "minMember": 1})),
+        );
+        serde_json::from_value(json!({
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"minMember": 1, "subGroups": subgroups}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn what_the_lookup_holds_is_bounded_per_gang_and_in_total() {
+        let not_held = Counter::default();
+        let mut map = Map::default();
+        // KAI's CRD does not bound subGroups; past the rule book's limit the gang is not held,
+        // and a version over it forgets the one held before.
+        let (key, within) = project(kai_podgroup("wide", MAX_SUBGROUPS_HELD), &resource(1)).unwrap();
+        assert_eq!(within.as_ref().map(|g| g.subgroups.len()), Some(MAX_SUBGROUPS_HELD));
+        put(&mut map, key.clone(), within, &not_held);
+        assert_eq!(map.len(), 1);
+        let (_, over) = project(kai_podgroup("wide", MAX_SUBGROUPS_HELD + 1), &resource(1)).unwrap();
+        assert!(over.is_some(), "the core reads it (and its own rules deny it at admission)");
+        put(&mut map, key, over, &not_held);
+        assert_eq!((map.len(), map.weight, not_held.get()), (0, 0, 1));
+        // One gang's weight: a 64-subgroup tree with long names fits.
+        let (_, big) = project(kai_podgroup(&"n".repeat(253), MAX_SUBGROUPS_HELD), &resource(1)).unwrap();
+        assert!(weight(&big.unwrap()) < MAX_GANG_WEIGHT);
+        // In total: gangs beyond the map's limit are not held; forgetting one makes room.
+        let gang = |i: usize| project(gang_object(&format!("g{i}"), json!([])), &resource(0)).unwrap();
+        let one = weight(gang(0).1.as_ref().unwrap());
+        let mut map = Map { limit: Some(3 * one), ..Map::default() };
+        for i in 0..5 {
+            let (key, g) = gang(i);
+            put(&mut map, key, g, &not_held);
+        }
+        assert_eq!((map.len(), map.weight, not_held.get()), (3, 3 * one, 3));
+        map.remove(&GangKey::new("ml", "g0"));
+        let (key, g) = gang(4);
+        put(&mut map, key, g, &not_held);
+        assert_eq!((map.len(), not_held.get()), (3, 3));
+        assert!(map.get(&GangKey::new("ml", "g4")).is_some());
     }
 
     #[test]
@@ -238,11 +389,18 @@ mod tests {
         assert_eq!(off.find(&key).len(), 0);
 
         let (_, gang) = project(gang_object("train", json!([])), &resource(0)).unwrap();
-        let known = Arc::new(RwLock::new(vec![Map::from([(key.clone(), gang.unwrap())]), Map::new()]));
+        let mut held = Map::default();
+        held.put(key.clone(), gang).unwrap();
+        let shared = held.get(&key).unwrap().clone();
+        let known = Arc::new(RwLock::new(vec![held, Map::default()]));
         let on = GangLookup { known: Some(known) };
         assert!(on.is_on());
         assert_eq!(on.len(), 1);
-        assert_eq!(on.find(&key).len(), 1);
+        let found = on.find(&key);
+        assert_eq!(found.len(), 1);
+        assert_eq!(*found[0], *shared);
+        // The lookup shared the gang under its lock and copied it after: nothing of it is kept.
+        assert_eq!(Arc::strong_count(&shared), 2, "the map's and this test's");
         assert_eq!(on.find(&GangKey::new("ml", "other")).len(), 0);
     }
 }

@@ -8,20 +8,27 @@
 //! Memory stays bounded: the small lane holds at most `slots × SMALL_BODY` of bodies, the big lane
 //! at most its byte budget, and a decision's working memory is a small multiple of its body.
 //!
+//! The big lane's decisions run on threads of their own ([`BigPool`]), as many as its slots, which
+//! lower their own CPU priority (nice +[`BIG_LANE_NICE`]) when they start: when the CPUs are
+//! contended, the kernel gives them what small decisions, connection I/O and the probe thread leave,
+//! so a maximum-size object is decided more slowly rather than a small one waiting for a CPU. Small
+//! decisions run on tokio's blocking threads, at the process's own priority.
+//!
 //! Both semaphores are fair (first come, first served), and a big request takes its slot before its
 //! bytes, always in that order, so two big requests never hold a part each of what the other needs.
 //!
 //! Bodies being **read** are bounded too, before a byte arrives: a request declaring (by
 //! `Content-Length`) more than [`SMALL_BODY`], or not declaring its length, first reserves what it
-//! may send from a reading budget ([`Lanes::reserve_body`]), held until its decision is done. Small
-//! bodies need no reservation (connections are capped, so they are bounded by `connections ×
-//! SMALL_BODY`). A client trickling a big body holds reading budget, never a decision slot.
+//! may send from a reading budget ([`Lanes::reserve_body`]), held until its decision is done. A small
+//! body reserves what it declares from a budget of its own, so small requests never wait for big
+//! ones: counting connections is not enough, since one HTTP/2 connection carries many requests at
+//! once. A client trickling a body holds reading budget, never a decision slot.
 //! Measured (`cargo bench -p gang-webhook --bench rss`, 32 clients sending 3–6 MiB reviews back to
 //! back): without it the webhook's RSS peaked at 262 MiB, every client's body in memory at once.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 /// The largest body the small lane takes. A Pod's AdmissionReview is 2–6 KiB, the largest example
 /// or fixture in this repository (a JobSet with its templates) under 16 KiB. Measured with
@@ -31,7 +38,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// slot is held about half a millisecond; anything larger shares the big lane's CPUs and budget.
 pub const SMALL_BODY: usize = 64 * 1024;
 
-/// The permits of the two lanes.
+/// How much the big lane's threads lower their CPU priority: nice +10 (at most 19). Raising one's
+/// own nice value needs no privilege.
+pub const BIG_LANE_NICE: i32 = 10;
+
+/// Small bodies being read and waiting for a decision, together, by default: 512 of the largest
+/// (a Pod's review is 2–6 KiB, so thousands of ordinary ones).
+pub const SMALL_READING_BUDGET: usize = 32 * 1024 * 1024;
+
+/// The permits of the two lanes, and the threads of the big one.
 #[derive(Debug, Clone)]
 pub struct Lanes {
     small: Arc<Semaphore>,
@@ -42,9 +57,85 @@ pub struct Lanes {
     /// The budget of big bodies being read (and held until decided), in KiB.
     reading_kib: Arc<Semaphore>,
     reading_budget_kib: u32,
+    /// The budget of small bodies being read (and held until decided), in KiB.
+    small_reading_kib: Arc<Semaphore>,
+    pool: BigPool,
 }
 
-/// Reading budget a big body holds until its decision is done; released when dropped.
+/// A decision that panicked (the pool thread survives it).
+#[derive(Debug, thiserror::Error)]
+#[error("the decision panicked")]
+pub struct Panicked;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The big lane's threads: they lower their own priority ([`BIG_LANE_NICE`]) when they start and
+/// take jobs from one queue. The lane's semaphore admits no more decisions than there are threads,
+/// so a job never waits in the queue. The threads end when the last [`Lanes`] is dropped.
+#[derive(Debug, Clone)]
+pub struct BigPool {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl BigPool {
+    fn start(threads: usize) -> BigPool {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for i in 0..threads.max(1) {
+            let queue = queue.clone();
+            let spawned = std::thread::Builder::new().name(format!("big-lane-{i}")).spawn(move || {
+                if let Err(e) = lower_this_thread(BIG_LANE_NICE) {
+                    tracing::warn!(error = %e, "big lane: could not lower this thread's CPU priority");
+                }
+                loop {
+                    // The lock is held while waiting for a job, never while running one.
+                    let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                }
+            });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "big lane: could not start a thread");
+            }
+        }
+        BigPool { jobs }
+    }
+
+    /// Runs `f` on a big-lane thread and waits for its result. Falls back to a blocking thread of
+    /// the runtime if no pool thread could be started.
+    async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T, Panicked> {
+        let (done, result) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = done.send(out);
+        });
+        if let Err(mpsc::SendError(job)) = self.jobs.send(job) {
+            drop(tokio::task::spawn_blocking(job));
+        }
+        match result.await {
+            Ok(Ok(out)) => Ok(out),
+            _ => Err(Panicked),
+        }
+    }
+}
+
+/// Raises the calling thread's nice value by `by` (up to 19), the thread alone: on Linux
+/// `setpriority(PRIO_PROCESS, tid)` is per thread. Returns the new value.
+pub fn lower_this_thread(by: i32) -> std::io::Result<i32> {
+    let me = Some(rustix::thread::gettid());
+    let now = rustix::process::getpriority_process(me)?;
+    let nice = now.saturating_add(by).min(19);
+    rustix::process::setpriority_process(me, nice)?;
+    Ok(nice)
+}
+
+fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).max(1)
+}
+
+/// Reading budget a body holds until its decision is done; released when dropped.
 #[derive(Debug)]
 pub struct Reading {
     _bytes: Option<OwnedSemaphorePermit>,
@@ -81,7 +172,6 @@ impl Lanes {
     /// [`Lanes::new`], with big bodies being read bounded by `reading_bytes` together (at least one
     /// maximum-size body always fits: a reservation over the budget takes all of it).
     pub fn with_reading(small: usize, big: usize, budget_bytes: usize, reading_bytes: usize) -> Lanes {
-        let kib = |bytes: usize| u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).max(1);
         let (budget_kib, reading_budget_kib) = (kib(budget_bytes), kib(reading_bytes));
         Lanes {
             small: Arc::new(Semaphore::new(small.max(1))),
@@ -90,23 +180,54 @@ impl Lanes {
             budget_kib,
             reading_kib: Arc::new(Semaphore::new(reading_budget_kib as usize)),
             reading_budget_kib,
+            small_reading_kib: Arc::new(Semaphore::new(kib(SMALL_READING_BUDGET) as usize)),
+            pool: BigPool::start(big.max(1)),
         }
+    }
+
+    /// The same lanes, small bodies being read bounded by `bytes` together (at least one
+    /// [`SMALL_BODY`]).
+    pub fn with_small_reading(mut self, bytes: usize) -> Lanes {
+        let kib = u32::try_from(bytes.max(SMALL_BODY).div_ceil(1024)).unwrap_or(u32::MAX);
+        self.small_reading_kib = Arc::new(Semaphore::new(kib as usize));
+        self
     }
 
     /// Waits until a body that declared `declared` bytes (`None`: no `Content-Length`, so up to
-    /// `limit`) may be read. Small bodies go at once.
+    /// `limit`) may be read: a small one from the small bodies' budget, any other from the big
+    /// bodies'.
     pub async fn reserve_body(&self, declared: Option<usize>, limit: usize) -> Option<Reading> {
         let len = declared.unwrap_or(limit).min(limit);
-        if declared.is_some() && Lane::of(len) == Lane::Small {
-            return Some(Reading { _bytes: None });
-        }
-        let kib = u32::try_from(len.div_ceil(1024)).unwrap_or(u32::MAX).min(self.reading_budget_kib);
-        Some(Reading { _bytes: Some(self.reading_kib.clone().acquire_many_owned(kib).await.ok()?) })
+        let kib = u32::try_from(len.div_ceil(1024)).unwrap_or(u32::MAX);
+        let bytes = if declared.is_some() && Lane::of(len) == Lane::Small {
+            self.small_reading_kib.clone().acquire_many_owned(kib).await.ok()?
+        } else {
+            self.reading_kib.clone().acquire_many_owned(kib.min(self.reading_budget_kib)).await.ok()?
+        };
+        Some(Reading { _bytes: Some(bytes) })
     }
 
-    /// Free bytes of the reading budget, in KiB.
+    /// Free bytes of the big bodies' reading budget, in KiB.
     pub fn available_reading_kib(&self) -> usize {
         self.reading_kib.available_permits()
+    }
+
+    /// Free bytes of the small bodies' reading budget, in KiB.
+    pub fn available_small_reading_kib(&self) -> usize {
+        self.small_reading_kib.available_permits()
+    }
+
+    /// Runs the decision `f` in `lane`: a small one on a blocking thread of the runtime, a big one
+    /// on a big-lane thread ([`BigPool`]). The caller holds the lane's [`Permit`].
+    pub async fn decide<T: Send + 'static>(
+        &self,
+        lane: Lane,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Panicked> {
+        match lane {
+            Lane::Small => tokio::task::spawn_blocking(f).await.map_err(|_| Panicked),
+            Lane::Big => self.pool.run(f).await,
+        }
     }
 
     /// Waits for the permit a body of `body_len` bytes needs (`None` only if the lanes were closed,
@@ -163,9 +284,11 @@ mod tests {
     #[tokio::test]
     async fn big_bodies_reserve_what_they_declare_before_they_are_read() {
         let lanes = Lanes::with_reading(1, 1, 100 * 1024, 300 * 1024);
-        // Small and declared: nothing reserved.
+        // Small and declared: from the small bodies' budget, not the big ones'.
+        let small_budget = lanes.available_small_reading_kib();
         let small = lanes.reserve_body(Some(SMALL_BODY), 7 << 20).await.unwrap();
         assert_eq!(lanes.available_reading_kib(), 300);
+        assert_eq!(lanes.available_small_reading_kib(), small_budget - 64);
         // Big: its declared size; undeclared: the limit.
         let big = lanes.reserve_body(Some(200 * 1024), 7 << 20).await.unwrap();
         assert_eq!(lanes.available_reading_kib(), 100);
@@ -180,6 +303,40 @@ mod tests {
         drop((fifty, undeclared, small));
         let _all = lanes.reserve_body(Some(1 << 30), 2 << 30).await.unwrap();
         assert_eq!(lanes.available_reading_kib(), 0);
+    }
+
+    #[tokio::test]
+    async fn small_bodies_have_a_budget_of_their_own_however_many_requests_share_a_connection() {
+        let lanes = Lanes::new(1, 1, 1 << 20).with_small_reading(2 * SMALL_BODY);
+        let a = lanes.reserve_body(Some(SMALL_BODY), 7 << 20).await.unwrap();
+        let _b = lanes.reserve_body(Some(10), 7 << 20).await.unwrap();
+        let c = lanes.reserve_body(Some(SMALL_BODY), 7 << 20);
+        tokio::pin!(c);
+        assert!(futures::poll!(c.as_mut()).is_pending(), "the budget bounds small bodies too");
+        // Big bodies do not wait for small ones.
+        let _big = lanes.reserve_body(Some(SMALL_BODY + 1), 7 << 20).await.unwrap();
+        drop(a);
+        let _c = c.await.unwrap();
+    }
+
+    /// Field 19 of `/proc/thread-self/stat`: the calling thread's nice value.
+    fn this_threads_nice() -> i32 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        after_name.split_whitespace().nth(19 - 3).unwrap().parse().unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn big_decisions_run_on_threads_that_lowered_their_priority_and_small_ones_do_not() {
+        let base = this_threads_nice();
+        let lanes = Lanes::new(1, 2, 1 << 20);
+        let big = lanes.decide(Lane::Big, this_threads_nice).await.unwrap();
+        assert_eq!(big, (base + BIG_LANE_NICE).min(19), "the big lane's thread");
+        let small = lanes.decide(Lane::Small, this_threads_nice).await.unwrap();
+        assert_eq!(small, base, "a small decision's thread keeps the process's priority");
+        // A panicking decision is an error, and the lane's thread lives on.
+        assert!(lanes.decide(Lane::Big, || panic!("a bug")).await.is_err());
+        assert!(lanes.decide(Lane::Big, || 1).await.is_ok());
     }
 
     #[tokio::test]

@@ -4,10 +4,11 @@
 //! `--probe-listen`. The rules are the core's: this crate adds none.
 //!
 //! Hostile clients are bounded here: connections, handshakes, headers, bodies and idle time have
-//! limits on both ports ([`server`]); decisions run on blocking threads, never on the async
-//! workers, in two bounded lanes by body size ([`lanes`]) so maximum-size objects never hold up small
-//! requests; probes are served by a thread and runtime of their own, so `/healthz` answers while
-//! every decision slot is busy; every response is counted, rejected ones included.
+//! limits on both ports, and handshakes are worked on a few at a time ([`server`]); decisions run
+//! off the async workers, in two bounded lanes by body size ([`lanes`]) so maximum-size objects
+//! never hold up small requests, the big lane on threads of lower CPU priority; probes are served
+//! by a thread and runtime of their own, so `/healthz` answers while every decision slot is busy;
+//! every response is counted, rejected ones and those hyper writes itself included.
 
 pub mod admission;
 pub mod certs;
@@ -47,7 +48,7 @@ pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
 pub const BIG_LANE_BUDGET: usize = 2 * BODY_LIMIT;
 
 /// Big bodies being read and waiting for a decision, together: four maximum-size ones (small
-/// bodies are bounded by the connection cap instead). See [`lanes`].
+/// bodies have a budget of their own, [`lanes::SMALL_READING_BUDGET`]). See [`lanes`].
 pub const READING_BUDGET: usize = 4 * BODY_LIMIT;
 
 /// gang-webhook: validates gangs and injects gang labels, annotations and schedulerName on
@@ -76,8 +77,9 @@ pub struct Args {
     /// Connections open at once on --listen; more wait in the kernel's backlog.
     #[arg(long, default_value_t = 1024, value_name = "N", env = "GANG_WEBHOOK_MAX_CONNECTIONS")]
     pub max_connections: usize,
-    /// Seconds a client has for its TLS handshake, then for each request's headers, then for its
-    /// body. An HTTP/1.1 connection waiting for its next request's headers is closed after it too.
+    /// Seconds a client has for its TLS handshake, then for its first request's headers, then for
+    /// each request's headers and body. An HTTP/1.1 connection waiting for its next request's
+    /// headers is closed after it too. (The probe port allows at most 2 s for headers and body.)
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub request_timeout: u64,
     /// Seconds a connection with no request in flight stays open.
@@ -86,9 +88,9 @@ pub struct Args {
     /// Requests one connection may carry before it is asked to close (spreads clients over replicas).
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_requests_per_connection: usize,
-    /// Decisions made at once in each lane, each on a blocking thread; 0: one per CPU for
+    /// Decisions made at once in each lane, each on a thread of its own; 0: one per CPU for
     /// requests with bodies up to 64 KiB, half as many for larger ones (which also share a budget
-    /// of 14 MiB of bodies). Requests beyond wait (within --request-timeout).
+    /// of 14 MiB of bodies, and run at nice +10). Requests beyond wait (within --request-timeout).
     #[arg(long, default_value_t = 0, value_name = "N", env = "GANG_WEBHOOK_MAX_DECISIONS")]
     pub max_decisions: usize,
     /// Watch the cluster's Gangs (kube-gang.io) and KAI PodGroups (scheduling.run.ai) so that a
@@ -150,8 +152,8 @@ pub struct Metrics {
     requests: Family<HookLabels, Counter>,
     duration: Family<HookLabel, Histogram>,
     closed: Family<CloseLabels, Counter>,
-    /// Gangs the gang lookup holds.
-    pub gangs_known: prometheus_client::metrics::gauge::Gauge,
+    /// Gangs the gang lookup holds, and those it did not for a size limit.
+    pub gang_lookup: gangs::LookupMetrics,
     registry: Arc<Registry>,
 }
 
@@ -175,19 +177,24 @@ impl Default for Metrics {
         let closed = Family::<CloseLabels, Counter>::default();
         registry.register(
             "gang_webhook_connections_closed",
-            "Connections closed by the server, by port and reason (a limit, a failed handshake, shutdown)",
+            "Connections closed by the server, by port and reason (a limit, a timeout, bad HTTP, a failed handshake, shutdown)",
             closed.clone(),
         );
-        let gangs_known = prometheus_client::metrics::gauge::Gauge::default();
+        let gang_lookup = gangs::LookupMetrics::default();
         registry.register(
             "gang_webhook_gangs_known",
             "Gang objects the gang lookup holds (0 when it is off or has not listed yet)",
-            gangs_known.clone(),
+            gang_lookup.held.clone(),
+        );
+        registry.register(
+            "gang_webhook_gangs_not_held",
+            "Gang objects the gang lookup did not hold for a size limit (their pods are admitted as of an unknown gang)",
+            gang_lookup.not_held.clone(),
         );
         let build = Family::<VersionLabel, prometheus_client::metrics::gauge::Gauge>::default();
         build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION").into() }).set(1);
         registry.register("gang_webhook_build_info", "Build version", build);
-        Metrics { requests, duration, closed, gangs_known, registry: Arc::new(registry) }
+        Metrics { requests, duration, closed, gang_lookup, registry: Arc::new(registry) }
     }
 }
 
@@ -223,13 +230,21 @@ impl server::ConnectionEvents for PortEvents {
             .get_or_create(&CloseLabels { port: self.port.into(), reason: reason.into() })
             .inc();
     }
+
+    /// On the admission port, a response hyper wrote (400, 431, 414) is counted with the others in
+    /// `gang_webhook_requests_total`, under `hook="none"` (its path was never read).
+    fn answered_by_hyper(&self, result: &'static str) {
+        if self.port == "webhook" {
+            self.metrics.count("none", result);
+        }
+    }
 }
 
 /// Shared state of the admission router.
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub metrics: Metrics,
-    /// The permits of decisions running at once (each on a blocking thread), by body size.
+    /// The permits of decisions running at once, by body size, and the big lane's threads.
     pub lanes: lanes::Lanes,
     /// How long a request may take to arrive, and to wait for a decision slot.
     pub request_timeout: Duration,
@@ -390,19 +405,22 @@ async fn handle(
         );
     };
     let started = Instant::now();
-    // The decision is CPU work: on a blocking thread, so the async workers keep serving
-    // connections. A panic in it is caught by the blocking task and becomes a 500.
+    // The decision is CPU work: off the async workers, so they keep serving connections; a big
+    // one on a thread of lower priority ([`lanes`]). A panic in it is caught and becomes a 500.
     let gangs = state.gangs.clone();
-    let decided = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        let _reading = reading;
-        let result = admission::review_with(hook, &body, namespace_opted_in, &gangs);
-        let encoded = result.map(|(review, s)| (serde_json::to_vec(&review).unwrap_or_default(), s));
-        // The request's memory is freed here, on the blocking thread, not on an async worker.
-        drop(body);
-        encoded
-    })
-    .await;
+    let lane = lanes::Lane::of(body.len());
+    let decided = state
+        .lanes
+        .decide(lane, move || {
+            let _permit = permit;
+            let _reading = reading;
+            let result = admission::review_with(hook, &body, namespace_opted_in, &gangs);
+            let encoded = result.map(|(review, s)| (serde_json::to_vec(&review).unwrap_or_default(), s));
+            // The request's memory is freed here, on the deciding thread, not on an async worker.
+            drop(body);
+            encoded
+        })
+        .await;
     let elapsed = started.elapsed();
     state
         .metrics
@@ -606,7 +624,7 @@ async fn gang_lookup(
         },
     };
     let client = kube::Client::try_from(config).context("the gang lookup's Kubernetes client")?;
-    Ok(Some(gangs::GangLookup::watch(client, metrics.gangs_known.clone())))
+    Ok(Some(gangs::GangLookup::watch(client, metrics.gang_lookup.clone())))
 }
 
 /// The probe port, served by a thread with a runtime of its own: however busy the admission port's

@@ -15,16 +15,17 @@
 //! admission names such a key and denies, and never reads its value, so each is read past and
 //! kept as `{}` — a PyTorchJob with 30,000 of them costs its keys, not 30,000 templates.
 //!
-//! Likewise a JobSet's `replicatedJobs` beyond the first [`MAX_JOBSET_ROLES`] + 1: a JobSet with
-//! more is denied with one error that counts them, and no rule reads past that many, so the rest
-//! are read past and kept as `{}` (the count stays exact).
+//! Likewise a JobSet's `replicatedJobs` beyond the first [`MAX_JOBSET_ROLES`] + 1, and a
+//! RayCluster's or RayJob's `workerGroupSpecs` beyond the first [`MAX_RAY_WORKER_GROUPS`] + 1: an
+//! object with more is denied with one error that counts them, and no rule reads past that many, so
+//! the rest are read past and kept as `{}` (the count stays exact).
 //!
 //! `kubectl gang validate` reads whole objects; `tests/front_doors.rs` and this module's tests keep
 //! the two decisions equal.
 
 use std::fmt;
 
-use scheduler_core::workload::{KUBEFLOW_REPLICA_SPECS, MAX_JOBSET_ROLES};
+use scheduler_core::workload::{KUBEFLOW_REPLICA_SPECS, MAX_JOBSET_ROLES, MAX_RAY_WORKER_GROUPS};
 use serde::Deserialize as _;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -62,13 +63,14 @@ impl<'de> DeserializeSeed<'de> for ReplicaSpecs {
     }
 }
 
-/// A JobSet's `replicatedJobs`: the first [`MAX_JOBSET_ROLES`] + 1 kept, the rest read past.
-struct ReplicatedJobs;
+/// A list of which admission reads the first `n` elements (a JobSet's `replicatedJobs`, a Ray
+/// cluster's `workerGroupSpecs`): those kept, the rest read past.
+struct First(usize);
 
-impl<'de> DeserializeSeed<'de> for ReplicatedJobs {
+impl<'de> DeserializeSeed<'de> for First {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(TreeVisitor { skim: false, keep: None, first: Some(MAX_JOBSET_ROLES + 1) })
+        d.deserialize_any(TreeVisitor { skim: false, keep: None, first: Some(self.0) })
     }
 }
 
@@ -164,7 +166,9 @@ impl<'de> Visitor<'de> for TreeVisitor {
             } else if SKIPPED.contains(&key.as_str()) {
                 map.next_value_seed(Skim)?
             } else if key == "replicatedJobs" {
-                map.next_value_seed(ReplicatedJobs)?
+                map.next_value_seed(First(MAX_JOBSET_ROLES + 1))?
+            } else if key == "workerGroupSpecs" {
+                map.next_value_seed(First(MAX_RAY_WORKER_GROUPS + 1))?
             } else if let Some((_, _, keep)) = KUBEFLOW_REPLICA_SPECS.iter().find(|(_, f, _)| *f == key) {
                 map.next_value_seed(ReplicaSpecs(keep))?
             } else {
@@ -239,6 +243,23 @@ mod tests {
             from_slice(&[br#"{"replicatedJobs": ["#.as_slice(), &b"{},".repeat(70), b"{]}"].concat())
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_ray_clusters_worker_groups_past_the_limit_are_counted_not_kept() {
+        let group = |i: usize| json!({"groupName": format!("g{i}"), "replicas": 1, "template": {"spec": {}}});
+        let over: Vec<Value> = (0..MAX_RAY_WORKER_GROUPS + 10).map(group).collect();
+        for spec in [json!({"workerGroupSpecs": over}), json!({"rayClusterSpec": {"workerGroupSpecs": over}})]
+        {
+            let read = from_slice(&serde_json::to_vec(&json!({"spec": spec})).unwrap()).unwrap();
+            let list = read
+                .pointer("/spec/workerGroupSpecs")
+                .or(read.pointer("/spec/rayClusterSpec/workerGroupSpecs"));
+            let list = list.and_then(Value::as_array).unwrap();
+            assert_eq!(list.len(), MAX_RAY_WORKER_GROUPS + 10, "the count is exact");
+            assert_eq!(list[..=MAX_RAY_WORKER_GROUPS], over[..=MAX_RAY_WORKER_GROUPS]);
+            assert!(list[MAX_RAY_WORKER_GROUPS + 1..].iter().all(|g| *g == json!({})));
+        }
     }
 
     #[test]

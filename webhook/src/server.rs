@@ -2,20 +2,38 @@
 //!
 //! Every connection holds a slot of a bounded pool ([`Limits::max_connections`]); when the pool is
 //! empty the loop stops accepting, and the kernel's backlog holds the rest. A connection must finish
-//! its TLS handshake, each request's headers and each request's body within their timeouts; an idle
-//! one (no request in flight) is closed after [`Limits::idle_timeout`], and after
+//! its TLS handshake, its first request's headers, each request's headers and each request's body
+//! within their timeouts; an idle one (no request in flight) is closed after
+//! [`Limits::idle_timeout`], and after
 //! [`Limits::max_requests_per_connection`] requests it is asked to close (HTTP/1.1 `Connection:
 //! close`, HTTP/2 `GOAWAY`) so clients spread over replicas again. An accept error that is about the
 //! process (no file descriptors left, no memory) is retried with a growing pause and logged once per
 //! second with a count, never in a busy loop. On shutdown the listener is closed at once (new
 //! connections are refused by the kernel), open connections are asked to finish, and whatever is
 //! still open after the drain period is dropped.
+//!
+//! **Handshakes** are CPU work on the async workers (key exchange, signature). At most
+//! [`Limits::max_handshakes`] are worked on at once ([`throttled`]): a handshake holds a permit only
+//! while it computes, never while it waits for its client, so a wave of reconnecting clients queues
+//! up behind the permits instead of in front of every established connection's I/O, and a client
+//! that stalls mid-handshake holds nothing but its connection slot.
+//!
+//! **HTTP/2** connections advertise 64 KiB flow-control windows (per stream and per connection), so
+//! a connection holds at most 64 KiB its handlers have not read, and at most
+//! [`Limits::max_streams`] requests at once; each request's body is then bounded by the lanes'
+//! reading budgets ([`crate::lanes`]) however many streams carry one.
+//!
+//! **What hyper answers itself** (a 400 for bad HTTP, a 431 or 414 for headers or a URI too large)
+//! and connections closed for slow headers are reported to [`ConnectionEvents`] like every other
+//! close, so the metrics count them.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::Router;
@@ -33,8 +51,11 @@ pub struct Limits {
     pub max_connections: usize,
     /// Time to complete the TLS handshake.
     pub handshake_timeout: Duration,
-    /// Time to send a request's headers. HTTP/1.1 also waits for the next request's headers under
-    /// this timeout, so it bounds how long an idle HTTP/1.1 connection stays open too.
+    /// Handshakes worked on at once (a handshake waiting for its client holds no permit).
+    pub max_handshakes: usize,
+    /// Time to send a request's headers, and, after the handshake, to send the first one. HTTP/1.1
+    /// also waits for the next request's headers under this timeout, so it bounds how long an idle
+    /// HTTP/1.1 connection stays open too.
     pub header_timeout: Duration,
     /// Time to send a request's body.
     pub body_timeout: Duration,
@@ -50,23 +71,63 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
         Limits {
             max_connections: 1024,
             handshake_timeout: Duration::from_secs(5),
+            max_handshakes: 2 * cpus,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(90),
             max_requests_per_connection: 10_000,
-            max_streams: 64,
+            max_streams: 16,
             drain_timeout: Duration::from_secs(20),
         }
     }
 }
 
+/// The probe port's header and body timeout: the kubelet and Prometheus send a few hundred bytes
+/// at once, so a slow client there is cut off sooner than on the admission port.
+pub const PROBE_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl Limits {
     /// The probe port's limits: the kubelet and Prometheus are its only clients.
     pub fn probes(&self) -> Limits {
-        Limits { max_connections: 64, max_streams: 8, ..self.clone() }
+        Limits {
+            max_connections: 64,
+            max_streams: 8,
+            header_timeout: self.header_timeout.min(PROBE_REQUEST_TIMEOUT),
+            body_timeout: self.body_timeout.min(PROBE_REQUEST_TIMEOUT),
+            ..self.clone()
+        }
+    }
+}
+
+/// Runs `work` holding a permit of `permits` only while it is being polled: each time it is woken,
+/// it waits (fairly) for a permit, is polled once, and gives the permit back. So at most as many
+/// such futures compute at once as there are permits, and one waiting for I/O holds none.
+pub async fn throttled<F: Future>(permits: &Semaphore, work: F) -> F::Output {
+    let mut work = pin!(work);
+    loop {
+        let permit = permits.acquire().await;
+        let polled = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
+        drop(permit);
+        match polled {
+            Poll::Ready(out) => return out,
+            // Wait to be woken by what `work` waits for (a spurious wake only costs a permit turn).
+            Poll::Pending => {
+                let mut yielded = false;
+                std::future::poll_fn(|_| {
+                    if yielded {
+                        Poll::Ready(())
+                    } else {
+                        yielded = true;
+                        Poll::Pending
+                    }
+                })
+                .await;
+            }
+        }
     }
 }
 
@@ -164,7 +225,27 @@ impl Activity {
 
 /// Counts connections refused or dropped by a limit, for the metrics.
 pub trait ConnectionEvents: Clone + Send + Sync + 'static {
+    /// The server closed a connection, for `reason`.
     fn closed(&self, reason: &'static str);
+    /// hyper answered a request itself, before any handler saw it (`result`: `bad_request` for a
+    /// 400, `headers_too_large` for a 431 or 414).
+    fn answered_by_hyper(&self, _result: &'static str) {}
+}
+
+/// Why a connection ended with an error, as the metrics name it: `None` when the client went away
+/// (a reset, an unexpected end) rather than the server closing it. The second value is the response
+/// hyper wrote, if any.
+fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Option<&'static str>)> {
+    let hyper = e.downcast_ref::<hyper::Error>()?;
+    if hyper.is_timeout() {
+        Some(("header_timeout", None))
+    } else if hyper.is_parse_too_large() {
+        Some(("headers_too_large", Some("headers_too_large")))
+    } else if hyper.is_parse() {
+        Some(("bad_http", Some("bad_request")))
+    } else {
+        None
+    }
 }
 
 /// Serves `listener` until `shutdown` resolves. `handshake` turns a raw connection into the stream
@@ -183,6 +264,7 @@ pub async fn serve<L, H, F, S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let handshakes = Arc::new(Semaphore::new(limits.max_handshakes.max(1)));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     let mut backoff = Backoff::default();
@@ -218,13 +300,14 @@ pub async fn serve<L, H, F, S>(
                 continue;
             }
         };
-        let (handshake, app, limits, events) =
-            (handshake.clone(), app.clone(), limits.clone(), events.clone());
+        let (handshake, app, limits, events, handshakes) =
+            (handshake.clone(), app.clone(), limits.clone(), events.clone(), handshakes.clone());
         let mut stop = stop_rx.clone();
         connections.spawn(async move {
             let _slot = slot;
+            let shaking = throttled(&handshakes, handshake(io));
             let stream = tokio::select! {
-                done = tokio::time::timeout(limits.handshake_timeout, handshake(io)) => match done {
+                done = tokio::time::timeout(limits.handshake_timeout, shaking) => match done {
                     Ok(Ok(s)) => s,
                     Ok(Err(e)) => {
                         tracing::debug!(%peer, error = %e, "handshake failed");
@@ -255,6 +338,9 @@ pub async fn serve<L, H, F, S>(
         connections.abort_all();
     }
 }
+
+/// The HTTP/2 flow-control windows a connection advertises, per stream and for the connection.
+pub const H2_WINDOW: u32 = 64 * 1024;
 
 /// Serves HTTP/1.1 or HTTP/2 on one established connection, within `limits`.
 async fn connection<S>(
@@ -300,16 +386,37 @@ async fn connection<S>(
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.max_streams)
-        .max_header_list_size(64 * 1024)
+        // hyper's default windows are 1 MiB: that much of a body would sit in memory before its
+        // handler reserved room to read it ([`crate::lanes`]).
+        .initial_stream_window_size(H2_WINDOW)
+        .initial_connection_window_size(H2_WINDOW)
+        .max_header_list_size(16 * 1024)
         .keep_alive_interval(Some(limits.idle_timeout / 3))
         .keep_alive_timeout(limits.header_timeout);
     let conn = builder
         .serve_connection(TokioIo::new(stream), hyper_util::service::TowerToHyperService::new(service));
     tokio::pin!(conn);
+    let opened = Instant::now();
     let closing = loop {
-        let idle_at = activity.last() + limits.idle_timeout;
+        // Until its first request, a connection has the header timeout (a client that sends less
+        // than HTTP/2's preface, or nothing, after its handshake); then the idle timeout.
+        let idle_at = if activity.served.load(Ordering::SeqCst) == 0 {
+            opened + limits.header_timeout
+        } else {
+            activity.last() + limits.idle_timeout
+        };
         tokio::select! {
-            _ = conn.as_mut() => return,
+            ended = conn.as_mut() => {
+                if let Err(e) = ended
+                    && let Some((reason, answer)) = classify(e.as_ref())
+                {
+                    if let Some(result) = answer {
+                        events.answered_by_hyper(result);
+                    }
+                    events.closed(reason);
+                }
+                return;
+            }
             _ = stop.changed() => break "shutdown",
             () = activity.changed.notified() => {
                 if activity.served.load(Ordering::SeqCst) >= max_requests
@@ -319,8 +426,15 @@ async fn connection<S>(
                 }
             }
             () = tokio::time::sleep_until(idle_at) => {
-                if activity.in_flight.load(Ordering::SeqCst) == 0 && activity.last() + limits.idle_timeout <= Instant::now() {
-                    break "idle";
+                if activity.in_flight.load(Ordering::SeqCst) == 0 {
+                    if activity.served.load(Ordering::SeqCst) == 0 {
+                        // Nothing to finish: dropped at once.
+                        events.closed("header_timeout");
+                        return;
+                    }
+                    if activity.last() + limits.idle_timeout <= Instant::now() {
+                        break "idle";
+                    }
                 }
             }
         }
@@ -334,6 +448,30 @@ async fn connection<S>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_throttled_future_holds_a_permit_only_while_it_is_polled() {
+        let permits = Semaphore::new(1);
+        let (wake, woken) = tokio::sync::oneshot::channel::<()>();
+        // Each time it runs, the work checks that it holds the only permit.
+        let work = async {
+            assert_eq!(permits.available_permits(), 0, "polled without the permit");
+            let _ = woken.await;
+            assert_eq!(permits.available_permits(), 0, "polled without the permit");
+            7
+        };
+        let mut shaking = std::pin::pin!(throttled(&permits, work));
+        assert!(futures::poll!(shaking.as_mut()).is_pending());
+        assert_eq!(permits.available_permits(), 1, "waiting for its peer, it holds no permit");
+        // Another one computes meanwhile.
+        assert_eq!(throttled(&permits, async { 1 }).await, 1);
+        // Woken while every permit is taken, it waits for one.
+        let taken = permits.acquire().await.unwrap();
+        let _ = wake.send(());
+        assert!(futures::poll!(shaking.as_mut()).is_pending());
+        drop(taken);
+        assert_eq!(shaking.await, 7);
+    }
 
     #[test]
     fn resource_errors_back_off_and_per_connection_errors_do_not() {

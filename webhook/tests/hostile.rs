@@ -75,6 +75,19 @@ async fn metrics(probe: u16) -> String {
     plain(probe, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap().1
 }
 
+/// The metrics once every line of `lines` is in them (a count may land just after the client saw
+/// its connection close); the last reading if `BOUND` passes first.
+async fn metrics_with(probe: u16, lines: &[&str]) -> String {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let text = metrics(probe).await;
+        if lines.iter().all(|l| text.contains(l)) || tokio::time::Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn refused_requests_are_counted_too() {
     let state = AppState::default();
@@ -128,7 +141,7 @@ fn by_default_big_objects_are_decided_on_half_the_cpus_and_small_ones_on_all() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn big_bodies_wait_for_reading_budget_before_being_read_and_small_ones_never_do() {
+async fn big_bodies_wait_for_reading_budget_before_being_read_and_small_ones_never_wait_for_them() {
     let mut state = AppState::new(1, Duration::from_millis(300));
     state.lanes = gang_webhook::lanes::Lanes::with_reading(1, 1, 1 << 20, 256 * 1024);
     let app = router(state.clone());
@@ -177,16 +190,62 @@ async fn slowloris_headers_are_cut_off_on_both_ports() {
     hook.flush().await.unwrap();
     // Webhook port: TCP only, the handshake never started.
     let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", server.port)).await.unwrap();
+    // Webhook port: a completed handshake, then less than HTTP/2's preface (the protocol is not
+    // known yet, so no HTTP header timer runs).
+    let mut preface = tls(server.port, &server.ca).await.unwrap();
+    preface.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    preface.flush().await.unwrap();
     assert!(closed_by_server(&mut probe).await, "probe port kept a slow client");
     assert!(closed_by_server(&mut hook).await, "webhook port kept a slow header");
     assert!(closed_by_server(&mut raw).await, "webhook port kept a connection without a handshake");
-    let text = metrics(server.probe).await;
-    assert!(
-        text.contains(
-            r#"gang_webhook_connections_closed_total{port="webhook",reason="handshake_timeout"} 1"#
-        ),
-        "{text}"
-    );
+    assert!(closed_by_server(&mut preface).await, "webhook port kept a connection with no request");
+    // Each close is counted, by port and reason.
+    let lines = [
+        r#"gang_webhook_connections_closed_total{port="webhook",reason="handshake_timeout"} 1"#,
+        r#"gang_webhook_connections_closed_total{port="webhook",reason="header_timeout"} 2"#,
+        r#"gang_webhook_connections_closed_total{port="probe",reason="header_timeout"} 1"#,
+    ];
+    let text = metrics_with(server.probe, &lines).await;
+    for line in lines {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+}
+
+#[test]
+fn the_probe_port_cuts_slow_clients_off_sooner() {
+    let args = <gang_webhook::Args as clap::Parser>::parse_from(["gang-webhook"]);
+    let probes = args.limits().probes();
+    assert!(probes.header_timeout <= server::PROBE_REQUEST_TIMEOUT, "{probes:?}");
+    assert!(probes.body_timeout <= server::PROBE_REQUEST_TIMEOUT, "{probes:?}");
+    assert!(args.limits().header_timeout > server::PROBE_REQUEST_TIMEOUT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_hyper_answers_itself_is_counted() {
+    let server = start(&[]).await;
+    // Not HTTP: hyper answers 400 and closes.
+    let mut bad = tls(server.port, &server.ca).await.unwrap();
+    bad.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n").await.unwrap();
+    let (head, _) = read_response(&mut bad).await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    // Headers over the 64 KiB buffer: 431.
+    let mut large = tls(server.port, &server.ca).await.unwrap();
+    let header = format!("X-Large: {}\r\n", "a".repeat(70 * 1024));
+    let _ = large
+        .write_all(format!("POST /validate HTTP/1.1\r\nHost: localhost\r\n{header}\r\n").as_bytes())
+        .await;
+    let (head, _) = read_response(&mut large).await;
+    assert!(head.starts_with("HTTP/1.1 431"), "{head}");
+    let lines = [
+        r#"gang_webhook_requests_total{hook="none",result="bad_request"} 1"#,
+        r#"gang_webhook_requests_total{hook="none",result="headers_too_large"} 1"#,
+        r#"gang_webhook_connections_closed_total{port="webhook",reason="bad_http"} 1"#,
+        r#"gang_webhook_connections_closed_total{port="webhook",reason="headers_too_large"} 1"#,
+    ];
+    let text = metrics_with(server.probe, &lines).await;
+    for line in lines {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -397,4 +456,69 @@ async fn a_small_request_is_answered_while_maximum_size_ones_fill_the_big_lane()
         assert_eq!(answer["response"]["allowed"], true);
     }
     assert_eq!(state.lanes.available_kib(), gang_webhook::BIG_LANE_BUDGET / 1024);
+}
+
+/// An HTTP/2 request whose body may not be read yet (the reading budget is taken) gets no more of
+/// its body into the server than one 64 KiB window: hyper's default (1 MiB per stream and per
+/// connection) would let every stream of every connection park that much before any budget is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_body_that_may_not_be_read_yet_sends_no_more_than_its_window() {
+    use futures::StreamExt as _;
+    let mut state = AppState::new(1, BOUND);
+    state.lanes = gang_webhook::lanes::Lanes::with_reading(1, 1, 1 << 20, 256 * 1024);
+    let held = state.lanes.reserve_body(Some(256 * 1024), 1 << 20).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let plain = |tcp| async move { io::Result::Ok(tcp) };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(server::serve(
+        listener,
+        plain,
+        router(state.clone()),
+        Limits::default(),
+        NoEvents,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // HTTP/2 with prior knowledge over plain TCP; a 3 MiB body in 16 KiB chunks, counted as the
+    // client takes them to send.
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    const CHUNK: usize = 16 * 1024;
+    let taken = Arc::new(AtomicUsize::new(0));
+    let counter = taken.clone();
+    let chunks = futures::stream::iter(0..192).map(move |_| {
+        counter.fetch_add(CHUNK, Ordering::SeqCst);
+        Ok::<_, io::Error>(hyper::body::Frame::data(bytes::Bytes::from(vec![b' '; CHUNK])))
+    });
+    let req = Request::post("/validate")
+        .header("content-length", (192 * CHUNK).to_string())
+        .body(http_body_util::StreamBody::new(chunks))
+        .unwrap();
+    let answer = tokio::spawn(send.send_request(req));
+    // Until the client stops taking chunks (the window is used up): unchanged over 300 ms.
+    let mut last = usize::MAX;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = taken.load(Ordering::SeqCst);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let window = server::H2_WINDOW as usize;
+    assert!(last <= window + 2 * CHUNK, "{last} bytes sent before the body could be read");
+    // Once there is room, the body is read and answered (spaces are no AdmissionReview: 400).
+    drop(held);
+    let res = tokio::time::timeout(BOUND, answer).await.unwrap().unwrap().unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let _ = stop.send(());
+    let _ = served.await;
 }

@@ -141,6 +141,11 @@ fn kubeflow_replica_types(kind: &str) -> (&'static str, &'static [&'static str])
 /// book's `MAX_SUBGROUPS`).
 pub const MAX_JOBSET_ROLES: usize = 64;
 
+/// The worker groups an opted-in RayCluster or RayJob may have, bounded as a JobSet's replicated
+/// jobs are: KubeRay sets no limit (`WorkerGroupSpecs` has no `maxItems` in ray-operator's
+/// `apis/ray/v1/raycluster_types.go`), and each group is a template to inject.
+pub const MAX_RAY_WORKER_GROUPS: usize = MAX_JOBSET_ROLES;
+
 /// The gang shape of a workload. `None`: not a workload kind we know.
 pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
@@ -266,6 +271,16 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 .pointer(&format!("{base}/workerGroupSpecs"))
                 .and_then(Value::as_array)
                 .map_or(&[], Vec::as_slice);
+            // Beyond the limit, one bounded error rather than a patch per group (issue 16).
+            if workers.len() > MAX_RAY_WORKER_GROUPS {
+                return Some(Err(vec![FieldError::new(
+                    path_of(&format!("{base}/workerGroupSpecs")),
+                    format!(
+                        "has {} worker groups; a gang spans at most {MAX_RAY_WORKER_GROUPS}",
+                        workers.len()
+                    ),
+                )]));
+            }
             for (i, w) in workers.iter().enumerate() {
                 let at = format!("{base}/workerGroupSpecs/{i}");
                 let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
@@ -1169,6 +1184,29 @@ mod tests {
             "spec": {"entrypoint": "python x.py", "rayClusterSpec": {"headGroupSpec": {"template": {"spec": {}}},
                      "workerGroupSpecs": workers}}});
         assert_eq!(expand(&job).unwrap().len(), 9);
+    }
+
+    #[test]
+    fn ray_beyond_the_worker_group_limit_is_one_error_at_the_list() {
+        let groups = |n: usize| -> Value {
+            (0..n)
+                .map(|i| json!({"groupName": format!("g{i}"), "replicas": 1, "template": {"spec": {}}}))
+                .collect()
+        };
+        let rc = |n| {
+            json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+            "spec": {"headGroupSpec": {"template": {"spec": {}}}, "workerGroupSpecs": groups(n)}})
+        };
+        let shape = inspect(&rc(MAX_RAY_WORKER_GROUPS)).unwrap().unwrap();
+        assert_eq!(shape.min_member as usize, 1 + MAX_RAY_WORKER_GROUPS);
+        let errors = inspect(&rc(MAX_RAY_WORKER_GROUPS + 1)).unwrap().unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].path, "spec.workerGroupSpecs");
+        assert!(errors[0].message.contains(&format!("has {} worker groups", MAX_RAY_WORKER_GROUPS + 1)));
+        let job = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "r"},
+            "spec": {"rayClusterSpec": {"headGroupSpec": {"template": {"spec": {}}}, "workerGroupSpecs": groups(1000)}}});
+        let errors = inspect(&job).unwrap().unwrap_err();
+        assert_eq!(errors[0].path, "spec.rayClusterSpec.workerGroupSpecs");
     }
 
     #[test]

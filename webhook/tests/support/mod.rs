@@ -63,6 +63,30 @@ pub async fn http1(
     send
 }
 
+/// An HTTP/2 client connection over TLS (ALPN `h2`) to `localhost:port`, the server verified
+/// against `ca_pem` (the connection driven on a task of its own). Its sender is cloned for each
+/// concurrent stream.
+pub async fn http2(
+    port: u16,
+    ca_pem: &[u8],
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Full<hyper::body::Bytes>> {
+    let mut config = (*client_config(ca_pem)).clone();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let _ = tcp.set_nodelay(true);
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.unwrap();
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "the server speaks HTTP/2");
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    send
+}
+
 /// A webhook served in-process on loopback (its TLS certificate for `localhost`), ready.
 pub struct Server {
     pub port: u16,
@@ -143,6 +167,21 @@ pub fn pod_spec(env: usize) -> serde_json::Value {
 /// An opted-in Job whose container carries `n` env vars.
 pub fn job_with_env(n: usize) -> serde_json::Value {
     opted_in(("batch/v1", "Job"), serde_json::json!({"parallelism": 4, "template": {"spec": pod_spec(n)}}))
+}
+
+/// An opted-in Job whose pod template carries `n` tolerations: bulk the pruned reader keeps (the
+/// rules read tolerations), unlike env vars. Kubernetes bounds neither their number nor, unlike
+/// annotations (256 KiB), their total size: only the request's 3 MiB does.
+pub fn job_with_tolerations(n: usize) -> serde_json::Value {
+    let tolerations: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({"key": format!("example.com/taint-{i:06}"), "operator": "Equal",
+                                    "value": "some-value", "effect": "NoSchedule"})
+        })
+        .collect();
+    let mut spec = pod_spec(0);
+    spec["tolerations"] = serde_json::Value::Array(tolerations);
+    opted_in(("batch/v1", "Job"), serde_json::json!({"parallelism": 4, "template": {"spec": spec}}))
 }
 
 /// An opted-in PyTorchJob with `n` replica types (none of them Master or Worker).
