@@ -312,6 +312,10 @@ impl crate::apply::Current for Index {
         let api_version = format!("{}/{}", scheduler_core::GROUP, scheduler_core::VERSION);
         self.live.get(&api_version, "Gang", namespace, name)
     }
+
+    fn object(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
+        self.live.get(api_version, kind, namespace, name)
+    }
 }
 
 fn pod_key(obj: &Value) -> Option<PodKey> {

@@ -303,7 +303,7 @@ pub async fn run(
             log_problems = Some(Instant::now());
         }
         blocked.retain(|pod, _| plan.evictions.iter().any(|e| &e.pod == pod));
-        let writes = apply::writes(&plan, snapshot, &index, &mut limiter, &blocked, now);
+        let writes = apply::writes(&plan, snapshot, &index, &mut limiter, &blocked, &settings.identity, now);
         let starting = starting(&plan, snapshot, now);
         index.carry(&plan);
         for b in &writes.bindings {

@@ -7,6 +7,8 @@
 //! - [`validation`]: request bodies decoded and checked as apimachinery checks them (timestamps,
 //!   names, labels, Events, conditions), answered with a real `metav1.Status` ([`status`]);
 //! - [`patch`]: JSON Patch, merge patch, strategic merge patch with list merge keys;
+//! - [`pod_update`]: a pod's spec immutable after creation but for the fields the API server lets
+//!   change (`ValidatePodUpdate`);
 //! - [`watch`]: list and watch with selectors, pagination, bookmarks, timeouts and 410 Gone;
 //! - [`subresources`]: `pods/binding`, `pods/eviction` through PodDisruptionBudgets, graceful
 //!   deletion;
@@ -22,6 +24,7 @@ mod api;
 pub mod disruption;
 pub mod faults;
 pub mod patch;
+pub mod pod_update;
 pub mod provisioning;
 pub mod route;
 pub mod server;

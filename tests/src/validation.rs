@@ -656,12 +656,44 @@ fn event(kind: Kind, obj: &Value, namespace: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// `ValidateEventUpdate` for `events.k8s.io/v1` (the core/v1 API checks no more than on create):
+/// what an event says — `regarding`, `related`, reason, note, times, reporter — is immutable;
+/// only its series and metadata change. Reported under the internal names, as the API server
+/// reports them. (`related` has no rule of its own on create: `events.go` and the declarative
+/// `zz_generated.validations.go` of events/v1 leave it to decoding.)
+fn event_update(current: &Value, new: &Value, errs: &mut Vec<FieldError>) {
+    for (wire, internal) in [
+        ("regarding", "involvedObject"),
+        ("reason", "reason"),
+        ("note", "message"),
+        ("deprecatedSource", "source"),
+        ("deprecatedFirstTimestamp", "firstTimestamp"),
+        ("deprecatedLastTimestamp", "lastTimestamp"),
+        ("deprecatedCount", "count"),
+        ("type", "type"),
+        ("eventTime", "eventTime"),
+        ("action", "action"),
+        ("related", "related"),
+        ("reportingController", "reportingController"),
+        ("reportingInstance", "reportingInstance"),
+    ] {
+        let (was, now) = (current.get(wire).filter(|v| !v.is_null()), new.get(wire).filter(|v| !v.is_null()));
+        if was != now {
+            let value = now.map_or_else(|| "null".to_string(), Value::to_string);
+            errs.push(FieldError::invalid(internal, &value, "field is immutable"));
+        }
+    }
+}
+
 /// The update rules of a kind (`self == oldSelf` in a CRD's schema): `current` is what is stored,
 /// `new` what would replace it.
 pub fn update(kind: Kind, fallback_kind: &str, current: &Value, new: &Value) -> Result<(), ApiError> {
     let mut errs = Vec::new();
-    if kind == Kind::ProvisioningRequest {
-        crate::provisioning::immutable(current, new, &mut errs);
+    match kind {
+        Kind::ProvisioningRequest => crate::provisioning::immutable(current, new, &mut errs),
+        Kind::Pod => errs.extend(crate::pod_update::errors(current, new)),
+        Kind::Event => event_update(current, new, &mut errs),
+        _ => {}
     }
     if errs.is_empty() {
         Ok(())

@@ -175,3 +175,41 @@ async fn a_body_that_is_not_json_is_a_bad_request() {
     let resp = api.send("POST", EVENTS, JSON, "{not json").await;
     assert_eq!(resp.status().as_u16(), 400);
 }
+
+#[tokio::test]
+async fn an_events_related_object_is_decoded_not_judged_and_what_an_event_says_is_immutable() {
+    let api = fake().await;
+    // `related` has no rule of its own on create (events.go; events/v1's declarative validation
+    // says "Related has no validation"): any object reference decodes, in any namespace.
+    let mut e = event();
+    e["related"] = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "namespace": "other",
+                          "name": "g", "uid": "u-g"});
+    let a = api.call("POST", EVENTS, JSON, &e).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+    // A reference that does not decode into an ObjectReference is a bad request.
+    let mut bad = event();
+    bad["metadata"]["name"] = json!("w-0.2");
+    bad["related"] = json!({"name": 7});
+    let a = api.call("POST", EVENTS, JSON, &bad).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (400, Some("BadRequest")), "{:#}", a.body);
+    let mut bad = event();
+    bad["metadata"]["name"] = json!("w-0.3");
+    bad["related"] = json!("ml/g");
+    assert_eq!(api.call("POST", EVENTS, JSON, &bad).await.status, 400);
+    // ValidateEventUpdate: what an event says cannot change, `related` and `regarding` included,
+    // named as the internal type names them.
+    let path = format!("{EVENTS}/w-0.17a9");
+    let patch = json!({"related": {"kind": "Gang", "name": "h"}, "regarding": {"name": "w-1"},
+                       "note": "changed", "reportingInstance": "replica-b"});
+    let a = api.call("PATCH", &path, MERGE, &patch).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (422, Some("Invalid")), "{:#}", a.body);
+    let mut got = fields(&a.body);
+    got.sort();
+    assert_eq!(got, ["involvedObject", "message", "related", "reportingInstance"]);
+    assert!(a.body["details"]["causes"][0]["message"].as_str().unwrap().ends_with("field is immutable"));
+    // Its series and metadata may change.
+    let series = json!({"series": {"count": 2, "lastObservedTime": "2026-11-23T15:07:39.000000Z"},
+                        "metadata": {"labels": {"seen": "twice"}}});
+    let a = api.call("PATCH", &path, MERGE, &series).await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+}
