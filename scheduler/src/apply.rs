@@ -20,6 +20,8 @@ use scheduler_core::plan::{Binding, Eviction, EvictionReason, Outcome};
 use scheduler_core::{Plan, Reason};
 use serde_json::{Value, json};
 
+use crate::ratelimit::Guard;
+
 /// A binding to send, with the gang it completes (`None`: a pod outside any gang).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bind {
@@ -100,32 +102,38 @@ pub struct Http {
     pub body: Value,
 }
 
-/// Sends `r` if this replica may act once the rate limiter lets it (`None`: not sent). Leadership
-/// is checked after the wait, right before sending: the wait can be long. Every write the
-/// scheduler makes goes through here (the loop's, the reporter's, the provisioner's).
+/// Sends `r` if this replica may act (`None`: not sent). Leadership is checked before the
+/// request waits for the client's rate limiter and again after the wait, right before sending
+/// (the wait can be long): a [`Guard`] the limiter checks. Every write the scheduler makes goes
+/// through here (the loop's, the reporter's, the provisioner's).
 pub(crate) async fn may_send(
     client: &kube::Client,
-    rate: &crate::ratelimit::RateLimiter,
     standing: &tokio::sync::watch::Receiver<crate::lease::Standing>,
     r: &Http,
 ) -> Option<Result<Value, kube::Error>> {
     if !standing.borrow().may_act() {
         return None;
     }
-    rate.acquire().await;
-    if !standing.borrow().may_act() {
-        return None;
+    match send(client, r, guard(standing)).await {
+        Err(e) if crate::ratelimit::not_sent(&e) => None,
+        sent => Some(sent),
     }
-    Some(send(client, r).await)
+}
+
+/// The check a write makes after the limiter's wait: this replica may still act.
+pub(crate) fn guard(standing: &tokio::sync::watch::Receiver<crate::lease::Standing>) -> Guard {
+    let standing = standing.clone();
+    Guard::new(move || standing.borrow().may_act())
 }
 
 /// Sends `r` as it is; a `null` body is no body.
-async fn send(client: &kube::Client, r: &Http) -> Result<Value, kube::Error> {
+async fn send(client: &kube::Client, r: &Http, guard: Guard) -> Result<Value, kube::Error> {
     let body = if r.body.is_null() { Vec::new() } else { serde_json::to_vec(&r.body).unwrap_or_default() };
     let req = http::Request::builder()
         .method(r.method)
         .uri(&r.path)
         .header("content-type", r.content_type)
+        .extension(guard)
         .body(body)
         .map_err(kube::Error::HttpError)?;
     client.request::<Value>(req).await

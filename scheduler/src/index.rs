@@ -24,6 +24,8 @@ use serde_json::Value;
 
 /// The gate a pod whose binding the API server refused is shown with (see [`Index::refuse`]).
 pub const REFUSED_GATE: &str = "kube-gang.io/binding-refused";
+/// The gate a pod whose binding the API server throttled is shown with (see [`Index::hold`]).
+pub const THROTTLED_GATE: &str = "kube-gang.io/binding-throttled";
 /// From this many objects, a list is loaded in bulk (see [`Index::replace`]).
 const BULK: usize = 1_024;
 const REFUSED_FIRST: Duration = Duration::from_secs(5);
@@ -225,6 +227,17 @@ impl Index {
         let factor = 1u32.checked_shl(n.saturating_sub(1).min(10)).unwrap_or(u32::MAX);
         *until = now + REFUSED_FIRST.saturating_mul(factor).min(REFUSED_MAX);
         self.overlay.held_back.insert(pod.clone(), REFUSED_GATE.to_string());
+    }
+
+    /// The API server throttled the binding of `pod` (429): it is held back as if gated by
+    /// [`THROTTLED_GATE`] for `wait` (the server's `Retry-After`) and no longer — not a refusal,
+    /// and not counted as one.
+    pub fn hold(&mut self, pod: &PodKey, wait: Duration) {
+        self.unassume(pod);
+        let until = Instant::now() + wait;
+        let (_, at) = self.refusals.entry(pod.clone()).or_insert((0, until));
+        *at = (*at).max(until);
+        self.overlay.held_back.entry(pod.clone()).or_insert_with(|| THROTTLED_GATE.to_string());
     }
 
     /// Records a status write about to be sent, as if the watch had already reported it: the

@@ -38,21 +38,34 @@ async fn start_full(
     lease_duration: Duration,
     metrics: Metrics,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let config = kube::Config::new(fake.url().parse().unwrap());
-    let settings = Settings {
-        config: policy,
+    let settings = Settings { config: policy, leader_elect, lease_duration, ..settings() };
+    start_settings(fake, settings, metrics)
+}
+
+/// What every test starts from: cycles every 100 ms, no rate limit to speak of.
+fn settings() -> Settings {
+    Settings {
+        config: Config::default(),
         period: Duration::from_millis(100),
-        leader_elect,
+        leader_elect: false,
         lease_name: "gang-scheduler".into(),
         lease_namespace: "kube-gang-system".into(),
         identity: "test-replica".into(),
-        lease_duration,
+        lease_duration: Duration::from_secs(15),
         retry_period: Duration::from_millis(500),
         bind_concurrency: 4,
         qps: 1000.0,
         burst: 1000,
         discovery_period: Duration::from_millis(200),
-    };
+    }
+}
+
+fn start_settings(
+    fake: &FakeApi,
+    settings: Settings,
+    metrics: Metrics,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let config = kube::Config::new(fake.url().parse().unwrap());
     let stop = CancellationToken::new();
     let s = stop.clone();
     let handle = tokio::spawn(async move {
@@ -231,18 +244,98 @@ async fn only_the_lease_holder_binds() {
 }
 
 #[tokio::test]
-async fn a_429_is_retried_after_the_servers_retry_after() {
+async fn a_throttled_binding_never_stalls_the_loop_and_its_gang_completes_after_retry_after() {
+    let fake = fake().await;
+    two_nodes_and_a_gang_of_two(&fake);
+    fake.put(node("gpu-3", "64", 8, &[]));
+    // The API server throttles train-1's binding three times (429, Retry-After: 1).
+    fake.fault("POST", "/pods/train-1/binding", 429, 3);
+    let (stop, handle) = start(&fake, false).await;
+    let throttled = |f: &FakeApi| !f.requests_to("POST", "/pods/train-1/binding").is_empty();
+    assert!(fake.wait_for(Duration::from_secs(10), throttled).await, "{:#?}", fake.requests());
+    // Meanwhile another gang arrives: it is placed while train-1 still waits out its 429s (kube's
+    // built-in retries would hold the loop inside that one binding).
+    fake.put(gang("ml", "other", 1));
+    fake.put(gang_pod("ml", "other-0", "other", 8));
+    assert!(fake.wait_for(Duration::from_secs(10), |f| bound(f, "ml", "other-0").is_some()).await);
+    // The throttled member binds after the server's Retry-After each time — held back that
+    // long, not as long as a refusal (5 s, 10 s, 20 s) — and its gang ends whole.
+    assert!(
+        fake.wait_for(Duration::from_secs(12), both_bound).await,
+        "{:#?}",
+        fake.requests_to("POST", "/binding")
+    );
+    let binds = fake.requests_to("POST", "/pods/train-1/binding");
+    assert_eq!(binds.iter().map(|r| r.status).collect::<Vec<_>>(), [429, 429, 429, 201], "{binds:#?}");
+    for pair in binds.windows(2) {
+        let waited = pair[1].at.duration_since(pair[0].at);
+        assert!(waited >= Duration::from_millis(950), "Retry-After: 1 honoured, retried after {waited:?}");
+    }
+    let other = fake.requests_to("POST", "/pods/other-0/binding");
+    assert!(other[0].at < binds[3].at, "the other gang waited for the throttled binding");
+    // Never re-bound elsewhere, and no node holds two 8-GPU members.
+    assert_eq!(fake.requests_to("POST", "/pods/train-0/binding").len(), 1);
+    let nodes: std::collections::BTreeSet<_> =
+        ["train-0", "train-1", "other-0"].iter().filter_map(|p| bound(&fake, "ml", p)).collect();
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_throttled_member_withholds_the_rest_of_its_gang() {
+    let fake = fake().await;
+    for n in 0..3 {
+        fake.put(node(&format!("gpu-{n}"), "64", 8, &[]));
+    }
+    fake.put(gang("ml", "wide", 3));
+    for m in 0..3 {
+        fake.put(gang_pod("ml", &format!("wide-{m}"), "wide", 8));
+    }
+    // One binding at a time: the first member's 429 stops the others before they go out.
+    fake.fault("POST", "/pods/wide-0/binding", 429, 1);
+    let settings = Settings { bind_concurrency: 1, ..settings() };
+    let (stop, handle) = start_settings(&fake, settings, Metrics::new());
+    let all = |f: &FakeApi| (0..3).all(|m| bound(f, "ml", &format!("wide-{m}")).is_some());
+    assert!(fake.wait_for(Duration::from_secs(10), all).await, "{:#?}", fake.requests_to("POST", "/binding"));
+    let binds = fake.requests_to("POST", "/binding");
+    let first = &binds[0];
+    assert_eq!((first.path.as_str(), first.status), ("/api/v1/namespaces/ml/pods/wide-0/binding", 429));
+    // Nothing else of the gang went out in that round: the next binding came a Retry-After later.
+    assert!(binds[1].at.duration_since(first.at) >= Duration::from_millis(950), "{binds:#?}");
+    assert_eq!(binds.len(), 4, "one 429, then one binding per member: {binds:#?}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn reads_are_rate_limited_too() {
     let fake = fake().await;
     fake.put(node("gpu-1", "64", 8, &[]));
-    fake.put(gang("ml", "g", 1));
-    fake.put(gang_pod("ml", "g-0", "g", 8));
-    fake.fault("POST", "/pods/g-0/binding", 429, 1);
-    let (stop, handle) = start(&fake, false).await;
-    assert!(fake.wait_for(Duration::from_secs(15), |f| bound(f, "ml", "g-0").is_some()).await);
-    let binds = fake.requests_to("POST", "/pods/g-0/binding");
-    assert_eq!(binds.iter().map(|r| r.status).collect::<Vec<_>>(), [429, 201], "{binds:#?}");
-    let waited = binds[1].at.duration_since(binds[0].at);
-    assert!(waited >= Duration::from_millis(950), "Retry-After: 1 honoured, retried after {waited:?}");
+    // Two requests a second, a burst of three: starting up (a list and a watch per resource,
+    // and a probe per optional one) would otherwise send some thirty at once.
+    let begun = tokio::time::Instant::now();
+    let settings = Settings { qps: 2.0, burst: 3, ..settings() };
+    let (stop, handle) = start_settings(&fake, settings, Metrics::new());
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let sent = fake.requests().len();
+        // However late the count is read, no more can have arrived than the bucket let out since
+        // the client was made (after `begun`).
+        let allowed = 3.0 + 2.0 * begun.elapsed().as_secs_f64();
+        assert!(
+            (sent as f64) <= allowed,
+            "{sent} requests within {:?}: {:#?}",
+            begun.elapsed(),
+            fake.requests()
+        );
+        seen.push(sent);
+    }
+    let requests = fake.requests();
+    assert!(requests.iter().all(|r| r.method == "GET"), "reads only so far: {requests:#?}");
+    assert!(requests.iter().any(|r| r.query.contains("watch=true")), "watches count: {requests:#?}");
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]) && seen[3] > seen[0], "it makes progress: {seen:?}");
     stop.cancel();
     handle.await.unwrap();
 }
