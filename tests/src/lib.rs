@@ -6,6 +6,7 @@
 //! - [`store`](mod@store): objects, resourceVersions, the history watches resume from, the clock;
 //! - [`validation`]: request bodies decoded and checked as apimachinery checks them (timestamps,
 //!   names, labels, Events, conditions), answered with a real `metav1.Status` ([`status`]);
+//! - [`schema`]: a custom resource (the `Gang`) checked against its CRD's OpenAPI schema;
 //! - [`patch`]: JSON Patch, merge patch, strategic merge patch with list merge keys;
 //! - [`pod_update`]: a pod's spec immutable after creation but for the fields the API server lets
 //!   change (`ValidatePodUpdate`);
@@ -27,6 +28,7 @@ pub mod patch;
 pub mod pod_update;
 pub mod provisioning;
 pub mod route;
+pub mod schema;
 pub mod server;
 pub mod status;
 pub mod store;
