@@ -160,10 +160,11 @@ pub struct Settings {
 
 /// Runs until `stop` is cancelled; then releases the Lease after in-flight bindings finish.
 /// `config` connects to the API server. Every request waits for the `--kube-api-qps` token
-/// bucket; bindings (and the reads that check them) and evictions go through a client without
-/// kube's built-in retries, which would wait out a 429 inside the loop; the Lease has a client
-/// and a bucket of its own (as kube-scheduler's leader election has), so a burst of bindings
-/// never delays a renewal.
+/// bucket. What the loop awaits — bindings and the reads that check them, discovery, the
+/// provisioner's requests — and evictions go through a client without kube's built-in retries,
+/// which would wait out a 429 (up to 15 times, honouring `Retry-After`) inside the loop; the
+/// watches and the background reporter keep them. The Lease has a client and a bucket of its own
+/// (as kube-scheduler's leader election has), so a burst of bindings never delays a renewal.
 pub async fn run(
     config: kube::Config,
     settings: Settings,
@@ -243,7 +244,7 @@ pub async fn run(
                 if started.contains(&key) {
                     continue;
                 }
-                if w.required || served(&client, &w.resource).await {
+                if w.required || served(&loop_client, &w.resource).await {
                     tracing::info!(resource = %key, "watching");
                     started.insert(key);
                     tasks.spawn(pump(client.clone(), w.resource.clone(), tx.clone(), stop.child_token()));
@@ -344,7 +345,7 @@ pub async fn run(
             index.hold(&pod, wait);
         }
         let provisioning = settings.config.provisioning.as_ref();
-        provisioner.reconcile(&client, &standing, &index, &plan, provisioning).await;
+        provisioner.reconcile(&loop_client, &standing, &index, &plan, provisioning).await;
         metrics.provisioning_enabled.set(i64::from(provisioning.is_some() && provisioner.enabled()));
     }
     stop.cancel();
