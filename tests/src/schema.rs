@@ -110,7 +110,7 @@ pub fn check(schema: &Value, value: &Value, path: &str, errs: &mut Vec<FieldErro
                 ));
             }
             if get("format").and_then(Value::as_str) == Some("date-time")
-                && crate::validation::check_time(s, false).is_err()
+                && crate::times::check_time(s, false).is_err()
             {
                 errs.push(FieldError::type_invalid(
                     path,
