@@ -145,7 +145,9 @@ fn waiting_for(
             if missing > 0 {
                 format!("{missing} more member{}", if missing == 1 { "" } else { "s" })
             } else if !gates.is_empty() {
-                format!("gate {}", gates.into_iter().collect::<Vec<_>>().join(", "))
+                // The count the cycle's message gives too (`2 of 8 members gated by …`).
+                let gated = waiting().filter(|p| p.is_gated()).count();
+                format!("{gated} of {min} gated by {}", gates.into_iter().collect::<Vec<_>>().join(", "))
             } else if misfiled {
                 "members in leaf subgroups".into()
             } else {

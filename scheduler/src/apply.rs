@@ -15,10 +15,12 @@ use k8s_openapi::api::core::v1::{ObjectReference, PodCondition};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use scheduler_core::crd::GangStatus;
-use scheduler_core::model::{GangKey, Pod, PodKey, Snapshot, Time};
+use scheduler_core::model::{Dialect, Gang, GangKey, Pod, PodKey, Snapshot, Time};
 use scheduler_core::plan::{Binding, Eviction, EvictionReason, Outcome};
 use scheduler_core::{Plan, Reason};
 use serde_json::{Value, json};
+
+use crate::ratelimit::Guard;
 
 /// A binding to send, with the gang it completes (`None`: a pod outside any gang).
 #[derive(Clone, Debug, PartialEq)]
@@ -75,8 +77,12 @@ pub const POD: &str = "v1/Pod";
 /// The index's resource key of kube-gang's own `Gang`.
 pub const GANG: &str = "kube-gang.io/v1alpha1/Gang";
 
-/// Who reports events (`reportingController`, `reportingInstance`).
+/// Who reports events (`reportingController`); `reportingInstance` is the replica's Lease
+/// holder identity.
 pub const CONTROLLER: &str = "kube-gang.io/gang-scheduler";
+
+/// `reportingInstance` of an event: at most 128 bytes, as the API server validates it.
+pub const INSTANCE_MAX: usize = 128;
 
 /// `note` of an event: at most 1 KiB, as the API server validates it.
 pub const NOTE_MAX: usize = 1024;
@@ -96,32 +102,38 @@ pub struct Http {
     pub body: Value,
 }
 
-/// Sends `r` if this replica may act once the rate limiter lets it (`None`: not sent). Leadership
-/// is checked after the wait, right before sending: the wait can be long. Every write the
-/// scheduler makes goes through here (the loop's, the reporter's, the provisioner's).
+/// Sends `r` if this replica may act (`None`: not sent). Leadership is checked before the
+/// request waits for the client's rate limiter and again after the wait, right before sending
+/// (the wait can be long): a [`Guard`] the limiter checks. Every write the scheduler makes goes
+/// through here (the loop's, the reporter's, the provisioner's).
 pub(crate) async fn may_send(
     client: &kube::Client,
-    rate: &crate::ratelimit::RateLimiter,
     standing: &tokio::sync::watch::Receiver<crate::lease::Standing>,
     r: &Http,
 ) -> Option<Result<Value, kube::Error>> {
     if !standing.borrow().may_act() {
         return None;
     }
-    rate.acquire().await;
-    if !standing.borrow().may_act() {
-        return None;
+    match send(client, r, guard(standing)).await {
+        Err(e) if crate::ratelimit::not_sent(&e) => None,
+        sent => Some(sent),
     }
-    Some(send(client, r).await)
+}
+
+/// The check a write makes after the limiter's wait: this replica may still act.
+pub(crate) fn guard(standing: &tokio::sync::watch::Receiver<crate::lease::Standing>) -> Guard {
+    let standing = standing.clone();
+    Guard::new(move || standing.borrow().may_act())
 }
 
 /// Sends `r` as it is; a `null` body is no body.
-async fn send(client: &kube::Client, r: &Http) -> Result<Value, kube::Error> {
+async fn send(client: &kube::Client, r: &Http, guard: Guard) -> Result<Value, kube::Error> {
     let body = if r.body.is_null() { Vec::new() } else { serde_json::to_vec(&r.body).unwrap_or_default() };
     let req = http::Request::builder()
         .method(r.method)
         .uri(&r.path)
         .header("content-type", r.content_type)
+        .extension(guard)
         .body(body)
         .map_err(kube::Error::HttpError)?;
     client.request::<Value>(req).await
@@ -259,6 +271,8 @@ pub trait Current {
     fn pod(&self, namespace: &str, name: &str) -> Option<&Value>;
     /// The raw `Gang` object, if known.
     fn gang(&self, namespace: &str, name: &str) -> Option<&Value>;
+    /// Any raw object of `api_version` and `kind` (a gang object of some dialect), if known.
+    fn object(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value>;
 }
 
 /// Nothing known: every write is sent (and no `Gang` status, for want of the object).
@@ -267,6 +281,9 @@ impl Current for () {
         None
     }
     fn gang(&self, _: &str, _: &str) -> Option<&Value> {
+        None
+    }
+    fn object(&self, _: &str, _: &str, _: &str, _: &str) -> Option<&Value> {
         None
     }
 }
@@ -359,9 +376,23 @@ fn event_name(regarding: &str, time: Time) -> String {
 }
 
 /// An event (events.k8s.io/v1) about a pod, as the API server validates one: `eventTime` a
-/// MicroTime (six fractional digits), `note` within 1 KiB, `regarding` naming the pod.
-pub fn event(pod: &Pod, type_: &str, reason: &str, note: &str, now: Time) -> Event {
+/// MicroTime (six fractional digits), `note` within 1 KiB, `regarding` naming the pod, `related`
+/// the gang's object when it has one, `reportingInstance` this replica (`instance`, its Lease
+/// holder identity, cut to 128 bytes).
+pub fn event(
+    pod: &Pod,
+    related: Option<&ObjectReference>,
+    instance: &str,
+    type_: &str,
+    reason: &str,
+    note: &str,
+    now: Time,
+) -> Event {
     let micro = k8s_openapi::jiff::Timestamp::from_millisecond(now.0).unwrap_or_default();
+    let mut end = instance.len().min(INSTANCE_MAX);
+    while !instance.is_char_boundary(end) {
+        end -= 1;
+    }
     Event {
         metadata: ObjectMeta {
             name: Some(event_name(&pod.key.name, now)),
@@ -370,7 +401,7 @@ pub fn event(pod: &Pod, type_: &str, reason: &str, note: &str, now: Time) -> Eve
         },
         event_time: Some(MicroTime(micro)),
         reporting_controller: Some(CONTROLLER.into()),
-        reporting_instance: Some(CONTROLLER.into()),
+        reporting_instance: Some(instance[..end].to_string()),
         action: Some("Scheduling".into()),
         reason: Some(reason.into()),
         type_: Some(type_.into()),
@@ -383,8 +414,42 @@ pub fn event(pod: &Pod, type_: &str, reason: &str, note: &str, now: Time) -> Eve
             uid: Some(pod.uid.clone()).filter(|u| !u.is_empty()),
             ..ObjectReference::default()
         }),
+        related: related.cloned(),
         ..Event::default()
     }
+}
+
+/// The API group of a dialect's gang objects (`None`: its gangs live in pod annotations).
+fn group_of(dialect: Dialect) -> Option<&'static str> {
+    use scheduler_core::dialect::{coscheduling, kai, upstream, volcano};
+    match dialect {
+        Dialect::KubeGang => Some(scheduler_core::GROUP),
+        Dialect::Upstream => Some(upstream::GROUP),
+        Dialect::Coscheduling => Some(coscheduling::GROUP),
+        Dialect::Volcano => Some(volcano::GROUP),
+        Dialect::Kai => Some(kai::GROUP),
+        Dialect::KubeGangAnnotations | Dialect::Koordinator => None,
+    }
+}
+
+/// A reference to the object a gang was read from (its `Gang` or PodGroup), as the watch last
+/// reported it: an event's `related`. `None` for gangs of pod annotations, and for an object not
+/// (or no longer) known.
+pub fn gang_object(gang: &Gang, current: &impl Current) -> Option<ObjectReference> {
+    let group = group_of(gang.source.dialect)?;
+    let (key, kind) = (&gang.key, gang.source.kind.as_str());
+    scheduler_core::cluster::READ.iter().filter(|k| k.group == group && k.kind == kind).find_map(|k| {
+        let api_version = format!("{}/{}", k.group, k.version);
+        let obj = current.object(&api_version, kind, &key.namespace, &key.name)?;
+        Some(ObjectReference {
+            api_version: Some(api_version),
+            kind: Some(kind.to_string()),
+            name: Some(key.name.clone()),
+            namespace: Some(key.namespace.clone()),
+            uid: obj.pointer("/metadata/uid").and_then(Value::as_str).map(String::from),
+            ..ObjectReference::default()
+        })
+    })
 }
 
 /// Remembers which events were sent, so a gang stuck for an hour produces one event per reason and
@@ -436,13 +501,15 @@ fn with_blocked<'a>(o: &'a Outcome, plan: &Plan, blocked: &BTreeMap<PodKey, Stri
 }
 
 /// Every write that applies `plan`, by kind. Writes that would change nothing, as `current`
-/// tells, are left out. `blocked`: victims whose eviction the API server refuses for now, and why.
+/// tells, are left out. `blocked`: victims whose eviction the API server refuses for now, and why;
+/// `instance`: this replica's identity, which its events report.
 pub fn writes(
     plan: &Plan,
     snapshot: &Snapshot,
     current: &impl Current,
     limiter: &mut EventLimiter,
     blocked: &BTreeMap<PodKey, String>,
+    instance: &str,
     now: Time,
 ) -> Writes {
     // Each gang's members, in one pass over the pods (not one per gang).
@@ -502,9 +569,11 @@ pub fn writes(
         if !limiter.allow(&o.gang, reason, &o.message, now, Duration::from_secs(300)) {
             continue;
         }
-        // Events are about the pods users look at: the first member (by name) carries them.
+        // Events are about the pods users look at: the first member (by name) carries them,
+        // related to the gang's object.
         if let Some(p) = of_gang.iter().min_by(|a, b| a.key.cmp(&b.key)) {
-            out.events.push(event(p, type_, reason, &o.message, now));
+            let related = gang.and_then(|g| gang_object(g, current));
+            out.events.push(event(p, related.as_ref(), instance, type_, reason, &o.message, now));
         }
     }
     limiter.keep(|g| plan.outcome(g).is_some());
@@ -518,8 +587,14 @@ pub fn writes(
             "preempted by gang {}",
             e.preemptor.as_ref().map_or_else(|| "?".to_string(), ToString::to_string)
         );
+        // Regarding the victim, related to the gang that preempts it (kube-scheduler's Preempted
+        // event is regarding the victim, related to the preemptor).
         if let Some(p) = pods.get(&e.pod) {
-            out.events.push(event(p, "Normal", "Preempted", &note, now));
+            let related = e.preemptor.as_ref().and_then(|g| {
+                let i = snapshot.gangs.binary_search_by(|x| x.key.cmp(g)).ok()?;
+                gang_object(&snapshot.gangs[i], current)
+            });
+            out.events.push(event(p, related.as_ref(), instance, "Normal", "Preempted", &note, now));
         }
     }
     out
@@ -619,11 +694,11 @@ mod tests {
             serde_json::from_value(json!({"key": {"namespace": "ml", "name": "w-0"}, "uid": "u1"})).unwrap();
         // apimachinery's MicroTime: RFC 3339 with exactly six fractional digits.
         for (ms, want) in [(49_123, "1970-01-01T00:00:49.123000Z"), (49_000, "1970-01-01T00:00:49.000000Z")] {
-            let e = event(&pod, "Warning", "FailedScheduling", "x", Time(ms));
+            let e = event(&pod, None, "replica-a", "Warning", "FailedScheduling", "x", Time(ms));
             assert_eq!(event_request(&e).body["eventTime"], want);
         }
         let long = "é".repeat(2_000);
-        let e = event(&pod, "Warning", "FailedScheduling", &long, Time(0));
+        let e = event(&pod, None, "replica-a", "Warning", "FailedScheduling", &long, Time(0));
         let http = event_request(&e);
         let note = http.body["note"].as_str().unwrap();
         assert!(note.len() <= NOTE_MAX && note.len() > NOTE_MAX - 8, "{} bytes", note.len());
@@ -633,6 +708,75 @@ mod tests {
         assert_eq!(http.body["metadata"]["name"], "w-0.0", "{{regarding}}.{{unix nanoseconds in hex}}");
         for field in ["reportingController", "reportingInstance", "action", "reason", "type"] {
             assert!(http.body[field].as_str().is_some_and(|v| !v.is_empty() && v.len() <= 128), "{field}");
+        }
+    }
+
+    /// What the watches reported, for [`writes`]: a cluster of raw objects.
+    struct Seen(scheduler_core::cluster::Cluster);
+
+    impl Current for Seen {
+        fn pod(&self, namespace: &str, name: &str) -> Option<&Value> {
+            self.0.pod(namespace, name)
+        }
+        fn gang(&self, namespace: &str, name: &str) -> Option<&Value> {
+            self.0.get("kube-gang.io/v1alpha1", "Gang", namespace, name)
+        }
+        fn object(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
+            self.0.get(api_version, kind, namespace, name)
+        }
+    }
+
+    #[test]
+    fn events_are_related_to_the_gang_object_and_report_the_replica() {
+        use kube_gang_tests::{gang, gang_pod, node};
+        let mut cluster = scheduler_core::cluster::Cluster::new();
+        let mut objects = vec![node("n1", "64", 8, &[]), gang("ml", "big", 2)];
+        objects[1]["metadata"]["uid"] = json!("uid-big");
+        // A kube-gang Gang that cannot fit, a Volcano PodGroup and an annotation gang that do.
+        objects.extend([gang_pod("ml", "big-0", "big", 8), gang_pod("ml", "big-1", "big", 8)]);
+        objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "vc", "namespace": "ml", "uid": "uid-vc"}, "spec": {"minMember": 1}}));
+        let mut vc = gang_pod("ml", "vc-0", "unused", 1);
+        vc["metadata"]["labels"] = json!({});
+        vc["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "vc"});
+        let mut annotated = gang_pod("ml", "ann-0", "ann", 1);
+        annotated["metadata"]["annotations"] = json!({"kube-gang.io/min-member": "1"});
+        objects.extend([vc, annotated]);
+        for o in objects {
+            cluster.push(o).unwrap();
+        }
+        let snapshot = cluster.snapshot().snapshot;
+        let now = Time::from_secs(1_800_000_000);
+        let plan = scheduler_core::schedule(&snapshot, &scheduler_core::Config::default(), now);
+        let seen = Seen(cluster);
+        let mut limiter = EventLimiter::default();
+        let w =
+            writes(&plan, &snapshot, &seen, &mut limiter, &BTreeMap::new(), "gang-scheduler-7d9f-x2", now);
+        let by_pod = |name: &str| {
+            let e =
+                w.events.iter().find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name));
+            e.unwrap_or_else(|| panic!("no event about {name}: {:#?}", w.events))
+        };
+        let big = serde_json::to_value(by_pod("big-0")).unwrap();
+        assert_eq!(big["reason"], "FailedScheduling");
+        assert_eq!(
+            big["related"],
+            json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "name": "big", "namespace": "ml",
+                   "uid": "uid-big"})
+        );
+        assert_eq!(big["reportingInstance"], "gang-scheduler-7d9f-x2");
+        assert_eq!(big["reportingController"], CONTROLLER);
+        let vc = serde_json::to_value(by_pod("vc-0")).unwrap();
+        assert_eq!(vc["reason"], "Scheduled");
+        assert_eq!(
+            vc["related"],
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "name": "vc",
+                   "namespace": "ml", "uid": "uid-vc"})
+        );
+        // A gang of pod annotations has no object to relate to.
+        assert_eq!(by_pod("ann-0").related, None);
+        for e in &w.events {
+            accepted(kube_gang_tests::validation::Kind::Event, "v1", &serde_json::to_value(e).unwrap(), "ml");
         }
     }
 
@@ -655,7 +799,9 @@ mod tests {
             let pod: Pod =
                 serde_json::from_value(json!({"key": {"namespace": "ml", "name": name}, "uid": "u1"}))
                     .unwrap();
-            let body = event_request(&event(&pod, "Warning", "FailedScheduling", note, Time(millis))).body;
+            let instance = "r".repeat(200);
+            let e = event(&pod, None, &instance, "Warning", "FailedScheduling", note, Time(millis));
+            let body = event_request(&e).body;
             accepted(Kind::Event, "v1", &body, "ml");
             check_time(body["eventTime"].as_str().unwrap(), true).unwrap();
             let sent = body["note"].as_str().unwrap();
@@ -663,6 +809,7 @@ mod tests {
             assert!(note.len() <= EVENT_NOTE_MAX || sent.ends_with('…'));
             assert_eq!(body["regarding"]["name"], name);
             assert_eq!(body["regarding"]["uid"], "u1");
+            assert_eq!(body["reportingInstance"], "r".repeat(INSTANCE_MAX), "cut to what the API takes");
         }
     }
 

@@ -9,7 +9,6 @@
 //! the victim's own schedule is the point here.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,7 +21,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::lease::Standing;
-use crate::ratelimit::RateLimiter;
 
 /// First retry after a refusal without `Retry-After`; doubled per attempt.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -98,7 +96,6 @@ struct Victim {
 /// Sends the evictions `wanted` holds (the last plan's), each on its own schedule, until `stop`.
 pub async fn run(
     client: kube::Client,
-    rate: Arc<RateLimiter>,
     mut wanted: watch::Receiver<Vec<Eviction>>,
     blocked: mpsc::UnboundedSender<Blocked>,
     standing: watch::Receiver<Standing>,
@@ -121,10 +118,9 @@ pub async fn run(
             }
             v.in_flight = true;
             slots -= 1;
-            let (client, rate, standing, e) =
-                (client.clone(), rate.clone(), standing.clone(), v.eviction.clone());
+            let (client, standing, e) = (client.clone(), standing.clone(), v.eviction.clone());
             let pod = pod.clone();
-            flying.push(async move { (pod, send(&client, &rate, &standing, &e).await) });
+            flying.push(async move { (pod, send(&client, &standing, &e).await) });
         }
         let wake = victims
             .values()
@@ -192,16 +188,8 @@ pub async fn run(
     }
 }
 
-async fn send(
-    client: &kube::Client,
-    rate: &RateLimiter,
-    standing: &watch::Receiver<Standing>,
-    e: &Eviction,
-) -> Answer {
-    if !standing.borrow().may_act() {
-        return Answer::NotSent;
-    }
-    rate.acquire().await;
+/// Sends one eviction; leadership is checked again after the client's rate limiter (a guard).
+async fn send(client: &kube::Client, standing: &watch::Receiver<Standing>, e: &Eviction) -> Answer {
     if !standing.borrow().may_act() {
         return Answer::NotSent;
     }
@@ -211,6 +199,7 @@ async fn send(
         .method(r.method)
         .uri(&r.path)
         .header("content-type", r.content_type)
+        .extension(crate::apply::guard(standing))
         .body(kube::client::Body::from(body))
     {
         Ok(req) => req,
@@ -224,6 +213,7 @@ async fn send(
             let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
             answer(status, retry_after.as_deref(), &bytes)
         }
+        Err(err) if crate::ratelimit::not_sent(&err) => Answer::NotSent,
         Err(err) => Answer::Refused { why: err.to_string(), retry_after: None },
     }
 }

@@ -24,6 +24,8 @@ use serde_json::Value;
 
 /// The gate a pod whose binding the API server refused is shown with (see [`Index::refuse`]).
 pub const REFUSED_GATE: &str = "kube-gang.io/binding-refused";
+/// The gate a pod whose binding the API server throttled is shown with (see [`Index::hold`]).
+pub const THROTTLED_GATE: &str = "kube-gang.io/binding-throttled";
 /// From this many objects, a list is loaded in bulk (see [`Index::replace`]).
 const BULK: usize = 1_024;
 const REFUSED_FIRST: Duration = Duration::from_secs(5);
@@ -227,6 +229,17 @@ impl Index {
         self.overlay.held_back.insert(pod.clone(), REFUSED_GATE.to_string());
     }
 
+    /// The API server throttled the binding of `pod` (429): it is held back as if gated by
+    /// [`THROTTLED_GATE`] for `wait` (the server's `Retry-After`) and no longer — not a refusal,
+    /// and not counted as one.
+    pub fn hold(&mut self, pod: &PodKey, wait: Duration) {
+        self.unassume(pod);
+        let until = Instant::now() + wait;
+        let (_, at) = self.refusals.entry(pod.clone()).or_insert((0, until));
+        *at = (*at).max(until);
+        self.overlay.held_back.entry(pod.clone()).or_insert_with(|| THROTTLED_GATE.to_string());
+    }
+
     /// Records a status write about to be sent, as if the watch had already reported it: the
     /// next cycle sees it written and does not write it again. The watch's version replaces it
     /// when it comes; if the write is not made, [`Index::unwrite`] goes back.
@@ -311,6 +324,10 @@ impl crate::apply::Current for Index {
     fn gang(&self, namespace: &str, name: &str) -> Option<&Value> {
         let api_version = format!("{}/{}", scheduler_core::GROUP, scheduler_core::VERSION);
         self.live.get(&api_version, "Gang", namespace, name)
+    }
+
+    fn object(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
+        self.live.get(api_version, kind, namespace, name)
     }
 }
 

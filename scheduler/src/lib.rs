@@ -61,12 +61,14 @@ pub struct Args {
     /// duration: the leader stops acting when two thirds have passed without a renewal).
     #[arg(long, env = "GANG_SCHEDULER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
     pub leader_elect_retry_period: Duration,
-    /// Client-side limit on the scheduler's writes per second: bindings, evictions, status
-    /// patches and events. Reads (watches, the binding checks after a lost answer) and Lease
-    /// renewals are not limited, so a burst of writes never delays leadership or the cache.
+    /// Client-side limit on the requests the scheduler sends per second, reads and writes alike
+    /// (as kube-scheduler's --kube-api-qps): lists, watches (one request however long the
+    /// stream), gets, bindings, evictions, status patches and events. Leadership is checked
+    /// after the wait, before a write goes out. The Lease has a budget of its own with the same
+    /// rate, so a burst of bindings never delays a renewal.
     #[arg(long, env = "GANG_SCHEDULER_KUBE_API_QPS", default_value_t = 50.0)]
     pub kube_api_qps: f64,
-    /// Burst of writes allowed above --kube-api-qps.
+    /// Burst of requests allowed above --kube-api-qps.
     #[arg(long, env = "GANG_SCHEDULER_KUBE_API_BURST", default_value_t = 100)]
     pub kube_api_burst: u32,
     /// Bindings in flight at once.

@@ -37,7 +37,6 @@ use tokio::sync::watch;
 use crate::apply::{Http, may_send};
 use crate::index::Index;
 use crate::lease::Standing;
-use crate::ratelimit::RateLimiter;
 
 /// What an asking gang's message starts with while the ProvisioningRequest API is not served.
 pub const DISABLED: &str =
@@ -296,7 +295,6 @@ impl Provisioner {
     pub async fn reconcile(
         &mut self,
         client: &kube::Client,
-        rate: &RateLimiter,
         standing: &watch::Receiver<Standing>,
         index: &Index,
         plan: &Plan,
@@ -307,7 +305,7 @@ impl Provisioner {
         if self.disabled_until.is_some_and(|t| now < t) {
             return;
         }
-        let api = Api { client, rate, standing };
+        let api = Api { client, standing };
         let wanted: BTreeMap<&GangKey, &ProvisioningAsk> =
             plan.provisioning.iter().map(|a| (&a.gang, a)).collect();
         // Requests no longer asked for.
@@ -402,11 +400,10 @@ enum Created {
     No,
 }
 
-/// The few requests this module makes, each after the rate limiter and only while this replica
-/// may act.
+/// The few requests this module makes, each after the client's rate limiter and only while this
+/// replica may act.
 struct Api<'a> {
     client: &'a kube::Client,
-    rate: &'a RateLimiter,
     standing: &'a watch::Receiver<Standing>,
 }
 
@@ -420,7 +417,7 @@ impl Api<'_> {
     ) -> Option<Result<Value, kube::Error>> {
         let r =
             Http { method, path: path.to_string(), content_type, body: body.cloned().unwrap_or(Value::Null) };
-        may_send(self.client, self.rate, self.standing, &r).await
+        may_send(self.client, self.standing, &r).await
     }
 
     async fn create(&self, ns: &str, templates: &[Value], request: &Value) -> Created {

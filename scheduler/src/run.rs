@@ -25,8 +25,8 @@ use crate::evict::{self, Blocked};
 use crate::index::Index;
 use crate::lease::Standing;
 use crate::metrics::{Metrics, ResultLabel};
-use crate::ratelimit::RateLimiter;
-use scheduler_core::model::{GangKey, PodKey};
+use crate::ratelimit::{self, RateLimiter};
+use scheduler_core::model::{GangKey, GangState, PodKey};
 use scheduler_core::plan::Eviction;
 
 /// A watched resource.
@@ -159,18 +159,24 @@ pub struct Settings {
 }
 
 /// Runs until `stop` is cancelled; then releases the Lease after in-flight bindings finish.
-/// `config` connects to the API server; evictions use a client of their own without kube's
-/// built-in retries (they back off per victim, off the loop).
+/// `config` connects to the API server. Every request waits for the `--kube-api-qps` token
+/// bucket. What the loop awaits — bindings and the reads that check them, discovery, the
+/// provisioner's requests — and evictions go through a client without kube's built-in retries,
+/// which would wait out a 429 (up to 15 times, honouring `Retry-After`) inside the loop; the
+/// watches and the background reporter keep them. The Lease has a client and a bucket of its own
+/// (as kube-scheduler's leader election has), so a burst of bindings never delays a renewal.
 pub async fn run(
     config: kube::Config,
     settings: Settings,
     metrics: Metrics,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let client = kube::Client::try_from(config.clone())?;
-    let mut no_retry = config;
+    let rate = Arc::new(RateLimiter::new(settings.qps, settings.burst));
+    let client = ratelimit::client(config.clone(), rate.clone())?;
+    let mut no_retry = config.clone();
     no_retry.default_retry = false;
-    let evict_client = kube::Client::try_from(no_retry)?;
+    let loop_client = ratelimit::client(no_retry, rate.clone())?;
+    let lease_client = ratelimit::client(config, Arc::new(RateLimiter::new(settings.qps, settings.burst)))?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let mut started: BTreeSet<String> = BTreeSet::new();
     let mut synced: BTreeSet<String> = BTreeSet::new();
@@ -181,11 +187,10 @@ pub async fn run(
     let mut last_discovery: Option<Instant> = None;
     let mut index = Index::new();
     let mut limiter = EventLimiter::default();
-    let rate = Arc::new(RateLimiter::new(settings.qps, settings.burst));
     let concurrency = settings.bind_concurrency.max(1);
 
     // Leadership, decided by a task of its own.
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.lease_namespace);
+    let leases: Api<Lease> = Api::namespaced(lease_client, &settings.lease_namespace);
     let initial = if settings.leader_elect { Standing::FOLLOWER } else { Standing::ALONE };
     let (standing_tx, mut standing) = watch::channel(initial);
     let elector_stop = stop.child_token();
@@ -206,7 +211,6 @@ pub async fn run(
     let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
     let reporter = tokio::spawn(report(
         client.clone(),
-        rate.clone(),
         report_rx,
         tx.clone(),
         concurrency,
@@ -218,8 +222,7 @@ pub async fn run(
     let (evict_tx, evict_rx) = watch::channel::<Vec<Eviction>>(Vec::new());
     let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<Blocked>();
     let evictor = tokio::spawn(evict::run(
-        evict_client,
-        rate.clone(),
+        loop_client.clone(),
         evict_rx,
         blocked_tx,
         standing.clone(),
@@ -241,7 +244,7 @@ pub async fn run(
                 if started.contains(&key) {
                     continue;
                 }
-                if w.required || served(&client, &w.resource).await {
+                if w.required || served(&loop_client, &w.resource).await {
                     tracing::info!(resource = %key, "watching");
                     started.insert(key);
                     tasks.spawn(pump(client.clone(), w.resource.clone(), tx.clone(), stop.child_token()));
@@ -303,9 +306,8 @@ pub async fn run(
             log_problems = Some(Instant::now());
         }
         blocked.retain(|pod, _| plan.evictions.iter().any(|e| &e.pod == pod));
-        let writes = apply::writes(&plan, snapshot, &index, &mut limiter, &blocked, now);
+        let writes = apply::writes(&plan, snapshot, &index, &mut limiter, &blocked, &settings.identity, now);
         let starting = starting(&plan, snapshot, now);
-        index.carry(&plan);
         for b in &writes.bindings {
             index.assume(&b.binding);
         }
@@ -317,24 +319,33 @@ pub async fn run(
         }
         // Every cycle says which evictions it wants now; the evictor drops the rest.
         evict_tx.send_replace(writes.evictions);
-        let bound = bind_all(&client, &rate, writes.bindings, concurrency, &standing).await;
+        let bound = bind_all(&loop_client, writes.bindings, concurrency, &standing).await;
         metrics.pods_bound.inc_by(bound.made.len() as u64);
         for pod in &bound.made {
             index.made(pod);
         }
-        for (gang, waited) in starting {
+        // A gang whose first placement was not made whole was not placed: the next cycle starts
+        // from the state it had (the plan's says it was satisfied, and would have its other
+        // members placed one by one, half-binding it).
+        for (gang, waited, before) in starting {
             if !bound.failed_gangs.contains(&gang) {
                 metrics.wait_duration.observe(waited);
+            } else if let Some(o) = plan.outcomes.iter_mut().find(|o| o.gang == gang) {
+                o.state = before;
             }
         }
+        index.carry(&plan);
         for pod in bound.failed {
             index.forget(&pod);
         }
         for pod in bound.refused {
             index.refuse(&pod);
         }
+        for (pod, wait) in bound.throttled {
+            index.hold(&pod, wait);
+        }
         let provisioning = settings.config.provisioning.as_ref();
-        provisioner.reconcile(&client, &rate, &standing, &index, &plan, provisioning).await;
+        provisioner.reconcile(&loop_client, &standing, &index, &plan, provisioning).await;
         metrics.provisioning_enabled.set(i64::from(provisioning.is_some() && provisioner.enabled()));
     }
     stop.cancel();
@@ -369,7 +380,6 @@ pub async fn run(
 /// them again. Returns when the loop closes the queue and everything queued was handled.
 async fn report(
     client: kube::Client,
-    rate: Arc<RateLimiter>,
     mut batches: mpsc::UnboundedReceiver<Report>,
     tx: mpsc::UnboundedSender<Msg>,
     concurrency: usize,
@@ -378,9 +388,9 @@ async fn report(
 ) {
     while let Some(batch) = batches.recv().await {
         let statuses = futures::stream::iter(batch.statuses).for_each_concurrent(concurrency, |w| {
-            let (client, rate, tx, standing) = (&client, &rate, &tx, &standing);
+            let (client, tx, standing) = (&client, &tx, &standing);
             async move {
-                let made = match may_send(client, rate, standing, &w.http()).await {
+                let made = match may_send(client, standing, &w.http()).await {
                     Some(Ok(_)) => true,
                     Some(Err(e)) => {
                         tracing::debug!(object = ?w.target, error = %e, "status write failed; the next cycle retries");
@@ -394,9 +404,9 @@ async fn report(
         statuses.await;
         futures::stream::iter(batch.events)
             .for_each_concurrent(concurrency, |e| {
-                let (client, rate, standing, metrics) = (&client, &rate, &standing, &metrics);
+                let (client, standing, metrics) = (&client, &standing, &metrics);
                 async move {
-                    let result = match may_send(client, rate, standing, &apply::event_request(&e)).await {
+                    let result = match may_send(client, standing, &apply::event_request(&e)).await {
                         Some(Ok(_)) => "sent",
                         Some(Err(err)) => {
                             // Events are best effort, but a refused one is a defect worth seeing.
@@ -437,13 +447,14 @@ fn record(metrics: &Metrics, plan: &Plan) {
 }
 
 /// Gangs this plan starts (placed for the first time), with how long each waited since it could
-/// first be placed (its quorum): what `gang_wait_duration_seconds` observes once the bindings
-/// are made.
+/// first be placed (its quorum) — what `gang_wait_duration_seconds` observes once the bindings
+/// are made — and its state before the plan (waiting since now at the latest), which it keeps if
+/// they are not.
 fn starting(
     plan: &Plan,
     snapshot: &scheduler_core::Snapshot,
     now: scheduler_core::Time,
-) -> Vec<(GangKey, f64)> {
+) -> Vec<(GangKey, f64, GangState)> {
     plan.outcomes
         .iter()
         .filter(|o| o.reason == scheduler_core::Reason::Scheduled)
@@ -454,7 +465,8 @@ fn starting(
                 return None;
             }
             let since = before.waiting_since.unwrap_or(now);
-            Some((o.gang.clone(), now.since(since).as_secs_f64()))
+            let kept = GangState { waiting_since: Some(since), ..before.clone() };
+            Some((o.gang.clone(), now.since(since).as_secs_f64(), kept))
         })
         .collect()
 }
@@ -467,40 +479,47 @@ struct Bound {
     made: Vec<PodKey>,
     /// Pods whose binding failed or was not sent: their assumption is dropped.
     failed: Vec<PodKey>,
-    /// Pods whose binding the API server refused (or that were withheld after a refusal in
-    /// their gang): held back for a while (see [`Index::refuse`]).
+    /// Pods whose binding the API server refused: held back for a while (see [`Index::refuse`]).
     refused: Vec<PodKey>,
+    /// Pods whose binding the API server throttled (429), with how long it asked us to wait:
+    /// held back for that long only (see [`Index::hold`]).
+    throttled: Vec<(PodKey, Duration)>,
     /// Gangs one of whose bindings was not made.
     failed_gangs: BTreeSet<GangKey>,
 }
 
-/// Sends bindings (`concurrency` at a time) while this replica may act. Errors are logged and
-/// retried by later cycles, which recompute from the API's state; the loop never crashes on them.
-/// Shutdown lets the bindings of the cycle finish: a gang is not cut in half.
+/// Shortest and longest wait after a throttled binding, whatever `Retry-After` says.
+const THROTTLED_MIN: Duration = Duration::from_secs(1);
+const THROTTLED_MAX: Duration = Duration::from_secs(60);
+
+/// Sends bindings (`concurrency` at a time) while this replica may act, through a client without
+/// kube's built-in retries: a 429 or a server error is answered at once, never waited out inside
+/// the loop. Errors are logged and retried by later cycles, which recompute from the API's state;
+/// the loop never crashes on them. Shutdown lets the bindings of the cycle finish: a gang is not
+/// cut in half.
 ///
-/// A binding the API server refuses fails its gang's all-or-nothing step: the gang's bindings not
-/// yet sent are withheld (a refusal learned before they go out stops them), so the gang is left
-/// with as few members bound as possible. Bindings already made cannot be taken back by the
-/// Binding API; the next cycle sees a half-bound gang, which the core completes if the refused
-/// member can be placed after all, and otherwise releases (evicts) after the gang's grace
-/// period — the promise a crash mid-binding gets too. Members are never evicted at once on a
-/// refusal: a refusal may be transient, and an eviction is not.
+/// A binding that is not made fails its gang's all-or-nothing step: the gang's bindings not yet
+/// sent are withheld (a failure learned before they go out stops them), so the gang is left
+/// with as few members bound as possible. A refusal (a 4xx other than 409 and 429) holds the pod
+/// back for a while, doubling; a 429 holds it back for the server's `Retry-After` only (1 s to
+/// 60 s), as the API server asks; a server error holds nothing back (the next cycle tries again).
+/// Bindings already made cannot be taken back by the Binding API; the next cycle sees a
+/// half-bound gang, which the core completes if the member can be placed after all, and
+/// otherwise releases (evicts) after the gang's grace period — the promise a crash mid-binding
+/// gets too. Members are never evicted at once: a refusal may be transient, and an eviction is
+/// not.
 async fn bind_all(
     client: &kube::Client,
-    rate: &RateLimiter,
     binds: Vec<Bind>,
     concurrency: usize,
     standing: &watch::Receiver<Standing>,
 ) -> Bound {
-    let refused: std::sync::Mutex<BTreeSet<GangKey>> = std::sync::Mutex::new(BTreeSet::new());
-    let was_refused = |g: &Option<GangKey>| {
-        g.as_ref().is_some_and(|g| refused.lock().map(|r| r.contains(g)).unwrap_or(false))
-    };
+    let stopped: std::sync::Mutex<BTreeSet<GangKey>> = std::sync::Mutex::new(BTreeSet::new());
     let results: Vec<(PodKey, Option<GangKey>, Sent)> = futures::stream::iter(binds)
         .map(|b| {
-            let (refused, was_refused) = (&refused, &was_refused);
+            let stopped = &stopped;
             async move {
-                let made = bind_one(client, rate, standing, &b, refused, was_refused).await;
+                let made = bind_one(client, standing, &b, stopped).await;
                 (b.binding.pod, b.gang, made)
             }
         })
@@ -517,6 +536,7 @@ async fn bind_all(
             Sent::Unknown => {}
             Sent::Failed => out.failed.push(pod),
             Sent::Refused => out.refused.push(pod),
+            Sent::Throttled(wait) => out.throttled.push((pod, wait)),
         }
     }
     out
@@ -530,57 +550,72 @@ enum Sent {
     Unknown,
     /// Not sent, or failed without a definite refusal.
     Failed,
-    /// The API server refused it (a 4xx other than 409).
+    /// The API server refused it (a 4xx other than 409 and 429).
     Refused,
+    /// The API server asked us to come back later (429), after this long.
+    Throttled(Duration),
 }
 
-/// Sends one binding.
+/// How long a 429 asks us to wait: its `retryAfterSeconds`, within bounds.
+fn retry_after(s: &kube::core::Status) -> Duration {
+    let secs = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+    Duration::from_secs(u64::from(secs)).clamp(THROTTLED_MIN, THROTTLED_MAX)
+}
+
+/// Sends one binding, unless its gang's step already failed in this round (`stopped`).
 async fn bind_one(
     client: &kube::Client,
-    rate: &RateLimiter,
     standing: &watch::Receiver<Standing>,
     b: &Bind,
-    refused: &std::sync::Mutex<BTreeSet<GangKey>>,
-    was_refused: impl Fn(&Option<GangKey>) -> bool,
+    stopped: &std::sync::Mutex<BTreeSet<GangKey>>,
 ) -> Sent {
-    {
-        let pod = b.binding.pod.clone();
-        if was_refused(&b.gang) {
-            tracing::info!(pod = %pod, "binding withheld: another member of its gang was refused");
-            return Sent::Failed;
+    let pod = &b.binding.pod;
+    let stop_gang = || {
+        if let (Some(g), Ok(mut s)) = (&b.gang, stopped.lock()) {
+            s.insert(g.clone());
         }
-        let r = apply::binding(&b.binding);
-        // Leadership lost (or its renewal overdue) mid-plan: a successor takes over from here.
-        let e = match may_send(client, rate, standing, &r).await {
-            None => return Sent::Failed,
-            Some(Ok(_)) => return Sent::Made,
-            Some(Err(e)) => e,
-        };
-        // A 409, a server error (the binding may have been stored before it failed), or no
-        // answer at all: only a 4xx other than 409 says for sure it did not happen.
-        let definite = matches!(&e, kube::Error::Api(s) if s.code != 409 && s.code < 500);
-        if !definite {
-            // The binding may have happened: the pod says whether it is on the node we chose.
-            match on_our_node(client, &b.binding).await {
-                Some(true) => return Sent::Made,
-                Some(false) => {}
-                None => {
-                    // Unknown: keep the node booked until the watch tells, or the
-                    // assumption expires.
-                    tracing::warn!(pod = %pod, error = %e, "binding outcome unknown");
-                    return Sent::Unknown;
-                }
+    };
+    let gang_stopped =
+        b.gang.as_ref().is_some_and(|g| stopped.lock().map(|s| s.contains(g)).unwrap_or(false));
+    if gang_stopped {
+        tracing::info!(pod = %pod, "binding withheld: another member of its gang was not bound");
+        return Sent::Failed;
+    }
+    let r = apply::binding(&b.binding);
+    // Leadership lost (or its renewal overdue) mid-plan: a successor takes over from here.
+    let e = match may_send(client, standing, &r).await {
+        None => return Sent::Failed,
+        Some(Ok(_)) => return Sent::Made,
+        Some(Err(e)) => e,
+    };
+    // Throttled: nothing happened, and the server says when to come back.
+    if let kube::Error::Api(s) = &e
+        && s.code == 429
+    {
+        let wait = retry_after(s);
+        tracing::info!(pod = %pod, retry_in = ?wait, "binding throttled by the API server");
+        stop_gang();
+        return Sent::Throttled(wait);
+    }
+    // A 409, a server error (the binding may have been stored before it failed), or no
+    // answer at all: only a 4xx other than 409 says for sure it did not happen.
+    let definite = matches!(&e, kube::Error::Api(s) if s.code != 409 && s.code < 500);
+    if !definite {
+        // The binding may have happened: the pod says whether it is on the node we chose.
+        match on_our_node(client, &b.binding).await {
+            Some(true) => return Sent::Made,
+            Some(false) => {}
+            None => {
+                // Unknown: keep the node booked until the watch tells, or the
+                // assumption expires.
+                tracing::warn!(pod = %pod, error = %e, "binding outcome unknown");
+                return Sent::Unknown;
             }
         }
-        tracing::warn!(pod = %pod, error = %e, "binding failed");
-        if !definite {
-            return Sent::Failed;
-        }
-        if let (Some(g), Ok(mut r)) = (&b.gang, refused.lock()) {
-            r.insert(g.clone());
-        }
-        Sent::Refused
     }
+    tracing::warn!(pod = %pod, error = %e, "binding failed");
+    stop_gang();
+    if definite { Sent::Refused } else { Sent::Failed }
 }
 
 /// Whether the pod of a binding is on the node the binding chose (`None`: could not tell). After

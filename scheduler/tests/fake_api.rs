@@ -38,21 +38,34 @@ async fn start_full(
     lease_duration: Duration,
     metrics: Metrics,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let config = kube::Config::new(fake.url().parse().unwrap());
-    let settings = Settings {
-        config: policy,
+    let settings = Settings { config: policy, leader_elect, lease_duration, ..settings() };
+    start_settings(fake, settings, metrics)
+}
+
+/// What every test starts from: cycles every 100 ms, no rate limit to speak of.
+fn settings() -> Settings {
+    Settings {
+        config: Config::default(),
         period: Duration::from_millis(100),
-        leader_elect,
+        leader_elect: false,
         lease_name: "gang-scheduler".into(),
         lease_namespace: "kube-gang-system".into(),
         identity: "test-replica".into(),
-        lease_duration,
+        lease_duration: Duration::from_secs(15),
         retry_period: Duration::from_millis(500),
         bind_concurrency: 4,
         qps: 1000.0,
         burst: 1000,
         discovery_period: Duration::from_millis(200),
-    };
+    }
+}
+
+fn start_settings(
+    fake: &FakeApi,
+    settings: Settings,
+    metrics: Metrics,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let config = kube::Config::new(fake.url().parse().unwrap());
     let stop = CancellationToken::new();
     let s = stop.clone();
     let handle = tokio::spawn(async move {
@@ -231,18 +244,98 @@ async fn only_the_lease_holder_binds() {
 }
 
 #[tokio::test]
-async fn a_429_is_retried_after_the_servers_retry_after() {
+async fn a_throttled_binding_never_stalls_the_loop_and_its_gang_completes_after_retry_after() {
+    let fake = fake().await;
+    two_nodes_and_a_gang_of_two(&fake);
+    fake.put(node("gpu-3", "64", 8, &[]));
+    // The API server throttles train-1's binding three times (429, Retry-After: 1).
+    fake.fault("POST", "/pods/train-1/binding", 429, 3);
+    let (stop, handle) = start(&fake, false).await;
+    let throttled = |f: &FakeApi| !f.requests_to("POST", "/pods/train-1/binding").is_empty();
+    assert!(fake.wait_for(Duration::from_secs(10), throttled).await, "{:#?}", fake.requests());
+    // Meanwhile another gang arrives: it is placed while train-1 still waits out its 429s (kube's
+    // built-in retries would hold the loop inside that one binding).
+    fake.put(gang("ml", "other", 1));
+    fake.put(gang_pod("ml", "other-0", "other", 8));
+    assert!(fake.wait_for(Duration::from_secs(10), |f| bound(f, "ml", "other-0").is_some()).await);
+    // The throttled member binds after the server's Retry-After each time — held back that
+    // long, not as long as a refusal (5 s, 10 s, 20 s) — and its gang ends whole.
+    assert!(
+        fake.wait_for(Duration::from_secs(12), both_bound).await,
+        "{:#?}",
+        fake.requests_to("POST", "/binding")
+    );
+    let binds = fake.requests_to("POST", "/pods/train-1/binding");
+    assert_eq!(binds.iter().map(|r| r.status).collect::<Vec<_>>(), [429, 429, 429, 201], "{binds:#?}");
+    for pair in binds.windows(2) {
+        let waited = pair[1].at.duration_since(pair[0].at);
+        assert!(waited >= Duration::from_millis(950), "Retry-After: 1 honoured, retried after {waited:?}");
+    }
+    let other = fake.requests_to("POST", "/pods/other-0/binding");
+    assert!(other[0].at < binds[3].at, "the other gang waited for the throttled binding");
+    // Never re-bound elsewhere, and no node holds two 8-GPU members.
+    assert_eq!(fake.requests_to("POST", "/pods/train-0/binding").len(), 1);
+    let nodes: std::collections::BTreeSet<_> =
+        ["train-0", "train-1", "other-0"].iter().filter_map(|p| bound(&fake, "ml", p)).collect();
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_throttled_member_withholds_the_rest_of_its_gang() {
+    let fake = fake().await;
+    for n in 0..3 {
+        fake.put(node(&format!("gpu-{n}"), "64", 8, &[]));
+    }
+    fake.put(gang("ml", "wide", 3));
+    for m in 0..3 {
+        fake.put(gang_pod("ml", &format!("wide-{m}"), "wide", 8));
+    }
+    // One binding at a time: the first member's 429 stops the others before they go out.
+    fake.fault("POST", "/pods/wide-0/binding", 429, 1);
+    let settings = Settings { bind_concurrency: 1, ..settings() };
+    let (stop, handle) = start_settings(&fake, settings, Metrics::new());
+    let all = |f: &FakeApi| (0..3).all(|m| bound(f, "ml", &format!("wide-{m}")).is_some());
+    assert!(fake.wait_for(Duration::from_secs(10), all).await, "{:#?}", fake.requests_to("POST", "/binding"));
+    let binds = fake.requests_to("POST", "/binding");
+    let first = &binds[0];
+    assert_eq!((first.path.as_str(), first.status), ("/api/v1/namespaces/ml/pods/wide-0/binding", 429));
+    // Nothing else of the gang went out in that round: the next binding came a Retry-After later.
+    assert!(binds[1].at.duration_since(first.at) >= Duration::from_millis(950), "{binds:#?}");
+    assert_eq!(binds.len(), 4, "one 429, then one binding per member: {binds:#?}");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn reads_are_rate_limited_too() {
     let fake = fake().await;
     fake.put(node("gpu-1", "64", 8, &[]));
-    fake.put(gang("ml", "g", 1));
-    fake.put(gang_pod("ml", "g-0", "g", 8));
-    fake.fault("POST", "/pods/g-0/binding", 429, 1);
-    let (stop, handle) = start(&fake, false).await;
-    assert!(fake.wait_for(Duration::from_secs(15), |f| bound(f, "ml", "g-0").is_some()).await);
-    let binds = fake.requests_to("POST", "/pods/g-0/binding");
-    assert_eq!(binds.iter().map(|r| r.status).collect::<Vec<_>>(), [429, 201], "{binds:#?}");
-    let waited = binds[1].at.duration_since(binds[0].at);
-    assert!(waited >= Duration::from_millis(950), "Retry-After: 1 honoured, retried after {waited:?}");
+    // Two requests a second, a burst of three: starting up (a list and a watch per resource,
+    // and a probe per optional one) would otherwise send some thirty at once.
+    let begun = tokio::time::Instant::now();
+    let settings = Settings { qps: 2.0, burst: 3, ..settings() };
+    let (stop, handle) = start_settings(&fake, settings, Metrics::new());
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let sent = fake.requests().len();
+        // However late the count is read, no more can have arrived than the bucket let out since
+        // the client was made (after `begun`).
+        let allowed = 3.0 + 2.0 * begun.elapsed().as_secs_f64();
+        assert!(
+            (sent as f64) <= allowed,
+            "{sent} requests within {:?}: {:#?}",
+            begun.elapsed(),
+            fake.requests()
+        );
+        seen.push(sent);
+    }
+    let requests = fake.requests();
+    assert!(requests.iter().all(|r| r.method == "GET"), "reads only so far: {requests:#?}");
+    assert!(requests.iter().any(|r| r.query.contains("watch=true")), "watches count: {requests:#?}");
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]) && seen[3] > seen[0], "it makes progress: {seen:?}");
     stop.cancel();
     handle.await.unwrap();
 }
@@ -746,4 +839,243 @@ async fn preemption_evicts_the_victim_no_budget_protects_and_never_stalls() {
     assert!(fake.get("v1", "Pod", "ml", "web-0").is_some(), "the protected pod stays");
     stop.cancel();
     handle.await.unwrap();
+}
+
+/// The message of the last status written to `Gang` `name` (its condition's).
+fn gang_message(fake: &FakeApi, name: &str) -> String {
+    fake.requests_to("PATCH", &format!("/gangs/{name}/status"))
+        .iter()
+        .filter_map(|w| {
+            w.body.pointer("/status/conditions/0/message").and_then(|m| m.as_str()).map(String::from)
+        })
+        .next_back()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_budget_that_allows_no_disruption_blocks_the_only_victim_and_the_gang_names_it() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    // The only pod a preemptor could evict is protected: its budget allows no disruption, as the
+    // disruption controller computes it (1 healthy of 1 desired).
+    fake.put(app_pod("web-0", "web", "gpu-1", -10));
+    fake.put(kube_gang_tests::pdb("ml", "web", &[("app", "web")], 1, 1, 1));
+    fake.run_disruption_controller();
+    let budget = fake.get("policy/v1", "PodDisruptionBudget", "ml", "web").unwrap();
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0, "{budget:#}");
+    fake.put(gang("ml", "high", 1));
+    let mut high = gang_pod("ml", "high-0", "high", 8);
+    high["spec"]["priority"] = json!(1000);
+    fake.put(high);
+    let (stop, handle) = start(&fake, false).await;
+    // The eviction is the API server's own 429 (nothing injected), and the gang says which budget.
+    let names_budget = |f: &FakeApi| {
+        gang_message(f, "high").contains("The disruption budget web needs 1 healthy pods and has 1 currently")
+    };
+    assert!(
+        fake.wait_for(Duration::from_secs(15), names_budget).await,
+        "{:?} {:#?}",
+        gang_message(&fake, "high"),
+        fake.requests_to("POST", "/eviction")
+    );
+    let tries = fake.requests_to("POST", "/pods/web-0/eviction");
+    assert!(!tries.is_empty() && tries.iter().all(|r| r.status == 429), "{tries:#?}");
+    let status = fake.requests_to("PATCH", "/gangs/high/status").last().unwrap().body["status"].clone();
+    assert_eq!(status["phase"], "Pending", "{status:#}");
+    assert_eq!(status["conditions"][0]["reason"], "Preempting", "{status:#}");
+    assert!(scheduled_message(&fake, "high-0").contains("eviction of ml/web-0 refused for now"));
+    assert!(fake.get("v1", "Pod", "ml", "web-0").is_some(), "the protected pod stays");
+    assert_eq!(bound(&fake, "ml", "high-0"), None);
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn the_strict_api_server_accepts_preemption_gated_gangs_and_provisioning_writes() {
+    use scheduler_core::config::Provisioning;
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests"),
+    ])
+    .await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    // Preemption: a low-priority gang holds the node; a high-priority one needs it.
+    fake.put(gang("ml", "low", 1));
+    let mut low = gang_pod("ml", "low-0", "low", 8);
+    low["spec"]["nodeName"] = json!("gpu-1");
+    low["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    low["status"]["phase"] = json!("Running");
+    fake.put(low);
+    fake.put(gang("ml", "high", 1));
+    let mut high = gang_pod("ml", "high-0", "high", 8);
+    high["spec"]["priority"] = json!(1000);
+    fake.put(high);
+    // A gated gang.
+    fake.put(gang("ml", "gated", 2));
+    for m in 0..2 {
+        let mut p = gang_pod("ml", &format!("gated-{m}"), "gated", 1);
+        p["spec"]["schedulingGates"] = json!([{"name": "kueue.x-k8s.io/admission"}]);
+        fake.put(p);
+    }
+    // A gang no node can ever hold: the autoscaler is asked.
+    fake.put(gang("ml", "huge", 1));
+    let mut huge = gang_pod("ml", "huge-0", "huge", 16);
+    huge["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "huge",
+        "uid": "uid-job-huge", "controller": true, "blockOwnerDeletion": true}]);
+    fake.put(huge);
+    let provisioning = Provisioning { retry_backoff: Duration::from_secs(1), ..Provisioning::default() };
+    let policy = Config { provisioning: Some(provisioning), ..Config::default() };
+    let (stop, handle) = start_full(&fake, true, policy, Duration::from_secs(15), Metrics::new()).await;
+    let done = |f: &FakeApi| {
+        bound(f, "ml", "high-0").is_some()
+            && ["Preempted", "Preempting", "Scheduled"].iter().all(|r| events(f, r) > 0)
+            && scheduled_message(f, "gated-0").contains("2 of 2 members gated by kueue.x-k8s.io/admission")
+            && f.get("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "ml", "huge-1").is_some()
+            && f.get("v1", "Pod", "ml", "huge-0").is_some_and(|p| {
+                p["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] == "huge-1"
+            })
+    };
+    assert!(fake.wait_for(Duration::from_secs(20), done).await, "{:#?}", fake.requests());
+    stop.cancel();
+    handle.await.unwrap();
+    // Each kind of write was made, and taken.
+    let taken = |method: &str, suffix: &str| {
+        fake.requests_to(method, suffix).iter().any(|r| (200..300).contains(&r.status))
+    };
+    assert!(taken("PATCH", "/pods/high-0/status"), "nomination and conditions");
+    let nominated = fake.requests_to("PATCH", "/pods/high-0/status");
+    assert!(nominated.iter().any(|r| r.body["status"]["nominatedNodeName"] == "gpu-1" && r.status == 200));
+    assert!(taken("POST", "/pods/low-0/eviction"), "the eviction");
+    assert!(taken("POST", "/provisioningrequests") && taken("POST", "/podtemplates"), "the autoscaler's ask");
+    assert!(taken("PATCH", "/pods/huge-0"), "the consume annotation");
+    assert!(taken("PATCH", "/gangs/gated/status") && taken("PATCH", "/pods/gated-1/status"));
+    assert!(taken("PUT", "/leases/gang-scheduler") || taken("POST", "/leases"), "the Lease");
+    for e in fake.requests_to("POST", "/events") {
+        assert_eq!(e.status, 201, "event refused: {e:#?}");
+        assert_eq!(e.body["reportingInstance"], "test-replica");
+    }
+    // No write refused as malformed or unknown (a 409 from a resourceVersion precondition is no
+    // refusal of the body).
+    let refused: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET" && (400..500).contains(&r.status) && r.status != 409)
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+}
+
+/// `(status, body)` of a GET on the probe server.
+async fn probe(metrics: &Metrics, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server =
+        tokio::spawn(axum::serve(listener, gang_scheduler::metrics::router(metrics.clone())).into_future());
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    server.abort();
+    let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (code, body)
+}
+
+#[tokio::test]
+async fn readyz_is_503_until_the_caches_sync_then_says_follower_or_leader() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    // Another replica holds the Lease; the pods list is slow to come.
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    fake.put(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "gang-scheduler", "namespace": "kube-gang-system"},
+        "spec": {"holderIdentity": "other", "leaseDurationSeconds": 3600, "renewTime": now}}));
+    fake.delay("GET", "/api/v1/pods", Duration::from_secs(3));
+    let metrics = Metrics::new();
+    let (stop, handle) =
+        start_full(&fake, true, Config::default(), Duration::from_secs(15), metrics.clone()).await;
+    assert_eq!(probe(&metrics, "/readyz").await, (503, "caches not synced".into()));
+    assert_eq!(probe(&metrics, "/healthz").await, (200, "ok".into()), "alive all along");
+    let mut last = (0, String::new());
+    for _ in 0..100 {
+        last = probe(&metrics, "/readyz").await;
+        if last.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last, (200, "ok: follower".into()), "synced, standing by");
+    // The holder lets go: this replica leads.
+    fake.put(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "gang-scheduler", "namespace": "kube-gang-system"},
+        "spec": {"leaseDurationSeconds": 1, "renewTime": now}}));
+    for _ in 0..150 {
+        last = probe(&metrics, "/readyz").await;
+        if last.1 == "ok: leader" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last, (200, "ok: leader".into()));
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
+async fn metrics_count_what_happened_family_by_family() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(gang("ml", "solo", 1));
+    fake.put(gang_pod("ml", "solo-0", "solo", 8));
+    fake.put(gang("ml", "big", 2));
+    fake.put(gang_pod("ml", "big-0", "big", 8));
+    fake.put(gang_pod("ml", "big-1", "big", 8));
+    // The API server refuses the first event.
+    fake.fault("POST", "/events", 500, 1);
+    let begun = std::time::Instant::now();
+    let metrics = Metrics::new();
+    let (stop, handle) =
+        start_full(&fake, false, Config::default(), Duration::from_secs(15), metrics.clone()).await;
+    let settled = |f: &FakeApi| {
+        bound(f, "ml", "solo-0").is_some()
+            && events(f, "Scheduled") + events(f, "FailedScheduling") >= 2
+            && !f.requests_to("PATCH", "/gangs/big/status").is_empty()
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), settled).await, "{:#?}", fake.requests());
+    // Let the reporter finish what it has (events go out in the background).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.cancel();
+    handle.await.unwrap();
+    let elapsed = begun.elapsed().as_secs_f64();
+    let text = scrape(&metrics).await;
+    let value = |name: &str| sample(&text, name).unwrap_or_else(|| panic!("no {name} in\n{text}"));
+    // Bindings made, exactly; one gang started, after waiting no longer than the test ran.
+    assert_eq!(value("gang_pods_bound_total"), accepted_bindings(&fake) as f64);
+    assert_eq!(value("gang_pods_bound_total"), 1.0);
+    assert_eq!(value("gang_wait_duration_seconds_count"), 1.0);
+    let waited = value("gang_wait_duration_seconds_sum");
+    assert!((0.0..=elapsed).contains(&waited), "{waited} of {elapsed}");
+    assert_eq!(value("gang_wait_duration_seconds_bucket{le=\"+Inf\"}"), 1.0);
+    // Every cycle timed: as many observations as the +Inf bucket, in total no longer than the run.
+    let cycles = value("gang_cycle_duration_seconds_count");
+    assert!(cycles >= 1.0, "{text}");
+    assert_eq!(value("gang_cycle_duration_seconds_bucket{le=\"+Inf\"}"), cycles);
+    let spent = value("gang_cycle_duration_seconds_sum");
+    assert!(spent > 0.0 && spent <= elapsed, "{spent} of {elapsed}");
+    // Decisions: solo scheduled once (then running), big unschedulable each cycle it was seen.
+    assert_eq!(value("gang_schedule_attempts_total{result=\"Scheduled\"}"), 1.0, "{text}");
+    let unschedulable = value("gang_schedule_attempts_total{result=\"Unschedulable\"}");
+    assert!(unschedulable >= 1.0 && unschedulable <= cycles, "{unschedulable} of {cycles} cycles");
+    assert_eq!(value("gang_pending_gangs"), 1.0, "big waits");
+    // Events: what the API server took, and the one it refused.
+    let posted = fake.requests_to("POST", "/events");
+    let sent = posted.iter().filter(|r| r.status == 201).count() as f64;
+    assert_eq!(value("gang_events_total{result=\"sent\"}"), sent);
+    assert_eq!(value("gang_events_total{result=\"refused\"}"), 1.0);
+    assert_eq!(posted.len() as f64, sent + 1.0);
+    // This replica led; provisioning is off; the build is named.
+    assert_eq!(value("gang_leader"), 1.0);
+    assert_eq!(value("gang_provisioning_enabled"), 0.0);
+    let build = format!("gang_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(value(&build), 1.0);
 }

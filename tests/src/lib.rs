@@ -6,7 +6,10 @@
 //! - [`store`](mod@store): objects, resourceVersions, the history watches resume from, the clock;
 //! - [`validation`]: request bodies decoded and checked as apimachinery checks them (timestamps,
 //!   names, labels, Events, conditions), answered with a real `metav1.Status` ([`status`]);
+//! - [`schema`]: a custom resource (the `Gang`) checked against its CRD's OpenAPI schema;
 //! - [`patch`]: JSON Patch, merge patch, strategic merge patch with list merge keys;
+//! - [`pod_update`]: a pod's spec immutable after creation but for the fields the API server lets
+//!   change (`ValidatePodUpdate`);
 //! - [`watch`]: list and watch with selectors, pagination, bookmarks, timeouts and 410 Gone;
 //! - [`subresources`]: `pods/binding`, `pods/eviction` through PodDisruptionBudgets, graceful
 //!   deletion;
@@ -22,8 +25,10 @@ mod api;
 pub mod disruption;
 pub mod faults;
 pub mod patch;
+pub mod pod_update;
 pub mod provisioning;
 pub mod route;
+pub mod schema;
 pub mod server;
 pub mod status;
 pub mod store;

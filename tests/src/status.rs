@@ -23,7 +23,7 @@ pub struct FieldError {
 }
 
 /// apimachinery's `field.ErrorType`s the fake produces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ErrorKind {
     Required,
     Invalid,
@@ -31,6 +31,10 @@ pub enum ErrorKind {
     TooLong,
     Forbidden,
     Duplicate,
+    /// A value of the wrong type (`field.TypeInvalid`: the CRD schema's type and format).
+    TypeInvalid,
+    /// More items than allowed (`field.TooMany`: `maxItems`, `maxProperties`).
+    TooMany,
 }
 
 impl ErrorKind {
@@ -43,6 +47,8 @@ impl ErrorKind {
             ErrorKind::TooLong => "FieldValueTooLong",
             ErrorKind::Forbidden => "FieldValueForbidden",
             ErrorKind::Duplicate => "FieldValueDuplicate",
+            ErrorKind::TypeInvalid => "FieldValueTypeInvalid",
+            ErrorKind::TooMany => "FieldValueTooMany",
         }
     }
 }
@@ -94,6 +100,21 @@ impl FieldError {
         }
     }
 
+    /// `field.TypeInvalid`: `value` already rendered.
+    pub fn type_invalid(field: impl Into<String>, value: String, detail: impl Into<String>) -> Self {
+        FieldError { field: field.into(), kind: ErrorKind::TypeInvalid, value, detail: detail.into() }
+    }
+
+    /// `field.TooMany`: `actual` items where at most `max` are allowed.
+    pub fn too_many(field: impl Into<String>, actual: usize, max: u64) -> Self {
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::TooMany,
+            value: actual.to_string(),
+            detail: format!("must have at most {max} items"),
+        }
+    }
+
     /// What follows the field path in `field.Error.Error()` (`ErrorBody`).
     pub fn body(&self) -> String {
         let head = match self.kind {
@@ -103,6 +124,8 @@ impl FieldError {
             ErrorKind::TooLong => "Too long".to_string(),
             ErrorKind::Forbidden => "Forbidden".to_string(),
             ErrorKind::Duplicate => format!("Duplicate value: {}", self.value),
+            ErrorKind::TypeInvalid => format!("Invalid value: {}", self.value),
+            ErrorKind::TooMany => format!("Too many: {}", self.value),
         };
         if self.detail.is_empty() { head } else { format!("{head}: {}", self.detail) }
     }

@@ -76,6 +76,9 @@ pub struct Store {
     /// Pods with a `deletionTimestamp`, kept by [`Store::commit`]: what the kubelet's part of
     /// graceful deletion ([`crate::subresources::reap`]) looks at, so it never walks every pod.
     pub terminating: BTreeSet<Key>,
+    /// How many objects each resource holds, by namespace (`""`: cluster-scoped), kept by
+    /// [`Store::commit`]: a paginated list's `remainingItemCount` without walking the rest.
+    pub counts: BTreeMap<Resource, BTreeMap<String, usize>>,
     changes: broadcast::Sender<Arc<Change>>,
 }
 
@@ -95,6 +98,7 @@ impl Store {
             generated: 0,
             on_pod_change: None,
             terminating: BTreeSet::new(),
+            counts: BTreeMap::new(),
             changes,
         }
     }
@@ -107,6 +111,12 @@ impl Store {
         let secs = i64::try_from(since_epoch.as_secs()).unwrap_or(0);
         let nanos = i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0);
         Timestamp::new(secs, nanos).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    /// How many objects of `res` are held in `namespace` (every namespace when empty).
+    pub fn count(&self, res: &Resource, namespace: &str) -> usize {
+        let Some(by_ns) = self.counts.get(res) else { return 0 };
+        if namespace.is_empty() { by_ns.values().sum() } else { by_ns.get(namespace).copied().unwrap_or(0) }
     }
 
     pub fn get(&self, res: &Resource, key: &Key) -> Option<&Value> {
@@ -135,7 +145,14 @@ impl Store {
             }
         }
         let objects = self.objects.entry(res.clone()).or_default();
+        let namespace = key.0.clone();
         let prev = if ty == "DELETED" { objects.remove(&key) } else { objects.insert(key, obj.clone()) };
+        let held = self.counts.entry(res.clone()).or_default().entry(namespace).or_default();
+        match (ty == "DELETED", prev.is_some()) {
+            (true, true) => *held = held.saturating_sub(1),
+            (false, false) => *held += 1,
+            _ => {}
+        }
         let change = Arc::new(Change {
             rv,
             res: res.clone(),

@@ -4,14 +4,15 @@
 //! 1. **Decoding** (400 `BadRequest`): `metav1.Time` fields must parse as Go's `time.RFC3339`
 //!    (any fraction of a second accepted), `metav1.MicroTime` fields as
 //!    `2006-01-02T15:04:05.000000Z07:00` (exactly six fractional digits); then the body must
-//!    decode into the k8s-openapi type of its kind (the `Gang` CRD into `scheduler_core::crd::Gang`).
+//!    decode into the k8s-openapi type of its kind (a custom resource: any JSON object).
 //! 2. **Object meta** (422 `Invalid`): names and `generateName` as DNS-1123 subdomains (labels for
 //!    namespaces; a trailing `-` of a `generateName` is allowed, a trailing `.` is not), label keys
 //!    as qualified names, label values, annotation keys and their total size (256 KiB).
 //! 3. **The kind's rules** (422 `Invalid`): Events as `pkg/apis/core/validation/events.go` checks
 //!    them (the field paths are the internal type's, as the API server reports them: `note` is
 //!    `message`, `regarding` is `involvedObject`); `metav1.Condition`s as apimachinery's
-//!    `ValidateConditions`; pod condition types; Lease durations.
+//!    `ValidateConditions`; pod condition types; Lease durations; the `Gang` against its CRD's
+//!    OpenAPI schema ([`crate::schema`]).
 //!
 //! Sources: `k8s.io/apimachinery/pkg/util/validation` (names, labels),
 //! `k8s.io/apimachinery/pkg/api/validation` (object meta, `maskTrailingDash`),
@@ -130,79 +131,7 @@ pub fn label_value(s: &str) -> Vec<String> {
     out
 }
 
-/// Go's `time.RFC3339` (what `metav1.Time` parses).
-pub const RFC3339: &str = "2006-01-02T15:04:05Z07:00";
-/// `metav1.RFC3339Micro` (what `metav1.MicroTime` parses).
-pub const RFC3339_MICRO: &str = "2006-01-02T15:04:05.000000Z07:00";
-
-/// Parses `s` as Go's `time.Parse` would with [`RFC3339`] (`micro: false`: a fraction of any
-/// length, or none) or [`RFC3339_MICRO`] (`micro: true`: exactly six fractional digits). The
-/// error reads as Go's.
-pub fn check_time(s: &str, micro: bool) -> Result<(), String> {
-    let layout = if micro { RFC3339_MICRO } else { RFC3339 };
-    let fail = |rest: &str, elem: &str| {
-        Err(format!("parsing time {s:?} as {layout:?}: cannot parse {rest:?} as {elem:?}"))
-    };
-    let b = s.as_bytes();
-    let digits =
-        |from: usize, n: usize| b.len() >= from + n && b[from..from + n].iter().all(u8::is_ascii_digit);
-    let num = |from: usize, n: usize| s[from..from + n].parse::<u32>().unwrap_or(0);
-    let fields: [(usize, usize, &str, u8); 6] = [
-        (0, 4, "2006", b'-'),
-        (5, 2, "01", b'-'),
-        (8, 2, "02", b'T'),
-        (11, 2, "15", b':'),
-        (14, 2, "04", b':'),
-        (17, 2, "05", 0),
-    ];
-    for (from, n, elem, sep) in fields {
-        if !digits(from, n) {
-            return fail(s.get(from..).unwrap_or(""), elem);
-        }
-        if sep != 0 && b.get(from + n) != Some(&sep) {
-            return fail(s.get(from + n..).unwrap_or(""), &(sep as char).to_string());
-        }
-    }
-    let (month, day, hour, min, sec) = (num(5, 2), num(8, 2), num(11, 2), num(14, 2), num(17, 2));
-    let year = num(0, 4);
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return Err(format!("parsing time {s:?}: month out of range")),
-    };
-    if day == 0 || day > days || hour > 23 || min > 59 || sec > 59 {
-        return Err(format!("parsing time {s:?}: day, hour, minute or second out of range"));
-    }
-    let mut i = 19;
-    if micro {
-        if b.get(i) != Some(&b'.') || !digits(i + 1, 6) {
-            return fail(s.get(i..).unwrap_or(""), ".000000");
-        }
-        i += 7;
-    } else if matches!(b.get(i), Some(b'.' | b',')) {
-        let n = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
-        if n == 0 || n > 9 {
-            return fail(s.get(i..).unwrap_or(""), "Z07:00");
-        }
-        i += 1 + n;
-    }
-    let zone = &s[i..];
-    let ok = zone == "Z"
-        || (zone.len() == 6
-            && matches!(zone.as_bytes()[0], b'+' | b'-')
-            && digits(i + 1, 2)
-            && zone.as_bytes()[3] == b':'
-            && digits(i + 4, 2)
-            && num(i + 1, 2) < 24
-            && num(i + 4, 2) < 60);
-    if !ok {
-        return fail(zone, "Z07:00");
-    }
-    Ok(())
-}
+pub use crate::times::{RFC3339, RFC3339_MICRO, check_time};
 
 /// Which rule a timestamp field follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,12 +254,8 @@ impl Kind {
                 ("status.conditions[].lastTransitionTime", Stamp::Time),
                 ("status.conditions[].lastHeartbeatTime", Stamp::Time),
             ],
-            Kind::Gang => &[
-                ("status.conditions[].lastTransitionTime", Stamp::Time),
-                ("status.waitingSince", Stamp::Time),
-                ("status.degradedSince", Stamp::Time),
-                ("status.backoffUntil", Stamp::Time),
-            ],
+            // A custom resource's times are its schema's `format: date-time` ([`crate::schema`]).
+            Kind::Gang => &[],
             Kind::ProvisioningRequest => &[("status.conditions[].lastTransitionTime", Stamp::Time)],
             Kind::Namespace | Kind::PriorityClass | Kind::PodTemplate | Kind::Custom => &[],
         }
@@ -419,7 +344,15 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
         Kind::Lease => typed::<api::coordination::v1::Lease>(obj),
         Kind::PriorityClass => typed::<api::scheduling::v1::PriorityClass>(obj),
         Kind::PodDisruptionBudget => typed::<api::policy::v1::PodDisruptionBudget>(obj),
-        Kind::Gang => typed::<scheduler_core::crd::Gang>(obj),
+        // A custom resource decodes as any JSON object; its schema is checked with the rest
+        // (422, [`crate::schema`]).
+        Kind::Gang => {
+            if obj.is_object() {
+                Ok(())
+            } else {
+                Err("expected an object".into())
+            }
+        }
         Kind::PodTemplate => typed::<api::core::v1::PodTemplate>(obj),
         Kind::ProvisioningRequest => crate::provisioning::decode(obj),
         Kind::Custom => {
@@ -656,12 +589,44 @@ fn event(kind: Kind, obj: &Value, namespace: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// `ValidateEventUpdate` for `events.k8s.io/v1` (the core/v1 API checks no more than on create):
+/// what an event says — `regarding`, `related`, reason, note, times, reporter — is immutable;
+/// only its series and metadata change. Reported under the internal names, as the API server
+/// reports them. (`related` has no rule of its own on create: `events.go` and the declarative
+/// `zz_generated.validations.go` of events/v1 leave it to decoding.)
+fn event_update(current: &Value, new: &Value, errs: &mut Vec<FieldError>) {
+    for (wire, internal) in [
+        ("regarding", "involvedObject"),
+        ("reason", "reason"),
+        ("note", "message"),
+        ("deprecatedSource", "source"),
+        ("deprecatedFirstTimestamp", "firstTimestamp"),
+        ("deprecatedLastTimestamp", "lastTimestamp"),
+        ("deprecatedCount", "count"),
+        ("type", "type"),
+        ("eventTime", "eventTime"),
+        ("action", "action"),
+        ("related", "related"),
+        ("reportingController", "reportingController"),
+        ("reportingInstance", "reportingInstance"),
+    ] {
+        let (was, now) = (current.get(wire).filter(|v| !v.is_null()), new.get(wire).filter(|v| !v.is_null()));
+        if was != now {
+            let value = now.map_or_else(|| "null".to_string(), Value::to_string);
+            errs.push(FieldError::invalid(internal, &value, "field is immutable"));
+        }
+    }
+}
+
 /// The update rules of a kind (`self == oldSelf` in a CRD's schema): `current` is what is stored,
 /// `new` what would replace it.
 pub fn update(kind: Kind, fallback_kind: &str, current: &Value, new: &Value) -> Result<(), ApiError> {
     let mut errs = Vec::new();
-    if kind == Kind::ProvisioningRequest {
-        crate::provisioning::immutable(current, new, &mut errs);
+    match kind {
+        Kind::ProvisioningRequest => crate::provisioning::immutable(current, new, &mut errs),
+        Kind::Pod => errs.extend(crate::pod_update::errors(current, new)),
+        Kind::Event => event_update(current, new, &mut errs),
+        _ => {}
     }
     if errs.is_empty() {
         Ok(())
@@ -678,9 +643,15 @@ pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -
     match kind {
         Kind::Event | Kind::CoreEvent => event(kind, obj, namespace, &mut errs),
         Kind::Gang => {
-            if let Some(list) = obj.pointer("/status/conditions") {
+            crate::schema::check(crate::schema::gang(), obj, "", &mut errs);
+            // Stricter than the CRD's schema, which carries no patterns for conditions: our
+            // writes meet `metav1.Condition`'s own rules too.
+            if let Some(list) = obj.pointer("/status/conditions").filter(|l| l.is_array()) {
                 conditions(list, "status.conditions", &mut errs);
             }
+            // A field both refuse (a condition's status) is reported once, as the schema words it.
+            let mut seen = std::collections::BTreeSet::new();
+            errs.retain(|e| seen.insert((e.field.clone(), e.kind)));
         }
         Kind::ProvisioningRequest => {
             crate::provisioning::validate(obj, &mut errs);
@@ -908,38 +879,52 @@ mod tests {
     fn a_body_of_the_wrong_shape_is_a_bad_request() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": "none"}});
         assert_eq!(decode(Kind::Pod, "v1", &pod).unwrap_err().code, 400);
+        // A custom resource decodes as JSON; its schema refuses a wrong type with a 422.
         let gang = json!({"metadata": {"name": "g"}, "spec": {"minMember": "two"}});
-        assert_eq!(decode(Kind::Gang, "v1alpha1", &gang).unwrap_err().code, 400);
+        assert!(decode(Kind::Gang, "v1alpha1", &gang).is_ok());
+        let s = validate(Kind::Gang, "", &gang, "ml").unwrap_err();
+        assert_eq!(s.code, 422);
+        assert_eq!(s.to_status()["details"]["causes"][0]["reason"], "FieldValueTypeInvalid");
+        assert_eq!(decode(Kind::Gang, "v1alpha1", &json!([1])).unwrap_err().code, 400);
     }
 
     #[test]
     fn metav1_conditions_are_checked_field_by_field() {
         let good = json!({"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "m",
                           "lastTransitionTime": "2026-11-23T15:06:39Z"});
-        let obj = json!({"metadata": {"name": "g"}, "status": {"conditions": [good.clone()]}});
+        let obj = json!({"metadata": {"name": "g"}, "spec": {"minMember": 1}, "status": {"conditions": [good.clone()]}});
         assert!(validate(Kind::Gang, "", &obj, "ml").is_ok());
         let bad = json!({"type": "Scheduled", "status": "Maybe", "reason": "gang waits", "observedGeneration": -1,
                          "message": "m".repeat(CONDITION_MESSAGE_MAX + 1)});
-        let obj = json!({"metadata": {"name": "g"}, "status": {"conditions": [good, bad]}});
+        let obj = json!({"metadata": {"name": "g"}, "spec": {"minMember": 1}, "status": {"conditions": [good, bad]}});
         let s = validate(Kind::Gang, "", &obj, "ml").unwrap_err().to_status();
-        let fields: Vec<&str> =
+        let mut fields: Vec<&str> =
             s["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+        fields.sort_unstable();
+        // Each field once, whether the schema or metav1.Condition's rules refuse it (the type
+        // twice: the schema's list-map key, and the condition's own rule).
         assert_eq!(
             fields,
             [
-                "status.conditions[1].type",
-                "status.conditions[1].status",
-                "status.conditions[1].observedGeneration",
+                "status.conditions[1]",
                 "status.conditions[1].lastTransitionTime",
+                "status.conditions[1].message",
+                "status.conditions[1].observedGeneration",
                 "status.conditions[1].reason",
-                "status.conditions[1].message"
+                "status.conditions[1].status",
+                "status.conditions[1].type",
             ]
         );
+        let status = s["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["field"] == "status.conditions[1].status");
         assert_eq!(
-            s["details"]["causes"][1]["message"],
-            "Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\""
+            status.unwrap()["message"],
+            "Unsupported value: \"Maybe\": supported values: \"True\", \"False\", \"Unknown\""
         );
-        let empty_reason = json!({"metadata": {"name": "g"}, "status": {"conditions": [{"type": "A", "status": "True", "lastTransitionTime": "2026-11-23T15:06:39Z"}]}});
+        let empty_reason = json!({"metadata": {"name": "g"}, "spec": {"minMember": 1}, "status": {"conditions": [{"type": "A", "status": "True", "message": "", "lastTransitionTime": "2026-11-23T15:06:39Z"}]}});
         let s = validate(Kind::Gang, "", &empty_reason, "ml").unwrap_err().to_status();
         assert_eq!(s["details"]["causes"][0]["field"], "status.conditions[0].reason");
     }

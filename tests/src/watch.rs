@@ -306,49 +306,58 @@ fn unhex(s: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
-/// A continue token: the list's resourceVersion and the last key returned.
-fn token(rv: u64, ns: &str, name: &str) -> String {
-    hex(&format!("{rv}\u{0}{ns}\u{0}{name}"))
+/// A continue token: the list's resourceVersion, the last key returned, and how many items the
+/// pages so far returned (for `remainingItemCount`).
+fn token(rv: u64, ns: &str, name: &str, returned: usize) -> String {
+    hex(&format!("{rv}\u{0}{ns}\u{0}{name}\u{0}{returned}"))
 }
 
-fn untoken(t: &str) -> Option<(u64, String, String)> {
+fn untoken(t: &str) -> Option<(u64, String, String, usize)> {
     let s = unhex(t)?;
     let mut parts = s.split('\u{0}');
     let rv = parts.next()?.parse().ok()?;
-    Some((rv, parts.next()?.to_string(), parts.next()?.to_string()))
+    let (ns, name) = (parts.next()?.to_string(), parts.next()?.to_string());
+    Some((rv, ns, name, parts.next()?.parse().ok()?))
 }
 
 /// A list answer. A continued list keeps the first page's resourceVersion, so a watch from it
 /// replays whatever changed while the pages were read.
+///
+/// A page costs its own items, as etcd's range read with a limit does: a namespaced list reads
+/// only that namespace's range, and the walk stops at the first match past the page. An
+/// unselective list's `remainingItemCount` (etcd's count of the range) is the count the store
+/// keeps less what the pages returned, never a walk over the rest — an estimate when objects
+/// come or go between pages, as the API documents it.
 pub fn list(s: &Store, t: &Target, q: &Query) -> Result<Value, ApiError> {
     let filter = Filter::from_query(t, q)?;
     let limit: usize = match q.get("limit") {
         None | Some("") | Some("0") => usize::MAX,
         Some(l) => l.parse().map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
     };
-    let (rv, after) = match q.get("continue").filter(|c| !c.is_empty()) {
-        None => (s.version, None),
+    let (rv, after, returned) = match q.get("continue").filter(|c| !c.is_empty()) {
+        None => (s.version, None, 0),
         Some(c) => {
-            let (rv, ns, name) = untoken(c).ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+            let (rv, ns, name, returned) = untoken(c).ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
             if rv < s.compacted {
                 return Err(ApiError::expired(
                     "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
                 ));
             }
-            (rv, Some((ns, name)))
+            (rv, Some((ns, name)), returned)
         }
     };
     let empty = Default::default();
     let objects = s.objects.get(&t.res).unwrap_or(&empty);
-    let range: Box<dyn Iterator<Item = (&(String, String), &Value)>> = match &after {
-        Some(k) => Box::new(
-            objects.range::<(String, String), _>((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)),
-        ),
-        None => Box::new(objects.iter()),
+    let ns = filter.namespace.clone();
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    let start = match &after {
+        Some(k) => Excluded(k.clone()),
+        None if !ns.is_empty() => Included((ns.clone(), String::new())),
+        None => Unbounded,
     };
-    // A page costs its own items, as etcd's range read with a limit does: the walk stops at the
-    // first match past the page. Only an unselective list counts what remains (etcd's count of
-    // the range), which skips over keys without reading the objects.
+    let range = objects
+        .range::<(String, String), _>((start, Unbounded))
+        .take_while(|((n, _), _)| ns.is_empty() || *n == ns);
     let mut range = range.peekable();
     let mut items = Vec::new();
     let mut last = None;
@@ -360,19 +369,13 @@ pub fn list(s: &Store, t: &Target, q: &Query) -> Result<Value, ApiError> {
         }
     }
     let unselective = filter.labels.0.is_empty() && filter.fields.0.is_empty();
-    let more = if unselective {
-        let ns = filter.namespace.as_str();
-        range.filter(|((n, _), _)| ns.is_empty() || n == ns).count()
-    } else {
-        range.find(|(_, v)| filter.matches(v)).map_or(0, |_| 1)
-    };
+    let more = if unselective { range.peek().is_some() } else { range.any(|(_, v)| filter.matches(v)) };
     let mut meta = json!({"resourceVersion": rv.to_string()});
-    if more > 0
-        && let Some((ns, name)) = last
-    {
-        meta["continue"] = json!(token(rv, ns, name));
+    if more && let Some((last_ns, name)) = last {
+        let returned = returned + items.len();
+        meta["continue"] = json!(token(rv, last_ns, name, returned));
         if unselective {
-            meta["remainingItemCount"] = json!(more);
+            meta["remainingItemCount"] = json!(s.count(&t.res, &ns).saturating_sub(returned).max(1));
         }
     }
     Ok(
@@ -613,7 +616,7 @@ mod tests {
         let q = Query::parse("labelSelector=app%20in%20(a%2Cb)&watch=true&limit=5");
         assert_eq!(q.get("labelSelector"), Some("app in (a,b)"));
         assert!(q.flag("watch"));
-        assert_eq!(untoken(&token(7, "ml", "w-1")), Some((7, "ml".to_string(), "w-1".to_string())));
+        assert_eq!(untoken(&token(7, "ml", "w-1", 4)), Some((7, "ml".to_string(), "w-1".to_string(), 4)));
         assert_eq!(untoken("zz"), None);
     }
 }

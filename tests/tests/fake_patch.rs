@@ -61,22 +61,27 @@ async fn status_and_spec_are_written_through_their_own_endpoints() {
     let api = fake().await;
     // The main resource cannot change status...
     let a = api
-        .call("PATCH", POD, MERGE, &json!({"status": {"phase": "Running"}, "spec": {"priority": 5}}))
+        .call(
+            "PATCH",
+            POD,
+            MERGE,
+            &json!({"status": {"phase": "Running"}, "spec": {"activeDeadlineSeconds": 50}}),
+        )
         .await;
     assert_eq!(a.status, 200, "{:#}", a.body);
     assert_eq!(a.body["status"]["phase"], "Pending");
-    assert_eq!(a.body["spec"]["priority"], 5);
+    assert_eq!(a.body["spec"]["activeDeadlineSeconds"], 50);
     // ... and /status cannot change the spec.
     let a = api
         .call(
             "PATCH",
             &format!("{POD}/status"),
             MERGE,
-            &json!({"status": {"phase": "Running"}, "spec": {"priority": 9}}),
+            &json!({"status": {"phase": "Running"}, "spec": {"activeDeadlineSeconds": 9}}),
         )
         .await;
     assert_eq!(a.body["status"]["phase"], "Running");
-    assert_eq!(a.body["spec"]["priority"], 5);
+    assert_eq!(a.body["spec"]["activeDeadlineSeconds"], 50);
     // A CRD with a status subresource behaves the same, and its generation follows its spec only.
     let a = api
         .call(
@@ -130,4 +135,110 @@ async fn a_stale_resource_version_is_a_conflict() {
     pod["metadata"].as_object_mut().unwrap().remove("resourceVersion");
     pod["metadata"]["labels"]["x"] = json!("y");
     assert_eq!(api.call("PUT", POD, "application/json", &pod).await.status, 200);
+}
+
+/// The cause a 422 lists for `field`: (reason, message).
+fn cause(body: &serde_json::Value, field: &str) -> Option<(String, String)> {
+    body["details"]["causes"].as_array()?.iter().find(|c| c["field"] == field).map(|c| {
+        (c["reason"].as_str().unwrap_or("").to_string(), c["message"].as_str().unwrap_or("").to_string())
+    })
+}
+
+#[tokio::test]
+async fn a_pods_spec_is_immutable_but_for_the_fields_the_api_server_lets_change() {
+    let api = fake().await;
+    // What may change: an image, a lower deadline, a toleration added, a gate removed, and (the
+    // pod is gated) a node selector entry added.
+    let allowed = [
+        json!({"spec": {"containers": [{"name": "c", "image": "y"}]}}),
+        json!({"spec": {"activeDeadlineSeconds": 100}}),
+        json!({"spec": {"activeDeadlineSeconds": 60}}),
+        json!({"spec": {"tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}}),
+        json!({"spec": {"tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                        {"key": "spot", "operator": "Exists"}]}}),
+        json!({"spec": {"nodeSelector": {"zone": "a"}}}),
+    ];
+    for patch in allowed {
+        let a = api.call("PATCH", POD, STRATEGIC, &patch).await;
+        assert_eq!(a.status, 200, "{patch}: {:#}", a.body);
+    }
+    // (Gates merge by name in a strategic patch: a merge patch replaces the list.)
+    let a = api
+        .call("PATCH", POD, MERGE, &json!({"spec": {"schedulingGates": [{"name": "example.com/b"}]}}))
+        .await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    // What may not, each a 422 naming the field.
+    let refused = [
+        (json!({"spec": {"priority": 5}}), "spec", "FieldValueForbidden", "changed: spec.priority"),
+        (
+            json!({"spec": {"schedulerName": "default-scheduler"}}),
+            "spec",
+            "FieldValueForbidden",
+            "changed: spec.schedulerName",
+        ),
+        (
+            json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}),
+            "spec",
+            "FieldValueForbidden",
+            "changed: spec.containers",
+        ),
+        (
+            json!({"spec": {"activeDeadlineSeconds": 90}}),
+            "spec.activeDeadlineSeconds",
+            "FieldValueInvalid",
+            "must be less than or equal to previous value",
+        ),
+        (
+            json!({"spec": {"activeDeadlineSeconds": null}}),
+            "spec.activeDeadlineSeconds",
+            "FieldValueInvalid",
+            "must not update from a positive integer to nil value",
+        ),
+        (
+            json!({"spec": {"tolerations": [{"key": "spot", "operator": "Exists"}]}}),
+            "spec.tolerations",
+            "FieldValueForbidden",
+            "existing toleration can not be modified except its tolerationSeconds",
+        ),
+        (
+            json!({"spec": {"schedulingGates": [{"name": "example.com/b"}, {"name": "x.io/new"}]}}),
+            "spec.schedulingGates[1].name",
+            "FieldValueForbidden",
+            "only deletion is allowed, but found new scheduling gate 'x.io/new'",
+        ),
+        (
+            json!({"spec": {"nodeSelector": {"zone": "b"}}}),
+            "spec.nodeSelector",
+            "FieldValueInvalid",
+            "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+        ),
+    ];
+    for (patch, field, reason, says) in refused {
+        let a = api.call("PATCH", POD, STRATEGIC, &patch).await;
+        assert_eq!((a.status, a.body["reason"].as_str()), (422, Some("Invalid")), "{patch}: {:#}", a.body);
+        let (r, m) =
+            cause(&a.body, field).unwrap_or_else(|| panic!("{patch}: no cause on {field}: {:#}", a.body));
+        assert_eq!(r, reason, "{patch}");
+        assert!(m.contains(says), "{patch}: {m}");
+    }
+    // A container added or removed is refused before anything else.
+    let ops = json!([{"op": "add", "path": "/spec/containers/-", "value": {"name": "d", "image": "x"}}]);
+    let a = api.call("PATCH", POD, JSON_PATCH, &ops).await;
+    let c = cause(&a.body, "spec.containers").map(|c| c.1);
+    assert_eq!(c.as_deref(), Some("Forbidden: pod updates may not add or remove containers"), "{:#}", a.body);
+    // Nothing refused was stored; the last gate removed, the selector is no longer extensible.
+    let stored = api.get("v1", "Pod", "ml", "w-0").unwrap();
+    assert_eq!(stored["spec"]["activeDeadlineSeconds"], 60);
+    assert_eq!(stored["spec"]["containers"][0]["image"], "y");
+    assert!(stored["spec"].get("priority").is_none());
+    let a = api.call("PATCH", POD, MERGE, &json!({"spec": {"schedulingGates": null}})).await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    let a =
+        api.call("PATCH", POD, MERGE, &json!({"spec": {"nodeSelector": {"zone": "a", "rack": "r1"}}})).await;
+    assert_eq!(
+        cause(&a.body, "spec").map(|c| c.0),
+        Some("FieldValueForbidden".into()),
+        "an ungated pod: {:#}",
+        a.body
+    );
 }

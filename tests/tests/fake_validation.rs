@@ -162,8 +162,9 @@ async fn gang_status_conditions_are_checked_as_metav1_conditions() {
     let no_zone = json!({"status": {"conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled",
                                                     "message": "m", "lastTransitionTime": "2026-11-23T15:06:39"}]}});
     let a = api.call("PATCH", path, MERGE, &no_zone).await;
-    assert_eq!(a.status, 422, "a patched object that does not decode: {:#}", a.body);
-    assert_eq!(fields(&a.body), ["patch"]);
+    assert_eq!(a.status, 422, "the schema's format: date-time: {:#}", a.body);
+    assert_eq!(fields(&a.body), ["status.conditions[0].lastTransitionTime"]);
+    assert_eq!(a.body["details"]["causes"][0]["reason"], "FieldValueTypeInvalid");
     let good = json!({"status": {"phase": "Pending", "conditions": [{"type": "Scheduled", "status": "False",
         "reason": "Unschedulable", "message": "m", "lastTransitionTime": "2026-11-23T15:06:39.5Z"}]}});
     assert_eq!(api.call("PATCH", path, MERGE, &good).await.status, 200);
@@ -174,4 +175,140 @@ async fn a_body_that_is_not_json_is_a_bad_request() {
     let api = fake().await;
     let resp = api.send("POST", EVENTS, JSON, "{not json").await;
     assert_eq!(resp.status().as_u16(), 400);
+}
+
+#[tokio::test]
+async fn an_events_related_object_is_decoded_not_judged_and_what_an_event_says_is_immutable() {
+    let api = fake().await;
+    // `related` has no rule of its own on create (events.go; events/v1's declarative validation
+    // says "Related has no validation"): any object reference decodes, in any namespace.
+    let mut e = event();
+    e["related"] = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "namespace": "other",
+                          "name": "g", "uid": "u-g"});
+    let a = api.call("POST", EVENTS, JSON, &e).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+    // A reference that does not decode into an ObjectReference is a bad request.
+    let mut bad = event();
+    bad["metadata"]["name"] = json!("w-0.2");
+    bad["related"] = json!({"name": 7});
+    let a = api.call("POST", EVENTS, JSON, &bad).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (400, Some("BadRequest")), "{:#}", a.body);
+    let mut bad = event();
+    bad["metadata"]["name"] = json!("w-0.3");
+    bad["related"] = json!("ml/g");
+    assert_eq!(api.call("POST", EVENTS, JSON, &bad).await.status, 400);
+    // ValidateEventUpdate: what an event says cannot change, `related` and `regarding` included,
+    // named as the internal type names them.
+    let path = format!("{EVENTS}/w-0.17a9");
+    let patch = json!({"related": {"kind": "Gang", "name": "h"}, "regarding": {"name": "w-1"},
+                       "note": "changed", "reportingInstance": "replica-b"});
+    let a = api.call("PATCH", &path, MERGE, &patch).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (422, Some("Invalid")), "{:#}", a.body);
+    let mut got = fields(&a.body);
+    got.sort();
+    assert_eq!(got, ["involvedObject", "message", "related", "reportingInstance"]);
+    assert!(a.body["details"]["causes"][0]["message"].as_str().unwrap().ends_with("field is immutable"));
+    // Its series and metadata may change.
+    let series = json!({"series": {"count": 2, "lastObservedTime": "2026-11-23T15:07:39.000000Z"},
+                        "metadata": {"labels": {"seen": "twice"}}});
+    let a = api.call("PATCH", &path, MERGE, &series).await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+}
+
+/// `field → cause reason` of a 422.
+fn causes(status: &Value) -> Vec<(String, String)> {
+    status["details"]["causes"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .map(|c| {
+                    (
+                        c["field"].as_str().unwrap_or("").to_string(),
+                        c["reason"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_gang_is_checked_against_its_crds_schema_on_create_update_and_status() {
+    let api = fake().await;
+    const GANGS: &str = "/apis/kube-gang.io/v1alpha1/namespaces/ml/gangs";
+    let mut sub: Vec<Value> = (0..65).map(|i| json!({"name": format!("s{i}"), "minMember": 1})).collect();
+    sub[0] = json!({"name": "s0"});
+    sub[2] = json!({"name": "s1", "minMember": 1});
+    let bad = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "g", "namespace": "ml"},
+        "spec": {"minMember": 0, "mode": "Loose", "topologyKey": "k".repeat(318), "subGroups": sub,
+                 "gangGroup": [7], "scheduleTimeoutSeconds": -1}});
+    let a = api.call("POST", GANGS, JSON, &bad).await;
+    assert_eq!((a.status, a.body["reason"].as_str()), (422, Some("Invalid")), "{:#}", a.body);
+    let got = causes(&a.body);
+    for want in [
+        ("spec.minMember", "FieldValueInvalid"),
+        ("spec.mode", "FieldValueNotSupported"),
+        ("spec.topologyKey", "FieldValueTooLong"),
+        ("spec.subGroups", "FieldValueTooMany"),
+        ("spec.subGroups[0].minMember", "FieldValueRequired"),
+        ("spec.subGroups[2]", "FieldValueDuplicate"),
+        ("spec.gangGroup[0]", "FieldValueTypeInvalid"),
+        ("spec.scheduleTimeoutSeconds", "FieldValueInvalid"),
+    ] {
+        assert!(got.contains(&(want.0.to_string(), want.1.to_string())), "{want:?} not in {got:#?}");
+    }
+    let message = a.body["message"].as_str().unwrap();
+    assert!(message.contains("spec.minMember in body should be greater than or equal to 1"), "{message}");
+    assert!(
+        message.contains(r#"spec.mode: Unsupported value: "Loose": supported values: "Strict", "NonStrict""#)
+    );
+    // No spec at all.
+    let a = api
+        .call(
+            "POST",
+            GANGS,
+            JSON,
+            &json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "g"}}),
+        )
+        .await;
+    assert_eq!(causes(&a.body), [("spec".to_string(), "FieldValueRequired".to_string())], "{:#}", a.body);
+    // A valid one is created; an update of the wrong type is refused, as is a status out of bounds.
+    let a = api.call("POST", GANGS, JSON, &gang("ml", "g", 2)).await;
+    assert_eq!(a.status, 201, "{:#}", a.body);
+    let a = api.call("PATCH", &format!("{GANGS}/g"), MERGE, &json!({"spec": {"minMember": "three"}})).await;
+    assert_eq!(causes(&a.body), [("spec.minMember".to_string(), "FieldValueTypeInvalid".to_string())]);
+    assert!(
+        a.body["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"spec.minMember in body must be of type integer: "string""#)
+    );
+    let condition = json!({"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "m",
+                           "lastTransitionTime": "2026-11-23T15:06:39Z"});
+    let status = json!({"status": {"phase": "p".repeat(33), "waitingSince": "yesterday",
+                                   "conditions": vec![condition; 17], "members": null}});
+    let a = api.call("PATCH", &format!("{GANGS}/g/status"), MERGE, &status).await;
+    let got = causes(&a.body);
+    for want in [
+        ("status.phase", "FieldValueTooLong"),
+        ("status.waitingSince", "FieldValueTypeInvalid"),
+        ("status.conditions", "FieldValueTooMany"),
+        ("status.conditions[1]", "FieldValueDuplicate"),
+    ] {
+        assert!(got.contains(&(want.0.to_string(), want.1.to_string())), "{want:?} not in {got:#?}");
+    }
+    // Nullable fields take null (a merge patch of null removes, so put it whole).
+    let mut stored = api.get("kube-gang.io/v1alpha1", "Gang", "ml", "g").unwrap();
+    stored["status"] = json!({"phase": null, "waitingSince": null, "members": 2});
+    let a = api.call("PUT", &format!("{GANGS}/g/status"), JSON, &stored).await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    stored["status"] = json!({"members": null});
+    stored["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+    let a = api.call("PUT", &format!("{GANGS}/g/status"), JSON, &stored).await;
+    assert_eq!(
+        causes(&a.body),
+        [("status.members".to_string(), "FieldValueTypeInvalid".to_string())],
+        "{:#}",
+        a.body
+    );
 }

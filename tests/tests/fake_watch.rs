@@ -84,16 +84,32 @@ async fn limit_and_continue_page_through_a_list() {
     let rv = first["metadata"]["resourceVersion"].clone();
     let mut all = names(&first);
     let mut token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    let mut remaining = vec![first["metadata"]["remainingItemCount"].clone()];
     loop {
         let (_, page) = list(&api, &format!("/api/v1/pods?limit=2&continue={token}")).await;
         assert_eq!(page["metadata"]["resourceVersion"], rv, "every page of one list has its version");
         all.extend(names(&page));
+        remaining.push(page["metadata"]["remainingItemCount"].clone());
         match page["metadata"]["continue"].as_str() {
             Some(t) => token = t.to_string(),
             None => break,
         }
     }
     assert_eq!(all, ["w-0", "w-1", "w-2", "w-3", "w-4", "x-0"]);
+    assert_eq!(remaining, [json!(4), json!(2), Value::Null], "counted, not walked; none on the last page");
+    // A namespaced list pages through its namespace only, with its own count.
+    let (_, first) = list(&api, "/api/v1/namespaces/ml/pods?limit=3").await;
+    assert_eq!(names(&first), ["w-0", "w-1", "w-2"]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 2);
+    let token = first["metadata"]["continue"].as_str().unwrap();
+    let (_, rest) = list(&api, &format!("/api/v1/namespaces/ml/pods?limit=3&continue={token}")).await;
+    assert_eq!(names(&rest), ["w-3", "w-4"]);
+    assert!(
+        rest["metadata"].get("continue").is_none() && rest["metadata"].get("remainingItemCount").is_none()
+    );
+    // A selective list says there is more without counting it.
+    let (_, sel) = list(&api, "/api/v1/pods?limit=1&labelSelector=kube-gang.io%2Fgang%3Da").await;
+    assert!(sel["metadata"]["continue"].is_string() && sel["metadata"].get("remainingItemCount").is_none());
     // A continue token from before a compaction is 410 Gone.
     let (_, first) = list(&api, "/api/v1/pods?limit=2").await;
     api.put(node("n1", "8", 0, &[]));
