@@ -123,6 +123,12 @@ fn admit_one(
 ) -> Verdict {
     let mut verdict = Verdict::default();
     if object.is_object() && is_ours(object, namespace_labels) {
+        if old.is_none()
+            && let Some(Ok(shape)) = workload::inspect(object)
+            && let Some(w) = workload::unnamed_gang(object, &shape)
+        {
+            verdict.warnings.push(w);
+        }
         match workload::injection(object) {
             Ok(changes) if old.is_none() => {
                 for change in &changes {
@@ -252,6 +258,52 @@ mod tests {
         assert_eq!(v.errors.len(), 1, "{v:?}");
         assert_eq!(v.errors[0].path, "metadata.annotations[kube-gang.io/min-member]");
         assert!(v.changes.is_empty());
+    }
+
+    #[test]
+    fn a_workload_named_by_the_api_server_gets_no_gang_and_a_warning_only_where_it_asked_for_one() {
+        let generated = |labels: Value, template: Value| {
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": {"generateName": "train-", "namespace": "ml", "labels": labels},
+                   "spec": {"parallelism": 3, "template": template}})
+        };
+        let plain = json!({"spec": {"containers": [{"name": "c"}]}});
+        // What the mutating hook and `kubectl gang validate` see: no name.
+        let mut asked = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
+        let v = admit(&mut asked, None, None);
+        assert!(v.allowed(), "{v:?}");
+        assert!(v.changes.is_empty(), "no gang can be named: {v:?}");
+        assert_eq!(v.warnings.len(), 1, "{v:?}");
+        assert!(v.warnings[0].starts_with("metadata.generateName: \"train-\""), "{}", v.warnings[0]);
+        // What the validating hook sees: the name the API server generated, the same verdict.
+        let mut named = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
+        named["metadata"]["name"] = json!(workload::generated_name("train-", "seed"));
+        let w = admit(&mut named, None, None);
+        assert_eq!((w.errors, w.warnings, w.changes.len()), (v.errors, v.warnings, 0));
+        // A name the user chose beside a generateName is a name.
+        let mut chosen = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
+        chosen["metadata"]["name"] = json!("train-final");
+        let c = admit(&mut chosen, None, None);
+        assert!(c.warnings.is_empty() && !c.changes.is_empty(), "{c:?}");
+        // A Job that asked for no gang: nothing to say.
+        let mut not_ours = generated(json!({}), plain.clone());
+        assert_eq!(admit(&mut not_ours, None, None), Verdict::default());
+        // Pods that name their gang need no name: the scheduler is still set, nothing warned.
+        let named_gang = json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "pg"}},
+                                "spec": {"containers": [{"name": "c"}]}});
+        let mut elsewhere = generated(json!({LABEL_ENABLED: "true"}), named_gang);
+        let e = admit(&mut elsewhere, None, None);
+        assert!(e.warnings.is_empty(), "{e:?}");
+        assert_eq!(e.changes.len(), 1);
+        assert_eq!(e.changes[0].path, "/spec/template/spec/schedulerName");
+        // A Volcano Job: its controller names the PodGroup after the generated name.
+        let mut vcjob = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"generateName": "vc-", "namespace": "ml", "labels": {LABEL_ENABLED: "true"}},
+            "spec": {"minAvailable": 2, "schedulerName": "volcano",
+                     "tasks": [{"name": "w", "replicas": 2, "template": plain}]}});
+        let vc = admit(&mut vcjob, None, None);
+        assert!(vc.allowed() && vc.warnings.is_empty(), "{vc:?}");
+        assert_eq!(vcjob["spec"]["schedulerName"], crate::SCHEDULER_NAME);
     }
 
     #[test]

@@ -176,18 +176,10 @@ pub(crate) fn annotation_path(key: &str) -> String {
     format!("metadata.annotations[{key}]")
 }
 
-/// Deserialises a dialect's typed object, turning serde's message into a field error.
-pub(crate) fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<T, Vec<FieldError>> {
-    serde_json::from_value(obj.clone())
-        .map_err(|e| vec![FieldError::new(serde_path(&e.to_string()), e.to_string())])
-}
-
-/// Best-effort location from a serde message ("missing field `minMember`" → `spec.minMember`).
-fn serde_path(msg: &str) -> String {
-    match msg.split('`').nth(1) {
-        Some(field) if msg.contains("field") => format!("spec.{field}"),
-        _ => "spec".to_string(),
-    }
+/// Deserialises a dialect's typed object (a custom resource), each error naming its exact field in
+/// the API server's words for a CRD.
+pub(crate) fn typed<'de, T: serde::Deserialize<'de>>(obj: &'de Value) -> Result<T, Vec<FieldError>> {
+    crate::error::decode(obj, "", crate::error::Wording::Crd)
 }
 
 /// A DNS-1123 label (RFC 1123, as Kubernetes checks names): at most 63 characters, lowercase

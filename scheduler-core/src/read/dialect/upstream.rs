@@ -25,9 +25,14 @@ use k8s_openapi::api::scheduling::{v1alpha3, v1beta1};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Claim, Meta, count_field, typed};
+use super::{Claim, Meta, count_field};
 use crate::error::FieldError;
 use crate::model::{Dialect, Gang, GangKey, Source, SubGroup, Time};
+
+/// A built-in `scheduling.k8s.io` object decoded in place, an error naming its exact field.
+fn typed<'de, T: Deserialize<'de>>(obj: &'de Value) -> Result<T, Vec<FieldError>> {
+    crate::error::decode(obj, "", crate::error::Wording::BuiltIn)
+}
 
 /// The API group.
 pub const GROUP: &str = "scheduling.k8s.io";
