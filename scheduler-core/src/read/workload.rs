@@ -465,6 +465,39 @@ pub struct Staged {
     pub never: bool,
 }
 
+/// The pods the gang of `obj`'s pods needs at once, and the gang named when it is another
+/// object's whose minimum `known_min` does not know (`None`, and its key).
+fn staged_gang_min(
+    obj: &Value,
+    shape: &WorkloadShape,
+    known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
+) -> (Option<u64>, Option<String>) {
+    use crate::model::Dialect;
+    for role in &shape.roles {
+        let Some(template) = obj.pointer(&role.template) else { continue };
+        let pod = template_pod(template, &shape.namespace);
+        let (claims, _) = crate::dialect::pod_claims_all(&pod);
+        for c in &claims {
+            match c.dialect {
+                // The gang is the pods' annotations: the workload's own, injected or written.
+                Dialect::KubeGangAnnotations | Dialect::Koordinator => {
+                    if let Some(Ok(g)) = crate::dialect::annotation_gang(c, &pod) {
+                        return (Some(g.min_pods().unwrap_or(u64::from(g.min_member))), None);
+                    }
+                }
+                _ => {
+                    return match known_min(&c.gang) {
+                        Some(min) => (Some(min), None),
+                        None => (None, Some(c.gang.to_string())),
+                    };
+                }
+            }
+        }
+    }
+    // Nothing injected yet (validation of an object as it is): the workload's own minimum.
+    (Some(u64::from(shape.min_member)), None)
+}
+
 /// Pods of the roles that depend on no other (`depends(role index)` false): the first stage.
 fn first_stage_pods(shape: &WorkloadShape, depends: &dyn Fn(usize) -> bool) -> u32 {
     shape
@@ -479,22 +512,35 @@ fn first_stage_pods(shape: &WorkloadShape, depends: &dyn Fn(usize) -> bool) -> u
 /// Staged creation in `obj` (StatefulSet `OrderedReady`, JobSet `startupPolicyOrder: InOrder` and
 /// `dependsOn`, LeaderWorkerSet `startupPolicy: LeaderReady`, MPIJob
 /// `launcherCreationPolicy: WaitForWorkersReady`, Volcano task `dependsOn`): the first stage's pod
-/// count against the gang's minimum.
-pub fn staged_creation(obj: &Value, shape: &WorkloadShape) -> Vec<Staged> {
+/// count against the pods the gang needs at once. That is the gang the pod templates name: the
+/// workload's own (injected, or its templates' `kube-gang.io/min-member`/Koordinator annotations),
+/// or a gang another object defines (a coscheduling PodGroup, a `Gang`), whose pods `known_min`
+/// gives when the caller knows the object; when it does not, staging is only warned about.
+pub fn staged_creation(
+    obj: &Value,
+    shape: &WorkloadShape,
+    known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
+) -> Vec<Staged> {
     let mut out = Vec::new();
-    let min = shape.min_member;
+    let (min, named) = staged_gang_min(obj, shape, known_min);
     let mut stage = |path: &str, what: &str, first: u32, fix: &str| {
-        let never = min > first;
-        let message = if never {
-            format!(
+        let message = match (min, &named) {
+            (Some(min), _) if min > u64::from(first) => format!(
                 "{what}: only {first} pod(s) exist before the rest are created, but the gang needs {min} at once, so it can never start; {fix}"
-            )
-        } else {
-            format!(
+            ),
+            (Some(min), _) => format!(
                 "{what}: pods are created in stages; the gang's minimum of {min} fits in the first stage, but later pods wait; {fix}"
-            )
+            ),
+            (None, named) => format!(
+                "{what}: pods are created in stages ({first} first), and the pods name gang {} whose minimum is not known here: if it needs more than {first} pod(s) at once it can never start; {fix}",
+                named.as_deref().unwrap_or("?")
+            ),
         };
-        out.push(Staged { path: path.to_string(), message, never });
+        out.push(Staged {
+            path: path.to_string(),
+            message,
+            never: min.is_some_and(|m| m > u64::from(first)),
+        });
     };
     let str_at = |p: &str| obj.pointer(p).and_then(Value::as_str);
     match (shape.group.as_str(), shape.kind.as_str()) {

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::error::FieldError;
-use crate::model::{Gang, GangKey};
+use crate::model::Gang;
 use crate::read::workload::{self, Change};
 use crate::validate;
 
@@ -49,31 +49,7 @@ impl Verdict {
     }
 }
 
-/// The gang objects a front door knows besides the object it admits, read-only: a pod's claim
-/// names a gang defined by another object, and only with it can admission tell whether the pod's
-/// subgroup label names a leaf. A gang it does not know is allowed (it may be created later).
-pub trait Gangs {
-    /// The gangs read from objects with this key (any dialect; usually none or one): borrowed
-    /// where they lie, or copies (a front door that holds them behind a lock hands out copies, so
-    /// that no lock is held while an object is admitted).
-    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>>;
-}
-
-/// No gang known: what a front door that sees one object at a time supplies.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoGangs;
-
-impl Gangs for NoGangs {
-    fn find(&self, _: &GangKey) -> Vec<Cow<'_, Gang>> {
-        Vec::new()
-    }
-}
-
-impl Gangs for Vec<Gang> {
-    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>> {
-        self.iter().filter(|g| g.key == *key).map(Cow::Borrowed).collect()
-    }
-}
+pub use crate::validate::{Gangs, NoGangs};
 
 /// Admits `object` (turned in place into its admitted form: the changes of [`Verdict::changes`] are
 /// applied to it). `old` is the previous version on UPDATE, `None` on CREATE; `namespace_labels`
@@ -100,7 +76,7 @@ pub fn admit_with(
     namespace_labels: Option<&BTreeMap<String, String>>,
     gangs: &dyn Gangs,
 ) -> Verdict {
-    let mut verdict = admit_one(object, old, namespace_labels);
+    let mut verdict = admit_one(object, old, namespace_labels, gangs);
     if verdict.allowed() && is_pod(object) {
         let (claims, _) = crate::dialect::pod_claims_all(object);
         let known: Vec<Gang> = claims.iter().flat_map(|c| gangs.find(&c.gang)).map(Cow::into_owned).collect();
@@ -120,6 +96,7 @@ fn admit_one(
     object: &mut Value,
     old: Option<&Value>,
     namespace_labels: Option<&BTreeMap<String, String>>,
+    gangs: &dyn Gangs,
 ) -> Verdict {
     let mut verdict = Verdict::default();
     if object.is_object() && is_ours(object, namespace_labels) {
@@ -160,7 +137,7 @@ fn admit_one(
             }
         }
     }
-    let checked = validate::validate(object, old);
+    let checked = validate::validate_with(object, old, gangs);
     verdict.errors.extend(checked.errors);
     verdict.warnings.extend(checked.warnings);
     verdict

@@ -3,10 +3,11 @@
 
 use serde_json::Value;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::error::FieldError;
-use crate::model::Gang;
+use crate::model::{Gang, GangKey};
 
 pub use crate::labels::{check_label_key, check_label_value};
 pub use crate::tree::MAX_SUBGROUP_DEPTH;
@@ -29,10 +30,45 @@ impl Findings {
     }
 }
 
+/// The gang objects a front door knows besides the object it admits, read-only: a pod's claim
+/// names a gang defined by another object, and only with it can admission tell whether the pod's
+/// subgroup label names a leaf, or how many pods a workload's pods must reach together when they
+/// name a gang it does not define. A gang it does not know is allowed (it may be created later).
+pub trait Gangs {
+    /// The gangs read from objects with this key (any dialect; usually none or one): borrowed
+    /// where they lie, or copies (a front door that holds them behind a lock hands out copies, so
+    /// that no lock is held while an object is admitted).
+    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>>;
+}
+
+/// No gang known: what a front door that sees one object at a time supplies.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoGangs;
+
+impl Gangs for NoGangs {
+    fn find(&self, _: &GangKey) -> Vec<Cow<'_, Gang>> {
+        Vec::new()
+    }
+}
+
+impl Gangs for Vec<Gang> {
+    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>> {
+        self.iter().filter(|g| g.key == *key).map(Cow::Borrowed).collect()
+    }
+}
+
 /// Validates any object: a `Gang`, any dialect's PodGroup, a Pod with gang labels or annotations, or
 /// a workload that opted in or carries gang labels. `old` is the previous version on UPDATE.
-/// Unrelated kinds get no findings. Every problem is reported, each with its field path.
+/// Unrelated kinds get no findings. Every problem is reported, each with its field path. No other
+/// gang object is consulted: see [`validate_with`].
 pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
+    validate_with(new, old, &NoGangs)
+}
+
+/// [`validate`], knowing `gangs`: a workload whose pods name a gang it does not define (another
+/// dialect's PodGroup, a `Gang`) and whose controller creates them in stages is judged against
+/// that gang's minimum ([`crate::workload::staged_creation`]).
+pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Findings {
     let mut v = Findings::default();
     if !new.is_object() {
         v.errors.push(FieldError::new("", "not a Kubernetes object"));
@@ -76,7 +112,7 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
         return v;
     }
     if let Some(shape) = crate::workload::inspect(new) {
-        validate_workload(new, shape, &mut v);
+        validate_workload(new, shape, gangs, &mut v);
     }
     v
 }
@@ -241,6 +277,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
 fn validate_workload(
     obj: &Value,
     shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>,
+    gangs: &dyn Gangs,
     v: &mut Findings,
 ) {
     let shape = match shape {
@@ -257,7 +294,8 @@ fn validate_workload(
     if !shape.volcano() && !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
         return;
     }
-    for staged in crate::workload::staged_creation(obj, &shape) {
+    let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();
+    for staged in crate::workload::staged_creation(obj, &shape, &known) {
         if staged.never {
             v.errors.push(FieldError::new(staged.path, staged.message));
         } else {
