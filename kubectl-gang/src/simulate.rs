@@ -149,6 +149,12 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let cluster_scoped = matches!(kind.as_str(), "Node" | "Namespace" | "PriorityClass");
         let mut what = input::describe(&obj);
+        // What the API server refuses before any webhook: a label or annotation that is no string.
+        let refused = workload::metadata_errors(&obj);
+        if !refused.is_empty() {
+            out.errors.extend(refused.iter().map(|e| format!("{}: {what}: {e}", s.file)));
+            continue;
+        }
         let verdict = admit_with(&mut obj, None, Some(&opted_in), &gangs);
         let denied = !verdict.allowed();
         out.errors.extend(verdict.errors.iter().map(|e| format!("{}: {what}: {e}", s.file)));

@@ -122,9 +122,14 @@ fn refused(obj: &Value) -> Vec<String> {
         errors
             .into_iter()
             .filter(|e| e.path != "spec.priorityClassName")
-            .map(|e| if prefix.is_empty() { e.to_string() } else { format!("{prefix}.{e}") })
+            .map(|e| e.under(prefix).to_string())
             .collect()
     };
+    // Labels and annotations are strings, the object's and its templates' alike.
+    let mut out = shown(workload::metadata_errors(obj), "");
+    if !out.is_empty() {
+        return out;
+    }
     match obj.get("kind").and_then(Value::as_str) {
         Some("Node") => return convert::node_from_value(obj).err().map(|e| shown(e, "")).unwrap_or_default(),
         Some("Pod") => {
@@ -133,7 +138,6 @@ fn refused(obj: &Value) -> Vec<String> {
         _ => {}
     }
     let Some(Ok(shape)) = workload::inspect(obj) else { return Vec::new() };
-    let mut out = Vec::new();
     for role in &shape.roles {
         let Some(template) = obj.pointer(&role.template) else { continue };
         // The template read as the pod it makes: its spec and metadata, nothing copied but those.

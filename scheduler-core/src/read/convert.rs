@@ -110,6 +110,34 @@ pub fn scheduling_spec(spec: Option<&Value>, path: &str) -> Result<Value, Vec<Fi
     Ok(out)
 }
 
+/// What the API server would refuse in the labels and annotations of the metadata at `meta` (an
+/// object's, or a pod template's, under `path`): a value that is not a string. YAML reads an
+/// unquoted `yes` or `on` as `true`, and kubectl sends it so; the API server cannot decode it into
+/// `ObjectMeta` and refuses the object before any webhook sees it. Every such value is named.
+pub fn metadata_errors(meta: Option<&Value>, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for field in ["labels", "annotations"] {
+        let Some(map) = meta.and_then(|m| m.get(field)).and_then(Value::as_object) else { continue };
+        for (k, v) in map {
+            if v.is_string() {
+                continue;
+            }
+            let hint = if v.is_boolean() {
+                ": quote it (YAML reads an unquoted yes, no, on, off, true or false as a boolean)"
+            } else if v.is_number() {
+                ": quote it"
+            } else {
+                ""
+            };
+            errors.push(FieldError::new(
+                crate::error::join_path(path, &format!("metadata.{field}[{k}]")),
+                format!("Invalid value: {v}: must be a string{hint}"),
+            ));
+        }
+    }
+    errors
+}
+
 /// A raw Node.
 pub fn node_from_value(v: &Value) -> Result<Node, Vec<FieldError>> {
     node(&typed::<core::Node>(v)?)
@@ -403,6 +431,17 @@ pub fn pod_slots(n: &Node) -> i64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_label_or_annotation_that_is_not_a_string_is_named() {
+        let meta = json!({"labels": {"kube-gang.io/enabled": true, "app": "x"}, "annotations": {"n": 3}});
+        let e = metadata_errors(Some(&meta), "spec.template");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!(e[0].path, "spec.template.metadata.labels[kube-gang.io/enabled]");
+        assert!(e[0].message.starts_with("Invalid value: true: must be a string: quote it"), "{}", e[0]);
+        assert_eq!(e[1].path, "spec.template.metadata.annotations[n]");
+        assert!(metadata_errors(Some(&json!({"labels": {"a": "b"}})), "").is_empty());
+    }
 
     #[test]
     fn scheduling_spec_converts_as_the_whole_spec() {

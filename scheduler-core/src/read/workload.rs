@@ -380,6 +380,20 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     }))
 }
 
+/// Labels and annotations that are not strings, in the object's metadata and (a workload's) its
+/// pod templates': what the API server refuses before admission
+/// ([`crate::convert::metadata_errors`]), each named.
+pub fn metadata_errors(obj: &Value) -> Vec<FieldError> {
+    let mut out = crate::convert::metadata_errors(obj.get("metadata"), "");
+    if let Some(Ok(shape)) = inspect(obj) {
+        for role in &shape.roles {
+            let meta = obj.pointer(&role.template).and_then(|t| t.get("metadata"));
+            out.extend(crate::convert::metadata_errors(meta, &path_of(&role.template)));
+        }
+    }
+    out
+}
+
 /// How many random characters the API server appends to `generateName`, from which alphabet, and
 /// how much of the prefix it keeps (apimachinery `names.SimpleNameGenerator`: `maxNameLength` 63
 /// minus 5; `utilrand.String`'s consonants and digits, no vowels, no look-alikes).
