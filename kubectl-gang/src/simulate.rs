@@ -122,6 +122,12 @@ pub struct Prepared {
 /// unless it says `kube-gang.io/enabled: "false"` (simulating it asks how it would run as a gang;
 /// `validate` judges a file without its namespace, as one that did not opt in).
 pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
+    prepare_bounded(sourced, default_ns, now, workload::MAX_EXPANDED_PODS)
+}
+
+/// [`prepare`], expanding at most `max_pods` pods over the whole input: a workload whose pods would
+/// take the total past it is an error naming it (so are the ones after it, if they do too).
+pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pods: u64) -> Prepared {
     let stamp = serde_json::to_value(now.to_k8s()).unwrap_or(Value::Null);
     let mut out = Prepared::default();
     // The file each of `out.objects` came from.
@@ -144,7 +150,7 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
     // Read before admission changes anything, as `validate` reads them.
     let gangs = input::gangs_of(&objects);
     let opted_in: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();
-    let mut budget = workload::MAX_EXPANDED_PODS;
+    let mut budget = max_pods;
     for (index, (s, mut obj)) in sourced.iter().zip(objects).enumerate() {
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let cluster_scoped = matches!(kind.as_str(), "Node" | "Namespace" | "PriorityClass");
@@ -175,10 +181,9 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
                 match workload::expanded_count(&shape) {
                     Ok(n) if n > budget => {
                         out.errors.push(format!(
-                            "{}: {what}: its {n} pods would take the input past {} pods in all; at most {} are expanded: simulate fewer workloads at once",
+                            "{}: {what}: its {n} pods would make the input's {} pods in all; at most {max_pods} are expanded: simulate fewer workloads at once",
                             s.file,
-                            workload::MAX_EXPANDED_PODS - budget + n,
-                            workload::MAX_EXPANDED_PODS
+                            max_pods - budget + n,
                         ));
                         continue;
                     }
@@ -525,4 +530,33 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
     };
     let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };
     Ok(Output { stdout, stderr, code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(name: &str, parallelism: u32) -> Sourced {
+        Sourced {
+            file: "jobs.yaml".into(),
+            object: json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "namespace": "ml", "labels": {LABEL_ENABLED: "true"}},
+                "spec": {"parallelism": parallelism,
+                         "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
+        }
+    }
+
+    #[test]
+    fn the_pods_expanded_are_bounded_over_the_whole_input() {
+        let now = Time::parse_rfc3339("2026-11-22T09:00:00Z").unwrap();
+        let input = [job("a", 4), job("b", 4), job("c", 2)];
+        let p = prepare_bounded(&input, "ml", now, 9);
+        assert_eq!(p.pods.len(), 8, "a and b are expanded, c would pass the bound");
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
+        assert_eq!(
+            p.errors[0],
+            "jobs.yaml: Job ml/c: its 2 pods would make the input's 10 pods in all; at most 9 are expanded: simulate fewer workloads at once"
+        );
+        assert!(prepare_bounded(&input, "ml", now, 10).errors.is_empty());
+    }
 }
