@@ -116,7 +116,8 @@ pub struct Prepared {
 /// Admits, expands and stamps submitted objects, as `kubectl apply` of them would: each object is
 /// admitted on create with the call the webhook makes ([`admit_with`], knowing the input's gangs,
 /// as `kubectl gang validate` does), so its errors are errors here too; an object with only
-/// `generateName` is then named as the API server names it (after mutating admission); workloads
+/// `generateName` is then named as the API server names it (after mutating admission), a suspended
+/// Job admitted again as the update that unsuspends it (Kueue's admission); workloads
 /// are expanded into the pods their controllers would create ([`workload::expand_admitted`]),
 /// at most [`workload::MAX_EXPANDED_PODS`] over the whole input. A workload is taken as opted in
 /// unless it says `kube-gang.io/enabled: "false"` (simulating it asks how it would run as a gang;
@@ -175,6 +176,20 @@ pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pod
             let name = workload::generated_name(&prefix, &format!("{ns}/{prefix}#{index}"));
             meta.insert("name".into(), Value::String(name));
             what = input::describe(&obj);
+        }
+        if !denied
+            && obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+            && obj.get("kind").and_then(Value::as_str) == Some("Job")
+            && obj.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
+        {
+            // A suspended Job runs once unsuspended (what Kueue does when it admits it): that
+            // update is admitted too, and may give it its gang (a Job named by the API server).
+            let mut unsuspended = obj.clone();
+            unsuspended["spec"]["suspend"] = Value::Bool(false);
+            let update = admit_with(&mut unsuspended, Some(&obj), Some(&opted_in), &gangs);
+            out.errors.extend(update.errors.iter().map(|e| format!("{}: {what}: {e}", s.file)));
+            out.warnings.extend(update.warnings.iter().map(|w| format!("{}: {what}: {w}", s.file)));
+            obj = unsuspended;
         }
         if kind == "Pod" || workload::is_workload(&obj) {
             if let Some(Ok(shape)) = workload::inspect(&obj) {

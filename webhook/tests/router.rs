@@ -363,3 +363,29 @@ async fn staged_creation_whose_pods_name_a_gang_of_unknown_size_is_only_warned_a
     assert!(w.starts_with("spec.podManagementPolicy: OrderedReady"), "{w}");
     assert!(w.contains("name gang db/zk whose minimum is not known here"), "{w}");
 }
+
+#[tokio::test]
+async fn a_suspended_job_named_by_the_api_server_is_given_its_gang_in_the_update_that_unsuspends_it() {
+    let kind = ("batch", "v1", "Job");
+    let created = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"generateName": "sample-job-", "namespace": "team-a",
+                     "labels": {"kube-gang.io/enabled": "true", "kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {"suspend": true, "parallelism": 3,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}});
+    // CREATE: the mutating hook sees no name and injects nothing, saying nothing (it is suspended).
+    let m = admit("/mutate", &review("CREATE", kind, created.clone(), Value::Null)).await;
+    assert_eq!((m["allowed"].as_bool(), m.get("patch"), m.get("warnings")), (Some(true), None, None), "{m}");
+    // The API server names it; Kueue unsuspends it in an UPDATE: now the gang is injected.
+    let mut stored = created;
+    stored["metadata"]["name"] = json!("sample-job-x7kzq");
+    let mut unsuspended = stored.clone();
+    unsuspended["spec"]["suspend"] = json!(false);
+    let m = admit("/mutate", &review("UPDATE", kind, unsuspended.clone(), stored.clone())).await;
+    let patched = patched(&m, &unsuspended);
+    let t = &patched["spec"]["template"];
+    assert_eq!(t["metadata"]["labels"]["kube-gang.io/gang"], "sample-job-x7kzq", "{m}");
+    assert_eq!(t["metadata"]["annotations"]["kube-gang.io/min-member"], "3");
+    assert!(t["spec"].get("schedulerName").is_none(), "immutable on update: the pod hook sets it");
+    let v = admit("/validate", &review("UPDATE", kind, patched, stored)).await;
+    assert_eq!((v["allowed"].as_bool(), v.get("warnings")), (Some(true), None), "{v}");
+}

@@ -448,9 +448,18 @@ pub fn named_after_mutation(obj: &Value) -> bool {
 /// admission did not know ([`WorkloadShape::named_late`]) and whose pod templates do not name
 /// their gang in any dialect: no gang named after it can be injected, so its pods run without
 /// one. `None` for anything else: a workload with a name, a Volcano Job (its controller names its
-/// PodGroup after the name the API server gave it), templates that name their own gang.
+/// PodGroup after the name the API server gave it), templates that name their own gang, a
+/// suspended Job (injected when it is unsuspended).
 pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
     if !shape.named_late || shape.volcano() {
+        return None;
+    }
+    // A suspended Job (Kueue's way) gets its gang in the update that unsuspends it, when its name
+    // is known and its template still mutable (`template_still_mutable`): nothing to warn about.
+    if shape.kind == "Job"
+        && shape.group == "batch"
+        && obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+    {
         return None;
     }
     let unnamed = shape
@@ -461,8 +470,13 @@ pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
         return None;
     }
     let prefix = obj.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("");
+    let suspend = if shape.kind == "Job" && shape.group == "batch" {
+        ", or create the Job suspended (its gang is injected when it is unsuspended)"
+    } else {
+        ""
+    };
     Some(format!(
-        "metadata.generateName: {prefix:?} is turned into a name by the API server only after the mutating webhook has run, so no gang named after the {} can be injected and its pods are scheduled one by one, not as a gang; set metadata.name, or name a gang in the pod template",
+        "metadata.generateName: {prefix:?} is turned into a name by the API server only after the mutating webhook has run, so no gang named after the {} can be injected and its pods are scheduled one by one, not as a gang; set metadata.name, or name a gang in the pod template{suspend}",
         shape.kind
     ))
 }
@@ -864,6 +878,32 @@ fn add_scheduler(template: &Value, base: &str, out: &mut Vec<Change>) {
 /// dialect). Reads the object without copying it; never overwrites what the user set; empty for
 /// other kinds and for an object already injected.
 pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
+    injection_of(obj, false)
+}
+
+/// [`injection`] of an object whose name the caller knows was known to mutating admission (an
+/// UPDATE: the object exists), whatever its `generateName` says.
+pub fn injection_named(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
+    injection_of(obj, true)
+}
+
+/// True when an UPDATE may still change the labels and annotations of the Job's pod template:
+/// the old Job is suspended and has never started (`status.startTime` unset). Kubernetes allows
+/// it then (JobMutableNodeSchedulingDirectives, GA in 1.27: labels, annotations, node selector,
+/// affinity, tolerations and scheduling gates of a suspended Job that never ran; not
+/// `schedulerName`) — the update in which Kueue admits a Job.
+pub fn template_still_mutable(old: &Value, new: &Value) -> bool {
+    let job = |o: &Value| {
+        o.get("kind").and_then(Value::as_str) == Some("Job")
+            && o.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
+    };
+    job(old)
+        && job(new)
+        && old.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+        && old.pointer("/status/startTime").is_none_or(Value::is_null)
+}
+
+fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldError>> {
     let mut out = Vec::new();
     if obj.get("kind").and_then(Value::as_str) == Some("Pod")
         && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
@@ -874,7 +914,10 @@ pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
         return Ok(out);
     }
     let Some(shape) = inspect(obj) else { return Ok(out) };
-    let shape = shape?;
+    let mut shape = shape?;
+    if name_known {
+        shape.named_late = false;
+    }
     if shape.volcano() {
         // Volcano's scheduler name on a vcjob is replaced too: the job is opted in to ours.
         let current = obj.pointer("/spec/schedulerName").and_then(Value::as_str);

@@ -15,7 +15,10 @@
 //!   its old version; when injection would have added something (the workload opted in after it was
 //!   created), a warning says so. One exception: a Job under Kueue's partial admission has its
 //!   template's `total-member`/`min-member` follow the pod count Kueue admitted, in the update that
-//!   unsuspends it (and back when it is suspended): [`workload::recount`].
+//!   unsuspends it (and back when it is suspended): [`workload::recount`]; and a suspended Job that
+//!   never ran (whose template's labels and annotations Kubernetes still lets change) gets the
+//!   gang labels and annotations it lacks, as a Job created with only `generateName` does in the
+//!   update that unsuspends it ([`workload::template_still_mutable`]).
 //!
 //! DELETE and CONNECT carry no object to admit: front doors allow them without calling this.
 
@@ -106,7 +109,9 @@ fn admit_one(
         {
             verdict.warnings.push(w);
         }
-        match workload::injection(object) {
+        let injection =
+            if old.is_none() { workload::injection(object) } else { workload::injection_named(object) };
+        match injection {
             Ok(changes) if old.is_none() => {
                 for change in &changes {
                     change.apply(object);
@@ -114,12 +119,28 @@ fn admit_one(
                 verdict.changes = changes;
             }
             Ok(changes) => {
+                let mut changes = changes;
                 if let Some(old) = old {
+                    // A suspended Job that never ran may still change its template's labels and
+                    // annotations: it gets its gang now (one created with only `generateName`,
+                    // or opted in late), in the update that unsuspends it. Its pods claim the gang,
+                    // so the pod hook gives them our scheduler.
+                    if workload::template_still_mutable(old, object) {
+                        let (late, rest): (Vec<Change>, Vec<Change>) =
+                            changes.into_iter().partition(|c| c.path.starts_with("/spec/template/metadata"));
+                        for change in &late {
+                            change.apply(object);
+                        }
+                        // `schedulerName` stays as it is (immutable): the pods, which claim the
+                        // gang, get ours from the pod hook.
+                        changes = rest.into_iter().filter(|c| !c.path.ends_with("/schedulerName")).collect();
+                        verdict.changes = late;
+                    }
                     let recount = workload::recount(old, object);
                     for change in &recount {
                         change.apply(object);
                     }
-                    verdict.changes = recount;
+                    verdict.changes.extend(recount);
                 }
                 if !changes.is_empty() {
                     verdict.warnings.push(format!(
@@ -281,6 +302,36 @@ mod tests {
         let vc = admit(&mut vcjob, None, None);
         assert!(vc.allowed() && vc.warnings.is_empty(), "{vc:?}");
         assert_eq!(vcjob["spec"]["schedulerName"], crate::SCHEDULER_NAME);
+    }
+
+    #[test]
+    fn a_suspended_job_named_by_the_api_server_gets_its_gang_when_it_is_unsuspended() {
+        let mut created = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"generateName": "sample-job-", "namespace": "team-a", "labels": {LABEL_ENABLED: "true"}},
+            "spec": {"suspend": true, "parallelism": 3,
+                     "template": {"spec": {"containers": [{"name": "c"}]}}}});
+        let v = admit(&mut created, None, None);
+        assert_eq!(v, Verdict::default(), "nothing to inject yet, nothing to warn about: it is suspended");
+        created["metadata"]["name"] = json!(workload::generated_name("sample-job-", "x"));
+        // Kueue admits it: the update that unsuspends it.
+        let mut admitted = created.clone();
+        admitted["spec"]["suspend"] = json!(false);
+        let v = admit(&mut admitted, Some(&created), None);
+        assert!(v.allowed() && v.warnings.is_empty(), "{v:?}");
+        assert_eq!(v.changes.len(), 1, "{v:?}");
+        assert_eq!(v.changes[0].path, "/spec/template/metadata", "labels and annotations, not schedulerName");
+        let t = &admitted["spec"]["template"];
+        assert_eq!(t["metadata"]["labels"][LABEL_GANG], created["metadata"]["name"]);
+        assert_eq!(t["metadata"]["annotations"][ANNOTATION_MIN_MEMBER], "3");
+        assert!(t["spec"].get("schedulerName").is_none(), "immutable: the pod hook sets it");
+        // A Job that has run: its template is immutable, so only a warning.
+        let mut ran = created.clone();
+        ran["status"] = json!({"startTime": "2026-11-22T09:00:00Z"});
+        let mut again = ran.clone();
+        again["spec"]["suspend"] = json!(false);
+        let v = admit(&mut again, Some(&ran), None);
+        assert!(v.changes.is_empty(), "{v:?}");
+        assert!(v.warnings.iter().any(|w| w.contains("not injected on update")), "{v:?}");
     }
 
     #[test]
