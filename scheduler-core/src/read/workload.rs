@@ -889,7 +889,8 @@ pub fn injection_named(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
 
 /// True when an UPDATE may still change the labels and annotations of the Job's pod template:
 /// the old Job is suspended and has never started (`status.startTime` unset). Kubernetes allows
-/// it then (JobMutableNodeSchedulingDirectives, GA in 1.27: labels, annotations, node selector,
+/// it then (`pkg/registry/batch/job/strategy.go`: `AllowMutableSchedulingDirectives = suspended &&
+/// notStarted`; `validatePodTemplateUpdate`: labels, annotations, node selector,
 /// affinity, tolerations and scheduling gates of a suspended Job that never ran; not
 /// `schedulerName`) — the update in which Kueue admits a Job.
 pub fn template_still_mutable(old: &Value, new: &Value) -> bool {
