@@ -147,11 +147,13 @@ pub struct SimulateArgs {
 }
 
 const SIMULATE_HELP: &str = "\
-Workloads are expanded into the pods their controllers would create, with the webhook's injection
-applied, and placed with the scheduler's own cycle on the cluster as it is (pending gangs that are
-older go first, as they would).
+Each object is admitted as the webhook admits it on create (what `validate` reports; a workload
+counts as opted in unless it says kube-gang.io/enabled: \"false\"), an object with only
+generateName is named as the API server names it, and workloads are expanded into the pods their
+controllers would create (at most 100,000 in all) and placed with the scheduler's own cycle on the
+cluster as it is (pending gangs that are older go first, as they would).
 
-Exit codes: 0 every gang fits; 1 at least one does not; 2 an error.
+Exit codes: 0 every gang fits; 1 at least one does not; 2 an error (admission's errors included).
 
 -o json prints (a stable contract):
   {\"gangs\": [{\"namespace\": \"ml\", \"name\": \"bert\", \"schedulable\": true,

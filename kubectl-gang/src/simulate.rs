@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 
 use scheduler_core::cluster::{Cluster, describe};
 use scheduler_core::model::GangKey;
+use scheduler_core::names::LABEL_ENABLED;
 use scheduler_core::plan::Reason;
-use scheduler_core::{Config, Time, dialect, schedule, workload};
+use scheduler_core::{Config, Time, admit_with, dialect, schedule, workload};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -112,40 +113,117 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
-/// Expands and stamps submitted objects.
+/// Admits, expands and stamps submitted objects, as `kubectl apply` of them would: each object is
+/// admitted on create with the call the webhook makes ([`admit_with`], knowing the input's gangs,
+/// as `kubectl gang validate` does), so its errors are errors here too; an object with only
+/// `generateName` is then named as the API server names it (after mutating admission), a suspended
+/// Job admitted again as the update that unsuspends it (Kueue's admission); workloads
+/// are expanded into the pods their controllers would create ([`workload::expand_admitted`]),
+/// at most [`workload::MAX_EXPANDED_PODS`] over the whole input. A workload is taken as opted in
+/// unless it says `kube-gang.io/enabled: "false"` (simulating it asks how it would run as a gang;
+/// `validate` judges a file without its namespace, as one that did not opt in).
 pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
+    prepare_bounded(sourced, default_ns, now, workload::MAX_EXPANDED_PODS)
+}
+
+/// [`prepare`], expanding at most `max_pods` pods over the whole input: a workload whose pods would
+/// take the total past it is an error naming it (so are the ones after it, if they do too).
+pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pods: u64) -> Prepared {
     let stamp = serde_json::to_value(now.to_k8s()).unwrap_or(Value::Null);
     let mut out = Prepared::default();
     // The file each of `out.objects` came from.
     let mut origin: Vec<&str> = Vec::new();
-    for s in sourced {
-        let mut obj = s.object.clone();
+    let objects: Vec<Value> = sourced
+        .iter()
+        .map(|s| {
+            let mut obj = s.object.clone();
+            let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+            let cluster_scoped = matches!(kind, "Node" | "Namespace" | "PriorityClass");
+            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                if !cluster_scoped {
+                    meta.entry("namespace").or_insert_with(|| Value::String(default_ns.to_string()));
+                }
+                meta.entry("creationTimestamp").or_insert_with(|| stamp.clone());
+            }
+            obj
+        })
+        .collect();
+    // Read before admission changes anything, as `validate` reads them.
+    let gangs = input::gangs_of(&objects);
+    let opted_in: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();
+    let mut budget = max_pods;
+    for (index, (s, mut obj)) in sourced.iter().zip(objects).enumerate() {
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let cluster_scoped = matches!(kind.as_str(), "Node" | "Namespace" | "PriorityClass");
-        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            if !cluster_scoped {
-                meta.entry("namespace").or_insert_with(|| Value::String(default_ns.to_string()));
-            }
-            meta.entry("creationTimestamp").or_insert_with(|| stamp.clone());
+        let mut what = input::describe(&obj);
+        // What the API server refuses before any webhook: a label or annotation that is no string.
+        let refused = workload::metadata_errors(&obj);
+        if !refused.is_empty() {
+            out.errors.extend(refused.iter().map(|e| format!("{}: {what}: {e}", s.file)));
+            continue;
         }
-        let what = input::describe(&obj);
-        if let Some(w) = workload::unnamed_gang_workload(&obj) {
-            out.warnings.push(format!("{}: {what}: {w}", s.file));
-        } else if kind == "Pod" || workload::is_workload(&obj) {
+        let verdict = admit_with(&mut obj, None, Some(&opted_in), &gangs);
+        let denied = !verdict.allowed();
+        out.errors.extend(verdict.errors.iter().map(|e| format!("{}: {what}: {e}", s.file)));
+        out.warnings.extend(verdict.warnings.iter().map(|w| format!("{}: {what}: {w}", s.file)));
+        if workload::named_after_mutation(&obj)
+            && let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            // The API server names the object after mutating admission: `generateName` and five
+            // characters (derived from the input here, so a simulation can be repeated).
+            let prefix = meta.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
+            let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or(default_ns);
+            let name = workload::generated_name(&prefix, &format!("{ns}/{prefix}#{index}"));
+            meta.insert("name".into(), Value::String(name));
+            what = input::describe(&obj);
+        }
+        if !denied
+            && obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+            && obj.get("kind").and_then(Value::as_str) == Some("Job")
+            && obj.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
+        {
+            // A suspended Job runs once unsuspended (what Kueue does when it admits it): that
+            // update is admitted too, and may give it its gang (a Job named by the API server).
+            let mut unsuspended = obj.clone();
+            unsuspended["spec"]["suspend"] = Value::Bool(false);
+            let update = admit_with(&mut unsuspended, Some(&obj), Some(&opted_in), &gangs);
+            out.errors.extend(update.errors.iter().map(|e| format!("{}: {what}: {e}", s.file)));
+            out.warnings.extend(update.warnings.iter().map(|w| format!("{}: {what}: {w}", s.file)));
+            obj = unsuspended;
+        }
+        if kind == "Pod" || workload::is_workload(&obj) {
             if let Some(Ok(shape)) = workload::inspect(&obj) {
-                for staged in workload::staged_creation(&obj, &shape) {
-                    let line = format!("{}: {what}: {}: {}", s.file, staged.path, staged.message);
-                    if staged.never { out.errors.push(line) } else { out.warnings.push(line) }
+                match workload::expanded_count(&shape) {
+                    Ok(n) if n > budget => {
+                        out.errors.push(format!(
+                            "{}: {what}: its {n} pods would make the input's {} pods in all; at most {max_pods} are expanded: simulate fewer workloads at once",
+                            s.file,
+                            max_pods - budget + n,
+                        ));
+                        continue;
+                    }
+                    Ok(n) => budget -= n,
+                    Err(_) => {}
                 }
             }
-            match workload::expand(&obj) {
+            match workload::expand_admitted(&obj) {
                 Ok(pods) if pods.is_empty() => {
                     out.warnings.push(format!("{}: {what}: creates no pods; skipped", s.file));
                 }
                 Ok(pods) => {
                     // A pod the scheduler could not read (an invalid quantity) is an input error,
-                    // not a workload quietly left out; the first such pod speaks for the rest.
-                    if let Some((pod, e)) = pods.iter().find_map(|p| unreadable(p).map(|e| (p, e))) {
+                    // not a workload quietly left out; the first such pod speaks for the rest
+                    // (the pods of one role are alike: only the first of each is read here).
+                    let mut seen_specs = Vec::new();
+                    let first_unreadable = pods.iter().find_map(|p| {
+                        let spec = p.get("spec");
+                        if seen_specs.contains(&spec) {
+                            return None;
+                        }
+                        seen_specs.push(spec);
+                        unreadable(p).map(|e| (p, e))
+                    });
+                    if let Some((pod, e)) = first_unreadable {
                         let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
                         out.errors.push(format!("{}: {what}: pod {name}: {e}", s.file));
                         continue;
@@ -183,15 +261,17 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
                         out.objects.push(p);
                     }
                 }
+                // Admission has said why already.
+                Err(_) if denied => {}
                 Err(errors) => {
                     for e in errors {
                         out.errors.push(format!("{}: {what}: {e}", s.file));
                     }
                 }
             }
-        } else if let Some(read) = dialect::read_object(&obj) {
+        } else if dialect::read_object(&obj).is_some() {
             // A Workload is not a gang: its pod groups become gangs as pods name them.
-            if !matches!(read, Ok(dialect::GangObject::Workload(_))) {
+            if kind != "Workload" {
                 let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(default_ns);
                 let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
                 out.gang_objects.insert(GangKey::new(ns, name));
@@ -214,7 +294,11 @@ pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
     for (o, file) in out.objects.iter().zip(&origin) {
         if is_pod(&o) {
             for e in scheduler_core::validate::attachment_errors(&gangs, o) {
-                out.errors.push(format!("{file}: {}: {e}", describe(o)));
+                let line = format!("{file}: {}: {e}", describe(o));
+                // An input pod was admitted knowing these gangs: said once.
+                if !out.errors.contains(&line) {
+                    out.errors.push(line);
+                }
             }
         }
     }
@@ -461,4 +545,33 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
     };
     let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };
     Ok(Output { stdout, stderr, code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(name: &str, parallelism: u32) -> Sourced {
+        Sourced {
+            file: "jobs.yaml".into(),
+            object: json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "namespace": "ml", "labels": {LABEL_ENABLED: "true"}},
+                "spec": {"parallelism": parallelism,
+                         "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
+        }
+    }
+
+    #[test]
+    fn the_pods_expanded_are_bounded_over_the_whole_input() {
+        let now = Time::parse_rfc3339("2026-11-22T09:00:00Z").unwrap();
+        let input = [job("a", 4), job("b", 4), job("c", 2)];
+        let p = prepare_bounded(&input, "ml", now, 9);
+        assert_eq!(p.pods.len(), 8, "a and b are expanded, c would pass the bound");
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
+        assert_eq!(
+            p.errors[0],
+            "jobs.yaml: Job ml/c: its 2 pods would make the input's 10 pods in all; at most 9 are expanded: simulate fewer workloads at once"
+        );
+        assert!(prepare_bounded(&input, "ml", now, 10).errors.is_empty());
+    }
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::Output;
 use crate::cli::{Format, Global, ValidateArgs};
-use crate::input;
+use crate::input::{self, Sourced};
 
 /// One problem, as `-o json` prints it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -24,39 +24,55 @@ pub struct Finding {
     pub message: String,
 }
 
-/// Runs `validate`: exit 1 when any object has an error, 2 when an object is one the API server
-/// would refuse before admission (an invalid quantity, a field of the wrong type).
-pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
-    let mut sourced = input::read_paths(&args.files)?;
+/// What `validate` found in its input.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Objects admitted.
+    pub checked: usize,
+    /// What the API server would refuse before admission: `FILE: Kind ns/name: path: message`.
+    pub unreadable: Vec<String>,
+    pub errors: Vec<Finding>,
+    /// `FILE: Kind ns/name: warning`.
+    pub warnings: Vec<String>,
+}
+
+/// Judges every object of `sourced` as the webhook would on create: the objects' namespace
+/// defaulted to `namespace` when given, the gangs the input defines known to admission.
+pub fn check(mut sourced: Vec<Sourced>, namespace: Option<&str>) -> Report {
     for s in &mut sourced {
         if let (Some(ns), Some(meta)) =
-            (&g.namespace, s.object.get_mut("metadata").and_then(|m| m.as_object_mut()))
+            (namespace, s.object.get_mut("metadata").and_then(|m| m.as_object_mut()))
         {
-            meta.entry("namespace").or_insert_with(|| serde_json::Value::String(ns.clone()));
+            meta.entry("namespace").or_insert_with(|| Value::String(ns.to_string()));
         }
     }
     // Read before admission changes anything: a gang object is not injected into.
     let gangs = input::gangs_of(sourced.iter().map(|s| &s.object));
-    let mut unreadable = Vec::new();
-    let mut errors = Vec::new();
-    let mut warnings = Vec::new();
-    let mut checked = 0usize;
+    let mut report = Report::default();
     for s in sourced {
         let mut obj = s.object;
         let object = input::describe(&obj);
-        unreadable.extend(refused(&obj).into_iter().map(|e| format!("{}: {object}: {e}", s.file)));
+        report.unreadable.extend(refused(&obj).into_iter().map(|e| format!("{}: {object}: {e}", s.file)));
         // A file is what `kubectl apply` would create; the namespace's labels are not known here,
         // so a workload opted in only through its namespace is checked as one that did not opt in.
         let verdict = admit_with(&mut obj, None, None, &gangs);
-        checked += 1;
-        errors.extend(verdict.errors.into_iter().map(|e| Finding {
+        report.checked += 1;
+        report.errors.extend(verdict.errors.into_iter().map(|e| Finding {
             file: s.file.clone(),
             object: object.clone(),
             field: e.path,
             message: e.message,
         }));
-        warnings.extend(verdict.warnings.into_iter().map(|w| format!("{}: {object}: {w}", s.file)));
+        report.warnings.extend(verdict.warnings.into_iter().map(|w| format!("{}: {object}: {w}", s.file)));
     }
+    report
+}
+
+/// Runs `validate`: exit 1 when any object has an error, 2 when an object is one the API server
+/// would refuse before admission (an invalid quantity, a field of the wrong type).
+pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
+    let sourced = input::read_paths(&args.files)?;
+    let Report { checked, unreadable, errors, warnings } = check(sourced, g.namespace.as_deref());
     let mut stderr = String::new();
     for w in &warnings {
         let _ = writeln!(stderr, "warning: {w}");
@@ -106,9 +122,14 @@ fn refused(obj: &Value) -> Vec<String> {
         errors
             .into_iter()
             .filter(|e| e.path != "spec.priorityClassName")
-            .map(|e| if prefix.is_empty() { e.to_string() } else { format!("{prefix}.{e}") })
+            .map(|e| e.under(prefix).to_string())
             .collect()
     };
+    // Labels and annotations are strings, the object's and its templates' alike.
+    let mut out = shown(workload::metadata_errors(obj), "");
+    if !out.is_empty() {
+        return out;
+    }
     match obj.get("kind").and_then(Value::as_str) {
         Some("Node") => return convert::node_from_value(obj).err().map(|e| shown(e, "")).unwrap_or_default(),
         Some("Pod") => {
@@ -117,7 +138,6 @@ fn refused(obj: &Value) -> Vec<String> {
         _ => {}
     }
     let Some(Ok(shape)) = workload::inspect(obj) else { return Vec::new() };
-    let mut out = Vec::new();
     for role in &shape.roles {
         let Some(template) = obj.pointer(&role.template) else { continue };
         // The template read as the pod it makes: its spec and metadata, nothing copied but those.

@@ -1,5 +1,7 @@
 //! Conformance: manifests shaped like the public examples and docs of every gang project we read
-//! (our own fixtures, not copies), each run through `kubectl gang validate` and `simulate` logic.
+//! (our own fixtures, not copies), each run through what `kubectl gang validate` runs (the
+//! webhook's admission, `validate::check`) and what `kubectl gang simulate` runs (`prepare`, one
+//! cycle).
 //!
 //! Every fixture under `tests/fixtures/conformance/<project>/` starts with a header of `# key: value`
 //! lines:
@@ -7,15 +9,18 @@
 //! - `source:` the project, its version and where the shape is documented (required);
 //! - `why:` one line on the documented semantics the expectation rests on (required);
 //! - `verdict: valid | invalid` (required);
-//! - `gangs:` how many gangs simulate finds; `members:` pods that belong to them; `min:` pods
-//!   their minimums need in total (required when valid);
+//! - `kind:` the kinds of the file's objects, as `group/Kind` (`Pod` for the core group), sorted
+//!   and comma-separated (required; checked against the file, and README's table against these);
+//! - `gangs:` how many gangs simulate finds; `members:` pods that belong to them (both required,
+//!   for an invalid fixture too: what the simulation finds when run despite the errors, 0 when
+//!   nothing could be expanded); `min:` pods their minimums need in total (required when valid);
 //! - `fits: yes | no` against `examples/cluster.yaml` (optional);
 //! - `error:` / `warning:` text that must appear in an error / a warning (repeatable).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use kubectl_gang::{input, simulate};
+use kubectl_gang::{input, simulate, validate};
 use scheduler_core::cluster::Cluster;
 use scheduler_core::{Config, Time};
 
@@ -32,6 +37,7 @@ struct Expect {
     fits: Option<bool>,
     errors: Vec<String>,
     warnings: Vec<String>,
+    kinds: Vec<String>,
 }
 
 fn header(path: &Path, text: &str) -> Expect {
@@ -50,6 +56,7 @@ fn header(path: &Path, text: &str) -> Expect {
             "members" => e.members = Some(num()),
             "min" => e.min = Some(num() as u64),
             "fits" => e.fits = Some(value == "yes"),
+            "kind" => e.kinds = value.split(',').map(|k| k.trim().to_string()).collect(),
             "error" => e.errors.push(value),
             "warning" => e.warnings.push(value),
             _ => {}
@@ -58,11 +65,10 @@ fn header(path: &Path, text: &str) -> Expect {
     let p = path.display();
     assert!(!e.source.is_empty() && !e.why.is_empty(), "{p}: `source:` and `why:` are required");
     e.valid = verdict.unwrap_or_else(|| panic!("{p}: `verdict:` is required"));
+    assert!(e.gangs.is_some() && e.members.is_some(), "{p}: gangs, members required");
+    assert!(!e.kinds.is_empty(), "{p}: `kind:` required");
     if e.valid {
-        assert!(
-            e.gangs.is_some() && e.members.is_some() && e.min.is_some(),
-            "{p}: gangs, members, min required"
-        );
+        assert!(e.min.is_some(), "{p}: min required");
     } else {
         assert!(!e.errors.is_empty(), "{p}: an invalid fixture names the error it expects");
     }
@@ -89,6 +95,16 @@ fn fixtures() -> Vec<PathBuf> {
     out
 }
 
+/// `group/Kind` of an object (`Pod` for the core group).
+fn kind_of(object: &serde_json::Value) -> String {
+    let api_version = object["apiVersion"].as_str().unwrap_or("");
+    let kind = object["kind"].as_str().unwrap_or("");
+    match api_version.rsplit_once('/') {
+        Some((group, _)) => format!("{group}/{kind}"),
+        None => kind.to_string(),
+    }
+}
+
 fn cluster() -> Cluster {
     let mut c = Cluster::new();
     for s in input::read_file(&root().join("examples/cluster.yaml")).unwrap() {
@@ -108,15 +124,18 @@ fn check(path: &Path, cluster: &Cluster) -> Vec<String> {
         Err(e) => return vec![format!("cannot read: {e}")],
     };
 
-    // `kubectl gang validate`: the webhook's rules.
-    let mut errors = Vec::new();
-    let mut warnings = Vec::new();
-    for s in &sourced {
-        let v = scheduler_core::validate::validate(&s.object, None);
-        errors.extend(v.errors.iter().map(ToString::to_string));
-        warnings.extend(v.warnings);
+    let mut kinds: Vec<String> = sourced.iter().map(|s| kind_of(&s.object)).collect();
+    kinds.sort();
+    kinds.dedup();
+    if kinds != expect.kinds {
+        wrong.push(format!("kind: the header says {:?}, the file holds {kinds:?}", expect.kinds));
     }
-    // `kubectl gang simulate`: expansion and one cycle.
+    // `kubectl gang validate`: the webhook's decision, knowing the input's gangs.
+    let report = validate::check(sourced.clone(), None);
+    let mut errors = report.unreadable.clone();
+    errors.extend(report.errors.iter().map(|f| format!("{}: {}", f.field, f.message)));
+    let mut warnings = report.warnings.clone();
+    // `kubectl gang simulate`: admission, expansion and one cycle.
     let prepared = simulate::prepare(&sourced, "default", now);
     errors.extend(prepared.errors.iter().cloned());
     warnings.extend(prepared.warnings.iter().cloned());
@@ -126,22 +145,21 @@ fn check(path: &Path, cluster: &Cluster) -> Vec<String> {
             wrong.push(format!("expected an error containing {want:?}, got {errors:?}"));
         }
     }
-    if !expect.valid {
-        return wrong;
-    }
-    if !errors.is_empty() {
+    if expect.valid && !errors.is_empty() {
         wrong.push(format!("expected valid, got errors {errors:?}"));
         return wrong;
     }
     let sim = simulate::simulate(cluster, &prepared, &Config::default(), now);
-    warnings.extend(sim.warnings.iter().cloned());
-    for want in &expect.warnings {
-        if !warnings.iter().any(|w| w.contains(want.as_str())) {
-            wrong.push(format!("expected a warning containing {want:?}, got {warnings:?}"));
+    if expect.valid {
+        warnings.extend(sim.warnings.iter().cloned());
+        for want in &expect.warnings {
+            if !warnings.iter().any(|w| w.contains(want.as_str())) {
+                wrong.push(format!("expected a warning containing {want:?}, got {warnings:?}"));
+            }
         }
-    }
-    if expect.warnings.is_empty() && !warnings.is_empty() {
-        wrong.push(format!("expected no warning, got {warnings:?}"));
+        if expect.warnings.is_empty() && !warnings.is_empty() {
+            wrong.push(format!("expected no warning, got {warnings:?}"));
+        }
     }
 
     // Members and minimums, from the snapshot simulate assembled.
@@ -169,10 +187,10 @@ fn check(path: &Path, cluster: &Cluster) -> Vec<String> {
     if Some(members) != expect.members {
         wrong.push(format!("members: expected {:?}, got {members}", expect.members));
     }
-    if Some(min) != expect.min {
+    if expect.min.is_some() && Some(min) != expect.min {
         wrong.push(format!("min: expected {:?}, got {min}", expect.min));
     }
-    if let Some(fits) = expect.fits {
+    if let Some(fits) = expect.fits.filter(|_| expect.valid) {
         let all = sim.gangs.iter().all(|g| g.schedulable);
         if all != fits {
             let why: Vec<_> = sim.gangs.iter().map(|g| format!("{}: {}", g.name, g.message)).collect();
@@ -197,14 +215,33 @@ fn every_project_example_reads_validates_and_simulates_as_documented() {
 }
 
 #[test]
-fn every_project_the_readme_names_has_fixtures() {
+fn the_readme_table_lists_exactly_the_projects_and_kinds_the_fixtures_hold() {
+    use std::collections::BTreeMap;
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let dir = root().join("tests/fixtures/conformance");
-    for project in std::fs::read_dir(&dir).unwrap() {
-        let name = project.unwrap().file_name().to_string_lossy().to_string();
-        assert!(
-            readme.contains(&format!("`tests/fixtures/conformance/{name}/`")),
-            "README's list of supported kinds does not name {name}"
-        );
+    // README: each row of the supported-kinds table, its fixture folder and its kinds (last cell).
+    let mut table: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in readme.lines().filter(|l| l.starts_with("| ") && l.contains("`tests/fixtures/conformance/")) {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        let dir = cells
+            .iter()
+            .find_map(|c| c.strip_prefix("`tests/fixtures/conformance/").and_then(|d| d.strip_suffix("/`")))
+            .unwrap_or_else(|| panic!("no fixture folder in {line}"));
+        let kinds = cells.last().unwrap().split(", ").map(|k| k.trim_matches('`').to_string()).collect();
+        assert!(table.insert(dir.to_string(), kinds).is_none(), "README names {dir} twice");
+    }
+    // The fixtures: each folder's `kind:` headers.
+    let mut held: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in fixtures() {
+        let project = f.parent().unwrap().file_name().unwrap().to_string_lossy().to_string();
+        let e = header(&f, &std::fs::read_to_string(&f).unwrap());
+        held.entry(project).or_default().extend(e.kinds);
+    }
+    assert_eq!(
+        table.keys().collect::<Vec<_>>(),
+        held.keys().collect::<Vec<_>>(),
+        "README's table rows and the fixture folders differ"
+    );
+    for (dir, kinds) in &held {
+        assert_eq!(&table[dir], kinds, "README's kinds for tests/fixtures/conformance/{dir}/");
     }
 }

@@ -5,8 +5,9 @@
 //! this test holds them to it end to end, from the bytes each one reads to what each one prints.
 //! The webhook is given the gangs of the file it judges, as if they were in the cluster.
 //!
-//! Inputs: every file in `examples/workloads/`, the plugin's fixtures, and the objects the webhook's
-//! router tests send (`tests/fixtures/admission/router-objects.yaml`).
+//! Inputs: every file in `examples/workloads/`, the plugin's fixtures, the objects the webhook's
+//! router tests send (`tests/fixtures/admission/router-objects.yaml`), and every conformance
+//! fixture (`tests/fixtures/conformance/<project>/`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,8 +26,20 @@ fn root() -> PathBuf {
 
 fn inputs() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    for dir in ["examples/workloads", "kubectl-gang/tests/fixtures", "tests/fixtures/admission"] {
-        let mut here: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+    let mut dirs: Vec<PathBuf> =
+        ["examples/workloads", "kubectl-gang/tests/fixtures", "tests/fixtures/admission"]
+            .iter()
+            .map(|d| root().join(d))
+            .collect();
+    let mut projects: Vec<PathBuf> = std::fs::read_dir(root().join("tests/fixtures/conformance"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    projects.sort();
+    dirs.extend(projects);
+    for dir in dirs {
+        let mut here: Vec<PathBuf> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "json"))
@@ -73,6 +86,15 @@ fn webhook(object: &Value, gangs: &Vec<scheduler_core::Gang>) -> Seen {
         let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
         let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
         json_patch::patch(&mut object, &patch).unwrap();
+    }
+    // The API server names an object with only `generateName` after mutating admission and
+    // before validating admission: the validating hook sees the generated name.
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+        && meta.get("name").is_none()
+        && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
+    {
+        let name = scheduler_core::workload::generated_name(prefix, "front-doors");
+        meta.insert("name".into(), json!(name));
     }
     let r = answer(Hook::Validate, &object);
     let allowed = r["allowed"].as_bool().unwrap();
@@ -196,7 +218,7 @@ fn the_webhook_and_kubectl_gang_validate_agree_on_every_input() {
             if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
                 meta.entry("namespace").or_insert_with(|| json!(NAMESPACE));
             }
-            let name = scheduler_core::cluster::describe(&object);
+            let name = kubectl_gang::input::describe(&object);
             let mut from_plugin = by_plugin.remove(&name).unwrap_or_default();
             from_plugin.allowed = from_plugin.errors.is_empty();
             let from_webhook = webhook(&object, &gangs);

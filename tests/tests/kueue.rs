@@ -146,13 +146,16 @@ fn members(job: &Value) -> (String, String) {
     )
 }
 
-/// Whether the gang of an admitted `job` is placed whole on four 8-GPU a100 nodes.
-fn placed_on_four_nodes(job: &Value) -> (bool, usize, String) {
+/// Whether the gang of an admitted `job` is placed whole on four 8-GPU a100 nodes; the errors
+/// when `simulate` refuses the Job (it admits it as on create first).
+fn placed_on_four_nodes(job: &Value) -> Result<(bool, usize, String), Vec<String>> {
     let text = serde_json::to_string(job).unwrap();
     let sourced = parse_text("admitted.json", &text).unwrap();
     let now = Time::parse_rfc3339("2026-11-22T09:00:00Z").unwrap();
     let prepared = prepare(&sourced, "ml", now);
-    assert!(prepared.errors.is_empty(), "{:?}", prepared.errors);
+    if !prepared.errors.is_empty() {
+        return Err(prepared.errors);
+    }
     let mut cluster = Cluster::new();
     for i in 0..4 {
         cluster
@@ -164,7 +167,7 @@ fn placed_on_four_nodes(job: &Value) -> (bool, usize, String) {
     }
     let sim = simulate(&cluster, &prepared, &Config::default(), now);
     let gang = sim.gangs.iter().find(|g| g.name == "sweep").unwrap();
-    (gang.schedulable, gang.placements.len(), gang.message.clone())
+    Ok((gang.schedulable, gang.placements.len(), gang.message.clone()))
 }
 
 #[test]
@@ -181,12 +184,19 @@ fn partial_admission_makes_the_gang_what_kueue_admitted() {
     assert_eq!(verdict.changes.len(), 2, "the mutating hook's patch: {:?}", verdict.changes);
     assert!(verdict.changes.iter().all(|c| c.path.starts_with("/spec/template/metadata/annotations/")));
     // The four admitted pods are the whole gang: placed on the four nodes there are.
-    let (schedulable, placed, message) = placed_on_four_nodes(&admitted);
+    let (schedulable, placed, message) = placed_on_four_nodes(&admitted).unwrap();
     assert!(schedulable && placed == 4, "{message}");
-    // Without following the count, the gang would wait for members that never come.
+    // Without following the count, the gang would wait for members that never come: admission
+    // (which `simulate` runs first) names why.
     let stale = kueue_admits(&created, 4);
-    let (schedulable, placed, message) = placed_on_four_nodes(&stale);
-    assert!(!schedulable && placed == 0, "{message}");
+    let errors = placed_on_four_nodes(&stale).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].ends_with(
+            "spec.template.metadata.annotations[kube-gang.io/min-member]: 6 exceeds the 4 pods the Job runs at once: the gang can never be satisfied"
+        ),
+        "{errors:?}"
+    );
 
     // Kueue evicts it: suspends it, then puts the original counts back while it is suspended.
     let mut suspended = admitted.clone();

@@ -500,3 +500,76 @@ fn the_admission_policy_covers_gangs() {
         one(&objects, "ValidatingAdmissionPolicyBinding", "kube-gang-gang-rules");
     assert_eq!(b.spec.policy_name, "kube-gang-gang-rules");
 }
+
+/// The CEL text of every pod hook's `matchConditions`, mutating and validating.
+fn pod_match_conditions(objects: &[Value]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
+        for config in of_kind(objects, kind) {
+            for w in config["webhooks"].as_array().unwrap() {
+                let pods = w["rules"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == "pods"));
+                if pods {
+                    let text: Vec<&str> = w["matchConditions"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|c| c["expression"].as_str().unwrap())
+                        .collect();
+                    out.push((w["name"].as_str().unwrap().to_string(), text.join("\n")));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_pod_that_names_a_gang_reaches_the_pod_hooks() {
+    use scheduler_core::dialect::{CLAIM_MARKERS, Marker};
+    let Some(objects) = render("manifests") else { return };
+    let hooks = pod_match_conditions(&objects);
+    assert!(hooks.len() >= 2, "a mutating and a validating pod hook: {hooks:?}");
+    // Each marker the claim readers read lets a pod through every pod hook.
+    for (name, cel) in &hooks {
+        for m in CLAIM_MARKERS {
+            let wanted = match m {
+                Marker::Label(k) => format!("'{k}' in object.metadata.labels"),
+                Marker::Annotation(k) => format!("'{k}' in object.metadata.annotations"),
+                Marker::Spec(f) => format!("has(object.spec.{f})"),
+            };
+            assert!(cel.contains(&wanted), "{name}: matchConditions miss {wanted}");
+        }
+    }
+    // And the list is the readers': every pod of every conformance fixture and example that claims a
+    // gang (workloads expanded as their controllers would) carries one of the markers.
+    let carries = |pod: &Value| {
+        CLAIM_MARKERS.iter().any(|m| match m {
+            Marker::Label(k) => pod["metadata"]["labels"].get(*k).is_some(),
+            Marker::Annotation(k) => pod["metadata"]["annotations"].get(*k).is_some(),
+            Marker::Spec(f) => pod["spec"].get(*f).is_some_and(|v| !v.is_null()),
+        })
+    };
+    let mut claiming = 0;
+    let mut dirs = vec![root().join("examples/workloads")];
+    for e in std::fs::read_dir(root().join("tests/fixtures/conformance")).unwrap() {
+        dirs.push(e.unwrap().path());
+    }
+    for dir in dirs {
+        let Ok(sourced) = kubectl_gang::input::read_paths(&[dir]) else { continue };
+        for s in sourced {
+            let Ok(pods) = scheduler_core::workload::expand(&s.object) else { continue };
+            for pod in pods.iter().filter(|p| p["kind"] == "Pod") {
+                let (claims, errors) = scheduler_core::dialect::pod_claims_all(pod);
+                if !claims.is_empty() || !errors.is_empty() {
+                    claiming += 1;
+                    assert!(carries(pod), "{}: claims {claims:?} through no listed marker", s.file);
+                }
+            }
+        }
+    }
+    assert!(claiming >= 50, "{claiming} claiming pods checked");
+}

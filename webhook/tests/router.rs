@@ -313,3 +313,79 @@ async fn kueue_partial_admission_update_is_patched_to_the_admitted_count() {
     let verdict = admit("/validate", &review("UPDATE", ("batch", "v1", "Job"), admitted, old)).await;
     assert_eq!(verdict["allowed"], true, "{verdict}");
 }
+
+fn statefulset(policy: Option<&str>, template_labels: Value) -> Value {
+    let mut sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "zk", "namespace": "db", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"replicas": 3, "serviceName": "zk", "selector": {"matchLabels": {"app": "zk"}},
+                 "template": {"metadata": {"labels": template_labels},
+                              "spec": {"containers": [{"name": "zk", "image": "zookeeper:3.9"}]}}}});
+    if let Some(p) = policy {
+        sts["spec"]["podManagementPolicy"] = json!(p);
+    }
+    sts
+}
+
+#[tokio::test]
+async fn staged_creation_that_can_never_start_is_denied_naming_the_field_and_the_fix() {
+    let sts = statefulset(None, json!({"app": "zk"}));
+    let kind = ("apps", "v1", "StatefulSet");
+    // The mutating hook injects (a gang of all 3 pods) and only warns; the validating hook, which
+    // sees the injected object, denies.
+    let mutated = admit("/mutate", &review("CREATE", kind, sts.clone(), Value::Null)).await;
+    assert_eq!(mutated["allowed"], true);
+    let injected = patched(&mutated, &sts);
+    let r = admit("/validate", &review("CREATE", kind, injected, Value::Null)).await;
+    assert_eq!(r["allowed"], false, "{r}");
+    let causes = r["status"]["details"]["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1, "{r}");
+    assert_eq!(causes[0]["field"], "spec.podManagementPolicy");
+    let message = causes[0]["message"].as_str().unwrap();
+    assert!(message.contains("the gang needs 3 at once, so it can never start"), "{message}");
+    assert!(message.contains("set podManagementPolicy: Parallel"), "{message}");
+    // Parallel: nothing staged, nothing said.
+    let parallel = statefulset(Some("Parallel"), json!({"app": "zk"}));
+    let r = admit("/validate", &review("CREATE", kind, parallel, Value::Null)).await;
+    assert_eq!((r["allowed"].as_bool(), r.get("warnings")), (Some(true), None), "{r}");
+}
+
+#[tokio::test]
+async fn staged_creation_whose_pods_name_a_gang_of_unknown_size_is_only_warned_about() {
+    // The pods name a coscheduling PodGroup the webhook does not watch: its minimum may be 1, so
+    // ordered creation is a warning that says what to check, not a denial.
+    let sts = statefulset(None, json!({"app": "zk", "scheduling.x-k8s.io/pod-group": "zk"}));
+    let kind = ("apps", "v1", "StatefulSet");
+    let r = admit("/validate", &review("CREATE", kind, sts, Value::Null)).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    let warnings = r["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{r}");
+    let w = warnings[0].as_str().unwrap();
+    assert!(w.starts_with("spec.podManagementPolicy: OrderedReady"), "{w}");
+    assert!(w.contains("name gang db/zk whose minimum is not known here"), "{w}");
+}
+
+#[tokio::test]
+async fn a_suspended_job_named_by_the_api_server_is_given_its_gang_in_the_update_that_unsuspends_it() {
+    let kind = ("batch", "v1", "Job");
+    let created = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"generateName": "sample-job-", "namespace": "team-a",
+                     "labels": {"kube-gang.io/enabled": "true", "kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {"suspend": true, "parallelism": 3,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}});
+    // CREATE: the mutating hook sees no name and injects nothing, saying nothing (it is suspended).
+    let m = admit("/mutate", &review("CREATE", kind, created.clone(), Value::Null)).await;
+    assert_eq!((m["allowed"].as_bool(), m.get("patch"), m.get("warnings")), (Some(true), None, None), "{m}");
+    // The API server names it; Kueue unsuspends it in an UPDATE: now the gang is injected.
+    let mut stored = created;
+    stored["metadata"]["name"] = json!("sample-job-x7kzq");
+    let mut unsuspended = stored.clone();
+    unsuspended["spec"]["suspend"] = json!(false);
+    let m = admit("/mutate", &review("UPDATE", kind, unsuspended.clone(), stored.clone())).await;
+    let patched = patched(&m, &unsuspended);
+    let t = &patched["spec"]["template"];
+    assert_eq!(t["metadata"]["labels"]["kube-gang.io/gang"], "sample-job-x7kzq", "{m}");
+    assert_eq!(t["metadata"]["annotations"]["kube-gang.io/min-member"], "3");
+    assert!(t["spec"].get("schedulerName").is_none(), "immutable on update: the pod hook sets it");
+    let v = admit("/validate", &review("UPDATE", kind, patched, stored)).await;
+    assert_eq!((v["allowed"].as_bool(), v.get("warnings")), (Some(true), None), "{v}");
+}

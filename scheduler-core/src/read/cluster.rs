@@ -63,8 +63,12 @@ pub const READ: &[ApiKind] = &[
     builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
     builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
     api_kind(crate::GROUP, crate::VERSION, "Gang", "gangs"),
+    // PodGroups, preferred version first: 1.37 serves v1beta1 and v1alpha3 (either may be
+    // enabled alone), 1.36 v1alpha2 only; 1.35 has Workloads pods point at. A cluster serving two
+    // of them is watched at both, and the copy of the preferred version is the one kept
+    // ([`Cluster::push`]), so no PodGroup is read twice.
     api_kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
-    // Kubernetes 1.36 serves PodGroups as v1alpha2 only; 1.35 has Workloads pods point at.
+    api_kind("scheduling.k8s.io", "v1alpha3", "PodGroup", "podgroups"),
     api_kind("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
     api_kind("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
     api_kind("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"),
@@ -73,6 +77,15 @@ pub const READ: &[ApiKind] = &[
     api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
     api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
 ];
+
+/// Where an object's API version comes in [`READ`] among the versions of its kind: lower is
+/// preferred; a version not listed comes last.
+fn preference(obj: &Value) -> usize {
+    let api_version = str_at(obj, "/apiVersion");
+    let kind = str_at(obj, "/kind");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    READ.iter().position(|k| k.group == group && k.version == version && k.kind == kind).unwrap_or(usize::MAX)
+}
 
 /// One object that could not be read, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,7 +203,12 @@ impl Cluster {
                 self.budgets.insert((r.pod_namespace().to_string(), r.name), obj);
             }
             Filed::Other if dialect::read_object(&obj).is_some() => {
-                self.gang_objects.insert((r.group, r.kind, r.namespace, r.name), obj);
+                let key = (r.group, r.kind, r.namespace, r.name);
+                // The same object served at two versions arrives twice: the preferred one stays.
+                if self.gang_objects.get(&key).is_some_and(|held| preference(held) < preference(&obj)) {
+                    return Ok(());
+                }
+                self.gang_objects.insert(key, obj);
             }
             Filed::Other => self.others.push(obj),
         }
@@ -279,5 +297,45 @@ impl Cluster {
     /// The snapshot the cycle sees, assembled in one pass (pods are converted on all cores).
     pub fn snapshot(&self) -> Assembled {
         Assembly::build(self, false).into_assembled()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn podgroup(version: &str, min: i32) -> Value {
+        json!({"apiVersion": format!("scheduling.k8s.io/{version}"), "kind": "PodGroup",
+               "metadata": {"name": "pg", "namespace": "ml"},
+               "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}})
+    }
+
+    #[test]
+    fn every_podgroup_version_is_read_and_one_served_twice_is_read_once_at_the_preferred_version() {
+        let versions: Vec<&str> = READ
+            .iter()
+            .filter(|k| k.group == "scheduling.k8s.io" && k.kind == "PodGroup")
+            .map(|k| k.version)
+            .collect();
+        assert_eq!(versions, ["v1beta1", "v1alpha3", "v1alpha2"]);
+        let gangs = |c: &Cluster| {
+            let s = c.snapshot().snapshot;
+            s.gangs.iter().map(|g| (g.key.to_string(), g.min_member)).collect::<Vec<_>>()
+        };
+        // A cluster serving only v1alpha3.
+        let mut only = Cluster::new();
+        only.push(podgroup("v1alpha3", 3)).unwrap();
+        assert_eq!(gangs(&only), [("ml/pg".to_string(), 3)]);
+        // Served at v1beta1 and v1alpha3, watched at both: one gang, from the preferred copy,
+        // whichever copy arrives last.
+        let mut both = Cluster::new();
+        both.push(podgroup("v1beta1", 4)).unwrap();
+        both.push(podgroup("v1alpha3", 3)).unwrap();
+        assert_eq!(gangs(&both), [("ml/pg".to_string(), 4)]);
+        let mut other_order = Cluster::new();
+        other_order.push(podgroup("v1alpha3", 3)).unwrap();
+        other_order.push(podgroup("v1beta1", 4)).unwrap();
+        assert_eq!(gangs(&other_order), [("ml/pg".to_string(), 4)]);
     }
 }

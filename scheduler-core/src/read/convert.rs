@@ -59,10 +59,83 @@ impl PriorityClasses {
     }
 }
 
-/// Deserialises a raw object into a k8s-openapi type, the serde message as the error.
-fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, Vec<FieldError>> {
-    // Deserializing from a borrowed `Value` reads it in place: no copy of the object.
-    T::deserialize(v).map_err(|e| vec![FieldError::new("", format!("cannot decode: {e}"))])
+/// Deserialises a raw object into a k8s-openapi type in place (no copy), an error naming the exact
+/// field that could not be read.
+fn typed<'de, T: serde::Deserialize<'de>>(v: &'de Value) -> Result<T, Vec<FieldError>> {
+    crate::error::decode(v, "", crate::error::Wording::BuiltIn)
+}
+
+/// The pod spec at `spec` (a pod template's), decoded as the API server decodes it (an error names
+/// the exact field, under `path`: `spec.template.spec.volumes[0].configMap.defaultMode`), with
+/// only the fields the scheduler reads ([`pod`], [`effective_requests`]: containers' and init
+/// containers' names, resources and restart policy, overhead, node selector, node affinity,
+/// tolerations, priority, preemption policy, scheduler, node name, scheduling gates) and the
+/// dialects read (`schedulingGroup`; 1.35's `workloadRef`, kept as written) — what `simulate`
+/// stamps its pods from, so that a pod costs its scheduling fields, not its template (a 100 KB
+/// template of environment variables, copied for 2,000 pods, was 443 MB). Converting the result
+/// gives the pod that converting the whole spec would (`scheduling_spec_converts_as_the_whole_spec`).
+pub fn scheduling_spec(spec: Option<&Value>, path: &str) -> Result<Value, Vec<FieldError>> {
+    let full: core::PodSpec = match spec {
+        None | Some(Value::Null) => core::PodSpec::default(),
+        Some(v) => crate::error::decode(v, path, crate::error::Wording::BuiltIn)?,
+    };
+    let slim = |c: &core::Container| core::Container {
+        name: c.name.clone(),
+        resources: c.resources.clone(),
+        restart_policy: c.restart_policy.clone(),
+        ..core::Container::default()
+    };
+    let node_affinity = full.affinity.as_ref().and_then(|a| a.node_affinity.clone());
+    let pruned = core::PodSpec {
+        containers: full.containers.iter().map(slim).collect(),
+        init_containers: full.init_containers.as_ref().map(|cs| cs.iter().map(slim).collect()),
+        overhead: full.overhead.clone(),
+        node_selector: full.node_selector.clone(),
+        affinity: node_affinity
+            .map(|n| core::Affinity { node_affinity: Some(n), ..core::Affinity::default() }),
+        tolerations: full.tolerations.clone(),
+        priority: full.priority,
+        priority_class_name: full.priority_class_name.clone(),
+        preemption_policy: full.preemption_policy.clone(),
+        scheduler_name: full.scheduler_name.clone(),
+        node_name: full.node_name.clone(),
+        scheduling_gates: full.scheduling_gates.clone(),
+        scheduling_group: full.scheduling_group.clone(),
+        ..core::PodSpec::default()
+    };
+    let mut out = serde_json::to_value(pruned).map_err(|e| vec![FieldError::new(path, e.to_string())])?;
+    if let (Some(r), Some(map)) = (spec.and_then(|s| s.get("workloadRef")), out.as_object_mut()) {
+        map.insert("workloadRef".into(), r.clone());
+    }
+    Ok(out)
+}
+
+/// What the API server would refuse in the labels and annotations of the metadata at `meta` (an
+/// object's, or a pod template's, under `path`): a value that is not a string. YAML reads an
+/// unquoted `yes` or `on` as `true`, and kubectl sends it so; the API server cannot decode it into
+/// `ObjectMeta` and refuses the object before any webhook sees it. Every such value is named.
+pub fn metadata_errors(meta: Option<&Value>, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for field in ["labels", "annotations"] {
+        let Some(map) = meta.and_then(|m| m.get(field)).and_then(Value::as_object) else { continue };
+        for (k, v) in map {
+            if v.is_string() {
+                continue;
+            }
+            let hint = if v.is_boolean() {
+                ": quote it (YAML reads an unquoted yes, no, on, off, true or false as a boolean)"
+            } else if v.is_number() {
+                ": quote it"
+            } else {
+                ""
+            };
+            errors.push(FieldError::new(
+                crate::error::join_path(path, &format!("metadata.{field}[{k}]")),
+                format!("Invalid value: {v}: must be a string{hint}"),
+            ));
+        }
+    }
+    errors
 }
 
 /// A raw Node.
@@ -352,4 +425,64 @@ pub fn budget(b: &PodDisruptionBudget) -> Result<Budget, Vec<FieldError>> {
 /// The pod-count limit a node reports (for messages).
 pub fn pod_slots(n: &Node) -> i64 {
     n.allocatable.get(PODS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_label_or_annotation_that_is_not_a_string_is_named() {
+        let meta = json!({"labels": {"kube-gang.io/enabled": true, "app": "x"}, "annotations": {"n": 3}});
+        let e = metadata_errors(Some(&meta), "spec.template");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!(e[0].path, "spec.template.metadata.labels[kube-gang.io/enabled]");
+        assert!(e[0].message.starts_with("Invalid value: true: must be a string: quote it"), "{}", e[0]);
+        assert_eq!(e[1].path, "spec.template.metadata.annotations[n]");
+        assert!(metadata_errors(Some(&json!({"labels": {"a": "b"}})), "").is_empty());
+    }
+
+    #[test]
+    fn scheduling_spec_converts_as_the_whole_spec() {
+        let spec = json!({
+            "containers": [{"name": "c", "image": "x", "env": [{"name": "A", "value": "x".repeat(10_000)}],
+                            "ports": [{"containerPort": 80}],
+                            "resources": {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}}],
+            "initContainers": [
+                {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+                {"name": "init", "resources": {"requests": {"cpu": "4"}}}],
+            "overhead": {"cpu": "100m"},
+            "nodeSelector": {"pool": "gpu"},
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}},
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"a": "b"}}}]}},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "priorityClassName": "system-cluster-critical",
+            "preemptionPolicy": "Never",
+            "schedulerName": "gang-scheduler",
+            "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
+            "schedulingGroup": {"podGroupName": "pg"},
+            "workloadRef": {"name": "w", "podGroup": "g"},
+            "volumes": [{"name": "v", "configMap": {"name": "cm", "defaultMode": 420}}]
+        });
+        let pod = |spec: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, "spec": spec});
+        let slim = scheduling_spec(Some(&spec), "spec").unwrap();
+        let classes = PriorityClasses::default();
+        assert_eq!(
+            pod_from_value(&pod(slim.clone()), &classes),
+            pod_from_value(&pod(spec.clone()), &classes)
+        );
+        assert_eq!(slim["workloadRef"], spec["workloadRef"]);
+        assert_eq!(slim["schedulingGroup"], spec["schedulingGroup"]);
+        assert!(slim.to_string().len() < spec.to_string().len() / 3, "{slim}");
+        let e = scheduling_spec(
+            Some(&json!({"volumes": [{"name": "v", "configMap": {"defaultMode": "abc"}}]})),
+            "spec.template.spec",
+        )
+        .unwrap_err();
+        assert_eq!(e[0].path, "spec.template.spec.volumes[0].configMap.defaultMode");
+    }
 }

@@ -51,6 +51,10 @@ pub struct WorkloadShape {
     pub group_size: Option<u32>,
     /// Number of gangs (LeaderWorkerSet replicas); 1 otherwise.
     pub groups: u32,
+    /// The object's name was not known to mutating admission: it has only `generateName`, or a
+    /// name the API server generated from it ([`named_after_mutation`]). No gang can be named
+    /// after such a workload, so injection leaves its templates alone ([`unnamed_gang`] says so).
+    pub named_late: bool,
 }
 
 impl WorkloadShape {
@@ -324,11 +328,10 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .unwrap_or("default");
-    if name.is_empty() {
-        errors.push(FieldError::new(
-            "metadata.name",
-            "required: the gang is named after the workload, and a name generated from generateName is not known until the API server assigns it (set metadata.name)",
-        ));
+    let named_late = named_after_mutation(obj);
+    if name.is_empty() && !named_late {
+        // The API server's own message (apimachinery `ValidateObjectMeta`).
+        errors.push(FieldError::new("metadata.name", "Required value: name or generateName is required"));
     }
     for r in &roles {
         if !obj.pointer(&r.template).is_some_and(Value::is_object) {
@@ -388,21 +391,108 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         min_member,
         group_size,
         groups,
+        named_late,
     }))
 }
 
-/// A workload with only `generateName`: mutating admission sees no name yet (the API server names the
-/// object after it), so the webhook cannot name the gang after it and injects none; the workload
-/// runs with its pods scheduled one by one. The warning for it, or `None` for any other object.
-pub fn unnamed_gang_workload(obj: &Value) -> Option<String> {
-    let meta = obj.get("metadata")?;
-    let named = meta.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-    let prefix = meta.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty())?;
-    if named || inspect(obj).is_none() {
+/// Labels and annotations that are not strings, in the object's metadata and (a workload's) its
+/// pod templates': what the API server refuses before admission
+/// ([`crate::convert::metadata_errors`]), each named.
+pub fn metadata_errors(obj: &Value) -> Vec<FieldError> {
+    let mut out = crate::convert::metadata_errors(obj.get("metadata"), "");
+    if let Some(Ok(shape)) = inspect(obj) {
+        for role in &shape.roles {
+            let meta = obj.pointer(&role.template).and_then(|t| t.get("metadata"));
+            out.extend(crate::convert::metadata_errors(meta, &path_of(&role.template)));
+        }
+    }
+    out
+}
+
+/// How many random characters the API server appends to `generateName`, from which alphabet, and
+/// how much of the prefix it keeps (apimachinery `names.SimpleNameGenerator`: `maxNameLength` 63
+/// minus 5; `utilrand.String`'s consonants and digits, no vowels, no look-alikes).
+const GENERATED_SUFFIX_LEN: usize = 5;
+const GENERATED_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+const MAX_GENERATED_PREFIX: usize = 63 - GENERATED_SUFFIX_LEN;
+
+/// The name the API server would give an object with `generateName: prefix`: the prefix (cut to
+/// 58 characters) and 5 characters of its alphabet. The API server draws them at random; here they
+/// come from an FNV-1a hash of `seed`, so the same input always gets the same name (`simulate`).
+pub fn generated_name(prefix: &str, seed: &str) -> String {
+    let mut cut = prefix.len().min(MAX_GENERATED_PREFIX);
+    while !prefix.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut h = seed
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let mut name = prefix[..cut].to_string();
+    for _ in 0..GENERATED_SUFFIX_LEN {
+        name.push(char::from(GENERATED_ALPHABET[(h % GENERATED_ALPHABET.len() as u64) as usize]));
+        h /= GENERATED_ALPHABET.len() as u64;
+    }
+    name
+}
+
+/// True when mutating admission could not have known the object's name: it has a `generateName`
+/// and either no name (what the mutating webhook and `kubectl gang validate -f` see) or a name the
+/// API server generated from it (what the validating webhook sees: the API server names the object
+/// after mutating admission and before validating admission, `registry/generic/registry/store.go`).
+/// A user who sets both a name and a `generateName` gets the name; such a name is taken as
+/// generated only when it is the prefix plus 5 characters of the generator's alphabet.
+pub fn named_after_mutation(obj: &Value) -> bool {
+    let Some(meta) = obj.get("metadata") else { return false };
+    let Some(prefix) = meta.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty()) else {
+        return false;
+    };
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() {
+        return true;
+    }
+    let mut cut = prefix.len().min(MAX_GENERATED_PREFIX);
+    while !prefix.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    name.strip_prefix(&prefix[..cut]).is_some_and(|suffix| {
+        suffix.len() == GENERATED_SUFFIX_LEN && suffix.bytes().all(|b| GENERATED_ALPHABET.contains(&b))
+    })
+}
+
+/// The warning for a workload that asks for a gang (it is ours: opted in) whose name mutating
+/// admission did not know ([`WorkloadShape::named_late`]) and whose pod templates do not name
+/// their gang in any dialect: no gang named after it can be injected, so its pods run without
+/// one. `None` for anything else: a workload with a name, a Volcano Job (its controller names its
+/// PodGroup after the name the API server gave it), templates that name their own gang, a
+/// suspended Job (injected when it is unsuspended).
+pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
+    if !shape.named_late || shape.volcano() {
         return None;
     }
+    // A suspended Job (Kueue's way) gets its gang in the update that unsuspends it, when its name
+    // is known and its template still mutable (`template_still_mutable`): nothing to warn about.
+    if shape.kind == "Job"
+        && shape.group == "batch"
+        && obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+    {
+        return None;
+    }
+    let unnamed = shape
+        .roles
+        .iter()
+        .any(|r| obj.pointer(&r.template).is_some_and(|t| template_claims(t, &shape.namespace).is_empty()));
+    if !unnamed {
+        return None;
+    }
+    let prefix = obj.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("");
+    let suspend = if shape.kind == "Job" && shape.group == "batch" {
+        ", or create the Job suspended (its gang is injected when it is unsuspended)"
+    } else {
+        ""
+    };
     Some(format!(
-        "metadata.generateName: {prefix:?} is named by the API server only after the webhook has run, so no gang named after it can be injected and its pods would be scheduled one by one; set metadata.name"
+        "metadata.generateName: {prefix:?} is turned into a name by the API server only after the mutating webhook has run, so no gang named after the {} can be injected and its pods are scheduled one by one, not as a gang; set metadata.name, or name a gang in the pod template{suspend}",
+        shape.kind
     ))
 }
 
@@ -416,6 +506,39 @@ pub struct Staged {
     pub message: String,
     /// True when the gang's minimum can provably never exist at once (deny); false: a warning.
     pub never: bool,
+}
+
+/// The pods the gang of `obj`'s pods needs at once, and the gang named when it is another
+/// object's whose minimum `known_min` does not know (`None`, and its key).
+fn staged_gang_min(
+    obj: &Value,
+    shape: &WorkloadShape,
+    known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
+) -> (Option<u64>, Option<String>) {
+    use crate::model::Dialect;
+    for role in &shape.roles {
+        let Some(template) = obj.pointer(&role.template) else { continue };
+        let pod = template_pod(template, &shape.namespace);
+        let (claims, _) = crate::dialect::pod_claims_all(&pod);
+        for c in &claims {
+            match c.dialect {
+                // The gang is the pods' annotations: the workload's own, injected or written.
+                Dialect::KubeGangAnnotations | Dialect::Koordinator => {
+                    if let Some(Ok(g)) = crate::dialect::annotation_gang(c, &pod) {
+                        return (Some(g.min_pods().unwrap_or(u64::from(g.min_member))), None);
+                    }
+                }
+                _ => {
+                    return match known_min(&c.gang) {
+                        Some(min) => (Some(min), None),
+                        None => (None, Some(c.gang.to_string())),
+                    };
+                }
+            }
+        }
+    }
+    // Nothing injected yet (validation of an object as it is): the workload's own minimum.
+    (Some(u64::from(shape.min_member)), None)
 }
 
 /// Pods of the roles that depend on no other (`depends(role index)` false): the first stage.
@@ -432,22 +555,35 @@ fn first_stage_pods(shape: &WorkloadShape, depends: &dyn Fn(usize) -> bool) -> u
 /// Staged creation in `obj` (StatefulSet `OrderedReady`, JobSet `startupPolicyOrder: InOrder` and
 /// `dependsOn`, LeaderWorkerSet `startupPolicy: LeaderReady`, MPIJob
 /// `launcherCreationPolicy: WaitForWorkersReady`, Volcano task `dependsOn`): the first stage's pod
-/// count against the gang's minimum.
-pub fn staged_creation(obj: &Value, shape: &WorkloadShape) -> Vec<Staged> {
+/// count against the pods the gang needs at once. That is the gang the pod templates name: the
+/// workload's own (injected, or its templates' `kube-gang.io/min-member`/Koordinator annotations),
+/// or a gang another object defines (a coscheduling PodGroup, a `Gang`), whose pods `known_min`
+/// gives when the caller knows the object; when it does not, staging is only warned about.
+pub fn staged_creation(
+    obj: &Value,
+    shape: &WorkloadShape,
+    known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
+) -> Vec<Staged> {
     let mut out = Vec::new();
-    let min = shape.min_member;
+    let (min, named) = staged_gang_min(obj, shape, known_min);
     let mut stage = |path: &str, what: &str, first: u32, fix: &str| {
-        let never = min > first;
-        let message = if never {
-            format!(
+        let message = match (min, &named) {
+            (Some(min), _) if min > u64::from(first) => format!(
                 "{what}: only {first} pod(s) exist before the rest are created, but the gang needs {min} at once, so it can never start; {fix}"
-            )
-        } else {
-            format!(
+            ),
+            (Some(min), _) => format!(
                 "{what}: pods are created in stages; the gang's minimum of {min} fits in the first stage, but later pods wait; {fix}"
-            )
+            ),
+            (None, named) => format!(
+                "{what}: pods are created in stages ({first} first), and the pods name gang {} whose minimum is not known here: if it needs more than {first} pod(s) at once it can never start; {fix}",
+                named.as_deref().unwrap_or("?")
+            ),
         };
-        out.push(Staged { path: path.to_string(), message, never });
+        out.push(Staged {
+            path: path.to_string(),
+            message,
+            never: min.is_some_and(|m| m > u64::from(first)),
+        });
     };
     let str_at = |p: &str| obj.pointer(p).and_then(Value::as_str);
     match (shape.group.as_str(), shape.kind.as_str()) {
@@ -532,10 +668,14 @@ pub fn staged_creation(obj: &Value, shape: &WorkloadShape) -> Vec<Staged> {
 /// The gang claims a pod stamped from `template` would make (any dialect). Errors count as no claim:
 /// validation reports them on the pod.
 pub fn template_claims(template: &Value, namespace: &str) -> Vec<crate::dialect::Claim> {
-    // The pod the template makes, as far as the dialects read a pod: its metadata, and of its spec
-    // the fields that name an upstream gang (`dialect::upstream`). Built with one copy of the
-    // metadata and nothing of the rest of the spec: it was three copies of the metadata and two of
-    // the whole spec (a `json!` re-serializes the values it is given), the bulk of a decision.
+    crate::dialect::pod_claims(&template_pod(template, namespace)).unwrap_or_default()
+}
+
+/// The pod `template` makes, as far as the dialects read a pod: its metadata (in `namespace`), and
+/// of its spec the fields that name an upstream gang (`dialect::upstream`). Built with one copy of
+/// the metadata and nothing of the rest of the spec: it was three copies of the metadata and two
+/// of the whole spec (a `json!` re-serializes the values it is given), the bulk of a decision.
+pub fn template_pod(template: &Value, namespace: &str) -> Value {
     let mut meta = match template.get("metadata") {
         Some(Value::Object(m)) => m.clone(),
         _ => serde_json::Map::new(),
@@ -548,9 +688,11 @@ pub fn template_claims(template: &Value, namespace: &str) -> Vec<crate::dialect:
         }
     }
     let mut pod = serde_json::Map::new();
+    pod.insert("apiVersion".into(), Value::String("v1".into()));
+    pod.insert("kind".into(), Value::String("Pod".into()));
     pod.insert("metadata".into(), Value::Object(meta));
     pod.insert("spec".into(), Value::Object(spec));
-    crate::dialect::pod_claims(&Value::Object(pod)).unwrap_or_default()
+    Value::Object(pod)
 }
 
 /// A Volcano Job's gang minimum and Volcano's own admission rules on it
@@ -599,7 +741,7 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
     }
 }
 
-/// The most pods [`expand`] writes out for one workload (each a copy of its pod template).
+/// The most pods [`expand`] writes out for one workload, and `simulate` for its whole input.
 pub const MAX_EXPANDED_PODS: u64 = 100_000;
 
 /// The most pods one workload may imply: a count the API server can hold (int32).
@@ -751,6 +893,33 @@ fn add_scheduler(template: &Value, base: &str, out: &mut Vec<Change>) {
 /// dialect). Reads the object without copying it; never overwrites what the user set; empty for
 /// other kinds and for an object already injected.
 pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
+    injection_of(obj, false)
+}
+
+/// [`injection`] of an object whose name the caller knows was known to mutating admission (an
+/// UPDATE: the object exists), whatever its `generateName` says.
+pub fn injection_named(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
+    injection_of(obj, true)
+}
+
+/// True when an UPDATE may still change the labels and annotations of the Job's pod template:
+/// the old Job is suspended and has never started (`status.startTime` unset). Kubernetes allows
+/// it then (`pkg/registry/batch/job/strategy.go`: `AllowMutableSchedulingDirectives = suspended &&
+/// notStarted`; `validatePodTemplateUpdate`: labels, annotations, node selector,
+/// affinity, tolerations and scheduling gates of a suspended Job that never ran; not
+/// `schedulerName`) — the update in which Kueue admits a Job.
+pub fn template_still_mutable(old: &Value, new: &Value) -> bool {
+    let job = |o: &Value| {
+        o.get("kind").and_then(Value::as_str) == Some("Job")
+            && o.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
+    };
+    job(old)
+        && job(new)
+        && old.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+        && old.pointer("/status/startTime").is_none_or(Value::is_null)
+}
+
+fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldError>> {
     let mut out = Vec::new();
     if obj.get("kind").and_then(Value::as_str) == Some("Pod")
         && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
@@ -761,7 +930,10 @@ pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
         return Ok(out);
     }
     let Some(shape) = inspect(obj) else { return Ok(out) };
-    let shape = shape?;
+    let mut shape = shape?;
+    if name_known {
+        shape.named_late = false;
+    }
     if shape.volcano() {
         // Volcano's scheduler name on a vcjob is replaced too: the job is opted in to ours.
         let current = obj.pointer("/spec/schedulerName").and_then(Value::as_str);
@@ -785,12 +957,18 @@ pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
             // Volcano's own. Only the scheduler is ours to set, on the job (pods inherit it).
             break;
         }
-        let named_elsewhere = template_claims(template, &shape.namespace).iter().any(|c| {
+        let claims = template_claims(template, &shape.namespace);
+        let named_elsewhere = claims.iter().any(|c| {
             !matches!(c.dialect, crate::model::Dialect::KubeGang | crate::model::Dialect::KubeGangAnnotations)
         });
-        if named_elsewhere {
-            // Its pods already name their gang (any dialect): never a second one.
+        // Its pods already name their gang (any dialect): never a second one. A workload whose name
+        // mutating admission does not know names no gang of its own either.
+        if named_elsewhere || (shape.named_late && !claims.is_empty()) {
             add_scheduler(template, &role.template, &mut out);
+            continue;
+        }
+        if shape.named_late {
+            // No name to give the gang (`unnamed_gang` warns): the pods are left as they are.
             continue;
         }
         let mut labels = vec![(LABEL_GANG, label_value_for(&shape.name))];
@@ -928,17 +1106,15 @@ fn jobset_child_job(
     metadata.insert("annotations".into(), Value::Object(annotations));
 }
 
-/// The pods the workload's controller would create, injection applied (for `simulate`). A Pod
-/// expands to itself (injected); objects that are neither give an empty list.
+/// The pods the workload's controller would create, injection applied. A Pod expands to itself
+/// (injected); objects that are neither give an empty list. See [`expand_admitted`].
 pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
-    let is_pod = obj.get("kind").and_then(Value::as_str) == Some("Pod");
-    if is_pod {
-        return Ok(vec![inject(obj)?]);
-    }
-    let Some(shape) = inspect(obj) else { return Ok(Vec::new()) };
-    let shape = shape?;
-    // Each pod is a copy of its template: a count the user wrote must not decide how much memory
-    // the expansion takes.
+    expand_admitted(&inject(obj)?)
+}
+
+/// Pods a workload implies, or an error naming the field that sets the count when they are more
+/// than [`MAX_EXPANDED_PODS`]: what one expansion may write out.
+pub fn expanded_count(shape: &WorkloadShape) -> Result<u64, Vec<FieldError>> {
     let count: u64 = shape.roles.iter().map(|r| u64::from(r.pods)).sum();
     if count > MAX_EXPANDED_PODS {
         let role = shape.roles.iter().max_by_key(|r| r.pods).map(|r| r.template.as_str()).unwrap_or("/spec");
@@ -947,13 +1123,46 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
             format!("the {} would run {count} pods; at most {MAX_EXPANDED_PODS} are expanded", shape.kind),
         )]);
     }
-    let injected = inject(obj)?;
-    let mut pods = Vec::with_capacity(count as usize);
-    if shape.volcano() {
-        return Ok(expand_volcano(obj, &injected, &shape));
+    Ok(count)
+}
+
+/// The pods the controller of `obj` — as admission left it: nothing is injected here — would
+/// create (`simulate`), and for a Volcano Job its PodGroup. Each pod is what the pod webhook
+/// admits: a pod that claims a gang gets our `schedulerName` when it names none.
+///
+/// Cost: each role's template is decoded once, and its pods share one copy of what the scheduler
+/// reads of it ([`crate::convert::scheduling_spec`]) — a pod costs its labels, annotations and
+/// scheduling fields, whatever else its template holds. A template the API server could not decode
+/// is an error naming the exact field. A Pod expands to itself.
+pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
+    let is_pod = obj.get("kind").and_then(Value::as_str) == Some("Pod");
+    if is_pod {
+        return Ok(vec![obj.clone()]);
     }
+    let Some(shape) = inspect(obj) else { return Ok(Vec::new()) };
+    let shape = shape?;
+    let count = expanded_count(&shape)?;
+    let mut stamps = Vec::with_capacity(shape.roles.len());
+    let mut errors = Vec::new();
     for role in &shape.roles {
-        let Some(template) = injected.pointer(&role.template) else { continue };
+        let Some(template) = obj.pointer(&role.template) else {
+            stamps.push(None);
+            continue;
+        };
+        match stamp_of(template, &path_of(&role.template), &shape.namespace) {
+            Ok(s) => stamps.push(Some(s)),
+            Err(e) => errors.extend(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    if shape.volcano() {
+        return Ok(expand_volcano(obj, &shape, &stamps));
+    }
+    let mut pods = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    for (role, stamp) in shape.roles.iter().zip(&stamps) {
+        let Some(stamp) = stamp else { continue };
         let per_group = match shape.group_size {
             Some(_) => role.pods / shape.groups.max(1),
             None => role.pods,
@@ -968,21 +1177,15 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
                     name.push_str(&format!("-{}", role.name));
                 }
                 name.push_str(&format!("-{i}"));
-                let mut metadata = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
-                if let Some(m) = metadata.as_object_mut() {
-                    m.insert("name".into(), Value::String(name));
-                    m.insert("namespace".into(), Value::String(shape.namespace.clone()));
+                let mut metadata = stamp.metadata.clone();
+                metadata.insert("name".into(), Value::String(name));
+                metadata.insert("namespace".into(), Value::String(shape.namespace.clone()));
+                if shape.kind == "JobSet" {
+                    jobset_child_job(obj, &shape.name, role, i, &mut metadata);
                 }
-                if shape.kind == "JobSet"
-                    && let Some(m) = metadata.as_object_mut()
-                {
-                    jobset_child_job(obj, &shape.name, role, i, m);
-                }
-                if shape.group_size.is_some()
-                    && let Some(m) = metadata.as_object_mut()
-                {
-                    let labels = m.entry("labels").or_insert_with(|| json!({}));
-                    if labels.is_null() {
+                if shape.group_size.is_some() {
+                    let labels = metadata.entry("labels").or_insert_with(|| json!({}));
+                    if !labels.is_object() {
                         *labels = json!({});
                     }
                     if let Some(labels) = labels.as_object_mut() {
@@ -990,35 +1193,74 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
                         labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
                     }
                 }
-                pods.push(json!({
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": metadata,
-                    "spec": template.get("spec").cloned().unwrap_or_else(|| json!({})),
-                }));
+                pods.push(pod_of(metadata, stamp.spec.clone()));
             }
         }
     }
     Ok(pods)
 }
 
+/// What every pod of one role starts from: the template's labels and annotations, and the
+/// scheduler's view of its spec (decoded once).
+struct Stamp {
+    metadata: Map<String, Value>,
+    spec: Value,
+}
+
+fn stamp_of(template: &Value, path: &str, namespace: &str) -> Result<Stamp, Vec<FieldError>> {
+    let mut spec = crate::convert::scheduling_spec(template.get("spec"), &format!("{path}.spec"))?;
+    let mut metadata = Map::new();
+    for key in ["labels", "annotations"] {
+        match template.pointer(&format!("/metadata/{key}")) {
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                metadata.insert(key.into(), v.clone());
+            }
+        }
+    }
+    // The pod webhook: a pod that names a gang in any dialect gets our scheduler unless it names
+    // another one.
+    if !template_claims(template, namespace).is_empty()
+        && let Some(sp) = spec.as_object_mut()
+    {
+        let current = sp.get("schedulerName").and_then(Value::as_str);
+        if current.is_none_or(|s| s.is_empty() || s == DEFAULT_SCHEDULER) {
+            sp.insert("schedulerName".into(), Value::String(crate::SCHEDULER_NAME.into()));
+        }
+    }
+    Ok(Stamp { metadata, spec })
+}
+
+fn pod_of(metadata: Map<String, Value>, spec: Value) -> Value {
+    let mut pod = Map::new();
+    pod.insert("apiVersion".into(), Value::String("v1".into()));
+    pod.insert("kind".into(), Value::String("Pod".into()));
+    pod.insert("metadata".into(), Value::Object(metadata));
+    pod.insert("spec".into(), spec);
+    Value::Object(pod)
+}
+
 /// What Volcano's job controller makes of a `batch.volcano.sh` Job: a PodGroup named after the job
 /// (`minMember` = `minAvailable`, `minTaskMember` = each task's `minAvailable`) and
 /// `<job>-<task>-<index>` pods annotated with the group and their task, scheduled by the job's
 /// `schedulerName`.
-fn expand_volcano(obj: &Value, injected: &Value, shape: &WorkloadShape) -> Vec<Value> {
-    let scheduler = injected.pointer("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
+fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> Vec<Value> {
+    let scheduler = obj.pointer("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
     let mut task_min = Map::new();
     let mut pods = Vec::new();
-    for (i, role) in shape.roles.iter().enumerate() {
+    for (i, (role, stamp)) in shape.roles.iter().zip(stamps).enumerate() {
         let min = obj
             .pointer(&format!("/spec/tasks/{i}/minAvailable"))
             .and_then(Value::as_u64)
             .unwrap_or(u64::from(role.pods));
         task_min.insert(role.name.clone(), json!(min));
-        let Some(template) = injected.pointer(&role.template) else { continue };
+        let Some(stamp) = stamp else { continue };
+        let mut spec = stamp.spec.clone();
+        if let Some(sp) = spec.as_object_mut() {
+            sp.insert("schedulerName".into(), scheduler.clone());
+        }
         for n in 0..role.pods {
-            let mut metadata = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            let mut metadata = Value::Object(stamp.metadata.clone());
             if let Some(m) = metadata.as_object_mut() {
                 m.insert("name".into(), json!(format!("{}-{}-{n}", shape.name, role.name)));
                 m.insert("namespace".into(), json!(shape.namespace));
@@ -1027,11 +1269,8 @@ fn expand_volcano(obj: &Value, injected: &Value, shape: &WorkloadShape) -> Vec<V
                 a.insert(crate::dialect::volcano::ANNOTATION.into(), json!(shape.name));
                 a.insert(crate::dialect::volcano::TASK_ANNOTATION.into(), json!(role.name));
             }
-            let mut spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
-            if let Some(sp) = spec.as_object_mut() {
-                sp.insert("schedulerName".into(), scheduler.clone());
-            }
-            pods.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}));
+            let Value::Object(metadata) = metadata else { continue };
+            pods.push(pod_of(metadata, spec.clone()));
         }
     }
     let mut out = vec![json!({

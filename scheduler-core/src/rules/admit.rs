@@ -15,7 +15,10 @@
 //!   its old version; when injection would have added something (the workload opted in after it was
 //!   created), a warning says so. One exception: a Job under Kueue's partial admission has its
 //!   template's `total-member`/`min-member` follow the pod count Kueue admitted, in the update that
-//!   unsuspends it (and back when it is suspended): [`workload::recount`].
+//!   unsuspends it (and back when it is suspended): [`workload::recount`]; and a suspended Job that
+//!   never ran (whose template's labels and annotations Kubernetes still lets change) gets the
+//!   gang labels and annotations it lacks, as a Job created with only `generateName` does in the
+//!   update that unsuspends it ([`workload::template_still_mutable`]).
 //!
 //! DELETE and CONNECT carry no object to admit: front doors allow them without calling this.
 
@@ -25,7 +28,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::error::FieldError;
-use crate::model::{Gang, GangKey};
+use crate::model::Gang;
 use crate::read::workload::{self, Change};
 use crate::validate;
 
@@ -49,31 +52,7 @@ impl Verdict {
     }
 }
 
-/// The gang objects a front door knows besides the object it admits, read-only: a pod's claim
-/// names a gang defined by another object, and only with it can admission tell whether the pod's
-/// subgroup label names a leaf. A gang it does not know is allowed (it may be created later).
-pub trait Gangs {
-    /// The gangs read from objects with this key (any dialect; usually none or one): borrowed
-    /// where they lie, or copies (a front door that holds them behind a lock hands out copies, so
-    /// that no lock is held while an object is admitted).
-    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>>;
-}
-
-/// No gang known: what a front door that sees one object at a time supplies.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoGangs;
-
-impl Gangs for NoGangs {
-    fn find(&self, _: &GangKey) -> Vec<Cow<'_, Gang>> {
-        Vec::new()
-    }
-}
-
-impl Gangs for Vec<Gang> {
-    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>> {
-        self.iter().filter(|g| g.key == *key).map(Cow::Borrowed).collect()
-    }
-}
+pub use crate::validate::{Gangs, NoGangs};
 
 /// Admits `object` (turned in place into its admitted form: the changes of [`Verdict::changes`] are
 /// applied to it). `old` is the previous version on UPDATE, `None` on CREATE; `namespace_labels`
@@ -100,7 +79,7 @@ pub fn admit_with(
     namespace_labels: Option<&BTreeMap<String, String>>,
     gangs: &dyn Gangs,
 ) -> Verdict {
-    let mut verdict = admit_one(object, old, namespace_labels);
+    let mut verdict = admit_one(object, old, namespace_labels, gangs);
     if verdict.allowed() && is_pod(object) {
         let (claims, _) = crate::dialect::pod_claims_all(object);
         let known: Vec<Gang> = claims.iter().flat_map(|c| gangs.find(&c.gang)).map(Cow::into_owned).collect();
@@ -120,10 +99,19 @@ fn admit_one(
     object: &mut Value,
     old: Option<&Value>,
     namespace_labels: Option<&BTreeMap<String, String>>,
+    gangs: &dyn Gangs,
 ) -> Verdict {
     let mut verdict = Verdict::default();
     if object.is_object() && is_ours(object, namespace_labels) {
-        match workload::injection(object) {
+        if old.is_none()
+            && let Some(Ok(shape)) = workload::inspect(object)
+            && let Some(w) = workload::unnamed_gang(object, &shape)
+        {
+            verdict.warnings.push(w);
+        }
+        let injection =
+            if old.is_none() { workload::injection(object) } else { workload::injection_named(object) };
+        match injection {
             Ok(changes) if old.is_none() => {
                 for change in &changes {
                     change.apply(object);
@@ -131,12 +119,28 @@ fn admit_one(
                 verdict.changes = changes;
             }
             Ok(changes) => {
+                let mut changes = changes;
                 if let Some(old) = old {
+                    // A suspended Job that never ran may still change its template's labels and
+                    // annotations: it gets its gang now (one created with only `generateName`,
+                    // or opted in late), in the update that unsuspends it. Its pods claim the gang,
+                    // so the pod hook gives them our scheduler.
+                    if workload::template_still_mutable(old, object) {
+                        let (late, rest): (Vec<Change>, Vec<Change>) =
+                            changes.into_iter().partition(|c| c.path.starts_with("/spec/template/metadata"));
+                        for change in &late {
+                            change.apply(object);
+                        }
+                        // `schedulerName` stays as it is (immutable): the pods, which claim the
+                        // gang, get ours from the pod hook.
+                        changes = rest.into_iter().filter(|c| !c.path.ends_with("/schedulerName")).collect();
+                        verdict.changes = late;
+                    }
                     let recount = workload::recount(old, object);
                     for change in &recount {
                         change.apply(object);
                     }
-                    verdict.changes = recount;
+                    verdict.changes.extend(recount);
                 }
                 if !changes.is_empty() {
                     verdict.warnings.push(format!(
@@ -154,7 +158,7 @@ fn admit_one(
             }
         }
     }
-    let checked = validate::validate(object, old);
+    let checked = validate::validate_with(object, old, gangs);
     verdict.errors.extend(checked.errors);
     verdict.warnings.extend(checked.warnings);
     verdict
@@ -252,6 +256,82 @@ mod tests {
         assert_eq!(v.errors.len(), 1, "{v:?}");
         assert_eq!(v.errors[0].path, "metadata.annotations[kube-gang.io/min-member]");
         assert!(v.changes.is_empty());
+    }
+
+    #[test]
+    fn a_workload_named_by_the_api_server_gets_no_gang_and_a_warning_only_where_it_asked_for_one() {
+        let generated = |labels: Value, template: Value| {
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": {"generateName": "train-", "namespace": "ml", "labels": labels},
+                   "spec": {"parallelism": 3, "template": template}})
+        };
+        let plain = json!({"spec": {"containers": [{"name": "c"}]}});
+        // What the mutating hook and `kubectl gang validate` see: no name.
+        let mut asked = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
+        let v = admit(&mut asked, None, None);
+        assert!(v.allowed(), "{v:?}");
+        assert!(v.changes.is_empty(), "no gang can be named: {v:?}");
+        assert_eq!(v.warnings.len(), 1, "{v:?}");
+        assert!(v.warnings[0].starts_with("metadata.generateName: \"train-\""), "{}", v.warnings[0]);
+        // What the validating hook sees: the name the API server generated, the same verdict.
+        let mut named = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
+        named["metadata"]["name"] = json!(workload::generated_name("train-", "seed"));
+        let w = admit(&mut named, None, None);
+        assert_eq!((w.errors, w.warnings, w.changes.len()), (v.errors, v.warnings, 0));
+        // A name the user chose beside a generateName is a name.
+        let mut chosen = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
+        chosen["metadata"]["name"] = json!("train-final");
+        let c = admit(&mut chosen, None, None);
+        assert!(c.warnings.is_empty() && !c.changes.is_empty(), "{c:?}");
+        // A Job that asked for no gang: nothing to say.
+        let mut not_ours = generated(json!({}), plain.clone());
+        assert_eq!(admit(&mut not_ours, None, None), Verdict::default());
+        // Pods that name their gang need no name: the scheduler is still set, nothing warned.
+        let named_gang = json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "pg"}},
+                                "spec": {"containers": [{"name": "c"}]}});
+        let mut elsewhere = generated(json!({LABEL_ENABLED: "true"}), named_gang);
+        let e = admit(&mut elsewhere, None, None);
+        assert!(e.warnings.is_empty(), "{e:?}");
+        assert_eq!(e.changes.len(), 1);
+        assert_eq!(e.changes[0].path, "/spec/template/spec/schedulerName");
+        // A Volcano Job: its controller names the PodGroup after the generated name.
+        let mut vcjob = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"generateName": "vc-", "namespace": "ml", "labels": {LABEL_ENABLED: "true"}},
+            "spec": {"minAvailable": 2, "schedulerName": "volcano",
+                     "tasks": [{"name": "w", "replicas": 2, "template": plain}]}});
+        let vc = admit(&mut vcjob, None, None);
+        assert!(vc.allowed() && vc.warnings.is_empty(), "{vc:?}");
+        assert_eq!(vcjob["spec"]["schedulerName"], crate::SCHEDULER_NAME);
+    }
+
+    #[test]
+    fn a_suspended_job_named_by_the_api_server_gets_its_gang_when_it_is_unsuspended() {
+        let mut created = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"generateName": "sample-job-", "namespace": "team-a", "labels": {LABEL_ENABLED: "true"}},
+            "spec": {"suspend": true, "parallelism": 3,
+                     "template": {"spec": {"containers": [{"name": "c"}]}}}});
+        let v = admit(&mut created, None, None);
+        assert_eq!(v, Verdict::default(), "nothing to inject yet, nothing to warn about: it is suspended");
+        created["metadata"]["name"] = json!(workload::generated_name("sample-job-", "x"));
+        // Kueue admits it: the update that unsuspends it.
+        let mut admitted = created.clone();
+        admitted["spec"]["suspend"] = json!(false);
+        let v = admit(&mut admitted, Some(&created), None);
+        assert!(v.allowed() && v.warnings.is_empty(), "{v:?}");
+        assert_eq!(v.changes.len(), 1, "{v:?}");
+        assert_eq!(v.changes[0].path, "/spec/template/metadata", "labels and annotations, not schedulerName");
+        let t = &admitted["spec"]["template"];
+        assert_eq!(t["metadata"]["labels"][LABEL_GANG], created["metadata"]["name"]);
+        assert_eq!(t["metadata"]["annotations"][ANNOTATION_MIN_MEMBER], "3");
+        assert!(t["spec"].get("schedulerName").is_none(), "immutable: the pod hook sets it");
+        // A Job that has run: its template is immutable, so only a warning.
+        let mut ran = created.clone();
+        ran["status"] = json!({"startTime": "2026-11-22T09:00:00Z"});
+        let mut again = ran.clone();
+        again["spec"]["suspend"] = json!(false);
+        let v = admit(&mut again, Some(&ran), None);
+        assert!(v.changes.is_empty(), "{v:?}");
+        assert!(v.warnings.iter().any(|w| w.contains("not injected on update")), "{v:?}");
     }
 
     #[test]

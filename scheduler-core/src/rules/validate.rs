@@ -3,10 +3,11 @@
 
 use serde_json::Value;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::error::FieldError;
-use crate::model::Gang;
+use crate::model::{Gang, GangKey};
 
 pub use crate::labels::{check_label_key, check_label_value};
 pub use crate::tree::MAX_SUBGROUP_DEPTH;
@@ -29,10 +30,45 @@ impl Findings {
     }
 }
 
+/// The gang objects a front door knows besides the object it admits, read-only: a pod's claim
+/// names a gang defined by another object, and only with it can admission tell whether the pod's
+/// subgroup label names a leaf, or how many pods a workload's pods must reach together when they
+/// name a gang it does not define. A gang it does not know is allowed (it may be created later).
+pub trait Gangs {
+    /// The gangs read from objects with this key (any dialect; usually none or one): borrowed
+    /// where they lie, or copies (a front door that holds them behind a lock hands out copies, so
+    /// that no lock is held while an object is admitted).
+    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>>;
+}
+
+/// No gang known: what a front door that sees one object at a time supplies.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoGangs;
+
+impl Gangs for NoGangs {
+    fn find(&self, _: &GangKey) -> Vec<Cow<'_, Gang>> {
+        Vec::new()
+    }
+}
+
+impl Gangs for Vec<Gang> {
+    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>> {
+        self.iter().filter(|g| g.key == *key).map(Cow::Borrowed).collect()
+    }
+}
+
 /// Validates any object: a `Gang`, any dialect's PodGroup, a Pod with gang labels or annotations, or
 /// a workload that opted in or carries gang labels. `old` is the previous version on UPDATE.
-/// Unrelated kinds get no findings. Every problem is reported, each with its field path.
+/// Unrelated kinds get no findings. Every problem is reported, each with its field path. No other
+/// gang object is consulted: see [`validate_with`].
 pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
+    validate_with(new, old, &NoGangs)
+}
+
+/// [`validate`], knowing `gangs`: a workload whose pods name a gang it does not define (another
+/// dialect's PodGroup, a `Gang`) and whose controller creates them in stages is judged against
+/// that gang's minimum ([`crate::workload::staged_creation`]).
+pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Findings {
     let mut v = Findings::default();
     if !new.is_object() {
         v.errors.push(FieldError::new("", "not a Kubernetes object"));
@@ -75,10 +111,8 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
         validate_pod(new, &mut v);
         return v;
     }
-    if let Some(w) = crate::workload::unnamed_gang_workload(new) {
-        v.warnings.push(w);
-    } else if let Some(shape) = crate::workload::inspect(new) {
-        validate_workload(new, shape, &mut v);
+    if let Some(shape) = crate::workload::inspect(new) {
+        validate_workload(new, shape, gangs, &mut v);
     }
     v
 }
@@ -243,6 +277,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
 fn validate_workload(
     obj: &Value,
     shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>,
+    gangs: &dyn Gangs,
     v: &mut Findings,
 ) {
     let shape = match shape {
@@ -259,7 +294,8 @@ fn validate_workload(
     if !shape.volcano() && !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
         return;
     }
-    for staged in crate::workload::staged_creation(obj, &shape) {
+    let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();
+    for staged in crate::workload::staged_creation(obj, &shape, &known) {
         if staged.never {
             v.errors.push(FieldError::new(staged.path, staged.message));
         } else {
@@ -299,16 +335,7 @@ fn validate_workload(
                 _ => v.errors.push(FieldError::new(field, format!("{min} is not a positive integer"))),
             }
         }
-        if let Some(Err(e)) = annotations
-            .and_then(|a| a.get(crate::names::ANNOTATION_TIMEOUT))
-            .and_then(Value::as_str)
-            .map(crate::duration::parse)
-        {
-            v.errors.push(FieldError::new(
-                format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_TIMEOUT),
-                e,
-            ));
-        }
+        template_gang_errors(template, &shape.namespace, &path, v);
     }
     if shape.kind == "Job"
         && obj.pointer("/spec/completions").and_then(Value::as_u64).is_some_and(|c| c > u64::from(total))
@@ -316,6 +343,31 @@ fn validate_workload(
         v.warnings.push(format!(
             "spec.completions exceeds spec.parallelism: the gang covers the {total} pods that run at once, not every completion"
         ));
+    }
+}
+
+/// The rules a pod's annotation gang gets at admission (timeout, topology key, gang group, every
+/// annotation parsed: `validate_pod`), on the pod a workload's template makes, under the
+/// template's path (`spec.template.metadata.annotations[kube-gang.io/timeout]`): the controller's
+/// pods would be created with them, and each pod's gang would be refused or time out at once.
+/// `min-member` is left to the workload's own check, which knows the workload's pod count.
+fn template_gang_errors(template: &Value, namespace: &str, path: &str, v: &mut Findings) {
+    let min_member = format!("metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER);
+    let pod = crate::workload::template_pod(template, namespace);
+    let (claims, _) = crate::dialect::pod_claims_all(&pod);
+    let under = |e: FieldError| FieldError::new(format!("{path}.{}", e.path), e.message);
+    for c in &claims {
+        match crate::dialect::annotation_gang(c, &pod) {
+            Some(Ok(g)) => {
+                for e in gang_tree_errors(&g).into_iter().filter(|e| e.path != "spec.minMember") {
+                    v.errors.push(under(FieldError::new(annotation_field(c.dialect, &e.path), e.message)));
+                }
+            }
+            Some(Err(errors)) => {
+                v.errors.extend(errors.into_iter().filter(|e| e.path != min_member).map(under))
+            }
+            None => {}
+        }
     }
 }
 
@@ -545,5 +597,55 @@ fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
             "spec.minMember",
             format!("needs at least {min} pods but the gang expects only {total} members: it can never be satisfied"),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_templates_gang_annotations_are_checked_at_workload_admission_under_the_templates_path() {
+        let job = |annotations: Value| {
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": {"name": "j", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+                   "spec": {"parallelism": 2, "template": {
+                       "metadata": {"labels": {"kube-gang.io/gang": "j"}, "annotations": annotations},
+                       "spec": {"containers": [{"name": "c"}]}}}})
+        };
+        let paths = |v: &Findings| v.errors.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
+        let base = "spec.template.metadata.annotations";
+        let v = validate(
+            &job(json!({"kube-gang.io/min-member": "2", "kube-gang.io/timeout": "0s",
+                        "kube-gang.io/topology-key": "bad key/", "kube-gang.io/gang-group": "ml/j"})),
+            None,
+        );
+        assert_eq!(
+            paths(&v),
+            [format!("{base}[kube-gang.io/gang-group][0]"),],
+            "the gang group naming itself stops the gang being read: {v:?}"
+        );
+        let v = validate(
+            &job(json!({"kube-gang.io/min-member": "2", "kube-gang.io/timeout": "0s",
+                        "kube-gang.io/topology-key": "bad key/"})),
+            None,
+        );
+        assert_eq!(
+            paths(&v),
+            [format!("{base}[kube-gang.io/topology-key]"), format!("{base}[kube-gang.io/timeout]")],
+            "{v:?}"
+        );
+        assert!(v.errors[1].message.contains("greater than 0"), "{}", v.errors[1]);
+        let v = validate(&job(json!({"kube-gang.io/min-member": "2", "kube-gang.io/timeout": "900h"})), None);
+        assert_eq!(paths(&v), [format!("{base}[kube-gang.io/timeout]")], "over 30 days: {v:?}");
+        let v = validate(&job(json!({"kube-gang.io/min-member": "2", "kube-gang.io/timeout": "soon"})), None);
+        assert_eq!(paths(&v), [format!("{base}[kube-gang.io/timeout]")], "unparsable, once: {v:?}");
+        let v = validate(&job(json!({"kube-gang.io/min-member": "x"})), None);
+        assert_eq!(paths(&v), [format!("{base}[kube-gang.io/min-member]")], "said once: {v:?}");
+        assert!(
+            validate(&job(json!({"kube-gang.io/min-member": "2", "kube-gang.io/timeout": "10m"})), None)
+                .is_ok()
+        );
     }
 }

@@ -68,6 +68,33 @@ pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
     if errors.is_empty() { Ok(claims) } else { Err(errors) }
 }
 
+/// Where a pod can name its gang: a label, an annotation, or a field of its spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marker {
+    Label(&'static str),
+    Annotation(&'static str),
+    /// A field of `spec` (`schedulingGroup`).
+    Spec(&'static str),
+}
+
+/// Every marker one of the claim readers ([`pod_claims_all`]) reads a claim from. A pod that
+/// carries none claims no gang; the webhook's pod hooks are reached only by pods that carry one
+/// (`manifests/base/webhook-configurations.yaml`, `matchConditions`), which the manifest test holds
+/// to this list, and the list to the readers (`every_claim_marker_is_read_and_every_claim_carries_one`).
+/// `kube-gang.io/min-member` is not one (a claim needs the gang label) but also lets a pod through,
+/// so that an annotation gang without its label is explained.
+pub const CLAIM_MARKERS: &[Marker] = &[
+    Marker::Label(crate::labels::LABEL_GANG),
+    Marker::Label(coscheduling::LABEL),
+    Marker::Label(coscheduling::LEGACY_LABEL),
+    Marker::Label(kai::ANNOTATION),
+    Marker::Annotation(volcano::ANNOTATION),
+    Marker::Annotation(kai::ANNOTATION),
+    Marker::Annotation(koordinator::NAME),
+    Marker::Spec("schedulingGroup"),
+    Marker::Spec("workloadRef"),
+];
+
 /// Every claim that could be read and every error (unreadable claims, conflicts), both at once:
 /// validation reports all of them.
 pub fn pod_claims_all(pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
@@ -178,18 +205,10 @@ pub(crate) fn annotation_path(key: &str) -> String {
     format!("metadata.annotations[{key}]")
 }
 
-/// Deserialises a dialect's typed object, turning serde's message into a field error.
-pub(crate) fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<T, Vec<FieldError>> {
-    serde_json::from_value(obj.clone())
-        .map_err(|e| vec![FieldError::new(serde_path(&e.to_string()), e.to_string())])
-}
-
-/// Best-effort location from a serde message ("missing field `minMember`" → `spec.minMember`).
-fn serde_path(msg: &str) -> String {
-    match msg.split('`').nth(1) {
-        Some(field) if msg.contains("field") => format!("spec.{field}"),
-        _ => "spec".to_string(),
-    }
+/// Deserialises a dialect's typed object (a custom resource), each error naming its exact field in
+/// the API server's words for a CRD.
+pub(crate) fn typed<'de, T: serde::Deserialize<'de>>(obj: &'de Value) -> Result<T, Vec<FieldError>> {
+    crate::error::decode(obj, "", crate::error::Wording::Crd)
 }
 
 /// A DNS-1123 label (RFC 1123, as Kubernetes checks names): at most 63 characters, lowercase
@@ -253,6 +272,27 @@ mod tests {
         let claims = pod_claims(&pod).unwrap();
         assert_eq!(claims.len(), 2);
         assert!(claims.iter().all(|c| c.gang == GangKey::new("default", "g")));
+    }
+
+    #[test]
+    fn every_claim_marker_is_read() {
+        for m in CLAIM_MARKERS {
+            let pod = match m {
+                Marker::Label(k) => json!({"metadata": {"name": "p", "labels": {*k: "g"}}}),
+                Marker::Annotation(k) => json!({"metadata": {"name": "p", "annotations": {*k: "g"}}}),
+                Marker::Spec("schedulingGroup") => {
+                    json!({"metadata": {"name": "p"}, "spec": {"schedulingGroup": {"podGroupName": "g"}}})
+                }
+                Marker::Spec(f) => {
+                    json!({"metadata": {"name": "p"}, "spec": {*f: {"name": "w", "podGroup": "g"}}})
+                }
+            };
+            let (claims, errors) = pod_claims_all(&pod);
+            assert_eq!((claims.len(), errors.len()), (1, 0), "{m:?}: {pod}");
+        }
+        let none = json!({"metadata": {"name": "p", "labels": {"app": "x"}, "annotations": {"a": "b"}},
+                          "spec": {"containers": []}});
+        assert_eq!(pod_claims_all(&none), (vec![], vec![]));
     }
 
     #[test]

@@ -25,9 +25,14 @@ use k8s_openapi::api::scheduling::{v1alpha3, v1beta1};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Claim, Meta, count_field, typed};
+use super::{Claim, Meta, count_field};
 use crate::error::FieldError;
 use crate::model::{Dialect, Gang, GangKey, Source, SubGroup, Time};
+
+/// A built-in `scheduling.k8s.io` object decoded in place, an error naming its exact field.
+fn typed<'de, T: Deserialize<'de>>(obj: &'de Value) -> Result<T, Vec<FieldError>> {
+    crate::error::decode(obj, "", crate::error::Wording::BuiltIn)
+}
 
 /// The API group.
 pub const GROUP: &str = "scheduling.k8s.io";
@@ -153,9 +158,16 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
             group.topology_key =
                 pg.spec.scheduling_constraints.and_then(|c| c.topology.into_iter().next()).map(|t| t.key);
             if let Some(g) = pg.spec.scheduling_policy.gang {
-                group.min = count_field("spec.schedulingPolicy.gang.minCount", g.min_count)
-                    .map_err(|e| errors.push(e))
-                    .ok();
+                match g.min_count {
+                    Some(n) => {
+                        group.min = count_field("spec.schedulingPolicy.gang.minCount", n)
+                            .map_err(|e| errors.push(e))
+                            .ok();
+                    }
+                    None => {
+                        errors.push(FieldError::new("spec.schedulingPolicy.gang.minCount", "Required value"))
+                    }
+                }
             }
         }
         ("scheduling.k8s.io/v1alpha3", "CompositePodGroup") => {
@@ -208,10 +220,12 @@ struct Policy {
     basic: Option<Value>,
 }
 
+/// `gang`: `minCount` (a PodGroup's pods) or, on a composite, `minGroupCount` (its child groups).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct GangPolicy {
-    min_count: i32,
+    min_count: Option<i32>,
+    min_group_count: Option<i32>,
 }
 
 #[derive(Deserialize)]
@@ -273,20 +287,32 @@ struct AnyGroup {
     /// 1.36+.
     scheduling_policy: Option<Policy>,
     scheduling_constraints: Option<Constraints>,
-    /// 1.37+ composite templates: their gang counts child groups.
-    #[serde(default)]
-    pod_group_templates: Vec<AnyGroup>,
+    /// 1.37+ composite templates: their children.
+    pod_group_templates: Option<Vec<AnyGroup>>,
+    composite_pod_group_templates: Option<Vec<AnyGroup>>,
 }
 
-/// Reads a Workload (`v1alpha1`, `v1alpha2`, `v1alpha3` or `v1beta1`).
+/// The most templates one list may hold, and pod groups a 1.35 Workload (Kubernetes
+/// `pkg/apis/scheduling/validation`: `maxPodGroups`, "The maximum number of templates is 8").
+const MAX_TEMPLATES: usize = 8;
+
+/// How deep composite templates may nest here: as deep as a gang's subgroup tree.
+const MAX_COMPOSITE_DEPTH: usize = crate::tree::MAX_SUBGROUP_DEPTH;
+
+/// Reads a Workload (`v1alpha1`, `v1alpha2`, `v1alpha3` or `v1beta1`). Its pod groups (1.35) or
+/// templates (1.36+) are checked as the API server checks them: at most 8 in a list, names DNS
+/// labels unique in the Workload, exactly one of `basic` and `gang` with `gang.minCount` (a pod
+/// group) or `gang.minGroupCount` (a composite template) at least 1; from 1.37, exactly one of
+/// `podGroupTemplates` and `compositePodGroupTemplates`, and a composite template holds at least
+/// one child. Ours on top: a composite's `minGroupCount` within its children (a tree that could
+/// never be satisfied), and nesting at most [`MAX_COMPOSITE_DEPTH`] deep.
 pub fn read_workload(obj: &Value) -> Result<Workload, Vec<FieldError>> {
     let meta = Meta::of(obj);
     let version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    let (list, templates_only) = match version {
-        "scheduling.k8s.io/v1alpha1" => ("podGroups", false),
-        "scheduling.k8s.io/v1alpha2" | "scheduling.k8s.io/v1alpha3" | "scheduling.k8s.io/v1beta1" => {
-            ("podGroupTemplates", true)
-        }
+    let (templates_only, composites) = match version {
+        "scheduling.k8s.io/v1alpha1" => (false, false),
+        "scheduling.k8s.io/v1alpha2" => (true, false),
+        "scheduling.k8s.io/v1alpha3" | "scheduling.k8s.io/v1beta1" => (true, true),
         _ => {
             return Err(vec![FieldError::new(
                 "apiVersion",
@@ -297,87 +323,164 @@ pub fn read_workload(obj: &Value) -> Result<Workload, Vec<FieldError>> {
         }
     };
     let w: AnyWorkload = typed(obj)?;
-    let mut errors = Vec::new();
-    let mut groups = Vec::new();
-    let entries: Vec<(String, &AnyGroup)> = if templates_only {
-        let mut v: Vec<(String, &AnyGroup)> = w
-            .spec
-            .pod_group_templates
-            .iter()
-            .enumerate()
-            .map(|(i, g)| (format!("spec.podGroupTemplates[{i}]"), g))
-            .collect();
-        for (i, c) in w.spec.composite_pod_group_templates.iter().enumerate() {
-            for (j, g) in c.pod_group_templates.iter().enumerate() {
-                v.push((format!("spec.compositePodGroupTemplates[{i}].podGroupTemplates[{j}]"), g));
-            }
-        }
-        v
-    } else {
-        w.spec.pod_groups.iter().enumerate().map(|(i, g)| (format!("spec.podGroups[{i}]"), g)).collect()
+    let mut walk = Walk {
+        errors: Vec::new(),
+        groups: Vec::new(),
+        seen: std::collections::BTreeSet::new(),
+        templates_only,
     };
-    if entries.is_empty() {
-        errors.push(FieldError::new(format!("spec.{list}"), "must name at least one pod group"));
+    if !templates_only {
+        walk.pod_groups("spec.podGroups", &w.spec.pod_groups);
+        if w.spec.pod_groups.is_empty() {
+            walk.errors.push(FieldError::new("spec.podGroups", "must name at least one pod group"));
+        }
+    } else {
+        let pods = &w.spec.pod_group_templates;
+        let composite = &w.spec.composite_pod_group_templates;
+        if composites && pods.is_empty() == composite.is_empty() {
+            walk.errors.push(FieldError::new(
+                "spec",
+                "exactly one of podGroupTemplates and compositePodGroupTemplates must be set",
+            ));
+        } else if pods.is_empty() && composite.is_empty() {
+            walk.errors.push(FieldError::new("spec.podGroupTemplates", "must name at least one pod group"));
+        }
+        walk.pod_groups("spec.podGroupTemplates", pods);
+        if !composites && !composite.is_empty() {
+            walk.errors.push(FieldError::new(
+                "spec.compositePodGroupTemplates",
+                format!(
+                    "not served in {version}: composite templates are scheduling.k8s.io/v1alpha3 or v1beta1"
+                ),
+            ));
+        } else {
+            walk.composites("spec.compositePodGroupTemplates", composite, 1);
+        }
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for (path, g) in entries {
-        if let Err(e) = super::check_dns_label(&g.name) {
-            errors.push(FieldError::new(format!("{path}.name"), e));
+    let Walk { errors, groups, .. } = walk;
+    if errors.is_empty() {
+        Ok(Workload { key: meta.key(), templates_only, groups, created: meta.created })
+    } else {
+        Err(errors)
+    }
+}
+
+/// One pass over a Workload's groups and templates, collecting the pod groups and every error.
+struct Walk {
+    errors: Vec<FieldError>,
+    groups: Vec<WorkloadGroup>,
+    seen: std::collections::BTreeSet<String>,
+    templates_only: bool,
+}
+
+impl Walk {
+    fn name(&mut self, path: &str, name: &str) {
+        if let Err(e) = super::check_dns_label(name) {
+            self.errors.push(FieldError::new(format!("{path}.name"), e));
         }
-        if !seen.insert(g.name.clone()) {
-            errors.push(FieldError::new(format!("{path}.name"), format!("duplicate pod group {:?}", g.name)));
+        if !self.seen.insert(name.to_string()) {
+            self.errors
+                .push(FieldError::new(format!("{path}.name"), format!("duplicate pod group {name:?}")));
         }
-        let (policy, field) = match (&g.policy, &g.scheduling_policy) {
+    }
+
+    fn bounded(&mut self, path: &str, n: usize) {
+        if n > MAX_TEMPLATES {
+            self.errors
+                .push(FieldError::new(path, format!("has {n} entries; at most {MAX_TEMPLATES} are allowed")));
+        }
+    }
+
+    /// The policy of the group at `path` and its `gang` count (`field`): `Some(n)` for a gang,
+    /// `None` for basic (or an error, recorded).
+    fn policy(&mut self, path: &str, g: &AnyGroup, field: &str) -> Option<u32> {
+        let (policy, key) = match (&g.policy, &g.scheduling_policy) {
             (Some(p), _) => (Some(p), "policy"),
             (None, Some(p)) => (Some(p), "schedulingPolicy"),
-            (None, None) => (None, if templates_only { "schedulingPolicy" } else { "policy" }),
+            (None, None) => (None, if self.templates_only { "schedulingPolicy" } else { "policy" }),
         };
-        let min = match policy {
+        match policy {
             Some(Policy { gang: Some(gang), basic: None }) => {
-                match count_field(&format!("{path}.{field}.gang.minCount"), gang.min_count) {
-                    Ok(0) => {
-                        errors.push(FieldError::new(
-                            format!("{path}.{field}.gang.minCount"),
-                            "must be at least 1",
-                        ));
+                let at = format!("{path}.{key}.gang.{field}");
+                let n = if field == "minCount" { gang.min_count } else { gang.min_group_count };
+                match n.map(|n| count_field(&at, n)) {
+                    Some(Ok(0)) => {
+                        self.errors.push(FieldError::new(at, "must be at least 1"));
                         None
                     }
-                    Ok(n) => Some(n),
-                    Err(e) => {
-                        errors.push(e);
+                    Some(Ok(n)) => Some(n),
+                    Some(Err(e)) => {
+                        self.errors.push(e);
+                        None
+                    }
+                    None => {
+                        self.errors.push(FieldError::new(at, "Required value"));
                         None
                     }
                 }
             }
             Some(Policy { gang: None, basic: Some(_) }) => None,
             _ => {
-                errors.push(FieldError::new(
-                    format!("{path}.{field}"),
+                self.errors.push(FieldError::new(
+                    format!("{path}.{key}"),
                     "exactly one of basic or gang must be set",
                 ));
                 None
             }
-        };
-        groups.push(WorkloadGroup {
-            name: g.name.clone(),
-            min,
-            topology_key: g
-                .scheduling_constraints
-                .as_ref()
-                .and_then(|c| c.topology.first())
-                .map(|t| t.key.clone()),
-        });
+        }
     }
-    if !templates_only && groups.len() > 8 {
-        errors.push(FieldError::new(
-            "spec.podGroups",
-            format!("has {} pod groups; at most 8 are allowed", groups.len()),
-        ));
+
+    fn pod_groups(&mut self, list: &str, groups: &[AnyGroup]) {
+        self.bounded(list, groups.len());
+        for (i, g) in groups.iter().enumerate() {
+            let path = format!("{list}[{i}]");
+            self.name(&path, &g.name);
+            let min = self.policy(&path, g, "minCount");
+            self.groups.push(WorkloadGroup {
+                name: g.name.clone(),
+                min,
+                topology_key: g
+                    .scheduling_constraints
+                    .as_ref()
+                    .and_then(|c| c.topology.first())
+                    .map(|t| t.key.clone()),
+            });
+        }
     }
-    if errors.is_empty() {
-        Ok(Workload { key: meta.key(), templates_only, groups, created: meta.created })
-    } else {
-        Err(errors)
+
+    fn composites(&mut self, list: &str, templates: &[AnyGroup], depth: usize) {
+        self.bounded(list, templates.len());
+        if depth > MAX_COMPOSITE_DEPTH {
+            self.errors.push(FieldError::new(
+                list,
+                format!("composite templates nest more than {MAX_COMPOSITE_DEPTH} levels deep"),
+            ));
+            return;
+        }
+        for (i, c) in templates.iter().enumerate() {
+            let path = format!("{list}[{i}]");
+            self.name(&path, &c.name);
+            let pods = c.pod_group_templates.as_deref().unwrap_or_default();
+            let inner = c.composite_pod_group_templates.as_deref().unwrap_or_default();
+            let children = pods.len() + inner.len();
+            if children == 0 {
+                self.errors.push(FieldError::new(
+                    path.clone(),
+                    "at least one of podGroupTemplates and compositePodGroupTemplates must be set",
+                ));
+            }
+            if let Some(n) = self.policy(&path, c, "minGroupCount")
+                && children > 0
+                && n as usize > children
+            {
+                self.errors.push(FieldError::new(
+                    format!("{path}.schedulingPolicy.gang.minGroupCount"),
+                    format!("counts satisfied child groups: {n} can never be satisfied by {children} child template(s)"),
+                ));
+            }
+            self.pod_groups(&format!("{path}.podGroupTemplates"), pods);
+            self.composites(&format!("{path}.compositePodGroupTemplates"), inner, depth + 1);
+        }
     }
 }
 
