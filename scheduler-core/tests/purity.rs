@@ -14,8 +14,16 @@ use std::path::Path;
 mod syntax;
 
 /// The only direct dependencies scheduler-core may have (ARCHITECTURE.md, "Invariants").
-const ALLOWED: &[&str] =
-    &["serde", "serde_json", "serde_path_to_error", "serde_norway", "k8s-openapi", "schemars", "thiserror", "tracing"];
+const ALLOWED: &[&str] = &[
+    "serde",
+    "serde_json",
+    "serde_path_to_error",
+    "serde_norway",
+    "k8s-openapi",
+    "schemars",
+    "thiserror",
+    "tracing",
+];
 
 /// Crates that do I/O (or exist to); none may be reachable from scheduler-core.
 const FORBIDDEN: &[&str] = &[
