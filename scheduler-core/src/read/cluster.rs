@@ -278,6 +278,20 @@ impl Cluster {
         }
     }
 
+    /// How many objects of `kind` are held.
+    pub fn count(&self, kind: &ApiKind) -> usize {
+        match kind.filed() {
+            Filed::Node => self.nodes.len(),
+            Filed::Pod => self.pods.len(),
+            Filed::Namespace => self.namespaces.len(),
+            Filed::PriorityClass => self.priority_classes.len(),
+            Filed::Budget => self.budgets.len(),
+            Filed::Other => {
+                self.gang_objects.keys().filter(|g| g.group == kind.group && g.kind == kind.kind).count()
+            }
+        }
+    }
+
     /// The snapshot the cycle sees, assembled in one pass (pods are converted on all cores).
     pub fn snapshot(&self) -> Assembled {
         Assembly::build(self, false).into_assembled()

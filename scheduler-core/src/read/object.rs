@@ -119,6 +119,25 @@ pub fn at<'a>(v: &'a Value, pointer: &str) -> Option<&'a Value> {
     })
 }
 
+/// Where the cluster view files objects of this API group, version and kind.
+fn filed(group: &str, version: &str, kind: &str) -> Filed {
+    match (group, version, kind) {
+        ("", "v1", "Node") => Filed::Node,
+        ("", "v1", "Pod") => Filed::Pod,
+        ("", "v1", "Namespace") => Filed::Namespace,
+        ("scheduling.k8s.io", _, "PriorityClass") => Filed::PriorityClass,
+        ("policy", "v1", "PodDisruptionBudget") => Filed::Budget,
+        _ => Filed::Other,
+    }
+}
+
+impl ApiKind {
+    /// Where the cluster view files objects of this kind.
+    pub fn filed(&self) -> Filed {
+        filed(self.group, self.version, self.kind)
+    }
+}
+
 /// The type part of an identity, borrowed from [`READ`] when it names a kind there.
 fn type_of(group: &str, version: &str, kind: &str) -> [Cow<'static, str>; 3] {
     match READ.iter().find(|k| k.kind == kind && k.version == version && k.group == group) {
@@ -174,14 +193,7 @@ impl ObjectRef {
 
     /// Where the cluster view files it.
     pub fn filed(&self) -> Filed {
-        match (self.group.as_ref(), self.version.as_ref(), self.kind.as_ref()) {
-            ("", "v1", "Node") => Filed::Node,
-            ("", "v1", "Pod") => Filed::Pod,
-            ("", "v1", "Namespace") => Filed::Namespace,
-            ("scheduling.k8s.io", _, "PriorityClass") => Filed::PriorityClass,
-            ("policy", "v1", "PodDisruptionBudget") => Filed::Budget,
-            _ => Filed::Other,
-        }
+        filed(&self.group, &self.version, &self.kind)
     }
 
     /// The namespace a pod lives in: the API server puts a pod that names none in `default`.

@@ -669,7 +669,7 @@ impl Live {
     fn absent(&self, kind: &'static ApiKind, items: &[(ObjectRef, Value)]) -> Vec<ObjectRef> {
         let c = &self.cluster;
         let of = ObjectRef::of_kind(kind, "", "");
-        let filed = of.filed();
+        let filed = kind.filed();
         let held = match filed {
             Filed::Node => c.nodes.len(),
             Filed::Pod => c.pods.len(),
@@ -715,6 +715,11 @@ impl Live {
                 .map(|g| ObjectRef::of_kind(kind, g.namespace.as_str(), g.name.as_str()))
                 .collect(),
         }
+    }
+
+    /// How many objects of `kind` are held.
+    pub fn count(&self, kind: &ApiKind) -> usize {
+        self.cluster.count(kind)
     }
 
     /// The raw pod with this key, if held.
