@@ -210,3 +210,252 @@ fn a_budget_without_a_selector_selects_nothing_and_bad_operators_are_named() {
     .unwrap_err();
     assert_eq!(errors[0].to_string(), "spec.selector.matchExpressions[0].operator: unknown operator \"Gt\"");
 }
+
+mod raw_pods {
+    //! A pod read straight from its JSON (`pod_from_raw`, the scheduler's and the dump reader's
+    //! path) converts exactly as one decoded whole first (`pod_from_value`): the same pod, or the
+    //! same errors, whatever the fields the model reads hold — random ones and every pod of the
+    //! repository's fixtures.
+
+    use std::path::Path;
+
+    use proptest::prelude::*;
+    use scheduler_core::convert::{self, PriorityClasses};
+    use serde_json::{Map, Value, json};
+
+    fn classes() -> PriorityClasses {
+        PriorityClasses::from_objects(&[
+            serde_json::from_value(json!({"metadata": {"name": "high"}, "value": 1000})).unwrap(),
+            serde_json::from_value(json!({"metadata": {"name": "base"}, "value": 10, "globalDefault": true}))
+                .unwrap(),
+        ])
+    }
+
+    /// Both ways, compared.
+    fn same_both_ways(pod: &Value) -> Result<(), TestCaseError> {
+        let pcs = classes();
+        let raw = convert::pod_from_raw(pod, &pcs);
+        let typed = convert::pod_from_value(pod, &pcs);
+        prop_assert_eq!(raw, typed, "{:#}", pod);
+        Ok(())
+    }
+
+    /// A value where a string is expected: mostly strings the model knows, sometimes another
+    /// type.
+    fn text(known: &'static [&'static str]) -> impl Strategy<Value = Value> {
+        prop_oneof![
+            6 => prop::sample::select(known).prop_map(|s| json!(s)),
+            2 => "[a-z]{0,3}".prop_map(Value::String),
+            1 => prop_oneof![Just(Value::Null), Just(json!(5)), Just(json!(1.5)), Just(json!(true)), Just(json!([])), Just(json!({}))],
+        ]
+    }
+
+    fn quantity() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            6 => prop::sample::select(&["1", "500m", "2Gi", "0", "8", "-1", "lots", "1e3", ""][..]).prop_map(|s| json!(s)),
+            1 => prop_oneof![Just(Value::Null), Just(json!(3)), Just(json!(1.5)), Just(json!({}))],
+        ]
+    }
+
+    fn time() -> impl Strategy<Value = Value> {
+        text(&[
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00.5+02:00",
+            "2026-13-01T00:00:00Z",
+            "yesterday",
+            "",
+        ])
+    }
+
+    /// An object of some of `fields` (absent when `None`), or now and then not an object.
+    fn object(fields: Vec<(&'static str, BoxedStrategy<Option<Value>>)>) -> BoxedStrategy<Value> {
+        let (names, values): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
+        let built = values.prop_map(move |vs| {
+            let mut m = Map::new();
+            for (k, v) in names.iter().zip(vs) {
+                if let Some(v) = v {
+                    m.insert((*k).to_string(), v);
+                }
+            }
+            Value::Object(m)
+        });
+        prop_oneof![12 => built, 1 => Just(Value::Null), 1 => Just(json!("x")), 1 => Just(json!([1]))].boxed()
+    }
+
+    fn some<S: Strategy<Value = Value> + 'static>(s: S) -> BoxedStrategy<Option<Value>> {
+        prop::option::weighted(0.6, s).boxed()
+    }
+
+    fn list<S: Strategy<Value = Value> + 'static>(s: S) -> BoxedStrategy<Value> {
+        prop_oneof![8 => prop::collection::vec(s, 0..3).prop_map(Value::Array), 1 => Just(json!("x")), 1 => Just(Value::Null)]
+            .boxed()
+    }
+
+    fn map_of<S: Strategy<Value = Value> + 'static>(
+        keys: &'static [&'static str],
+        s: S,
+    ) -> BoxedStrategy<Value> {
+        prop_oneof![
+            8 => prop::collection::btree_map(prop::sample::select(keys), s, 0..3)
+                .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            1 => Just(json!(["x"])),
+        ]
+        .boxed()
+    }
+
+    fn container() -> BoxedStrategy<Value> {
+        let resources = object(vec![
+            ("requests", some(map_of(&["cpu", "memory", "nvidia.com/gpu"], quantity()))),
+            ("limits", some(map_of(&["cpu", "memory", "nvidia.com/gpu"], quantity()))),
+        ]);
+        object(vec![
+            ("name", some(text(&["c"]))),
+            ("resources", some(resources)),
+            ("restartPolicy", some(text(&["Always", "Never"]))),
+        ])
+    }
+
+    fn requirement() -> BoxedStrategy<Value> {
+        object(vec![
+            ("key", some(text(&["gen", "metadata.name", "zone"]))),
+            ("operator", some(text(&["In", "NotIn", "Exists", "Gt", "Near"]))),
+            ("values", some(list(text(&["8", "n1"])))),
+        ])
+    }
+
+    fn pod() -> BoxedStrategy<Value> {
+        let labels = map_of(&["app", "kube-gang.io/gang"], text(&["web", "g"]));
+        let annotations =
+            map_of(&["alpha.jobset.sigs.k8s.io/exclusive-topology", "note"], text(&["rack", ""]));
+        let metadata = object(vec![
+            ("name", some(text(&["p"]))),
+            ("namespace", some(text(&["ml", ""]))),
+            ("uid", some(text(&["u1"]))),
+            ("creationTimestamp", some(time())),
+            ("deletionTimestamp", some(time())),
+            ("labels", some(labels)),
+            ("annotations", some(annotations)),
+        ]);
+        let term = object(vec![
+            ("matchExpressions", some(list(requirement()))),
+            ("matchFields", some(list(requirement()))),
+        ]);
+        let affinity = object(vec![(
+            "nodeAffinity",
+            some(object(vec![(
+                "requiredDuringSchedulingIgnoredDuringExecution",
+                some(object(vec![("nodeSelectorTerms", some(list(term)))])),
+            )])),
+        )]);
+        let toleration = object(vec![
+            ("key", some(text(&["gpu"]))),
+            ("operator", some(text(&["Exists", "Equal", "", "Sometimes"]))),
+            ("value", some(text(&["yes"]))),
+            ("effect", some(text(&["NoSchedule", "NoExecute", "", "Later"]))),
+            ("tolerationSeconds", some(prop_oneof![Just(json!(30)), Just(json!(1.5)), Just(json!("x"))])),
+        ]);
+        let gate = object(vec![("name", some(text(&["kueue.x-k8s.io/admission"])))]);
+        let priority = prop_oneof![
+            Just(json!(5)),
+            Just(json!(-3)),
+            Just(json!(3_000_000_000i64)),
+            Just(json!(1.5)),
+            Just(json!("5"))
+        ];
+        let spec = object(vec![
+            ("containers", some(list(container()))),
+            ("initContainers", some(list(container()))),
+            ("overhead", some(map_of(&["cpu", "memory"], quantity()))),
+            ("priority", some(priority)),
+            ("priorityClassName", some(text(&["high", "nope", "", "system-node-critical"]))),
+            ("affinity", some(affinity)),
+            ("tolerations", some(list(toleration))),
+            ("nodeSelector", some(map_of(&["zone", "disk"], text(&["a", "ssd"])))),
+            ("nodeName", some(text(&["n1", ""]))),
+            ("schedulerName", some(text(&["gang-scheduler", ""]))),
+            ("preemptionPolicy", some(text(&["Never", "PreemptLowerPriority", "", "Sometimes"]))),
+            ("schedulingGates", some(list(gate))),
+        ]);
+        let status = object(vec![
+            ("phase", some(text(&["Pending", "Running", "Failed", "Succeeded", "Unknown", "", "Lost"]))),
+            ("nominatedNodeName", some(text(&["n2", ""]))),
+            ("reason", some(text(&["OutOfcpu", ""]))),
+            ("message", some(text(&["no room", ""]))),
+        ]);
+        object(vec![
+            ("apiVersion", prop::option::weighted(0.9, text(&["v1"])).boxed()),
+            ("kind", prop::option::weighted(0.9, text(&["Pod"])).boxed()),
+            ("metadata", some(metadata)),
+            ("spec", some(spec)),
+            ("status", some(status)),
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_pod_read_raw_is_the_pod_decoded_whole(pod in pod()) {
+            same_both_ways(&pod)?;
+        }
+    }
+
+    /// Every object that is (or holds, as a pod template) a pod, anywhere in `v`.
+    fn pods_in(v: &Value, out: &mut Vec<Value>) {
+        match v {
+            Value::Object(m) => {
+                if m.get("kind").and_then(Value::as_str) == Some("Pod") {
+                    out.push(v.clone());
+                } else if m.get("spec").and_then(|s| s.get("containers")).is_some() {
+                    // A pod template (a workload's, or a fixture's own shorthand): as a pod.
+                    let mut p = Map::new();
+                    for k in ["metadata", "spec", "status"] {
+                        p.extend(m.get(k).map(|x| (k.to_string(), x.clone())));
+                    }
+                    out.push(Value::Object(p));
+                }
+                m.values().for_each(|x| pods_in(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| pods_in(x, out)),
+            _ => {}
+        }
+    }
+
+    fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml" | "json")) {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn every_fixture_pod_reads_raw_as_decoded_whole() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut paths = Vec::new();
+        for dir in ["tests/fixtures", "kubectl-gang/tests/fixtures", "examples", "webhook/tests"] {
+            if root.join(dir).is_dir() {
+                files(&root.join(dir), &mut paths);
+            }
+        }
+        let mut pods = Vec::new();
+        for path in &paths {
+            let text = std::fs::read_to_string(path).unwrap();
+            let docs: Vec<Value> = if path.extension().is_some_and(|x| x == "json") {
+                serde_json::from_str(&text).into_iter().collect()
+            } else {
+                serde_norway::Deserializer::from_str(&text)
+                    .map_while(|d| serde::Deserialize::deserialize(d).ok())
+                    .collect()
+            };
+            docs.iter().for_each(|d| pods_in(d, &mut pods));
+        }
+        assert!(pods.len() > 100, "only {} pods found in {} files", pods.len(), paths.len());
+        for pod in &pods {
+            same_both_ways(pod).unwrap();
+        }
+    }
+}

@@ -278,6 +278,18 @@ impl Cluster {
         }
     }
 
+    /// Whether any object filed as `filed` is held.
+    fn holds(&self, filed: Filed) -> bool {
+        match filed {
+            Filed::Node => !self.nodes.is_empty(),
+            Filed::Pod => !self.pods.is_empty(),
+            Filed::Namespace => !self.namespaces.is_empty(),
+            Filed::PriorityClass => !self.priority_classes.is_empty(),
+            Filed::Budget => !self.budgets.is_empty(),
+            Filed::Other => !self.gang_objects.is_empty(),
+        }
+    }
+
     /// How many objects of `kind` are held.
     pub fn count(&self, kind: &ApiKind) -> usize {
         match kind.filed() {

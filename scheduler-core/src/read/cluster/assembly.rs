@@ -189,7 +189,7 @@ impl Assembly {
     fn some_pods(&mut self, cluster: &Cluster, keys: &[PodAt]) {
         let raw: Vec<&Value> = keys.iter().filter_map(|k| cluster.pods.get(k)).collect();
         self.stats.pods_converted += raw.len() as u64;
-        let mut converted = convert_pods(&raw, &self.priorities).into_iter();
+        let mut converted = convert_pods(&raw, &self.priorities);
         for key in keys {
             self.unfile_pod(key);
             // Converted in the order of the keys held.
@@ -372,29 +372,35 @@ fn fingerprint(v: &Value) -> Fingerprint {
     (at(v, "/metadata/labels").cloned(), at(v, "/metadata/annotations").cloned())
 }
 
+/// A pod as the snapshot holds it, with its claims. Read straight from its JSON
+/// ([`convert::pod_from_raw`]): the same pod as a typed decode, without decoding what the model
+/// does not use.
 fn convert_pod(v: &Value, priorities: &PriorityClasses) -> Converted {
-    (convert::pod_from_value(v, priorities), dialect::pod_claims(v))
+    (convert::pod_from_raw(v, priorities), dialect::pod_claims(v))
 }
 
 /// Converts raw pods and reads their gang claims, in order. Each pod is independent of the others,
-/// so large clusters are split over the machine's cores (the result is the same either way).
-fn convert_pods(raw: &[&Value], priorities: &PriorityClasses) -> Vec<Converted> {
+/// so large clusters are split over the machine's cores (the result is the same either way). The
+/// parts come back as each core made them, not copied into one.
+fn convert_pods(raw: &[&Value], priorities: &PriorityClasses) -> impl Iterator<Item = Converted> + use<> {
     const PER_THREAD: usize = 8_192;
     let threads =
         std::thread::available_parallelism().map_or(1, usize::from).min(raw.len() / PER_THREAD).max(1);
-    if threads == 1 {
-        return raw.iter().map(|v| convert_pod(v, priorities)).collect();
-    }
-    let chunk = raw.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = raw
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || part.iter().map(|v| convert_pod(v, priorities)).collect::<Vec<_>>())
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
-    })
+    let parts: Vec<Vec<Converted>> = if threads == 1 {
+        vec![raw.iter().map(|v| convert_pod(v, priorities)).collect()]
+    } else {
+        let chunk = raw.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = raw
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || part.iter().map(|v| convert_pod(v, priorities)).collect::<Vec<_>>())
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        })
+    };
+    parts.into_iter().flatten()
 }
 
 /// A [`Cluster`] whose snapshot is kept assembled as objects arrive one at a time — what a
@@ -628,19 +634,31 @@ impl Live {
 
     fn load_into(&mut self, items: Vec<(ObjectRef, Value)>, mut batch: Batch) -> Result<(), FieldError> {
         let mut first_error = None;
-        // With no pod held yet (the initial list), every pod is converted: no key is noted.
+        // With no pod held yet (the initial list), every pod is converted: no key is noted, and
+        // the pods are filed in one go.
         batch.all_pods = self.cluster.pods.is_empty();
+        let mut all_pods: Vec<(PodKey, Value)> = Vec::new();
         for (i, (r, v)) in items.into_iter().enumerate() {
             if r.name.is_empty() {
                 let e = FieldError::new("metadata.name", format!("missing on {}", r.kind));
                 first_error.get_or_insert(FieldError::new(format!("items[{i}].{}", e.path), e.message));
                 continue;
             }
-            if unchanged(self.cluster.get_ref(&r), &v) {
+            let filed = r.filed();
+            if self.cluster.holds(filed) && unchanged(self.cluster.get_ref(&r), &v) {
                 continue;
             }
             batch.note(&r, false);
-            let _ = self.cluster.insert(r, v);
+            if batch.all_pods && filed == Filed::Pod {
+                all_pods.push((super::into_pod_key(r), v));
+            } else {
+                let _ = self.cluster.insert(r, v);
+            }
+        }
+        if !all_pods.is_empty() {
+            // Built whole (in key order, later duplicates winning, as inserts would leave it):
+            // not 140,000 inserts into an ordered map.
+            self.cluster.pods = all_pods.into_iter().collect();
         }
         self.cluster.others.clear();
         let (cluster, a) = (&self.cluster, &mut self.assembly);
