@@ -240,24 +240,41 @@ mod raw_pods {
         Ok(())
     }
 
-    /// A value where a string is expected: mostly strings the model knows, sometimes another
-    /// type.
-    fn text(known: &'static [&'static str]) -> impl Strategy<Value = Value> {
+    /// Something a field may hold that k8s-openapi would not decode there (or would).
+    fn odd() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            Value::Null,
+            json!(5),
+            json!(-3),
+            json!(3_000_000_000i64),
+            json!(1.5),
+            json!(true),
+            json!("x"),
+            json!(""),
+            json!([]),
+            json!(["x"]),
+            json!({}),
+            json!({"x": 1}),
+        ])
+    }
+
+    /// A string field: mostly the first of `known` (one the model reads well), now and then
+    /// another of them (some it refuses), rarely anything else.
+    fn text(known: &'static [&'static str]) -> BoxedStrategy<Value> {
         prop_oneof![
+            20 => Just(json!(known[0])),
             6 => prop::sample::select(known).prop_map(|s| json!(s)),
-            2 => "[a-z]{0,3}".prop_map(Value::String),
-            1 => prop_oneof![Just(Value::Null), Just(json!(5)), Just(json!(1.5)), Just(json!(true)), Just(json!([])), Just(json!({}))],
+            1 => "[a-z]{0,3}".prop_map(Value::String),
+            1 => odd(),
         ]
+        .boxed()
     }
 
-    fn quantity() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            6 => prop::sample::select(&["1", "500m", "2Gi", "0", "8", "-1", "lots", "1e3", ""][..]).prop_map(|s| json!(s)),
-            1 => prop_oneof![Just(Value::Null), Just(json!(3)), Just(json!(1.5)), Just(json!({}))],
-        ]
+    fn quantity() -> BoxedStrategy<Value> {
+        text(&["1", "500m", "2Gi", "0", "8", "-1", "lots", "1e3", ""])
     }
 
-    fn time() -> impl Strategy<Value = Value> {
+    fn time() -> BoxedStrategy<Value> {
         text(&[
             "2026-01-01T00:00:00Z",
             "2026-01-01T00:00:00.5+02:00",
@@ -267,7 +284,7 @@ mod raw_pods {
         ])
     }
 
-    /// An object of some of `fields` (absent when `None`), or now and then not an object.
+    /// An object of some of `fields` (absent when `None`), rarely something else.
     fn object(fields: Vec<(&'static str, BoxedStrategy<Option<Value>>)>) -> BoxedStrategy<Value> {
         let (names, values): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
         let built = values.prop_map(move |vs| {
@@ -279,26 +296,22 @@ mod raw_pods {
             }
             Value::Object(m)
         });
-        prop_oneof![12 => built, 1 => Just(Value::Null), 1 => Just(json!("x")), 1 => Just(json!([1]))].boxed()
+        prop_oneof![30 => built, 1 => odd()].boxed()
     }
 
-    fn some<S: Strategy<Value = Value> + 'static>(s: S) -> BoxedStrategy<Option<Value>> {
-        prop::option::weighted(0.6, s).boxed()
+    fn some(s: BoxedStrategy<Value>) -> BoxedStrategy<Option<Value>> {
+        prop::option::weighted(0.7, s).boxed()
     }
 
-    fn list<S: Strategy<Value = Value> + 'static>(s: S) -> BoxedStrategy<Value> {
-        prop_oneof![8 => prop::collection::vec(s, 0..3).prop_map(Value::Array), 1 => Just(json!("x")), 1 => Just(Value::Null)]
-            .boxed()
+    fn list(s: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
+        prop_oneof![30 => prop::collection::vec(s, 0..3).prop_map(Value::Array), 1 => odd()].boxed()
     }
 
-    fn map_of<S: Strategy<Value = Value> + 'static>(
-        keys: &'static [&'static str],
-        s: S,
-    ) -> BoxedStrategy<Value> {
+    fn map_of(keys: &'static [&'static str], s: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
         prop_oneof![
-            8 => prop::collection::btree_map(prop::sample::select(keys), s, 0..3)
+            30 => prop::collection::btree_map(prop::sample::select(keys), s, 0..3)
                 .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
-            1 => Just(json!(["x"])),
+            1 => odd(),
         ]
         .boxed()
     }
@@ -308,16 +321,15 @@ mod raw_pods {
             ("requests", some(map_of(&["cpu", "memory", "nvidia.com/gpu"], quantity()))),
             ("limits", some(map_of(&["cpu", "memory", "nvidia.com/gpu"], quantity()))),
         ]);
-        object(vec![
-            ("name", some(text(&["c"]))),
-            ("resources", some(resources)),
-            ("restartPolicy", some(text(&["Always", "Never"]))),
-        ])
+        // Fields the model does not read (a container's name, image, …) are left out: the raw
+        // read does not check them (see `pod_from_raw`), so one of the wrong type converts there
+        // and is refused by the typed decode.
+        object(vec![("resources", some(resources)), ("restartPolicy", some(text(&["Always", "Never"])))])
     }
 
     fn requirement() -> BoxedStrategy<Value> {
         object(vec![
-            ("key", some(text(&["gen", "metadata.name", "zone"]))),
+            ("key", some(text(&["metadata.name", "gen", "zone"]))),
             ("operator", some(text(&["In", "NotIn", "Exists", "Gt", "Near"]))),
             ("values", some(list(text(&["8", "n1"])))),
         ])
@@ -332,7 +344,7 @@ mod raw_pods {
             ("namespace", some(text(&["ml", ""]))),
             ("uid", some(text(&["u1"]))),
             ("creationTimestamp", some(time())),
-            ("deletionTimestamp", some(time())),
+            ("deletionTimestamp", prop::option::weighted(0.1, time()).boxed()),
             ("labels", some(labels)),
             ("annotations", some(annotations)),
         ]);
@@ -352,22 +364,15 @@ mod raw_pods {
             ("operator", some(text(&["Exists", "Equal", "", "Sometimes"]))),
             ("value", some(text(&["yes"]))),
             ("effect", some(text(&["NoSchedule", "NoExecute", "", "Later"]))),
-            ("tolerationSeconds", some(prop_oneof![Just(json!(30)), Just(json!(1.5)), Just(json!("x"))])),
+            ("tolerationSeconds", some(prop_oneof![8 => Just(json!(30)), 1 => odd()].boxed())),
         ]);
         let gate = object(vec![("name", some(text(&["kueue.x-k8s.io/admission"])))]);
-        let priority = prop_oneof![
-            Just(json!(5)),
-            Just(json!(-3)),
-            Just(json!(3_000_000_000i64)),
-            Just(json!(1.5)),
-            Just(json!("5"))
-        ];
         let spec = object(vec![
             ("containers", some(list(container()))),
             ("initContainers", some(list(container()))),
             ("overhead", some(map_of(&["cpu", "memory"], quantity()))),
-            ("priority", some(priority)),
-            ("priorityClassName", some(text(&["high", "nope", "", "system-node-critical"]))),
+            ("priority", some(prop_oneof![8 => Just(json!(5)), 1 => odd()].boxed())),
+            ("priorityClassName", some(text(&["high", "", "system-node-critical", "nope"]))),
             ("affinity", some(affinity)),
             ("tolerations", some(list(toleration))),
             ("nodeSelector", some(map_of(&["zone", "disk"], text(&["a", "ssd"])))),
@@ -391,11 +396,42 @@ mod raw_pods {
         ])
     }
 
+    /// The JSON pointer of every value in `v`, `v` itself last.
+    fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    pointers(x, format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    pointers(x, format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+        out.push(at);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
 
+        /// A pod, with up to two values anywhere in it replaced by something odd.
         #[test]
-        fn a_pod_read_raw_is_the_pod_decoded_whole(pod in pod()) {
+        fn a_pod_read_raw_is_the_pod_decoded_whole(
+            pod in pod(),
+            faults in prop::collection::vec((any::<prop::sample::Index>(), odd()), 0..3),
+        ) {
+            let mut pod = pod;
+            for (at, odd) in faults {
+                let mut places = Vec::new();
+                pointers(&pod, String::new(), &mut places);
+                let place = at.get(&places).clone();
+                if let Some(v) = pod.pointer_mut(&place) {
+                    *v = odd;
+                }
+            }
             same_both_ways(&pod)?;
         }
     }
@@ -447,6 +483,8 @@ mod raw_pods {
             let docs: Vec<Value> = if path.extension().is_some_and(|x| x == "json") {
                 serde_json::from_str(&text).into_iter().collect()
             } else {
+                // Up to the first document that does not parse (some fixtures are broken on
+                // purpose).
                 serde_norway::Deserializer::from_str(&text)
                     .map_while(|d| serde::Deserialize::deserialize(d).ok())
                     .collect()
