@@ -61,19 +61,33 @@ struct Ahead {
     /// Once every write was answered: the `resourceVersion` the last one made (`None`: not
     /// said). The watch delivering that version shows them all.
     made: Option<Option<String>>,
+    /// Versions the watch delivered while writes were unanswered (the watch can be faster than
+    /// the answer), the last few.
+    delivered: Vec<String>,
 }
 
+/// How many versions delivered before an answer are remembered.
+const DELIVERED_MAX: usize = 8;
+
 impl Ahead {
-    /// Whether `obj`, just delivered by the watch, shows every write.
-    fn shown_by(&self, obj: &Value) -> bool {
+    /// The watch delivered `obj`: whether it shows every write.
+    fn delivered(&mut self, obj: &Value) -> bool {
         let version = at(obj, "/metadata/resourceVersion").and_then(Value::as_str);
-        self.unanswered == 0
-            && match &self.made {
-                Some(Some(made)) => version == Some(made.as_str()),
-                // Made, at a version not said: the next version the watch delivers is taken.
-                Some(None) => true,
-                None => false,
+        if self.unanswered > 0 {
+            if let Some(v) = version {
+                if self.delivered.len() == DELIVERED_MAX {
+                    self.delivered.remove(0);
+                }
+                self.delivered.push(v.to_string());
             }
+            return false;
+        }
+        match &self.made {
+            Some(Some(made)) => version == Some(made.as_str()),
+            // Made, at a version not said: the next version the watch delivers is taken.
+            Some(None) => true,
+            None => false,
+        }
     }
 }
 
@@ -100,7 +114,7 @@ impl Index {
                 let owed = !(self.ahead_pods.is_empty() && self.owes_nothing());
                 if owed {
                     let key = pod_key(&r);
-                    if self.ahead_pods.get(&key).is_some_and(|a| a.shown_by(&obj)) {
+                    if self.ahead_pods.get_mut(&key).is_some_and(|a| a.delivered(&obj)) {
                         self.forget_ahead(&Target::Pod(key.clone()));
                     }
                     if has_node(&obj) {
@@ -110,7 +124,7 @@ impl Index {
             }
             Filed::Other if r.is(&GANG) && !self.ahead_gangs.is_empty() => {
                 let key = GangKey::new(r.namespace.as_str(), r.name.as_str());
-                if self.ahead_gangs.get(&key).is_some_and(|a| a.shown_by(&obj)) {
+                if self.ahead_gangs.get_mut(&key).is_some_and(|a| a.delivered(&obj)) {
                     self.ahead_gangs.remove(&key);
                 }
             }
@@ -283,22 +297,20 @@ impl Index {
     /// A status write was made, the object now at `version` (if the answer said): the writes to
     /// it are held until the watch delivers that version.
     pub fn written(&mut self, t: &Target, version: Option<String>) {
-        let held = match t {
-            Target::Pod(k) => self.live.pod(k),
-            Target::Gang(k) => self.gang(k),
-        };
-        let now_at = held.and_then(|o| at(o, "/metadata/resourceVersion")).and_then(Value::as_str);
-        let seen = version.is_some() && now_at == version.as_deref();
         let ahead = match t {
             Target::Pod(k) => self.ahead_pods.get_mut(k),
             Target::Gang(k) => self.ahead_gangs.get_mut(k),
         };
         let Some(ahead) = ahead else { return };
         ahead.unanswered = ahead.unanswered.saturating_sub(1);
+        // The watch was faster than the answer: it delivered that version already.
+        let seen = version.as_ref().is_some_and(|v| ahead.delivered.contains(v));
         ahead.made = Some(version);
-        // The watch was faster than the answer.
-        if ahead.unanswered == 0 && seen {
-            self.forget_ahead(t);
+        if ahead.unanswered == 0 {
+            ahead.delivered.clear();
+            if seen {
+                self.forget_ahead(t);
+            }
         }
     }
 
@@ -523,11 +535,14 @@ mod tests {
             "1970-01-01T00:01:40Z"
         );
         assert_eq!(again.resource_version.as_deref(), Some("9"));
-        // The watch faster than the answer: the answer finds the version it made held already.
+        // The watch faster than the answer, and a later version delivered too (the kubelet's):
+        // the answer finds the version it made delivered already.
         index.wrote(&again);
-        let mut echo = p.clone();
-        echo["metadata"]["resourceVersion"] = json!("10");
-        put(&mut index, echo);
+        for version in ["10", "11"] {
+            let mut echo = p.clone();
+            echo["metadata"]["resourceVersion"] = json!(version);
+            put(&mut index, echo);
+        }
         assert!(!index.ahead_pods.is_empty(), "not answered yet");
         index.written(&again.target, Some("10".into()));
         assert!(index.ahead_pods.is_empty());
