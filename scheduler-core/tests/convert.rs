@@ -210,3 +210,290 @@ fn a_budget_without_a_selector_selects_nothing_and_bad_operators_are_named() {
     .unwrap_err();
     assert_eq!(errors[0].to_string(), "spec.selector.matchExpressions[0].operator: unknown operator \"Gt\"");
 }
+
+mod raw_pods {
+    //! A pod read straight from its JSON (`pod_from_raw`, the scheduler's and the dump reader's
+    //! path) converts exactly as one decoded whole first (`pod_from_value`): the same pod, or the
+    //! same errors, whatever the fields the model reads hold — random ones and every pod of the
+    //! repository's fixtures.
+
+    use std::path::Path;
+
+    use proptest::prelude::*;
+    use scheduler_core::convert::{self, PriorityClasses};
+    use serde_json::{Map, Value, json};
+
+    fn classes() -> PriorityClasses {
+        PriorityClasses::from_objects(&[
+            serde_json::from_value(json!({"metadata": {"name": "high"}, "value": 1000})).unwrap(),
+            serde_json::from_value(json!({"metadata": {"name": "base"}, "value": 10, "globalDefault": true}))
+                .unwrap(),
+        ])
+    }
+
+    /// Both ways, compared.
+    fn same_both_ways(pod: &Value) -> Result<(), TestCaseError> {
+        let pcs = classes();
+        let raw = convert::pod_from_raw(pod, &pcs);
+        let typed = convert::pod_from_value(pod, &pcs);
+        prop_assert_eq!(raw, typed, "{:#}", pod);
+        Ok(())
+    }
+
+    /// Something a field may hold that k8s-openapi would not decode there (or would).
+    fn odd() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            Value::Null,
+            json!(5),
+            json!(-3),
+            json!(3_000_000_000i64),
+            json!(1.5),
+            json!(true),
+            json!("x"),
+            json!(""),
+            json!([]),
+            json!(["x"]),
+            json!({}),
+            json!({"x": 1}),
+        ])
+    }
+
+    /// A string field: mostly the first of `known` (one the model reads well), now and then
+    /// another of them (some it refuses), rarely anything else.
+    fn text(known: &'static [&'static str]) -> BoxedStrategy<Value> {
+        prop_oneof![
+            20 => Just(json!(known[0])),
+            6 => prop::sample::select(known).prop_map(|s| json!(s)),
+            1 => "[a-z]{0,3}".prop_map(Value::String),
+            1 => odd(),
+        ]
+        .boxed()
+    }
+
+    fn quantity() -> BoxedStrategy<Value> {
+        text(&["1", "500m", "2Gi", "0", "8", "-1", "lots", "1e3", ""])
+    }
+
+    fn time() -> BoxedStrategy<Value> {
+        text(&[
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00.5+02:00",
+            "2026-13-01T00:00:00Z",
+            "yesterday",
+            "",
+        ])
+    }
+
+    /// An object of some of `fields` (absent when `None`), rarely something else.
+    fn object(fields: Vec<(&'static str, BoxedStrategy<Option<Value>>)>) -> BoxedStrategy<Value> {
+        let (names, values): (Vec<_>, Vec<_>) = fields.into_iter().unzip();
+        let built = values.prop_map(move |vs| {
+            let mut m = Map::new();
+            for (k, v) in names.iter().zip(vs) {
+                if let Some(v) = v {
+                    m.insert((*k).to_string(), v);
+                }
+            }
+            Value::Object(m)
+        });
+        prop_oneof![30 => built, 1 => odd()].boxed()
+    }
+
+    fn some(s: BoxedStrategy<Value>) -> BoxedStrategy<Option<Value>> {
+        prop::option::weighted(0.7, s).boxed()
+    }
+
+    fn list(s: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
+        prop_oneof![30 => prop::collection::vec(s, 0..3).prop_map(Value::Array), 1 => odd()].boxed()
+    }
+
+    fn map_of(keys: &'static [&'static str], s: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
+        prop_oneof![
+            30 => prop::collection::btree_map(prop::sample::select(keys), s, 0..3)
+                .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            1 => odd(),
+        ]
+        .boxed()
+    }
+
+    fn container() -> BoxedStrategy<Value> {
+        let resources = object(vec![
+            ("requests", some(map_of(&["cpu", "memory", "nvidia.com/gpu"], quantity()))),
+            ("limits", some(map_of(&["cpu", "memory", "nvidia.com/gpu"], quantity()))),
+        ]);
+        // Fields the model does not read (a container's name, image, …) are left out: the raw
+        // read does not check them (see `pod_from_raw`), so one of the wrong type converts there
+        // and is refused by the typed decode.
+        object(vec![("resources", some(resources)), ("restartPolicy", some(text(&["Always", "Never"])))])
+    }
+
+    fn requirement() -> BoxedStrategy<Value> {
+        object(vec![
+            ("key", some(text(&["metadata.name", "gen", "zone"]))),
+            ("operator", some(text(&["In", "NotIn", "Exists", "Gt", "Near"]))),
+            ("values", some(list(text(&["8", "n1"])))),
+        ])
+    }
+
+    fn pod() -> BoxedStrategy<Value> {
+        let labels = map_of(&["app", "kube-gang.io/gang"], text(&["web", "g"]));
+        let annotations =
+            map_of(&["alpha.jobset.sigs.k8s.io/exclusive-topology", "note"], text(&["rack", ""]));
+        let metadata = object(vec![
+            ("name", some(text(&["p"]))),
+            ("namespace", some(text(&["ml", ""]))),
+            ("uid", some(text(&["u1"]))),
+            ("creationTimestamp", some(time())),
+            ("deletionTimestamp", prop::option::weighted(0.1, time()).boxed()),
+            ("labels", some(labels)),
+            ("annotations", some(annotations)),
+        ]);
+        let term = object(vec![
+            ("matchExpressions", some(list(requirement()))),
+            ("matchFields", some(list(requirement()))),
+        ]);
+        let affinity = object(vec![(
+            "nodeAffinity",
+            some(object(vec![(
+                "requiredDuringSchedulingIgnoredDuringExecution",
+                some(object(vec![("nodeSelectorTerms", some(list(term)))])),
+            )])),
+        )]);
+        let toleration = object(vec![
+            ("key", some(text(&["gpu"]))),
+            ("operator", some(text(&["Exists", "Equal", "", "Sometimes"]))),
+            ("value", some(text(&["yes"]))),
+            ("effect", some(text(&["NoSchedule", "NoExecute", "", "Later"]))),
+            ("tolerationSeconds", some(prop_oneof![8 => Just(json!(30)), 1 => odd()].boxed())),
+        ]);
+        let gate = object(vec![("name", some(text(&["kueue.x-k8s.io/admission"])))]);
+        let spec = object(vec![
+            ("containers", some(list(container()))),
+            ("initContainers", some(list(container()))),
+            ("overhead", some(map_of(&["cpu", "memory"], quantity()))),
+            ("priority", some(prop_oneof![8 => Just(json!(5)), 1 => odd()].boxed())),
+            ("priorityClassName", some(text(&["high", "", "system-node-critical", "nope"]))),
+            ("affinity", some(affinity)),
+            ("tolerations", some(list(toleration))),
+            ("nodeSelector", some(map_of(&["zone", "disk"], text(&["a", "ssd"])))),
+            ("nodeName", some(text(&["n1", ""]))),
+            ("schedulerName", some(text(&["gang-scheduler", ""]))),
+            ("preemptionPolicy", some(text(&["Never", "PreemptLowerPriority", "", "Sometimes"]))),
+            ("schedulingGates", some(list(gate))),
+        ]);
+        let status = object(vec![
+            ("phase", some(text(&["Pending", "Running", "Failed", "Succeeded", "Unknown", "", "Lost"]))),
+            ("nominatedNodeName", some(text(&["n2", ""]))),
+            ("reason", some(text(&["OutOfcpu", ""]))),
+            ("message", some(text(&["no room", ""]))),
+        ]);
+        object(vec![
+            ("apiVersion", prop::option::weighted(0.9, text(&["v1"])).boxed()),
+            ("kind", prop::option::weighted(0.9, text(&["Pod"])).boxed()),
+            ("metadata", some(metadata)),
+            ("spec", some(spec)),
+            ("status", some(status)),
+        ])
+    }
+
+    /// The JSON pointer of every value in `v`, `v` itself last.
+    fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    pointers(x, format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    pointers(x, format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+        out.push(at);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+        /// A pod, with up to two values anywhere in it replaced by something odd.
+        #[test]
+        fn a_pod_read_raw_is_the_pod_decoded_whole(
+            pod in pod(),
+            faults in prop::collection::vec((any::<prop::sample::Index>(), odd()), 0..3),
+        ) {
+            let mut pod = pod;
+            for (at, odd) in faults {
+                let mut places = Vec::new();
+                pointers(&pod, String::new(), &mut places);
+                let place = at.get(&places).clone();
+                if let Some(v) = pod.pointer_mut(&place) {
+                    *v = odd;
+                }
+            }
+            same_both_ways(&pod)?;
+        }
+    }
+
+    /// Every object that is (or holds, as a pod template) a pod, anywhere in `v`.
+    fn pods_in(v: &Value, out: &mut Vec<Value>) {
+        match v {
+            Value::Object(m) => {
+                if m.get("kind").and_then(Value::as_str) == Some("Pod") {
+                    out.push(v.clone());
+                } else if m.get("spec").and_then(|s| s.get("containers")).is_some() {
+                    // A pod template (a workload's, or a fixture's own shorthand): as a pod.
+                    let mut p = Map::new();
+                    for k in ["metadata", "spec", "status"] {
+                        p.extend(m.get(k).map(|x| (k.to_string(), x.clone())));
+                    }
+                    out.push(Value::Object(p));
+                }
+                m.values().for_each(|x| pods_in(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| pods_in(x, out)),
+            _ => {}
+        }
+    }
+
+    fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml" | "json")) {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn every_fixture_pod_reads_raw_as_decoded_whole() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut paths = Vec::new();
+        for dir in ["tests/fixtures", "kubectl-gang/tests/fixtures", "examples", "webhook/tests"] {
+            if root.join(dir).is_dir() {
+                files(&root.join(dir), &mut paths);
+            }
+        }
+        let mut pods = Vec::new();
+        for path in &paths {
+            let text = std::fs::read_to_string(path).unwrap();
+            let docs: Vec<Value> = if path.extension().is_some_and(|x| x == "json") {
+                serde_json::from_str(&text).into_iter().collect()
+            } else {
+                // Up to the first document that does not parse (some fixtures are broken on
+                // purpose).
+                serde_norway::Deserializer::from_str(&text)
+                    .map_while(|d| serde::Deserialize::deserialize(d).ok())
+                    .collect()
+            };
+            docs.iter().for_each(|d| pods_in(d, &mut pods));
+        }
+        assert!(pods.len() > 100, "only {} pods found in {} files", pods.len(), paths.len());
+        for pod in &pods {
+            same_both_ways(pod).unwrap();
+        }
+    }
+}

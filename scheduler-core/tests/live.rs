@@ -3,8 +3,9 @@
 //! priority classes and gang objects of several dialects, broken ones included.
 
 use proptest::prelude::*;
-use scheduler_core::cluster::{Cluster, Live, Overlay, Problem};
+use scheduler_core::cluster::{ApiKind, Cluster, Live, Overlay, Problem, READ};
 use scheduler_core::model::{GangState, PodKey, Reservation, Snapshot, Time, Usage};
+use scheduler_core::object::ObjectRef;
 use serde_json::{Value, json};
 
 /// A snapshot and its problems in a canonical order (`Live` keeps nodes and pods in no
@@ -191,6 +192,7 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
         carried: [(gang.clone(), (created, carried.clone()))].into(),
         reservations: vec![reservation.clone()],
         held_back: [(PodKey::new("ml", "p0"), "example.com/refused".to_string())].into(),
+        nominated: [(PodKey::new("ml", "p0"), "n0".to_string())].into(),
     };
     live.refresh_with(&overlay);
     assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));
@@ -198,11 +200,21 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
     assert_eq!(live.snapshot().gangs[0].state, carried);
     assert_eq!(live.snapshot().reservations, [reservation]);
     assert_eq!(live.snapshot().pods[0].scheduling_gates, ["example.com/refused"]);
+    assert_eq!(live.snapshot().pods[0].nominated_node.as_deref(), Some("n0"));
     // A new version of the pod (a status update) is converted afresh; the overlay still holds.
     live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
     live.refresh_with(&overlay);
     assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));
     assert_eq!(live.snapshot().gangs[0].state, carried);
+    assert_eq!(live.snapshot().pods[0].nominated_node.as_deref(), Some("n0"));
+    // The nomination seen in the watch, the overlay drops it: the pod is as its object says.
+    let mut nominated = pod("p0", "1", 1, Some("1"), None, false);
+    nominated["status"]["nominatedNodeName"] = json!("n0");
+    live.push(nominated.clone()).unwrap();
+    live.refresh_with(&Overlay { nominated: Default::default(), ..overlay.clone() });
+    assert_eq!(live.snapshot().pods[0].nominated_node.as_deref(), Some("n0"));
+    live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
+    live.refresh_with(&overlay);
     // A CRD-less gang's state follows its name, whatever its oldest member's age.
     let older =
         Overlay { carried: [(gang, (Time(created.0 - 1), carried.clone()))].into(), ..overlay.clone() };
@@ -214,6 +226,7 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
     assert_eq!(live.snapshot().gangs[0].state, GangState::default());
     assert!(live.snapshot().reservations.is_empty());
     assert!(live.snapshot().pods[0].scheduling_gates.is_empty());
+    assert_eq!(live.snapshot().pods[0].nominated_node, None);
     assert_eq!(live.snapshot().pods[0].gang.as_ref().map(|m| m.gang.name.as_str()), Some("g1"));
     let mut cluster = Cluster::new();
     cluster.push(node("n0", "4")).unwrap();
@@ -286,4 +299,138 @@ fn a_gang_follows_its_source_pods_annotations() {
         same(&cluster, &mut live).unwrap();
     }
     assert_eq!(live.snapshot().gangs[0].min_member, 3);
+}
+
+/// The kinds the ops write, as a watch lists them (indices into `READ`): nodes, pods,
+/// namespaces, priority classes, budgets, Gangs, Volcano PodGroups.
+const KINDS: [usize; 7] = [0, 1, 2, 3, 4, 5, 12];
+
+/// Each object's last version among `ops`' writes.
+fn last(ops: &[Op]) -> Vec<Value> {
+    let mut last: std::collections::BTreeMap<ObjectRef, Value> = std::collections::BTreeMap::new();
+    for op in ops {
+        match act(op) {
+            Ok(obj) => {
+                last.insert(ObjectRef::of(&obj), obj);
+            }
+            Err((api_version, kind, name)) => {
+                let ns = if kind == "Node" || kind == "PriorityClass" { "" } else { "ml" };
+                last.remove(&ObjectRef::new(api_version, kind, ns, name));
+            }
+        }
+    }
+    last.into_values().collect()
+}
+
+/// The objects of `kind` among `objects`, as a list of it delivers them: each with a
+/// `resourceVersion` that changes when the object does (a hash of its content here).
+fn list_of(kind: &ApiKind, objects: &[Value]) -> Vec<(ObjectRef, Value)> {
+    use std::hash::{Hash, Hasher};
+    let versioned = |v: &Value| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        v.to_string().hash(&mut h);
+        let mut v = v.clone();
+        v["metadata"]["resourceVersion"] = json!(h.finish().to_string());
+        v
+    };
+    objects.iter().map(|v| (ObjectRef::of(v), versioned(v))).filter(|(r, _)| r.is(kind)).collect()
+}
+
+fn items(list: &[Value]) -> Vec<(ObjectRef, Value)> {
+    list.iter().map(|v| (ObjectRef::of(v), v.clone())).collect()
+}
+
+fn assembled(objects: &[Value]) -> Cluster {
+    let mut cluster = Cluster::new();
+    for obj in objects {
+        let _ = cluster.push(obj.clone());
+    }
+    cluster
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Lists loaded in bulk, kind by kind in any order, give what loading every object in one
+    /// pass gives; so does a re-list of every kind after more changes (objects it no longer lists
+    /// are gone).
+    #[test]
+    fn lists_in_any_order_equal_one_at_a_time(
+        ops in prop::collection::vec(op(), 1..40),
+        order in Just(KINDS.to_vec()).prop_shuffle(),
+        later in prop::collection::vec(op(), 0..20),
+    ) {
+        let objects = last(&ops);
+        let mut live = Live::new();
+        for &i in &order {
+            let _ = live.replace(&READ[i], list_of(&READ[i], &objects));
+        }
+        assert_eq!(READ[12].group, "scheduling.volcano.sh");
+        same(&assembled(&objects), &mut live)?;
+        let objects = last(&[ops, later].concat());
+        for &i in order.iter().rev() {
+            let _ = live.replace(&READ[i], list_of(&READ[i], &objects));
+        }
+        same(&assembled(&objects), &mut live)?;
+    }
+}
+
+/// `n` running pods on `n0` and a gang of 3 pending members, as a watch lists them.
+fn many(n: usize) -> (Vec<Value>, Vec<Value>) {
+    let mut pods: Vec<Value> =
+        (0..n).map(|i| pod(&format!("p{i:05}"), "100m", 0, None, Some("n0"), false)).collect();
+    pods.extend((0..3).map(|i| pod(&format!("m{i}"), "1", 1, None, None, false)));
+    for (i, p) in pods.iter_mut().enumerate() {
+        p["metadata"]["resourceVersion"] = json!(format!("{}", 100 + i));
+    }
+    let nodes = (0..4).map(|i| node(&format!("n{i}"), "64")).collect();
+    (nodes, pods)
+}
+
+#[test]
+fn a_list_of_one_kind_converts_that_kind_only() {
+    let (nodes, pods) = many(3_000);
+    let (node_kind, pod_kind, gang_kind) = (&READ[0], &READ[1], &READ[5]);
+    for pods_first in [true, false] {
+        let mut live = Live::new();
+        if pods_first {
+            live.replace(pod_kind, items(&pods)).unwrap();
+            live.replace(node_kind, items(&nodes)).unwrap();
+        } else {
+            live.replace(node_kind, items(&nodes)).unwrap();
+            live.replace(pod_kind, items(&pods)).unwrap();
+        }
+        live.replace(gang_kind, items(&[kube_gang("g1", 3)])).unwrap();
+        live.refresh();
+        let s = live.stats();
+        assert_eq!((s.pods_converted, s.nodes_converted), (3_003, 4), "pods first: {pods_first}");
+        assert_eq!(s.resolutions, 1, "gangs resolved once, at the refresh");
+        assert_eq!(live.snapshot().gangs.len(), 1);
+        // A re-list of nodes (a watch's 410) converts nodes only; one of pods at the versions
+        // held converts nothing.
+        live.replace(node_kind, items(&nodes[1..])).unwrap();
+        live.replace(pod_kind, items(&pods)).unwrap();
+        live.refresh();
+        let again = live.stats();
+        assert_eq!((again.pods_converted, again.nodes_converted), (3_003, 4 + 3));
+        assert_eq!(again.resolutions, 1, "nothing a gang reads changed");
+        assert_eq!(live.snapshot().nodes.len(), 3, "the node not listed is gone");
+        let mut cluster = Cluster::new();
+        for obj in nodes[1..].iter().chain(&pods).chain([&kube_gang("g1", 3)]) {
+            cluster.push(obj.clone()).unwrap();
+        }
+        same(&cluster, &mut live).unwrap();
+        // A pod changed while the watch was down is the one converted again.
+        let mut changed = pods.clone();
+        changed[7]["metadata"]["resourceVersion"] = json!("9999");
+        changed[7]["status"]["phase"] = json!("Succeeded");
+        live.replace(pod_kind, items(&changed[1..])).unwrap();
+        live.refresh();
+        assert_eq!(live.stats().pods_converted, 3_003 + 1);
+        let mut cluster = Cluster::new();
+        for obj in nodes[1..].iter().chain(&changed[1..]).chain([&kube_gang("g1", 3)]) {
+            cluster.push(obj.clone()).unwrap();
+        }
+        same(&cluster, &mut live).unwrap();
+    }
 }

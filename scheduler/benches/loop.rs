@@ -19,7 +19,9 @@ use gang_scheduler::index::Index;
 use gang_scheduler::metrics::Metrics;
 use gang_scheduler::run::{Settings, run};
 use kube_gang_tests::{FakeApi, gang, gang_pod, node};
+use scheduler_core::cluster::{GANG, NODE, POD};
 use scheduler_core::model::Time;
+use scheduler_core::object::ObjectRef;
 use scheduler_core::{Config, schedule};
 use tokio_util::sync::CancellationToken;
 
@@ -163,57 +165,75 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
         v["metadata"]["resourceVersion"] = serde_json::json!(version.to_string());
         v
     };
+    let entering = |v: serde_json::Value| (ObjectRef::of(&v), v);
     let mut index = Index::new();
     let load = Instant::now();
     for i in 0..nodes {
-        index.apply("v1/Node", versioned(node(&format!("node-{i:05}"), "64", 8, &[])));
+        let (r, v) = entering(versioned(node(&format!("node-{i:05}"), "64", 8, &[])));
+        index.apply(r, v);
     }
     for p in 0..running {
         let on = format!("node-{:05}", p % nodes);
-        index.apply("v1/Pod", versioned(running_pod(&format!("running-{p:06}"), &on)));
+        let (r, v) = entering(versioned(running_pod(&format!("running-{p:06}"), &on)));
+        index.apply(r, v);
     }
     for g in 0..gangs {
         let name = format!("job-{g:04}");
-        index.apply("kube-gang.io/v1alpha1/Gang", versioned(gang("bench", &name, members as u32)));
+        let (r, v) = entering(versioned(gang("bench", &name, members as u32)));
+        index.apply(r, v);
         for m in 0..members {
-            index.apply("v1/Pod", versioned(gang_pod("bench", &format!("{name}-{m}"), &name, 2)));
+            let (r, v) = entering(versioned(gang_pod("bench", &format!("{name}-{m}"), &name, 2)));
+            index.apply(r, v);
         }
     }
     index.refresh();
     let loaded = load.elapsed();
-    // The same objects as the initial lists a watch delivers: each list loaded whole.
-    let mut lists: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
-    for i in 0..nodes {
-        lists.entry("v1/Node").or_default().push(versioned(node(&format!("node-{i:05}"), "64", 8, &[])));
-    }
-    for p in 0..running {
-        let on = format!("node-{:05}", p % nodes);
-        lists.entry("v1/Pod").or_default().push(versioned(running_pod(&format!("running-{p:06}"), &on)));
-    }
-    for g in 0..gangs {
-        let name = format!("job-{g:04}");
-        lists.entry("kube-gang.io/v1alpha1/Gang").or_default().push(versioned(gang(
-            "bench",
-            &name,
-            members as u32,
-        )));
-        for m in 0..members {
-            lists.entry("v1/Pod").or_default().push(versioned(gang_pod(
-                "bench",
-                &format!("{name}-{m}"),
-                &name,
-                2,
-            )));
+    // The same objects as the initial lists a watch delivers, each with the identity the watch
+    // gives it: each list loaded whole, in both orders (nodes first, pods first).
+    let lists = || {
+        // As the watch lists them: each with a resourceVersion.
+        let mut version = 0u64;
+        let mut entering = |mut v: serde_json::Value| {
+            version += 1;
+            v["metadata"]["resourceVersion"] = serde_json::json!(version.to_string());
+            (ObjectRef::of(&v), v)
+        };
+        let mut node_list = Vec::new();
+        let mut pod_list = Vec::new();
+        let mut gang_list = Vec::new();
+        for i in 0..nodes {
+            node_list.push(entering(node(&format!("node-{i:05}"), "64", 8, &[])));
         }
+        for p in 0..running {
+            let on = format!("node-{:05}", p % nodes);
+            pod_list.push(entering(running_pod(&format!("running-{p:06}"), &on)));
+        }
+        for g in 0..gangs {
+            let name = format!("job-{g:04}");
+            gang_list.push(entering(gang("bench", &name, members as u32)));
+            for m in 0..members {
+                pod_list.push(entering(gang_pod("bench", &format!("{name}-{m}"), &name, 2)));
+            }
+        }
+        (node_list, pod_list, gang_list)
+    };
+    let mut bulk_loaded = Vec::new();
+    for pods_first in [false, true] {
+        let (node_list, pod_list, gang_list) = lists();
+        let order = if pods_first {
+            [(&POD, pod_list), (&GANG, gang_list), (&NODE, node_list)]
+        } else {
+            [(&NODE, node_list), (&GANG, gang_list), (&POD, pod_list)]
+        };
+        let mut bulk = Index::new();
+        let load = Instant::now();
+        for (kind, objects) in order {
+            bulk.replace(kind, objects);
+        }
+        bulk.refresh();
+        bulk_loaded.push(load.elapsed());
+        drop(bulk);
     }
-    let mut bulk = Index::new();
-    let load = Instant::now();
-    for (resource, objects) in lists {
-        bulk.replace(resource, objects);
-    }
-    bulk.refresh();
-    let bulk_loaded = load.elapsed();
-    drop(bulk);
     let config = Config::default();
     let now = Time::from_secs(1_000);
     let (mut snap_t, mut plan_t, mut req_t) = (Vec::new(), Vec::new(), Vec::new());
@@ -222,12 +242,16 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
         "  every object into the index, one watch event at a time, and the first snapshot: {}",
         ms(loaded)
     );
-    println!("  the same as initial lists, each loaded in bulk, and the first snapshot: {}", ms(bulk_loaded));
+    println!(
+        "  the same as initial lists, each loaded in bulk, and the first snapshot: {} (nodes listed first), {} (pods first)",
+        ms(bulk_loaded[0]),
+        ms(bulk_loaded[1])
+    );
     for _ in 0..20 {
         // A cycle after a change: one pod updated (the first round converts everything).
-        let changed = versioned(gang_pod("bench", "job-0000-0", "job-0000", 2));
+        let (r, changed) = entering(versioned(gang_pod("bench", "job-0000-0", "job-0000", 2)));
         let t = Instant::now();
-        index.apply("v1/Pod", changed);
+        index.apply(r, changed);
         index.refresh();
         let snapshot_took = t.elapsed();
         let snapshot = index.snapshot();

@@ -3,9 +3,10 @@
 //! what the API server would receive without a cluster, and the loop dispatches each kind of
 //! write by its type.
 //!
-//! Status writes are left out when the object already says the same ([`Current`]): a write
-//! comes back as a watch event, which starts a cycle, which would write again — a loop that
-//! would keep the API server busy with every pending pod of every waiting gang.
+//! Status writes are left out when the object already says the same ([`Current`]: as the watch
+//! last reported it, with the writes sent and not yet seen there laid over it): a write comes
+//! back as a watch event, which starts a cycle, which would write again — a loop that would keep
+//! the API server busy with every pending pod of every waiting gang.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -13,11 +14,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, PodCondition};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{self as meta, MicroTime, ObjectMeta};
+use scheduler_core::cluster::{GANG, POD};
 use scheduler_core::crd::GangStatus;
 use scheduler_core::model::{Dialect, Gang, GangKey, Pod, PodKey, Snapshot, Time};
+use scheduler_core::object::ObjectRef;
 use scheduler_core::plan::{Binding, Eviction, EvictionReason, Outcome};
 use scheduler_core::{Plan, Reason};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::ratelimit::Guard;
@@ -64,18 +68,22 @@ pub struct Writes {
     pub events: Vec<Event>,
 }
 
-/// An object the index holds: its resource (`v1/Pod`, [`GANG`]), namespace and name.
+/// The object a status write changes: a pod, or one of kube-gang's own `Gang`s.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Target {
-    pub resource: &'static str,
-    pub namespace: String,
-    pub name: String,
+pub enum Target {
+    Pod(PodKey),
+    Gang(GangKey),
 }
 
-/// The index's resource key of pods.
-pub const POD: &str = "v1/Pod";
-/// The index's resource key of kube-gang's own `Gang`.
-pub const GANG: &str = "kube-gang.io/v1alpha1/Gang";
+impl Target {
+    /// Its identity in the index.
+    pub fn object_ref(&self) -> ObjectRef {
+        match self {
+            Target::Pod(k) => ObjectRef::of_kind(&POD, k.namespace.as_str(), k.name.as_str()),
+            Target::Gang(k) => ObjectRef::of_kind(&GANG, k.namespace.as_str(), k.name.as_str()),
+        }
+    }
+}
 
 /// Who reports events (`reportingController`); `reportingInstance` is the replica's Lease
 /// holder identity.
@@ -86,10 +94,6 @@ pub const INSTANCE_MAX: usize = 128;
 
 /// `note` of an event: at most 1 KiB, as the API server validates it.
 pub const NOTE_MAX: usize = 1024;
-
-fn target(resource: &'static str, key: &PodKey) -> Target {
-    Target { resource, namespace: key.namespace.clone(), name: key.name.clone() }
-}
 
 /// A request as it goes over the wire: the one place where a typed write becomes a path and a
 /// JSON body.
@@ -212,92 +216,125 @@ impl StatusWrite {
 
     /// The request: `PATCH …/status`.
     pub fn http(&self) -> Http {
-        let t = &self.target;
-        let (path, content_type) = match &self.change {
-            StatusChange::Nominate(_) => {
-                (format!("/api/v1/namespaces/{}/pods/{}/status", t.namespace, t.name), MERGE)
-            }
+        let (path, content_type) = match (&self.target, &self.change) {
             // Conditions merge by their type.
-            StatusChange::Condition(_) => {
-                (format!("/api/v1/namespaces/{}/pods/{}/status", t.namespace, t.name), STRATEGIC)
+            (Target::Pod(k), StatusChange::Condition(_)) => {
+                (format!("/api/v1/namespaces/{}/pods/{}/status", k.namespace, k.name), STRATEGIC)
             }
-            StatusChange::Gang { .. } => (
+            (Target::Pod(k), _) => {
+                (format!("/api/v1/namespaces/{}/pods/{}/status", k.namespace, k.name), MERGE)
+            }
+            (Target::Gang(k), _) => (
                 format!(
                     "/apis/{}/{}/namespaces/{}/gangs/{}/status",
-                    scheduler_core::GROUP,
-                    scheduler_core::VERSION,
-                    t.namespace,
-                    t.name
+                    GANG.group, GANG.version, k.namespace, k.name
                 ),
                 MERGE,
             ),
         };
         Http { method: "PATCH", path, content_type, body: self.patch() }
     }
+}
 
-    /// Applies the change to `obj` (the raw object the index holds) as the API server would.
-    pub fn apply_to(&self, obj: &mut Value) {
-        let Some(o) = obj.as_object_mut() else { return };
-        let status = o.entry("status").or_insert_with(|| json!({}));
-        if !status.is_object() {
-            *status = json!({});
-        }
-        match &self.change {
-            StatusChange::Nominate(node) => status["nominatedNodeName"] = json!(node),
-            StatusChange::Condition(c) => {
-                let c = serde_json::to_value(c).unwrap_or(Value::Null);
-                let conditions = status
-                    .as_object_mut()
-                    .map(|s| s.entry("conditions").or_insert_with(|| json!([])))
-                    .filter(|cs| cs.is_array());
-                if let Some(Value::Array(cs)) = conditions {
-                    match cs.iter_mut().find(|o| o.get("type") == c.get("type")) {
-                        Some(old) => *old = c,
-                        None => cs.push(c),
-                    }
-                }
-            }
-            StatusChange::Gang { status: new, .. } => {
-                *status = serde_json::to_value(new).unwrap_or_else(|_| json!({}));
-            }
+/// What a pod's status says now, as far as the writes go: as the watch last reported it, with
+/// the writes sent and not yet seen there laid over it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodNow<'a> {
+    /// Of the version the watch reported.
+    pub resource_version: Option<&'a str>,
+    pub nominated: Option<&'a str>,
+    /// Its `PodScheduled` condition.
+    pub scheduled: Option<ConditionNow<'a>>,
+}
+
+/// A pod condition, as far as the writes go.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConditionNow<'a> {
+    pub status: &'a str,
+    pub reason: Option<&'a str>,
+    pub message: Option<&'a str>,
+    pub last_transition_time: Option<meta::Time>,
+}
+
+impl<'a> ConditionNow<'a> {
+    /// A condition the scheduler wrote.
+    pub fn of(c: &'a PodCondition) -> Self {
+        ConditionNow {
+            status: &c.status,
+            reason: c.reason.as_deref(),
+            message: c.message.as_deref(),
+            last_transition_time: c.last_transition_time.clone(),
         }
     }
 }
 
-/// The objects as the watches last reported them, so that writes which would change nothing are
-/// left out.
+impl<'a> PodNow<'a> {
+    /// What a raw pod says.
+    pub fn of(pod: &'a Value) -> Self {
+        let status = pod.get("status");
+        let s = |v: Option<&'a Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_str);
+        let scheduled = status
+            .and_then(|st| st.get("conditions"))
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled")))
+            .map(|c| ConditionNow {
+                status: s(Some(c), "status").unwrap_or(""),
+                reason: s(Some(c), "reason"),
+                message: s(Some(c), "message"),
+                last_transition_time: c
+                    .get("lastTransitionTime")
+                    .and_then(|t| meta::Time::deserialize(t).ok()),
+            });
+        PodNow {
+            resource_version: s(pod.get("metadata"), "resourceVersion"),
+            nominated: s(status, "nominatedNodeName"),
+            scheduled,
+        }
+    }
+}
+
+/// What a `Gang`'s status says now (as [`PodNow`] for pods).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GangNow<'a> {
+    pub resource_version: Option<&'a str>,
+    pub generation: Option<i64>,
+    pub status: Option<GangStatus>,
+}
+
+impl<'a> GangNow<'a> {
+    /// What a raw `Gang` says (a status it cannot read is none).
+    pub fn of(gang: &'a Value) -> Self {
+        let meta = gang.get("metadata");
+        GangNow {
+            resource_version: meta.and_then(|m| m.get("resourceVersion")).and_then(Value::as_str),
+            generation: meta.and_then(|m| m.get("generation")).and_then(Value::as_i64),
+            status: gang.get("status").and_then(|s| GangStatus::deserialize(s).ok()),
+        }
+    }
+}
+
+/// The objects as the scheduler knows them, so that writes which would change nothing are left
+/// out.
 pub trait Current {
-    /// The raw pod, if known.
-    fn pod(&self, namespace: &str, name: &str) -> Option<&Value>;
-    /// The raw `Gang` object, if known.
-    fn gang(&self, namespace: &str, name: &str) -> Option<&Value>;
-    /// Any raw object of `api_version` and `kind` (a gang object of some dialect), if known.
-    fn object(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value>;
+    /// What pod `key` says.
+    fn pod(&self, key: &PodKey) -> PodNow<'_>;
+    /// What the `Gang` object `key` says, if known.
+    fn gang(&self, key: &GangKey) -> Option<GangNow<'_>>;
+    /// Any raw object (a gang object of some dialect), if known.
+    fn object(&self, r: &ObjectRef) -> Option<&Value>;
 }
 
 /// Nothing known: every write is sent (and no `Gang` status, for want of the object).
 impl Current for () {
-    fn pod(&self, _: &str, _: &str) -> Option<&Value> {
+    fn pod(&self, _: &PodKey) -> PodNow<'_> {
+        PodNow::default()
+    }
+    fn gang(&self, _: &GangKey) -> Option<GangNow<'_>> {
         None
     }
-    fn gang(&self, _: &str, _: &str) -> Option<&Value> {
+    fn object(&self, _: &ObjectRef) -> Option<&Value> {
         None
     }
-    fn object(&self, _: &str, _: &str, _: &str, _: &str) -> Option<&Value> {
-        None
-    }
-}
-
-/// The condition of `type_` in an object's `status.conditions`.
-fn condition<'a>(obj: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
-    obj?.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
-}
-
-fn resource_version(obj: Option<&Value>) -> Option<String> {
-    obj?.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from)
 }
 
 /// A time as the API server stores a `metav1.Time`: to the second.
@@ -310,7 +347,7 @@ fn seconds(t: Time) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
 pub fn pod_scheduled_false(
     pod: &PodKey,
     outcome: &Outcome,
-    current: Option<&Value>,
+    current: &PodNow<'_>,
     now: Time,
 ) -> Option<StatusWrite> {
     let reason = if outcome.reason == Reason::Unschedulable {
@@ -319,17 +356,14 @@ pub fn pod_scheduled_false(
         format!("Gang{}", outcome.reason)
     };
     let message = format!("gang {}: {}", outcome.gang, outcome.message);
-    let was = condition(current, "PodScheduled").filter(|c| c["status"] == "False");
-    if was.is_some_and(|c| c["reason"] == reason.as_str() && c["message"] == message.as_str()) {
+    let was = current.scheduled.as_ref().filter(|c| c.status == "False");
+    if was.is_some_and(|c| c.reason == Some(reason.as_str()) && c.message == Some(message.as_str())) {
         return None;
     }
-    let transition = was
-        .and_then(|c| c.get("lastTransitionTime").cloned())
-        .and_then(|t| serde_json::from_value(t).ok())
-        .unwrap_or_else(|| seconds(now));
+    let transition = was.and_then(|c| c.last_transition_time.clone()).unwrap_or_else(|| seconds(now));
     Some(StatusWrite {
-        target: target(POD, pod),
-        resource_version: resource_version(current),
+        target: Target::Pod(pod.clone()),
+        resource_version: current.resource_version.map(String::from),
         change: StatusChange::Condition(Box::new(PodCondition {
             type_: "PodScheduled".into(),
             status: "False".into(),
@@ -342,22 +376,17 @@ pub fn pod_scheduled_false(
 }
 
 /// The `Gang` status for `outcome` (built by the core, the same type it is read with), unless
-/// the object (`obj`) already has it.
-pub fn gang_status(outcome: &Outcome, obj: &Value, now: Time) -> Option<StatusWrite> {
-    let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-    let previous: Option<GangStatus> = obj.get("status").and_then(|s| serde_json::from_value(s.clone()).ok());
-    let status = outcome.gang_status(generation, previous.as_ref(), now);
-    if previous.as_ref() == Some(&status) {
+/// the object (`current`) already has it.
+pub fn gang_status(outcome: &Outcome, current: &GangNow<'_>, now: Time) -> Option<StatusWrite> {
+    let previous = current.status.as_ref();
+    let status = outcome.gang_status(current.generation, previous, now);
+    if previous == Some(&status) {
         return None;
     }
     Some(StatusWrite {
-        target: Target {
-            resource: GANG,
-            namespace: outcome.gang.namespace.clone(),
-            name: outcome.gang.name.clone(),
-        },
-        resource_version: resource_version(Some(obj)),
-        change: StatusChange::Gang { status: Box::new(status), previous: previous.map(Box::new) },
+        target: Target::Gang(outcome.gang.clone()),
+        resource_version: current.resource_version.map(String::from),
+        change: StatusChange::Gang { status: Box::new(status), previous: previous.cloned().map(Box::new) },
     })
 }
 
@@ -439,10 +468,11 @@ pub fn gang_object(gang: &Gang, current: &impl Current) -> Option<ObjectReferenc
     let group = group_of(gang.source.dialect)?;
     let (key, kind) = (&gang.key, gang.source.kind.as_str());
     scheduler_core::cluster::READ.iter().filter(|k| k.group == group && k.kind == kind).find_map(|k| {
-        let api_version = format!("{}/{}", k.group, k.version);
-        let obj = current.object(&api_version, kind, &key.namespace, &key.name)?;
+        let obj = current.object(&ObjectRef::of_kind(k, key.namespace.as_str(), key.name.as_str()))?;
+        // The version of the copy held (one object may be served at two).
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).map(String::from);
         Some(ObjectReference {
-            api_version: Some(api_version),
+            api_version: api_version.or_else(|| Some(format!("{}/{}", k.group, k.version))),
             kind: Some(kind.to_string()),
             name: Some(key.name.clone()),
             namespace: Some(key.namespace.clone()),
@@ -531,12 +561,11 @@ pub fn writes(
         ..Writes::default()
     };
     for n in &plan.nominations {
-        let pod = current.pod(&n.pod.namespace, &n.pod.name);
-        let nominated = pod.and_then(|p| p.pointer("/status/nominatedNodeName"));
-        if nominated.and_then(Value::as_str) != Some(n.node.as_str()) {
+        let pod = current.pod(&n.pod);
+        if pod.nominated != Some(n.node.as_str()) {
             out.statuses.push(StatusWrite {
-                target: target(POD, &n.pod),
-                resource_version: resource_version(pod),
+                target: Target::Pod(n.pod.clone()),
+                resource_version: pod.resource_version.map(String::from),
                 change: StatusChange::Nominate(n.node.clone()),
             });
         }
@@ -548,14 +577,13 @@ pub fn writes(
         let of_gang = members.get(&o.gang).map_or(&[][..], Vec::as_slice);
         // Only our own Gang objects get a status; other dialects' objects belong to their controllers.
         if gang.is_some_and(|g| g.source.dialect == scheduler_core::model::Dialect::KubeGang)
-            && let Some(obj) = current.gang(&o.gang.namespace, &o.gang.name)
+            && let Some(obj) = current.gang(&o.gang)
         {
-            out.statuses.extend(gang_status(o, obj, now));
+            out.statuses.extend(gang_status(o, &obj, now));
         }
         if !o.reason.is_satisfied() {
             for p in of_gang.iter().filter(|p| p.is_pending() && !binding_now.contains(&p.key)) {
-                let pod = current.pod(&p.key.namespace, &p.key.name);
-                out.statuses.extend(pod_scheduled_false(&p.key, o, pod, now));
+                out.statuses.extend(pod_scheduled_false(&p.key, o, &current.pod(&p.key), now));
             }
         }
         let (type_, reason) = match o.reason {
@@ -607,16 +635,25 @@ mod tests {
     use scheduler_core::plan::{Counts, Phase};
 
     #[test]
-    fn resource_keys_match_the_watched_kinds() {
+    fn the_objects_written_are_the_kinds_watched() {
         // `run::resources()` watches exactly the core's `READ` list.
-        let keys: Vec<String> = scheduler_core::cluster::READ
-            .iter()
-            .map(|k| match k.group {
-                "" => format!("{}/{}", k.version, k.kind),
-                g => format!("{g}/{}/{}", k.version, k.kind),
-            })
-            .collect();
-        assert!(keys.iter().any(|k| k == POD) && keys.iter().any(|k| k == GANG), "{keys:?}");
+        let pod = Target::Pod(ObjectKey::new("ml", "p")).object_ref();
+        let gang = Target::Gang(ObjectKey::new("ml", "g")).object_ref();
+        let read = scheduler_core::cluster::READ;
+        assert!(read.iter().any(|k| pod.is(k)) && read.iter().any(|k| gang.is(k)));
+        assert_eq!(
+            (gang.api_version(), gang.namespace.as_str()),
+            ("kube-gang.io/v1alpha1".to_string(), "ml")
+        );
+    }
+
+    /// What the API server holds after `write` (a merge patch of a Gang's whole status).
+    fn stored(gang: &Value, write: &StatusWrite) -> Value {
+        let mut stored = gang.clone();
+        if let StatusChange::Gang { status, .. } = &write.change {
+            stored["status"] = serde_json::to_value(status).unwrap();
+        }
+        stored
     }
 
     #[test]
@@ -650,7 +687,7 @@ mod tests {
             "metadata": {"name": "g", "namespace": "ml", "generation": 3, "resourceVersion": "17"},
             "spec": {"minMember": 4}});
         let o = waiting("needs 4 pods");
-        let first = gang_status(&o, &gang, Time::from_secs(100)).expect("no status yet");
+        let first = gang_status(&o, &GangNow::of(&gang), Time::from_secs(100)).expect("no status yet");
         let http = first.http();
         assert_eq!(http.path, "/apis/kube-gang.io/v1alpha1/namespaces/ml/gangs/g/status");
         assert_eq!(http.content_type, MERGE);
@@ -660,29 +697,29 @@ mod tests {
         assert_eq!(status["waitingSince"], "1970-01-01T00:01:40Z", "to the second, as the API stores it");
         assert_eq!(status["conditions"][0]["reason"], "Unschedulable");
         // What the API then holds reads back as the same state, and asks for no new write.
-        let mut stored = gang.clone();
-        first.apply_to(&mut stored);
+        let stored = stored(&gang, &first);
         let read: GangStatus = serde_json::from_value(stored["status"].clone()).unwrap();
         let state = scheduler_core::dialect::kubegang::state_of(&read);
         assert_eq!(state.waiting_since, Some(Time::from_secs(100)));
         assert_eq!(state.degraded_since, Some(Time::from_secs(50)));
-        assert_eq!(gang_status(&o, &stored, Time::from_secs(500)), None, "nothing changed");
+        let now = GangNow::of(&stored);
+        assert_eq!(gang_status(&o, &now, Time::from_secs(500)), None, "nothing changed");
         // A new message keeps the transition time; a field that went is removed by the patch.
         let mut later = waiting("needs 5 pods");
         later.state.degraded_since = None;
-        let again = gang_status(&later, &stored, Time::from_secs(500)).expect("changed");
+        let again = gang_status(&later, &now, Time::from_secs(500)).expect("changed");
         let body = again.http().body;
         assert_eq!(body["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:01:40Z");
         assert_eq!(body["status"]["degradedSince"], Value::Null);
         assert!(body["status"].as_object().unwrap().contains_key("degradedSince"));
         // Placed: the condition turns True and its transition time moves.
         let placed = Outcome { reason: Reason::Scheduled, phase: Phase::Scheduled, ..later };
-        let done = gang_status(&placed, &stored, Time::from_secs(600)).expect("changed").http().body;
+        let done = gang_status(&placed, &now, Time::from_secs(600)).expect("changed").http().body;
         assert_eq!(done["status"]["conditions"][0]["status"], "True");
         assert_eq!(done["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:10:00Z");
         // A condition's message stays within what the API server accepts (32 KiB).
         let long = Outcome { message: "é".repeat(20_000), ..placed };
-        let body = gang_status(&long, &stored, Time::from_secs(600)).expect("changed").http().body;
+        let body = gang_status(&long, &now, Time::from_secs(600)).expect("changed").http().body;
         let message = body["status"]["conditions"][0]["message"].as_str().unwrap();
         let max = scheduler_core::plan::CONDITION_MESSAGE_MAX;
         assert!(message.len() <= max && message.len() > max - 8 && message.ends_with('…'));
@@ -715,14 +752,14 @@ mod tests {
     struct Seen(scheduler_core::cluster::Cluster);
 
     impl Current for Seen {
-        fn pod(&self, namespace: &str, name: &str) -> Option<&Value> {
-            self.0.pod(namespace, name)
+        fn pod(&self, key: &PodKey) -> PodNow<'_> {
+            self.0.pod(&key.namespace, &key.name).map(PodNow::of).unwrap_or_default()
         }
-        fn gang(&self, namespace: &str, name: &str) -> Option<&Value> {
-            self.0.get("kube-gang.io/v1alpha1", "Gang", namespace, name)
+        fn gang(&self, key: &GangKey) -> Option<GangNow<'_>> {
+            self.0.get_ref(&ObjectRef::of_kind(&GANG, key.namespace.as_str(), key.name.as_str())).map(GangNow::of)
         }
-        fn object(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
-            self.0.get(api_version, kind, namespace, name)
+        fn object(&self, r: &ObjectRef) -> Option<&Value> {
+            self.0.get_ref(r)
         }
     }
 
@@ -824,13 +861,18 @@ mod tests {
             counts: Counts { members: 4, ..Counts::default() },
             state: GangState { waiting_since: Some(Time(1_700_000_000_123)), ..GangState::default() },
         };
-        let mut gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
-                              "metadata": {"name": "g", "namespace": "ml", "generation": 3},
-                              "spec": {"minMember": 1}});
-        let write = gang_status(&o, &gang, Time(1_700_000_000_456)).expect("a first status");
-        write.apply_to(&mut gang);
-        accepted(Kind::Gang, "v1alpha1", &gang, "ml");
-        let p = pod_scheduled_false(&ObjectKey::new("ml", "w-0"), &o, None, Time(1_700_000_000_456)).unwrap();
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                          "metadata": {"name": "g", "namespace": "ml", "generation": 3},
+                          "spec": {"minMember": 1}});
+        let write = gang_status(&o, &GangNow::of(&gang), Time(1_700_000_000_456)).expect("a first status");
+        accepted(Kind::Gang, "v1alpha1", &stored(&gang, &write), "ml");
+        let p = pod_scheduled_false(
+            &ObjectKey::new("ml", "w-0"),
+            &o,
+            &PodNow::default(),
+            Time(1_700_000_000_456),
+        )
+        .unwrap();
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0", "namespace": "ml"},
                          "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": p.http().body["status"]});
         accepted(Kind::Pod, "v1", &pod, "ml");

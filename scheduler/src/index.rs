@@ -1,33 +1,37 @@
 //! The synchronous index the watches feed: the watched objects in the core's [`Live`] view (a
 //! snapshot patched object by object, so a cycle costs what changed, not what the cluster holds),
-//! plus what this scheduler knows that the watch does not say yet, kept as a core
+//! each filed under the [`ObjectRef`] computed where it entered (a watch event's metadata and the
+//! kind watched), plus what this scheduler knows that the watch does not say yet, kept as a core
 //! [`Overlay`] that `Live` lays over its snapshot at each refresh (the index never edits the
-//! core's converted objects, and so never has to undo an edit):
+//! objects the watch delivered, and so never has to undo an edit):
 //!
 //! - bindings sent but not yet seen in the watch (so the next cycle cannot double-book a node);
 //! - the gang state the last applied plan left each gang (when it started waiting, when it fell
 //!   below its minimum, its timeouts and backoff) and its `NonStrict` reservations, handed to the
 //!   next cycle. A `Gang` object carries its state in its status too, which is what a new leader
 //!   starts from; gangs of the other dialects start afresh after a restart or a change of leader
-//!   (their timeout and grace period count from then).
+//!   (their timeout and grace period count from then);
+//! - status writes sent and not yet seen in the watch (nominations, pod conditions, `Gang`
+//!   statuses): the writes of the next cycle are compared with the objects as they will be
+//!   ([`crate::apply::Current`]), so no write is sent twice, and a nomination is shown on its pod.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use scheduler_core::cluster::{Live, Overlay, Problem};
-use scheduler_core::model::{PodKey, Snapshot};
-use scheduler_core::object::at;
+use k8s_openapi::api::core::v1::PodCondition;
+use scheduler_core::cluster::{ApiKind, GANG, Live, Overlay, POD, Problem};
+use scheduler_core::crd::GangStatus;
+use scheduler_core::model::{GangKey, PodKey, Snapshot};
+use scheduler_core::object::{Filed, ObjectRef, at};
 use scheduler_core::plan::{Binding, Plan};
-
-use crate::apply::{StatusWrite, Target};
 use serde_json::Value;
+
+use crate::apply::{ConditionNow, Current, GangNow, PodNow, StatusChange, StatusWrite, Target};
 
 /// The gate a pod whose binding the API server refused is shown with (see [`Index::refuse`]).
 pub const REFUSED_GATE: &str = "kube-gang.io/binding-refused";
 /// The gate a pod whose binding the API server throttled is shown with (see [`Index::hold`]).
 pub const THROTTLED_GATE: &str = "kube-gang.io/binding-throttled";
-/// From this many objects, a list is loaded in bulk (see [`Index::replace`]).
-const BULK: usize = 1_024;
 const REFUSED_FIRST: Duration = Duration::from_secs(5);
 const REFUSED_MAX: Duration = Duration::from_secs(300);
 
@@ -35,24 +39,58 @@ const REFUSED_MAX: Duration = Duration::from_secs(300);
 #[derive(Debug, Default)]
 pub struct Index {
     live: Live,
-    /// Resource (e.g. `v1/Pod`) → the (namespace, name) of each object held. A hash set: a bulk
-    /// load of 140,000 pods into an ordered set was string comparisons by the million.
-    keys: BTreeMap<String, HashSet<(String, String)>>,
-    /// What the watch does not say yet — bindings sent, gang state carried, reservations — laid
-    /// over the core's snapshot at each refresh (the core's objects are never edited).
+    /// What the watch does not say yet — bindings sent, gang state carried, reservations,
+    /// nominations written — laid over the core's snapshot at each refresh (the core's objects
+    /// are never edited).
     overlay: Overlay,
     /// When each assumed binding was sent (for [`Index::expire`]).
     sent: BTreeMap<PodKey, Instant>,
     /// Pods whose binding the API server refused: (refusals so far, held back until).
     refusals: BTreeMap<PodKey, (u32, Instant)>,
-    /// Objects with a status write applied ahead of the watch ([`Index::wrote`]): the version
-    /// the API last reported, to go back to if the write does not happen.
-    before: HashMap<(String, String, String), Value>,
+    /// Status writes sent and not yet seen in the watch, by pod and by `Gang`.
+    ahead_pods: HashMap<PodKey, Ahead>,
+    ahead_gangs: HashMap<GangKey, Ahead>,
 }
 
-fn key_of(obj: &Value) -> (String, String) {
-    let s = |p: &str| at(obj, p).and_then(Value::as_str).unwrap_or("").to_string();
-    (s("/metadata/namespace"), s("/metadata/name"))
+/// The status writes sent about one object and not yet seen in the watch: what it will say.
+#[derive(Debug, Default)]
+struct Ahead {
+    nominated: Option<String>,
+    scheduled: Option<PodCondition>,
+    gang: Option<GangStatus>,
+    /// Writes sent and not answered yet.
+    unanswered: usize,
+    /// Once every write was answered: the `resourceVersion` the last one made (`None`: not
+    /// said). The watch delivering that version shows them all.
+    made: Option<Option<String>>,
+    /// Versions the watch delivered while writes were unanswered (the watch can be faster than
+    /// the answer), the last few.
+    delivered: Vec<String>,
+}
+
+/// How many versions delivered before an answer are remembered.
+const DELIVERED_MAX: usize = 8;
+
+impl Ahead {
+    /// The watch delivered `obj`: whether it shows every write.
+    fn delivered(&mut self, obj: &Value) -> bool {
+        let version = at(obj, "/metadata/resourceVersion").and_then(Value::as_str);
+        if self.unanswered > 0 {
+            if let Some(v) = version {
+                if self.delivered.len() == DELIVERED_MAX {
+                    self.delivered.remove(0);
+                }
+                self.delivered.push(v.to_string());
+            }
+            return false;
+        }
+        match &self.made {
+            Some(Some(made)) => version == Some(made.as_str()),
+            // Made, at a version not said: the next version the watch delivers is taken.
+            Some(None) => true,
+            None => false,
+        }
+    }
 }
 
 /// Whether the object names a node (`spec.nodeName`): a bound pod.
@@ -60,9 +98,10 @@ fn has_node(obj: &Value) -> bool {
     at(obj, "/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
 }
 
-/// `v1/Pod` → (`v1`, `Pod`); `kube-gang.io/v1alpha1/Gang` → (`kube-gang.io/v1alpha1`, `Gang`).
-fn split(resource: &str) -> (&str, &str) {
-    resource.rsplit_once('/').unwrap_or(("", resource))
+/// The key of a pod, from its identity (the API server puts a pod that names no namespace in
+/// `default`).
+fn pod_key(r: &ObjectRef) -> PodKey {
+    PodKey::new(r.pod_namespace(), r.name.as_str())
 }
 
 impl Index {
@@ -70,24 +109,36 @@ impl Index {
         Index::default()
     }
 
-    /// A watch `Apply` event (added or modified) for `resource`.
-    pub fn apply(&mut self, resource: &str, obj: Value) {
-        let (ns, name) = key_of(&obj);
-        self.before.remove(&(resource.to_string(), ns, name));
-        self.put(resource, obj);
+    /// A watch `Apply` event (added or modified) of the object `r`.
+    pub fn apply(&mut self, r: ObjectRef, obj: Value) {
+        match r.filed() {
+            Filed::Pod => {
+                let owed = !(self.ahead_pods.is_empty() && self.owes_nothing());
+                if owed {
+                    let key = pod_key(&r);
+                    if self.ahead_pods.get_mut(&key).is_some_and(|a| a.delivered(&obj)) {
+                        self.forget_ahead(&Target::Pod(key.clone()));
+                    }
+                    if has_node(&obj) {
+                        self.settled(&key);
+                    }
+                }
+            }
+            Filed::Other if r.is(&GANG) && !self.ahead_gangs.is_empty() => {
+                let key = GangKey::new(r.namespace.as_str(), r.name.as_str());
+                if self.ahead_gangs.get_mut(&key).is_some_and(|a| a.delivered(&obj)) {
+                    self.ahead_gangs.remove(&key);
+                }
+            }
+            _ => {}
+        }
+        // Objects the core cannot file are reported with the snapshot's problems, not here.
+        let _ = self.live.apply(r, obj);
     }
 
-    fn put(&mut self, resource: &str, obj: Value) {
-        if has_node(&obj)
-            && let Some(p) = pod_key(&obj)
-        {
-            self.settled(&p);
-        }
-        let key = key_of(&obj);
-        // Objects the core cannot file are reported with the snapshot's problems, not here.
-        if self.live.push(obj).is_ok() {
-            self.keys.entry(resource.to_string()).or_default().insert(key);
-        }
+    /// Nothing is owed to bindings sent or refused.
+    fn owes_nothing(&self) -> bool {
+        self.overlay.assumed.is_empty() && self.refusals.is_empty() && self.overlay.held_back.is_empty()
     }
 
     /// A pod bound or gone: it owes nothing to earlier refusals.
@@ -102,86 +153,80 @@ impl Index {
         self.sent.remove(pod);
     }
 
-    /// A watch `Delete` event for `resource`.
-    pub fn delete(&mut self, resource: &str, obj: &Value) {
-        if let Some(pod) = pod_key(obj) {
-            self.settled(&pod);
+    /// A watch `Delete` event of the object `r`.
+    pub fn delete(&mut self, r: &ObjectRef) {
+        match r.filed() {
+            Filed::Pod => {
+                let key = pod_key(r);
+                self.settled(&key);
+                self.forget_ahead(&Target::Pod(key));
+            }
+            Filed::Other if r.is(&GANG) => {
+                self.ahead_gangs.remove(&GangKey::new(r.namespace.as_str(), r.name.as_str()));
+            }
+            _ => {}
         }
-        let (ns, name) = key_of(obj);
-        self.before.remove(&(resource.to_string(), ns.clone(), name.clone()));
-        self.forget_object(resource, &(ns, name));
+        self.live.remove_ref(r);
     }
 
-    fn forget_object(&mut self, resource: &str, (ns, name): &(String, String)) {
-        let (api_version, kind) = split(resource);
-        self.live.remove(api_version, kind, ns, name);
-        if let Some(keys) = self.keys.get_mut(resource) {
-            keys.remove(&(ns.clone(), name.clone()));
-        }
-    }
-
-    /// A completed (re-)list of `resource` replaces what the index held for it: objects deleted
-    /// while the watch was down (410 Gone, a dropped connection) disappear here. A large list
-    /// (the initial one of a big cluster) is loaded in bulk: the core assembles its snapshot once,
-    /// converting pods on all cores, instead of patching it object by object.
-    pub fn replace(&mut self, resource: &str, objects: Vec<Value>) {
-        let fresh: Vec<(String, String)> = objects.iter().map(key_of).collect();
-        let held = self.keys.get(resource).filter(|k| !k.is_empty());
-        let mut gone: Vec<(String, String)> = held
-            .map(|k| {
-                let fresh: HashSet<&(String, String)> = fresh.iter().collect();
-                k.iter().filter(|key| !fresh.contains(key)).cloned().collect()
-            })
-            .unwrap_or_default();
-        // Forgotten in name order, whatever the set's order.
-        gone.sort_unstable();
-        for key in &gone {
-            if split(resource).1 == "Pod" {
-                self.settled(&PodKey::new(&key.0, &key.1));
-            }
-            self.forget_object(resource, key);
-        }
-        if objects.len() < BULK {
-            for o in objects {
-                self.apply(resource, o);
-            }
-            return;
-        }
-        // What the scheduler knows ahead of the watch is dropped for the objects listed; with
-        // nothing held ahead (the initial list), nothing is looked up per object.
-        if !self.before.is_empty() {
-            for (ns, name) in &fresh {
-                self.before.remove(&(resource.to_string(), ns.clone(), name.clone()));
-            }
-        }
-        if !(self.sent.is_empty() && self.refusals.is_empty() && self.overlay.held_back.is_empty()) {
-            for o in &objects {
-                if has_node(o)
-                    && let Some(p) = pod_key(o)
-                {
+    /// A completed (re-)list of `kind` replaces what the index held of it: objects deleted
+    /// while the watch was down (410 Gone, a dropped connection) disappear here. The core loads
+    /// the list in bulk and assembles that kind only (a list of nodes never converts a pod),
+    /// converting pods on all cores, and skips objects listed at the version it holds.
+    pub fn replace(&mut self, kind: &'static ApiKind, objects: Vec<(ObjectRef, Value)>) {
+        if *kind == POD {
+            // What is owed to pods listed bound, or not listed at all (gone), is settled; with
+            // nothing owed (the initial list), nothing is looked up per object.
+            if !self.owes_nothing() {
+                let listed: HashSet<(&str, &str)> =
+                    objects.iter().map(|(r, _)| (r.pod_namespace(), r.name.as_str())).collect();
+                let mut settled: Vec<PodKey> =
+                    objects.iter().filter(|(_, o)| has_node(o)).map(|(r, _)| pod_key(r)).collect();
+                let owed = self
+                    .overlay
+                    .assumed
+                    .keys()
+                    .chain(self.refusals.keys())
+                    .chain(self.overlay.held_back.keys());
+                settled.extend(
+                    owed.filter(|p| !listed.contains(&(p.namespace.as_str(), p.name.as_str()))).cloned(),
+                );
+                for p in settled {
                     self.settled(&p);
                 }
             }
+            // Writes answered are in the list (or their object is gone); those still unanswered
+            // may not be yet.
+            let answered: Vec<PodKey> =
+                self.ahead_pods.iter().filter(|(_, a)| a.unanswered == 0).map(|(k, _)| k.clone()).collect();
+            for k in answered {
+                self.forget_ahead(&Target::Pod(k));
+            }
+        } else if *kind == GANG {
+            self.ahead_gangs.retain(|_, a| a.unanswered > 0);
         }
-        self.keys.entry(resource.to_string()).or_default().extend(fresh);
-        // Handed over whole (not copied), and objects the core cannot file are reported with the
-        // snapshot's problems.
-        let mut list = serde_json::Map::new();
-        list.insert("apiVersion".into(), Value::String("v1".into()));
-        list.insert("kind".into(), Value::String("List".into()));
-        list.insert("items".into(), Value::Array(objects));
-        let _ = self.live.push(Value::Object(list));
+        // Objects the core cannot file are reported with the snapshot's problems.
+        let _ = self.live.replace(kind, objects);
     }
 
-    /// How many objects of `resource` are held.
-    pub fn count(&self, resource: &str) -> usize {
-        self.keys.get(resource).map_or(0, HashSet::len)
+    /// How many objects of `kind` are held.
+    pub fn count(&self, kind: &ApiKind) -> usize {
+        self.live.count(kind)
     }
 
     /// The raw object, if held.
-    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<&Value> {
-        let (api_version, kind) = split(resource);
-        self.live.get(api_version, kind, namespace, name)
+    pub fn get(&self, r: &ObjectRef) -> Option<&Value> {
+        self.live.get_ref(r)
+    }
+
+    /// The raw pod, if held.
+    pub fn pod(&self, key: &PodKey) -> Option<&Value> {
+        self.live.pod(key)
+    }
+
+    /// The raw `Gang` object, if held.
+    pub fn gang(&self, key: &GangKey) -> Option<&Value> {
+        self.live.get_ref(&ObjectRef::of_kind(&GANG, key.namespace.as_str(), key.name.as_str()))
     }
 
     /// Records a binding sent to the API: the next cycle sees the node as used.
@@ -240,31 +285,64 @@ impl Index {
         self.overlay.held_back.entry(pod.clone()).or_insert_with(|| THROTTLED_GATE.to_string());
     }
 
-    /// Records a status write about to be sent, as if the watch had already reported it: the
-    /// next cycle sees it written and does not write it again. The watch's version replaces it
-    /// when it comes; if the write is not made, [`Index::unwrite`] goes back.
+    /// Records a status write about to be sent: until the watch shows it, the next cycle's writes
+    /// are compared with the object as it will be (and not sent again), and a nomination is shown
+    /// on its pod. Nothing the watch delivered is edited.
     pub fn wrote(&mut self, w: &StatusWrite) {
-        let t = &w.target;
-        let Some(mut obj) = self.get(t.resource, &t.namespace, &t.name).cloned() else { return };
-        self.before
-            .entry((t.resource.to_string(), t.namespace.clone(), t.name.clone()))
-            .or_insert_with(|| obj.clone());
-        w.apply_to(&mut obj);
-        self.put(t.resource, obj);
+        let ahead = match &w.target {
+            Target::Pod(k) => self.ahead_pods.entry(k.clone()).or_default(),
+            Target::Gang(k) => self.ahead_gangs.entry(k.clone()).or_default(),
+        };
+        ahead.unanswered += 1;
+        ahead.made = None;
+        match &w.change {
+            StatusChange::Nominate(node) => {
+                ahead.nominated = Some(node.clone());
+                if let Target::Pod(k) = &w.target {
+                    self.overlay.nominated.insert(k.clone(), node.clone());
+                }
+            }
+            StatusChange::Condition(c) => ahead.scheduled = Some((**c).clone()),
+            StatusChange::Gang { status, .. } => ahead.gang = Some((**status).clone()),
+        }
     }
 
-    /// A status write was made: the API's version now includes it.
-    pub fn written(&mut self, t: &Target) {
-        self.before.remove(&(t.resource.to_string(), t.namespace.clone(), t.name.clone()));
+    /// A status write was made, the object now at `version` (if the answer said): the writes to
+    /// it are held until the watch delivers that version.
+    pub fn written(&mut self, t: &Target, version: Option<String>) {
+        let ahead = match t {
+            Target::Pod(k) => self.ahead_pods.get_mut(k),
+            Target::Gang(k) => self.ahead_gangs.get_mut(k),
+        };
+        let Some(ahead) = ahead else { return };
+        ahead.unanswered = ahead.unanswered.saturating_sub(1);
+        // The watch was faster than the answer: it delivered that version already.
+        let seen = version.as_ref().is_some_and(|v| ahead.delivered.contains(v));
+        ahead.made = Some(version);
+        if ahead.unanswered == 0 {
+            ahead.delivered.clear();
+            if seen {
+                self.forget_ahead(t);
+            }
+        }
     }
 
-    /// A status write was not made (refused, failed, or not sent): the object goes back to what
-    /// the API last reported — unless the watch reported a newer version meanwhile — so the next
-    /// cycle writes it again.
+    /// A status write was not made (refused, failed, or not sent): the object is again as the
+    /// watch reports it, so the next cycle writes it again.
     pub fn unwrite(&mut self, t: &Target) {
-        let key = (t.resource.to_string(), t.namespace.clone(), t.name.clone());
-        if let Some(before) = self.before.remove(&key) {
-            self.put(t.resource, before);
+        self.forget_ahead(t);
+    }
+
+    fn forget_ahead(&mut self, t: &Target) {
+        match t {
+            Target::Pod(k) => {
+                if self.ahead_pods.remove(k).is_some_and(|a| a.nominated.is_some()) {
+                    self.overlay.nominated.remove(k);
+                }
+            }
+            Target::Gang(k) => {
+                self.ahead_gangs.remove(k);
+            }
         }
     }
 
@@ -316,38 +394,48 @@ impl Index {
     }
 }
 
-impl crate::apply::Current for Index {
-    fn pod(&self, namespace: &str, name: &str) -> Option<&Value> {
-        self.live.get("v1", "Pod", namespace, name)
+/// The objects as the watch reported them, with the status writes not yet seen there laid over.
+impl Current for Index {
+    fn pod(&self, key: &PodKey) -> PodNow<'_> {
+        let mut now = self.live.pod(key).map(PodNow::of).unwrap_or_default();
+        if let Some(a) = self.ahead_pods.get(key) {
+            if let Some(n) = &a.nominated {
+                now.nominated = Some(n);
+            }
+            if let Some(c) = &a.scheduled {
+                now.scheduled = Some(ConditionNow::of(c));
+            }
+        }
+        now
     }
 
-    fn gang(&self, namespace: &str, name: &str) -> Option<&Value> {
-        let api_version = format!("{}/{}", scheduler_core::GROUP, scheduler_core::VERSION);
-        self.live.get(&api_version, "Gang", namespace, name)
+    fn gang(&self, key: &GangKey) -> Option<GangNow<'_>> {
+        let mut now = GangNow::of(Index::gang(self, key)?);
+        if let Some(status) = self.ahead_gangs.get(key).and_then(|a| a.gang.as_ref()) {
+            now.status = Some(status.clone());
+        }
+        Some(now)
     }
 
-    fn object(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
-        self.live.get(api_version, kind, namespace, name)
+    fn object(&self, r: &ObjectRef) -> Option<&Value> {
+        self.live.get_ref(r)
     }
-}
-
-fn pod_key(obj: &Value) -> Option<PodKey> {
-    (obj.get("kind").and_then(Value::as_str) == Some("Pod")).then(|| {
-        let ns = at(obj, "/metadata/namespace")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .unwrap_or("default");
-        let name = at(obj, "/metadata/name").and_then(Value::as_str).unwrap_or("");
-        PodKey::new(ns, name)
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::GANG;
     use scheduler_core::model::Time;
     use serde_json::json;
+
+    /// A watch `Apply` event of `obj`.
+    fn put(index: &mut Index, obj: Value) {
+        index.apply(ObjectRef::of(&obj), obj);
+    }
+
+    fn gone(index: &mut Index, obj: &Value) {
+        index.delete(&ObjectRef::of(obj));
+    }
 
     fn node(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
@@ -363,8 +451,8 @@ mod tests {
     #[test]
     fn assumed_bindings_hold_until_the_watch_confirms_them() {
         let mut index = Index::new();
-        index.apply("v1/Node", node("n1"));
-        index.apply("v1/Pod", pod("p", None));
+        put(&mut index, node("n1"));
+        put(&mut index, pod("p", None));
         index.assume(&Binding { pod: PodKey::new("ml", "p"), uid: "p".into(), node: "n1".into() });
         index.refresh();
         assert_eq!(
@@ -373,19 +461,19 @@ mod tests {
             "the next cycle sees the node as used"
         );
         // A status update of the still-unbound pod does not undo the assumption.
-        index.apply("v1/Pod", pod("p", None));
+        put(&mut index, pod("p", None));
         index.refresh();
         assert_eq!(index.snapshot().pods[0].node_name.as_deref(), Some("n1"));
-        index.apply("v1/Pod", pod("p", Some("n1")));
+        put(&mut index, pod("p", Some("n1")));
         assert_eq!(index.assumed(), 0);
     }
 
     #[test]
     fn a_binding_the_api_server_made_never_expires_one_of_unknown_outcome_does() {
         let mut index = Index::new();
-        index.apply("v1/Node", node("n1"));
-        index.apply("v1/Pod", pod("made", None));
-        index.apply("v1/Pod", pod("unknown", None));
+        put(&mut index, node("n1"));
+        put(&mut index, pod("made", None));
+        put(&mut index, pod("unknown", None));
         for p in ["made", "unknown"] {
             index.assume(&Binding { pod: PodKey::new("ml", p), uid: p.into(), node: "n1".into() });
         }
@@ -398,19 +486,21 @@ mod tests {
             index.snapshot().pods.iter().map(|p| (p.key.name.as_str(), p.node_name.as_deref())).collect();
         assert!(on.contains(&("made", Some("n1"))) && on.contains(&("unknown", None)), "{on:?}");
         // The watch catching up settles it.
-        index.apply("v1/Pod", pod("made", Some("n1")));
+        put(&mut index, pod("made", Some("n1")));
         assert_eq!(index.assumed(), 0);
     }
 
     #[test]
-    fn a_status_write_is_seen_before_the_watch_reports_it() {
+    fn a_status_write_is_seen_before_the_watch_reports_it_and_sent_once() {
+        use crate::apply::{gang_status, pod_scheduled_false};
         use scheduler_core::model::ObjectKey;
         use scheduler_core::plan::{Counts, Outcome, Phase};
         use scheduler_core::{Reason, model::GangState};
         let mut index = Index::new();
         let mut p = pod("p", None);
+        p["metadata"]["resourceVersion"] = json!("7");
         p["status"]["conditions"] = json!([{"type": "Initialized", "status": "True"}]);
-        index.apply("v1/Pod", p);
+        put(&mut index, p.clone());
         let outcome = Outcome {
             gang: ObjectKey::new("ml", "g"),
             reason: Reason::Unschedulable,
@@ -420,64 +510,97 @@ mod tests {
             state: GangState::default(),
         };
         let now = Time::from_secs(100);
-        let current = |index: &Index| index.get("v1/Pod", "ml", "p").cloned();
         let key = PodKey::new("ml", "p");
-        let mut write =
-            crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now).unwrap();
-        write.resource_version = Some("7".into());
+        let to_write = |index: &Index, o: &Outcome, at: Time| {
+            pod_scheduled_false(&key, o, &Current::pod(index, &key), at)
+        };
+        let write = to_write(&index, &outcome, now).expect("a first condition");
+        assert_eq!(write.resource_version.as_deref(), Some("7"), "a precondition");
         index.wrote(&write);
-        let conditions = current(&index).unwrap()["status"]["conditions"].clone();
-        assert_eq!(conditions.as_array().map(Vec::len), Some(2), "merged by type: {conditions}");
-        assert!(
-            current(&index).unwrap()["metadata"].get("resourceVersion").is_none(),
-            "a precondition is not a change"
+        assert_eq!(
+            to_write(&index, &outcome, now),
+            None,
+            "written once, not again before the watch shows it"
         );
-        // Not made (refused, failed, not sent): back to what the API said, to be written again.
-        let target = write.target.clone();
-        index.unwrite(&target);
-        assert_eq!(current(&index).unwrap()["status"]["conditions"].as_array().map(Vec::len), Some(1));
-        assert!(crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now).is_some());
-        // Made, or overtaken by the watch: nothing to go back to.
+        let raw = index.pod(&key).unwrap();
+        assert_eq!(
+            raw["status"]["conditions"].as_array().map(Vec::len),
+            Some(1),
+            "the watched object is not edited"
+        );
+        // Not made (refused, failed, not sent): the object is as the watch says, to be written again.
+        index.unwrite(&write.target);
+        assert_eq!(to_write(&index, &outcome, now).as_ref(), Some(&write));
+        // Made at version 9: an older version the watch still delivers does not show it; 9 does.
         index.wrote(&write);
-        let mut newer = current(&index).unwrap();
-        newer["status"]["phase"] = json!("Running");
-        index.apply("v1/Pod", newer);
-        index.unwrite(&target);
-        assert_eq!(current(&index).unwrap()["status"]["phase"], "Running");
-        index.wrote(&write);
-        index.written(&target);
-        index.unwrite(&target);
-        assert_eq!(current(&index).unwrap()["status"]["conditions"].as_array().map(Vec::len), Some(2));
-        assert_eq!(conditions[1]["reason"], "Unschedulable");
-        // The next cycle has nothing to write; a new message is written again, keeping the
-        // transition time.
-        assert_eq!(crate::apply::pod_scheduled_false(&key, &outcome, current(&index).as_ref(), now), None);
+        index.written(&write.target, Some("9".into()));
+        let mut older = p.clone();
+        older["metadata"]["resourceVersion"] = json!("8");
+        put(&mut index, older);
+        assert_eq!(to_write(&index, &outcome, now), None, "still ahead of the watch");
+        let mut echo = p.clone();
+        echo["metadata"]["resourceVersion"] = json!("9");
+        echo["status"]["conditions"] = write.http().body["status"]["conditions"].clone();
+        put(&mut index, echo);
+        assert!(index.ahead_pods.is_empty(), "seen in the watch");
+        assert_eq!(to_write(&index, &outcome, now), None, "the object says it now");
+        // A new message is written again, keeping the transition time.
         let changed = Outcome { message: "needs 3 pods".into(), ..outcome };
-        let later = Time::from_secs(200);
-        let again = crate::apply::pod_scheduled_false(&key, &changed, current(&index).as_ref(), later);
-        let again = again.expect("a new message is written");
+        let again = to_write(&index, &changed, Time::from_secs(200)).expect("a new message is written");
         assert_eq!(
             again.http().body["status"]["conditions"][0]["lastTransitionTime"],
             "1970-01-01T00:01:40Z"
         );
-        // A Gang's status replaces the one the object had.
+        assert_eq!(again.resource_version.as_deref(), Some("9"));
+        // The watch faster than the answer, and a later version delivered too (the kubelet's):
+        // the answer finds the version it made delivered already.
+        index.wrote(&again);
+        for version in ["10", "11"] {
+            let mut echo = p.clone();
+            echo["metadata"]["resourceVersion"] = json!(version);
+            put(&mut index, echo);
+        }
+        assert!(!index.ahead_pods.is_empty(), "not answered yet");
+        index.written(&again.target, Some("10".into()));
+        assert!(index.ahead_pods.is_empty());
+
+        // A nomination written is shown on the pod until the watch shows it.
+        let nominate = StatusWrite {
+            target: Target::Pod(key.clone()),
+            resource_version: None,
+            change: StatusChange::Nominate("n1".into()),
+        };
+        index.wrote(&nominate);
+        index.refresh();
+        assert_eq!(index.snapshot().pods[0].nominated_node.as_deref(), Some("n1"));
+        assert_eq!(Current::pod(&index, &key).nominated, Some("n1"));
+        index.unwrite(&nominate.target);
+        index.refresh();
+        assert_eq!(index.snapshot().pods[0].nominated_node, None);
+
+        // A Gang's status written replaces the one the object had, as far as the next write goes.
         let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
-                   "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 2},
+                   "metadata": {"name": "g", "namespace": "ml", "resourceVersion": "3"}, "spec": {"minMember": 2},
                    "status": {"degradedSince": "1970-01-01T00:00:10Z"}});
-        index.apply(GANG, gang.clone());
-        let status = crate::apply::gang_status(&changed, &gang, now).expect("a new status");
+        put(&mut index, gang.clone());
+        let g = GangKey::new("ml", "g");
+        let status = gang_status(&changed, &Current::gang(&index, &g).unwrap(), now).expect("a new status");
         index.wrote(&status);
-        let g = index.get(GANG, "ml", "g").unwrap();
-        assert_eq!(g["status"]["phase"], "Pending");
-        assert_eq!(g["spec"]["minMember"], 2);
-        assert!(g["status"].get("degradedSince").is_none(), "gone: {g}");
+        assert_eq!(gang_status(&changed, &Current::gang(&index, &g).unwrap(), now), None, "not sent twice");
+        assert_eq!(index.gang(&g).unwrap()["status"]["degradedSince"], "1970-01-01T00:00:10Z", "not edited");
+        // Answered without a version: the next version the watch delivers is taken as showing it.
+        index.written(&status.target, None);
+        let mut echo = gang.clone();
+        echo["metadata"]["resourceVersion"] = json!("4");
+        put(&mut index, echo);
+        assert!(index.ahead_gangs.is_empty());
     }
 
     #[test]
     fn a_refused_binding_frees_the_node_again() {
         let mut index = Index::new();
-        index.apply("v1/Node", node("n1"));
-        index.apply("v1/Pod", pod("p", None));
+        put(&mut index, node("n1"));
+        put(&mut index, pod("p", None));
         index.assume(&Binding { pod: PodKey::new("ml", "p"), uid: "p".into(), node: "n1".into() });
         index.forget(&PodKey::new("ml", "p"));
         index.refresh();
@@ -511,13 +634,13 @@ mod tests {
         };
         // A CRD-less gang: its state follows its name, even when its oldest member goes.
         let mut index = Index::new();
-        index.apply("v1/Pod", member("a", "2026-01-01T00:00:00Z", true));
-        index.apply("v1/Pod", member("b", "2026-01-01T00:00:05Z", true));
+        put(&mut index, member("a", "2026-01-01T00:00:00Z", true));
+        put(&mut index, member("b", "2026-01-01T00:00:05Z", true));
         let plan = cycle(&mut index, 1_000);
         assert_eq!(plan.outcomes[0].state.waiting_since, Some(Time::from_secs(1_000)), "{plan:#?}");
         assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
-        index.delete("v1/Pod", &member("a", "", true));
-        index.apply("v1/Pod", member("c", "2026-01-01T00:00:09Z", true));
+        gone(&mut index, &member("a", "", true));
+        put(&mut index, member("c", "2026-01-01T00:00:09Z", true));
         index.refresh();
         assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
         // Leadership changes hands: the state a gang was handed is dropped with the rest.
@@ -533,32 +656,32 @@ mod tests {
                    "spec": {"minMember": 2}})
         };
         let mut index = Index::new();
-        index.apply(GANG, gang_object("2026-01-01T00:00:00Z"));
-        index.apply("v1/Pod", member("a", "2026-01-01T00:00:00Z", false));
-        index.apply("v1/Pod", member("b", "2026-01-01T00:00:00Z", false));
+        put(&mut index, gang_object("2026-01-01T00:00:00Z"));
+        put(&mut index, member("a", "2026-01-01T00:00:00Z", false));
+        put(&mut index, member("b", "2026-01-01T00:00:00Z", false));
         cycle(&mut index, 1_000);
         assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
-        index.apply(GANG, gang_object("2026-02-01T00:00:00Z"));
+        put(&mut index, gang_object("2026-02-01T00:00:00Z"));
         index.refresh();
         assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
     }
 
     #[test]
     fn a_large_list_loads_in_bulk_into_the_same_view() {
-        let pods: Vec<Value> = (0..BULK + 5).map(|i| pod(&format!("p{i:05}"), None)).collect();
+        let pods: Vec<Value> = (0..1_029).map(|i| pod(&format!("p{i:05}"), None)).collect();
         let mut bulk = Index::new();
-        bulk.apply("v1/Node", node("n1"));
-        bulk.apply("v1/Pod", pod("old", None));
-        bulk.replace("v1/Pod", pods.clone());
+        put(&mut bulk, node("n1"));
+        put(&mut bulk, pod("old", None));
+        bulk.replace(&POD, pods.iter().map(|p| (ObjectRef::of(p), p.clone())).collect());
         let mut one_by_one = Index::new();
-        one_by_one.apply("v1/Node", node("n1"));
+        put(&mut one_by_one, node("n1"));
         for p in pods {
-            one_by_one.apply("v1/Pod", p);
+            put(&mut one_by_one, p);
         }
         bulk.refresh();
         one_by_one.refresh();
-        assert_eq!(bulk.count("v1/Pod"), BULK + 5);
-        assert!(bulk.get("v1/Pod", "ml", "old").is_none(), "gone from the list");
+        assert_eq!(bulk.count(&POD), 1_029);
+        assert!(bulk.pod(&PodKey::new("ml", "old")).is_none(), "gone from the list");
         let sorted = |i: &Index| {
             let mut s = i.snapshot().clone();
             s.pods.sort_by(|a, b| a.key.cmp(&b.key));
@@ -570,12 +693,12 @@ mod tests {
     #[test]
     fn a_relist_drops_what_was_deleted_meanwhile() {
         let mut index = Index::new();
-        index.apply("v1/Pod", pod("a", None));
-        index.apply("v1/Pod", pod("b", None));
-        index.replace("v1/Pod", vec![pod("b", None)]);
-        assert_eq!(index.count("v1/Pod"), 1);
-        assert!(index.get("v1/Pod", "ml", "a").is_none());
-        index.delete("v1/Pod", &pod("b", None));
-        assert_eq!(index.count("v1/Pod"), 0);
+        put(&mut index, pod("a", None));
+        put(&mut index, pod("b", None));
+        index.replace(&POD, vec![(ObjectRef::of(&pod("b", None)), pod("b", None))]);
+        assert_eq!(index.count(&POD), 1);
+        assert!(index.pod(&PodKey::new("ml", "a")).is_none());
+        gone(&mut index, &pod("b", None));
+        assert_eq!(index.count(&POD), 0);
     }
 }

@@ -125,7 +125,7 @@ pub fn request_name(gang: &GangKey, attempt: u32) -> String {
 /// (a Job, JobSet, …), else the `Gang` object, else none.
 fn owner(index: &Index, ask: &ProvisioningAsk) -> Option<Value> {
     let pod = ask.pod_sets.first()?.pods.first()?;
-    let raw = index.get("v1/Pod", &pod.namespace, &pod.name)?;
+    let raw = index.pod(pod)?;
     let controller = raw
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
@@ -135,7 +135,7 @@ fn owner(index: &Index, ask: &ProvisioningAsk) -> Option<Value> {
             json!({"apiVersion": r["apiVersion"], "kind": r["kind"], "name": r["name"], "uid": r["uid"]}),
         );
     }
-    let gang = index.get("kube-gang.io/v1alpha1/Gang", &ask.gang.namespace, &ask.gang.name)?;
+    let gang = index.gang(&ask.gang)?;
     let uid = gang.pointer("/metadata/uid")?.as_str()?;
     Some(json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "name": ask.gang.name, "uid": uid}))
 }
@@ -172,7 +172,7 @@ pub fn objects(
     let mut pod_sets = Vec::new();
     for (i, set) in ask.pod_sets.iter().enumerate() {
         let model = set.pods.first()?;
-        let member = index.get("v1/Pod", &model.namespace, &model.name)?;
+        let member = index.pod(model)?;
         let tname = format!("{name}-{i}");
         templates.push(template(&tname, ns, member, owner.as_ref()));
         pod_sets.push(json!({"podTemplateRef": {"name": tname}, "count": set.count}));

@@ -26,12 +26,16 @@ use crate::index::Index;
 use crate::lease::Standing;
 use crate::metrics::{Metrics, ResultLabel};
 use crate::ratelimit::{self, RateLimiter};
+use scheduler_core::cluster::ApiKind;
 use scheduler_core::model::{GangKey, GangState, PodKey};
+use scheduler_core::object::ObjectRef;
 use scheduler_core::plan::Eviction;
 
 /// A watched resource.
 #[derive(Clone, Debug)]
 pub struct Watched {
+    /// The kind, as the core reads it: the type part of every object's identity.
+    pub kind: &'static ApiKind,
     pub resource: ApiResource,
     /// Must exist (core kinds); optional ones are discovered.
     pub required: bool,
@@ -42,6 +46,7 @@ pub fn resources() -> Vec<Watched> {
     scheduler_core::cluster::READ
         .iter()
         .map(|k| Watched {
+            kind: k,
             resource: ApiResource::from_gvk_with_plural(
                 &kube::api::GroupVersionKind::gvk(k.group, k.version, k.kind),
                 k.plural,
@@ -64,16 +69,25 @@ const RELEASE_WITHIN: Duration = Duration::from_secs(5);
 /// How often the leader logs the objects it cannot read (they are also in `kubectl gang status`).
 const PROBLEMS_EVERY: Duration = Duration::from_secs(300);
 
-fn resource_key(r: &ApiResource) -> String {
-    format!("{}/{}", r.api_version, r.kind)
+/// A watched kind's name in logs and in the loop's sets of watches started and synced:
+/// `v1/Pod`, `kube-gang.io/v1alpha1/Gang`.
+fn kind_key(k: &ApiKind) -> String {
+    match k.group {
+        "" => format!("{}/{}", k.version, k.kind),
+        g => format!("{g}/{}/{}", k.version, k.kind),
+    }
 }
 
+/// What the loop hears: watch events, each object with the identity it entered with, and the
+/// fate of status writes.
 enum Msg {
-    Apply(String, Value),
-    Delete(String, Value),
-    Replace(String, Vec<Value>),
-    /// A status write applied ahead of the watch was made, or not (see [`Index::wrote`]).
-    Written(Target),
+    Apply(ObjectRef, Value),
+    Delete(ObjectRef),
+    /// A completed (re-)list of one kind.
+    Replace(&'static ApiKind, Vec<(ObjectRef, Value)>),
+    /// A status write recorded ahead of the watch was made (the object now at this
+    /// `resourceVersion`, if the answer said), or not (see [`Index::wrote`]).
+    Written(Target, Option<String>),
     Unwritten(Target),
 }
 
@@ -83,24 +97,35 @@ struct Report {
     events: Vec<k8s_openapi::api::events::v1::Event>,
 }
 
-/// Turns a watched object into the raw JSON the core reads, with `apiVersion`/`kind` restored
-/// (list items omit them).
-fn to_value(obj: DynamicObject, r: &ApiResource) -> Option<Value> {
-    let mut v = serde_json::to_value(obj).ok()?;
-    let m = v.as_object_mut()?;
-    m.insert("apiVersion".into(), Value::String(r.api_version.clone()));
-    m.insert("kind".into(), Value::String(r.kind.clone()));
-    Some(v)
+/// A watched object as it enters: its identity, from its typed metadata and the kind watched
+/// (computed here, once), and the raw JSON the core reads — the object's own fields moved, not
+/// serialized again, with its metadata and `apiVersion`/`kind` (list items omit them) restored.
+fn entering(obj: DynamicObject, w: &Watched) -> Option<(ObjectRef, Value)> {
+    let DynamicObject { metadata, data, .. } = obj;
+    let r = ObjectRef::of_kind(
+        w.kind,
+        metadata.namespace.as_deref().unwrap_or(""),
+        metadata.name.as_deref().unwrap_or(""),
+    );
+    let mut fields = match data {
+        Value::Object(m) => m,
+        Value::Null => serde_json::Map::new(),
+        _ => return None,
+    };
+    fields.insert("metadata".into(), serde_json::to_value(&metadata).ok()?);
+    fields.insert("apiVersion".into(), Value::String(w.resource.api_version.clone()));
+    fields.insert("kind".into(), Value::String(w.resource.kind.clone()));
+    Some((r, Value::Object(fields)))
 }
 
 /// Pumps one resource's watch into the channel until cancelled. The watcher re-lists on 410 Gone
 /// and reconnects with backoff on errors; each completed list replaces the resource in the index.
-async fn pump(client: kube::Client, w: ApiResource, tx: mpsc::UnboundedSender<Msg>, stop: CancellationToken) {
-    let api: Api<DynamicObject> = Api::all_with(client, &w);
-    let key = resource_key(&w);
+async fn pump(client: kube::Client, w: Watched, tx: mpsc::UnboundedSender<Msg>, stop: CancellationToken) {
+    let api: Api<DynamicObject> = Api::all_with(client, &w.resource);
+    let key = kind_key(w.kind);
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
-    let mut buffer: Vec<Value> = Vec::new();
+    let mut buffer: Vec<(ObjectRef, Value)> = Vec::new();
     loop {
         let next = tokio::select! {
             () = stop.cancelled() => return,
@@ -108,17 +133,17 @@ async fn pump(client: kube::Client, w: ApiResource, tx: mpsc::UnboundedSender<Ms
         };
         let Some(event) = next else { return };
         let msg = match event {
-            Ok(watcher::Event::Apply(o)) => to_value(o, &w).map(|v| Msg::Apply(key.clone(), v)),
-            Ok(watcher::Event::Delete(o)) => to_value(o, &w).map(|v| Msg::Delete(key.clone(), v)),
+            Ok(watcher::Event::Apply(o)) => entering(o, &w).map(|(r, v)| Msg::Apply(r, v)),
+            Ok(watcher::Event::Delete(o)) => entering(o, &w).map(|(r, _)| Msg::Delete(r)),
             Ok(watcher::Event::Init) => {
                 buffer.clear();
                 None
             }
             Ok(watcher::Event::InitApply(o)) => {
-                buffer.extend(to_value(o, &w));
+                buffer.extend(entering(o, &w));
                 None
             }
-            Ok(watcher::Event::InitDone) => Some(Msg::Replace(key.clone(), std::mem::take(&mut buffer))),
+            Ok(watcher::Event::InitDone) => Some(Msg::Replace(w.kind, std::mem::take(&mut buffer))),
             Err(e) => {
                 tracing::warn!(resource = %key, error = %e, "watch error; retrying");
                 None
@@ -181,8 +206,7 @@ pub async fn run(
     let mut started: BTreeSet<String> = BTreeSet::new();
     let mut synced: BTreeSet<String> = BTreeSet::new();
     let all = resources();
-    let required: BTreeSet<String> =
-        all.iter().filter(|w| w.required).map(|w| resource_key(&w.resource)).collect();
+    let required: BTreeSet<String> = all.iter().filter(|w| w.required).map(|w| kind_key(w.kind)).collect();
     let mut tasks = tokio::task::JoinSet::new();
     let mut last_discovery: Option<Instant> = None;
     let mut index = Index::new();
@@ -240,14 +264,14 @@ pub async fn run(
         // Discovery: start watches for resources that exist now.
         if last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_period) {
             for w in &all {
-                let key = resource_key(&w.resource);
+                let key = kind_key(w.kind);
                 if started.contains(&key) {
                     continue;
                 }
                 if w.required || served(&loop_client, &w.resource).await {
                     tracing::info!(resource = %key, "watching");
                     started.insert(key);
-                    tasks.spawn(pump(client.clone(), w.resource.clone(), tx.clone(), stop.child_token()));
+                    tasks.spawn(pump(client.clone(), w.clone(), tx.clone(), stop.child_token()));
                 }
             }
             last_discovery = Some(Instant::now());
@@ -375,9 +399,9 @@ pub async fn run(
 }
 
 /// Sends status writes and events as they come, `concurrency` at a time, while this replica may
-/// act, and tells the loop which status writes were made and which were not (refused, failed,
-/// or not sent): those are undone in the index (see [`Index::unwrite`]), so the next cycle writes
-/// them again. Returns when the loop closes the queue and everything queued was handled.
+/// act, and tells the loop which status writes were made (and the version they made) and which
+/// were not (refused, failed, or not sent): those are forgotten by the index (see
+/// [`Index::unwrite`]), so the next cycle writes them again. Returns when the loop closes the queue and everything queued was handled.
 async fn report(
     client: kube::Client,
     mut batches: mpsc::UnboundedReceiver<Report>,
@@ -390,15 +414,18 @@ async fn report(
         let statuses = futures::stream::iter(batch.statuses).for_each_concurrent(concurrency, |w| {
             let (client, tx, standing) = (&client, &tx, &standing);
             async move {
-                let made = match may_send(client, standing, &w.http()).await {
-                    Some(Ok(_)) => true,
+                let msg = match may_send(client, standing, &w.http()).await {
+                    Some(Ok(answer)) => {
+                        let version = answer.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+                        Msg::Written(w.target, version.map(String::from))
+                    }
                     Some(Err(e)) => {
                         tracing::debug!(object = ?w.target, error = %e, "status write failed; the next cycle retries");
-                        false
+                        Msg::Unwritten(w.target)
                     }
-                    None => false,
+                    None => Msg::Unwritten(w.target),
                 };
-                let _ = tx.send(if made { Msg::Written(w.target) } else { Msg::Unwritten(w.target) });
+                let _ = tx.send(msg);
             }
         });
         statuses.await;
@@ -424,13 +451,13 @@ async fn report(
 
 fn handle(index: &mut Index, synced: &mut BTreeSet<String>, msg: Msg) {
     match msg {
-        Msg::Apply(r, v) => index.apply(&r, v),
-        Msg::Delete(r, v) => index.delete(&r, &v),
-        Msg::Replace(r, vs) => {
-            index.replace(&r, vs);
-            synced.insert(r);
+        Msg::Apply(r, v) => index.apply(r, v),
+        Msg::Delete(r) => index.delete(&r),
+        Msg::Replace(kind, objects) => {
+            index.replace(kind, objects);
+            synced.insert(kind_key(kind));
         }
-        Msg::Written(t) => index.written(&t),
+        Msg::Written(t, version) => index.written(&t, version),
         Msg::Unwritten(t) => index.unwrite(&t),
     }
 }

@@ -258,17 +258,19 @@ pub fn gang_request<'a>(
         |r: &'a serde_json::Value, p: &str| r.pointer(p).and_then(serde_json::Value::as_str).unwrap_or("");
     requests
         .into_iter()
-        .filter(|r| {
-            s(r, "/kind") == "ProvisioningRequest"
-                && s(r, "/metadata/namespace") == gang.namespace
+        // Each request's identity, read once.
+        .map(|r| (crate::object::ObjectRef::of(r), r))
+        .filter(|(id, r)| {
+            id.kind == "ProvisioningRequest"
+                && id.namespace == gang.namespace
                 && s(r, "/metadata/labels/kube-gang.io~1gang") == label
                 && s(r, "/metadata/labels/app.kubernetes.io~1managed-by") == "gang-scheduler"
         })
-        .max_by_key(|r| {
-            let attempt =
-                s(r, "/metadata/name").rsplit_once('-').and_then(|(_, n)| n.parse::<u32>().ok()).unwrap_or(0);
+        .max_by_key(|(id, r)| {
+            let attempt = id.name.rsplit_once('-').and_then(|(_, n)| n.parse::<u32>().ok()).unwrap_or(0);
             (s(r, "/metadata/creationTimestamp").to_string(), attempt)
         })
+        .map(|(_, r)| r)
 }
 
 /// The capacity line for `gang` from the requests there are (see [`gang_request`],

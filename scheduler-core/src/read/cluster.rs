@@ -13,70 +13,18 @@
 mod assembly;
 mod resolve;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::dialect;
 use crate::error::FieldError;
-use crate::model::Snapshot;
+use crate::model::{ObjectKey, PodKey, Snapshot};
+pub use crate::object::{ApiKind, GANG, NODE, POD, READ};
 use crate::object::{Filed, ObjectRef};
 use assembly::Assembly;
-pub use assembly::{Live, Overlay};
-
-/// A kind the cluster view reads from the API: every front door that lists or watches the cluster
-/// reads exactly these, so a dialect added here reaches the scheduler and the plugin alike.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ApiKind {
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
-    pub plural: &'static str,
-    /// A built-in Kubernetes kind (always served); the others are CRDs that may be absent.
-    pub builtin: bool,
-}
-
-const fn api_kind(
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-) -> ApiKind {
-    ApiKind { group, version, kind, plural, builtin: false }
-}
-
-const fn builtin(
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-) -> ApiKind {
-    ApiKind { group, version, kind, plural, builtin: true }
-}
-
-/// Everything [`Cluster`] understands: nodes, pods, namespaces, priority classes,
-/// PodDisruptionBudgets and every gang dialect's objects.
-pub const READ: &[ApiKind] = &[
-    builtin("", "v1", "Node", "nodes"),
-    builtin("", "v1", "Pod", "pods"),
-    builtin("", "v1", "Namespace", "namespaces"),
-    builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
-    builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
-    api_kind(crate::GROUP, crate::VERSION, "Gang", "gangs"),
-    // PodGroups, preferred version first: 1.37 serves v1beta1 and v1alpha3 (either may be
-    // enabled alone), 1.36 v1alpha2 only; 1.35 has Workloads pods point at. A cluster serving two
-    // of them is watched at both, and the copy of the preferred version is the one kept
-    // ([`Cluster::push`]), so no PodGroup is read twice.
-    api_kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
-    api_kind("scheduling.k8s.io", "v1alpha3", "PodGroup", "podgroups"),
-    api_kind("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
-    api_kind("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
-    api_kind("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"),
-    api_kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
-    api_kind("scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups"),
-    api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
-    api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
-];
+pub use assembly::{Live, Overlay, Stats};
 
 /// Where an object's API version comes in [`READ`] among the versions of its kind: lower is
 /// preferred; a version not listed comes last.
@@ -109,17 +57,48 @@ pub struct Assembled {
     pub problems: Vec<Problem>,
 }
 
-/// Raw API objects, as listed from the API or read from a dump. Later pushes of the same object
-/// replace earlier ones.
+/// Where the cluster files a gang object: its API group and kind (any version: one object
+/// served at two versions is one object), namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct GangAt {
+    group: Cow<'static, str>,
+    kind: Cow<'static, str>,
+    namespace: String,
+    name: String,
+}
+
+impl GangAt {
+    fn of(r: &ObjectRef) -> Self {
+        GangAt {
+            group: r.group.clone(),
+            kind: r.kind.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        }
+    }
+
+    /// Whether it files an object of `r`'s group and kind.
+    fn is(&self, r: &ObjectRef) -> bool {
+        self.group == r.group && self.kind == r.kind
+    }
+
+    /// Reads the object filed here, if its kind defines gangs.
+    fn read(&self, obj: &Value) -> Option<Result<dialect::GangObject, Vec<FieldError>>> {
+        dialect::read_as(&self.group, &self.kind, obj)
+    }
+}
+
+/// Raw API objects, as listed from the API or read from a dump, each filed under the identity it
+/// entered with ([`ObjectRef`]). Later pushes of the same object replace earlier ones.
 #[derive(Clone, Debug, Default)]
 pub struct Cluster {
     nodes: BTreeMap<String, Value>,
-    pods: BTreeMap<(String, String), Value>,
+    pods: BTreeMap<PodKey, Value>,
     priority_classes: BTreeMap<String, Value>,
     namespaces: BTreeMap<String, Value>,
     /// PodDisruptionBudgets by (namespace, name).
-    budgets: BTreeMap<(String, String), Value>,
-    gang_objects: BTreeMap<(String, String, String, String), Value>,
+    budgets: BTreeMap<ObjectKey, Value>,
+    gang_objects: BTreeMap<GangAt, Value>,
     /// Objects of kinds the cluster view does not use (Jobs, Services, …), kept for callers.
     pub others: Vec<Value>,
 }
@@ -137,6 +116,52 @@ pub fn describe(obj: &Value) -> String {
     if ns.is_empty() { format!("{kind} {name}") } else { format!("{kind} {ns}/{name}") }
 }
 
+/// What every object pushed must be: an object stating its kind.
+fn entering(obj: &Value) -> Result<(), FieldError> {
+    if !obj.is_object() {
+        return Err(FieldError::new("", "not an object"));
+    }
+    if str_at(obj, "/kind").is_empty() {
+        return Err(FieldError::new("kind", "missing"));
+    }
+    Ok(())
+}
+
+/// The items of a `List` (`v1 List`, `PodList`, …), taken out of it (a dump's list holds the
+/// whole cluster: not copied). Items of a typed list (PodList) may omit their own kind and
+/// apiVersion: they get the list's.
+fn list_items(mut list: Value) -> Result<Vec<Value>, FieldError> {
+    let kind = str_at(&list, "/kind").to_string();
+    let api_version = list.get("apiVersion").cloned();
+    let Some(Value::Array(mut items)) = list.get_mut("items").map(Value::take) else {
+        return Err(FieldError::new("items", "must be a list"));
+    };
+    if let Some(k) = kind.strip_suffix("List").filter(|k| !k.is_empty()) {
+        for item in &mut items {
+            if item.get("kind").is_none()
+                && let Some(map) = item.as_object_mut()
+            {
+                map.insert("kind".into(), Value::String(k.to_string()));
+                if let Some(v) = &api_version {
+                    map.entry("apiVersion").or_insert_with(|| v.clone());
+                }
+            }
+        }
+    }
+    Ok(items)
+}
+
+/// A pod's key in the cluster: its namespace as the API server defaults it, and its name.
+fn pod_key(r: &ObjectRef) -> PodKey {
+    PodKey::new(r.pod_namespace(), r.name.as_str())
+}
+
+/// [`pod_key`], taking the identity's strings rather than copying them.
+fn into_pod_key(r: ObjectRef) -> PodKey {
+    let namespace = if r.namespace.is_empty() { "default".to_string() } else { r.namespace };
+    PodKey { namespace, name: r.name }
+}
+
 impl Cluster {
     pub fn new() -> Self {
         Cluster::default()
@@ -144,32 +169,10 @@ impl Cluster {
 
     /// Adds one object; a `List` (`v1 List`, `PodList`, …) is flattened.
     pub fn push(&mut self, obj: Value) -> Result<(), FieldError> {
-        if !obj.is_object() {
-            return Err(FieldError::new("", "not an object"));
-        }
-        let kind = str_at(&obj, "/kind").to_string();
-        if kind.is_empty() {
-            return Err(FieldError::new("kind", "missing"));
-        }
-        if kind.ends_with("List") && obj.get("items").is_some() {
-            let mut obj = obj;
-            // Taken, not cloned: a dump's list holds the whole cluster.
-            let Some(Value::Array(items)) = obj.get_mut("items").map(Value::take) else {
-                return Err(FieldError::new("items", "must be a list"));
-            };
+        entering(&obj)?;
+        if str_at(&obj, "/kind").ends_with("List") && obj.get("items").is_some() {
             let mut first_error = None;
-            for (i, item) in items.into_iter().enumerate() {
-                // Items of a typed list (PodList) may omit their own kind.
-                let mut item = item;
-                if item.get("kind").is_none()
-                    && let (Some(k), Some(map)) = (kind.strip_suffix("List"), item.as_object_mut())
-                    && !k.is_empty()
-                {
-                    map.insert("kind".into(), Value::String(k.to_string()));
-                    if let Some(v) = obj.get("apiVersion").cloned() {
-                        map.entry("apiVersion").or_insert(v);
-                    }
-                }
+            for (i, item) in list_items(obj)?.into_iter().enumerate() {
                 if let Err(e) = self.push(item)
                     && first_error.is_none()
                 {
@@ -178,11 +181,12 @@ impl Cluster {
             }
             return first_error.map_or(Ok(()), Err);
         }
-        self.push_as(ObjectRef::of(&obj), obj)
+        self.insert(ObjectRef::of(&obj), obj)
     }
 
-    /// Files one object (not a `List`) under its identity, read once by the caller.
-    fn push_as(&mut self, r: ObjectRef, obj: Value) -> Result<(), FieldError> {
+    /// Files one object (not a `List`) under its identity, computed once by the caller where the
+    /// object entered (a watch event's metadata, a file).
+    pub fn insert(&mut self, r: ObjectRef, obj: Value) -> Result<(), FieldError> {
         if r.name.is_empty() {
             return Err(FieldError::new("metadata.name", format!("missing on {}", r.kind)));
         }
@@ -191,7 +195,7 @@ impl Cluster {
                 self.nodes.insert(r.name, obj);
             }
             Filed::Pod => {
-                self.pods.insert((r.pod_namespace().to_string(), r.name), obj);
+                self.pods.insert(into_pod_key(r), obj);
             }
             Filed::Namespace => {
                 self.namespaces.insert(r.name, obj);
@@ -200,10 +204,11 @@ impl Cluster {
                 self.priority_classes.insert(r.name, obj);
             }
             Filed::Budget => {
-                self.budgets.insert((r.pod_namespace().to_string(), r.name), obj);
+                self.budgets.insert(into_pod_key(r), obj);
             }
-            Filed::Other if dialect::read_object(&obj).is_some() => {
-                let key = (r.group, r.kind, r.namespace, r.name);
+            Filed::Other if dialect::is_gang_kind(&r.group, &r.kind) => {
+                let ObjectRef { group, kind, namespace, name, .. } = r;
+                let key = GangAt { group, kind, namespace, name };
                 // The same object served at two versions arrives twice: the preferred one stays.
                 if self.gang_objects.get(&key).is_some_and(|held| preference(held) < preference(&obj)) {
                     return Ok(());
@@ -232,7 +237,7 @@ impl Cluster {
                 self.nodes.remove(&r.name);
             }
             Filed::Pod => {
-                self.pods.remove(&(r.pod_namespace().to_string(), r.name.clone()));
+                self.pods.remove(&pod_key(r));
             }
             Filed::Namespace => {
                 self.namespaces.remove(&r.name);
@@ -241,15 +246,10 @@ impl Cluster {
                 self.priority_classes.remove(&r.name);
             }
             Filed::Budget => {
-                self.budgets.remove(&(r.pod_namespace().to_string(), r.name.clone()));
+                self.budgets.remove(&pod_key(r));
             }
             Filed::Other => {
-                self.gang_objects.remove(&(
-                    r.group.clone(),
-                    r.kind.clone(),
-                    r.namespace.clone(),
-                    r.name.clone(),
-                ));
+                self.gang_objects.remove(&GangAt::of(r));
             }
         }
     }
@@ -262,7 +262,7 @@ impl Cluster {
 
     /// The raw pod `namespace/name`, if the cluster holds it.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Value> {
-        self.pods.get(&(namespace.to_string(), name.to_string()))
+        self.pods.get(&PodKey::new(namespace, name))
     }
 
     /// Every raw pod, in key order.
@@ -284,12 +284,36 @@ impl Cluster {
     pub fn get_ref(&self, r: &ObjectRef) -> Option<&Value> {
         match r.filed() {
             Filed::Node => self.nodes.get(&r.name),
-            Filed::Pod => self.pods.get(&(r.pod_namespace().to_string(), r.name.clone())),
+            Filed::Pod => self.pods.get(&pod_key(r)),
             Filed::Namespace => self.namespaces.get(&r.name),
             Filed::PriorityClass => self.priority_classes.get(&r.name),
-            Filed::Budget => self.budgets.get(&(r.pod_namespace().to_string(), r.name.clone())),
+            Filed::Budget => self.budgets.get(&pod_key(r)),
+            Filed::Other => self.gang_objects.get(&GangAt::of(r)),
+        }
+    }
+
+    /// Whether any object filed as `filed` is held.
+    fn holds(&self, filed: Filed) -> bool {
+        match filed {
+            Filed::Node => !self.nodes.is_empty(),
+            Filed::Pod => !self.pods.is_empty(),
+            Filed::Namespace => !self.namespaces.is_empty(),
+            Filed::PriorityClass => !self.priority_classes.is_empty(),
+            Filed::Budget => !self.budgets.is_empty(),
+            Filed::Other => !self.gang_objects.is_empty(),
+        }
+    }
+
+    /// How many objects of `kind` are held.
+    pub fn count(&self, kind: &ApiKind) -> usize {
+        match kind.filed() {
+            Filed::Node => self.nodes.len(),
+            Filed::Pod => self.pods.len(),
+            Filed::Namespace => self.namespaces.len(),
+            Filed::PriorityClass => self.priority_classes.len(),
+            Filed::Budget => self.budgets.len(),
             Filed::Other => {
-                self.gang_objects.get(&(r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()))
+                self.gang_objects.keys().filter(|g| g.group == kind.group && g.kind == kind.kind).count()
             }
         }
     }
@@ -303,10 +327,9 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn podgroup(version: &str, min: i32) -> Value {
-        json!({"apiVersion": format!("scheduling.k8s.io/{version}"), "kind": "PodGroup",
+        serde_json::json!({"apiVersion": format!("scheduling.k8s.io/{version}"), "kind": "PodGroup",
                "metadata": {"name": "pg", "namespace": "ml"},
                "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}})
     }
@@ -337,5 +360,11 @@ mod tests {
         other_order.push(podgroup("v1alpha3", 3)).unwrap();
         other_order.push(podgroup("v1beta1", 4)).unwrap();
         assert_eq!(gangs(&other_order), [("ml/pg".to_string(), 4)]);
+    }
+
+    #[test]
+    fn our_own_kind_is_read() {
+        assert!(READ.contains(&GANG) && READ.contains(&POD) && READ.contains(&NODE));
+        assert_eq!((GANG.group, GANG.version, GANG.kind), (crate::GROUP, crate::VERSION, "Gang"));
     }
 }

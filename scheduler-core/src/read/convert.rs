@@ -18,7 +18,9 @@ use crate::model::{
     NodeSelectorRequirement, NodeSelectorTerm, ObjectKey, Pod, PodPhase, PreemptionPolicy, Taint,
     TaintEffect, Time, Toleration, TolerationOperator,
 };
-use crate::resources::{PODS, Resources, effective_requests, resource_list};
+use crate::resources::{
+    ContainerResources, PODS, Quantities, Resources, effective_requests_of, resource_list,
+};
 
 /// Priority class name → value, and the global default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,10 +47,15 @@ impl PriorityClasses {
     /// A pod's priority: `spec.priority` (set by admission) wins; else its class; else the global
     /// default; else 0. An unknown class name is an error, as admission would reject the pod.
     pub fn resolve(&self, spec: &core::PodSpec) -> Result<i32, FieldError> {
-        if let Some(p) = spec.priority {
+        self.resolve_of(spec.priority, spec.priority_class_name.as_deref())
+    }
+
+    /// [`PriorityClasses::resolve`] of `spec.priority` and `spec.priorityClassName`.
+    fn resolve_of(&self, priority: Option<i32>, class: Option<&str>) -> Result<i32, FieldError> {
+        if let Some(p) = priority {
             return Ok(p);
         }
-        match spec.priority_class_name.as_deref() {
+        match class {
             Some("system-cluster-critical") => Ok(2_000_000_000),
             Some("system-node-critical") => Ok(2_000_001_000),
             Some(name) if !name.is_empty() => self.values.get(name).copied().ok_or_else(|| {
@@ -143,9 +150,25 @@ pub fn node_from_value(v: &Value) -> Result<Node, Vec<FieldError>> {
     node(&typed::<core::Node>(v)?)
 }
 
-/// A raw Pod.
+/// A raw Pod, decoded whole into k8s-openapi's `Pod` first: every field is checked to have the
+/// type the API server gives it, read by the model or not — what a front door that must refuse
+/// what the API server would refuse needs (`kubectl gang validate`).
 pub fn pod_from_value(v: &Value, priorities: &PriorityClasses) -> Result<Pod, Vec<FieldError>> {
     pod(&typed::<core::Pod>(v)?, priorities)
+}
+
+/// A raw Pod, read straight from its JSON: only the fields the model is made of, nothing else
+/// decoded or copied (a typed decode allocates every field of every container; at 140,000 pods
+/// that was half of a bulk load). The result is [`pod_from_value`]'s whenever a field the model
+/// reads is missing, malformed or refused: those pods go through [`pod_from_value`] for its very
+/// errors. Fields the model does not read are not checked — the API server did that for the
+/// pods a watch delivers — so a pod with one of those malformed converts here and is refused by
+/// [`pod_from_value`].
+pub fn pod_from_raw(v: &Value, priorities: &PriorityClasses) -> Result<Pod, Vec<FieldError>> {
+    match PodFields::raw(v).map(|f| pod_of(f, priorities)) {
+        Ok(Ok(p)) => Ok(p),
+        _ => pod_from_value(v, priorities),
+    }
 }
 
 fn effect(path: &str, e: &str) -> Result<TaintEffect, FieldError> {
@@ -206,8 +229,8 @@ pub fn node(n: &core::Node) -> Result<Node, Vec<FieldError>> {
     })
 }
 
-fn requirement(path: &str, r: &core::NodeSelectorRequirement) -> Result<NodeSelectorRequirement, FieldError> {
-    let operator = match r.operator.as_str() {
+fn requirement(path: &str, r: &Requirement<'_>) -> Result<NodeSelectorRequirement, FieldError> {
+    let operator = match r.operator {
         "In" => NodeSelectorOperator::In,
         "NotIn" => NodeSelectorOperator::NotIn,
         "Exists" => NodeSelectorOperator::Exists,
@@ -218,47 +241,367 @@ fn requirement(path: &str, r: &core::NodeSelectorRequirement) -> Result<NodeSele
             return Err(FieldError::new(format!("{path}.operator"), format!("unknown operator {other:?}")));
         }
     };
-    Ok(NodeSelectorRequirement { key: r.key.clone(), operator, values: r.values.clone().unwrap_or_default() })
+    Ok(NodeSelectorRequirement {
+        key: r.key.to_string(),
+        operator,
+        values: r.values.iter().flatten().map(|v| v.to_string()).collect(),
+    })
 }
 
 /// A Pod. Namespace defaults to `default`; `schedulerName` to `default-scheduler`, as the API
 /// server defaults them.
 pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<FieldError>> {
+    pod_of(PodFields::typed(p), priorities)
+}
+
+/// A required node selector requirement (`matchExpressions` or `matchFields`), borrowed.
+#[derive(Debug)]
+struct Requirement<'a> {
+    key: &'a str,
+    operator: &'a str,
+    values: Option<Vec<&'a str>>,
+}
+
+/// A required node affinity term, borrowed.
+#[derive(Debug, Default)]
+struct Term<'a> {
+    expressions: Vec<Requirement<'a>>,
+    fields: Vec<Requirement<'a>>,
+}
+
+/// A toleration, borrowed.
+#[derive(Debug)]
+struct Tolerates<'a> {
+    key: Option<&'a str>,
+    operator: Option<&'a str>,
+    value: Option<&'a str>,
+    effect: Option<&'a str>,
+}
+
+/// Every field of a Pod the model is made of, borrowed from a typed k8s-openapi `Pod` or from
+/// its raw JSON alike: one conversion ([`pod_of`]) for both.
+#[derive(Debug, Default)]
+struct PodFields<'a> {
+    name: Option<&'a str>,
+    namespace: Option<&'a str>,
+    uid: Option<&'a str>,
+    created: Option<Time>,
+    deleting: bool,
+    labels: Option<BTreeMap<String, String>>,
+    exclusive_topology: Option<&'a str>,
+    containers: Vec<ContainerResources<'a>>,
+    init_containers: Vec<ContainerResources<'a>>,
+    overhead: Option<Quantities<'a>>,
+    priority: Option<i32>,
+    priority_class_name: Option<&'a str>,
+    /// `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`.
+    terms: Option<Vec<Term<'a>>>,
+    tolerations: Vec<Tolerates<'a>>,
+    node_selector: Option<BTreeMap<String, String>>,
+    node_name: Option<&'a str>,
+    scheduler_name: Option<&'a str>,
+    preemption_policy: Option<&'a str>,
+    scheduling_gates: Vec<&'a str>,
+    phase: Option<&'a str>,
+    nominated: Option<&'a str>,
+    reason: Option<&'a str>,
+    message: Option<&'a str>,
+}
+
+fn requirement_of(r: &core::NodeSelectorRequirement) -> Requirement<'_> {
+    Requirement {
+        key: &r.key,
+        operator: &r.operator,
+        values: r.values.as_ref().map(|v| v.iter().map(String::as_str).collect()),
+    }
+}
+
+impl<'a> PodFields<'a> {
+    fn typed(p: &'a core::Pod) -> Self {
+        let meta = &p.metadata;
+        let spec = p.spec.as_ref();
+        let status = p.status.as_ref();
+        let quantities = |l: &'a BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >| { l.iter().map(|(k, q)| (k.as_str(), q.0.as_str())).collect() };
+        let terms = spec
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+            .map(|sel| {
+                sel.node_selector_terms
+                    .iter()
+                    .map(|t| Term {
+                        expressions: t.match_expressions.iter().flatten().map(requirement_of).collect(),
+                        fields: t.match_fields.iter().flatten().map(requirement_of).collect(),
+                    })
+                    .collect()
+            });
+        PodFields {
+            name: meta.name.as_deref(),
+            namespace: meta.namespace.as_deref(),
+            uid: meta.uid.as_deref(),
+            created: meta.creation_timestamp.as_ref().map(Time::from_k8s),
+            deleting: meta.deletion_timestamp.is_some(),
+            labels: meta.labels.clone(),
+            exclusive_topology: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
+                .map(String::as_str),
+            containers: spec.into_iter().flat_map(|s| &s.containers).map(ContainerResources::of).collect(),
+            init_containers: spec
+                .and_then(|s| s.init_containers.as_ref())
+                .into_iter()
+                .flatten()
+                .map(ContainerResources::of)
+                .collect(),
+            overhead: spec.and_then(|s| s.overhead.as_ref()).map(quantities),
+            priority: spec.and_then(|s| s.priority),
+            priority_class_name: spec.and_then(|s| s.priority_class_name.as_deref()),
+            terms,
+            tolerations: spec
+                .and_then(|s| s.tolerations.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|t| Tolerates {
+                    key: t.key.as_deref(),
+                    operator: t.operator.as_deref(),
+                    value: t.value.as_deref(),
+                    effect: t.effect.as_deref(),
+                })
+                .collect(),
+            node_selector: spec.and_then(|s| s.node_selector.clone()),
+            node_name: spec.and_then(|s| s.node_name.as_deref()),
+            scheduler_name: spec.and_then(|s| s.scheduler_name.as_deref()),
+            preemption_policy: spec.and_then(|s| s.preemption_policy.as_deref()),
+            scheduling_gates: spec
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|g| g.name.as_str())
+                .collect(),
+            phase: status.and_then(|s| s.phase.as_deref()),
+            nominated: status.and_then(|s| s.nominated_node_name.as_deref()),
+            reason: status.and_then(|s| s.reason.as_deref()),
+            message: status.and_then(|s| s.message.as_deref()),
+        }
+    }
+
+    /// The fields from raw JSON, each where and as k8s-openapi reads it (absent and `null` are
+    /// alike); [`Odd`] where one is not of the type it decodes.
+    fn raw(v: &'a Value) -> Result<Self, Odd> {
+        let root = v.as_object().ok_or(Odd)?;
+        // The typed decode refuses another type's object (and a `null` here).
+        for (key, is) in [("apiVersion", "v1"), ("kind", "Pod")] {
+            if root.get(key).is_some_and(|v| v.as_str() != Some(is)) {
+                return Err(Odd);
+            }
+        }
+        let root = Some(root);
+        let meta = raw::object(root, "metadata")?;
+        let spec = raw::object(root, "spec")?;
+        let status = raw::object(root, "status")?;
+        let annotations = raw::object(meta, "annotations")?;
+        // Every annotation is a string (the typed decode checks them all).
+        if annotations.is_some_and(|a| a.values().any(|v| !v.is_string())) {
+            return Err(Odd);
+        }
+        let containers = |key: &str| -> Result<Vec<ContainerResources<'a>>, Odd> {
+            raw::array(spec, key)?
+                .iter()
+                .map(|c| {
+                    let c = Some(c.as_object().ok_or(Odd)?);
+                    let resources = raw::object(c, "resources")?;
+                    Ok(ContainerResources {
+                        requests: raw::quantities(resources, "requests")?,
+                        limits: raw::quantities(resources, "limits")?,
+                        sidecar: raw::string(c, "restartPolicy")? == Some("Always"),
+                    })
+                })
+                .collect()
+        };
+        let requirements = |term: Option<&'a serde_json::Map<String, Value>>, key: &str| {
+            raw::array(term, key)?
+                .iter()
+                .map(|r| {
+                    let r = Some(r.as_object().ok_or(Odd)?);
+                    let values = match raw::field(r, "values") {
+                        None => None,
+                        Some(v) => {
+                            Some(v.as_array().ok_or(Odd)?.iter().map(raw::str).collect::<Result<_, _>>()?)
+                        }
+                    };
+                    Ok(Requirement {
+                        key: raw::string(r, "key")?.unwrap_or(""),
+                        operator: raw::string(r, "operator")?.unwrap_or(""),
+                        values,
+                    })
+                })
+                .collect::<Result<Vec<_>, Odd>>()
+        };
+        let affinity = raw::object(spec, "affinity")?;
+        let required = raw::object(
+            raw::object(affinity, "nodeAffinity")?,
+            "requiredDuringSchedulingIgnoredDuringExecution",
+        )?;
+        let terms = match required {
+            None => None,
+            Some(sel) => Some(
+                raw::array(Some(sel), "nodeSelectorTerms")?
+                    .iter()
+                    .map(|t| {
+                        let t = Some(t.as_object().ok_or(Odd)?);
+                        Ok(Term {
+                            expressions: requirements(t, "matchExpressions")?,
+                            fields: requirements(t, "matchFields")?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, Odd>>()?,
+            ),
+        };
+        let tolerations = raw::array(spec, "tolerations")?
+            .iter()
+            .map(|t| {
+                let t = Some(t.as_object().ok_or(Odd)?);
+                // Read by the typed decode, though not by the model.
+                if raw::field(t, "tolerationSeconds").is_some_and(|s| s.as_i64().is_none()) {
+                    return Err(Odd);
+                }
+                Ok(Tolerates {
+                    key: raw::string(t, "key")?,
+                    operator: raw::string(t, "operator")?,
+                    value: raw::string(t, "value")?,
+                    effect: raw::string(t, "effect")?,
+                })
+            })
+            .collect::<Result<Vec<_>, Odd>>()?;
+        let scheduling_gates = raw::array(spec, "schedulingGates")?
+            .iter()
+            .map(|g| raw::string(Some(g.as_object().ok_or(Odd)?), "name").map(Option::unwrap_or_default))
+            .collect::<Result<Vec<_>, Odd>>()?;
+        Ok(PodFields {
+            name: raw::string(meta, "name")?,
+            namespace: raw::string(meta, "namespace")?,
+            uid: raw::string(meta, "uid")?,
+            created: raw::time(meta, "creationTimestamp")?,
+            deleting: raw::time(meta, "deletionTimestamp")?.is_some(),
+            labels: raw::strings(meta, "labels")?,
+            exclusive_topology: raw::string(annotations, crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY)?,
+            containers: containers("containers")?,
+            init_containers: containers("initContainers")?,
+            overhead: raw::quantities(spec, "overhead")?,
+            priority: raw::int32(spec, "priority")?,
+            priority_class_name: raw::string(spec, "priorityClassName")?,
+            terms,
+            tolerations,
+            node_selector: raw::strings(spec, "nodeSelector")?,
+            node_name: raw::string(spec, "nodeName")?,
+            scheduler_name: raw::string(spec, "schedulerName")?,
+            preemption_policy: raw::string(spec, "preemptionPolicy")?,
+            scheduling_gates,
+            phase: raw::string(status, "phase")?,
+            nominated: raw::string(status, "nominatedNodeName")?,
+            reason: raw::string(status, "reason")?,
+            message: raw::string(status, "message")?,
+        })
+    }
+}
+
+/// A field of raw JSON not of the type k8s-openapi decodes it as: the pod is left to the typed
+/// decode, for its error.
+#[derive(Debug)]
+struct Odd;
+
+/// Reading raw JSON as k8s-openapi decodes it: a missing field and `null` are alike.
+mod raw {
+    use std::collections::BTreeMap;
+
+    use serde_json::{Map, Value};
+
+    use super::Odd;
+    use crate::model::Time;
+    use crate::resources::Quantities;
+
+    type Fields<'a> = Option<&'a Map<String, Value>>;
+
+    pub fn field<'a>(m: Fields<'a>, key: &str) -> Option<&'a Value> {
+        m?.get(key).filter(|v| !v.is_null())
+    }
+
+    pub fn object<'a>(m: Fields<'a>, key: &str) -> Result<Fields<'a>, Odd> {
+        field(m, key).map(|v| v.as_object().ok_or(Odd)).transpose()
+    }
+
+    pub fn str(v: &Value) -> Result<&str, Odd> {
+        v.as_str().ok_or(Odd)
+    }
+
+    pub fn string<'a>(m: Fields<'a>, key: &str) -> Result<Option<&'a str>, Odd> {
+        field(m, key).map(str).transpose()
+    }
+
+    pub fn array<'a>(m: Fields<'a>, key: &str) -> Result<&'a [Value], Odd> {
+        field(m, key).map_or(Ok(&[][..]), |v| v.as_array().map(Vec::as_slice).ok_or(Odd))
+    }
+
+    /// A map of strings, copied (the model keeps it).
+    pub fn strings(m: Fields<'_>, key: &str) -> Result<Option<BTreeMap<String, String>>, Odd> {
+        let Some(o) = object(m, key)? else { return Ok(None) };
+        o.iter().map(|(k, v)| Ok((k.clone(), str(v)?.to_string()))).collect::<Result<_, _>>().map(Some)
+    }
+
+    /// A resource list whose quantities are strings (a number is left to the typed decode), in
+    /// name order as the typed decode's map has it.
+    pub fn quantities<'a>(m: Fields<'a>, key: &str) -> Result<Option<Quantities<'a>>, Odd> {
+        let Some(o) = object(m, key)? else { return Ok(None) };
+        let mut list: Quantities<'a> =
+            o.iter().map(|(k, v)| Ok((k.as_str(), str(v)?))).collect::<Result<_, _>>()?;
+        list.sort_unstable_by_key(|(k, _)| *k);
+        Ok(Some(list))
+    }
+
+    pub fn int32(m: Fields<'_>, key: &str) -> Result<Option<i32>, Odd> {
+        field(m, key).map(|v| v.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or(Odd)).transpose()
+    }
+
+    /// A `metav1.Time`, parsed by the parser k8s-openapi's decode uses (jiff's).
+    pub fn time(m: Fields<'_>, key: &str) -> Result<Option<Time>, Odd> {
+        string(m, key)?.map(|t| Time::parse_rfc3339(t).map_err(|_| Odd)).transpose()
+    }
+}
+
+/// The model of a Pod's fields, whichever way they were read.
+fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<FieldError>> {
     let mut errors = Vec::new();
-    let meta = &p.metadata;
-    let name = meta.name.clone().unwrap_or_default();
+    let name = f.name.unwrap_or_default().to_string();
     if name.is_empty() {
         errors.push(FieldError::new("metadata.name", "required"));
     }
-    let namespace = meta.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
-    let default_spec = core::PodSpec::default();
-    let spec = p.spec.as_ref().unwrap_or(&default_spec);
-    let requests = effective_requests(spec).unwrap_or_else(|e| {
-        errors.extend(e);
-        Resources::new()
-    });
-    let priority = priorities.resolve(spec).unwrap_or_else(|e| {
+    let namespace = f.namespace.filter(|n| !n.is_empty()).unwrap_or("default").to_string();
+    let requests = effective_requests_of(&f.containers, &f.init_containers, f.overhead.as_deref())
+        .unwrap_or_else(|e| {
+            errors.extend(e);
+            Resources::new()
+        });
+    let priority = priorities.resolve_of(f.priority, f.priority_class_name).unwrap_or_else(|e| {
         errors.push(e);
         0
     });
     let mut affinity = Vec::new();
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
-    if let Some(sel) = required {
+    if let Some(terms) = &f.terms {
         let base =
             "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
-        for (i, term) in sel.node_selector_terms.iter().enumerate() {
+        for (i, term) in terms.iter().enumerate() {
             let mut t = NodeSelectorTerm::default();
-            for (j, r) in term.match_expressions.iter().flatten().enumerate() {
+            for (j, r) in term.expressions.iter().enumerate() {
                 match requirement(&format!("{base}[{i}].matchExpressions[{j}]"), r) {
                     Ok(r) => t.match_expressions.push(r),
                     Err(e) => errors.push(e),
                 }
             }
-            for (j, r) in term.match_fields.iter().flatten().enumerate() {
+            for (j, r) in term.fields.iter().enumerate() {
                 let path = format!("{base}[{i}].matchFields[{j}]");
                 if r.key != "metadata.name" {
                     errors.push(FieldError::new(
@@ -276,8 +619,8 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
         }
     }
     let mut tolerations = Vec::new();
-    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-        let operator = match t.operator.as_deref() {
+    for (i, t) in f.tolerations.iter().enumerate() {
+        let operator = match t.operator {
             None | Some("Equal") | Some("") => TolerationOperator::Equal,
             Some("Exists") => TolerationOperator::Exists,
             Some(other) => {
@@ -288,7 +631,7 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
                 continue;
             }
         };
-        let effect = match t.effect.as_deref() {
+        let effect = match t.effect {
             None | Some("") => None,
             Some(e) => match effect(&format!("spec.tolerations[{i}].effect"), e) {
                 Ok(e) => Some(e),
@@ -299,14 +642,13 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
             },
         };
         tolerations.push(Toleration {
-            key: t.key.clone().unwrap_or_default(),
+            key: t.key.unwrap_or_default().to_string(),
             operator,
-            value: t.value.clone(),
+            value: t.value.map(str::to_string),
             effect,
         });
     }
-    let status = p.status.as_ref();
-    let phase = match status.and_then(|s| s.phase.as_deref()) {
+    let phase = match f.phase {
         None | Some("Pending") | Some("") => PodPhase::Pending,
         Some("Running") => PodPhase::Running,
         Some("Succeeded") => PodPhase::Succeeded,
@@ -317,7 +659,7 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
             PodPhase::Unknown
         }
     };
-    let preemption_policy = match spec.preemption_policy.as_deref() {
+    let preemption_policy = match f.preemption_policy {
         Some("Never") => PreemptionPolicy::Never,
         None | Some("PreemptLowerPriority") | Some("") => PreemptionPolicy::PreemptLowerPriority,
         Some(other) => {
@@ -328,41 +670,32 @@ pub fn pod(p: &core::Pod, priorities: &PriorityClasses) -> Result<Pod, Vec<Field
     if !errors.is_empty() {
         return Err(errors);
     }
+    let bound = f.node_name.is_some_and(|n| !n.is_empty());
     Ok(Pod {
         key: ObjectKey::new(namespace, name),
-        uid: meta.uid.clone().unwrap_or_default(),
+        uid: f.uid.unwrap_or_default().to_string(),
         requests,
-        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        node_selector: f.node_selector.unwrap_or_default(),
         affinity,
         tolerations,
         priority,
         preemption_policy,
         phase,
-        node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
-        nominated_node: status.and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
-        created: meta.creation_timestamp.as_ref().map(Time::from_k8s).unwrap_or_default(),
-        deleting: meta.deletion_timestamp.is_some(),
-        scheduler_name: spec
-            .scheduler_name
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "default-scheduler".into()),
+        node_name: f.node_name.filter(|n| !n.is_empty()).map(str::to_string),
+        nominated_node: f.nominated.filter(|n| !n.is_empty()).map(str::to_string),
+        created: f.created.unwrap_or_default(),
+        deleting: f.deleting,
+        scheduler_name: f.scheduler_name.filter(|s| !s.is_empty()).unwrap_or("default-scheduler").to_string(),
         gang: None,
-        failure: status
-            .filter(|_| phase == PodPhase::Failed && spec.node_name.as_deref().is_some_and(|n| !n.is_empty()))
-            .and_then(|s| s.reason.as_deref().filter(|r| !r.is_empty()))
-            .map(|reason| match status.and_then(|s| s.message.as_deref()).filter(|m| !m.is_empty()) {
+        failure: f.reason.filter(|r| phase == PodPhase::Failed && bound && !r.is_empty()).map(
+            |reason| match f.message.filter(|m| !m.is_empty()) {
                 Some(message) => format!("{reason}: {message}"),
                 None => reason.to_string(),
-            }),
-        scheduling_gates: spec.scheduling_gates.iter().flatten().map(|g| g.name.clone()).collect(),
-        labels: meta.labels.clone().unwrap_or_default().into(),
-        exclusive_topology: meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
-            .filter(|k| !k.is_empty())
-            .cloned(),
+            },
+        ),
+        scheduling_gates: f.scheduling_gates.iter().map(|g| g.to_string()).collect(),
+        labels: f.labels.unwrap_or_default().into(),
+        exclusive_topology: f.exclusive_topology.filter(|k| !k.is_empty()).map(str::to_string),
     })
 }
 

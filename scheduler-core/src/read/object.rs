@@ -1,26 +1,90 @@
-//! Which object this is: an object's identity (API version and group, kind, namespace, name, uid),
-//! read from its JSON once, where it enters the cluster view ([`crate::cluster::Cluster::push`],
-//! [`crate::cluster::Live::push`]), and carried from there instead of being read again.
+//! Which object this is: an object's identity (API group and version, kind, namespace, name),
+//! computed once where it enters — from a watch event's typed metadata and the resource watched
+//! ([`ObjectRef::of_kind`]), or from a file's JSON ([`ObjectRef::of`]) — and carried from there
+//! through the scheduler's index, [`crate::cluster::Live`] and [`crate::cluster::Cluster`]
+//! instead of being read again. Also the kinds the cluster view reads ([`READ`]).
+
+use std::borrow::Cow;
 
 use serde_json::Value;
 
-/// The identity of one Kubernetes object.
+/// A kind the cluster view reads from the API: every front door that lists or watches the cluster
+/// reads exactly these, so a dialect added here reaches the scheduler and the plugin alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiKind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    /// A built-in Kubernetes kind (always served); the others are CRDs that may be absent.
+    pub builtin: bool,
+}
+
+const fn api_kind(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+) -> ApiKind {
+    ApiKind { group, version, kind, plural, builtin: false }
+}
+
+const fn builtin(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+) -> ApiKind {
+    ApiKind { group, version, kind, plural, builtin: true }
+}
+
+/// Nodes (`v1`).
+pub const NODE: ApiKind = builtin("", "v1", "Node", "nodes");
+/// Pods (`v1`).
+pub const POD: ApiKind = builtin("", "v1", "Pod", "pods");
+/// kube-gang's own `Gang` (`kube-gang.io/v1alpha1`: `crate::GROUP`, `crate::VERSION`; a test
+/// holds them equal).
+pub const GANG: ApiKind = api_kind("kube-gang.io", "v1alpha1", "Gang", "gangs");
+
+/// Everything [`crate::cluster::Cluster`] understands: nodes, pods, namespaces, priority classes,
+/// PodDisruptionBudgets and every gang dialect's objects.
+pub const READ: &[ApiKind] = &[
+    NODE,
+    POD,
+    builtin("", "v1", "Namespace", "namespaces"),
+    builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
+    builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
+    GANG,
+    // PodGroups, preferred version first: 1.37 serves v1beta1 and v1alpha3 (either may be
+    // enabled alone), 1.36 v1alpha2 only; 1.35 has Workloads pods point at. A cluster serving two
+    // of them is watched at both, and the copy of the preferred version is the one kept
+    // (`Cluster::insert`), so no PodGroup is read twice.
+    api_kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
+    api_kind("scheduling.k8s.io", "v1alpha3", "PodGroup", "podgroups"),
+    api_kind("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
+    api_kind("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
+    api_kind("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"),
+    api_kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+    api_kind("scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+    api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
+    api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
+];
+
+/// The identity of one Kubernetes object. The type part of a kind in [`READ`] is borrowed from
+/// it, so an identity costs its namespace and name only.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectRef {
-    /// `v1`, `scheduling.volcano.sh/v1beta1`, …
-    pub api_version: String,
-    /// The API group of `api_version` (`""` for the core group).
-    pub group: String,
-    pub kind: String,
+    /// The API group (`""` for the core group).
+    pub group: Cow<'static, str>,
+    pub version: Cow<'static, str>,
+    pub kind: Cow<'static, str>,
     /// `""` for cluster-scoped objects (and for namespaced ones that do not say).
     pub namespace: String,
     pub name: String,
-    /// `metadata.uid`, where the object has one (objects read from the API do; files may not).
-    pub uid: Option<String>,
 }
 
 /// Where the cluster view files an object, by its API version and kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Filed {
     Node,
     Pod,
@@ -59,53 +123,108 @@ pub fn at<'a>(v: &'a Value, pointer: &str) -> Option<&'a Value> {
     })
 }
 
+/// Where the cluster view files objects of this API group, version and kind.
+fn filed(group: &str, version: &str, kind: &str) -> Filed {
+    match (group, version, kind) {
+        ("", "v1", "Node") => Filed::Node,
+        ("", "v1", "Pod") => Filed::Pod,
+        ("", "v1", "Namespace") => Filed::Namespace,
+        ("scheduling.k8s.io", _, "PriorityClass") => Filed::PriorityClass,
+        ("policy", "v1", "PodDisruptionBudget") => Filed::Budget,
+        _ => Filed::Other,
+    }
+}
+
+impl ApiKind {
+    /// Where the cluster view files objects of this kind.
+    pub fn filed(&self) -> Filed {
+        filed(self.group, self.version, self.kind)
+    }
+}
+
+/// The type part of an identity, borrowed from [`READ`] when it names a kind there.
+fn type_of(group: &str, version: &str, kind: &str) -> [Cow<'static, str>; 3] {
+    match READ.iter().find(|k| k.kind == kind && k.version == version && k.group == group) {
+        Some(k) => [Cow::Borrowed(k.group), Cow::Borrowed(k.version), Cow::Borrowed(k.kind)],
+        None => [group.to_string().into(), version.to_string().into(), kind.to_string().into()],
+    }
+}
+
 impl ObjectRef {
-    /// The identity an object states (fields it lacks are empty).
+    /// The identity an object states in its JSON (fields it lacks are empty): for objects read
+    /// from files. A watch knows the kind it watches and reads the rest from typed metadata
+    /// ([`ObjectRef::of_kind`]).
     pub fn of(obj: &Value) -> Self {
-        let mut r = ObjectRef::new(
+        ObjectRef::new(
             str_at(obj, "/apiVersion"),
             str_at(obj, "/kind"),
             str_at(obj, "/metadata/namespace"),
             str_at(obj, "/metadata/name"),
-        );
-        r.uid = at(obj, "/metadata/uid").and_then(Value::as_str).map(str::to_string);
-        r
+        )
     }
 
-    /// An identity from its parts (no uid).
-    pub fn new(api_version: &str, kind: &str, namespace: &str, name: &str) -> Self {
+    /// An identity from its parts.
+    pub fn new(api_version: &str, kind: &str, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        let (group, version) = split_api_version(api_version);
+        let [group, version, kind] = type_of(group, version, kind);
+        ObjectRef { group, version, kind, namespace: namespace.into(), name: name.into() }
+    }
+
+    /// An object of a kind the cluster view reads: no copy of its type.
+    pub fn of_kind(k: &'static ApiKind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
         ObjectRef {
-            api_version: api_version.to_string(),
-            group: group_of(api_version).to_string(),
-            kind: kind.to_string(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            uid: None,
+            group: Cow::Borrowed(k.group),
+            version: Cow::Borrowed(k.version),
+            kind: Cow::Borrowed(k.kind),
+            namespace: namespace.into(),
+            name: name.into(),
         }
+    }
+
+    /// `v1`, `scheduling.volcano.sh/v1beta1`, …
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether the object is of kind `k` (any namespace and name).
+    pub fn is(&self, k: &ApiKind) -> bool {
+        self.kind == k.kind && self.version == k.version && self.group == k.group
     }
 
     /// Where the cluster view files it.
     pub fn filed(&self) -> Filed {
-        match (self.api_version.as_str(), self.kind.as_str()) {
-            ("v1", "Node") => Filed::Node,
-            ("v1", "Pod") => Filed::Pod,
-            ("v1", "Namespace") => Filed::Namespace,
-            (_, "PriorityClass") if self.group == "scheduling.k8s.io" => Filed::PriorityClass,
-            ("policy/v1", "PodDisruptionBudget") => Filed::Budget,
-            _ => Filed::Other,
-        }
+        filed(&self.group, &self.version, &self.kind)
     }
 
     /// The namespace a pod lives in: the API server puts a pod that names none in `default`.
     pub fn pod_namespace(&self) -> &str {
         if self.namespace.is_empty() { "default" } else { &self.namespace }
     }
+
+    /// `Kind namespace/name` (or `Kind name` for cluster-scoped objects), for messages.
+    pub fn describe(&self) -> String {
+        let kind = if self.kind.is_empty() { "object" } else { &self.kind };
+        if self.namespace.is_empty() {
+            format!("{kind} {}", self.name)
+        } else {
+            format!("{kind} {}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// `scheduling.volcano.sh/v1beta1` → (`scheduling.volcano.sh`, `v1beta1`); `v1` → (`""`, `v1`).
+fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
 }
 
 /// The API group of an `apiVersion` (`scheduling.volcano.sh/v1beta1` → `scheduling.volcano.sh`;
 /// `v1` → the core group, `""`).
 pub fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    split_api_version(api_version).0
 }
 
 #[cfg(test)]
@@ -144,14 +263,19 @@ mod tests {
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "w-0", "uid": "u1"}});
         let r = ObjectRef::of(&pod);
-        assert_eq!((r.group.as_str(), r.name.as_str(), r.uid.as_deref()), ("", "w-0", Some("u1")));
+        assert_eq!((r.group.as_ref(), r.name.as_str(), r.api_version()), ("", "w-0", "v1".to_string()));
         assert_eq!((r.filed(), r.pod_namespace()), (Filed::Pod, "default"));
+        assert!(matches!(r.kind, Cow::Borrowed(_)), "a kind the cluster reads is not copied");
         let pg = ObjectRef::of(&json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"namespace": "ml", "name": "g"}}));
-        assert_eq!((pg.group.as_str(), pg.filed(), pg.uid), ("scheduling.volcano.sh", Filed::Other, None));
+        assert_eq!((pg.group.as_ref(), pg.filed()), ("scheduling.volcano.sh", Filed::Other));
+        assert_eq!(pg.describe(), "PodGroup ml/g");
+        assert_eq!(pg.api_version(), "scheduling.volcano.sh/v1beta1");
         let pc = ObjectRef::new("scheduling.k8s.io/v1", "PriorityClass", "", "high");
         assert_eq!(pc.filed(), Filed::PriorityClass);
         assert_eq!(ObjectRef::new("example.com/v1", "PriorityClass", "", "x").filed(), Filed::Other);
         assert_eq!(ObjectRef::of(&json!("not an object")), ObjectRef::default());
+        assert_eq!(ObjectRef::of_kind(&READ[1], "ml", "w-0"), ObjectRef::new("v1", "Pod", "ml", "w-0"));
+        assert!(ObjectRef::new("v1", "Pod", "ml", "w-0").is(&READ[1]));
     }
 }

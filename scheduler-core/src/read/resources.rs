@@ -169,41 +169,76 @@ pub fn resource_list(
     path: &str,
     list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 ) -> Result<Resources, Vec<crate::error::FieldError>> {
+    quantities(path, list.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
+}
+
+/// [`resource_list`] of (name, quantity) pairs, in name order.
+pub(crate) fn quantities<'a>(
+    path: &str,
+    list: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<Resources, Vec<crate::error::FieldError>> {
     let mut out = Resources::new();
     let mut errors = Vec::new();
     for (name, q) in list {
-        match amount(name, &q.0) {
+        match amount(name, q) {
             Ok(a) if a < 0 => errors.push(crate::error::FieldError::new(
                 format!("{path}[{name}]"),
-                format!("must not be negative, got {:?}", q.0),
+                format!("must not be negative, got {q:?}"),
             )),
-            Ok(a) => out.set(name.clone(), a),
+            Ok(a) => out.set(name, a),
             Err(e) => errors.push(crate::error::FieldError::new(format!("{path}[{name}]"), e.to_string())),
         }
     }
     if errors.is_empty() { Ok(out) } else { Err(errors) }
 }
 
+/// (name, quantity) pairs of a resource list, in name order.
+pub(crate) type Quantities<'a> = Vec<(&'a str, &'a str)>;
+
+/// What effective requests read of a container, borrowed from a typed `Container` or its raw
+/// JSON alike.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ContainerResources<'a> {
+    /// `resources.requests`, `resources.limits`.
+    pub requests: Option<Quantities<'a>>,
+    pub limits: Option<Quantities<'a>>,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    pub sidecar: bool,
+}
+
+impl<'a> ContainerResources<'a> {
+    pub fn of(c: &'a k8s_openapi::api::core::v1::Container) -> Self {
+        let list = |l: Option<
+            &'a BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+        >| { l.map(|l| l.iter().map(|(k, q)| (k.as_str(), q.0.as_str())).collect()) };
+        let res = c.resources.as_ref();
+        ContainerResources {
+            requests: list(res.and_then(|r| r.requests.as_ref())),
+            limits: list(res.and_then(|r| r.limits.as_ref())),
+            sidecar: c.restart_policy.as_deref() == Some("Always"),
+        }
+    }
+}
+
 /// One container's requests, with the API server's defaulting applied: a resource with a limit and
 /// no request requests its limit (objects read from files have not been through the API server).
 fn container_requests(
     path: &str,
-    c: &k8s_openapi::api::core::v1::Container,
+    c: &ContainerResources<'_>,
 ) -> Result<Resources, Vec<crate::error::FieldError>> {
-    let Some(res) = &c.resources else { return Ok(Resources::new()) };
     let mut errors = Vec::new();
-    let mut requests = match &res.requests {
-        Some(r) => resource_list(&format!("{path}.resources.requests"), r).unwrap_or_else(|e| {
+    let mut requests = match &c.requests {
+        Some(r) => quantities(&format!("{path}.resources.requests"), r.iter().copied()).unwrap_or_else(|e| {
             errors.extend(e);
             Resources::new()
         }),
         None => Resources::new(),
     };
-    if let Some(limits) = &res.limits {
-        match resource_list(&format!("{path}.resources.limits"), limits) {
+    if let Some(limits) = &c.limits {
+        match quantities(&format!("{path}.resources.limits"), limits.iter().copied()) {
             Ok(l) => {
                 for (name, amount) in l.iter() {
-                    let explicit = res.requests.as_ref().is_some_and(|r| r.contains_key(name));
+                    let explicit = c.requests.as_ref().is_some_and(|r| r.iter().any(|(k, _)| *k == name));
                     if !explicit {
                         requests.set(name.to_string(), amount);
                     }
@@ -222,9 +257,22 @@ fn container_requests(
 pub fn effective_requests(
     spec: &k8s_openapi::api::core::v1::PodSpec,
 ) -> Result<Resources, Vec<crate::error::FieldError>> {
+    let containers: Vec<_> = spec.containers.iter().map(ContainerResources::of).collect();
+    let init: Vec<_> = spec.init_containers.iter().flatten().map(ContainerResources::of).collect();
+    let overhead: Option<Quantities<'_>> =
+        spec.overhead.as_ref().map(|o| o.iter().map(|(k, q)| (k.as_str(), q.0.as_str())).collect());
+    effective_requests_of(&containers, &init, overhead.as_deref())
+}
+
+/// [`effective_requests`] of what it reads.
+pub(crate) fn effective_requests_of(
+    containers: &[ContainerResources<'_>],
+    init_containers: &[ContainerResources<'_>],
+    overhead: Option<&[(&str, &str)]>,
+) -> Result<Resources, Vec<crate::error::FieldError>> {
     let mut errors = Vec::new();
     let mut running = Resources::new();
-    for (i, c) in spec.containers.iter().enumerate() {
+    for (i, c) in containers.iter().enumerate() {
         match container_requests(&format!("spec.containers[{i}]"), c) {
             Ok(r) => running.add(&r),
             Err(e) => errors.extend(e),
@@ -232,7 +280,7 @@ pub fn effective_requests(
     }
     let mut sidecars = Resources::new();
     let mut init_peak = Resources::new();
-    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+    for (i, c) in init_containers.iter().enumerate() {
         let r = match container_requests(&format!("spec.initContainers[{i}]"), c) {
             Ok(r) => r,
             Err(e) => {
@@ -240,7 +288,7 @@ pub fn effective_requests(
                 continue;
             }
         };
-        if c.restart_policy.as_deref() == Some("Always") {
+        if c.sidecar {
             running.add(&r);
             sidecars.add(&r);
             init_peak.max_with(&sidecars);
@@ -251,8 +299,8 @@ pub fn effective_requests(
         }
     }
     running.max_with(&init_peak);
-    if let Some(overhead) = &spec.overhead {
-        match resource_list("spec.overhead", overhead) {
+    if let Some(overhead) = overhead {
+        match quantities("spec.overhead", overhead.iter().copied()) {
             Ok(o) => running.add(&o),
             Err(e) => errors.extend(e),
         }

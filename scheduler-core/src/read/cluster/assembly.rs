@@ -8,22 +8,20 @@
 //! again when a gang object or a pod that claims a gang changed — from the claiming pods only, not
 //! from every pod of the cluster.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 
 use super::resolve::{Claimant, resolve};
-use super::{Assembled, Cluster, Problem, describe, str_at};
+use super::{Assembled, Cluster, GangAt, Problem, describe, pod_key, str_at};
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
 use crate::model::{GangKey, GangState, Membership, Pod, PodKey, Reservation, Snapshot, Time, Usage};
-use crate::object::{Filed, ObjectRef, at};
+use crate::object::{ApiKind, Filed, ObjectRef, at};
 
-/// Where the cluster files a pod: (namespace, name).
-type PodAt = (String, String);
-/// Where the cluster files a gang object: (group, kind, namespace, name).
-type GangAt = (String, String, String, String);
+/// Where the cluster files a pod.
+type PodAt = PodKey;
 type Converted = (Result<Pod, Vec<FieldError>>, Result<Vec<Claim>, Vec<FieldError>>);
 
 /// The converted state of a cluster, with what is needed to patch it.
@@ -50,6 +48,17 @@ pub(super) struct Assembly {
     stale: bool,
     /// Pods converted since the pods were last laid out afresh (see [`Assembly::compact`]).
     scattered: usize,
+    stats: Stats,
+}
+
+/// What [`Live`] has done since it was made: how many objects it converted and how often it
+/// resolved gangs — what a change should cost, made visible to tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub nodes_converted: u64,
+    pub pods_converted: u64,
+    /// Gang resolutions (each reads every gang object and claiming pod).
+    pub resolutions: u64,
 }
 
 impl Assembly {
@@ -129,6 +138,7 @@ impl Assembly {
             self.remove_node(name);
             return;
         };
+        self.stats.nodes_converted += 1;
         match convert::node_from_value(v) {
             Ok(n) => match self.node_at.get(name) {
                 Some(&i) => self.snapshot.nodes[i] = n,
@@ -167,10 +177,28 @@ impl Assembly {
         if self.indexed {
             self.pod_at.reserve(raw.len());
         }
+        self.stats.pods_converted += raw.len() as u64;
         for ((key, v), converted) in cluster.pods.iter().zip(convert_pods(&raw, &self.priorities)) {
             self.file_pod(key, v, converted);
         }
         self.stale = true;
+    }
+
+    /// Brings the pods at `keys` in line with the cluster (converted, replaced or gone), the
+    /// conversions on all cores: many pods of a re-list, not all of them.
+    fn some_pods(&mut self, cluster: &Cluster, keys: &[PodAt]) {
+        let raw: Vec<&Value> = keys.iter().filter_map(|k| cluster.pods.get(k)).collect();
+        self.stats.pods_converted += raw.len() as u64;
+        let mut converted = convert_pods(&raw, &self.priorities);
+        for key in keys {
+            self.unfile_pod(key);
+            // Converted in the order of the keys held.
+            if let Some(v) = cluster.pods.get(key)
+                && let Some(c) = converted.next()
+            {
+                self.file_pod(key, v, c);
+            }
+        }
     }
 
     /// Brings the pod at `key` in line with the cluster. `before`: the labels and annotations
@@ -186,6 +214,7 @@ impl Assembly {
         let was_stale = self.stale;
         self.unfile_pod(key);
         let Some(v) = cluster.pods.get(key) else { return };
+        self.stats.pods_converted += 1;
         let converted = convert_pod(v, &self.priorities);
         let unchanged = match (&kept, &converted, &before) {
             (Some((claims, created, _)), (Ok(p), Ok(now)), Some(b)) => {
@@ -212,7 +241,7 @@ impl Assembly {
             self.stale = true;
         }
         if let Some(moved) = self.snapshot.pods.get(i) {
-            self.pod_at.insert((moved.key.namespace.clone(), moved.key.name.clone()), i);
+            self.pod_at.insert(moved.key.clone(), i);
         }
     }
 
@@ -262,7 +291,7 @@ impl Assembly {
 
     /// Brings the gang object at `key` in line with the cluster.
     fn gang_object(&mut self, cluster: &Cluster, key: &GangAt) {
-        let read = cluster.gang_objects.get(key).and_then(dialect::read_object);
+        let read = cluster.gang_objects.get(key).and_then(|v| key.read(v));
         let changed = match read {
             Some(r) => self.gang_objects.insert(key.clone(), r.clone()).as_ref() != Some(&r),
             None => self.gang_objects.remove(key).is_some(),
@@ -278,6 +307,7 @@ impl Assembly {
             return;
         }
         self.stale = false;
+        self.stats.resolutions += 1;
 
         let objects =
             self.gang_objects.iter().filter_map(|(key, read)| Some((cluster.gang_objects.get(key)?, read)));
@@ -319,7 +349,7 @@ impl Assembly {
                 .into_iter()
                 .filter_map(|i| {
                     let k = &pods[i].key;
-                    Some((i, cluster.pods.get(&(k.namespace.clone(), k.name.clone()))?))
+                    Some((i, cluster.pods.get(k)?))
                 })
                 .collect();
         }
@@ -327,12 +357,9 @@ impl Assembly {
         at.into_iter()
             .filter_map(|i| {
                 let k = &pods[i].key;
-                while raw
-                    .next_if(|((ns, name), _)| (ns.as_str(), name.as_str()) < (&k.namespace, &k.name))
-                    .is_some()
-                {}
-                let ((ns, name), v) = raw.peek()?;
-                (ns == &k.namespace && name == &k.name).then_some((i, *v))
+                while raw.next_if(|(key, _)| *key < k).is_some() {}
+                let (key, v) = raw.peek()?;
+                (*key == k).then_some((i, *v))
             })
             .collect()
     }
@@ -345,29 +372,35 @@ fn fingerprint(v: &Value) -> Fingerprint {
     (at(v, "/metadata/labels").cloned(), at(v, "/metadata/annotations").cloned())
 }
 
+/// A pod as the snapshot holds it, with its claims. Read straight from its JSON
+/// ([`convert::pod_from_raw`]): the same pod as a typed decode, without decoding what the model
+/// does not use.
 fn convert_pod(v: &Value, priorities: &PriorityClasses) -> Converted {
-    (convert::pod_from_value(v, priorities), dialect::pod_claims(v))
+    (convert::pod_from_raw(v, priorities), dialect::pod_claims(v))
 }
 
 /// Converts raw pods and reads their gang claims, in order. Each pod is independent of the others,
-/// so large clusters are split over the machine's cores (the result is the same either way).
-fn convert_pods(raw: &[&Value], priorities: &PriorityClasses) -> Vec<Converted> {
+/// so large clusters are split over the machine's cores (the result is the same either way). The
+/// parts come back as each core made them, not copied into one.
+fn convert_pods(raw: &[&Value], priorities: &PriorityClasses) -> impl Iterator<Item = Converted> + use<> {
     const PER_THREAD: usize = 8_192;
     let threads =
         std::thread::available_parallelism().map_or(1, usize::from).min(raw.len() / PER_THREAD).max(1);
-    if threads == 1 {
-        return raw.iter().map(|v| convert_pod(v, priorities)).collect();
-    }
-    let chunk = raw.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = raw
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || part.iter().map(|v| convert_pod(v, priorities)).collect::<Vec<_>>())
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
-    })
+    let parts: Vec<Vec<Converted>> = if threads == 1 {
+        vec![raw.iter().map(|v| convert_pod(v, priorities)).collect()]
+    } else {
+        let chunk = raw.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = raw
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || part.iter().map(|v| convert_pod(v, priorities)).collect::<Vec<_>>())
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        })
+    };
+    parts.into_iter().flatten()
 }
 
 /// A [`Cluster`] whose snapshot is kept assembled as objects arrive one at a time — what a
@@ -402,6 +435,78 @@ pub struct Overlay {
     /// member cannot be placed for now, which fails its gang's all-or-nothing step like any
     /// other member that does not fit).
     pub held_back: BTreeMap<PodKey, String>,
+    /// Nominations written (`status.nominatedNodeName`) and not yet seen in the watch: pod →
+    /// node. The pod is shown nominated there, as it will be once the write is seen.
+    pub nominated: BTreeMap<PodKey, String>,
+}
+
+/// What one object's change touches in the assembly.
+enum Touched {
+    Node(String),
+    Pod(PodAt),
+    Namespace,
+    Budget,
+    PriorityClass,
+    Gang(GangAt),
+    Other,
+}
+
+impl Touched {
+    fn of(r: &ObjectRef) -> Self {
+        match r.filed() {
+            Filed::Node => Touched::Node(r.name.clone()),
+            Filed::Pod => Touched::Pod(pod_key(r)),
+            Filed::Namespace => Touched::Namespace,
+            Filed::Budget => Touched::Budget,
+            Filed::PriorityClass => Touched::PriorityClass,
+            Filed::Other if dialect::is_gang_kind(&r.group, &r.kind) => Touched::Gang(GangAt::of(r)),
+            Filed::Other => Touched::Other,
+        }
+    }
+}
+
+/// What many objects' changes touch, kind by kind (see [`Live::load`]).
+#[derive(Debug, Default)]
+struct Batch {
+    nodes: Vec<String>,
+    /// Pods changed or gone, unless every pod is converted anyway (`all_pods`).
+    pods: Vec<PodAt>,
+    pods_changed: usize,
+    all_pods: bool,
+    budgets: bool,
+    classes: bool,
+    gangs: Vec<GangAt>,
+}
+
+impl Batch {
+    fn note(&mut self, r: &ObjectRef, gone: bool) {
+        match r.filed() {
+            Filed::Node => self.nodes.push(r.name.clone()),
+            Filed::Pod => {
+                self.pods_changed += 1;
+                if gone || !self.all_pods {
+                    self.pods.push(pod_key(r));
+                }
+            }
+            Filed::Namespace => {}
+            Filed::Budget => self.budgets = true,
+            Filed::PriorityClass => self.classes = true,
+            Filed::Other => {
+                if dialect::is_gang_kind(&r.group, &r.kind) {
+                    self.gangs.push(GangAt::of(r));
+                }
+            }
+        }
+    }
+}
+
+/// Whether `new` is the version of an object already `held`: both state the same
+/// `resourceVersion` (a re-list after a dropped watch lists mostly these).
+fn unchanged(held: Option<&Value>, new: &Value) -> bool {
+    fn version(v: &Value) -> Option<&str> {
+        at(v, "/metadata/resourceVersion").and_then(Value::as_str).filter(|s| !s.is_empty())
+    }
+    held.and_then(version).is_some_and(|h| Some(h) == version(new))
 }
 
 /// Adjustments in effect, with what they replaced.
@@ -411,6 +516,8 @@ struct Laid {
     pods: BTreeMap<PodKey, String>,
     /// Pod → the gate added to it.
     gated: BTreeMap<PodKey, String>,
+    /// Pod → the node it is shown nominated on.
+    nominated: BTreeMap<PodKey, String>,
     /// Gang → the state its objects gave it, before the overlay's.
     gangs: HashMap<GangKey, GangState>,
 }
@@ -434,24 +541,39 @@ impl Live {
         Live::default()
     }
 
-    /// Files one object and brings the snapshot up to date with it (a `List` is flattened, and
-    /// everything is assembled again).
+    /// Files one object and brings the snapshot up to date with it. A `List` is flattened and
+    /// loaded as [`Live::load`] loads objects.
     pub fn push(&mut self, obj: Value) -> Result<(), FieldError> {
         let kind = str_at(&obj, "/kind");
         if kind.ends_with("List") && obj.get("items").is_some() {
-            let result = self.cluster.push(obj);
-            self.cluster.others.clear();
-            self.assembly = Assembly::build(&self.cluster, true);
-            self.laid = Laid::default();
-            return result;
+            let mut items = Vec::new();
+            let mut first_error = None;
+            for (i, v) in super::list_items(obj)?.into_iter().enumerate() {
+                match super::entering(&v) {
+                    Ok(()) => items.push((ObjectRef::of(&v), v)),
+                    Err(e) => {
+                        first_error
+                            .get_or_insert(FieldError::new(format!("items[{i}].{}", e.path), e.message));
+                    }
+                }
+            }
+            let loaded = self.load(items);
+            return first_error.map_or(loaded, Err);
         }
-        // The identity is read here, once, and carried to filing and patching.
-        let r = ObjectRef::of(&obj);
+        super::entering(&obj)?;
+        self.apply(ObjectRef::of(&obj), obj)
+    }
+
+    /// Files one object under its identity, computed once where it entered (a watch event's
+    /// metadata), and brings the snapshot up to date with it: that object is converted again,
+    /// nothing else.
+    pub fn apply(&mut self, r: ObjectRef, obj: Value) -> Result<(), FieldError> {
         let before = (r.filed() == Filed::Pod).then(|| self.cluster.get_ref(&r).map(fingerprint)).flatten();
-        let result = self.cluster.push_as(r.clone(), obj);
+        let touched = Touched::of(&r);
+        let result = self.cluster.insert(r, obj);
         self.cluster.others.clear();
         if result.is_ok() {
-            self.touch(&r, before);
+            self.touch(touched, before);
         }
         result
     }
@@ -464,26 +586,173 @@ impl Live {
     /// Removes the object with this identity (a watch `Deleted`).
     pub fn remove_ref(&mut self, r: &ObjectRef) {
         self.cluster.remove_ref(r);
-        self.touch(r, None);
+        self.touch(Touched::of(r), None);
     }
 
-    fn touch(&mut self, r: &ObjectRef, before: Option<Fingerprint>) {
+    fn touch(&mut self, t: Touched, before: Option<Fingerprint>) {
         let (cluster, a) = (&self.cluster, &mut self.assembly);
-        match r.filed() {
-            Filed::Node => a.node(cluster, &r.name),
-            Filed::Pod => a.pod(cluster, &(r.pod_namespace().to_string(), r.name.clone()), before),
-            Filed::Namespace => {}
-            Filed::Budget => a.read_budgets(cluster),
-            Filed::PriorityClass => {
+        match t {
+            Touched::Node(name) => a.node(cluster, &name),
+            Touched::Pod(key) => a.pod(cluster, &key, before),
+            Touched::Namespace => {}
+            Touched::Budget => a.read_budgets(cluster),
+            Touched::PriorityClass => {
                 if a.read_priorities(cluster) {
                     a.all_pods(cluster);
                 }
             }
-            Filed::Other => a.gang_object(
-                cluster,
-                &(r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()),
-            ),
+            Touched::Gang(key) => a.gang_object(cluster, &key),
+            Touched::Other => {}
         }
+    }
+
+    /// A completed (re-)list of one kind: what it lists replaces every object of that kind held
+    /// (those it does not list are gone), loaded as [`Live::load`] loads objects. Only that kind
+    /// is assembled again: a list of nodes converts nodes, never a pod.
+    pub fn replace(
+        &mut self,
+        kind: &'static ApiKind,
+        items: Vec<(ObjectRef, Value)>,
+    ) -> Result<(), FieldError> {
+        let gone = self.absent(kind, &items);
+        let mut batch = Batch::default();
+        for r in gone {
+            self.cluster.remove_ref(&r);
+            batch.note(&r, true);
+        }
+        self.load_into(items, batch)
+    }
+
+    /// Files many objects at once and brings the snapshot up to date with them kind by kind:
+    /// nodes converted one by one, pods on all cores (every pod again when most of them changed,
+    /// laid out afresh), each budget, priority class and gang object read once, gangs resolved
+    /// once at the next refresh. An object listed at the `resourceVersion` already held is
+    /// unchanged and not converted again. The first error is returned, with its item's index.
+    pub fn load(&mut self, items: Vec<(ObjectRef, Value)>) -> Result<(), FieldError> {
+        self.load_into(items, Batch::default())
+    }
+
+    fn load_into(&mut self, items: Vec<(ObjectRef, Value)>, mut batch: Batch) -> Result<(), FieldError> {
+        let mut first_error = None;
+        // With no pod held yet (the initial list), every pod is converted: no key is noted, and
+        // the pods are filed in one go.
+        batch.all_pods = self.cluster.pods.is_empty();
+        let mut all_pods: Vec<(PodKey, Value)> = Vec::new();
+        for (i, (r, v)) in items.into_iter().enumerate() {
+            if r.name.is_empty() {
+                let e = FieldError::new("metadata.name", format!("missing on {}", r.kind));
+                first_error.get_or_insert(FieldError::new(format!("items[{i}].{}", e.path), e.message));
+                continue;
+            }
+            let filed = r.filed();
+            if self.cluster.holds(filed) && unchanged(self.cluster.get_ref(&r), &v) {
+                continue;
+            }
+            batch.note(&r, false);
+            if batch.all_pods && filed == Filed::Pod {
+                all_pods.push((super::into_pod_key(r), v));
+            } else {
+                let _ = self.cluster.insert(r, v);
+            }
+        }
+        if !all_pods.is_empty() {
+            // Built whole (in key order, later duplicates winning, as inserts would leave it):
+            // not 140,000 inserts into an ordered map.
+            self.cluster.pods = all_pods.into_iter().collect();
+        }
+        self.cluster.others.clear();
+        let (cluster, a) = (&self.cluster, &mut self.assembly);
+        for name in &batch.nodes {
+            a.node(cluster, name);
+        }
+        let every_pod = batch.all_pods && batch.pods_changed > 0
+            || batch.pods.len().saturating_mul(2) >= cluster.pods.len().max(1) && !batch.pods.is_empty();
+        if batch.classes && a.read_priorities(cluster) || every_pod {
+            a.all_pods(cluster);
+            // Converted in one pass, in order: laid out already (see [`Assembly::compact`]).
+            a.scattered = 0;
+        } else if !batch.pods.is_empty() {
+            a.some_pods(cluster, &batch.pods);
+        }
+        if batch.budgets {
+            a.read_budgets(cluster);
+        }
+        for key in &batch.gangs {
+            a.gang_object(cluster, key);
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The objects of `kind` held and not in `items`.
+    fn absent(&self, kind: &'static ApiKind, items: &[(ObjectRef, Value)]) -> Vec<ObjectRef> {
+        let c = &self.cluster;
+        let of = ObjectRef::of_kind(kind, "", "");
+        let filed = kind.filed();
+        let held = match filed {
+            Filed::Node => c.nodes.len(),
+            Filed::Pod => c.pods.len(),
+            Filed::Namespace => c.namespaces.len(),
+            Filed::PriorityClass => c.priority_classes.len(),
+            Filed::Budget => c.budgets.len(),
+            Filed::Other => c.gang_objects.len(),
+        };
+        if held == 0 {
+            return Vec::new();
+        }
+        // Where each listed object is filed: (namespace as filed, name).
+        let listed: HashSet<(&str, &str)> = items
+            .iter()
+            .map(|(r, _)| match filed {
+                Filed::Pod | Filed::Budget => (r.pod_namespace(), r.name.as_str()),
+                Filed::Other => (r.namespace.as_str(), r.name.as_str()),
+                _ => ("", r.name.as_str()),
+            })
+            .collect();
+        let named = |map: &BTreeMap<String, Value>| -> Vec<ObjectRef> {
+            map.keys()
+                .filter(|n| !listed.contains(&("", n.as_str())))
+                .map(|n| ObjectRef::of_kind(kind, "", n.as_str()))
+                .collect()
+        };
+        let keyed = |map: &BTreeMap<PodKey, Value>| -> Vec<ObjectRef> {
+            map.keys()
+                .filter(|k| !listed.contains(&(k.namespace.as_str(), k.name.as_str())))
+                .map(|k| ObjectRef::of_kind(kind, k.namespace.as_str(), k.name.as_str()))
+                .collect()
+        };
+        match filed {
+            Filed::Node => named(&c.nodes),
+            Filed::Namespace => named(&c.namespaces),
+            Filed::PriorityClass => named(&c.priority_classes),
+            Filed::Pod => keyed(&c.pods),
+            Filed::Budget => keyed(&c.budgets),
+            Filed::Other => c
+                .gang_objects
+                .keys()
+                .filter(|g| g.is(&of) && !listed.contains(&(g.namespace.as_str(), g.name.as_str())))
+                .map(|g| ObjectRef::of_kind(kind, g.namespace.as_str(), g.name.as_str()))
+                .collect(),
+        }
+    }
+
+    /// How many objects of `kind` are held.
+    pub fn count(&self, kind: &ApiKind) -> usize {
+        self.cluster.count(kind)
+    }
+
+    /// The raw pod with this key, if held.
+    pub fn pod(&self, key: &PodKey) -> Option<&Value> {
+        self.cluster.pods.get(key)
+    }
+
+    /// The raw object with this identity, if held.
+    pub fn get_ref(&self, r: &ObjectRef) -> Option<&Value> {
+        self.cluster.get_ref(r)
+    }
+
+    /// What the assembly did so far.
+    pub fn stats(&self) -> Stats {
+        self.assembly.stats
     }
 
     /// Resolves gangs and memberships again if a change since the last call needs it, with no
@@ -532,12 +801,18 @@ impl Live {
                 .filter(|(pod, gate)| overlay.held_back.get(*pod) != Some(*gate))
                 .map(|(p, _)| p.clone()),
         );
+        dropped.extend(
+            laid.nominated
+                .iter()
+                .filter(|(pod, node)| overlay.nominated.get(*pod) != Some(*node))
+                .map(|(p, _)| p.clone()),
+        );
         for pod in dropped {
             laid.pods.remove(&pod);
             laid.gated.remove(&pod);
-            let key = (pod.namespace, pod.name);
-            let before = cluster.pods.get(&key).map(fingerprint);
-            a.pod(cluster, &key, before);
+            laid.nominated.remove(&pod);
+            let before = cluster.pods.get(&pod).map(fingerprint);
+            a.pod(cluster, &pod, before);
         }
         let resolving = a.stale;
         a.refresh(cluster);
@@ -567,8 +842,7 @@ impl Live {
         }
         a.snapshot.reservations.clone_from(&overlay.reservations);
         for (pod, node) in &overlay.assumed {
-            let at = (pod.namespace.clone(), pod.name.clone());
-            if let Some(&i) = a.pod_at.get(&at)
+            if let Some(&i) = a.pod_at.get(pod)
                 && let Some(p) = a.snapshot.pods.get_mut(i)
                 && p.node_name.is_none()
             {
@@ -584,13 +858,21 @@ impl Live {
             }
         }
         for (pod, gate) in &overlay.held_back {
-            let at = (pod.namespace.clone(), pod.name.clone());
-            if let Some(&i) = a.pod_at.get(&at)
+            if let Some(&i) = a.pod_at.get(pod)
                 && let Some(p) = a.snapshot.pods.get_mut(i)
                 && !p.scheduling_gates.contains(gate)
             {
                 p.scheduling_gates.push(gate.clone());
                 laid.gated.insert(pod.clone(), gate.clone());
+            }
+        }
+        for (pod, node) in &overlay.nominated {
+            if let Some(&i) = a.pod_at.get(pod)
+                && let Some(p) = a.snapshot.pods.get_mut(i)
+                && p.nominated_node.as_ref() != Some(node)
+            {
+                p.nominated_node = Some(node.clone());
+                laid.nominated.insert(pod.clone(), node.clone());
             }
         }
     }

@@ -36,7 +36,7 @@ struct Spec {
 }
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
-    let found = [LABEL, LEGACY_LABEL].into_iter().find_map(|l| meta.labels.get(l).map(|v| (l, *v)));
+    let found = [LABEL, LEGACY_LABEL].into_iter().find_map(|l| meta.labels.get(l).map(|v| (l, v)));
     Ok(found.map(|(label, name)| Claim {
         dialect: Dialect::Coscheduling,
         gang: GangKey::new(meta.namespace, name),
@@ -58,7 +58,7 @@ pub(crate) fn read_as(obj: &Value, dialect: Dialect) -> Result<Gang, Vec<FieldEr
     let mut errors = Vec::new();
     let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
     let mut gang = Gang::new(meta.key(), min, Source { dialect, kind: "PodGroup".into() });
-    gang.created = meta.created;
+    gang.created = meta.created();
     match min_resources("spec.minResources", pg.spec.min_resources.as_ref()) {
         Ok(r) => gang.min_resources = r,
         Err(e) => errors.extend(e),

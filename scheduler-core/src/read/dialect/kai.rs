@@ -71,7 +71,7 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     let name = meta.annotations.get(ANNOTATION).or_else(|| meta.labels.get(ANNOTATION));
     Ok(name.map(|name| Claim {
         dialect: Dialect::Kai,
-        gang: GangKey::new(meta.namespace, *name),
+        gang: GangKey::new(meta.namespace, name),
         subgroup: meta.labels.get(SUBGROUP_LABEL).map(|s| s.to_string()),
         path: if meta.annotations.contains_key(ANNOTATION) {
             annotation_path(ANNOTATION)
@@ -88,7 +88,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut errors = Vec::new();
     let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Kai, kind: "PodGroup".into() });
-    gang.created = meta.created;
+    gang.created = meta.created();
     gang.topology_key = pg.spec.topology_constraint.and_then(|t| t.required_topology_level);
     let mut children: BTreeMap<Option<&str>, u32> = BTreeMap::new();
     for s in &pg.spec.sub_groups {

@@ -29,7 +29,7 @@ pub const GROUPS: &str = "gang.scheduling.koordinator.sh/groups";
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
     Ok(meta.annotations.get(NAME).map(|name| Claim {
         dialect: Dialect::Koordinator,
-        gang: GangKey::new(meta.namespace, *name),
+        gang: GangKey::new(meta.namespace, name),
         subgroup: None,
         path: annotation_path(NAME),
     }))
@@ -55,7 +55,7 @@ fn extras(meta: &Meta<'_>, key: &GangKey, gang: &mut Gang, errors: &mut Vec<Fiel
             Err(e) => errors.push(e),
         }
     }
-    match a.get(MODE).copied() {
+    match a.get(MODE) {
         None | Some("Strict") => {}
         Some("NonStrict") => gang.mode = GangMode::NonStrict,
         Some(other) => errors.push(FieldError::new(
@@ -104,7 +104,7 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     };
     let mut gang =
         Gang::new(claim.gang.clone(), min, Source { dialect: Dialect::Koordinator, kind: "Pod".into() });
-    gang.created = meta.created;
+    gang.created = meta.created();
     extras(meta, &claim.gang, &mut gang, &mut errors);
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }

@@ -30,7 +30,7 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
         Some((lws_name, index)) if lws_name == name => {
             GangKey::new(meta.namespace, format!("{name}-{index}"))
         }
-        _ => GangKey::new(meta.namespace, *name),
+        _ => GangKey::new(meta.namespace, name),
     };
     // Exclusive placement (a JobSet's annotation gang): the pod's group is its child Job.
     let exclusive_job = (dialect == Dialect::KubeGangAnnotations
@@ -234,14 +234,14 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     };
     let source = Source { dialect: Dialect::KubeGangAnnotations, kind: "Pod".into() };
     let mut gang = Gang::new(claim.gang.clone(), min, source);
-    gang.created = meta.created;
+    gang.created = meta.created();
     if let Some(v) = a.get(ANNOTATION_TOTAL_MEMBER) {
         match parse_count(&annotation_path(ANNOTATION_TOTAL_MEMBER), v) {
             Ok(n) => gang.total_member = Some(n),
             Err(e) => errors.push(e),
         }
     }
-    match a.get(ANNOTATION_MODE).copied() {
+    match a.get(ANNOTATION_MODE) {
         None | Some("Strict") => {}
         Some("NonStrict") => gang.mode = GangMode::NonStrict,
         Some(other) => errors.push(FieldError::new(

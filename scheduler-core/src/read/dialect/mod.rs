@@ -135,7 +135,12 @@ pub fn pod_claims_all(pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
 pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-    let group = group_of(api_version);
+    read_as(group_of(api_version), kind, obj)
+}
+
+/// Reads a gang-defining object whose API group and kind are known already (the identity it
+/// was filed under). `None`: not a gang object.
+pub fn read_as(group: &str, kind: &str, obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     match (group, kind) {
         (crate::GROUP, "Gang") => Some(kubegang::read(obj).map(GangObject::Gang)),
         (coscheduling::GROUP, "PodGroup") => Some(coscheduling::read(obj).map(GangObject::Gang)),
@@ -150,6 +155,16 @@ pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     }
 }
 
+/// Whether objects of this API group and kind define gangs (without reading one).
+pub fn is_gang_kind(group: &str, kind: &str) -> bool {
+    matches!(
+        (group, kind),
+        (crate::GROUP, "Gang")
+            | (coscheduling::GROUP | volcano::GROUP | kai::GROUP | koordinator::GROUP, "PodGroup")
+            | (upstream::GROUP, "PodGroup" | "CompositePodGroup" | "Workload")
+    )
+}
+
 /// A gang defined by the annotations of its pods (kube-gang CRD-less, Koordinator): built from the
 /// first pod that claims it. `None` when the claim's dialect has no annotation form.
 pub fn annotation_gang(claim: &Claim, pod: &Value) -> Option<Result<Gang, Vec<FieldError>>> {
@@ -161,33 +176,49 @@ pub fn annotation_gang(claim: &Claim, pod: &Value) -> Option<Result<Gang, Vec<Fi
     }
 }
 
-/// The metadata every reader needs, borrowed from a raw object.
+/// The metadata every reader needs, borrowed from a raw object: nothing is copied, labels and
+/// annotations are looked up where they are (this runs for every pod a cluster lists).
 #[derive(Debug)]
 pub(crate) struct Meta<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
-    pub labels: BTreeMap<&'a str, &'a str>,
-    pub annotations: BTreeMap<&'a str, &'a str>,
-    pub created: Time,
+    pub labels: Strings<'a>,
+    pub annotations: Strings<'a>,
+    creation_timestamp: Option<&'a str>,
+}
+
+/// A map of strings in a raw object (labels, annotations); entries that are not strings are
+/// not there.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Strings<'a>(Option<&'a serde_json::Map<String, Value>>);
+
+impl<'a> Strings<'a> {
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.0?.get(key).and_then(Value::as_str)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
 }
 
 impl<'a> Meta<'a> {
     pub fn of(obj: &'a Value) -> Self {
         let m = obj.get("metadata");
         let s = |k: &str| m.and_then(|m| m.get(k)).and_then(Value::as_str);
-        let map = |k: &str| -> BTreeMap<&'a str, &'a str> {
-            m.and_then(|m| m.get(k))
-                .and_then(Value::as_object)
-                .map(|o| o.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v))).collect())
-                .unwrap_or_default()
-        };
+        let map = |k: &str| Strings(m.and_then(|m| m.get(k)).and_then(Value::as_object));
         Meta {
             namespace: s("namespace").filter(|n| !n.is_empty()).unwrap_or("default"),
             name: s("name").unwrap_or(""),
             labels: map("labels"),
             annotations: map("annotations"),
-            created: s("creationTimestamp").and_then(|t| Time::parse_rfc3339(t).ok()).unwrap_or_default(),
+            creation_timestamp: s("creationTimestamp"),
         }
+    }
+
+    /// `metadata.creationTimestamp` (the epoch when absent or unreadable).
+    pub fn created(&self) -> Time {
+        self.creation_timestamp.and_then(|t| Time::parse_rfc3339(t).ok()).unwrap_or_default()
     }
 
     pub fn key(&self) -> GangKey {

@@ -57,7 +57,7 @@ pub const WORKLOAD_REF_PATH: &str = "spec.workloadRef";
 
 /// A 1.35 pod's `spec.workloadRef`: (workload, pod group, replica key).
 pub fn workload_ref(pod: &Value) -> Option<(&str, &str, Option<&str>)> {
-    let r = pod.pointer("/spec/workloadRef")?;
+    let r = crate::object::at(pod, "/spec/workloadRef")?;
     let name = r.get("name").and_then(Value::as_str).filter(|s| !s.is_empty())?;
     let group = r.get("podGroup").and_then(Value::as_str).filter(|s| !s.is_empty())?;
     let key = r.get("podGroupReplicaKey").and_then(Value::as_str).filter(|s| !s.is_empty());
@@ -73,8 +73,12 @@ pub fn workload_gang_name(workload: &str, group: &str, replica: Option<&str>) ->
 }
 
 pub(crate) fn claim(meta: &Meta<'_>, pod: &Value) -> Result<Option<Claim>, FieldError> {
-    let name = pod.pointer("/spec/schedulingGroup/podGroupName");
-    if name.is_none_or(Value::is_null) && pod.pointer("/spec/workloadRef").is_some_and(|r| !r.is_null()) {
+    // Read for every pod a cluster lists: one look at `spec`, nothing copied.
+    let spec = pod.get("spec");
+    let name = spec.and_then(|s| s.get("schedulingGroup")).and_then(|g| g.get("podGroupName"));
+    if name.is_none_or(Value::is_null)
+        && spec.and_then(|s| s.get("workloadRef")).is_some_and(|r| !r.is_null())
+    {
         return match workload_ref(pod) {
             Some((w, g, r)) => Ok(Some(Claim {
                 dialect: Dialect::Upstream,
@@ -115,7 +119,7 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
         min: None,
         topology_key: None,
         priority: None,
-        created: meta.created,
+        created: meta.created(),
     };
     let mut errors = Vec::new();
     let first_key = |t: Option<Vec<String>>| t.and_then(|t| t.into_iter().next());
@@ -359,7 +363,7 @@ pub fn read_workload(obj: &Value) -> Result<Workload, Vec<FieldError>> {
     }
     let Walk { errors, groups, .. } = walk;
     if errors.is_empty() {
-        Ok(Workload { key: meta.key(), templates_only, groups, created: meta.created })
+        Ok(Workload { key: meta.key(), templates_only, groups, created: meta.created() })
     } else {
         Err(errors)
     }

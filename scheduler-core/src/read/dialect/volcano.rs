@@ -44,7 +44,7 @@ struct Spec {
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
     Ok(meta.annotations.get(ANNOTATION).map(|name| Claim {
         dialect: Dialect::Volcano,
-        gang: GangKey::new(meta.namespace, *name),
+        gang: GangKey::new(meta.namespace, name),
         subgroup: meta.annotations.get(TASK_ANNOTATION).map(|t| t.to_string()),
         path: annotation_path(ANNOTATION),
     }))
@@ -58,7 +58,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut errors = Vec::new();
     let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Volcano, kind: "PodGroup".into() });
-    gang.created = meta.created;
+    gang.created = meta.created();
     match min_resources("spec.minResources", pg.spec.min_resources.as_ref()) {
         Ok(r) => gang.min_resources = r,
         Err(e) => errors.extend(e),
