@@ -303,7 +303,7 @@ fn a_gang_follows_its_source_pods_annotations() {
 
 /// The kinds the ops write, as a watch lists them (indices into `READ`): nodes, pods,
 /// namespaces, priority classes, budgets, Gangs, Volcano PodGroups.
-const KINDS: [usize; 7] = [0, 1, 2, 3, 4, 5, 12];
+const KINDS: [usize; 7] = [0, 1, 2, 3, 4, 5, 13];
 
 /// Each object's last version among `ops`' writes.
 fn last(ops: &[Op]) -> Vec<Value> {
@@ -365,7 +365,7 @@ proptest! {
         for &i in &order {
             let _ = live.replace(&READ[i], list_of(&READ[i], &objects));
         }
-        assert_eq!(READ[12].group, "scheduling.volcano.sh");
+        assert_eq!(READ[13].group, "scheduling.volcano.sh", "KINDS names the kinds the ops write");
         same(&assembled(&objects), &mut live)?;
         let objects = last(&[ops, later].concat());
         for &i in order.iter().rev() {

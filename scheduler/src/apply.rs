@@ -756,7 +756,9 @@ mod tests {
             self.0.pod(&key.namespace, &key.name).map(PodNow::of).unwrap_or_default()
         }
         fn gang(&self, key: &GangKey) -> Option<GangNow<'_>> {
-            self.0.get_ref(&ObjectRef::of_kind(&GANG, key.namespace.as_str(), key.name.as_str())).map(GangNow::of)
+            self.0
+                .get_ref(&ObjectRef::of_kind(&GANG, key.namespace.as_str(), key.name.as_str()))
+                .map(GangNow::of)
         }
         fn object(&self, r: &ObjectRef) -> Option<&Value> {
             self.0.get_ref(r)
