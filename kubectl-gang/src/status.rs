@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::cli::{Format, Global, StatusArgs};
 use crate::selector::Selector;
 use crate::table::{Grid, Tone, color_enabled};
-use crate::{Output, World, age, load};
+use crate::{Output, World, age, escape_controls, load};
 
 /// One gang as `-o json` prints it (a contract: fields are only ever added).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -333,8 +333,10 @@ fn first_line(s: &str) -> String {
 /// The detail view of one gang.
 fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color: bool) -> String {
     let mut out = String::new();
+    // Text outside the tables is escaped here: with colour on, only escaped data keeps a colour
+    // code in a name from being obeyed (tables escape their cells).
     let field = |out: &mut String, k: &str, v: &str| {
-        let _ = writeln!(out, "{:<14}{v}", format!("{k}:"));
+        let _ = writeln!(out, "{:<14}{}", format!("{k}:"), escape_controls(v));
     };
     field(&mut out, "Name", &gang.key.name);
     field(&mut out, "Namespace", &gang.key.namespace);
@@ -464,21 +466,22 @@ fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color
 
     out.push_str("\nWhy (a scheduling cycle on this state, now):\n");
     for line in r.message.lines() {
-        let _ = writeln!(out, "  {line}");
+        let _ = writeln!(out, "  {}", escape_controls(line));
     }
     let member_keys: BTreeSet<_> = pods.iter().map(|p| &p.key).collect();
     let binds: Vec<_> = plan.bindings.iter().filter(|b| member_keys.contains(&b.pod)).collect();
     if !binds.is_empty() {
         let _ = writeln!(out, "  It fits now; the scheduler would bind:");
         for b in binds {
-            let _ = writeln!(out, "    {} -> {}", b.pod.name, b.node);
+            let _ = writeln!(out, "    {} -> {}", escape_controls(&b.pod.name), escape_controls(&b.node));
         }
     }
     let victims: Vec<_> = plan.evictions.iter().filter(|e| e.preemptor.as_ref() == Some(&gang.key)).collect();
     if !victims.is_empty() {
         let _ = writeln!(out, "  It would preempt:");
         for v in victims {
-            let _ = writeln!(out, "    {} on {}", v.pod, v.node);
+            let _ =
+                writeln!(out, "    {} on {}", escape_controls(&v.pod.to_string()), escape_controls(&v.node));
         }
     }
     out

@@ -27,21 +27,24 @@ pub struct Finding {
 /// Runs `validate`: exit 1 when any object has an error, 2 when an object is one the API server
 /// would refuse before admission (an invalid quantity, a field of the wrong type).
 pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
-    let mut sourced = input::read_paths(&args.files)?;
-    for s in &mut sourced {
+    let objects = input::read(&args.files)?;
+    let with_namespace = |mut s: input::Sourced| {
         if let (Some(ns), Some(meta)) =
             (&g.namespace, s.object.get_mut("metadata").and_then(|m| m.as_object_mut()))
         {
             meta.entry("namespace").or_insert_with(|| serde_json::Value::String(ns.clone()));
         }
-    }
-    // Read before admission changes anything: a gang object is not injected into.
-    let gangs = input::gangs_of(sourced.iter().map(|s| &s.object));
+        s
+    };
+    // Read before admission changes anything: a gang object is not injected into. Objects are
+    // decoded one at a time, twice: memory stays proportional to the input.
+    let gangs: Vec<_> =
+        objects.iter().map(with_namespace).filter_map(|s| input::gang_of(&s.object)).collect();
     let mut unreadable = Vec::new();
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut checked = 0usize;
-    for s in sourced {
+    for s in objects.iter().map(with_namespace) {
         let mut obj = s.object;
         let object = input::describe(&obj);
         unreadable.extend(refused(&obj).into_iter().map(|e| format!("{}: {object}: {e}", s.file)));
