@@ -596,7 +596,8 @@ mod tests {
         assert_eq!(objs.len(), 1);
         assert_eq!(objs[0].object["items"], serde_json::json!([{"a": 1}, {"b": 2}]));
         // An anchored `items` is read whole, then flattened the same way.
-        let objs = parse_text("x.yaml", "apiVersion: v1\nkind: PodList\nitems: &i\n- metadata: {name: p}\n").unwrap();
+        let objs = parse_text("x.yaml", "apiVersion: v1\nkind: PodList\nitems: &i\n- metadata: {name: p}\n")
+            .unwrap();
         assert_eq!((objs.len(), objs[0].object["kind"].as_str()), (1, Some("Pod")));
         // The list's item kind applies to its own items only, not to the next document's objects.
         let yaml = "kind: Pod\nmetadata: {name: a}\n---\nitems:\n- metadata: {name: n}\nkind: NodeList\napiVersion: v1\n---\nmetadata: {name: x}\n---\nkind: List\nitems: []\n";
@@ -610,7 +611,10 @@ mod tests {
         let kinds: Vec<Option<&str>> = objs.iter().map(|s| s.object["kind"].as_str()).collect();
         assert_eq!(kinds, [Some("Node"), Some("Pod")]);
         let json = r#"{"kind": "Foo", "items": [1, {"a": [2]}], "x": {}}"#;
-        assert_eq!(parse_text("f.json", json).unwrap()[0].object, serde_json::from_str::<Value>(json).unwrap());
+        assert_eq!(
+            parse_text("f.json", json).unwrap()[0].object,
+            serde_json::from_str::<Value>(json).unwrap()
+        );
         let e = parse_text("d.yaml", "kind: List\nitems: []\nitems: []\n").unwrap_err().to_string();
         assert_eq!(e, "d.yaml: document 1: line 3: key \"items\" already set in map");
         // Objects from two files keep their file names.
@@ -625,7 +629,9 @@ mod tests {
     #[test]
     fn json_nesting_is_bounded_like_yaml() {
         let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
-        assert!(parse_text("ok.json", &ok).is_err_and(|e| e.to_string().contains("expected a Kubernetes object")));
+        assert!(
+            parse_text("ok.json", &ok).is_err_and(|e| e.to_string().contains("expected a Kubernetes object"))
+        );
         let deep = format!("{{\"kind\": \"Pod\",\n\"spec\": {}1{}}}", "[".repeat(100), "]".repeat(100));
         let e = parse_text("deep.json", &deep).unwrap_err().to_string();
         assert_eq!(e, "deep.json: document 1: nested deeper than 100 levels at line 2 column 108");

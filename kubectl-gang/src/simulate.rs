@@ -306,7 +306,7 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             .gangs
             .iter()
             .find(|g| &g.key == key)
-            .map_or_else(|| format!("gang/{}", key.name), crate::status::object_name)
+            .map_or_else(|| format!("gang/{}", key.name), |g| crate::status::object_name(g, &cluster))
     };
     let member_of: BTreeMap<&scheduler_core::PodKey, &GangKey> =
         snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
