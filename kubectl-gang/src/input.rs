@@ -76,11 +76,13 @@ pub fn read(paths: &[PathBuf]) -> Result<Objects, InputError> {
     for p in &files {
         let name = if p.as_os_str() == "-" { "-".to_string() } else { p.display().to_string() };
         let text = if p.as_os_str() == "-" {
-            read_bounded(&name, std::io::stdin().lock())?
+            read_bounded(&name, std::io::stdin().lock(), 0)?
         } else {
             let file =
                 std::fs::File::open(p).map_err(|e| InputError::Io { path: name.clone(), source: e })?;
-            read_bounded(&name, file)?
+            // Sized from the file's length: read into one buffer, not grown by doubling.
+            let len = file.metadata().map_or(0, |m| m.len().min(MAX_INPUT_BYTES));
+            read_bounded(&name, file, len)?
         };
         out.add_text(name, &text)?;
     }
@@ -100,10 +102,10 @@ pub fn read(paths: &[PathBuf]) -> Result<Objects, InputError> {
 /// they were read from. Decoded one at a time by [`Objects::iter`].
 #[derive(Debug, Default)]
 pub struct Objects {
-    /// The objects' JSON, back to back.
+    /// The objects' JSON, each ended by a newline (which compact JSON never holds): no index.
     json: Vec<u8>,
-    /// Where each object's JSON ends in `json`.
-    ends: Vec<usize>,
+    /// How many objects.
+    len: usize,
     /// Runs of objects from one file or one typed list, in order.
     runs: Vec<Run>,
 }
@@ -120,25 +122,26 @@ struct Run {
 impl Objects {
     /// How many objects.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len == 0
     }
 
     /// Every object, decoded one at a time, in the order read.
     pub fn iter(&self) -> impl Iterator<Item = Sourced> + '_ {
         let mut run = 0;
-        (0..self.ends.len()).map(move |i| {
+        let mut lines = self.json.split(|&b| b == b'\n');
+        (0..self.len).map(move |i| {
             while run + 1 < self.runs.len() && self.runs[run + 1].first <= i {
                 run += 1;
             }
             let r = &self.runs[run];
-            let start = if i == 0 { 0 } else { self.ends[i - 1] };
+
             // Written by serde_json from a value a moment ago: it reads back.
             let mut object: Value =
-                serde_json::from_slice(&self.json[start..self.ends[i]]).unwrap_or_default();
+                serde_json::from_slice(lines.next().unwrap_or_default()).unwrap_or_default();
             if let (Some((kind, api_version)), Some(item)) = (&r.item_kind, object.as_object_mut())
                 && !item.contains_key("kind")
             {
@@ -155,6 +158,10 @@ impl Objects {
     /// flattened).
     pub fn add_text(&mut self, name: String, text: &str) -> Result<(), InputError> {
         let file: Rc<str> = name.into();
+        // Compact JSON is about as long as the text it was read from (a little longer for tiny
+        // documents, shorter for indented YAML): room for it at once, not by doubling, which
+        // would hold the old and the new buffer together.
+        self.json.reserve(text.len() + text.len() / 4);
         let trimmed = text.trim_start();
         let mut sink = Adder { objects: self, file: file.clone(), error: None };
         if trimmed.starts_with('{') || trimmed.starts_with('[') {
@@ -179,11 +186,12 @@ impl Objects {
     /// Stores one object read from `file`.
     fn push(&mut self, file: &Rc<str>, object: &Value) {
         if self.runs.last().is_none_or(|r| !Rc::ptr_eq(&r.file, file) || r.item_kind.is_some()) {
-            self.runs.push(Run { first: self.ends.len(), file: file.clone(), item_kind: None });
+            self.runs.push(Run { first: self.len, file: file.clone(), item_kind: None });
         }
         // Writing a `Value` into a `Vec` cannot fail.
         let _ = serde_json::to_writer(&mut self.json, object);
-        self.ends.push(self.json.len());
+        self.json.push(b'\n');
+        self.len += 1;
     }
 
     /// The objects from `from` on are the items of one typed list of `item_kind`.
@@ -196,15 +204,26 @@ impl Objects {
 
     /// Takes back the objects from `from` on, decoded.
     fn pop(&mut self, from: usize) -> Vec<Value> {
-        let mut at = if from == 0 { 0 } else { self.ends[from - 1] };
-        let start = at;
-        let mut out = Vec::with_capacity(self.ends.len() - from);
-        for &end in &self.ends[from..] {
-            out.push(serde_json::from_slice(&self.json[at..end]).unwrap_or_default());
-            at = end;
+        let n = self.len - from;
+        // Object `from` starts after the newline `n + 1` from the end (or at the very start).
+        let mut start = 0;
+        let mut newlines = 0;
+        for (i, &b) in self.json.iter().enumerate().rev() {
+            if b == b'\n' {
+                newlines += 1;
+                if newlines == n + 1 {
+                    start = i + 1;
+                    break;
+                }
+            }
         }
+        let out = self.json[start..]
+            .split(|&b| b == b'\n')
+            .take(n)
+            .map(|line| serde_json::from_slice(line).unwrap_or_default())
+            .collect();
         self.json.truncate(start);
-        self.ends.truncate(from);
+        self.len = from;
         while self.runs.last().is_some_and(|r| r.first >= from) {
             self.runs.pop();
         }
@@ -298,8 +317,8 @@ impl crate::yaml::Sink for Adder<'_> {
 }
 
 /// At most [`MAX_INPUT_BYTES`] of UTF-8 text, or an error saying which limit was hit.
-fn read_bounded(name: &str, reader: impl Read) -> Result<String, InputError> {
-    let mut bytes = Vec::new();
+fn read_bounded(name: &str, reader: impl Read, expected: u64) -> Result<String, InputError> {
+    let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0).saturating_add(1));
     reader
         .take(MAX_INPUT_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -592,9 +611,18 @@ mod tests {
     #[test]
     fn streamed_list_items_read_as_the_whole_list_would() {
         // A top-level `items` in an object that is no List stays that object's field.
-        let objs = parse_text("x.yaml", "kind: Foo\nitems: [{a: 1}, {b: 2}]\nmetadata: {name: f}\n").unwrap();
-        assert_eq!(objs.len(), 1);
-        assert_eq!(objs[0].object["items"], serde_json::json!([{"a": 1}, {"b": 2}]));
+        let yaml =
+            "kind: Pod\n---\nkind: Foo\nitems: [{a: 1}, {b: 2}]\nmetadata: {name: f}\n---\nkind: Node\n";
+        let objs = parse_text("x.yaml", yaml).unwrap();
+        let objs: Vec<Value> = objs.into_iter().map(|s| s.object).collect();
+        assert_eq!(
+            objs,
+            [
+                serde_json::json!({"kind": "Pod"}),
+                serde_json::json!({"kind": "Foo", "items": [{"a": 1}, {"b": 2}], "metadata": {"name": "f"}}),
+                serde_json::json!({"kind": "Node"})
+            ]
+        );
         // An anchored `items` is read whole, then flattened the same way.
         let objs = parse_text("x.yaml", "apiVersion: v1\nkind: PodList\nitems: &i\n- metadata: {name: p}\n")
             .unwrap();
@@ -673,9 +701,9 @@ mod tests {
 
     #[test]
     fn oversized_and_binary_input_are_clear_errors() {
-        let err = read_bounded("big", std::io::repeat(b'a').take(MAX_INPUT_BYTES + 10)).unwrap_err();
+        let err = read_bounded("big", std::io::repeat(b'a').take(MAX_INPUT_BYTES + 10), 0).unwrap_err();
         assert_eq!(err.to_string(), "big: larger than 64 MiB; split it into smaller files");
-        let err = read_bounded("bin", &[0x61, 0xff, 0x00][..]).unwrap_err();
+        let err = read_bounded("bin", &[0x61, 0xff, 0x00][..], 3).unwrap_err();
         assert_eq!(err.to_string(), "bin: not UTF-8 text (invalid byte at offset 1)");
     }
 

@@ -141,7 +141,11 @@ pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
 impl World {
     /// Stores one object read from the dump or the API: an event aside, anything else in the
     /// cluster, or a warning saying why not.
-    fn add(&mut self, o: Value) {
+    fn add(&mut self, mut o: Value) {
+        // What `kubectl get -o yaml` prints in bulk and nothing here reads.
+        if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
         if is_event(&o) {
             self.events.push(o);
             return;
