@@ -53,6 +53,16 @@ fn read(text: &str) -> (Cluster, Assembled) {
     (cluster, assembled)
 }
 
+/// The JSON read as one tree and its items stored as they are: what reading cost before objects
+/// were kept compact (and what it would cost in memory: some 50 times the text of small objects).
+fn read_as_one_tree(text: &str) -> (Cluster, Assembled) {
+    let mut cluster = Cluster::new();
+    let list: Value = serde_json::from_str(text).expect("parses");
+    cluster.push(list).expect("stores");
+    let assembled = cluster.snapshot();
+    (cluster, assembled)
+}
+
 fn bench(c: &mut Criterion) {
     let list = dump(4_000, 140_000);
     let as_json = serde_json::to_string(&list).expect("json");
@@ -63,6 +73,7 @@ fn bench(c: &mut Criterion) {
     // The CLI exits without freeing what it read (see status.rs): drops are not timed.
     g.bench_function("json", |b| b.iter_with_large_drop(|| read(black_box(&as_json))));
     g.bench_function("yaml", |b| b.iter_with_large_drop(|| read(black_box(&as_yaml))));
+    g.bench_function("json_one_tree", |b| b.iter_with_large_drop(|| read_as_one_tree(black_box(&as_json))));
     g.finish();
 }
 

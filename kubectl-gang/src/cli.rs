@@ -9,8 +9,10 @@ Every command that reads the cluster reads the live API (kubeconfig as kubectl r
 --cluster FILE, a dump as `kubectl gang snapshot` or `kubectl get nodes,pods,gangs -A -o yaml`
 writes it.
 
-Exit codes: 0 success; 1 an error (validate: an invalid object; simulate: a gang that does not
-fit). simulate exits 2 on errors, as `kubectl diff` does.";
+Exit codes: 0 success; 1 a negative verdict on valid input (validate: an invalid object;
+simulate: a gang that does not fit); 2 the command could not run on its input (unreadable,
+malformed or empty input, bad flags, no cluster, output that could not be written). Control
+characters in names and messages are shown escaped (\\x1b).";
 
 /// kubectl gang: gang scheduling — what waits and why, would it fit, is it valid.
 #[derive(Debug, Parser)]

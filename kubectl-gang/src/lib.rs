@@ -86,15 +86,31 @@ pub fn policy(path: Option<&Path>) -> anyhow::Result<scheduler_core::Config> {
 /// the live events of that gang's namespace (a dump brings its own).
 pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
     let now = now(g)?;
-    let (objects, context_ns) = match &g.cluster {
+    let mut world = World {
+        cluster: Cluster::new(),
+        namespace: String::new(),
+        now,
+        events: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let context_ns = match &g.cluster {
         Some(path) => {
-            let objects = read_dump(path)?;
-            check_dump(path, &objects)?;
-            (objects, None)
+            // Decoded and stored one object at a time: memory stays proportional to the dump.
+            let objects = input::read(std::slice::from_ref(path))?;
+            let mut bad = Vec::new();
+            for s in objects.iter() {
+                if let Some(e) = simulate::unreadable(&s.object) {
+                    bad.push(format!("{}: {e}", scheduler_core::cluster::describe(&s.object)));
+                } else if bad.is_empty() {
+                    world.add(s.object);
+                }
+            }
+            check_dump(path, &bad)?;
+            None
         }
         None => {
             let rt = runtime()?;
-            rt.block_on(async {
+            let (objects, ns) = rt.block_on(async {
                 let live = live::connect(g.kubeconfig.as_deref(), g.context.as_deref()).await?;
                 let mut objects = live::fetch(&live).await?;
                 if let Some(gang) = events_for {
@@ -104,40 +120,44 @@ pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
                     };
                     objects.extend(live::events(&live, ns).await?);
                 }
-                anyhow::Ok((objects, Some(live.namespace)))
-            })?
+                anyhow::Ok((objects, live.namespace))
+            })?;
+            for o in objects {
+                world.add(o);
+            }
+            Some(ns)
         }
     };
-    let namespace = g.namespace.clone().or(context_ns).unwrap_or_else(|| "default".to_string());
-    let mut cluster = Cluster::new();
-    let mut events = Vec::new();
-    let mut warnings = Vec::new();
-    for o in objects {
+    world.namespace = g.namespace.clone().or(context_ns).unwrap_or_else(|| "default".to_string());
+    Ok(world)
+}
+
+impl World {
+    /// Stores one object read from the dump or the API: an event aside, anything else in the
+    /// cluster, or a warning saying why not.
+    fn add(&mut self, mut o: Value) {
+        // What `kubectl get -o yaml` prints in bulk and nothing here reads.
+        if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
         if is_event(&o) {
-            events.push(o);
-            continue;
+            self.events.push(o);
+            return;
         }
         let what = scheduler_core::cluster::describe(&o);
-        if let Err(e) = cluster.push(o) {
-            warnings.push(format!("skipped {what}: {e}"));
+        if let Err(e) = self.cluster.push(o) {
+            self.warnings.push(format!("skipped {what}: {e}"));
         }
     }
-    Ok(World { cluster, namespace, now, events, warnings })
 }
 
 /// Unreadable nodes and pods listed at most this many at a time.
 const UNREADABLE_SHOWN: usize = 20;
 
 /// A dump is input: a Node or Pod in it the scheduler cannot read (an invalid quantity, a field of
-/// the wrong type) is an error naming the object and the field, not an object quietly dropped.
-/// (The live API never serves one: the API server validates and canonicalizes on write.)
-fn check_dump(path: &Path, objects: &[Value]) -> anyhow::Result<()> {
-    let bad: Vec<String> = objects
-        .iter()
-        .filter_map(|o| {
-            simulate::unreadable(o).map(|e| format!("{}: {e}", scheduler_core::cluster::describe(o)))
-        })
-        .collect();
+/// the wrong type) is an error naming the object and the field (`bad`), not an object quietly
+/// dropped. (The live API never serves one: the API server validates and canonicalizes on write.)
+fn check_dump(path: &Path, bad: &[String]) -> anyhow::Result<()> {
     if bad.is_empty() {
         return Ok(());
     }
@@ -156,11 +176,6 @@ fn is_event(o: &Value) -> bool {
     o.get("kind").and_then(Value::as_str) == Some("Event")
 }
 
-fn read_dump(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let objects = input::read_file(path)?;
-    Ok(objects.into_iter().map(|s| s.object).collect())
-}
-
 /// A current-thread runtime for the live API.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")
@@ -168,66 +183,140 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// `kubectl gang snapshot`: every object the plugin reads, as one `v1 List`.
 fn snapshot(g: &Global) -> anyhow::Result<Output> {
-    let mut objects = match &g.cluster {
-        Some(path) => read_dump(path)?,
-        None => runtime()?.block_on(async {
-            let live = live::connect(g.kubeconfig.as_deref(), g.context.as_deref()).await?;
-            live::fetch(&live).await
-        })?,
-    };
-    for o in &mut objects {
-        if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("managedFields");
+    let format = g.output;
+    let (stdout, count) = match &g.cluster {
+        Some(path) => list_text(input::read(std::slice::from_ref(path))?.iter().map(|s| s.object), format)?,
+        None => {
+            let objects = runtime()?.block_on(async {
+                let live = live::connect(g.kubeconfig.as_deref(), g.context.as_deref()).await?;
+                live::fetch(&live).await
+            })?;
+            list_text(objects.into_iter(), format)?
         }
-    }
-    let count = objects.len();
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": objects});
-    let stdout = match g.output {
-        Some(Format::Json) => serde_json::to_string_pretty(&list)? + "\n",
-        _ => serde_norway::to_string(&list)?,
     };
     Ok(Output { stdout, stderr: format!("{count} objects\n"), code: 0 })
 }
 
-/// Text safe for a terminal: control characters that names, messages or files could carry (escape
-/// sequences that move the cursor, retitle the window or hide text; carriage returns; bells) are
-/// written out as `\x1b`, `\r`, `\u{85}`. Newlines and tabs stay, and so do the colour codes this
-/// plugin writes itself (`ESC [ digits ; … m`), which only colour text.
-pub fn escape_controls(text: &str) -> String {
-    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if c == '\n' || c == '\t' || !c.is_control() {
-            out.push(c);
-            continue;
+/// `objects` (managed fields dropped) as one `v1 List` in JSON (`-o json`) or YAML, written item by
+/// item: the same text as serializing the whole list at once, without holding it as one value.
+fn list_text(
+    objects: impl Iterator<Item = Value>,
+    format: Option<Format>,
+) -> anyhow::Result<(String, usize)> {
+    let json = format == Some(Format::Json);
+    let mut out = String::from(if json {
+        "{\n  \"apiVersion\": \"v1\",\n  \"items\": ["
+    } else {
+        "apiVersion: v1\nitems:"
+    });
+    let mut count = 0;
+    for mut o in objects {
+        if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
         }
-        if c == '\x1b' && is_color_code(&text[i..]) {
-            let end = text[i..].find('m').map_or(text.len(), |e| i + e);
-            out.push_str(&text[i..=end]);
-            while chars.peek().is_some_and(|&(j, _)| j <= end) {
-                chars.next();
+        if json {
+            out.push_str(if count == 0 { "\n" } else { ",\n" });
+            for (i, line) in serde_json::to_string_pretty(&o)?.lines().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                out.push_str("    ");
+                out.push_str(line);
             }
-            continue;
+        } else {
+            if count == 0 {
+                out.push('\n');
+            }
+            for (i, line) in serde_norway::to_string(&o)?.lines().enumerate() {
+                out.push_str(match (i, line.is_empty()) {
+                    (0, _) => "- ",
+                    (_, false) => "  ",
+                    (_, true) => "",
+                });
+                out.push_str(line);
+                out.push('\n');
+            }
         }
-        match c {
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-        }
+        count += 1;
     }
-    out
+    out.push_str(match (json, count) {
+        (true, 0) => "],\n  \"kind\": \"List\",\n  \"metadata\": {}\n}\n",
+        (true, _) => "\n  ],\n  \"kind\": \"List\",\n  \"metadata\": {}\n}\n",
+        (false, 0) => " []\nkind: List\nmetadata: {}\n",
+        (false, _) => "kind: List\nmetadata: {}\n",
+    });
+    Ok((out, count))
 }
 
-/// `ESC [`, then only digits and `;`, then `m`: a colour (SGR) sequence and nothing else.
-fn is_color_code(s: &str) -> bool {
-    let Some(rest) = s.strip_prefix("\x1b[") else { return false };
-    match rest.find(|c: char| !(c.is_ascii_digit() || c == ';')) {
-        Some(end) => rest[end..].starts_with('m') && end <= 32,
-        None => false,
+/// The colour codes this plugin writes itself (for [`table::Tone`]; the 256-colour codes comfy-table wrote before): green,
+/// yellow, red, and back to the default colour. Only these, and only when colour is on, are
+/// written as they are; every other control sequence is shown escaped.
+pub const COLOURS: [&str; 4] = ["\x1b[38;5;10m", "\x1b[38;5;11m", "\x1b[38;5;9m", "\x1b[39m"];
+
+/// Whether this command line may colour its output (on a terminal, without `NO_COLOR`): only
+/// tables do (`status`, `simulate`, `demo` as tables), and they escape the data they show before
+/// adding colour. Any other output (JSON, YAML, names, `validate`, errors) has no colour of its own,
+/// so every control sequence in it is escaped.
+pub fn may_colour(cli: &Cli) -> bool {
+    let tables = matches!(cli.global.output, None | Some(Format::Table | Format::Wide));
+    tables && matches!(cli.command, Command::Status(_) | Command::Simulate(_) | Command::Demo)
+}
+
+/// Text safe for a terminal: every control character that names, messages or files could carry
+/// (escape sequences that colour, hide or move text, retitle the window; carriage returns; bells;
+/// C1 codes) is written out as `\x1b`, `\r`, `\x9b`. Newlines and tabs stay.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(text);
     }
+    let mut out = Vec::with_capacity(text.len() + 16);
+    // Writing into a `Vec` cannot fail.
+    let _ = write_escaped(&mut out, text, false);
+    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// Writes `text` to `w` with control characters escaped as [`escape_controls`] does, keeping the
+/// plugin's own [`COLOURS`] when `colours`; clean stretches are written as they are, never copied.
+pub fn write_escaped(w: &mut impl std::io::Write, text: &str, colours: bool) -> std::io::Result<()> {
+    let mut rest = text;
+    while let Some(at) = rest.find(needs_escape) {
+        w.write_all(&rest.as_bytes()[..at])?;
+        rest = &rest[at..];
+        if colours && let Some(code) = COLOURS.iter().find(|c| rest.starts_with(**c)) {
+            w.write_all(code.as_bytes())?;
+            rest = &rest[code.len()..];
+            continue;
+        }
+        let Some(c) = rest.chars().next() else { break };
+        match c {
+            '\r' => w.write_all(b"\\r")?,
+            c if (c as u32) < 0x100 => write!(w, "\\x{:02x}", c as u32)?,
+            c => write!(w, "\\u{{{:x}}}", c as u32)?,
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    w.write_all(rest.as_bytes())
+}
+
+/// An error as one line of text: each cause in the chain once (a library's message often repeats
+/// its source's, as `io` and `kube` errors do), control characters escaped.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    escape_controls(&text).into_owned()
 }
 
 /// kubectl's short ages: `45s`, `3m12s`, `17m`, `5h3m`, `20h`, `3d4h`, `12d`, `2y40d`.
@@ -261,12 +350,70 @@ mod tests {
     use super::*;
 
     #[test]
-    fn control_characters_are_escaped_but_colours_kept() {
+    fn control_characters_are_escaped_colours_included() {
         assert_eq!(escape_controls("plain\tline\n"), "plain\tline\n");
         assert_eq!(escape_controls("evil\x1b]0;pwned\x07name"), "evil\\x1b]0;pwned\\x07name");
         assert_eq!(escape_controls("a\x1b[2Jb\rc"), "a\\x1b[2Jb\\rc");
-        assert_eq!(escape_controls("\x1b[1;32mok\x1b[0m"), "\x1b[1;32mok\x1b[0m");
+        // A colour in data is data: hidden text (8) and colours alike are shown, not obeyed.
+        assert_eq!(escape_controls("hid\x1b[8mden"), "hid\\x1b[8mden");
+        assert_eq!(escape_controls("\x1b[38;5;9mred\x1b[39m"), "\\x1b[38;5;9mred\\x1b[39m");
         assert_eq!(escape_controls("c1\u{9b}31m"), "c1\\x9b31m");
+        assert_eq!(escape_controls("del\u{7f}"), "del\\x7f");
+    }
+
+    #[test]
+    fn only_the_plugins_own_colours_pass_and_only_when_colour_is_on() {
+        let text = "\x1b[38;5;9mbad\x1b[39m \x1b[8mhidden\x1b[0m \x1b[31mred";
+        let write = |colours| {
+            let mut out = Vec::new();
+            write_escaped(&mut out, text, colours).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(write(true), "\x1b[38;5;9mbad\x1b[39m \\x1b[8mhidden\\x1b[0m \\x1b[31mred");
+        assert_eq!(write(false), escape_controls(text));
+    }
+
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file (os error 2)");
+        let e =
+            anyhow::Error::new(io).context("reading x.yaml: No such file (os error 2)").context("simulate");
+        assert_eq!(error_text(&e), "simulate: reading x.yaml: No such file (os error 2)");
+        let e = anyhow::anyhow!("bad \x1b[31mname");
+        assert_eq!(error_text(&e), "bad \\x1b[31mname");
+    }
+
+    /// `snapshot` writes its List item by item: the text must be what serializing the whole list
+    /// writes, in both formats, whatever the items hold (block scalars, empty values, nesting).
+    #[test]
+    fn a_list_written_item_by_item_is_the_whole_lists_text() {
+        let items = [
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "managedFields": [{"x": 1}]},
+                "data": {"script": "line one\n  indented\n\nafter a blank\n", "empty": "", "lead": "  spaces",
+                         "quoted": "yes", "num": "0644", "multi": "a\nb"}}),
+            serde_json::json!({"kind": "Pod", "metadata": {"name": "p", "labels": {}}, "spec": {"containers": [], "n": [1, [2, [3]], {}]}}),
+            serde_json::json!({"kind": "Node", "status": {"allocatable": {"cpu": "8"}}, "e": null, "f": 1.5}),
+        ];
+        for format in [None, Some(Format::Json), Some(Format::Yaml)] {
+            for n in 0..=items.len() {
+                let items = &items[..n];
+                let (text, count) = list_text(items.iter().cloned(), format).unwrap();
+                let mut whole: Vec<Value> = items.to_vec();
+                for o in &mut whole {
+                    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove("managedFields");
+                    }
+                }
+                let list =
+                    serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": whole});
+                let want = match format {
+                    Some(Format::Json) => serde_json::to_string_pretty(&list).unwrap() + "\n",
+                    _ => serde_norway::to_string(&list).unwrap(),
+                };
+                assert_eq!(text, want, "{format:?}, {n} items");
+                assert_eq!(count, n);
+            }
+        }
     }
 
     #[test]

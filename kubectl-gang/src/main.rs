@@ -6,27 +6,30 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kubectl_gang::{Cli, escape_controls, run};
+use kubectl_gang::{Cli, error_text, may_colour, run, table, write_escaped};
 
 fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    let colours = may_colour(&cli) && table::color_enabled();
     match run(cli) {
         Ok(out) => {
-            // A closed pipe (`| head`) is not an error: stop quietly.
-            let _ = std::io::stderr().write_all(escape_controls(&out.stderr).as_bytes());
+            // Nothing the input or the cluster says reaches the terminal raw: every control
+            // character is escaped, but for the plugin's own colours on a terminal.
+            let _ = write_escaped(&mut std::io::stderr().lock(), &out.stderr, false);
             let mut stdout = std::io::stdout().lock();
-            match stdout.write_all(escape_controls(&out.stdout).as_bytes()).and_then(|()| stdout.flush()) {
+            match write_escaped(&mut stdout, &out.stdout, colours).and_then(|()| stdout.flush()) {
                 Ok(()) => ExitCode::from(out.code),
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                // A closed pipe (`| head`) is not an error: stop quietly, with the verdict's code.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::from(out.code),
                 Err(e) => {
-                    eprintln!("error: writing output: {e}");
-                    ExitCode::from(1)
+                    let _ = writeln!(std::io::stderr(), "error: writing the output: {e}");
+                    ExitCode::from(2)
                 }
             }
         }
         Err(e) => {
-            eprintln!("error: {}", escape_controls(&format!("{e:#}")));
+            let _ = writeln!(std::io::stderr(), "error: {}", error_text(&e));
             ExitCode::from(2)
         }
     }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::cli::{Format, Global, SimulateArgs};
 use crate::input::{self, Sourced};
 use crate::table::{Grid, Tone, color_enabled};
-use crate::{Output, load};
+use crate::{Output, escape_controls, load};
 
 /// A pod and a node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -390,7 +390,7 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             .gangs
             .iter()
             .find(|g| &g.key == key)
-            .map_or_else(|| format!("gang/{}", key.name), crate::status::object_name)
+            .map_or_else(|| format!("gang/{}", key.name), |g| crate::status::object_name(g, &cluster))
     };
     let member_of: BTreeMap<&scheduler_core::PodKey, &GangKey> =
         snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
@@ -469,12 +469,12 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
         let _ = writeln!(
             out,
             "\n{}/{}: {}",
-            g.namespace,
-            g.name,
+            escape_controls(&g.namespace),
+            escape_controls(&g.name),
             if g.schedulable { "fits" } else { "does not fit" }
         );
         for line in g.message.lines() {
-            let _ = writeln!(out, "  {line}");
+            let _ = writeln!(out, "  {}", escape_controls(line));
         }
         if !g.placements.is_empty() {
             let mut grid = Grid::new(&["POD", "NODE"]);
@@ -496,7 +496,7 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
             let _ = writeln!(
                 out,
                 "  would ask the cluster autoscaler for {total} pod(s): ProvisioningRequest ({})",
-                ask.class
+                escape_controls(&ask.class)
             );
             let mut grid = Grid::new(&["COUNT", "REQUESTS PER POD", "NODE SELECTOR"]);
             for s in &ask.pod_sets {

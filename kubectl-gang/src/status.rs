@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use scheduler_core::cluster::Cluster;
 use scheduler_core::model::{Dialect, Gang, GangKey, Pod, PodPhase};
 use scheduler_core::plan::{Outcome, Phase, Plan, Reason};
 use scheduler_core::{Config, Time, schedule, tree};
@@ -13,7 +14,7 @@ use serde_json::Value;
 use crate::cli::{Format, Global, StatusArgs};
 use crate::selector::Selector;
 use crate::table::{Grid, Tone, color_enabled};
-use crate::{Output, World, age, load};
+use crate::{Output, World, age, escape_controls, load};
 
 /// One gang as `-o json` prints it (a contract: fields are only ever added).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -64,10 +65,17 @@ pub fn source(g: &Gang) -> String {
     if d.is_crd_less() { d.as_str().to_string() } else { format!("{d}/{}", g.source.kind) }
 }
 
-/// The row for one gang (its member pods `pods`; `ours` is the scheduler's name). Its counts are
-/// the cycle's (the outcome's), as they stand before the plan is applied: members the plan would
-/// bind are not bound yet.
-pub fn row(g: &Gang, pods: &[&Pod], ours: &str, outcome: Option<&Outcome>, now: Time) -> Row {
+/// The row for one gang (its member pods `pods`; `ours` is the scheduler's name) in `cluster`. Its
+/// counts are the cycle's (the outcome's), as they stand before the plan is applied: members the
+/// plan would bind are not bound yet.
+pub fn row(
+    g: &Gang,
+    pods: &[&Pod],
+    ours: &str,
+    outcome: Option<&Outcome>,
+    now: Time,
+    cluster: &Cluster,
+) -> Row {
     let counts = outcome.map(|o| o.counts).unwrap_or_default();
     let members = counts.members;
     let bound = counts.bound.saturating_sub(counts.binding);
@@ -99,14 +107,22 @@ pub fn row(g: &Gang, pods: &[&Pod], ours: &str, outcome: Option<&Outcome>, now: 
         message,
         waiting_for,
         age: age(now, g.created),
-        object: object_name(g),
+        object: object_name(g, cluster),
     }
 }
 
-/// The gang's defining object as `kubectl get -o name` prints it: `<kind>.<group>/<name>`
-/// (`gang.kube-gang.io/bert`, `podgroup.scheduling.volcano.sh/tf`). Gangs defined by pod
+/// The gang's defining object in `cluster` as `kubectl get -o name` prints it:
+/// `<kind>.<group>/<name>` (`gang.kube-gang.io/bert`, `podgroup.scheduling.volcano.sh/tf`). A gang
+/// of a 1.35 `Workload` (one pod group, per replica key: `training-workers-a`) is that Workload
+/// (`workload.scheduling.k8s.io/training`), the object kubectl can get. Gangs defined by pod
 /// annotations have no object of their own: `gang/<name>`.
-pub fn object_name(g: &Gang) -> String {
+pub fn object_name(g: &Gang, cluster: &Cluster) -> String {
+    if g.source.dialect == Dialect::Upstream && g.source.kind == "Workload" {
+        return match workload_of(g, cluster) {
+            Some(w) => format!("workload.scheduling.k8s.io/{w}"),
+            None => format!("gang/{}", g.key.name),
+        };
+    }
     let group = match g.source.dialect {
         Dialect::KubeGang => scheduler_core::GROUP,
         Dialect::Upstream => "scheduling.k8s.io",
@@ -117,6 +133,28 @@ pub fn object_name(g: &Gang) -> String {
         Dialect::Koordinator | Dialect::KubeGangAnnotations => return format!("gang/{}", g.key.name),
     };
     format!("{}.{group}/{}", g.source.kind.to_lowercase(), g.key.name)
+}
+
+/// The name of the 1.35 Workload gang `g` is a pod group of. The core names such a gang
+/// `<workload>-<podGroup>[-<replicaKey>]` (KEP-4671: a gang per replica key); the Workload is the
+/// prefix, before some `-`, that the cluster holds as a Workload with that pod group. A lookup per
+/// `-` in the name, each by key: no scan of the cluster.
+fn workload_of(g: &Gang, cluster: &Cluster) -> Option<String> {
+    let name = g.key.name.as_str();
+    let cuts = name.match_indices('-').map(|(i, _)| i).collect::<Vec<_>>();
+    cuts.into_iter().rev().find_map(|i| {
+        let workload = &name[..i];
+        let obj = cluster.get("scheduling.k8s.io/v1alpha1", "Workload", &g.key.namespace, workload)?;
+        let w = scheduler_core::dialect::upstream::read_workload(obj).ok()?;
+        w.groups
+            .iter()
+            .any(|group| {
+                let whole =
+                    scheduler_core::dialect::upstream::workload_gang_name(workload, &group.name, None);
+                name == whole || name.strip_prefix(whole.as_str()).is_some_and(|rest| rest.starts_with('-'))
+            })
+            .then(|| workload.to_string())
+    })
 }
 
 /// The few words of the WAITING FOR column: what would unblock the gang, per reason, and within
@@ -189,12 +227,21 @@ fn labels_of(v: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// The raw objects that define gangs, by namespace and name: built once, so that finding a gang's
+/// object costs a lookup, not a scan of every gang object per gang.
+fn defining_objects(world: &World) -> BTreeMap<(&str, &str), &Value> {
+    let mut out = BTreeMap::new();
+    for o in world.cluster.gang_objects() {
+        let at = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
+        // The first in the cluster's key order, as a scan from the start found it.
+        out.entry((at("/metadata/namespace"), at("/metadata/name"))).or_insert(o);
+    }
+    out
+}
+
 /// The raw object that defines gang `key`, if it has one.
-fn defining_object<'a>(world: &'a World, key: &GangKey) -> Option<&'a Value> {
-    world.cluster.gang_objects().find(|o| {
-        o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(key.namespace.as_str())
-            && o.pointer("/metadata/name").and_then(Value::as_str) == Some(key.name.as_str())
-    })
+fn defining_object<'a>(objects: &BTreeMap<(&str, &str), &'a Value>, key: &GangKey) -> Option<&'a Value> {
+    objects.get(&(key.namespace.as_str(), key.name.as_str())).copied()
 }
 
 /// Runs `status`.
@@ -225,7 +272,8 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
             anyhow::bail!("gang {:?} not found in namespace {:?}", key.name, key.namespace);
         };
         let pods = view.members.get(&gang.key).cloned().unwrap_or_default();
-        let mut r = row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now);
+        let mut r =
+            row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now, &world.cluster);
         with_capacity(&mut r, &world, &gang.key, view.plan.outcome(&gang.key));
         let stdout = match g.output {
             Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": [r]}))? + "\n",
@@ -236,6 +284,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         return Ok(Output { stdout, stderr, code: 0 });
     }
 
+    let objects = defining_objects(&world);
     let mut rows = Vec::new();
     for gang in &view.gangs {
         if !in_scope(&gang.key.namespace) {
@@ -243,7 +292,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         }
         let pods = view.members.get(&gang.key).cloned().unwrap_or_default();
         if g.selector.is_some() {
-            let matched = match defining_object(&world, &gang.key) {
+            let matched = match defining_object(&objects, &gang.key) {
                 Some(obj) => selector.matches(&labels_of(obj)),
                 None => pods
                     .iter()
@@ -254,7 +303,8 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
                 continue;
             }
         }
-        let mut r = row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now);
+        let mut r =
+            row(gang, &pods, &config.scheduler_name, view.plan.outcome(&gang.key), world.now, &world.cluster);
         with_capacity(&mut r, &world, &gang.key, view.plan.outcome(&gang.key));
         rows.push(r);
     }
@@ -269,7 +319,14 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
     let stdout = match g.output {
         Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": rows}))? + "\n",
         Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": rows}))?,
-        Some(Format::Name) => rows.iter().map(|r| format!("{}\n", r.object)).collect(),
+        // One line per object, as kubectl prints: the gangs of one Workload name it once.
+        Some(Format::Name) => {
+            let mut seen = BTreeSet::new();
+            rows.iter()
+                .filter(|r| seen.insert(r.object.as_str()))
+                .map(|r| format!("{}\n", r.object))
+                .collect()
+        }
         f => table(&rows, g.all_namespaces, f == Some(Format::Wide), g.no_headers, color_enabled()),
     };
     // The process exits once this is printed: freeing a large cluster object by object would cost
@@ -335,8 +392,10 @@ fn first_line(s: &str) -> String {
 /// The detail view of one gang.
 fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color: bool) -> String {
     let mut out = String::new();
+    // Text outside the tables is escaped here: with colour on, only escaped data keeps a colour
+    // code in a name from being obeyed (tables escape their cells).
     let field = |out: &mut String, k: &str, v: &str| {
-        let _ = writeln!(out, "{:<14}{v}", format!("{k}:"));
+        let _ = writeln!(out, "{:<14}{}", format!("{k}:"), escape_controls(v));
     };
     field(&mut out, "Name", &gang.key.name);
     field(&mut out, "Namespace", &gang.key.namespace);
@@ -412,7 +471,7 @@ fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color
         out.push_str(&grid.render(false, color, 2));
     }
 
-    if let Some(obj) = defining_object(world, &gang.key)
+    if let Some(obj) = defining_object(&defining_objects(world), &gang.key)
         && let Some(conds) = obj.pointer("/status/conditions").and_then(Value::as_array)
         && !conds.is_empty()
     {
@@ -466,21 +525,22 @@ fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color
 
     out.push_str("\nWhy (a scheduling cycle on this state, now):\n");
     for line in r.message.lines() {
-        let _ = writeln!(out, "  {line}");
+        let _ = writeln!(out, "  {}", escape_controls(line));
     }
     let member_keys: BTreeSet<_> = pods.iter().map(|p| &p.key).collect();
     let binds: Vec<_> = plan.bindings.iter().filter(|b| member_keys.contains(&b.pod)).collect();
     if !binds.is_empty() {
         let _ = writeln!(out, "  It fits now; the scheduler would bind:");
         for b in binds {
-            let _ = writeln!(out, "    {} -> {}", b.pod.name, b.node);
+            let _ = writeln!(out, "    {} -> {}", escape_controls(&b.pod.name), escape_controls(&b.node));
         }
     }
     let victims: Vec<_> = plan.evictions.iter().filter(|e| e.preemptor.as_ref() == Some(&gang.key)).collect();
     if !victims.is_empty() {
         let _ = writeln!(out, "  It would preempt:");
         for v in victims {
-            let _ = writeln!(out, "    {} on {}", v.pod, v.node);
+            let _ =
+                writeln!(out, "    {} on {}", escape_controls(&v.pod.to_string()), escape_controls(&v.node));
         }
     }
     out

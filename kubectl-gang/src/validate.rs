@@ -36,20 +36,23 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-/// Judges every object of `sourced` as the webhook would on create: the objects' namespace
-/// defaulted to `namespace` when given, the gangs the input defines known to admission.
-pub fn check(mut sourced: Vec<Sourced>, namespace: Option<&str>) -> Report {
-    for s in &mut sourced {
+/// Judges every object `objects()` yields as the webhook would on create: the objects' namespace
+/// defaulted to `namespace` when given, the gangs the input defines known to admission. The
+/// objects are gone through twice (the gangs first), one at a time: memory stays proportional to
+/// the input, not to its objects decoded all at once.
+pub fn check<I: Iterator<Item = Sourced>>(objects: impl Fn() -> I, namespace: Option<&str>) -> Report {
+    let with_namespace = |mut s: Sourced| {
         if let (Some(ns), Some(meta)) =
             (namespace, s.object.get_mut("metadata").and_then(|m| m.as_object_mut()))
         {
             meta.entry("namespace").or_insert_with(|| Value::String(ns.to_string()));
         }
-    }
+        s
+    };
     // Read before admission changes anything: a gang object is not injected into.
-    let gangs = input::gangs_of(sourced.iter().map(|s| &s.object));
+    let gangs: Vec<_> = objects().map(with_namespace).filter_map(|s| input::gang_of(&s.object)).collect();
     let mut report = Report::default();
-    for s in sourced {
+    for s in objects().map(with_namespace) {
         let mut obj = s.object;
         let object = input::describe(&obj);
         report.unreadable.extend(refused(&obj).into_iter().map(|e| format!("{}: {object}: {e}", s.file)));
@@ -71,8 +74,8 @@ pub fn check(mut sourced: Vec<Sourced>, namespace: Option<&str>) -> Report {
 /// Runs `validate`: exit 1 when any object has an error, 2 when an object is one the API server
 /// would refuse before admission (an invalid quantity, a field of the wrong type).
 pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
-    let sourced = input::read_paths(&args.files)?;
-    let Report { checked, unreadable, errors, warnings } = check(sourced, g.namespace.as_deref());
+    let objects = input::read(&args.files)?;
+    let Report { checked, unreadable, errors, warnings } = check(|| objects.iter(), g.namespace.as_deref());
     let mut stderr = String::new();
     for w in &warnings {
         let _ = writeln!(stderr, "warning: {w}");

@@ -7,8 +7,9 @@
 //!
 //! The reader is event-driven with an explicit stack: time and memory are linear in the input.
 //! Nesting deeper than [`MAX_DEPTH`] is refused (Kubernetes objects nest a few dozen levels at
-//! most), and aliases may not expand the document beyond [`MAX_ALIAS_NODES`] extra nodes (the
-//! "billion laughs").
+//! most), and what aliases copy in is bounded by the input's own size (at least
+//! [`MIN_ALIAS_BUDGET`]; the "billion laughs"), so the values read stay proportional to the text.
+//! A `List`'s items are handed over one by one ([`Sink`]), never held all together as values.
 
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, Parser};
@@ -16,8 +17,11 @@ use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// The deepest nesting of mappings and sequences a document may have.
 pub const MAX_DEPTH: usize = 100;
-/// Nodes that aliases may copy in, in all documents together.
-pub const MAX_ALIAS_NODES: usize = 1_000_000;
+/// What aliases may copy in, in all documents together, in bytes of text they stand for (every
+/// node counts a few bytes, plus its strings): the input's length, or this if larger.
+pub const MIN_ALIAS_BUDGET: usize = 1 << 20;
+/// The text one copied node stands for at the least (`{}`, `a`, `, `).
+const ALIAS_NODE_BYTES: usize = 4;
 
 /// A YAML document that cannot be read: where, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,24 +35,65 @@ pub struct YamlError {
 }
 
 enum Frame {
-    Seq { items: Vec<Value>, anchor: usize },
+    Seq { items: Vec<Value>, anchor: usize, streamed: Option<usize> },
     Map { map: Map<String, Value>, key: Option<(String, usize)>, anchor: usize, merges: Vec<Value> },
+}
+
+/// Where a stream's documents go as each is finished, so that a stream of many objects is never
+/// held as values all at once.
+pub trait Sink {
+    /// One item of a document's top-level `items` sequence (a `List`'s objects), finished.
+    fn item(&mut self, item: Value);
+    /// A document, finished. When `items` is `Some(n)`, its top-level `items` sequence went to
+    /// [`Sink::item`] item by item (`n` of them) and the document holds `null` in its place.
+    fn document(&mut self, doc: usize, value: Value, items: Option<usize>) -> Result<(), YamlError>;
 }
 
 /// Every document of a YAML stream as JSON values (empty documents are `null`).
 pub fn documents(text: &str) -> Result<Vec<Value>, YamlError> {
+    struct Collect {
+        docs: Vec<Value>,
+        items: Vec<Value>,
+    }
+    impl Sink for Collect {
+        fn item(&mut self, item: Value) {
+            self.items.push(item);
+        }
+        fn document(&mut self, _: usize, mut value: Value, items: Option<usize>) -> Result<(), YamlError> {
+            if let (Some(_), Some(map)) = (items, value.as_object_mut()) {
+                map.insert("items".into(), Value::Array(std::mem::take(&mut self.items)));
+            }
+            self.docs.push(value);
+            Ok(())
+        }
+    }
+    let mut sink = Collect { docs: Vec::new(), items: Vec::new() };
+    read(text, &mut sink)?;
+    Ok(sink.docs)
+}
+
+/// Reads a YAML stream into `sink`, document by document; the items of a document's top-level
+/// `items` sequence (what `kubectl get -o yaml` prints: a `List`) one by one.
+pub fn read(text: &str, sink: &mut impl Sink) -> Result<(), YamlError> {
     let mut parser = Parser::new_from_str(text);
-    let mut docs = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut anchors: std::collections::HashMap<usize, Value> = std::collections::HashMap::new();
-    let mut alias_nodes = 0usize;
+    let alias_budget = text.len().max(MIN_ALIAS_BUDGET);
+    let mut alias_bytes = 0usize;
     let mut current: Option<Value> = None;
+    let mut doc = 1;
+    // Items of this document's top-level `items` sequence sent to the sink.
+    let mut streamed: Option<usize> = None;
     loop {
-        let doc = docs.len() + 1;
         let (event, mark) = parser.next_token().map_err(|e| YamlError {
             doc,
             line: e.marker().line(),
-            message: e.info().to_string(),
+            // The scanner counts flow levels in a byte and reads ahead of the events this
+            // reader counts: past 255 `[` or `{` it stops first, and the limit is still ours.
+            message: match e.info() {
+                "recursion limit exceeded" => format!("nested deeper than {MAX_DEPTH} levels"),
+                info => info.to_string(),
+            },
         })?;
         let fail = |message: String| YamlError { doc, line: line_of(&mark), message };
         let value = match event {
@@ -60,21 +105,35 @@ pub fn documents(text: &str) -> Result<Vec<Value>, YamlError> {
                 continue;
             }
             Event::DocumentEnd => {
-                docs.push(current.take().unwrap_or(Value::Null));
+                sink.document(doc, current.take().unwrap_or(Value::Null), streamed.take())?;
+                doc += 1;
                 continue;
             }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 if stack.len() >= MAX_DEPTH {
                     return Err(fail(format!("nested deeper than {MAX_DEPTH} levels")));
                 }
+                // A List's items go to the sink as each is finished (not when anchored: an alias
+                // would copy the whole sequence).
+                let top_items = stack.len() == 1
+                    && anchor == 0
+                    && matches!(&stack[0], Frame::Map { key: Some((k, _)), .. } if k == "items");
                 stack.push(match event {
-                    Event::SequenceStart(..) => Frame::Seq { items: Vec::new(), anchor },
+                    Event::SequenceStart(..) => {
+                        Frame::Seq { items: Vec::new(), anchor, streamed: top_items.then_some(0) }
+                    }
                     _ => Frame::Map { map: Map::new(), key: None, anchor, merges: Vec::new() },
                 });
                 continue;
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq { items, anchor }) => remember(&mut anchors, anchor, Value::Array(items)),
+                Some(Frame::Seq { streamed: Some(n), .. }) => {
+                    streamed = Some(n);
+                    Value::Null
+                }
+                Some(Frame::Seq { items, anchor, streamed: None }) => {
+                    remember(&mut anchors, anchor, Value::Array(items))
+                }
                 _ => return Err(fail("unbalanced sequence".into())),
             },
             Event::MappingEnd => match stack.pop() {
@@ -101,9 +160,11 @@ pub fn documents(text: &str) -> Result<Vec<Value>, YamlError> {
                 let Some(v) = anchors.get(&id) else {
                     return Err(fail("unknown anchor".into()));
                 };
-                alias_nodes = alias_nodes.saturating_add(count_nodes(v));
-                if alias_nodes > MAX_ALIAS_NODES {
-                    return Err(fail(format!("aliases expand to more than {MAX_ALIAS_NODES} nodes")));
+                alias_bytes = alias_bytes.saturating_add(text_size(v));
+                if alias_bytes > alias_budget {
+                    return Err(fail(format!(
+                        "aliases expand to more than {alias_budget} bytes (the input's size, or 1 MiB)"
+                    )));
                 }
                 v.clone()
             }
@@ -135,6 +196,10 @@ pub fn documents(text: &str) -> Result<Vec<Value>, YamlError> {
         // A finished node goes into its parent, or becomes the document.
         match stack.last_mut() {
             None => current = Some(value),
+            Some(Frame::Seq { streamed: Some(n), .. }) => {
+                *n += 1;
+                sink.item(value);
+            }
             Some(Frame::Seq { items, .. }) => items.push(value),
             Some(Frame::Map { map, key, merges, .. }) => match key.take() {
                 Some((k, _)) if k == "<<" => merges.push(value),
@@ -146,9 +211,9 @@ pub fn documents(text: &str) -> Result<Vec<Value>, YamlError> {
         }
     }
     if let Some(v) = current.take() {
-        docs.push(v);
+        sink.document(doc, v, streamed.take())?;
     }
-    Ok(docs)
+    Ok(())
 }
 
 fn line_of(mark: &Marker) -> usize {
@@ -162,14 +227,19 @@ fn remember(anchors: &mut std::collections::HashMap<usize, Value>, anchor: usize
     v
 }
 
-fn count_nodes(v: &Value) -> usize {
+/// The least text `v` could be written in: what an alias of it copies in.
+fn text_size(v: &Value) -> usize {
     let mut n = 0usize;
     let mut todo = vec![v];
     while let Some(v) = todo.pop() {
-        n += 1;
+        n = n.saturating_add(ALIAS_NODE_BYTES);
         match v {
             Value::Array(a) => todo.extend(a.iter()),
-            Value::Object(m) => todo.extend(m.values()),
+            Value::Object(m) => {
+                n = n.saturating_add(m.keys().map(String::len).sum());
+                todo.extend(m.values());
+            }
+            Value::String(s) => n = n.saturating_add(s.len()),
             _ => {}
         }
     }
@@ -401,12 +471,12 @@ mod tests {
 
     #[test]
     fn depth_and_alias_expansion_are_bounded() {
-        let deep = "[".repeat(200_000);
-        let err = documents(&deep).unwrap_err();
-        assert!(
-            err.message.contains("nested deeper than 100") || err.message.contains("recursion limit"),
-            "{err}"
-        );
+        for deep in
+            ["[".repeat(200_000), format!("a: {}", "[".repeat(300)), format!("a: {}", "{a: ".repeat(300))]
+        {
+            let err = documents(&deep).unwrap_err();
+            assert_eq!((err.line, err.message.as_str()), (1, "nested deeper than 100 levels"), "{err}");
+        }
         let block: String = (0..150).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
         let err = documents(&block).unwrap_err();
         assert!(err.message.contains("nested deeper than 100"), "{err}");

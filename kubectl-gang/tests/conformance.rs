@@ -131,7 +131,7 @@ fn check(path: &Path, cluster: &Cluster) -> Vec<String> {
         wrong.push(format!("kind: the header says {:?}, the file holds {kinds:?}", expect.kinds));
     }
     // `kubectl gang validate`: the webhook's decision, knowing the input's gangs.
-    let report = validate::check(sourced.clone(), None);
+    let report = validate::check(|| sourced.iter().cloned(), None);
     let mut errors = report.unreadable.clone();
     errors.extend(report.errors.iter().map(|f| format!("{}: {}", f.field, f.message)));
     let mut warnings = report.warnings.clone();
