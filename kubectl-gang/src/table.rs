@@ -1,9 +1,10 @@
 //! Tables that look like kubectl's: no borders, upper-case headers, three spaces between columns,
-//! colour only on a terminal and never with `NO_COLOR`; cells escaped before they are coloured.
+//! colour only on a terminal and never with `NO_COLOR`; laid out by comfy-table, cells escaped
+//! before they reach it.
 
 use std::io::IsTerminal;
 
-use unicode_width::UnicodeWidthStr;
+use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table};
 
 use crate::escape_controls;
 
@@ -71,69 +72,47 @@ impl Grid {
         self.rows.is_empty()
     }
 
-    /// Renders with `indent` spaces before every line: each column as wide as its widest line
-    /// (terminal columns: a CJK character takes two), three spaces between columns, a cell's lines
-    /// (`\n`) on lines of their own, trailing blanks trimmed. Written straight into one `String`:
-    /// a table of many rows costs its text, no more.
+    /// Renders with `indent` spaces before every line (comfy-table lays it out: each column as
+    /// wide as its widest line, a CJK character two columns, three spaces between columns, a
+    /// cell's lines on lines of their own). Data is escaped before it reaches the table, so the
+    /// only control sequences in the text are the colours the table adds.
     pub fn render(&self, no_headers: bool, color: bool, indent: usize) -> String {
         let mut out = String::new();
         if self.rows.is_empty() && no_headers {
             return out;
         }
-        let columns = self.rows.iter().map(Vec::len).chain([self.headers.len()]).max().unwrap_or(0);
-        let mut widths = vec![0usize; columns];
-        let mut measure = |cells: &mut dyn Iterator<Item = &str>| {
-            for (i, text) in cells.enumerate() {
-                let widest = escape_controls(text).split('\n').map(UnicodeWidthStr::width).max().unwrap_or(0);
-                widths[i] = widths[i].max(widest);
-            }
-        };
+        let mut t = Table::new();
+        t.load_style(comfy_table::presets::NOTHING).set_content_arrangement(ContentArrangement::Disabled);
+        if color {
+            t.enforce_styling();
+        } else {
+            t.force_no_tty();
+        }
         if !no_headers {
-            measure(&mut self.headers.iter().map(String::as_str));
+            t.set_header(
+                self.headers.iter().map(|h| Cell::new(escape_controls(h)).set_alignment(CellAlignment::Left)),
+            );
         }
         for r in &self.rows {
-            measure(&mut r.iter().map(|(t, _)| t.as_str()));
+            t.add_row(r.iter().map(|(text, tone)| {
+                let c = Cell::new(escape_controls(text));
+                match (color, tone) {
+                    (true, Tone::Good) => c.fg(Color::Green),
+                    (true, Tone::Warn) => c.fg(Color::Yellow),
+                    (true, Tone::Bad) => c.fg(Color::Red),
+                    _ => c,
+                }
+            }));
+        }
+        let last = t.column_count().saturating_sub(1);
+        for (i, col) in t.column_iter_mut().enumerate() {
+            col.set_padding((0, if i == last { 0 } else { 3 }));
         }
         let pad = " ".repeat(indent);
-        let line = |out: &mut String, cells: &[(&str, Tone)]| {
-            let height = cells.iter().map(|(t, _)| t.split('\n').count()).max().unwrap_or(1).max(1);
-            for l in 0..height {
-                let start = out.len();
-                out.push_str(&pad);
-                for (i, width) in widths.iter().enumerate() {
-                    let (text, tone) = cells.get(i).copied().unwrap_or(("", Tone::Plain));
-                    let part = text.split('\n').nth(l).unwrap_or("");
-                    let gap = if i + 1 == columns { 0 } else { 3 };
-                    let fill = width.saturating_sub(part.width()) + gap;
-                    // A tone colours the cell's text and its padding, as comfy-table did.
-                    let colour = match (color, tone) {
-                        (true, Tone::Good) => Some(crate::COLOURS[0]),
-                        (true, Tone::Warn) => Some(crate::COLOURS[1]),
-                        (true, Tone::Bad) => Some(crate::COLOURS[2]),
-                        _ => None,
-                    };
-                    out.push_str(colour.unwrap_or(""));
-                    out.push_str(part);
-                    out.extend(std::iter::repeat_n(' ', fill));
-                    if colour.is_some() {
-                        out.push_str(crate::COLOURS[3]);
-                    }
-                }
-                let end = out[start..].trim_end().len();
-                out.truncate(start + end);
-                out.push('\n');
-            }
-        };
-        if !no_headers {
-            let headers: Vec<(&str, Tone)> = self.headers.iter().map(|h| (h.as_str(), Tone::Plain)).collect();
-            line(&mut out, &headers);
-        }
-        for r in &self.rows {
-            // Data is escaped before it is coloured: only the colour added here is obeyed.
-            let escaped: Vec<(std::borrow::Cow<'_, str>, Tone)> =
-                r.iter().map(|(t, tone)| (escape_controls(t), *tone)).collect();
-            let cells: Vec<(&str, Tone)> = escaped.iter().map(|(t, tone)| (t.as_ref(), *tone)).collect();
-            line(&mut out, &cells);
+        for line in t.lines() {
+            out.push_str(&pad);
+            out.push_str(line.trim_end());
+            out.push('\n');
         }
         out
     }
@@ -163,8 +142,8 @@ mod tests {
         assert!(g.render(false, true, 0).contains('\u{1b}'));
     }
 
-    /// Colour around a cell's text and its padding, byte for byte as comfy-table wrote it (which
-    /// this renderer replaced); multi-line cells on lines of their own; wide characters two columns.
+    /// Colour around a cell's text and its padding (the codes `COLOURS` lets through); multi-line
+    /// cells on lines of their own; wide characters two columns.
     #[test]
     fn colours_multi_line_cells_and_wide_characters() {
         let mut g = Grid::new(&["A", "B", "C"]);
