@@ -365,7 +365,7 @@ pub fn describe(obj: &Value) -> String {
 
 /// The gangs the gang objects among `objects` define (objects that are not one are passed over),
 /// for checks that need a pod and its gang together.
-pub fn gangs_of<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Vec<scheduler_core::Gang> {
+pub fn gangs_of<'a>(objects: impl IntoIterator<Item = &'a Value>) -> scheduler_core::GangSet {
     objects.into_iter().filter_map(gang_of).collect()
 }
 

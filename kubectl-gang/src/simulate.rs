@@ -2,7 +2,7 @@
 //! (the webhook's injection applied), add them to the cluster as it is, and run the scheduler's own
 //! cycle once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use scheduler_core::cluster::{Cluster, describe};
@@ -123,49 +123,55 @@ pub struct Prepared {
 /// unless it says `kube-gang.io/enabled: "false"` (simulating it asks how it would run as a gang;
 /// `validate` judges a file without its namespace, as one that did not opt in).
 pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
-    prepare_bounded(sourced, default_ns, now, workload::MAX_EXPANDED_PODS)
+    prepare_bounded(|| sourced.iter().cloned(), default_ns, now, workload::MAX_EXPANDED_PODS)
 }
 
 /// [`prepare`], expanding at most `max_pods` pods over the whole input: a workload whose pods would
 /// take the total past it is an error naming it (so are the ones after it, if they do too).
-pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pods: u64) -> Prepared {
+/// `sourced()` yields the input, and is gone through twice (its gangs first), one object at a
+/// time: the input is never held decoded all at once.
+pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
+    sourced: impl Fn() -> I,
+    default_ns: &str,
+    now: Time,
+    max_pods: u64,
+) -> Prepared {
     let stamp = serde_json::to_value(now.to_k8s()).unwrap_or(Value::Null);
     let mut out = Prepared::default();
     // The file each of `out.objects` came from.
-    let mut origin: Vec<&str> = Vec::new();
-    let objects: Vec<Value> = sourced
-        .iter()
-        .map(|s| {
-            let mut obj = s.object.clone();
-            let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-            let cluster_scoped = matches!(kind, "Node" | "Namespace" | "PriorityClass");
-            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                if !cluster_scoped {
-                    meta.entry("namespace").or_insert_with(|| Value::String(default_ns.to_string()));
-                }
-                meta.entry("creationTimestamp").or_insert_with(|| stamp.clone());
+    let mut origin: Vec<std::rc::Rc<str>> = Vec::new();
+    let defaulted = |mut s: Sourced| {
+        let obj = &mut s.object;
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        let cluster_scoped = matches!(kind, "Node" | "Namespace" | "PriorityClass");
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            if !cluster_scoped {
+                meta.entry("namespace").or_insert_with(|| Value::String(default_ns.to_string()));
             }
-            obj
-        })
-        .collect();
+            meta.entry("creationTimestamp").or_insert_with(|| stamp.clone());
+        }
+        s
+    };
     // Read before admission changes anything, as `validate` reads them.
-    let gangs = input::gangs_of(&objects);
+    let gangs: scheduler_core::GangSet =
+        sourced().map(defaulted).filter_map(|s| input::gang_of(&s.object)).collect();
     let opted_in: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();
     let mut budget = max_pods;
-    for (index, (s, mut obj)) in sourced.iter().zip(objects).enumerate() {
+    for (index, Sourced { file: source, object: mut obj }) in sourced().map(defaulted).enumerate() {
+        let file: std::rc::Rc<str> = source.as_str().into();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let cluster_scoped = matches!(kind.as_str(), "Node" | "Namespace" | "PriorityClass");
         let mut what = input::describe(&obj);
         // What the API server refuses before any webhook: a label or annotation that is no string.
         let refused = workload::metadata_errors(&obj);
         if !refused.is_empty() {
-            out.errors.extend(refused.iter().map(|e| format!("{}: {what}: {e}", s.file)));
+            out.errors.extend(refused.iter().map(|e| format!("{}: {what}: {e}", source)));
             continue;
         }
         let verdict = admit_with(&mut obj, None, Some(&opted_in), &gangs);
         let denied = !verdict.allowed();
-        out.errors.extend(verdict.errors.iter().map(|e| format!("{}: {what}: {e}", s.file)));
-        out.warnings.extend(verdict.warnings.iter().map(|w| format!("{}: {what}: {w}", s.file)));
+        out.errors.extend(verdict.errors.iter().map(|e| format!("{}: {what}: {e}", source)));
+        out.warnings.extend(verdict.warnings.iter().map(|w| format!("{}: {what}: {w}", source)));
         if workload::named_after_mutation(&obj)
             && let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
         {
@@ -187,8 +193,8 @@ pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pod
             let mut unsuspended = obj.clone();
             unsuspended["spec"]["suspend"] = Value::Bool(false);
             let update = admit_with(&mut unsuspended, Some(&obj), Some(&opted_in), &gangs);
-            out.errors.extend(update.errors.iter().map(|e| format!("{}: {what}: {e}", s.file)));
-            out.warnings.extend(update.warnings.iter().map(|w| format!("{}: {what}: {w}", s.file)));
+            out.errors.extend(update.errors.iter().map(|e| format!("{}: {what}: {e}", source)));
+            out.warnings.extend(update.warnings.iter().map(|w| format!("{}: {what}: {w}", source)));
             obj = unsuspended;
         }
         if kind == "Pod" || workload::is_workload(&obj) {
@@ -197,7 +203,7 @@ pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pod
                     Ok(n) if n > budget => {
                         out.errors.push(format!(
                             "{}: {what}: its {n} pods would make the input's {} pods in all; at most {max_pods} are expanded: simulate fewer workloads at once",
-                            s.file,
+                            source,
                             max_pods - budget + n,
                         ));
                         continue;
@@ -208,7 +214,7 @@ pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pod
             }
             match workload::expand_admitted(&obj) {
                 Ok(pods) if pods.is_empty() => {
-                    out.warnings.push(format!("{}: {what}: creates no pods; skipped", s.file));
+                    out.warnings.push(format!("{}: {what}: creates no pods; skipped", source));
                 }
                 Ok(pods) => {
                     // A pod the scheduler could not read (an invalid quantity) is an input error,
@@ -225,7 +231,7 @@ pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pod
                     });
                     if let Some((pod, e)) = first_unreadable {
                         let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-                        out.errors.push(format!("{}: {what}: pod {name}: {e}", s.file));
+                        out.errors.push(format!("{}: {what}: pod {name}: {e}", source));
                         continue;
                     }
                     for mut p in pods {
@@ -265,7 +271,7 @@ pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pod
                 Err(_) if denied => {}
                 Err(errors) => {
                     for e in errors {
-                        out.errors.push(format!("{}: {what}: {e}", s.file));
+                        out.errors.push(format!("{}: {what}: {e}", source));
                     }
                 }
             }
@@ -279,26 +285,33 @@ pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pod
             out.objects.push(obj);
         } else if cluster_scoped {
             if let Some(e) = unreadable(&obj) {
-                out.errors.push(format!("{}: {what}: {e}", s.file));
+                out.errors.push(format!("{}: {what}: {e}", source));
                 continue;
             }
             out.objects.push(obj);
         } else {
-            out.warnings.push(format!("{}: {what}: neither a workload nor a gang object; skipped", s.file));
+            out.warnings.push(format!("{}: {what}: neither a workload nor a gang object; skipped", source));
         }
-        origin.resize(out.objects.len(), s.file.as_str());
+        origin.resize(out.objects.len(), file);
     }
-    // A pod and its gang object in one input: the pod must name a leaf of the gang's tree.
+    // A pod and its gang object in one input: the pod must name a leaf of the gang's tree. Each
+    // pod looks up the gangs it names (by key), and each gang is handed the pods that name it.
     let gangs = input::gangs_of(&out.objects);
     let is_pod = |o: &&Value| o.get("kind").and_then(Value::as_str) == Some("Pod");
+    let mut said: HashSet<String> = out.errors.iter().cloned().collect();
+    let mut naming: HashMap<GangKey, Vec<&Value>> = HashMap::new();
     for (o, file) in out.objects.iter().zip(&origin) {
         if is_pod(&o) {
-            for e in scheduler_core::validate::attachment_errors(&gangs, o) {
+            let claimed = gangs.claimed_by(o);
+            for e in scheduler_core::validate::attachment_errors(&claimed, o) {
                 let line = format!("{file}: {}: {e}", describe(o));
                 // An input pod was admitted knowing these gangs: said once.
-                if !out.errors.contains(&line) {
+                if said.insert(line.clone()) {
                     out.errors.push(line);
                 }
+            }
+            for g in claimed {
+                naming.entry(g.key).or_default().push(o);
             }
         }
     }
@@ -306,13 +319,16 @@ pub fn prepare_bounded(sourced: &[Sourced], default_ns: &str, now: Time, max_pod
     // cluster has), so a warning naming the field. Pods that count toward no leaf are errors
     // already, and the cause of any shortfall.
     let attached = out.errors.is_empty();
+    let mut floors = Vec::new();
     for (o, file) in out.objects.iter().zip(&origin).filter(|_| attached) {
         if let Some(Ok(dialect::GangObject::Gang(g))) = dialect::read_object(o) {
-            for e in scheduler_core::validate::floor_shortfalls(&g, out.objects.iter().filter(is_pod)) {
-                out.warnings.push(format!("{file}: {}: {e}", describe(o)));
+            let pods = naming.get(&g.key).into_iter().flatten().copied();
+            for e in scheduler_core::validate::floor_shortfalls(&g, pods) {
+                floors.push(format!("{file}: {}: {e}", describe(o)));
             }
         }
     }
+    out.warnings.extend(floors);
     out
 }
 
@@ -340,37 +356,51 @@ pub struct Simulation {
     pub warnings: Vec<String>,
 }
 
-/// Adds `prepared` to `cluster` and runs one cycle.
+/// Adds `prepared` to `cluster` and runs one cycle (on copies of both: see [`simulate_owned`]).
 pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Time) -> Simulation {
-    let mut cluster = cluster.clone();
+    simulate_owned(cluster.clone(), prepared.clone(), config, now)
+}
+
+/// [`simulate`], moving `prepared`'s objects into `cluster` rather than copying them: what the
+/// command runs, so that the input is held once.
+pub fn simulate_owned(mut cluster: Cluster, prepared: Prepared, config: &Config, now: Time) -> Simulation {
     let mut sim = Simulation::default();
-    for o in &prepared.objects {
-        if let Err(e) = cluster.push(o.clone()) {
-            sim.warnings.push(format!("{}: {e}", describe(o)));
+    // Upstream PodGroups are reported by key after assembly (`PodGroup ns/name`).
+    let ours: HashSet<String> = prepared
+        .objects
+        .iter()
+        .map(describe)
+        .chain(prepared.gang_objects.iter().map(|k| format!("PodGroup {k}")))
+        .collect();
+    let Prepared { objects, pods, gang_objects, .. } = prepared;
+    for o in objects {
+        let what = describe(&o);
+        if let Err(e) = cluster.push(o) {
+            sim.warnings.push(format!("{what}: {e}"));
         }
     }
     let assembled = cluster.snapshot();
     let snapshot = &assembled.snapshot;
-    let submitted_pod = |ns: &str, name: &str| prepared.pods.contains(&(ns.to_string(), name.to_string()));
-    for p in &assembled.problems {
-        // Upstream PodGroups are reported by key after assembly (`PodGroup ns/name`).
-        let ours = prepared.objects.iter().any(|o| describe(o) == p.object)
-            || prepared.gang_objects.iter().any(|k| p.object == format!("PodGroup {k}"));
-        if ours {
-            sim.warnings.push(p.to_string());
-        }
-    }
+    // Everything below is looked up through indices built once: the work grows with the input,
+    // not with its square (a file of 16,000 one-pod Jobs is 16,000 gangs).
+    let submitted_pod = |ns: &str, name: &str| pods.contains(&(ns.to_string(), name.to_string()));
+    sim.warnings
+        .extend(assembled.problems.iter().filter(|p| ours.contains(&p.object)).map(ToString::to_string));
+    drop(ours);
+    let by_key: HashMap<&GangKey, &scheduler_core::Gang> =
+        snapshot.gangs.iter().map(|g| (&g.key, g)).collect();
     // An upstream PodGroup under a CompositePodGroup is a leaf of its root's gang, not a gang.
+    let upstream_leaves: HashSet<(&str, &str)> = snapshot
+        .gangs
+        .iter()
+        .filter(|g| g.source.dialect == scheduler_core::model::Dialect::Upstream)
+        .flat_map(|g| g.subgroups.iter().map(|s| (g.key.namespace.as_str(), s.name.as_str())))
+        .collect();
     let is_leaf_of_upstream_tree = |k: &GangKey| {
-        !snapshot.gangs.iter().any(|g| &g.key == k)
-            && snapshot.gangs.iter().any(|g| {
-                g.source.dialect == scheduler_core::model::Dialect::Upstream
-                    && g.key.namespace == k.namespace
-                    && g.subgroups.iter().any(|s| s.name == k.name)
-            })
+        !by_key.contains_key(k) && upstream_leaves.contains(&(k.namespace.as_str(), k.name.as_str()))
     };
     let mut gangs: BTreeSet<GangKey> =
-        prepared.gang_objects.iter().filter(|k| !is_leaf_of_upstream_tree(k)).cloned().collect();
+        gang_objects.iter().filter(|k| !is_leaf_of_upstream_tree(k)).cloned().collect();
     for p in &snapshot.pods {
         if submitted_pod(&p.key.namespace, &p.key.name) {
             match &p.gang {
@@ -386,14 +416,34 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
     }
     let plan = schedule(snapshot, config, now);
     let object_of = |key: &GangKey| {
-        snapshot
-            .gangs
-            .iter()
-            .find(|g| &g.key == key)
+        by_key
+            .get(key)
             .map_or_else(|| format!("gang/{}", key.name), |g| crate::status::object_name(g, &cluster))
     };
-    let member_of: BTreeMap<&scheduler_core::PodKey, &GangKey> =
+    let member_of: HashMap<&scheduler_core::PodKey, &GangKey> =
         snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
+    // Each gang's placements and preemptions, grouped in one pass over the plan.
+    let mut places: HashMap<&GangKey, Vec<Place>> = HashMap::new();
+    let placed = plan
+        .bindings
+        .iter()
+        .map(|b| (&b.pod, &b.node))
+        .chain(plan.nominations.iter().map(|n| (&n.pod, &n.node)));
+    for (pod, node) in placed {
+        if let Some(g) = member_of.get(pod) {
+            places.entry(g).or_default().push(Place { pod: pod.to_string(), node: node.clone() });
+        }
+    }
+    let mut victims: HashMap<&GangKey, Vec<Victim>> = HashMap::new();
+    for e in &plan.evictions {
+        if let Some(g) = &e.preemptor {
+            victims.entry(g).or_default().push(Victim {
+                pod: e.pod.to_string(),
+                node: e.node.clone(),
+                violates: e.budget.as_ref().map(ToString::to_string),
+            });
+        }
+    }
     for key in gangs {
         let Some(outcome) = plan.outcome(&key) else {
             sim.gangs.push(GangResult {
@@ -409,30 +459,9 @@ pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Ti
             });
             continue;
         };
-        let mine = |pod: &scheduler_core::PodKey| member_of.get(pod).is_some_and(|g| **g == key);
-        let mut placements: Vec<Place> = plan
-            .bindings
-            .iter()
-            .filter(|b| mine(&b.pod))
-            .map(|b| Place { pod: b.pod.to_string(), node: b.node.clone() })
-            .chain(
-                plan.nominations
-                    .iter()
-                    .filter(|n| mine(&n.pod))
-                    .map(|n| Place { pod: n.pod.to_string(), node: n.node.clone() }),
-            )
-            .collect();
+        let mut placements = places.remove(&key).unwrap_or_default();
         placements.sort_by(|a, b| a.pod.cmp(&b.pod));
-        let preemptions: Vec<Victim> = plan
-            .evictions
-            .iter()
-            .filter(|e| e.preemptor.as_ref() == Some(&key))
-            .map(|e| Victim {
-                pod: e.pod.to_string(),
-                node: e.node.clone(),
-                violates: e.budget.as_ref().map(ToString::to_string),
-            })
-            .collect();
+        let preemptions = victims.remove(&key).unwrap_or_default();
         let schedulable = matches!(outcome.reason, Reason::Scheduled | Reason::Running | Reason::Preempting);
         sim.gangs.push(GangResult {
             namespace: key.namespace.clone(),
@@ -513,9 +542,11 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
 /// Runs `simulate`.
 pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
     let config = crate::policy(args.config.as_deref())?;
-    let sourced = input::read_paths(&args.files)?;
+    let objects = input::read(&args.files)?;
     let world = load(g, None)?;
-    let prepared = prepare(&sourced, &world.namespace, world.now);
+    let prepared =
+        prepare_bounded(|| objects.iter(), &world.namespace, world.now, workload::MAX_EXPANDED_PODS);
+    drop(objects);
     let mut stderr = String::new();
     for w in world.warnings.iter().chain(&prepared.warnings) {
         let _ = writeln!(stderr, "warning: {w}");
@@ -529,7 +560,7 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
         stderr.push('\n');
         return Ok(Output { stdout: String::new(), stderr, code: 2 });
     }
-    let sim = simulate(&world.cluster, &prepared, &config, world.now);
+    let sim = simulate_owned(world.cluster, prepared, &config, world.now);
     for w in &sim.warnings {
         let _ = writeln!(stderr, "warning: {w}");
     }
@@ -565,13 +596,13 @@ mod tests {
     fn the_pods_expanded_are_bounded_over_the_whole_input() {
         let now = Time::parse_rfc3339("2026-11-22T09:00:00Z").unwrap();
         let input = [job("a", 4), job("b", 4), job("c", 2)];
-        let p = prepare_bounded(&input, "ml", now, 9);
+        let p = prepare_bounded(|| input.iter().cloned(), "ml", now, 9);
         assert_eq!(p.pods.len(), 8, "a and b are expanded, c would pass the bound");
         assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
         assert_eq!(
             p.errors[0],
             "jobs.yaml: Job ml/c: its 2 pods would make the input's 10 pods in all; at most 9 are expanded: simulate fewer workloads at once"
         );
-        assert!(prepare_bounded(&input, "ml", now, 10).errors.is_empty());
+        assert!(prepare_bounded(|| input.iter().cloned(), "ml", now, 10).errors.is_empty());
     }
 }

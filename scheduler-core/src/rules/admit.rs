@@ -52,7 +52,7 @@ impl Verdict {
     }
 }
 
-pub use crate::validate::{Gangs, NoGangs};
+pub use crate::validate::{GangSet, Gangs, NoGangs};
 
 /// Admits `object` (turned in place into its admitted form: the changes of [`Verdict::changes`] are
 /// applied to it). `old` is the previous version on UPDATE, `None` on CREATE; `namespace_labels`

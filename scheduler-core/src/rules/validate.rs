@@ -57,6 +57,44 @@ impl Gangs for Vec<Gang> {
     }
 }
 
+/// Gangs by key: what a front door holding many gangs passes (a lookup per claim, not a scan of
+/// every gang per object — `kubectl gang validate` of 10,000 PodGroups and their pods would be
+/// 10⁸ comparisons through a `Vec`).
+#[derive(Clone, Debug, Default)]
+pub struct GangSet(std::collections::BTreeMap<GangKey, Vec<Gang>>);
+
+impl GangSet {
+    /// The gangs claims of `pod` name, as [`attachment_errors`] takes them.
+    pub fn claimed_by(&self, pod: &Value) -> Vec<Gang> {
+        let (claims, _) = crate::dialect::pod_claims_all(pod);
+        claims.iter().flat_map(|c| self.find(&c.gang)).map(Cow::into_owned).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl FromIterator<Gang> for GangSet {
+    fn from_iter<T: IntoIterator<Item = Gang>>(iter: T) -> Self {
+        let mut set = GangSet::default();
+        for g in iter {
+            set.0.entry(g.key.clone()).or_default().push(g);
+        }
+        set
+    }
+}
+
+impl Gangs for GangSet {
+    fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>> {
+        self.0.get(key).map(|gs| gs.iter().map(Cow::Borrowed).collect()).unwrap_or_default()
+    }
+}
+
 /// Validates any object: a `Gang`, any dialect's PodGroup, a Pod with gang labels or annotations, or
 /// a workload that opted in or carries gang labels. `old` is the previous version on UPDATE.
 /// Unrelated kinds get no findings. Every problem is reported, each with its field path. No other

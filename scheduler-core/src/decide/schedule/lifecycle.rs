@@ -478,7 +478,7 @@ impl View<'_, '_> {
                 snap: f.input.snap,
                 members: &f.gangs.members,
                 priorities: &f.gangs.priorities,
-                places: f.pods.places(&f.gangs.members),
+                places: f.pods.places(&f.gangs.members, &f.gangs.priorities),
                 evicted: self.evicted,
             };
             let found = preempt::try_preempt(

@@ -85,10 +85,23 @@ struct PodFacts<'a> {
     node_index: HashMap<&'a str, usize>,
     /// Pod index → reserved node, for `NonStrict` reservations in effect.
     reserved: HashMap<usize, usize>,
+    /// What preemption asks of every pod, built on a cycle's first preemption only (a cycle that
+    /// preempts nothing costs what is pending).
+    places: OnceCell<Places>,
+}
+
+/// Every pod's place, for preemption.
+#[derive(Debug)]
+struct Places {
     /// Pod index → the node it names (if the snapshot has it) and whether it is a member of a
-    /// gang in the snapshot: what preemption asks of every pod, built on a cycle's first
-    /// preemption only (a cycle that preempts nothing costs what is pending).
-    places: OnceCell<Vec<(Option<usize>, bool)>>,
+    /// gang in the snapshot.
+    at: Vec<(Option<usize>, bool)>,
+    /// The pods outside any gang that name a node, lowest priority first: a preemptor of priority
+    /// `q` looks only at the prefix below `q`, not at every pod (when nothing ranks below it, at
+    /// none).
+    singles: Vec<usize>,
+    /// Gang indices, lowest priority first (the same for gangs).
+    gangs: Vec<usize>,
 }
 
 /// Each gang of the snapshot, counted (indexed like `snap.gangs`).
@@ -102,20 +115,26 @@ struct GangFacts<'a> {
 }
 
 impl PodFacts<'_> {
-    /// See [`PodFacts::places`]; `members` says which pods belong to a gang.
-    fn places(&self, members: &[Members]) -> &[(Option<usize>, bool)] {
+    /// See [`PodFacts::places`]; `members` says which pods belong to a gang, `priorities` each
+    /// gang's priority.
+    fn places(&self, members: &[Members], priorities: &[i32]) -> &Places {
         self.places.get_or_init(|| {
-            let mut places: Vec<(Option<usize>, bool)> = self
+            let mut at: Vec<(Option<usize>, bool)> = self
                 .pods
                 .iter()
                 .map(|p| (p.node_name.as_deref().and_then(|n| self.node_index.get(n).copied()), false))
                 .collect();
             for m in members {
                 for &p in &m.all {
-                    places[p].1 = true;
+                    at[p].1 = true;
                 }
             }
-            places
+            let mut singles: Vec<usize> =
+                (0..self.pods.len()).filter(|&p| !at[p].1 && at[p].0.is_some()).collect();
+            singles.sort_by_key(|&p| self.pods[p].priority);
+            let mut gangs: Vec<usize> = (0..priorities.len()).collect();
+            gangs.sort_by_key(|&g| priorities[g]);
+            Places { at, singles, gangs }
         })
     }
 

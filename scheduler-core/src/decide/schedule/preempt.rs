@@ -18,6 +18,7 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
+use super::Places;
 use super::ledger::Txn;
 use super::members::Members;
 use super::place::{Feasible, Placement};
@@ -44,15 +45,24 @@ pub(super) struct Room<'r, 'a> {
     pub members: &'r [Members],
     /// Gang index → its priority.
     pub priorities: &'r [i32],
-    /// Pod index → the node it names (if the snapshot has it), and whether it is a gang member.
-    pub places: &'r [(Option<usize>, bool)],
+    /// Where every pod is, and the candidates by priority.
+    pub places: &'r Places,
     pub evicted: &'r BTreeSet<usize>,
 }
 
 impl Room<'_, '_> {
     /// The node pod `p` names, if the snapshot has it.
     pub fn node_of(&self, p: usize) -> Option<usize> {
-        self.places[p].0
+        self.places.at[p].0
+    }
+
+    /// The gangs, then the pods outside any gang that name a node, of priority below `priority`.
+    fn below(&self, priority: i32) -> (&[usize], &[usize]) {
+        let gangs = &self.places.gangs;
+        let singles = &self.places.singles;
+        let g = gangs.partition_point(|&j| self.priorities[j] < priority);
+        let s = singles.partition_point(|&p| self.snap.pods[p].priority < priority);
+        (&gangs[..g], &singles[..s])
     }
 }
 
@@ -97,6 +107,12 @@ pub(super) fn try_preempt(
         }
     }
 
+    // Only lower priorities can be preempted: most attempts (every gang of one priority class)
+    // end here, at the cost of two binary searches.
+    let (gangs, singles) = room.below(room.priorities[g]);
+    if gangs.is_empty() && singles.is_empty() {
+        return Found::Nothing;
+    }
     // Only units with a pod on a node some member could use can help.
     let mut useful = vec![false; snap.nodes.len()];
     let mut seen: Vec<*const Feasible> = Vec::new();
@@ -261,18 +277,24 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
     };
     let helps = |p: usize| room.node_of(p).is_some_and(|n| useful[n]);
     let mut units: Vec<Victim<'a>> = Vec::new();
-    for (j, gang) in snap.gangs.iter().enumerate() {
-        if j == g || room.priorities[j] >= priority {
+    let (gangs, singles) = room.below(priority);
+    for &j in gangs {
+        if j == g {
             continue;
         }
         let pods: Vec<usize> = room.members[j].all.iter().copied().filter(|&p| evictable(p)).collect();
         if pods.iter().any(|&p| helps(p)) {
-            units.push(Victim { violates: false, priority: room.priorities[j], pods, key: &gang.key });
+            units.push(Victim {
+                violates: false,
+                priority: room.priorities[j],
+                pods,
+                key: &snap.gangs[j].key,
+            });
         }
     }
-    for (i, pod) in snap.pods.iter().enumerate() {
-        let in_gang = room.places[i].1;
-        if !in_gang && pod.priority < priority && evictable(i) && helps(i) {
+    for &i in singles {
+        if evictable(i) && helps(i) {
+            let pod = &snap.pods[i];
             units.push(Victim { violates: false, priority: pod.priority, pods: vec![i], key: &pod.key });
         }
     }
