@@ -281,3 +281,33 @@ fn a_pod_floor_above_the_members_that_can_exist_is_denied() {
     assert_eq!(errors[0].path, "spec.minMember");
     assert!(errors[0].message.contains("needs at least 10 pods") && errors[0].message.contains("only 8"));
 }
+
+/// A keyed set of gangs finds what a scan of a list finds: every gang with the key, in the order
+/// given (one key may be read from two dialects' objects), and nothing for an unknown key.
+#[test]
+fn a_gang_set_finds_what_a_list_finds() {
+    use scheduler_core::model::{Dialect, Gang, GangKey, Source};
+    use scheduler_core::{GangSet, Gangs};
+    let gang = |ns: &str, name: &str, dialect: Dialect| {
+        Gang::new(GangKey::new(ns, name), 2, Source { dialect, kind: "PodGroup".into() })
+    };
+    let list = vec![
+        gang("ml", "a", Dialect::Kai),
+        gang("ml", "b", Dialect::Volcano),
+        gang("ml", "a", Dialect::Coscheduling),
+        gang("team", "a", Dialect::Kai),
+    ];
+    let set: GangSet = list.iter().cloned().collect();
+    assert_eq!(set.len(), 4);
+    for key in
+        [GangKey::new("ml", "a"), GangKey::new("ml", "b"), GangKey::new("team", "a"), GangKey::new("ml", "z")]
+    {
+        let from_list: Vec<Gang> = list.find(&key).into_iter().map(|g| g.into_owned()).collect();
+        let from_set: Vec<Gang> = set.find(&key).into_iter().map(|g| g.into_owned()).collect();
+        assert_eq!(from_set, from_list, "{key}");
+    }
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
+        "labels": {"scheduling.x-k8s.io/pod-group": "a"}}, "spec": {"containers": []}});
+    let claimed: Vec<Dialect> = set.claimed_by(&pod).iter().map(|g| g.source.dialect).collect();
+    assert_eq!(claimed, [Dialect::Kai, Dialect::Coscheduling], "the gangs with the key it claims");
+}

@@ -74,7 +74,7 @@ fn webhook_review(object: &Value) -> Vec<u8> {
 
 /// The webhook's verdict: the validating hook's answer, after the mutating hook's patch is applied
 /// (the API server runs mutating hooks first).
-fn webhook(object: &Value, gangs: &Vec<scheduler_core::Gang>) -> Seen {
+fn webhook(object: &Value, gangs: &scheduler_core::GangSet) -> Seen {
     let answer = |hook, object: &Value| {
         let (a, _) = review_with(hook, &webhook_review(object), false, gangs).unwrap();
         serde_json::to_value(a).unwrap()["response"].clone()
@@ -162,7 +162,7 @@ fn plugin(file: &Path) -> Option<BTreeMap<String, Seen>> {
 
 /// The gangs a file defines, read as the plugin reads them (namespace defaulted to the one both
 /// doors are given).
-fn gangs_in(objects: &[kubectl_gang::input::Sourced]) -> Vec<scheduler_core::Gang> {
+fn gangs_in(objects: &[kubectl_gang::input::Sourced]) -> scheduler_core::GangSet {
     let with_namespace: Vec<Value> = objects
         .iter()
         .map(|s| {
@@ -201,7 +201,7 @@ fn a_pod_on_an_inner_or_unknown_subgroup_of_a_known_gang_is_denied_by_both_doors
     assert!(!by_plugin.contains_key("Pod ml/train-leaf"), "{by_plugin:?}");
     // Without the gang (the webhook's lookup off, or the Gang not yet created) the pods are allowed:
     // an unknown gang may be created later.
-    assert!(webhook(&pod("train-inner"), &Vec::new()).allowed);
+    assert!(webhook(&pod("train-inner"), &scheduler_core::GangSet::default()).allowed);
 }
 
 #[test]
