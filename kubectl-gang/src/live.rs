@@ -11,19 +11,19 @@ use scheduler_core::cluster::{ApiKind, READ};
 use serde_json::Value;
 
 /// A connected client and the namespace of its context.
-pub struct Live {
+pub struct Connection {
     pub client: kube::Client,
     pub namespace: String,
 }
 
-impl std::fmt::Debug for Live {
+impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Live").field("namespace", &self.namespace).finish_non_exhaustive()
+        f.debug_struct("Connection").field("namespace", &self.namespace).finish_non_exhaustive()
     }
 }
 
 /// Connects as kubectl would.
-pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Live> {
+pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Connection> {
     let options = KubeConfigOptions { context: context.map(String::from), ..KubeConfigOptions::default() };
     let config = match kubeconfig {
         Some(path) => {
@@ -38,7 +38,7 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow
     };
     let namespace = config.default_namespace.clone();
     let client = kube::Client::try_from(config)?;
-    Ok(Live { client, namespace })
+    Ok(Connection { client, namespace })
 }
 
 fn resource(k: &ApiKind) -> ApiResource {
@@ -67,7 +67,7 @@ const PROVISIONING_REQUESTS: ApiKind = ApiKind {
 };
 
 /// Lists every resource the plugin reads, as raw objects with `apiVersion` and `kind`.
-pub async fn fetch(live: &Live) -> anyhow::Result<Vec<Value>> {
+pub async fn fetch(live: &Connection) -> anyhow::Result<Vec<Value>> {
     let mut out = Vec::new();
     for (r, required) in resources() {
         let api: Api<DynamicObject> = Api::all_with(live.client.clone(), &r);
@@ -90,7 +90,7 @@ pub async fn fetch(live: &Live) -> anyhow::Result<Vec<Value>> {
 }
 
 /// Events in `namespace` (events.k8s.io/v1, else core v1), for the detail view.
-pub async fn events(live: &Live, namespace: &str) -> anyhow::Result<Vec<Value>> {
+pub async fn events(live: &Connection, namespace: &str) -> anyhow::Result<Vec<Value>> {
     let events = [
         ApiKind { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", builtin: true },
         ApiKind { group: "", version: "v1", kind: "Event", plural: "events", builtin: true },
