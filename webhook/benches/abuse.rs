@@ -29,7 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -68,12 +68,7 @@ impl Webhook {
         let dir = tempfile::tempdir().unwrap();
         let bundle = support::localhost_certs(dir.path());
         let (port, probe) = (support::free_port(), support::free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_gang-webhook"))
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--probe-listen", &format!("127.0.0.1:{probe}")])
-            .arg("--tls-cert-file")
-            .arg(dir.path().join("tls.crt"))
-            .arg("--tls-key-file")
-            .arg(dir.path().join("tls.key"))
+        let child = support::webhook_command(dir.path(), port, probe)
             .args(["--gang-lookup=false", "--log-format", "plain"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

@@ -14,7 +14,7 @@
 //!
 //! Run: `cargo bench -p gang-webhook --bench rss`
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
@@ -93,12 +93,7 @@ async fn run(clients: usize, h2_clients: usize, streams: usize, seconds: u64) {
     let dir = tempfile::tempdir().unwrap();
     let bundle = support::localhost_certs(dir.path());
     let (port, probe) = (support::free_port(), support::free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gang-webhook"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--probe-listen", &format!("127.0.0.1:{probe}")])
-        .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
+    let mut child = support::webhook_command(dir.path(), port, probe)
         .args(["--gang-lookup=false", "--log-format", "plain"])
         .env("RUST_LOG", "warn")
         .envs(extra_env())

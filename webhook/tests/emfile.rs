@@ -5,7 +5,7 @@
 #![cfg(target_os = "linux")]
 
 use std::io::Read as _;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -83,12 +83,7 @@ async fn out_of_file_descriptors_the_real_binary_backs_off_logs_little_and_recov
     let bundle = support::localhost_certs(dir.path());
     let (port, probe) = (free_port(), free_port());
     let log = dir.path().join("webhook.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_gang-webhook"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--probe-listen", &format!("127.0.0.1:{probe}")])
-        .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
+    let child = support::webhook_command(dir.path(), port, probe)
         // Connections that never handshake stay open for the whole test.
         .args(["--log-format", "plain", "--request-timeout", "120"])
         .env("RUST_LOG", "info")

@@ -6,6 +6,20 @@
 
 use std::sync::Arc;
 
+/// The `gang-webhook` binary of this build, serving TLS on loopback `port` (probes on `probe`)
+/// with the certificates [`localhost_certs`] wrote into `dir`; the caller adds its own flags, its
+/// environment and what to do with the child's output.
+pub fn webhook_command(dir: &std::path::Path, port: u16, probe: u16) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gang-webhook"));
+    command
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--probe-listen", &format!("127.0.0.1:{probe}")])
+        .arg("--tls-cert-file")
+        .arg(dir.join("tls.crt"))
+        .arg("--tls-key-file")
+        .arg(dir.join("tls.key"));
+    command
+}
+
 /// A loopback port free at the time of the call.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -1,0 +1,243 @@
+//! Expansion: the pods a workload's controllers would create (and a Volcano Job's PodGroup), as
+//! `kubectl gang simulate` adds them to a cluster.
+
+use super::*;
+
+/// What the JobSet and Job controllers write on the `i`-th pod of `role`: its child Job
+/// (`<jobset>-<replicatedJob>-<index>`, `parallelism` pods each) in the Job controller's label,
+/// JobSet's index, JobSet-name and replicated-job labels (not `job-key`, a SHA-1 of the Job's
+/// `namespace/name`), and the JobSet's exclusive-topology annotation, which the JobSet controller
+/// copies onto every child Job's pod template.
+fn jobset_child_job(
+    obj: &Value,
+    jobset: &str,
+    role: &Role,
+    i: u32,
+    metadata: &mut serde_json::Map<String, Value>,
+) {
+    let job_template = role.template.strip_suffix("/spec/template").unwrap_or(&role.template);
+    let parallelism = obj
+        .pointer(&format!("{job_template}/spec/parallelism"))
+        .and_then(Value::as_u64)
+        .and_then(|p| u32::try_from(p).ok())
+        .filter(|&p| p > 0)
+        .unwrap_or(1);
+    let index = i / parallelism;
+    let mut object_of = |key: &str| {
+        let entry = metadata.entry(key).or_insert_with(|| json!({}));
+        if !entry.is_object() {
+            *entry = json!({});
+        }
+        entry.as_object_mut().map(std::mem::take).unwrap_or_default()
+    };
+    let mut labels = object_of("labels");
+    labels.insert(JOB_NAME.into(), Value::String(format!("{jobset}-{}-{index}", role.name)));
+    labels.insert(JOBSET_JOB_INDEX.into(), Value::String(index.to_string()));
+    labels.insert(JOBSET_NAME.into(), Value::String(jobset.to_string()));
+    labels.insert(JOBSET_REPLICATED_JOB.into(), Value::String(role.name.clone()));
+    let mut annotations = object_of("annotations");
+    let exclusive =
+        obj.pointer("/metadata/annotations").and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY)).or_else(|| {
+            obj.pointer(&format!("{job_template}/metadata/annotations"))
+                .and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY))
+        });
+    if let Some(key) = exclusive.filter(|k| k.is_string()) {
+        annotations.entry(JOBSET_EXCLUSIVE_TOPOLOGY).or_insert_with(|| key.clone());
+    }
+    metadata.insert("labels".into(), Value::Object(labels));
+    metadata.insert("annotations".into(), Value::Object(annotations));
+}
+
+/// The pods the workload's controller would create, injection applied. A Pod expands to itself
+/// (injected); objects that are neither give an empty list. See [`expand_admitted`].
+pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
+    expand_admitted(&inject(obj)?)
+}
+
+/// Pods a workload implies, or an error naming the field that sets the count when they are more
+/// than [`MAX_EXPANDED_PODS`]: what one expansion may write out.
+pub fn expanded_count(shape: &WorkloadShape) -> Result<u64, Vec<FieldError>> {
+    let count: u64 = shape.roles.iter().map(|r| u64::from(r.pods)).sum();
+    if count > MAX_EXPANDED_PODS {
+        let role = shape.roles.iter().max_by_key(|r| r.pods).map(|r| r.template.as_str()).unwrap_or("/spec");
+        return Err(vec![FieldError::new(
+            path_of(&role_count_pointer(&shape.kind, role)),
+            format!("the {} would run {count} pods; at most {MAX_EXPANDED_PODS} are expanded", shape.kind),
+        )]);
+    }
+    Ok(count)
+}
+
+/// The pods the controller of `obj` — as admission left it: nothing is injected here — would
+/// create (`simulate`), and for a Volcano Job its PodGroup. Each pod is what the pod webhook
+/// admits: a pod that claims a gang gets our `schedulerName` when it names none.
+///
+/// Cost: each role's template is decoded once, and its pods share one copy of what the scheduler
+/// reads of it ([`crate::convert::scheduling_spec`]) — a pod costs its labels, annotations and
+/// scheduling fields, whatever else its template holds. A template the API server could not decode
+/// is an error naming the exact field. A Pod expands to itself.
+pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
+    let is_pod = obj.get("kind").and_then(Value::as_str) == Some("Pod");
+    if is_pod {
+        return Ok(vec![obj.clone()]);
+    }
+    let Some(shape) = inspect(obj) else { return Ok(Vec::new()) };
+    let shape = shape?;
+    let count = expanded_count(&shape)?;
+    let mut stamps = Vec::with_capacity(shape.roles.len());
+    let mut errors = Vec::new();
+    for role in &shape.roles {
+        let Some(template) = obj.pointer(&role.template) else {
+            stamps.push(None);
+            continue;
+        };
+        match stamp_of(template, &path_of(&role.template), &shape.namespace) {
+            Ok(s) => stamps.push(Some(s)),
+            Err(e) => errors.extend(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    if shape.volcano() {
+        return Ok(expand_volcano(obj, &shape, &stamps));
+    }
+    let mut pods = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    for (role, stamp) in shape.roles.iter().zip(&stamps) {
+        let Some(stamp) = stamp else { continue };
+        let per_group = match shape.group_size {
+            Some(_) => role.pods / shape.groups.max(1),
+            None => role.pods,
+        };
+        for g in 0..shape.groups {
+            for i in 0..per_group {
+                let mut name = shape.name.clone();
+                if shape.group_size.is_some() {
+                    name.push_str(&format!("-{g}"));
+                }
+                if !role.name.is_empty() {
+                    name.push_str(&format!("-{}", role.name));
+                }
+                name.push_str(&format!("-{i}"));
+                let mut metadata = stamp.metadata.clone();
+                metadata.insert("name".into(), Value::String(name));
+                metadata.insert("namespace".into(), Value::String(shape.namespace.clone()));
+                if shape.kind == "JobSet" {
+                    jobset_child_job(obj, &shape.name, role, i, &mut metadata);
+                }
+                if shape.group_size.is_some() {
+                    let labels = metadata.entry("labels").or_insert_with(|| json!({}));
+                    if !labels.is_object() {
+                        *labels = json!({});
+                    }
+                    if let Some(labels) = labels.as_object_mut() {
+                        labels.insert(LWS_NAME.into(), Value::String(label_value_for(&shape.name)));
+                        labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
+                    }
+                }
+                pods.push(pod_of(metadata, stamp.spec.clone()));
+            }
+        }
+    }
+    Ok(pods)
+}
+
+/// What every pod of one role starts from: the template's labels and annotations, and the
+/// scheduler's view of its spec (decoded once).
+struct Stamp {
+    metadata: Map<String, Value>,
+    spec: Value,
+}
+
+fn stamp_of(template: &Value, path: &str, namespace: &str) -> Result<Stamp, Vec<FieldError>> {
+    let mut spec = crate::convert::scheduling_spec(template.get("spec"), &format!("{path}.spec"))?;
+    let mut metadata = Map::new();
+    for key in ["labels", "annotations"] {
+        match template.pointer(&format!("/metadata/{key}")) {
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                metadata.insert(key.into(), v.clone());
+            }
+        }
+    }
+    // The pod webhook: a pod that names a gang in any dialect gets our scheduler unless it names
+    // another one.
+    if !template_claims(template, namespace).is_empty()
+        && let Some(sp) = spec.as_object_mut()
+    {
+        let current = sp.get("schedulerName").and_then(Value::as_str);
+        if current.is_none_or(|s| s.is_empty() || s == DEFAULT_SCHEDULER) {
+            sp.insert("schedulerName".into(), Value::String(crate::SCHEDULER_NAME.into()));
+        }
+    }
+    Ok(Stamp { metadata, spec })
+}
+
+fn pod_of(metadata: Map<String, Value>, spec: Value) -> Value {
+    let mut pod = Map::new();
+    pod.insert("apiVersion".into(), Value::String("v1".into()));
+    pod.insert("kind".into(), Value::String("Pod".into()));
+    pod.insert("metadata".into(), Value::Object(metadata));
+    pod.insert("spec".into(), spec);
+    Value::Object(pod)
+}
+
+/// What Volcano's job controller makes of a `batch.volcano.sh` Job: a PodGroup named after the job
+/// (`minMember` = `minAvailable`, `minTaskMember` = each task's `minAvailable`) and
+/// `<job>-<task>-<index>` pods annotated with the group and their task, scheduled by the job's
+/// `schedulerName`.
+fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> Vec<Value> {
+    let scheduler = obj.pointer("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
+    let mut task_min = Map::new();
+    let mut pods = Vec::new();
+    for (i, (role, stamp)) in shape.roles.iter().zip(stamps).enumerate() {
+        let min = obj
+            .pointer(&format!("/spec/tasks/{i}/minAvailable"))
+            .and_then(Value::as_u64)
+            .unwrap_or(u64::from(role.pods));
+        task_min.insert(role.name.clone(), json!(min));
+        let Some(stamp) = stamp else { continue };
+        let mut spec = stamp.spec.clone();
+        if let Some(sp) = spec.as_object_mut() {
+            sp.insert("schedulerName".into(), scheduler.clone());
+        }
+        for n in 0..role.pods {
+            let mut metadata = Value::Object(stamp.metadata.clone());
+            if let Some(m) = metadata.as_object_mut() {
+                m.insert("name".into(), json!(format!("{}-{}-{n}", shape.name, role.name)));
+                m.insert("namespace".into(), json!(shape.namespace));
+            }
+            if let Some(a) = map_at(&mut metadata, &["annotations"]) {
+                a.insert(crate::dialect::volcano::ANNOTATION.into(), json!(shape.name));
+                a.insert(crate::dialect::volcano::TASK_ANNOTATION.into(), json!(role.name));
+            }
+            let Value::Object(metadata) = metadata else { continue };
+            pods.push(pod_of(metadata, spec.clone()));
+        }
+    }
+    let mut out = vec![json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": shape.name, "namespace": shape.namespace,
+                     "creationTimestamp": obj.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null)},
+        "spec": {"minMember": shape.min_member, "minTaskMember": task_min,
+                 "queue": obj.pointer("/spec/queue").cloned().unwrap_or_else(|| json!("default"))},
+    })];
+    out.extend(pods);
+    out
+}
+
+/// The map at `keys` under `obj`, created (or made from a `null`) on the way: for the copies
+/// [`expand`] writes out, never for the user's object.
+fn map_at<'a>(obj: &'a mut Value, keys: &[&str]) -> Option<&'a mut Map<String, Value>> {
+    let mut cur = obj;
+    for k in keys {
+        let map = cur.as_object_mut()?;
+        let entry = map.entry(k.to_string()).or_insert_with(|| json!({}));
+        if entry.is_null() {
+            *entry = json!({});
+        }
+        cur = entry;
+    }
+    cur.as_object_mut()
+}

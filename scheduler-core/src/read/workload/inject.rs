@@ -1,0 +1,260 @@
+//! Injection: the gang labels, annotations and `schedulerName` admission adds to an opted-in
+//! workload's pod templates, as a list of changes read without copying the object.
+
+use super::*;
+
+/// One field admission adds to an object: a JSON Patch `add` of `value` at `path` (an RFC 6901
+/// pointer whose parent exists in the object it was computed for). Adding at a member that exists
+/// replaces it; injection only does so for a `null` or for a `schedulerName` left to the default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    pub value: Value,
+}
+
+impl Change {
+    /// Applies the change to `obj`, which must be the object it was computed for (or that object
+    /// with earlier changes of the same list applied). Returns false when the parent is missing.
+    pub fn apply(&self, obj: &mut Value) -> bool {
+        let Some((parent, token)) = self.path.rsplit_once('/') else { return false };
+        let Some(map) = obj.pointer_mut(parent).and_then(Value::as_object_mut) else { return false };
+        map.insert(token.replace("~1", "/").replace("~0", "~"), self.value.clone());
+        true
+    }
+}
+
+/// `key` escaped as one token of a JSON pointer.
+fn token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// True when injection may write a member: it is absent or `null`.
+fn vacant(v: Option<&Value>) -> bool {
+    v.is_none_or(Value::is_null)
+}
+
+/// The changes that put `entries` into the map at `keys` under `at` (pointer `base`): the whole map
+/// when it is absent, else each entry the user did not set. What the user set is never overwritten;
+/// a non-map in the way leaves that part alone.
+fn add_entries(at: &Value, base: &str, keys: &[&str], entries: &[(&str, String)], out: &mut Vec<Change>) {
+    let mut cur = at;
+    let mut path = base.to_string();
+    for (depth, key) in keys.iter().enumerate() {
+        let Some(map) = cur.as_object() else { return };
+        path.push('/');
+        path.push_str(&token(key));
+        match map.get(*key) {
+            Some(next) if !next.is_null() => cur = next,
+            _ => {
+                // Absent from here down: one change adds the rest of the path with every entry.
+                let mut value: Value =
+                    entries.iter().map(|(k, v)| ((*k).to_string(), Value::String(v.clone()))).collect();
+                for k in keys[depth + 1..].iter().rev() {
+                    value = Value::Object(std::iter::once(((*k).to_string(), value)).collect());
+                }
+                out.push(Change { path, value });
+                return;
+            }
+        }
+    }
+    let Some(map) = cur.as_object() else { return };
+    for (k, v) in entries {
+        if vacant(map.get(*k)) {
+            out.push(Change { path: format!("{path}/{}", token(k)), value: Value::String(v.clone()) });
+        }
+    }
+}
+
+/// The change that writes our `schedulerName` into the pod spec at `spec` (pointer `base`), unless
+/// the user chose a scheduler other than the default.
+fn add_scheduler(template: &Value, base: &str, out: &mut Vec<Change>) {
+    let Some(map) = template.as_object() else { return };
+    let name = Value::String(crate::SCHEDULER_NAME.into());
+    match map.get("spec") {
+        None | Some(Value::Null) => out.push(Change {
+            path: format!("{base}/spec"),
+            value: Value::Object(std::iter::once(("schedulerName".to_string(), name)).collect()),
+        }),
+        Some(Value::Object(spec)) => {
+            let current = spec.get("schedulerName").and_then(Value::as_str);
+            if current.is_none_or(|s| s.is_empty() || s == DEFAULT_SCHEDULER) {
+                out.push(Change { path: format!("{base}/spec/schedulerName"), value: name });
+            }
+        }
+        Some(_) => {}
+    }
+}
+
+/// What injection adds to `obj`, as changes (the webhook's JSON Patch; [`inject`] applies them):
+/// the gang label, `min-member` and `total-member` annotations, subgroup labels and `schedulerName`
+/// in every pod template (workloads), or the missing `schedulerName` (pods that claim a gang in any
+/// dialect). Reads the object without copying it; never overwrites what the user set; empty for
+/// other kinds and for an object already injected.
+pub fn injection(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
+    injection_of(obj, false)
+}
+
+/// [`injection`] of an object whose name the caller knows was known to mutating admission (an
+/// UPDATE: the object exists), whatever its `generateName` says.
+pub fn injection_named(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
+    injection_of(obj, true)
+}
+
+/// True when an UPDATE may still change the labels and annotations of the Job's pod template:
+/// the old Job is suspended and has never started (`status.startTime` unset). Kubernetes allows
+/// it then (`pkg/registry/batch/job/strategy.go`: `AllowMutableSchedulingDirectives = suspended &&
+/// notStarted`; `validatePodTemplateUpdate`: labels, annotations, node selector,
+/// affinity, tolerations and scheduling gates of a suspended Job that never ran; not
+/// `schedulerName`) — the update in which Kueue admits a Job.
+pub fn template_still_mutable(old: &Value, new: &Value) -> bool {
+    let job = |o: &Value| {
+        o.get("kind").and_then(Value::as_str) == Some("Job")
+            && o.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
+    };
+    job(old)
+        && job(new)
+        && old.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+        && old.pointer("/status/startTime").is_none_or(Value::is_null)
+}
+
+fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldError>> {
+    let mut out = Vec::new();
+    if obj.get("kind").and_then(Value::as_str) == Some("Pod")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
+    {
+        if !crate::dialect::pod_claims(obj)?.is_empty() {
+            add_scheduler(obj, "", &mut out);
+        }
+        return Ok(out);
+    }
+    let Some(shape) = inspect(obj) else { return Ok(out) };
+    let mut shape = shape?;
+    if name_known {
+        shape.named_late = false;
+    }
+    if shape.volcano() {
+        // Volcano's scheduler name on a vcjob is replaced too: the job is opted in to ours.
+        let current = obj.pointer("/spec/schedulerName").and_then(Value::as_str);
+        if current == Some("volcano") {
+            out.push(Change {
+                path: "/spec/schedulerName".into(),
+                value: Value::String(crate::SCHEDULER_NAME.into()),
+            });
+        } else {
+            add_scheduler(obj, "", &mut out);
+        }
+    }
+    let with_roles = shape.roles.len() > 1;
+    let total = shape.total_member();
+    let annotations =
+        [(ANNOTATION_MIN_MEMBER, shape.min_member.to_string()), (ANNOTATION_TOTAL_MEMBER, total.to_string())];
+    for role in &shape.roles {
+        let Some(template) = obj.pointer(&role.template) else { continue };
+        if shape.kind == "Job" && shape.volcano() {
+            // Volcano's controller makes the PodGroup and annotates each pod with it: the gang is
+            // Volcano's own. Only the scheduler is ours to set, on the job (pods inherit it).
+            break;
+        }
+        let claims = template_claims(template, &shape.namespace);
+        let named_elsewhere = claims.iter().any(|c| {
+            !matches!(c.dialect, crate::model::Dialect::KubeGang | crate::model::Dialect::KubeGangAnnotations)
+        });
+        // Its pods already name their gang (any dialect): never a second one. A workload whose name
+        // mutating admission does not know names no gang of its own either.
+        if named_elsewhere || (shape.named_late && !claims.is_empty()) {
+            add_scheduler(template, &role.template, &mut out);
+            continue;
+        }
+        if shape.named_late {
+            // No name to give the gang (`unnamed_gang` warns): the pods are left as they are.
+            continue;
+        }
+        let mut labels = vec![(LABEL_GANG, label_value_for(&shape.name))];
+        if with_roles && !role.name.is_empty() {
+            labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
+        }
+        // Labels and annotations share `metadata`: when it is absent, one change adds both.
+        if template.as_object().is_some_and(|t| vacant(t.get("metadata"))) {
+            let map = |entries: &[(&str, String)]| -> Value {
+                entries.iter().map(|(k, v)| ((*k).to_string(), Value::String(v.clone()))).collect()
+            };
+            let metadata: Value =
+                [("labels".to_string(), map(&labels)), ("annotations".to_string(), map(&annotations))]
+                    .into_iter()
+                    .collect();
+            out.push(Change { path: format!("{}/metadata", role.template), value: metadata });
+        } else {
+            add_entries(template, &role.template, &["metadata", "labels"], &labels, &mut out);
+            add_entries(template, &role.template, &["metadata", "annotations"], &annotations, &mut out);
+        }
+        add_scheduler(template, &role.template, &mut out);
+    }
+    Ok(out)
+}
+
+/// What an UPDATE of a Job under Kueue's partial admission changes in its pod template, so that
+/// the gang's members are the pods Kueue admitted.
+///
+/// A Job annotated `kueue.x-k8s.io/job-min-parallelism` may be admitted with fewer pods than it
+/// asks for: Kueue lowers `spec.parallelism` (and `spec.completions` when the Job says
+/// `kueue.x-k8s.io/job-completions-equal-parallelism`) in the update that unsuspends it, and puts
+/// the original counts back when it suspends the Job again (kubernetes-sigs/kueue KEP-420). The
+/// pod template injected at creation says `total-member`/`min-member` for the original count, so
+/// the new pods would wait for members that never come. This follows the count: `total-member`
+/// becomes the Job's pod count, and `min-member` too when it was the whole gang (it was equal to
+/// `total-member`), else it stays, lowered to the count if above it.
+///
+/// Only while the old Job is suspended: Kubernetes lets a suspended Job that has not started change
+/// its pod template's labels and annotations (with node selector, affinity, tolerations and
+/// scheduling gates), which is also how Kueue writes its flavor's node labels. Empty for anything
+/// else: another kind, a Job not opted into partial admission, a template without our
+/// annotations, or counts that already agree.
+pub fn recount(old: &Value, new: &Value) -> Vec<Change> {
+    let mut out = Vec::new();
+    let is_job = new.get("kind").and_then(Value::as_str) == Some("Job")
+        && new.get("apiVersion").and_then(Value::as_str) == Some("batch/v1");
+    let partial = new
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key(crate::labels::KUEUE_JOB_MIN_PARALLELISM));
+    let was_suspended = old.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+    if !(is_job && partial && was_suspended) {
+        return out;
+    }
+    let Some(Ok(shape)) = inspect(new) else { return out };
+    let count = shape.total_member();
+    let Some(annotations) = new.pointer("/spec/template/metadata/annotations").and_then(Value::as_object)
+    else {
+        return out;
+    };
+    let read = |key: &str| annotations.get(key).and_then(Value::as_str).and_then(|v| v.parse::<u32>().ok());
+    let (Some(total), Some(min)) = (read(ANNOTATION_TOTAL_MEMBER), read(ANNOTATION_MIN_MEMBER)) else {
+        return out;
+    };
+    let base = "/spec/template/metadata/annotations";
+    if total != count {
+        out.push(Change {
+            path: format!("{base}/{}", token(ANNOTATION_TOTAL_MEMBER)),
+            value: Value::String(count.to_string()),
+        });
+    }
+    let new_min = if min == total { count } else { min.min(count) };
+    if new_min != min {
+        out.push(Change {
+            path: format!("{base}/{}", token(ANNOTATION_MIN_MEMBER)),
+            value: Value::String(new_min.to_string()),
+        });
+    }
+    out
+}
+
+/// The object with [`injection`]'s changes applied (a copy; the webhook patches instead).
+/// Idempotent; never overwrites what the user set. Other kinds come back unchanged.
+pub fn inject(obj: &Value) -> Result<Value, Vec<FieldError>> {
+    let changes = injection(obj)?;
+    let mut out = obj.clone();
+    for c in &changes {
+        c.apply(&mut out);
+    }
+    Ok(out)
+}

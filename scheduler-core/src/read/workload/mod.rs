@@ -1,0 +1,738 @@
+//! Workloads (Job, JobSet, PyTorchJob/MPIJob/TFJob/XGBoostJob/PaddleJob/JAXJob, LeaderWorkerSet,
+//! RayCluster/RayJob, StatefulSet, Volcano's `batch.volcano.sh` Job, and Deployments/ReplicaSets
+//! that opted in or whose pod template names a gang in any dialect):
+//! whether they opted in, what gang shape they imply ([`inspect`]), injection of gang labels,
+//! annotations and `schedulerName` into their pod templates ([`inject`]), and expansion into the pods
+//! their controller would create ([`expand`]).
+//!
+//! The gang a workload implies is CRD-less: label `kube-gang.io/gang=<workload name>` and
+//! annotation `kube-gang.io/min-member=<pods it needs>` on every pod template, plus a
+//! `kube-gang.io/subgroup=<role>` label where the workload has roles (a Gang object with
+//! `subGroups` can then give each role its own minimum). LeaderWorkerSet gets one gang per group.
+//! A pod template that already names its gang in any dialect keeps that gang: it gets no second one.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::error::FieldError;
+use crate::names::*;
+
+use crate::labels::{
+    JOB_NAME, JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_JOB_INDEX, JOBSET_NAME, JOBSET_REPLICATED_JOB,
+};
+pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
+mod expand;
+mod inject;
+mod names;
+mod staged;
+
+pub use expand::*;
+pub use inject::*;
+pub use names::*;
+pub use staged::*;
+
+/// The scheduler the API server writes when a pod names none.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// One role of a workload: a pod template and how many pods it makes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Role {
+    /// Role name (`worker`, `launcher`, a replicatedJob's name); empty for single-template kinds.
+    pub name: String,
+    /// Pods this role runs at once.
+    pub pods: u32,
+    /// JSON pointer of the pod template (`/spec/template`).
+    pub template: String,
+}
+
+/// The gang a workload implies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadShape {
+    pub kind: String,
+    /// The API group (`batch`, `batch.volcano.sh`, …).
+    pub group: String,
+    pub namespace: String,
+    pub name: String,
+    pub roles: Vec<Role>,
+    /// Pods the gang needs (all of them: a distributed job is useless short of any).
+    pub min_member: u32,
+    /// One gang per this many pods (LeaderWorkerSet groups); `None`: one gang for the workload.
+    pub group_size: Option<u32>,
+    /// Number of gangs (LeaderWorkerSet replicas); 1 otherwise.
+    pub groups: u32,
+    /// The object's name was not known to mutating admission: it has only `generateName`, or a
+    /// name the API server generated from it ([`named_after_mutation`]). No gang can be named
+    /// after such a workload, so injection leaves its templates alone ([`unnamed_gang`] says so).
+    pub named_late: bool,
+}
+
+impl WorkloadShape {
+    /// A Volcano `batch.volcano.sh` Job: a gang by itself, in Volcano's own terms.
+    pub fn volcano(&self) -> bool {
+        self.group == "batch.volcano.sh"
+    }
+}
+
+/// True when the object (or, when given, its namespace) carries `kube-gang.io/enabled: "true"`.
+pub fn is_opted_in(obj: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
+    let on_object =
+        obj.pointer("/metadata/labels").and_then(|l| l.get(LABEL_ENABLED)).and_then(Value::as_str);
+    match on_object {
+        Some(v) => v == "true",
+        None => namespace_labels.and_then(|l| l.get(LABEL_ENABLED)).is_some_and(|v| v == "true"),
+    }
+}
+
+/// True when `obj` is a workload kind this module knows.
+pub fn is_workload(obj: &Value) -> bool {
+    inspect(obj).is_some()
+}
+
+fn int_at(obj: &Value, ptr: &str, default: i64, errors: &mut Vec<FieldError>) -> u32 {
+    match obj.pointer(ptr) {
+        None | Some(Value::Null) => u32::try_from(default).unwrap_or(0),
+        Some(v) => match v.as_i64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) => n,
+            None => {
+                errors
+                    .push(FieldError::new(path_of(ptr), format!("must be a non-negative integer, got {v}")));
+                0
+            }
+        },
+    }
+}
+
+/// `/spec/replicatedJobs/0/replicas` → `spec.replicatedJobs[0].replicas`.
+pub fn path_of(ptr: &str) -> String {
+    let mut out = String::new();
+    for part in ptr.split('/').skip(1) {
+        let part = part.replace("~1", "/").replace("~0", "~");
+        if part.chars().all(|c| c.is_ascii_digit()) && !part.is_empty() {
+            out.push_str(&format!("[{part}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&part);
+        }
+    }
+    out
+}
+
+/// Unsupported replica types named one by one in the errors; the rest are counted in one more.
+const MAX_UNKNOWN_NAMED: usize = 8;
+
+/// Each Kubeflow job kind's replica-spec field and the replica types its operator defines (any
+/// other key it refuses). From the operators' own definitions:
+/// - training-operator `pkg/apis/kubeflow.org/v1`: `PyTorchJobReplicaTypeMaster`/`Worker` (and
+///   `pkg/webhooks/pytorch/pytorchjob_webhook.go` refuses any other key with `NotSupported`);
+///   `TFJobReplicaTypePS`/`Worker`/`Chief`/`Master`/`Evaluator` (`tensorflow_types.go`);
+///   `XGBoostJobReplicaTypeMaster`/`Worker`; `PaddleJobReplicaTypeMaster`/`Worker`;
+///   `JAXJobReplicaTypeWorker`; `MPIJobReplicaTypeLauncher`/`Worker`;
+/// - mpi-operator `v2beta1`: `MPIReplicaTypeLauncher`/`Worker`.
+///
+/// Admission reads an unsupported type's key (to name it) and never its value: the webhook's
+/// reader skips those values (`gang_webhook::pruned`), so a job with thousands of them costs its
+/// keys, not its templates.
+pub const KUBEFLOW_REPLICA_SPECS: [(&str, &str, &[&str]); 6] = [
+    ("PyTorchJob", "pytorchReplicaSpecs", &["Master", "Worker"]),
+    ("MPIJob", "mpiReplicaSpecs", &["Launcher", "Worker"]),
+    ("TFJob", "tfReplicaSpecs", &["Chief", "Evaluator", "Master", "PS", "Worker"]),
+    ("XGBoostJob", "xgbReplicaSpecs", &["Master", "Worker"]),
+    ("JAXJob", "jaxReplicaSpecs", &["Worker"]),
+    ("PaddleJob", "paddleReplicaSpecs", &["Master", "Worker"]),
+];
+
+/// [`KUBEFLOW_REPLICA_SPECS`]' entry for `kind` (a Kubeflow job kind).
+fn kubeflow_replica_types(kind: &str) -> (&'static str, &'static [&'static str]) {
+    let at = KUBEFLOW_REPLICA_SPECS.iter().position(|(k, _, _)| *k == kind).unwrap_or(5);
+    let (_, field, known) = KUBEFLOW_REPLICA_SPECS[at];
+    (field, known)
+}
+
+/// The replicated jobs an opted-in JobSet may have: as many as a gang has subgroups (the rule
+/// book's `MAX_SUBGROUPS`).
+pub const MAX_JOBSET_ROLES: usize = 64;
+
+/// The worker groups an opted-in RayCluster or RayJob may have, bounded as a JobSet's replicated
+/// jobs are: KubeRay sets no limit (`WorkerGroupSpecs` has no `maxItems` in ray-operator's
+/// `apis/ray/v1/raycluster_types.go`), and each group is a template to inject.
+pub const MAX_RAY_WORKER_GROUPS: usize = MAX_JOBSET_ROLES;
+
+/// The gang shape of a workload. `None`: not a workload kind we know.
+pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
+    let kind = obj.get("kind").and_then(Value::as_str)?;
+    let group = crate::dialect::group_of(api_version);
+    let mut errors = Vec::new();
+    let mut roles = Vec::new();
+    let mut group_size = None;
+    let mut groups = 1;
+    match (group, kind) {
+        ("batch", "Job") => {
+            let parallelism = int_at(obj, "/spec/parallelism", 1, &mut errors);
+            let completions = obj.pointer("/spec/completions").and_then(Value::as_u64);
+            let pods = match completions {
+                Some(c) => parallelism.min(u32::try_from(c).unwrap_or(u32::MAX)),
+                None => parallelism,
+            };
+            roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
+        }
+        ("apps", "StatefulSet") => {
+            let pods = int_at(obj, "/spec/replicas", 1, &mut errors);
+            roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
+        }
+        ("jobset.x-k8s.io", "JobSet") => {
+            // Borrowed, never cloned: a JobSet may hold thousands of jobs (issue 16).
+            let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).map_or(0, Vec::len);
+            // Each replicated job is a role with its own template to inject: beyond the gang's
+            // subgroup limit the JobSet is refused with one bounded error, not a patch per job.
+            if jobs > MAX_JOBSET_ROLES {
+                return Some(Err(vec![FieldError::new(
+                    "spec.replicatedJobs",
+                    format!("has {jobs} replicated jobs; a gang spans at most {MAX_JOBSET_ROLES}"),
+                )]));
+            }
+            for i in 0..jobs {
+                let base = format!("/spec/replicatedJobs/{i}");
+                let name =
+                    obj.pointer(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
+                let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
+                let parallelism = int_at(obj, &format!("{base}/template/spec/parallelism"), 1, &mut errors);
+                let pods = checked_pods(
+                    replicas.checked_mul(parallelism),
+                    &format!("{base}/replicas"),
+                    "replicas × parallelism",
+                    &mut errors,
+                );
+                roles.push(Role { name, pods, template: format!("{base}/template/spec/template") });
+            }
+        }
+        ("kubeflow.org", "PyTorchJob" | "MPIJob" | "TFJob" | "XGBoostJob" | "PaddleJob" | "JAXJob") => {
+            let (field, known) = kubeflow_replica_types(kind);
+            let specs = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_object);
+            let mut unknown = 0usize;
+            for role in specs.into_iter().flat_map(|m| m.keys()) {
+                // Only the replica types the operator defines: it refuses the others, and each
+                // role becomes labels in the patch, so the patch is bounded by this list (issue 16).
+                if !known.contains(&role.as_str()) {
+                    unknown += 1;
+                    if unknown <= MAX_UNKNOWN_NAMED {
+                        let supported: Vec<String> = known.iter().map(|k| format!("{k:?}")).collect();
+                        errors.push(FieldError::new(
+                            path_of(&format!("/spec/{field}/{role}")),
+                            format!(
+                                "Unsupported value: {role:?}: supported values: {}",
+                                supported.join(", ")
+                            ),
+                        ));
+                    }
+                    continue;
+                }
+                let base = format!("/spec/{field}/{role}");
+                let pods = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
+                roles.push(Role { name: role.to_lowercase(), pods, template: format!("{base}/template") });
+            }
+            if unknown > MAX_UNKNOWN_NAMED {
+                errors.push(FieldError::new(
+                    format!("spec.{field}"),
+                    format!("{} more unsupported replica types", unknown - MAX_UNKNOWN_NAMED),
+                ));
+            }
+        }
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => {
+            groups = int_at(obj, "/spec/replicas", 1, &mut errors);
+            let size = int_at(obj, "/spec/leaderWorkerTemplate/size", 1, &mut errors);
+            group_size = Some(size);
+            if obj.pointer("/spec/leaderWorkerTemplate/leaderTemplate").is_some_and(|t| !t.is_null()) {
+                roles.push(Role {
+                    name: "leader".into(),
+                    pods: groups,
+                    template: "/spec/leaderWorkerTemplate/leaderTemplate".into(),
+                });
+                let pods = checked_pods(
+                    groups.checked_mul(size.saturating_sub(1)),
+                    "/spec/replicas",
+                    "replicas × (leaderWorkerTemplate.size - 1)",
+                    &mut errors,
+                );
+                roles.push(Role {
+                    name: "worker".into(),
+                    pods,
+                    template: "/spec/leaderWorkerTemplate/workerTemplate".into(),
+                });
+            } else {
+                let pods =
+                    checked_pods(groups.checked_mul(size), "/spec/replicas", "replicas × size", &mut errors);
+                roles.push(Role {
+                    name: "worker".into(),
+                    pods,
+                    template: "/spec/leaderWorkerTemplate/workerTemplate".into(),
+                });
+            }
+        }
+        ("ray.io", "RayCluster" | "RayJob") => {
+            // A RayJob's cluster is `spec.rayClusterSpec`; its submitter pod is not a gang member.
+            let base = if kind == "RayJob" { "/spec/rayClusterSpec" } else { "/spec" };
+            roles.push(Role {
+                name: "head".into(),
+                pods: 1,
+                template: format!("{base}/headGroupSpec/template"),
+            });
+            // Borrowed, never cloned: each worker group holds a whole pod template.
+            let workers: &[Value] = obj
+                .pointer(&format!("{base}/workerGroupSpecs"))
+                .and_then(Value::as_array)
+                .map_or(&[], Vec::as_slice);
+            // Beyond the limit, one bounded error rather than a patch per group (issue 16).
+            if workers.len() > MAX_RAY_WORKER_GROUPS {
+                return Some(Err(vec![FieldError::new(
+                    path_of(&format!("{base}/workerGroupSpecs")),
+                    format!(
+                        "has {} worker groups; a gang spans at most {MAX_RAY_WORKER_GROUPS}",
+                        workers.len()
+                    ),
+                )]));
+            }
+            for (i, w) in workers.iter().enumerate() {
+                let at = format!("{base}/workerGroupSpecs/{i}");
+                let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
+                let replicas = int_at(obj, &format!("{at}/replicas"), 1, &mut errors);
+                let min = int_at(obj, &format!("{at}/minReplicas"), i64::from(replicas), &mut errors);
+                // KubeRay creates `numOfHosts` pods per replica (multi-host TPU slices).
+                let hosts = int_at(obj, &format!("{at}/numOfHosts"), 1, &mut errors);
+                roles.push(Role {
+                    name,
+                    pods: replicas.max(min).saturating_mul(hosts),
+                    template: format!("{at}/template"),
+                });
+            }
+        }
+        ("batch.volcano.sh", "Job") => {
+            let tasks: &[Value] =
+                obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+            for (i, t) in tasks.iter().enumerate() {
+                let name = t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                let pods = int_at(obj, &format!("/spec/tasks/{i}/replicas"), 0, &mut errors);
+                roles.push(Role { name, pods, template: format!("/spec/tasks/{i}/template") });
+            }
+        }
+        ("apps", "Deployment" | "ReplicaSet") => {
+            // Only a gang when asked: opted in, or its pods already name a gang (the coscheduling
+            // docs' own example is a Deployment labelled with its PodGroup).
+            let names_gang =
+                obj.pointer("/spec/template").is_some_and(|t| !template_claims(t, "default").is_empty());
+            if !is_opted_in(obj, None) && !names_gang {
+                return None;
+            }
+            let pods = int_at(obj, "/spec/replicas", 1, &mut errors);
+            roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
+        }
+        _ => return None,
+    }
+    let meta = obj.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("").to_string();
+    let namespace = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
+    let named_late = named_after_mutation(obj);
+    if name.is_empty() && !named_late {
+        // The API server's own message (apimachinery `ValidateObjectMeta`).
+        errors.push(FieldError::new("metadata.name", "Required value: name or generateName is required"));
+    }
+    for r in &roles {
+        if !obj.pointer(&r.template).is_some_and(Value::is_object) {
+            errors.push(FieldError::new(path_of(&r.template), "pod template is missing"));
+        }
+    }
+    // Every role's pods, summed with a check: the total is written into an annotation and compared
+    // with minimums, so it must be a real count (at most `MAX_PODS`), never a wrapped one.
+    let mut total: u32 = 0;
+    let counts_before = errors.len();
+    for r in &roles {
+        match total.checked_add(r.pods).filter(|t| *t <= MAX_PODS) {
+            Some(t) => total = t,
+            None => {
+                errors.push(FieldError::new(
+                    path_of(&role_count_pointer(kind, &r.template)),
+                    format!("the {kind}'s pods add up to more than {MAX_PODS}"),
+                ));
+                total = 0;
+                break;
+            }
+        }
+    }
+    let mut min_member = group_size.unwrap_or(total);
+    if group == "batch.volcano.sh" {
+        min_member = volcano_min_available(obj, &roles, total, &mut errors);
+    }
+    // The workload may ask for less than all of its pods (an elastic gang): its own
+    // `kube-gang.io/min-member` annotation wins over the derived minimum.
+    let field = format!("metadata.annotations[{ANNOTATION_MIN_MEMBER}]");
+    if let Some(v) = meta.and_then(|m| m.pointer("/annotations")).and_then(|a| a.get(ANNOTATION_MIN_MEMBER)) {
+        match v.as_str().map(|s| s.trim().parse::<u32>()) {
+            Some(Ok(0)) => errors.push(FieldError::new(field, "must be at least 1")),
+            Some(Ok(n)) if n > min_member => errors.push(FieldError::new(
+                field,
+                format!("{n} exceeds the {min_member} pods the {kind} runs at once: the gang can never be satisfied"),
+            )),
+            Some(Ok(n)) => min_member = n,
+            _ => errors.push(FieldError::new(field, format!("{v} is not a positive integer"))),
+        }
+    }
+    if min_member == 0 && errors.len() == counts_before {
+        errors.push(FieldError::new(
+            "spec",
+            format!("the {kind} runs no pods: a gang needs at least one member"),
+        ));
+    }
+    if !errors.is_empty() {
+        return Some(Err(errors));
+    }
+    Some(Ok(WorkloadShape {
+        kind: kind.to_string(),
+        group: group.to_string(),
+        namespace: namespace.to_string(),
+        name,
+        roles,
+        min_member,
+        group_size,
+        groups,
+        named_late,
+    }))
+}
+
+/// Labels and annotations that are not strings, in the object's metadata and (a workload's) its
+/// pod templates': what the API server refuses before admission
+/// ([`crate::convert::metadata_errors`]), each named.
+pub fn metadata_errors(obj: &Value) -> Vec<FieldError> {
+    let mut out = crate::convert::metadata_errors(obj.get("metadata"), "");
+    if let Some(Ok(shape)) = inspect(obj) {
+        for role in &shape.roles {
+            let meta = obj.pointer(&role.template).and_then(|t| t.get("metadata"));
+            out.extend(crate::convert::metadata_errors(meta, &path_of(&role.template)));
+        }
+    }
+    out
+}
+
+/// The gang claims a pod stamped from `template` would make (any dialect). Errors count as no claim:
+/// validation reports them on the pod.
+pub fn template_claims(template: &Value, namespace: &str) -> Vec<crate::dialect::Claim> {
+    crate::dialect::pod_claims(&template_pod(template, namespace)).unwrap_or_default()
+}
+
+/// The pod `template` makes, as far as the dialects read a pod: its metadata (in `namespace`), and
+/// of its spec the fields that name an upstream gang (`dialect::upstream`). Built with one copy of
+/// the metadata and nothing of the rest of the spec: it was three copies of the metadata and two
+/// of the whole spec (a `json!` re-serializes the values it is given), the bulk of a decision.
+pub fn template_pod(template: &Value, namespace: &str) -> Value {
+    let mut meta = match template.get("metadata") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    meta.insert("namespace".into(), Value::String(namespace.to_string()));
+    let mut spec = serde_json::Map::new();
+    for field in ["workloadRef", "schedulingGroup"] {
+        if let Some(v) = template.get("spec").and_then(|s| s.get(field)) {
+            spec.insert(field.into(), v.clone());
+        }
+    }
+    let mut pod = serde_json::Map::new();
+    pod.insert("apiVersion".into(), Value::String("v1".into()));
+    pod.insert("kind".into(), Value::String("Pod".into()));
+    pod.insert("metadata".into(), Value::Object(meta));
+    pod.insert("spec".into(), Value::Object(spec));
+    Value::Object(pod)
+}
+
+/// A Volcano Job's gang minimum and Volcano's own admission rules on it
+/// (`pkg/webhooks/admission/jobs/validate`): at least one task, task names unique DNS-1123 labels,
+/// a task's `minAvailable` within its replicas, the job's `minAvailable` within the sum of task
+/// replicas. Unset, `minAvailable` is the sum of the tasks' `minAvailable` (each defaulting to its
+/// replicas), as Volcano's mutating webhook sets it.
+fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut Vec<FieldError>) -> u32 {
+    if roles.is_empty() {
+        errors.push(FieldError::new("spec.tasks", "no task specified in job spec"));
+        return 0;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut sum_min = 0u32;
+    for (i, r) in roles.iter().enumerate() {
+        if let Err(e) = crate::dialect::check_dns_label(&r.name) {
+            errors.push(FieldError::new(format!("spec.tasks[{i}].name"), e));
+        }
+        if !seen.insert(r.name.as_str()) {
+            errors.push(FieldError::new(
+                format!("spec.tasks[{i}].name"),
+                format!("duplicate task name {:?}", r.name),
+            ));
+        }
+        let task_min = int_at(obj, &format!("/spec/tasks/{i}/minAvailable"), i64::from(r.pods), errors);
+        if task_min > r.pods {
+            errors.push(FieldError::new(
+                format!("spec.tasks[{i}].minAvailable"),
+                format!("{task_min} is greater than the task's {} replicas", r.pods),
+            ));
+        }
+        sum_min = sum_min.saturating_add(task_min);
+    }
+    match obj.pointer("/spec/minAvailable") {
+        None | Some(Value::Null) => sum_min,
+        Some(_) => {
+            let n = int_at(obj, "/spec/minAvailable", 0, errors);
+            if n > total {
+                errors.push(FieldError::new(
+                    "spec.minAvailable",
+                    format!("{n} is greater than the {total} replicas of all tasks: the job can never start"),
+                ));
+            }
+            n
+        }
+    }
+}
+
+/// The most pods [`expand`] writes out for one workload, and `simulate` for its whole input.
+pub const MAX_EXPANDED_PODS: u64 = 100_000;
+
+/// The most pods one workload may imply: a count the API server can hold (int32).
+pub const MAX_PODS: u32 = i32::MAX as u32;
+
+/// A product of two user counts, or an error naming the field when it exceeds [`MAX_PODS`].
+fn checked_pods(product: Option<u32>, ptr: &str, what: &str, errors: &mut Vec<FieldError>) -> u32 {
+    match product.filter(|p| *p <= MAX_PODS) {
+        Some(p) => p,
+        None => {
+            errors.push(FieldError::new(path_of(ptr), format!("{what} is more than {MAX_PODS} pods")));
+            0
+        }
+    }
+}
+
+/// The field that sets a role's count, from its template's pointer: `…/template` → `…/replicas`
+/// (JobSet: `/spec/replicatedJobs/0/template/spec/template` → `/spec/replicatedJobs/0/replicas`).
+fn role_count_pointer(kind: &str, template: &str) -> String {
+    if kind == "Job" {
+        return "/spec/parallelism".into();
+    }
+    let base =
+        template.strip_suffix("/template/spec/template").or_else(|| template.strip_suffix("/template"));
+    match base {
+        Some(b) if b.starts_with("/spec/leaderWorkerTemplate") || b.is_empty() || b == "/spec" => {
+            "/spec/replicas".into()
+        }
+        Some(b) => format!("{b}/replicas"),
+        None => "/spec/replicas".into(),
+    }
+}
+
+impl WorkloadShape {
+    /// Pods one gang of this workload expects: the group size (LeaderWorkerSet), else every role's
+    /// pods. [`inspect`] has checked the sum, so it cannot overflow.
+    pub fn total_member(&self) -> u32 {
+        self.group_size.unwrap_or_else(|| self.roles.iter().map(|r| r.pods).fold(0, u32::saturating_add))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pytorch() -> Value {
+        json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "bert", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": {"spec": {"containers": [{"name": "m"}]}}},
+                "Worker": {"replicas": 3, "template": {"metadata": {"annotations": {"kube-gang.io/min-member": "2"}},
+                    "spec": {"schedulerName": "volcano", "containers": [{"name": "w"}]}}}}}})
+    }
+
+    #[test]
+    fn pytorchjob_roles_sum_and_user_settings_win() {
+        let shape = inspect(&pytorch()).unwrap().unwrap();
+        assert_eq!(shape.min_member, 4);
+        let out = inject(&pytorch()).unwrap();
+        let master = out.pointer("/spec/pytorchReplicaSpecs/Master/template").unwrap();
+        assert_eq!(master.pointer("/metadata/labels/kube-gang.io~1gang"), Some(&json!("bert")));
+        assert_eq!(master.pointer("/metadata/labels/kube-gang.io~1subgroup"), Some(&json!("master")));
+        assert_eq!(master.pointer("/metadata/annotations/kube-gang.io~1min-member"), Some(&json!("4")));
+        assert_eq!(master.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")));
+        let worker = out.pointer("/spec/pytorchReplicaSpecs/Worker/template").unwrap();
+        assert_eq!(
+            worker.pointer("/metadata/annotations/kube-gang.io~1min-member"),
+            Some(&json!("2")),
+            "never overwritten"
+        );
+        assert_eq!(
+            worker.pointer("/spec/schedulerName"),
+            Some(&json!("volcano")),
+            "the user's scheduler stays"
+        );
+        assert_eq!(inject(&out).unwrap(), out, "a second pass is a no-op");
+    }
+
+    #[test]
+    fn jobset_pods_name_their_child_job_and_carry_exclusive_topology() {
+        let js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"},
+                "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {"parallelism": 2,
+                "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}}]}});
+        let pods = expand(&js).unwrap();
+        let jobs: Vec<&str> =
+            pods.iter().map(|p| p["metadata"]["labels"][JOB_NAME].as_str().unwrap_or("")).collect();
+        assert_eq!(jobs, ["js-w-0", "js-w-0", "js-w-1", "js-w-1"], "parallelism pods per child job");
+        assert!(pods.iter().all(|p| p["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY] == "rack"));
+        let (claims, _) = crate::dialect::pod_claims_all(&pods[2]);
+        assert_eq!(claims[0].subgroup.as_deref(), Some("js-w-1"), "the child job is the pod's group");
+        let gang = crate::dialect::annotation_gang(&claims[0], &pods[2]).unwrap().unwrap();
+        assert_eq!(gang.exclusive_topology.as_deref(), Some("rack"));
+    }
+
+    #[test]
+    fn jobset_counts_replicas_times_parallelism() {
+        let js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+            "spec": {"replicatedJobs": [
+                {"name": "driver", "template": {"spec": {"template": {"spec": {}}}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4, "template": {"spec": {}}}}}]}});
+        let shape = inspect(&js).unwrap().unwrap();
+        assert_eq!(shape.min_member, 9);
+        let pods = expand(&js).unwrap();
+        assert_eq!(pods.len(), 9);
+        assert!(pods.iter().all(|p| p.pointer("/spec/schedulerName") == Some(&json!("gang-scheduler"))));
+        assert_eq!(pods[0].pointer("/metadata/namespace"), Some(&json!("default")));
+    }
+
+    #[test]
+    fn leaderworkerset_is_one_gang_per_group() {
+        let lws = json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "vllm"},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 4, "workerTemplate": {"spec": {}}}}});
+        let shape = inspect(&lws).unwrap().unwrap();
+        assert_eq!((shape.min_member, shape.groups), (4, 2));
+        let pods = expand(&lws).unwrap();
+        assert_eq!(pods.len(), 8);
+        let groups: std::collections::BTreeSet<_> =
+            pods.iter().map(|p| crate::dialect::pod_claims(p).unwrap()[0].gang.name.clone()).collect();
+        assert_eq!(groups.into_iter().collect::<Vec<_>>(), vec!["vllm-0", "vllm-1"]);
+    }
+
+    #[test]
+    fn bad_counts_name_the_field() {
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+            "spec": {"parallelism": -2, "template": {"spec": {}}}});
+        let errs = inspect(&job).unwrap().unwrap_err();
+        assert_eq!(errs[0].path, "spec.parallelism");
+        let missing = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"replicas": 3}});
+        assert_eq!(inspect(&missing).unwrap().unwrap_err()[0].path, "spec.template");
+    }
+
+    #[test]
+    fn a_template_that_names_its_gang_gets_no_second_one() {
+        for markers in [
+            json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "pg"}}, "spec": {}}),
+            json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "pg"}}, "spec": {}}),
+            json!({"spec": {"schedulingGroup": {"podGroupName": "pg"}}}),
+            json!({"metadata": {"annotations": {"pod-group-name": "pg"}}, "spec": {}}),
+        ] {
+            let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "j", "labels": {"kube-gang.io/enabled": "true"}},
+                "spec": {"parallelism": 2, "template": markers}});
+            let out = inject(&job).unwrap();
+            let t = out.pointer("/spec/template").unwrap();
+            assert_eq!(t.pointer("/metadata/labels/kube-gang.io~1gang"), None, "{markers}");
+            assert_eq!(t.pointer("/metadata/annotations/kube-gang.io~1min-member"), None, "{markers}");
+            assert_eq!(t.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")), "{markers}");
+            let pods = expand(&job).unwrap();
+            assert!(pods.iter().all(|p| crate::dialect::pod_claims(p).unwrap().len() == 1), "{markers}");
+        }
+    }
+
+    #[test]
+    fn ray_counts_hosts_per_replica_and_rayjob_reads_its_cluster_spec() {
+        let workers = json!([{"groupName": "tpu", "replicas": 2, "numOfHosts": 4, "template": {"spec": {}}}]);
+        let rc = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+            "spec": {"headGroupSpec": {"template": {"spec": {}}}, "workerGroupSpecs": workers}});
+        assert_eq!(inspect(&rc).unwrap().unwrap().min_member, 9);
+        let job = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "r"},
+            "spec": {"entrypoint": "python x.py", "rayClusterSpec": {"headGroupSpec": {"template": {"spec": {}}},
+                     "workerGroupSpecs": workers}}});
+        assert_eq!(expand(&job).unwrap().len(), 9);
+    }
+
+    #[test]
+    fn ray_beyond_the_worker_group_limit_is_one_error_at_the_list() {
+        let groups = |n: usize| -> Value {
+            (0..n)
+                .map(|i| json!({"groupName": format!("g{i}"), "replicas": 1, "template": {"spec": {}}}))
+                .collect()
+        };
+        let rc = |n| {
+            json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+            "spec": {"headGroupSpec": {"template": {"spec": {}}}, "workerGroupSpecs": groups(n)}})
+        };
+        let shape = inspect(&rc(MAX_RAY_WORKER_GROUPS)).unwrap().unwrap();
+        assert_eq!(shape.min_member as usize, 1 + MAX_RAY_WORKER_GROUPS);
+        let errors = inspect(&rc(MAX_RAY_WORKER_GROUPS + 1)).unwrap().unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].path, "spec.workerGroupSpecs");
+        assert!(errors[0].message.contains(&format!("has {} worker groups", MAX_RAY_WORKER_GROUPS + 1)));
+        let job = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "r"},
+            "spec": {"rayClusterSpec": {"headGroupSpec": {"template": {"spec": {}}}, "workerGroupSpecs": groups(1000)}}});
+        let errors = inspect(&job).unwrap().unwrap_err();
+        assert_eq!(errors[0].path, "spec.rayClusterSpec.workerGroupSpecs");
+    }
+
+    #[test]
+    fn a_volcano_job_expands_as_its_controller_does() {
+        let vj = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "tf", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"tasks": [
+                {"name": "ps", "replicas": 1, "template": {"spec": {}}},
+                {"name": "worker", "replicas": 3, "minAvailable": 2, "template": {"spec": {}}}]}});
+        assert_eq!(inspect(&vj).unwrap().unwrap().min_member, 3, "sum of task minAvailable");
+        let out = expand(&vj).unwrap();
+        assert_eq!(out.len(), 5);
+        assert_eq!(out[0]["kind"], "PodGroup");
+        assert_eq!(out[0].pointer("/spec/minTaskMember/worker"), Some(&json!(2)));
+        let pod = &out[4];
+        assert_eq!(pod.pointer("/metadata/name"), Some(&json!("tf-worker-2")));
+        assert_eq!(pod.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")), "opted in");
+        let claims = crate::dialect::pod_claims(pod).unwrap();
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].subgroup.as_deref(), Some("worker"));
+    }
+
+    #[test]
+    fn deployments_are_gangs_only_when_asked() {
+        let d = |labels: Value| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": labels},
+                "spec": {"replicas": 3, "template": {"metadata": {"labels": {"app": "x"}}, "spec": {}}}})
+        };
+        assert!(inspect(&d(json!({}))).is_none());
+        assert_eq!(inspect(&d(json!({"kube-gang.io/enabled": "true"}))).unwrap().unwrap().min_member, 3);
+    }
+
+    #[test]
+    fn opt_in_on_object_or_namespace() {
+        let labelled = json!({"metadata": {"labels": {"kube-gang.io/enabled": "true"}}});
+        let plain = json!({"metadata": {}});
+        let off = json!({"metadata": {"labels": {"kube-gang.io/enabled": "false"}}});
+        let ns: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();
+        assert!(is_opted_in(&labelled, None));
+        assert!(!is_opted_in(&plain, None));
+        assert!(is_opted_in(&plain, Some(&ns)));
+        assert!(!is_opted_in(&off, Some(&ns)), "the object's own label wins");
+    }
+
+    #[test]
+    fn pods_claiming_a_gang_get_our_scheduler() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"kube-gang.io/gang": "g"}},
+            "spec": {"schedulerName": "default-scheduler"}});
+        assert_eq!(inject(&pod).unwrap().pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")));
+        let other = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
+        assert_eq!(inject(&other).unwrap(), other);
+    }
+}

@@ -1,0 +1,173 @@
+//! Staged creation: workloads whose controllers create their pods one stage at a time, so a gang
+//! needing all of them at once can never start.
+
+use super::*;
+
+/// A workload whose controller creates its pods in stages (each only once the one before is
+/// Ready or done), so a gang spanning stages waits for pods that are never created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Staged {
+    /// The field that stages creation (`spec.podManagementPolicy`).
+    pub path: String,
+    /// What happens, and the fix.
+    pub message: String,
+    /// True when the gang's minimum can provably never exist at once (deny); false: a warning.
+    pub never: bool,
+}
+
+/// The pods the gang of `obj`'s pods needs at once, and the gang named when it is another
+/// object's whose minimum `known_min` does not know (`None`, and its key).
+fn staged_gang_min(
+    obj: &Value,
+    shape: &WorkloadShape,
+    known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
+) -> (Option<u64>, Option<String>) {
+    use crate::model::Dialect;
+    for role in &shape.roles {
+        let Some(template) = obj.pointer(&role.template) else { continue };
+        let pod = template_pod(template, &shape.namespace);
+        let (claims, _) = crate::dialect::pod_claims_all(&pod);
+        for c in &claims {
+            match c.dialect {
+                // The gang is the pods' annotations: the workload's own, injected or written.
+                Dialect::KubeGangAnnotations | Dialect::Koordinator => {
+                    if let Some(Ok(g)) = crate::dialect::annotation_gang(c, &pod) {
+                        return (Some(g.min_pods().unwrap_or(u64::from(g.min_member))), None);
+                    }
+                }
+                _ => {
+                    return match known_min(&c.gang) {
+                        Some(min) => (Some(min), None),
+                        None => (None, Some(c.gang.to_string())),
+                    };
+                }
+            }
+        }
+    }
+    // Nothing injected yet (validation of an object as it is): the workload's own minimum.
+    (Some(u64::from(shape.min_member)), None)
+}
+
+/// Pods of the roles that depend on no other (`depends(role index)` false): the first stage.
+fn first_stage_pods(shape: &WorkloadShape, depends: &dyn Fn(usize) -> bool) -> u32 {
+    shape
+        .roles
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| !depends(*j))
+        .map(|(_, r)| r.pods)
+        .fold(0, u32::saturating_add)
+}
+
+/// Staged creation in `obj` (StatefulSet `OrderedReady`, JobSet `startupPolicyOrder: InOrder` and
+/// `dependsOn`, LeaderWorkerSet `startupPolicy: LeaderReady`, MPIJob
+/// `launcherCreationPolicy: WaitForWorkersReady`, Volcano task `dependsOn`): the first stage's pod
+/// count against the pods the gang needs at once. That is the gang the pod templates name: the
+/// workload's own (injected, or its templates' `kube-gang.io/min-member`/Koordinator annotations),
+/// or a gang another object defines (a coscheduling PodGroup, a `Gang`), whose pods `known_min`
+/// gives when the caller knows the object; when it does not, staging is only warned about.
+pub fn staged_creation(
+    obj: &Value,
+    shape: &WorkloadShape,
+    known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
+) -> Vec<Staged> {
+    let mut out = Vec::new();
+    let (min, named) = staged_gang_min(obj, shape, known_min);
+    let mut stage = |path: &str, what: &str, first: u32, fix: &str| {
+        let message = match (min, &named) {
+            (Some(min), _) if min > u64::from(first) => format!(
+                "{what}: only {first} pod(s) exist before the rest are created, but the gang needs {min} at once, so it can never start; {fix}"
+            ),
+            (Some(min), _) => format!(
+                "{what}: pods are created in stages; the gang's minimum of {min} fits in the first stage, but later pods wait; {fix}"
+            ),
+            (None, named) => format!(
+                "{what}: pods are created in stages ({first} first), and the pods name gang {} whose minimum is not known here: if it needs more than {first} pod(s) at once it can never start; {fix}",
+                named.as_deref().unwrap_or("?")
+            ),
+        };
+        out.push(Staged {
+            path: path.to_string(),
+            message,
+            never: min.is_some_and(|m| m > u64::from(first)),
+        });
+    };
+    let str_at = |p: &str| obj.pointer(p).and_then(Value::as_str);
+    match (shape.group.as_str(), shape.kind.as_str()) {
+        ("apps", "StatefulSet") => {
+            let policy = str_at("/spec/podManagementPolicy").unwrap_or("OrderedReady");
+            if policy == "OrderedReady" && shape.roles.first().is_some_and(|r| r.pods > 1) {
+                stage(
+                    "spec.podManagementPolicy",
+                    "OrderedReady (the default) creates pod N+1 only once pod N is Running and Ready",
+                    1,
+                    "set podManagementPolicy: Parallel",
+                );
+            }
+        }
+        ("jobset.x-k8s.io", "JobSet") => {
+            let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array);
+            let depends = |i: usize| {
+                obj.pointer(&format!("/spec/replicatedJobs/{i}/dependsOn"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|d| !d.is_empty())
+            };
+            if str_at("/spec/startupPolicy/startupPolicyOrder") == Some("InOrder") && shape.roles.len() > 1 {
+                stage(
+                    "spec.startupPolicy.startupPolicyOrder",
+                    "InOrder creates each replicated job only once the one before is Ready",
+                    shape.roles[0].pods,
+                    "use AnyOrder, or gang only the first job with a kube-gang.io/min-member annotation",
+                );
+            } else if let Some(i) = (0..jobs.map_or(0, Vec::len)).find(|&i| depends(i)) {
+                let first = first_stage_pods(shape, &depends);
+                stage(
+                    &format!("spec.replicatedJobs[{i}].dependsOn"),
+                    "a replicated job with dependsOn is created only once the jobs it names are Ready or Complete",
+                    first,
+                    "drop dependsOn, or gang only the jobs that start first with a kube-gang.io/min-member annotation",
+                );
+            }
+        }
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
+            if str_at("/spec/startupPolicy") == Some("LeaderReady")
+                && shape.group_size.is_some_and(|g| g > 1) =>
+        {
+            stage(
+                "spec.startupPolicy",
+                "LeaderReady creates a group's workers only once its leader is Ready",
+                1,
+                "use startupPolicy: LeaderCreated (the default)",
+            );
+        }
+        ("kubeflow.org", "MPIJob")
+            if str_at("/spec/launcherCreationPolicy") == Some("WaitForWorkersReady") =>
+        {
+            let first: u32 = shape.roles.iter().filter(|r| r.name != "launcher").map(|r| r.pods).sum();
+            stage(
+                "spec.launcherCreationPolicy",
+                "WaitForWorkersReady creates the launcher only once every worker is Ready",
+                first,
+                "use launcherCreationPolicy: AtStartup (the default)",
+            );
+        }
+        ("batch.volcano.sh", "Job") => {
+            let depends = |i: usize| {
+                obj.pointer(&format!("/spec/tasks/{i}/dependsOn/name"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|d| !d.is_empty())
+            };
+            if let Some(i) = (0..shape.roles.len()).find(|&i| depends(i)) {
+                let first = first_stage_pods(shape, &depends);
+                stage(
+                    &format!("spec.tasks[{i}].dependsOn"),
+                    "a task with dependsOn is created only once the tasks it names are running",
+                    first,
+                    "drop dependsOn, or lower spec.minAvailable to the tasks that start first",
+                );
+            }
+        }
+        _ => {}
+    }
+    out
+}
