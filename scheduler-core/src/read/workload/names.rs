@@ -90,7 +90,6 @@ pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
     ))
 }
 
-
 /// The longest a label value may be.
 pub const MAX_LABEL_VALUE: usize = 63;
 
