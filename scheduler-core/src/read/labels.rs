@@ -65,6 +65,10 @@ pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
 /// JobSet's exclusive placement annotation (value: a node label key): each child Job gets a domain
 /// of that label of its own. The JobSet controller copies it onto each Job and its pod template.
 pub const JOBSET_EXCLUSIVE_TOPOLOGY: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";
+/// JobSet's node-selector strategy for exclusive placement (nodes labelled per child Job ahead of
+/// time): with it, JobSet injects no pod affinity and its pod webhook does not hold back a child
+/// Job's followers until the leader is scheduled.
+pub const JOBSET_NODE_SELECTOR_STRATEGY: &str = "alpha.jobset.sigs.k8s.io/node-selector";
 /// JobSet's pod label identifying the child Job (a hash of `namespace/job`): JobSet's exclusive
 /// placement keeps pods of other values out of a child Job's domain.
 pub const JOBSET_JOB_KEY: &str = "jobset.sigs.k8s.io/job-key";

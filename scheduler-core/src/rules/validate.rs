@@ -391,11 +391,10 @@ fn validate_workload(
 /// `min-member` is left to the workload's own check, which knows the workload's pod count.
 fn template_gang_errors(template: &Value, namespace: &str, path: &str, v: &mut Findings) {
     let min_member = format!("metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER);
-    let pod = crate::workload::template_pod(template, namespace);
-    let (claims, _) = crate::dialect::pod_claims_all(&pod);
+    let (claims, _) = crate::dialect::template_claims_all(template, namespace);
     let under = |e: FieldError| FieldError::new(format!("{path}.{}", e.path), e.message);
     for c in &claims {
-        match crate::dialect::annotation_gang(c, &pod) {
+        match crate::dialect::template_annotation_gang(c, template, namespace) {
             Some(Ok(g)) => {
                 for e in gang_tree_errors(&g).into_iter().filter(|e| e.path != "spec.minMember") {
                     v.errors.push(under(FieldError::new(annotation_field(c.dialect, &e.path), e.message)));

@@ -98,7 +98,19 @@ pub const CLAIM_MARKERS: &[Marker] = &[
 /// Every claim that could be read and every error (unreadable claims, conflicts), both at once:
 /// validation reports all of them.
 pub fn pod_claims_all(pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
-    let meta = Meta::of(pod);
+    claims_of(&Meta::of(pod), pod)
+}
+
+/// [`pod_claims_all`] of the pod a workload's pod `template` makes in `namespace`, read where the
+/// template is: nothing copied (a template's metadata may be megabytes of annotations, and every
+/// admission decision reads each template's claims).
+pub fn template_claims_all(template: &Value, namespace: &str) -> (Vec<Claim>, Vec<FieldError>) {
+    claims_of(&Meta::of_template(template, namespace), template)
+}
+
+/// The claims of the object `pod` (a pod, or a pod template: both keep the spec fields a claim
+/// reads under `spec`) whose metadata is `meta`.
+fn claims_of(meta: &Meta<'_>, pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
     let mut claims = Vec::new();
     let mut errors = Vec::new();
     for read in [
@@ -109,7 +121,7 @@ pub fn pod_claims_all(pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
         koordinator::claim,
         kai::claim,
     ] {
-        match read(&meta, pod) {
+        match read(meta, pod) {
             Ok(Some(c)) => claims.push(c),
             Ok(None) => {}
             Err(e) => errors.push(e),
@@ -168,10 +180,23 @@ pub fn is_gang_kind(group: &str, kind: &str) -> bool {
 /// A gang defined by the annotations of its pods (kube-gang CRD-less, Koordinator): built from the
 /// first pod that claims it. `None` when the claim's dialect has no annotation form.
 pub fn annotation_gang(claim: &Claim, pod: &Value) -> Option<Result<Gang, Vec<FieldError>>> {
-    let meta = Meta::of(pod);
+    annotation_gang_of(claim, &Meta::of(pod))
+}
+
+/// [`annotation_gang`] of the pod a workload's pod `template` makes in `namespace`, read where
+/// the template is (see [`template_claims_all`]).
+pub fn template_annotation_gang(
+    claim: &Claim,
+    template: &Value,
+    namespace: &str,
+) -> Option<Result<Gang, Vec<FieldError>>> {
+    annotation_gang_of(claim, &Meta::of_template(template, namespace))
+}
+
+fn annotation_gang_of(claim: &Claim, meta: &Meta<'_>) -> Option<Result<Gang, Vec<FieldError>>> {
     match claim.dialect {
-        Dialect::KubeGangAnnotations => Some(kubegang::annotation_gang(&meta, claim)),
-        Dialect::Koordinator => Some(koordinator::annotation_gang(&meta, claim)),
+        Dialect::KubeGangAnnotations => Some(kubegang::annotation_gang(meta, claim)),
+        Dialect::Koordinator => Some(koordinator::annotation_gang(meta, claim)),
         _ => None,
     }
 }
@@ -214,6 +239,12 @@ impl<'a> Meta<'a> {
             annotations: map("annotations"),
             creation_timestamp: s("creationTimestamp"),
         }
+    }
+
+    /// The metadata of the pod a workload's pod `template` makes: the template's own, in the
+    /// workload's `namespace` (`default` when empty, as for a pod).
+    pub fn of_template(template: &'a Value, namespace: &'a str) -> Self {
+        Meta { namespace: if namespace.is_empty() { "default" } else { namespace }, ..Meta::of(template) }
     }
 
     /// `metadata.creationTimestamp` (the epoch when absent or unreadable).

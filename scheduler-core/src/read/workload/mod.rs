@@ -422,13 +422,14 @@ pub fn metadata_errors(obj: &Value) -> Vec<FieldError> {
 /// The gang claims a pod stamped from `template` would make (any dialect). Errors count as no claim:
 /// validation reports them on the pod.
 pub fn template_claims(template: &Value, namespace: &str) -> Vec<crate::dialect::Claim> {
-    crate::dialect::pod_claims(&template_pod(template, namespace)).unwrap_or_default()
+    let (claims, errors) = crate::dialect::template_claims_all(template, namespace);
+    if errors.is_empty() { claims } else { Vec::new() }
 }
 
-/// The pod `template` makes, as far as the dialects read a pod: its metadata (in `namespace`), and
-/// of its spec the fields that name an upstream gang (`dialect::upstream`). Built with one copy of
-/// the metadata and nothing of the rest of the spec: it was three copies of the metadata and two
-/// of the whole spec (a `json!` re-serializes the values it is given), the bulk of a decision.
+/// The pod `template` makes, built as a pod: its metadata copied (in `namespace`), and of its spec
+/// the fields that name an upstream gang. The reference the borrowed readers
+/// ([`crate::dialect::template_claims_all`], which copy nothing) are held equal to.
+#[cfg(test)]
 pub fn template_pod(template: &Value, namespace: &str) -> Value {
     let mut meta = match template.get("metadata") {
         Some(Value::Object(m)) => m.clone(),
@@ -540,6 +541,93 @@ impl WorkloadShape {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod borrowed_template_readers {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Keys every dialect reads a claim or an annotation gang from, and some no dialect reads.
+        const KEYS: &[&str] = &[
+            "kube-gang.io/gang",
+            "kube-gang.io/subgroup",
+            "kube-gang.io/min-member",
+            "kube-gang.io/timeout",
+            "kube-gang.io/topology-key",
+            "kube-gang.io/gang-group",
+            "kube-gang.io/mode",
+            "scheduling.x-k8s.io/pod-group",
+            "pod-group.scheduling.sigs.k8s.io",
+            "scheduling.k8s.io/group-name",
+            "kai.scheduler/subgroup-name",
+            "pod-group-name",
+            "gang.scheduling.koordinator.sh/name",
+            "gang.scheduling.koordinator.sh/min-available",
+            "gang.scheduling.koordinator.sh/total-number",
+            "gang.scheduling.koordinator.sh/mode",
+            "gang.scheduling.koordinator.sh/groups",
+            "gang.scheduling.koordinator.sh/waiting-time",
+            "volcano.sh/task-spec",
+            "alpha.jobset.sigs.k8s.io/exclusive-topology",
+            "example.com/unrelated",
+        ];
+        const VALUES: &[&str] =
+            &["g", "other", "2", "0", "-1", "30s", "rack", "Strict", "", "Bad_Value", "[\"ns/g\"]"];
+
+        fn entries() -> impl Strategy<Value = serde_json::Map<String, Value>> {
+            proptest::collection::vec((0..KEYS.len(), 0..VALUES.len(), any::<bool>()), 0..6).prop_map(|kv| {
+                kv.into_iter()
+                    .map(|(k, v, string)| {
+                        let value = if string { json!(VALUES[v]) } else { json!(v) };
+                        (KEYS[k].to_string(), value)
+                    })
+                    .collect()
+            })
+        }
+
+        fn templates() -> impl Strategy<Value = (Value, String)> {
+            (
+                entries(),
+                entries(),
+                prop_oneof![Just(None), Just(Some(json!({"podGroupName": "g"}))), Just(Some(json!("x")))],
+                prop_oneof![Just(None), Just(Some(json!({"name": "w", "podGroup": "g"})))],
+                prop_oneof![Just(""), Just("ml"), Just("default")],
+                any::<bool>(),
+            )
+                .prop_map(|(labels, annotations, group, workload, ns, named)| {
+                    let mut meta = json!({"labels": labels, "annotations": annotations});
+                    if named {
+                        meta["name"] = json!("t");
+                        meta["namespace"] = json!("elsewhere");
+                    }
+                    let mut spec = json!({"containers": [{"name": "c"}]});
+                    if let Some(g) = group {
+                        spec["schedulingGroup"] = g;
+                    }
+                    if let Some(w) = workload {
+                        spec["workloadRef"] = w;
+                    }
+                    (json!({"metadata": meta, "spec": spec}), ns.to_string())
+                })
+        }
+
+        proptest! {
+            /// Reading a template where it is finds what reading the pod built from it finds:
+            /// every claim, every error, every annotation gang.
+            #[test]
+            fn read_in_place_equals_read_from_a_built_pod((template, ns) in templates()) {
+                let pod = template_pod(&template, &ns);
+                let built = crate::dialect::pod_claims_all(&pod);
+                let borrowed = crate::dialect::template_claims_all(&template, &ns);
+                prop_assert_eq!(&borrowed, &built);
+                for claim in &built.0 {
+                    prop_assert_eq!(
+                        crate::dialect::template_annotation_gang(claim, &template, &ns),
+                        crate::dialect::annotation_gang(claim, &pod)
+                    );
+                }
+            }
+        }
+    }
 
     fn pytorch() -> Value {
         json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",

@@ -2,6 +2,7 @@
 //! needing all of them at once can never start.
 
 use super::*;
+use crate::labels::{JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_NODE_SELECTOR_STRATEGY};
 
 /// A workload whose controller creates its pods in stages (each only once the one before is
 /// Ready or done), so a gang spanning stages waits for pods that are never created.
@@ -25,13 +26,14 @@ fn staged_gang_min(
     use crate::model::Dialect;
     for role in &shape.roles {
         let Some(template) = obj.pointer(&role.template) else { continue };
-        let pod = template_pod(template, &shape.namespace);
-        let (claims, _) = crate::dialect::pod_claims_all(&pod);
+        let (claims, _) = crate::dialect::template_claims_all(template, &shape.namespace);
         for c in &claims {
             match c.dialect {
                 // The gang is the pods' annotations: the workload's own, injected or written.
                 Dialect::KubeGangAnnotations | Dialect::Koordinator => {
-                    if let Some(Ok(g)) = crate::dialect::annotation_gang(c, &pod) {
+                    if let Some(Ok(g)) =
+                        crate::dialect::template_annotation_gang(c, template, &shape.namespace)
+                    {
                         return (Some(g.min_pods().unwrap_or(u64::from(g.min_member))), None);
                     }
                 }
@@ -59,9 +61,48 @@ fn first_stage_pods(shape: &WorkloadShape, depends: &dyn Fn(usize) -> bool) -> u
         .fold(0, u32::saturating_add)
 }
 
+/// JobSet's exclusive placement by pod affinity stages each child Job: the leader (completion
+/// index 0; JobSet makes child Jobs Indexed) is admitted at once, its followers only once the
+/// leader has a node (`ValidateCreate` in JobSet's `pkg/webhooks/pod_webhook.go`; the node-selector
+/// strategy skips it). The annotation's path and the pods that exist before any is scheduled (one
+/// per child Job of an exclusive replicated job, every pod of the others), when some exclusive
+/// replicated job has followers.
+fn exclusive_leaders_first(obj: &Value, shape: &WorkloadShape) -> Option<(String, u32)> {
+    let has = |at: &str, key: &str| obj.pointer(at).and_then(|a| a.get(key)).is_some();
+    let jobset = "/metadata/annotations";
+    let mut path = None;
+    let mut first = 0u32;
+    for (i, role) in shape.roles.iter().enumerate() {
+        let job = format!("/spec/replicatedJobs/{i}/template/metadata/annotations");
+        let exclusive = has(jobset, JOBSET_EXCLUSIVE_TOPOLOGY) || has(&job, JOBSET_EXCLUSIVE_TOPOLOGY);
+        let node_selector =
+            has(jobset, JOBSET_NODE_SELECTOR_STRATEGY) || has(&job, JOBSET_NODE_SELECTOR_STRATEGY);
+        let replicas = obj
+            .pointer(&format!("/spec/replicatedJobs/{i}/replicas"))
+            .and_then(Value::as_u64)
+            .map_or(1, |r| u32::try_from(r).unwrap_or(u32::MAX));
+        if exclusive && !node_selector && role.pods > replicas {
+            first = first.saturating_add(replicas);
+            path.get_or_insert_with(|| {
+                if has(jobset, JOBSET_EXCLUSIVE_TOPOLOGY) {
+                    format!("metadata.annotations[{JOBSET_EXCLUSIVE_TOPOLOGY}]")
+                } else {
+                    format!(
+                        "spec.replicatedJobs[{i}].template.metadata.annotations[{JOBSET_EXCLUSIVE_TOPOLOGY}]"
+                    )
+                }
+            });
+        } else {
+            first = first.saturating_add(role.pods);
+        }
+    }
+    path.map(|p| (p, first))
+}
+
 /// Staged creation in `obj` (StatefulSet `OrderedReady`, JobSet `startupPolicyOrder: InOrder` and
 /// `dependsOn`, LeaderWorkerSet `startupPolicy: LeaderReady`, MPIJob
-/// `launcherCreationPolicy: WaitForWorkersReady`, Volcano task `dependsOn`): the first stage's pod
+/// `launcherCreationPolicy: WaitForWorkersReady`, Volcano task `dependsOn`, JobSet exclusive
+/// placement by pod affinity): the first stage's pod
 /// count against the pods the gang needs at once. That is the gang the pod templates name: the
 /// workload's own (injected, or its templates' `kube-gang.io/min-member`/Koordinator annotations),
 /// or a gang another object defines (a coscheduling PodGroup, a `Gang`), whose pods `known_min`
@@ -72,8 +113,11 @@ pub fn staged_creation(
     known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
 ) -> Vec<Staged> {
     let mut out = Vec::new();
-    let (min, named) = staged_gang_min(obj, shape, known_min);
+    // Read only when a stage is found: it builds a pod from each template (a copy of its
+    // metadata), which most workloads, staged by nothing, should not pay for.
+    let mut gang: Option<(Option<u64>, Option<String>)> = None;
     let mut stage = |path: &str, what: &str, first: u32, fix: &str| {
+        let (min, named) = gang.get_or_insert_with(|| staged_gang_min(obj, shape, known_min)).clone();
         let message = match (min, &named) {
             (Some(min), _) if min > u64::from(first) => format!(
                 "{what}: only {first} pod(s) exist before the rest are created, but the gang needs {min} at once, so it can never start; {fix}"
@@ -128,6 +172,16 @@ pub fn staged_creation(
                     "drop dependsOn, or gang only the jobs that start first with a kube-gang.io/min-member annotation",
                 );
             }
+            if let Some((path, first)) = exclusive_leaders_first(obj, shape) {
+                stage(
+                    &path,
+                    "exclusive placement by pod affinity (JobSet's default strategy): JobSet's pod webhook admits a child job's pods other than its leader (completion index 0) only once the leader is scheduled",
+                    first,
+                    &format!(
+                        "gang only the pods that exist first (kube-gang.io/min-member: \"{first}\"), or use JobSet's node-selector strategy ({JOBSET_NODE_SELECTOR_STRATEGY}, nodes labelled per child job)"
+                    ),
+                );
+            }
         }
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
             if str_at("/spec/startupPolicy") == Some("LeaderReady")
@@ -170,4 +224,84 @@ pub fn staged_creation(
         _ => {}
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jobset(annotations: Value, jobs: Value) -> Value {
+        json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "ml", "annotations": annotations},
+            "spec": {"replicatedJobs": jobs},
+        })
+    }
+
+    fn job(name: &str, replicas: u32, parallelism: u32, annotations: Value) -> Value {
+        json!({"name": name, "replicas": replicas, "template": {
+            "metadata": {"annotations": annotations},
+            "spec": {"parallelism": parallelism, "template": {"spec": {"containers": [{"name": "c"}]}}},
+        }})
+    }
+
+    fn staged(obj: &Value) -> Vec<Staged> {
+        let shape = inspect(obj).expect("a workload").expect("a valid shape");
+        staged_creation(obj, &shape, &|_| None)
+    }
+
+    #[test]
+    fn exclusive_placement_by_affinity_holds_followers_back_until_their_leader_is_scheduled() {
+        let obj =
+            jobset(json!({JOBSET_EXCLUSIVE_TOPOLOGY: "rack"}), json!([job("workers", 2, 2, json!({}))]));
+        let s = staged(&obj);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(s[0].never);
+        assert_eq!(s[0].path, format!("metadata.annotations[{JOBSET_EXCLUSIVE_TOPOLOGY}]"));
+        assert!(s[0].message.contains("only 2 pod(s) exist"), "{}", s[0].message);
+        assert!(s[0].message.contains("needs 4 at once"), "{}", s[0].message);
+        assert!(s[0].message.contains("kube-gang.io/min-member: \"2\""), "{}", s[0].message);
+    }
+
+    #[test]
+    fn node_selector_strategy_and_one_pod_child_jobs_are_not_staged() {
+        let strategy = jobset(
+            json!({JOBSET_EXCLUSIVE_TOPOLOGY: "rack", JOBSET_NODE_SELECTOR_STRATEGY: "true"}),
+            json!([job("workers", 2, 2, json!({}))]),
+        );
+        assert_eq!(staged(&strategy), vec![]);
+        let leaders_only =
+            jobset(json!({JOBSET_EXCLUSIVE_TOPOLOGY: "rack"}), json!([job("workers", 3, 1, json!({}))]));
+        assert_eq!(staged(&leaders_only), vec![]);
+        let strategy_on_the_job = jobset(
+            json!({}),
+            json!([job(
+                "workers",
+                2,
+                2,
+                json!({JOBSET_EXCLUSIVE_TOPOLOGY: "rack", JOBSET_NODE_SELECTOR_STRATEGY: "true"})
+            )]),
+        );
+        assert_eq!(staged(&strategy_on_the_job), vec![]);
+    }
+
+    #[test]
+    fn a_replicated_jobs_own_annotation_stages_only_that_job() {
+        let obj = jobset(
+            json!({}),
+            json!([
+                job("driver", 1, 2, json!({})),
+                job("workers", 2, 2, json!({JOBSET_EXCLUSIVE_TOPOLOGY: "rack"}))
+            ]),
+        );
+        let s = staged(&obj);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(
+            s[0].path,
+            format!("spec.replicatedJobs[1].template.metadata.annotations[{JOBSET_EXCLUSIVE_TOPOLOGY}]")
+        );
+        // The driver's two pods and one leader per worker job exist first: 4 of 6.
+        assert!(s[0].message.contains("only 4 pod(s) exist"), "{}", s[0].message);
+        assert!(s[0].message.contains("needs 6 at once"), "{}", s[0].message);
+    }
 }
