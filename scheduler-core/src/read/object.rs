@@ -123,6 +123,19 @@ pub fn at<'a>(v: &'a Value, pointer: &str) -> Option<&'a Value> {
     })
 }
 
+/// [`at`] as a method, for code that reads many fields of one object (admission reads each
+/// workload's templates field by field on every decision).
+pub trait At {
+    /// [`Value::pointer`] without its allocations (see [`at`]).
+    fn at(&self, pointer: &str) -> Option<&Value>;
+}
+
+impl At for Value {
+    fn at(&self, pointer: &str) -> Option<&Value> {
+        at(self, pointer)
+    }
+}
+
 /// Where the cluster view files objects of this API group, version and kind.
 fn filed(group: &str, version: &str, kind: &str) -> Filed {
     match (group, version, kind) {

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::error::FieldError;
 use crate::model::{Gang, GangKey};
+use crate::object::At;
 
 pub use crate::labels::{check_label_key, check_label_value};
 pub use crate::tree::MAX_SUBGROUP_DEPTH;
@@ -291,7 +292,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
         }
     }
     if let Some(min) =
-        pod.pointer("/metadata/annotations").and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER))
+        pod.at("/metadata/annotations").and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER))
         && min.as_str() == Some("0")
     {
         v.errors.push(FieldError::new(
@@ -299,7 +300,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
             "must be at least 1",
         ));
     }
-    let scheduler = pod.pointer("/spec/schedulerName").and_then(Value::as_str).unwrap_or("");
+    let scheduler = pod.at("/spec/schedulerName").and_then(Value::as_str).unwrap_or("");
     if !claims.is_empty()
         && scheduler != crate::SCHEDULER_NAME
         && !scheduler.is_empty()
@@ -342,12 +343,12 @@ fn validate_workload(
     }
     let total = shape.total_member();
     for role in &shape.roles {
-        let Some(template) = obj.pointer(&role.template) else { continue };
-        let annotations = template.pointer("/metadata/annotations");
+        let Some(template) = obj.at(&role.template) else { continue };
+        let annotations = template.at("/metadata/annotations");
         let path = crate::workload::path_of(&role.template);
         // The gang labels become pod labels: a value the API server would refuse on the pods fails
         // every pod the controller creates, so it is refused here, on the workload.
-        let labels = template.pointer("/metadata/labels");
+        let labels = template.at("/metadata/labels");
         for key in [crate::names::LABEL_GANG, crate::names::LABEL_SUBGROUP] {
             if let Some(value) = labels.and_then(|l| l.get(key)) {
                 let field = format!("{path}.metadata.labels[{key}]");
@@ -376,7 +377,7 @@ fn validate_workload(
         template_gang_errors(template, &shape.namespace, &path, v);
     }
     if shape.kind == "Job"
-        && obj.pointer("/spec/completions").and_then(Value::as_u64).is_some_and(|c| c > u64::from(total))
+        && obj.at("/spec/completions").and_then(Value::as_u64).is_some_and(|c| c > u64::from(total))
     {
         v.warnings.push(format!(
             "spec.completions exceeds spec.parallelism: the gang covers the {total} pods that run at once, not every completion"
@@ -420,8 +421,7 @@ fn is_volcano_job(obj: &Value) -> bool {
 fn has_gang_labels(obj: &Value) -> bool {
     let Some(Ok(shape)) = crate::workload::inspect(obj) else { return false };
     shape.roles.iter().any(|r| {
-        obj.pointer(&r.template)
-            .is_some_and(|t| !crate::workload::template_claims(t, &shape.namespace).is_empty())
+        obj.at(&r.template).is_some_and(|t| !crate::workload::template_claims(t, &shape.namespace).is_empty())
     })
 }
 

@@ -17,7 +17,7 @@ fn jobset_child_job(
 ) {
     let job_template = role.template.strip_suffix("/spec/template").unwrap_or(&role.template);
     let parallelism = obj
-        .pointer(&format!("{job_template}/spec/parallelism"))
+        .at(&format!("{job_template}/spec/parallelism"))
         .and_then(Value::as_u64)
         .and_then(|p| u32::try_from(p).ok())
         .filter(|&p| p > 0)
@@ -37,8 +37,8 @@ fn jobset_child_job(
     labels.insert(JOBSET_REPLICATED_JOB.into(), Value::String(role.name.clone()));
     let mut annotations = object_of("annotations");
     let exclusive =
-        obj.pointer("/metadata/annotations").and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY)).or_else(|| {
-            obj.pointer(&format!("{job_template}/metadata/annotations"))
+        obj.at("/metadata/annotations").and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY)).or_else(|| {
+            obj.at(&format!("{job_template}/metadata/annotations"))
                 .and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY))
         });
     if let Some(key) = exclusive.filter(|k| k.is_string()) {
@@ -87,7 +87,7 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     let mut stamps = Vec::with_capacity(shape.roles.len());
     let mut errors = Vec::new();
     for role in &shape.roles {
-        let Some(template) = obj.pointer(&role.template) else {
+        let Some(template) = obj.at(&role.template) else {
             stamps.push(None);
             continue;
         };
@@ -153,7 +153,7 @@ fn stamp_of(template: &Value, path: &str, namespace: &str) -> Result<Stamp, Vec<
     let mut spec = crate::convert::scheduling_spec(template.get("spec"), &format!("{path}.spec"))?;
     let mut metadata = Map::new();
     for key in ["labels", "annotations"] {
-        match template.pointer(&format!("/metadata/{key}")) {
+        match template.at(&format!("/metadata/{key}")) {
             None | Some(Value::Null) => {}
             Some(v) => {
                 metadata.insert(key.into(), v.clone());
@@ -187,12 +187,12 @@ fn pod_of(metadata: Map<String, Value>, spec: Value) -> Value {
 /// `<job>-<task>-<index>` pods annotated with the group and their task, scheduled by the job's
 /// `schedulerName`.
 fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> Vec<Value> {
-    let scheduler = obj.pointer("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
+    let scheduler = obj.at("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
     let mut task_min = Map::new();
     let mut pods = Vec::new();
     for (i, (role, stamp)) in shape.roles.iter().zip(stamps).enumerate() {
         let min = obj
-            .pointer(&format!("/spec/tasks/{i}/minAvailable"))
+            .at(&format!("/spec/tasks/{i}/minAvailable"))
             .and_then(Value::as_u64)
             .unwrap_or(u64::from(role.pods));
         task_min.insert(role.name.clone(), json!(min));
@@ -219,9 +219,9 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
         "metadata": {"name": shape.name, "namespace": shape.namespace,
-                     "creationTimestamp": obj.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null)},
+                     "creationTimestamp": obj.at("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null)},
         "spec": {"minMember": shape.min_member, "minTaskMember": task_min,
-                 "queue": obj.pointer("/spec/queue").cloned().unwrap_or_else(|| json!("default"))},
+                 "queue": obj.at("/spec/queue").cloned().unwrap_or_else(|| json!("default"))},
     })];
     out.extend(pods);
     out

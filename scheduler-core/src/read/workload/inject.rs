@@ -113,8 +113,8 @@ pub fn template_still_mutable(old: &Value, new: &Value) -> bool {
     };
     job(old)
         && job(new)
-        && old.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
-        && old.pointer("/status/startTime").is_none_or(Value::is_null)
+        && old.at("/spec/suspend").and_then(Value::as_bool) == Some(true)
+        && old.at("/status/startTime").is_none_or(Value::is_null)
 }
 
 fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldError>> {
@@ -134,7 +134,7 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
     }
     if shape.volcano() {
         // Volcano's scheduler name on a vcjob is replaced too: the job is opted in to ours.
-        let current = obj.pointer("/spec/schedulerName").and_then(Value::as_str);
+        let current = obj.at("/spec/schedulerName").and_then(Value::as_str);
         if current == Some("volcano") {
             out.push(Change {
                 path: "/spec/schedulerName".into(),
@@ -149,7 +149,7 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
     let annotations =
         [(ANNOTATION_MIN_MEMBER, shape.min_member.to_string()), (ANNOTATION_TOTAL_MEMBER, total.to_string())];
     for role in &shape.roles {
-        let Some(template) = obj.pointer(&role.template) else { continue };
+        let Some(template) = obj.at(&role.template) else { continue };
         if shape.kind == "Job" && shape.volcano() {
             // Volcano's controller makes the PodGroup and annotates each pod with it: the gang is
             // Volcano's own. Only the scheduler is ours to set, on the job (pods inherit it).
@@ -214,17 +214,16 @@ pub fn recount(old: &Value, new: &Value) -> Vec<Change> {
     let is_job = new.get("kind").and_then(Value::as_str) == Some("Job")
         && new.get("apiVersion").and_then(Value::as_str) == Some("batch/v1");
     let partial = new
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(Value::as_object)
         .is_some_and(|a| a.contains_key(crate::labels::KUEUE_JOB_MIN_PARALLELISM));
-    let was_suspended = old.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+    let was_suspended = old.at("/spec/suspend").and_then(Value::as_bool) == Some(true);
     if !(is_job && partial && was_suspended) {
         return out;
     }
     let Some(Ok(shape)) = inspect(new) else { return out };
     let count = shape.total_member();
-    let Some(annotations) = new.pointer("/spec/template/metadata/annotations").and_then(Value::as_object)
-    else {
+    let Some(annotations) = new.at("/spec/template/metadata/annotations").and_then(Value::as_object) else {
         return out;
     };
     let read = |key: &str| annotations.get(key).and_then(Value::as_str).and_then(|v| v.parse::<u32>().ok());

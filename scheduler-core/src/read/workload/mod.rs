@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::FieldError;
 use crate::names::*;
+use crate::object::At;
 
 use crate::labels::{
     JOB_NAME, JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_JOB_INDEX, JOBSET_NAME, JOBSET_REPLICATED_JOB,
@@ -76,8 +77,7 @@ impl WorkloadShape {
 
 /// True when the object (or, when given, its namespace) carries `kube-gang.io/enabled: "true"`.
 pub fn is_opted_in(obj: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
-    let on_object =
-        obj.pointer("/metadata/labels").and_then(|l| l.get(LABEL_ENABLED)).and_then(Value::as_str);
+    let on_object = obj.at("/metadata/labels").and_then(|l| l.get(LABEL_ENABLED)).and_then(Value::as_str);
     match on_object {
         Some(v) => v == "true",
         None => namespace_labels.and_then(|l| l.get(LABEL_ENABLED)).is_some_and(|v| v == "true"),
@@ -90,7 +90,7 @@ pub fn is_workload(obj: &Value) -> bool {
 }
 
 fn int_at(obj: &Value, ptr: &str, default: i64, errors: &mut Vec<FieldError>) -> u32 {
-    match obj.pointer(ptr) {
+    match obj.at(ptr) {
         None | Some(Value::Null) => u32::try_from(default).unwrap_or(0),
         Some(v) => match v.as_i64().and_then(|n| u32::try_from(n).ok()) {
             Some(n) => n,
@@ -172,7 +172,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     match (group, kind) {
         ("batch", "Job") => {
             let parallelism = int_at(obj, "/spec/parallelism", 1, &mut errors);
-            let completions = obj.pointer("/spec/completions").and_then(Value::as_u64);
+            let completions = obj.at("/spec/completions").and_then(Value::as_u64);
             let pods = match completions {
                 Some(c) => parallelism.min(u32::try_from(c).unwrap_or(u32::MAX)),
                 None => parallelism,
@@ -185,7 +185,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         }
         ("jobset.x-k8s.io", "JobSet") => {
             // Borrowed, never cloned: a JobSet may hold thousands of jobs (issue 16).
-            let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).map_or(0, Vec::len);
+            let jobs = obj.at("/spec/replicatedJobs").and_then(Value::as_array).map_or(0, Vec::len);
             // Each replicated job is a role with its own template to inject: beyond the gang's
             // subgroup limit the JobSet is refused with one bounded error, not a patch per job.
             if jobs > MAX_JOBSET_ROLES {
@@ -196,8 +196,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             }
             for i in 0..jobs {
                 let base = format!("/spec/replicatedJobs/{i}");
-                let name =
-                    obj.pointer(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
+                let name = obj.at(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
                 let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
                 let parallelism = int_at(obj, &format!("{base}/template/spec/parallelism"), 1, &mut errors);
                 let pods = checked_pods(
@@ -211,7 +210,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         }
         ("kubeflow.org", "PyTorchJob" | "MPIJob" | "TFJob" | "XGBoostJob" | "PaddleJob" | "JAXJob") => {
             let (field, known) = kubeflow_replica_types(kind);
-            let specs = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_object);
+            let specs = obj.at(&format!("/spec/{field}")).and_then(Value::as_object);
             let mut unknown = 0usize;
             for role in specs.into_iter().flat_map(|m| m.keys()) {
                 // Only the replica types the operator defines: it refuses the others, and each
@@ -245,7 +244,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             groups = int_at(obj, "/spec/replicas", 1, &mut errors);
             let size = int_at(obj, "/spec/leaderWorkerTemplate/size", 1, &mut errors);
             group_size = Some(size);
-            if obj.pointer("/spec/leaderWorkerTemplate/leaderTemplate").is_some_and(|t| !t.is_null()) {
+            if obj.at("/spec/leaderWorkerTemplate/leaderTemplate").is_some_and(|t| !t.is_null()) {
                 roles.push(Role {
                     name: "leader".into(),
                     pods: groups,
@@ -282,7 +281,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             });
             // Borrowed, never cloned: each worker group holds a whole pod template.
             let workers: &[Value] = obj
-                .pointer(&format!("{base}/workerGroupSpecs"))
+                .at(&format!("{base}/workerGroupSpecs"))
                 .and_then(Value::as_array)
                 .map_or(&[], Vec::as_slice);
             // Beyond the limit, one bounded error rather than a patch per group (issue 16).
@@ -310,8 +309,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             }
         }
         ("batch.volcano.sh", "Job") => {
-            let tasks: &[Value] =
-                obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+            let tasks: &[Value] = obj.at("/spec/tasks").and_then(Value::as_array).map_or(&[], Vec::as_slice);
             for (i, t) in tasks.iter().enumerate() {
                 let name = t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
                 let pods = int_at(obj, &format!("/spec/tasks/{i}/replicas"), 0, &mut errors);
@@ -322,7 +320,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             // Only a gang when asked: opted in, or its pods already name a gang (the coscheduling
             // docs' own example is a Deployment labelled with its PodGroup).
             let names_gang =
-                obj.pointer("/spec/template").is_some_and(|t| !template_claims(t, "default").is_empty());
+                obj.at("/spec/template").is_some_and(|t| !template_claims(t, "default").is_empty());
             if !is_opted_in(obj, None) && !names_gang {
                 return None;
             }
@@ -344,7 +342,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         errors.push(FieldError::new("metadata.name", "Required value: name or generateName is required"));
     }
     for r in &roles {
-        if !obj.pointer(&r.template).is_some_and(Value::is_object) {
+        if !obj.at(&r.template).is_some_and(Value::is_object) {
             errors.push(FieldError::new(path_of(&r.template), "pod template is missing"));
         }
     }
@@ -372,7 +370,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     // The workload may ask for less than all of its pods (an elastic gang): its own
     // `kube-gang.io/min-member` annotation wins over the derived minimum.
     let field = format!("metadata.annotations[{ANNOTATION_MIN_MEMBER}]");
-    if let Some(v) = meta.and_then(|m| m.pointer("/annotations")).and_then(|a| a.get(ANNOTATION_MIN_MEMBER)) {
+    if let Some(v) = meta.and_then(|m| m.at("/annotations")).and_then(|a| a.get(ANNOTATION_MIN_MEMBER)) {
         match v.as_str().map(|s| s.trim().parse::<u32>()) {
             Some(Ok(0)) => errors.push(FieldError::new(field, "must be at least 1")),
             Some(Ok(n)) if n > min_member => errors.push(FieldError::new(
@@ -412,7 +410,7 @@ pub fn metadata_errors(obj: &Value) -> Vec<FieldError> {
     let mut out = crate::convert::metadata_errors(obj.get("metadata"), "");
     if let Some(Ok(shape)) = inspect(obj) {
         for role in &shape.roles {
-            let meta = obj.pointer(&role.template).and_then(|t| t.get("metadata"));
+            let meta = obj.at(&role.template).and_then(|t| t.get("metadata"));
             out.extend(crate::convert::metadata_errors(meta, &path_of(&role.template)));
         }
     }
@@ -481,7 +479,7 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
         }
         sum_min = sum_min.saturating_add(task_min);
     }
-    match obj.pointer("/spec/minAvailable") {
+    match obj.at("/spec/minAvailable") {
         None | Some(Value::Null) => sum_min,
         Some(_) => {
             let n = int_at(obj, "/spec/minAvailable", 0, errors);
@@ -643,22 +641,18 @@ mod tests {
         let shape = inspect(&pytorch()).unwrap().unwrap();
         assert_eq!(shape.min_member, 4);
         let out = inject(&pytorch()).unwrap();
-        let master = out.pointer("/spec/pytorchReplicaSpecs/Master/template").unwrap();
-        assert_eq!(master.pointer("/metadata/labels/kube-gang.io~1gang"), Some(&json!("bert")));
-        assert_eq!(master.pointer("/metadata/labels/kube-gang.io~1subgroup"), Some(&json!("master")));
-        assert_eq!(master.pointer("/metadata/annotations/kube-gang.io~1min-member"), Some(&json!("4")));
-        assert_eq!(master.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")));
-        let worker = out.pointer("/spec/pytorchReplicaSpecs/Worker/template").unwrap();
+        let master = out.at("/spec/pytorchReplicaSpecs/Master/template").unwrap();
+        assert_eq!(master.at("/metadata/labels/kube-gang.io~1gang"), Some(&json!("bert")));
+        assert_eq!(master.at("/metadata/labels/kube-gang.io~1subgroup"), Some(&json!("master")));
+        assert_eq!(master.at("/metadata/annotations/kube-gang.io~1min-member"), Some(&json!("4")));
+        assert_eq!(master.at("/spec/schedulerName"), Some(&json!("gang-scheduler")));
+        let worker = out.at("/spec/pytorchReplicaSpecs/Worker/template").unwrap();
         assert_eq!(
-            worker.pointer("/metadata/annotations/kube-gang.io~1min-member"),
+            worker.at("/metadata/annotations/kube-gang.io~1min-member"),
             Some(&json!("2")),
             "never overwritten"
         );
-        assert_eq!(
-            worker.pointer("/spec/schedulerName"),
-            Some(&json!("volcano")),
-            "the user's scheduler stays"
-        );
+        assert_eq!(worker.at("/spec/schedulerName"), Some(&json!("volcano")), "the user's scheduler stays");
         assert_eq!(inject(&out).unwrap(), out, "a second pass is a no-op");
     }
 
@@ -690,8 +684,8 @@ mod tests {
         assert_eq!(shape.min_member, 9);
         let pods = expand(&js).unwrap();
         assert_eq!(pods.len(), 9);
-        assert!(pods.iter().all(|p| p.pointer("/spec/schedulerName") == Some(&json!("gang-scheduler"))));
-        assert_eq!(pods[0].pointer("/metadata/namespace"), Some(&json!("default")));
+        assert!(pods.iter().all(|p| p.at("/spec/schedulerName") == Some(&json!("gang-scheduler"))));
+        assert_eq!(pods[0].at("/metadata/namespace"), Some(&json!("default")));
     }
 
     #[test]
@@ -729,10 +723,10 @@ mod tests {
                 "metadata": {"name": "j", "labels": {"kube-gang.io/enabled": "true"}},
                 "spec": {"parallelism": 2, "template": markers}});
             let out = inject(&job).unwrap();
-            let t = out.pointer("/spec/template").unwrap();
-            assert_eq!(t.pointer("/metadata/labels/kube-gang.io~1gang"), None, "{markers}");
-            assert_eq!(t.pointer("/metadata/annotations/kube-gang.io~1min-member"), None, "{markers}");
-            assert_eq!(t.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")), "{markers}");
+            let t = out.at("/spec/template").unwrap();
+            assert_eq!(t.at("/metadata/labels/kube-gang.io~1gang"), None, "{markers}");
+            assert_eq!(t.at("/metadata/annotations/kube-gang.io~1min-member"), None, "{markers}");
+            assert_eq!(t.at("/spec/schedulerName"), Some(&json!("gang-scheduler")), "{markers}");
             let pods = expand(&job).unwrap();
             assert!(pods.iter().all(|p| crate::dialect::pod_claims(p).unwrap().len() == 1), "{markers}");
         }
@@ -784,10 +778,10 @@ mod tests {
         let out = expand(&vj).unwrap();
         assert_eq!(out.len(), 5);
         assert_eq!(out[0]["kind"], "PodGroup");
-        assert_eq!(out[0].pointer("/spec/minTaskMember/worker"), Some(&json!(2)));
+        assert_eq!(out[0].at("/spec/minTaskMember/worker"), Some(&json!(2)));
         let pod = &out[4];
-        assert_eq!(pod.pointer("/metadata/name"), Some(&json!("tf-worker-2")));
-        assert_eq!(pod.pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")), "opted in");
+        assert_eq!(pod.at("/metadata/name"), Some(&json!("tf-worker-2")));
+        assert_eq!(pod.at("/spec/schedulerName"), Some(&json!("gang-scheduler")), "opted in");
         let claims = crate::dialect::pod_claims(pod).unwrap();
         assert_eq!(claims.len(), 1);
         assert_eq!(claims[0].subgroup.as_deref(), Some("worker"));
@@ -819,7 +813,7 @@ mod tests {
     fn pods_claiming_a_gang_get_our_scheduler() {
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"kube-gang.io/gang": "g"}},
             "spec": {"schedulerName": "default-scheduler"}});
-        assert_eq!(inject(&pod).unwrap().pointer("/spec/schedulerName"), Some(&json!("gang-scheduler")));
+        assert_eq!(inject(&pod).unwrap().at("/spec/schedulerName"), Some(&json!("gang-scheduler")));
         let other = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
         assert_eq!(inject(&other).unwrap(), other);
     }

@@ -67,18 +67,18 @@ pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
     // is known and its template still mutable (`template_still_mutable`): nothing to warn about.
     if shape.kind == "Job"
         && shape.group == "batch"
-        && obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+        && obj.at("/spec/suspend").and_then(Value::as_bool) == Some(true)
     {
         return None;
     }
     let unnamed = shape
         .roles
         .iter()
-        .any(|r| obj.pointer(&r.template).is_some_and(|t| template_claims(t, &shape.namespace).is_empty()));
+        .any(|r| obj.at(&r.template).is_some_and(|t| template_claims(t, &shape.namespace).is_empty()));
     if !unnamed {
         return None;
     }
-    let prefix = obj.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("");
+    let prefix = obj.at("/metadata/generateName").and_then(Value::as_str).unwrap_or("");
     let suspend = if shape.kind == "Job" && shape.group == "batch" {
         ", or create the Job suspended (its gang is injected when it is unsuspended)"
     } else {

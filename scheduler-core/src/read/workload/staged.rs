@@ -25,7 +25,7 @@ fn staged_gang_min(
 ) -> (Option<u64>, Option<String>) {
     use crate::model::Dialect;
     for role in &shape.roles {
-        let Some(template) = obj.pointer(&role.template) else { continue };
+        let Some(template) = obj.at(&role.template) else { continue };
         let (claims, _) = crate::dialect::template_claims_all(template, &shape.namespace);
         for c in &claims {
             match c.dialect {
@@ -68,7 +68,7 @@ fn first_stage_pods(shape: &WorkloadShape, depends: &dyn Fn(usize) -> bool) -> u
 /// per child Job of an exclusive replicated job, every pod of the others), when some exclusive
 /// replicated job has followers.
 fn exclusive_leaders_first(obj: &Value, shape: &WorkloadShape) -> Option<(String, u32)> {
-    let has = |at: &str, key: &str| obj.pointer(at).and_then(|a| a.get(key)).is_some();
+    let has = |at: &str, key: &str| obj.at(at).and_then(|a| a.get(key)).is_some();
     let jobset = "/metadata/annotations";
     let mut path = None;
     let mut first = 0u32;
@@ -78,7 +78,7 @@ fn exclusive_leaders_first(obj: &Value, shape: &WorkloadShape) -> Option<(String
         let node_selector =
             has(jobset, JOBSET_NODE_SELECTOR_STRATEGY) || has(&job, JOBSET_NODE_SELECTOR_STRATEGY);
         let replicas = obj
-            .pointer(&format!("/spec/replicatedJobs/{i}/replicas"))
+            .at(&format!("/spec/replicatedJobs/{i}/replicas"))
             .and_then(Value::as_u64)
             .map_or(1, |r| u32::try_from(r).unwrap_or(u32::MAX));
         if exclusive && !node_selector && role.pods > replicas {
@@ -136,7 +136,7 @@ pub fn staged_creation(
             never: min.is_some_and(|m| m > u64::from(first)),
         });
     };
-    let str_at = |p: &str| obj.pointer(p).and_then(Value::as_str);
+    let str_at = |p: &str| obj.at(p).and_then(Value::as_str);
     match (shape.group.as_str(), shape.kind.as_str()) {
         ("apps", "StatefulSet") => {
             let policy = str_at("/spec/podManagementPolicy").unwrap_or("OrderedReady");
@@ -150,9 +150,9 @@ pub fn staged_creation(
             }
         }
         ("jobset.x-k8s.io", "JobSet") => {
-            let jobs = obj.pointer("/spec/replicatedJobs").and_then(Value::as_array);
+            let jobs = obj.at("/spec/replicatedJobs").and_then(Value::as_array);
             let depends = |i: usize| {
-                obj.pointer(&format!("/spec/replicatedJobs/{i}/dependsOn"))
+                obj.at(&format!("/spec/replicatedJobs/{i}/dependsOn"))
                     .and_then(Value::as_array)
                     .is_some_and(|d| !d.is_empty())
             };
@@ -207,7 +207,7 @@ pub fn staged_creation(
         }
         ("batch.volcano.sh", "Job") => {
             let depends = |i: usize| {
-                obj.pointer(&format!("/spec/tasks/{i}/dependsOn/name"))
+                obj.at(&format!("/spec/tasks/{i}/dependsOn/name"))
                     .and_then(Value::as_array)
                     .is_some_and(|d| !d.is_empty())
             };
