@@ -364,17 +364,26 @@ pub fn describe(obj: &Value) -> String {
 }
 
 /// The gangs the gang objects among `objects` define (objects that are not one are passed over),
-/// for checks that need a pod and its gang together.
-pub fn gangs_of<'a>(objects: impl IntoIterator<Item = &'a Value>) -> scheduler_core::GangSet {
-    objects.into_iter().filter_map(gang_of).collect()
-}
-
-/// The gang `object` defines, when it is a gang object that reads.
-pub fn gang_of(object: &Value) -> Option<scheduler_core::Gang> {
-    match scheduler_core::dialect::read_object(object) {
-        Some(Ok(scheduler_core::dialect::GangObject::Gang(g))) => Some(g),
-        _ => None,
+/// for checks that need a pod and its gang together: kube-gang Gangs and the dialects' PodGroups,
+/// and the upstream `scheduling.k8s.io` PodGroups and CompositePodGroups assembled into their
+/// trees once all are read (a pod names a PodGroup that heads its own tree by that PodGroup's key).
+pub fn gangs_of<V: std::borrow::Borrow<Value>>(
+    objects: impl IntoIterator<Item = V>,
+) -> scheduler_core::GangSet {
+    use scheduler_core::dialect::GangObject;
+    let mut gangs = Vec::new();
+    let mut upstream = Vec::new();
+    for object in objects {
+        match scheduler_core::dialect::read_object(object.borrow()) {
+            Some(Ok(GangObject::Gang(g))) => gangs.push(g),
+            Some(Ok(GangObject::UpstreamGroup(g))) => upstream.push(g),
+            _ => {}
+        }
     }
+    if !upstream.is_empty() {
+        gangs.extend(scheduler_core::dialect::upstream::assemble(&upstream).0);
+    }
+    gangs.into_iter().collect()
 }
 
 /// JSON as the API server reads it with strict field validation (kubectl's default since 1.27):

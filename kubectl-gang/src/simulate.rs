@@ -153,8 +153,7 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
         s
     };
     // Read before admission changes anything, as `validate` reads them.
-    let gangs: scheduler_core::GangSet =
-        sourced().map(defaulted).filter_map(|s| input::gang_of(&s.object)).collect();
+    let gangs = input::gangs_of(sourced().map(defaulted).map(|s| s.object));
     let opted_in: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();
     let mut budget = max_pods;
     for (index, Sourced { file: source, object: mut obj }) in sourced().map(defaulted).enumerate() {

@@ -50,8 +50,7 @@ pub fn check<I: Iterator<Item = Sourced>>(objects: impl Fn() -> I, namespace: Op
         s
     };
     // Read before admission changes anything: a gang object is not injected into.
-    let gangs: scheduler_core::GangSet =
-        objects().map(with_namespace).filter_map(|s| input::gang_of(&s.object)).collect();
+    let gangs = input::gangs_of(objects().map(with_namespace).map(|s| s.object));
     let mut report = Report::default();
     for s in objects().map(with_namespace) {
         let mut obj = s.object;
