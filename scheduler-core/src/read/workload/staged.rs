@@ -113,8 +113,8 @@ pub fn staged_creation(
     known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
 ) -> Vec<Staged> {
     let mut out = Vec::new();
-    // Read only when a stage is found: it builds a pod from each template (a copy of its
-    // metadata), which most workloads, staged by nothing, should not pay for.
+    // Read only when a stage is found: it reads every template's claims and annotation gang,
+    // which most workloads, staged by nothing, need not pay for.
     let mut gang: Option<(Option<u64>, Option<String>)> = None;
     let mut stage = |path: &str, what: &str, first: u32, fix: &str| {
         let (min, named) = gang.get_or_insert_with(|| staged_gang_min(obj, shape, known_min)).clone();
