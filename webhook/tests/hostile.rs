@@ -75,14 +75,18 @@ async fn metrics(probe: u16) -> String {
     plain(probe, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap().1
 }
 
-/// The metrics once every line of `lines` is in them (a count may land just after the client saw
-/// its connection close); the last reading if `BOUND` passes first.
-async fn metrics_with(probe: u16, lines: &[&str]) -> String {
+/// Asserts every line of `lines` is in the metrics within `BOUND` (a count may land just after
+/// the client saw its connection close), naming the lines missing from the last reading.
+async fn assert_metrics(probe: u16, lines: &[&str]) {
     let deadline = tokio::time::Instant::now() + BOUND;
     loop {
         let text = metrics(probe).await;
-        if lines.iter().all(|l| text.contains(l)) || tokio::time::Instant::now() > deadline {
-            return text;
+        if lines.iter().all(|l| text.contains(l)) {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let missing: Vec<_> = lines.iter().filter(|l| !text.contains(*l)).collect();
+            panic!("{missing:?} missing from\n{text}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -205,10 +209,7 @@ async fn slowloris_headers_are_cut_off_on_both_ports() {
         r#"gang_webhook_connections_closed_total{port="webhook",reason="header_timeout"} 2"#,
         r#"gang_webhook_connections_closed_total{port="probe",reason="header_timeout"} 1"#,
     ];
-    let text = metrics_with(server.probe, &lines).await;
-    for line in lines {
-        assert!(text.contains(line), "{line} missing from\n{text}");
-    }
+    assert_metrics(server.probe, &lines).await;
 }
 
 #[test]
@@ -242,10 +243,7 @@ async fn what_hyper_answers_itself_is_counted() {
         r#"gang_webhook_connections_closed_total{port="webhook",reason="bad_http"} 1"#,
         r#"gang_webhook_connections_closed_total{port="webhook",reason="headers_too_large"} 1"#,
     ];
-    let text = metrics_with(server.probe, &lines).await;
-    for line in lines {
-        assert!(text.contains(line), "{line} missing from\n{text}");
-    }
+    assert_metrics(server.probe, &lines).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
