@@ -256,8 +256,10 @@ proptest! {
 
     /// The cycle's shortcuts (a node order kept per class of alike pods, topology domains pruned
     /// by a bound, node usage carried in the snapshot instead of added up pod by pod, the JobSet
-    /// pods on nodes found once a cycle for exclusive placement) choose exactly what the plain
-    /// algorithm chooses.
+    /// pods on nodes found once a cycle for exclusive placement, the domains exclusive child jobs
+    /// hold folded into feasible nodes and kept up to date as gangs are committed) choose exactly
+    /// what the plain algorithm chooses; and with JobSets about, no pod newly bound shares a rack
+    /// with an exclusive child job of another job at its priority, either way round.
     #[test]
     fn shortcuts_never_change_a_plan(
         (nodes, gangs, running) in cluster(),
@@ -268,26 +270,38 @@ proptest! {
         exclusive in any::<bool>(),
     ) {
         let mut snap = build(&nodes, &gangs, &running);
+        let job_key = |job: String| -> Labels {
+            BTreeMap::from([(scheduler_core::labels::JOBSET_JOB_KEY.to_string(), job)]).into()
+        };
         if exclusive {
-            // JobSets with exclusive racks: each gang's members in two child jobs, and every other
-            // pod of someone else's a child job of another JobSet (the domains they hold are taken).
+            // JobSets: each gang's members in two child jobs, every other gang's placed
+            // exclusively by rack; half the pods of someone else's are child jobs of other
+            // JobSets (exclusive or not), and so are some pods of ours outside any gang.
             for p in snap.pods.iter_mut().filter(|p| p.gang.is_some()) {
                 let name = p.key.name.clone();
                 let (gang, member) = name.rsplit_once('-').unwrap_or((name.as_str(), "0"));
                 let job = format!("{gang}-job{}", member.parse::<usize>().unwrap_or(0) % 2);
-                p.labels = BTreeMap::from([(scheduler_core::labels::JOBSET_JOB_KEY.to_string(), job)]).into();
-                p.exclusive_topology = Some("rack".into());
+                p.labels = job_key(job);
+                if gang.bytes().map(usize::from).sum::<usize>() % 2 == 0 {
+                    p.exclusive_topology = Some("rack".into());
+                }
             }
         }
         for (j, &(gpus, cpu)) in singles.iter().enumerate() {
             let mut p = pod(&format!("single-{j:02}"), None, gpus, cpu * 1000, 0, None);
             p.scheduler_name = "gang-scheduler".into();
+            if exclusive && j % 3 == 0 {
+                p.labels = job_key(format!("single-{j}"));
+            }
             snap.pods.push(p);
         }
         for (j, o) in others.iter().enumerate() {
             let mut p = o.pod(j);
             if exclusive && j % 2 == 0 {
-                p.labels = BTreeMap::from([(scheduler_core::labels::JOBSET_JOB_KEY.to_string(), format!("other-{j}"))]).into();
+                p.labels = job_key(format!("other-{j}"));
+                if j % 4 == 0 {
+                    p.exclusive_topology = Some("rack".into());
+                }
             }
             snap.pods.push(p);
         }
@@ -296,7 +310,29 @@ proptest! {
         }
         let config = config(spread);
         let now = Time::from_secs(1_000);
-        prop_assert_eq!(schedule(&snap, &config, now), scheduler_core::schedule_reference(&snap, &config, now));
+        let plan = schedule(&snap, &config, now);
+        prop_assert_eq!(&plan, &scheduler_core::schedule_reference(&snap, &config, now));
+
+        // JobSet's exclusive anti-affinity, both ways, over every pair with a pod newly bound.
+        let rack_of: HashMap<&str, &str> = snap.nodes.iter()
+            .filter_map(|n| Some((n.name.as_str(), n.labels.get("rack")?.as_str()))).collect();
+        let by_key: HashMap<&PodKey, &Pod> = snap.pods.iter().map(|p| (&p.key, p)).collect();
+        let mut on: Vec<(&Pod, &str, bool)> = snap.pods.iter()
+            .filter(|p| p.uses_node())
+            .filter_map(|p| Some((p, *rack_of.get(p.node_name.as_deref()?)?, false)))
+            .collect();
+        on.extend(plan.bindings.iter().filter_map(|b| Some((by_key[&b.pod], *rack_of.get(b.node.as_str())?, true))));
+        let job = |p: &Pod| p.labels.get(scheduler_core::labels::JOBSET_JOB_KEY).map(str::to_string);
+        for &(a, rack_a, new_a) in &on {
+            if a.exclusive_topology.is_none() || job(a).is_none() {
+                continue;
+            }
+            for &(b, rack_b, new_b) in &on {
+                if (new_a || new_b) && rack_a == rack_b && job(b).is_some() && job(a) != job(b) && a.priority == b.priority {
+                    prop_assert!(false, "{} (exclusive, {:?}) and {} ({:?}) share rack {rack_a}", a.key, job(a), b.key, job(b));
+                }
+            }
+        }
     }
 
     #[test]

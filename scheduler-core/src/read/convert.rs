@@ -289,6 +289,9 @@ struct PodFields<'a> {
     deleting: bool,
     labels: Option<BTreeMap<String, String>>,
     exclusive_topology: Option<&'a str>,
+    /// JobSet's node-selector strategy: exclusive placement by node labels and taints, no
+    /// affinity injected (the exclusive topology is then not the scheduler's to enforce).
+    node_selector_strategy: bool,
     containers: Vec<ContainerResources<'a>>,
     init_containers: Vec<ContainerResources<'a>>,
     overhead: Option<Quantities<'a>>,
@@ -350,6 +353,10 @@ impl<'a> PodFields<'a> {
                 .as_ref()
                 .and_then(|a| a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
                 .map(String::as_str),
+            node_selector_strategy: meta
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(crate::labels::JOBSET_NODE_SELECTOR_STRATEGY)),
             containers: spec.into_iter().flat_map(|s| &s.containers).map(ContainerResources::of).collect(),
             init_containers: spec
                 .and_then(|s| s.init_containers.as_ref())
@@ -489,6 +496,8 @@ impl<'a> PodFields<'a> {
             deleting: raw::time(meta, "deletionTimestamp")?.is_some(),
             labels: raw::strings(meta, "labels")?,
             exclusive_topology: raw::string(annotations, crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY)?,
+            node_selector_strategy: raw::field(annotations, crate::labels::JOBSET_NODE_SELECTOR_STRATEGY)
+                .is_some(),
             containers: containers("containers")?,
             init_containers: containers("initContainers")?,
             overhead: raw::quantities(spec, "overhead")?,
@@ -695,7 +704,10 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
         ),
         scheduling_gates: f.scheduling_gates.iter().map(|g| g.to_string()).collect(),
         labels: f.labels.unwrap_or_default().into(),
-        exclusive_topology: f.exclusive_topology.filter(|k| !k.is_empty()).map(str::to_string),
+        exclusive_topology: f
+            .exclusive_topology
+            .filter(|k| !k.is_empty() && !f.node_selector_strategy)
+            .map(str::to_string),
     })
 }
 

@@ -72,6 +72,15 @@ pub const JOBSET_NODE_SELECTOR_STRATEGY: &str = "alpha.jobset.sigs.k8s.io/node-s
 /// JobSet's pod label identifying the child Job (a hash of `namespace/job`): JobSet's exclusive
 /// placement keeps pods of other values out of a child Job's domain.
 pub const JOBSET_JOB_KEY: &str = "jobset.sigs.k8s.io/job-key";
+/// JobSet's pod label carrying the pod's priority (set by JobSet's pod webhook from
+/// `spec.priority`): exclusive placement keeps out only other child Jobs of the same priority.
+pub const JOBSET_PRIORITY: &str = "jobset.sigs.k8s.io/priority";
+/// The node label (value `<namespace>_<job>`) and taint of JobSet's node-selector strategy: the
+/// controller gives each exclusive child Job's pods a nodeSelector on the label and a toleration
+/// of the taint; the nodes are labelled and tainted ahead of time.
+pub const JOBSET_NAMESPACED_JOB: &str = "alpha.jobset.sigs.k8s.io/namespaced-job";
+/// See [`JOBSET_NAMESPACED_JOB`].
+pub const JOBSET_NO_SCHEDULE_TAINT: &str = "alpha.jobset.sigs.k8s.io/no-schedule";
 /// JobSet's pod label naming the JobSet.
 pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
 /// JobSet's pod label naming the replicated job.

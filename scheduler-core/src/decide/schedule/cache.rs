@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
+use super::exclusive::{self, Blocks};
 use super::filter::{soft_taints, static_fit};
 use super::ledger::{Demand, Ledger, Txn};
 use crate::config::Scoring;
@@ -26,15 +27,26 @@ pub(super) struct Topology {
     pub domains: Vec<(String, Vec<usize>)>,
 }
 
-/// Static feasibility of one constraint signature (selector, affinity, tolerations).
+/// Static feasibility of one constraint signature (selector, affinity, tolerations), less the
+/// domains JobSet's exclusive placement keeps the pod out of.
 #[derive(Debug)]
 pub(super) struct Feasible {
     pub list: Vec<usize>,
     pub mask: Vec<bool>,
+    /// Why nodes that pass the static checks are left out, when some are: the domains other
+    /// JobSets' exclusive child Jobs hold.
+    pub excluded: Option<String>,
 }
 
 /// Signature hash → (representative pod, its feasible nodes); equal hashes are compared exactly.
 type FeasibleCache = HashMap<u64, Vec<(usize, Rc<Feasible>)>>;
+
+/// A pod's feasible set, and for a JobSet pod the generation of the exclusive [`Blocks`] it was
+/// folded with.
+type PodFeasible = (Rc<Feasible>, Option<u32>);
+
+/// (static feasible set, topology domains left out) → the feasible set without them.
+type FoldedCache = HashMap<(usize, Vec<(usize, u32)>), Rc<Feasible>>;
 
 /// How many requested resources a node key orders by (the scarcest first; the last slot is pod
 /// slots). Pods requesting more distinct resources than this are ordered by the first ones only.
@@ -100,9 +112,19 @@ pub(super) struct Caches<'a> {
     /// never changes a plan.
     rank: Vec<usize>,
     scoring: Scoring,
+    /// Node name → index.
+    node_index: HashMap<&'a str, usize>,
     feasible: RefCell<FeasibleCache>,
-    /// Pod index → its feasible set, once looked up.
-    by_pod: RefCell<Vec<Option<Rc<Feasible>>>>,
+    /// Pod index → its feasible set, once looked up, and for a JobSet pod the generation of the
+    /// exclusive [`Blocks`] it was folded with.
+    by_pod: RefCell<Vec<Option<PodFeasible>>>,
+    /// Domains exclusive child Jobs hold (bound, or committed this cycle), built when the first
+    /// JobSet pod asks.
+    blocks: RefCell<Option<Blocks>>,
+    /// Exclusive pods committed this cycle, with their nodes.
+    committed: RefCell<Vec<(usize, usize)>>,
+    /// (static feasible set, domains left out) → the feasible set without them.
+    folded: RefCell<FoldedCache>,
     topologies: RefCell<HashMap<String, Rc<Topology>>>,
     classes: RefCell<HashMap<ClassKey, Vec<Class>>>,
     /// Node entries held by all class indices (bounded by [`MAX_INDEXED`]).
@@ -121,7 +143,7 @@ impl std::fmt::Debug for Caches<'_> {
 }
 
 impl<'a> Caches<'a> {
-    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool) -> Self {
+    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
         Caches {
             snap,
             rank: {
@@ -134,8 +156,12 @@ impl<'a> Caches<'a> {
                 rank
             },
             scoring: config.scoring,
+            node_index,
             feasible: RefCell::new(HashMap::new()),
             by_pod: RefCell::new(vec![None; snap.pods.len()]),
+            blocks: RefCell::new(None),
+            committed: RefCell::new(Vec::new()),
+            folded: RefCell::new(HashMap::new()),
             topologies: RefCell::new(HashMap::new()),
             classes: RefCell::new(HashMap::new()),
             indexed: Cell::new(0),
@@ -150,18 +176,14 @@ impl<'a> Caches<'a> {
     /// resolves a name): the domains exclusive placement must keep clear of. One pass over the
     /// snapshot's pods per cycle, when the first exclusive gang asks (the reference cycle scans
     /// again on every ask), instead of one per placement attempt.
-    pub fn jobset_pods(&self, node_of: impl Fn(&str) -> Option<usize>) -> Rc<[(usize, usize)]> {
+    pub fn jobset_pods(&self) -> Rc<[(usize, usize)]> {
         let scan = || -> Rc<[(usize, usize)]> {
             self.snap
                 .pods
                 .iter()
                 .enumerate()
-                .filter(|(_, pod)| {
-                    pod.uses_node()
-                        && (pod.labels.get(crate::labels::JOBSET_JOB_KEY).is_some()
-                            || pod.labels.get(crate::labels::JOBSET_NAME).is_some())
-                })
-                .filter_map(|(p, pod)| Some((p, node_of(pod.node_name.as_deref()?)?)))
+                .filter(|(_, pod)| pod.uses_node() && exclusive::is_jobset_pod(pod))
+                .filter_map(|(p, pod)| Some((p, self.node_of(pod.node_name.as_deref()?)?)))
                 .collect()
         };
         if !self.fast {
@@ -170,15 +192,108 @@ impl<'a> Caches<'a> {
         self.jobset_pods.get_or_init(scan).clone()
     }
 
-    /// Nodes that pass every capacity-independent check for pod `p`; computed once per distinct
-    /// constraint signature per cycle (members of a gang usually share one).
+    /// The index of the node named `name`.
+    pub fn node_of(&self, name: &str) -> Option<usize> {
+        self.node_index.get(name).copied()
+    }
+
+    /// Notes pods committed to nodes this cycle: the exclusive ones among them hold their
+    /// domains against other child Jobs from now on.
+    pub fn committed(&self, bindings: &[(usize, usize)]) {
+        let pods = &self.snap.pods;
+        let exclusive: Vec<(usize, usize)> =
+            bindings.iter().copied().filter(|&(p, _)| pods[p].exclusive_topology.is_some()).collect();
+        if exclusive.is_empty() {
+            return;
+        }
+        if let Some(b) = self.blocks.borrow_mut().as_mut() {
+            for &(p, n) in &exclusive {
+                b.add(&pods[p], &self.snap.nodes[n]);
+            }
+        }
+        self.committed.borrow_mut().extend(exclusive);
+    }
+
+    /// The exclusive domains as they stand: built from the snapshot's bound pods and the pods
+    /// committed so far, kept up to date from then on (the reference cycle builds them anew on
+    /// every ask).
+    fn with_blocks<R>(&self, f: impl FnOnce(&Blocks) -> R) -> R {
+        let build = || {
+            let mut b = Blocks::default();
+            let bound = self.jobset_pods();
+            for &(p, n) in bound.iter().chain(self.committed.borrow().iter()) {
+                b.add(&self.snap.pods[p], &self.snap.nodes[n]);
+            }
+            b
+        };
+        if !self.fast {
+            return f(&build());
+        }
+        let mut slot = self.blocks.borrow_mut();
+        f(slot.get_or_insert_with(build))
+    }
+
+    /// Nodes that pass every capacity-independent check for pod `p`, less the domains other
+    /// JobSets' exclusive child Jobs hold against it; computed once per distinct constraint
+    /// signature (and set of such domains) per cycle — members of a gang usually share one.
     pub fn feasible(&self, p: usize) -> Rc<Feasible> {
-        if let Some(Some(f)) = self.by_pod.borrow().get(p) {
+        let pod = &self.snap.pods[p];
+        let generation = exclusive::is_jobset_pod(pod).then(|| self.with_blocks(|b| b.generation));
+        if (self.fast || generation.is_none())
+            && let Some(Some((f, g))) = self.by_pod.borrow().get(p)
+            && *g == generation
+        {
             return f.clone();
         }
-        let f = self.feasible_uncached(p);
+        let mut f = self.feasible_uncached(p);
+        if generation.is_some() {
+            f = self.fold_blocks(pod, f);
+        }
         if let Some(slot) = self.by_pod.borrow_mut().get_mut(p) {
-            *slot = Some(f.clone());
+            *slot = Some((f.clone(), generation));
+        }
+        f
+    }
+
+    /// `base` (a JobSet pod's static feasible set) without the domains exclusive child Jobs of
+    /// other Jobs hold at its priority; `base` itself when there are none.
+    fn fold_blocks(&self, pod: &Pod, base: Rc<Feasible>) -> Rc<Feasible> {
+        let out: Vec<(Rc<Topology>, u32, String)> = self.with_blocks(|b| {
+            b.against(pod)
+                .into_iter()
+                .filter_map(|(key, value)| {
+                    let topo = self.topology(key);
+                    let d = topo.domains.binary_search_by(|(v, _)| v.as_str().cmp(value)).ok()?;
+                    Some((topo, u32::try_from(d).ok()?, format!("{key}={value}")))
+                })
+                .collect()
+        });
+        if out.is_empty() {
+            return base;
+        }
+        let sig =
+            (Rc::as_ptr(&base) as usize, out.iter().map(|(t, d, _)| (Rc::as_ptr(t) as usize, *d)).collect());
+        if self.fast
+            && let Some(f) = self.folded.borrow().get(&sig)
+        {
+            return f.clone();
+        }
+        let mut mask = base.mask.clone();
+        for (topo, d, _) in &out {
+            for &n in &topo.domains[usize::try_from(*d).unwrap_or(usize::MAX)].1 {
+                mask[n] = false;
+            }
+        }
+        let list = base.list.iter().copied().filter(|&n| mask[n]).collect();
+        let mut held: Vec<&str> = out.iter().map(|(_, _, name)| name.as_str()).collect();
+        held.sort_unstable();
+        let excluded = Some(format!(
+            "are in a domain another JobSet's child job holds exclusively ({})",
+            held.join(", ")
+        ));
+        let f = Rc::new(Feasible { list, mask, excluded });
+        if self.fast {
+            self.folded.borrow_mut().insert(sig, f.clone());
         }
         f
     }
@@ -208,7 +323,7 @@ impl<'a> Caches<'a> {
                 list.push(i);
             }
         }
-        let f = Rc::new(Feasible { list, mask });
+        let f = Rc::new(Feasible { list, mask, excluded: None });
         self.feasible.borrow_mut().entry(sig).or_default().push((p, f.clone()));
         f
     }

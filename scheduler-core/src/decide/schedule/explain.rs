@@ -147,13 +147,20 @@ impl FitSummaries {
         {
             return text.clone();
         }
-        let text = summary(nodes, pod, demand, ledger, res);
+        let text = summary(nodes, pod, demand, feasible, ledger, res);
         self.by_shape.borrow_mut().insert(shape, (ledger.version, text.clone()));
         text
     }
 }
 
-fn summary(nodes: &[Node], pod: &Pod, demand: &Demand, ledger: &Ledger, res: &ResourceIndex) -> String {
+fn summary(
+    nodes: &[Node],
+    pod: &Pod,
+    demand: &Demand,
+    feasible: &Feasible,
+    ledger: &Ledger,
+    res: &ResourceIndex,
+) -> String {
     let txn = Txn::default();
     let mut fit: Vec<&str> = Vec::new();
     let mut groups: BTreeMap<String, usize> = BTreeMap::new();
@@ -164,6 +171,9 @@ fn summary(nodes: &[Node], pod: &Pod, demand: &Demand, ledger: &Ledger, res: &Re
             Err(Static::Taint(t)) => format!("have taint {t}"),
             Err(Static::NodeSelector) => "do not match the nodeSelector".to_string(),
             Err(Static::Affinity) => "do not match the required node affinity".to_string(),
+            Ok(()) if !feasible.mask.get(i).copied().unwrap_or(true) => {
+                feasible.excluded.clone().unwrap_or_else(|| "are left out".to_string())
+            }
             Ok(()) => match ledger.fits(&txn, i, demand) {
                 Ok(()) => {
                     fit.push(&node.name);

@@ -114,7 +114,14 @@ impl Progress {
     }
 
     /// Decides a gang group (usually one gang): all of its gangs are placed in this cycle, or none.
+    /// What it places is noted to the placer (JobSet's exclusive domains it now holds).
     pub fn gang_group(&mut self, facts: &Facts<'_>, placer: &Placer<'_>, group: &[usize]) {
+        let before = self.placed.len();
+        self.decide_group(facts, placer, group);
+        placer.committed(&self.placed[before..]);
+    }
+
+    fn decide_group(&mut self, facts: &Facts<'_>, placer: &Placer<'_>, group: &[usize]) {
         let mut attempts: Vec<(usize, Attempt)> = Vec::new();
         let mut blocked: Vec<String> = Vec::new();
         for &g in group {

@@ -23,6 +23,7 @@
 
 mod cache;
 mod decision;
+mod exclusive;
 mod explain;
 mod filter;
 mod ledger;
@@ -150,7 +151,21 @@ impl PodFacts<'_> {
                 && self.demand.same(p, q)
                 && a.node_selector == b.node_selector
                 && a.affinity == b.affinity
-                && a.tolerations == b.tolerations)
+                && a.tolerations == b.tolerations
+                && same_jobset_side(a, b))
+    }
+}
+
+/// Whether JobSet's exclusive placement sees `a` and `b` alike: neither a JobSet pod, or both of
+/// one child Job and priority (the domains exclusive child Jobs hold keep out other Jobs' pods).
+fn same_jobset_side(a: &Pod, b: &Pod) -> bool {
+    match (exclusive::is_jobset_pod(a), exclusive::is_jobset_pod(b)) {
+        (false, false) => true,
+        (true, true) => {
+            exclusive::job_of(a) == exclusive::job_of(b)
+                && exclusive::priority_of(a) == exclusive::priority_of(b)
+        }
+        _ => false,
     }
 }
 

@@ -19,6 +19,7 @@ use std::rc::Rc;
 pub(super) use super::cache::Ask;
 pub(super) use super::cache::Feasible;
 use super::cache::{Caches, Filter, NodeKey, Topology};
+use super::exclusive::{self, job_of};
 use super::ledger::{Demands, Ledger, Txn};
 use super::members::Members;
 use crate::model::{Gang, GangMode};
@@ -29,7 +30,6 @@ use crate::{Config, Snapshot};
 #[derive(Debug)]
 pub(super) struct Placer<'a> {
     snap: &'a Snapshot,
-    node_index: HashMap<&'a str, usize>,
     caches: Caches<'a>,
     /// Take the shortcuts (class indices, domain pruning). Off only for the reference cycle the
     /// property tests hold them to.
@@ -92,7 +92,12 @@ impl<'a> Placer<'a> {
     /// A placer for `snap`; `node_index` is the cycle's (node name → index), copied rather than
     /// built again.
     pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
-        Placer { snap, node_index, caches: Caches::new(snap, config, fast), fast }
+        Placer { snap, caches: Caches::new(snap, config, fast, node_index), fast }
+    }
+
+    /// Notes bindings committed this cycle (see [`Caches::committed`]).
+    pub fn committed(&self, bindings: &[(usize, usize)]) {
+        self.caches.committed(bindings);
     }
 
     /// Nodes that pass every capacity-independent check for pod `p` (see [`Caches::feasible`]).
@@ -116,7 +121,7 @@ impl<'a> Placer<'a> {
             feasible.mask[n] && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
         };
         let pod = &self.snap.pods[p];
-        let nominated = pod.nominated_node.as_deref().and_then(|name| self.node_index.get(name).copied());
+        let nominated = pod.nominated_node.as_deref().and_then(|name| self.caches.node_of(name));
         for n in reserved.copied().into_iter().chain(nominated) {
             if allowed(n) && state.fits(txn, n, d).is_ok() {
                 return Some(n);
@@ -216,8 +221,11 @@ impl<'a> Placer<'a> {
     /// Exclusive placement as JobSet's pod affinity and anti-affinity on
     /// `jobset.sigs.k8s.io/job-key` make it (`namespaceSelector: {}`): the members are grouped by
     /// their child Job ([`job_of`]), and each group is placed whole in a domain of `key` that
-    /// holds no other child Job's pods — of this gang or of any other JobSet, in any namespace —
-    /// or its own domain when some of its members are bound already. Groups go in name order,
+    /// holds no other child Job of this gang, and no pod of another JobSet's child Jobs at the
+    /// group's priority (JobSet's anti-affinity compares `jobset.sigs.k8s.io/priority`), in any
+    /// namespace — or its own domain when some of its members are bound already. Domains
+    /// other exclusive child Jobs hold are out of its members' feasible nodes already
+    /// ([`super::exclusive`]). Groups go in name order,
     /// each to the least free domain that takes all of it.
     fn exclusive(&self, r: &PlacementRequest<'_>, key: &str, start: Work) -> Placement {
         let gang = r.gang;
@@ -225,7 +233,7 @@ impl<'a> Placer<'a> {
         let group_of = |p: usize| job_of(&self.snap.pods[p]);
         let domain_of = |p: usize| {
             let node = self.snap.pods[p].node_name.as_deref()?;
-            let d = topo.node_domain[*self.node_index.get(node)?];
+            let d = topo.node_domain[self.caches.node_of(node)?];
             (d != u32::MAX).then_some(d)
         };
         // Domain → the group holding it, from the members already on nodes.
@@ -237,41 +245,48 @@ impl<'a> Placer<'a> {
                 held.entry(d).or_insert_with(|| group_of(p));
             }
         }
-        let mine = held.len();
-        // Other JobSets' child Jobs on nodes: their domains are taken (a marker no group is named).
-        const OTHER: &str = "\0another JobSet's child job";
-        let foreign = |pod: &crate::model::Pod| {
-            (pod.labels.get(crate::labels::JOBSET_JOB_KEY).is_some()
-                || pod.labels.get(crate::labels::JOBSET_NAME).is_some())
+        // Other JobSets' child Jobs on nodes, bound or placed earlier in this cycle: the
+        // priorities (see [`exclusive::priority_of`]) of their pods per domain. A group is kept
+        // out of a domain that holds one of its own priority, as its leader's anti-affinity says.
+        let mut foreign: std::collections::BTreeMap<u32, std::collections::BTreeSet<String>> =
+            std::collections::BTreeMap::new();
+        let mut count = |p: usize, n: usize| {
+            let pod = &self.snap.pods[p];
+            let d = topo.node_domain[n];
+            if d != u32::MAX
+                && exclusive::is_jobset_pod(pod)
                 && pod.gang.as_ref().is_none_or(|m| m.gang != gang.key)
+            {
+                foreign.entry(d).or_default().insert(exclusive::priority_of(pod));
+            }
         };
-        let on = self.caches.jobset_pods(|node| self.node_index.get(node).copied());
-        for &(p, n) in on.iter() {
-            let d = topo.node_domain[n];
-            if d != u32::MAX && self.snap.pods[p].gang.as_ref().is_none_or(|m| m.gang != gang.key) {
-                held.entry(d).or_insert_with(|| OTHER.to_string());
-            }
+        for &(p, n) in self.caches.jobset_pods().iter() {
+            count(p, n);
         }
-        // And those placed earlier in this cycle.
-        (r.earlier)(&mut |p, n| {
-            let d = topo.node_domain[n];
-            if d != u32::MAX && foreign(&self.snap.pods[p]) {
-                held.entry(d).or_insert_with(|| OTHER.to_string());
-            }
-        });
-        let others = held.len() - mine;
+        (r.earlier)(&mut count);
         let mut groups: std::collections::BTreeMap<String, Vec<usize>> = std::collections::BTreeMap::new();
         for &p in r.members.pending.values().flatten() {
             groups.entry(group_of(p)).or_default().push(p);
         }
+        let priorities: std::collections::BTreeSet<String> = groups
+            .values()
+            .filter_map(|pods| pods.first())
+            .map(|&p| exclusive::priority_of(&self.snap.pods[p]))
+            .collect();
+        let others = foreign.values().filter(|ps| !ps.is_disjoint(&priorities)).count();
         let mut w = start;
         let mut placed_groups = 0usize;
         for (group, pods) in &groups {
+            let priority =
+                pods.first().map(|&p| exclusive::priority_of(&self.snap.pods[p])).unwrap_or_default();
             let own = held.iter().find(|(_, g)| *g == group).map(|(&d, _)| d);
             let candidates: Vec<usize> = match own {
                 Some(d) => vec![usize::try_from(d).unwrap_or(usize::MAX)],
                 None => (0..topo.domains.len())
-                    .filter(|d| !held.contains_key(&u32::try_from(*d).unwrap_or(u32::MAX)))
+                    .filter(|&d| {
+                        let d = u32::try_from(d).unwrap_or(u32::MAX);
+                        !held.contains_key(&d) && foreign.get(&d).is_none_or(|ps| !ps.contains(&priority))
+                    })
                     .collect(),
             };
             for (_, d) in self.by_free(r, &topo, candidates, &w) {
@@ -316,7 +331,7 @@ impl<'a> Placer<'a> {
                 "each of its {} member group(s) (child jobs) needs a {key} domain of its own (exclusive topology): {placed_groups} found one; the cluster has {} {key} domain(s), {} held by its other groups, {others} by other JobSets' child jobs",
                 groups.len(),
                 topo.domains.len(),
-                held.len().saturating_sub(placed_groups).saturating_sub(others),
+                held.len().saturating_sub(placed_groups),
             ));
         }
         p
@@ -420,7 +435,7 @@ impl<'a> Placer<'a> {
             .copied()
             .filter(|&p| self.snap.pods[p].uses_node() && in_scope(p))
             .filter_map(|p| {
-                self.snap.pods[p].node_name.as_deref().and_then(|name| self.node_index.get(name).copied())
+                self.snap.pods[p].node_name.as_deref().and_then(|name| self.caches.node_of(name))
             });
         if let Some(n) = placed.chain(bound).next() {
             let d = topo.node_domain[n];
@@ -670,17 +685,4 @@ impl<'a> Placer<'a> {
         }
         placed
     }
-}
-
-/// A pod's child Job for exclusive placement: JobSet's `jobset.sigs.k8s.io/job-key` (a hash of
-/// `namespace/job`), else the Job controller's `batch.kubernetes.io/job-name` within the pod's
-/// namespace, else the subgroup it names (a gang built by hand).
-fn job_of(pod: &crate::model::Pod) -> String {
-    if let Some(k) = pod.labels.get(crate::labels::JOBSET_JOB_KEY) {
-        return format!("key:{k}");
-    }
-    if let Some(job) = pod.labels.get(crate::labels::JOB_NAME) {
-        return format!("job:{}/{job}", pod.key.namespace);
-    }
-    pod.gang.as_ref().and_then(|m| m.subgroup.clone()).unwrap_or_default()
 }

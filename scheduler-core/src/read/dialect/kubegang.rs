@@ -258,7 +258,11 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     if let Some(v) = a.get(ANNOTATION_TOPOLOGY_KEY) {
         gang.topology_key = Some(v.to_string());
     }
-    if let Some(v) = a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY).filter(|v| !v.is_empty()) {
+    // Under JobSet's node-selector strategy the nodes, labelled and tainted per child Job, keep
+    // the Jobs apart: nothing for the scheduler to enforce.
+    if let Some(v) = a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY).filter(|v| !v.is_empty())
+        && a.get(crate::labels::JOBSET_NODE_SELECTOR_STRATEGY).is_none()
+    {
         gang.exclusive_topology = Some(v.to_string());
     }
     if let Some(v) = a.get(ANNOTATION_PROVISIONING) {

@@ -7,13 +7,16 @@ use super::*;
 /// (`<jobset>-<replicatedJob>-<index>`, `parallelism` pods each) in the Job controller's label,
 /// JobSet's index, JobSet-name and replicated-job labels (not `job-key`, a SHA-1 of the Job's
 /// `namespace/name`), and the JobSet's exclusive-topology annotation, which the JobSet controller
-/// copies onto every child Job's pod template.
+/// copies onto every child Job's pod template. Under the node-selector strategy the controller
+/// also gives the pods a nodeSelector on `alpha.jobset.sigs.k8s.io/namespaced-job:
+/// <namespace>_<job>` and a toleration of the `alpha.jobset.sigs.k8s.io/no-schedule` taint.
 fn jobset_child_job(
     obj: &Value,
-    jobset: &str,
+    (jobset, namespace): (&str, &str),
     role: &Role,
     i: u32,
     metadata: &mut serde_json::Map<String, Value>,
+    spec: &mut Value,
 ) {
     let job_template = role.template.strip_suffix("/spec/template").unwrap_or(&role.template);
     let parallelism = obj
@@ -23,6 +26,7 @@ fn jobset_child_job(
         .filter(|&p| p > 0)
         .unwrap_or(1);
     let index = i / parallelism;
+    let job = format!("{jobset}-{}-{index}", role.name);
     let mut object_of = |key: &str| {
         let entry = metadata.entry(key).or_insert_with(|| json!({}));
         if !entry.is_object() {
@@ -31,18 +35,44 @@ fn jobset_child_job(
         entry.as_object_mut().map(std::mem::take).unwrap_or_default()
     };
     let mut labels = object_of("labels");
-    labels.insert(JOB_NAME.into(), Value::String(format!("{jobset}-{}-{index}", role.name)));
+    labels.insert(JOB_NAME.into(), Value::String(job.clone()));
     labels.insert(JOBSET_JOB_INDEX.into(), Value::String(index.to_string()));
     labels.insert(JOBSET_NAME.into(), Value::String(jobset.to_string()));
     labels.insert(JOBSET_REPLICATED_JOB.into(), Value::String(role.name.clone()));
     let mut annotations = object_of("annotations");
-    let exclusive =
-        obj.at("/metadata/annotations").and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY)).or_else(|| {
-            obj.at(&format!("{job_template}/metadata/annotations"))
-                .and_then(|a| a.get(JOBSET_EXCLUSIVE_TOPOLOGY))
-        });
-    if let Some(key) = exclusive.filter(|k| k.is_string()) {
+    let annotation = |key: &str| {
+        obj.at("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .or_else(|| obj.at(&format!("{job_template}/metadata/annotations")).and_then(|a| a.get(key)))
+            .filter(|v| v.is_string())
+    };
+    let exclusive = annotation(JOBSET_EXCLUSIVE_TOPOLOGY);
+    let node_selector = annotation(JOBSET_NODE_SELECTOR_STRATEGY);
+    if let Some(key) = exclusive {
         annotations.entry(JOBSET_EXCLUSIVE_TOPOLOGY).or_insert_with(|| key.clone());
+    }
+    if let Some(flag) = node_selector {
+        annotations.entry(JOBSET_NODE_SELECTOR_STRATEGY).or_insert_with(|| flag.clone());
+    }
+    if exclusive.is_some()
+        && node_selector.is_some()
+        && let Some(spec) = spec.as_object_mut()
+    {
+        let selector = spec.entry("nodeSelector").or_insert_with(|| json!({}));
+        if !selector.is_object() {
+            *selector = json!({});
+        }
+        if let Some(selector) = selector.as_object_mut() {
+            selector.insert(JOBSET_NAMESPACED_JOB.into(), Value::String(format!("{namespace}_{job}")));
+        }
+        let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+        if !tolerations.is_array() {
+            *tolerations = json!([]);
+        }
+        if let Some(tolerations) = tolerations.as_array_mut() {
+            tolerations
+                .push(json!({"key": JOBSET_NO_SCHEDULE_TAINT, "operator": "Exists", "effect": "NoSchedule"}));
+        }
     }
     metadata.insert("labels".into(), Value::Object(labels));
     metadata.insert("annotations".into(), Value::Object(annotations));
@@ -122,8 +152,9 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
                 let mut metadata = stamp.metadata.clone();
                 metadata.insert("name".into(), Value::String(name));
                 metadata.insert("namespace".into(), Value::String(shape.namespace.clone()));
+                let mut spec = stamp.spec.clone();
                 if shape.kind == "JobSet" {
-                    jobset_child_job(obj, &shape.name, role, i, &mut metadata);
+                    jobset_child_job(obj, (&shape.name, &shape.namespace), role, i, &mut metadata, &mut spec);
                 }
                 if shape.group_size.is_some() {
                     let labels = metadata.entry("labels").or_insert_with(|| json!({}));
@@ -135,7 +166,7 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
                         labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
                     }
                 }
-                pods.push(pod_of(metadata, stamp.spec.clone()));
+                pods.push(pod_of(metadata, spec));
             }
         }
     }

@@ -675,6 +675,38 @@ mod tests {
     }
 
     #[test]
+    fn jobset_node_selector_strategy_pins_each_child_job_and_leaves_exclusivity_to_the_nodes() {
+        let js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"},
+                "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {
+                "metadata": {"annotations": {"alpha.jobset.sigs.k8s.io/node-selector": "true"}},
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}],
+                    "nodeSelector": {"gpu": "h100"}}}}}}]}});
+        let pods = expand(&js).unwrap();
+        assert_eq!(
+            pods[1].at("/spec/nodeSelector"),
+            Some(&json!({"gpu": "h100", JOBSET_NAMESPACED_JOB: "ml_js-w-1"}))
+        );
+        assert_eq!(
+            pods[1].at("/spec/tolerations"),
+            Some(&json!([{"key": JOBSET_NO_SCHEDULE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]))
+        );
+        // No affinity under this strategy, so nothing for the scheduler to enforce: the pod and
+        // the gang carry no exclusive topology.
+        let pod = crate::convert::pod_from_raw(&pods[1], &Default::default()).unwrap();
+        assert_eq!(pod.exclusive_topology, None);
+        let (claims, _) = crate::dialect::pod_claims_all(&pods[1]);
+        let gang = crate::dialect::annotation_gang(&claims[0], &pods[1]).unwrap().unwrap();
+        assert_eq!(gang.exclusive_topology, None);
+        // Without the strategy the same pod keeps it.
+        let mut plain = pods[1].clone();
+        plain["metadata"]["annotations"].as_object_mut().unwrap().remove(JOBSET_NODE_SELECTOR_STRATEGY);
+        let pod = crate::convert::pod_from_raw(&plain, &Default::default()).unwrap();
+        assert_eq!(pod.exclusive_topology.as_deref(), Some("rack"));
+    }
+
+    #[test]
     fn jobset_counts_replicas_times_parallelism() {
         let js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
             "spec": {"replicatedJobs": [
