@@ -151,7 +151,12 @@ fn s4() -> Snapshot {
 /// S4-exclusive: S4's 4,000 nodes in 400 racks of 10 and its 140,000 bound pods, 10,000 of them
 /// JobSet child-job pods (on the first 100 racks), and 50 pending JobSets with exclusive rack
 /// topology, each two child jobs of 4 pods: every child job needs a rack no other child job holds.
-fn s4_exclusive() -> Snapshot {
+///
+/// `mixed`: the bound child jobs are exclusive too (they hold racks 0–99 against every other
+/// JobSet pod), and every other pending JobSet is plain — its pods kept out of the racks the
+/// bound ones and the exclusive JobSets committed earlier in the cycle hold (JobSet's
+/// anti-affinity applied the other way round).
+fn s4_exclusive(mixed: bool) -> Snapshot {
     const RACK: &str = "topology.kubernetes.io/rack";
     let mut snap = Snapshot::default();
     let nodes = 4_000;
@@ -173,6 +178,9 @@ fn s4_exclusive() -> Snapshot {
                 pod(&ns, format!("js-{p:06}"), small(), Some(format!("node-{:05}", (p / 4) % 1_000)), None);
             pod.labels =
                 BTreeMap::from([(labels::JOBSET_JOB_KEY.to_string(), format!("key-{}", p / 4))]).into();
+            if mixed {
+                pod.exclusive_topology = Some(RACK.into());
+            }
             pod
         } else {
             pod(&ns, format!("running-{p:06}"), small(), Some(format!("node-{:05}", p % nodes)), None)
@@ -188,7 +196,9 @@ fn s4_exclusive() -> Snapshot {
             pod.labels =
                 BTreeMap::from([(labels::JOBSET_JOB_KEY.to_string(), format!("pending-{j}-{}", m / 4))])
                     .into();
-            pod.exclusive_topology = Some(RACK.into());
+            if !mixed || j % 2 == 0 {
+                pod.exclusive_topology = Some(RACK.into());
+            }
             snap.pods.push(pod);
         }
         snap.gangs.push(gang);
@@ -262,15 +272,39 @@ fn bench_s4(c: &mut Criterion) {
     group.finish();
 }
 
+fn is_exclusive(snap: &Snapshot, pod: &str) -> bool {
+    snap.pods.iter().any(|p| p.key.name == pod && p.exclusive_topology.is_some())
+}
+
 fn bench_s4_exclusive(c: &mut Criterion) {
     let mut group = c.benchmark_group("S4-exclusive");
     group.sample_size(10);
-    let snap = carried(s4_exclusive());
-    check(&snap, 400);
-    group.throughput(Throughput::Elements(400));
-    group.bench_function("4000n-140000bound-50jobsets-2x4", |b| {
-        b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000)))
-    });
+    for (mixed, id) in
+        [(false, "4000n-140000bound-50jobsets-2x4"), (true, "mixed-4000n-140000bound-25+25jobsets-2x4")]
+    {
+        let snap = carried(s4_exclusive(mixed));
+        let plan = check(&snap, 400);
+        if mixed {
+            // No plain JobSet's pod in a rack an exclusive child job holds.
+            let rack = |node: &str| node.trim_start_matches("node-").parse::<usize>().unwrap_or(0) / 10;
+            let exclusive: std::collections::BTreeSet<usize> = (0..100)
+                .chain(
+                    plan.bindings.iter().filter(|b| is_exclusive(&snap, &b.pod.name)).map(|b| rack(&b.node)),
+                )
+                .collect();
+            for b in plan.bindings.iter().filter(|b| !is_exclusive(&snap, &b.pod.name)) {
+                assert!(
+                    !exclusive.contains(&rack(&b.node)),
+                    "{} in exclusive rack {}",
+                    b.pod.name,
+                    rack(&b.node)
+                );
+            }
+        }
+        group.throughput(Throughput::Elements(400));
+        group
+            .bench_function(id, |b| b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000))));
+    }
     group.finish();
 }
 
@@ -294,7 +328,8 @@ criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_s4_exclusive, b
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
 /// `perf stat -e instructions:u` (run it with `n` and with 0; the difference over `n` is one cycle,
 /// and instruction counts do not depend on what else the machine runs). Cases: `S1-5000`,
-/// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`, `scaling-15000`.
+/// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`,
+/// `S4-exclusive-mixed`, `scaling-15000`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -302,7 +337,8 @@ fn runs(spec: &str) {
         "S1-5000" => carried(s1(5_000, 50_000)),
         "S1-15000" => carried(s1(15_000, 50_000)),
         "S4" => carried(s4()),
-        "S4-exclusive" => carried(s4_exclusive()),
+        "S4-exclusive" => carried(s4_exclusive(false)),
+        "S4-exclusive-mixed" => carried(s4_exclusive(true)),
         "scaling-15000" => carried(s1(15_000, 150_000)),
         "S2-3000x3" => carried(racks(3_000, 3, false)),
         "S2-9x1000" => carried(racks(9, 1_000, false)),

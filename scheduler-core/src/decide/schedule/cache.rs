@@ -41,12 +41,24 @@ pub(super) struct Feasible {
 /// Signature hash → (representative pod, its feasible nodes); equal hashes are compared exactly.
 type FeasibleCache = HashMap<u64, Vec<(usize, Rc<Feasible>)>>;
 
-/// A pod's feasible set, and for a JobSet pod the generation of the exclusive [`Blocks`] it was
-/// folded with.
-type PodFeasible = (Rc<Feasible>, Option<u32>);
+/// A JobSet pod's feasible set, and the generation of the exclusive [`Blocks`] it was folded
+/// with.
+type JobSetFeasible = (Rc<Feasible>, u32);
 
 /// (static feasible set, topology domains left out) → the feasible set without them.
 type FoldedCache = HashMap<(usize, Vec<(usize, u32)>), Rc<Feasible>>;
+
+/// A JobSet pod on a node (see [`Caches::jobset_pods`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct JobSetPod {
+    pub pod: usize,
+    pub node: usize,
+    /// Its priority's id ([`Caches::priority_id`]).
+    pub priority: u32,
+}
+
+/// See [`Caches::fold_blocks`].
+type FoldMemo = HashMap<(usize, u32, String, Option<String>), (u32, Rc<Feasible>)>;
 
 /// How many requested resources a node key orders by (the scarcest first; the last slot is pod
 /// slots). Pods requesting more distinct resources than this are ordered by the first ones only.
@@ -115,9 +127,10 @@ pub(super) struct Caches<'a> {
     /// Node name → index.
     node_index: HashMap<&'a str, usize>,
     feasible: RefCell<FeasibleCache>,
-    /// Pod index → its feasible set, once looked up, and for a JobSet pod the generation of the
-    /// exclusive [`Blocks`] it was folded with.
-    by_pod: RefCell<Vec<Option<PodFeasible>>>,
+    /// Pod index → its feasible set, once looked up (pods outside JobSets).
+    by_pod: RefCell<Vec<Option<Rc<Feasible>>>>,
+    /// The same for JobSet pods, whose sets change as exclusive child Jobs are committed.
+    by_jobset_pod: RefCell<HashMap<usize, JobSetFeasible>>,
     /// Domains exclusive child Jobs hold (bound, or committed this cycle), built when the first
     /// JobSet pod asks.
     blocks: RefCell<Option<Blocks>>,
@@ -125,13 +138,18 @@ pub(super) struct Caches<'a> {
     committed: RefCell<Vec<(usize, usize)>>,
     /// (static feasible set, domains left out) → the feasible set without them.
     folded: RefCell<FoldedCache>,
+    /// (static feasible set, priority id, child Job, own exclusive key) → the generation of the
+    /// [`Blocks`] and the folded set then.
+    fold_memo: RefCell<FoldMemo>,
     topologies: RefCell<HashMap<String, Rc<Topology>>>,
     classes: RefCell<HashMap<ClassKey, Vec<Class>>>,
     /// Node entries held by all class indices (bounded by [`MAX_INDEXED`]).
     indexed: Cell<usize>,
     totals: RefCell<HashMap<(usize, Option<usize>), DomainTotals>>,
     /// Pods on nodes that belong to some JobSet's child job, once an exclusive gang asks.
-    jobset_pods: std::cell::OnceCell<Rc<[(usize, usize)]>>,
+    jobset_pods: std::cell::OnceCell<Rc<[JobSetPod]>>,
+    /// JobSet priorities (see [`exclusive::priority_of`]) → a small id.
+    priority_ids: RefCell<HashMap<String, u32>>,
     /// Keep per-class node orders. Off only for the reference cycle.
     fast: bool,
 }
@@ -159,14 +177,17 @@ impl<'a> Caches<'a> {
             node_index,
             feasible: RefCell::new(HashMap::new()),
             by_pod: RefCell::new(vec![None; snap.pods.len()]),
+            by_jobset_pod: RefCell::new(HashMap::new()),
             blocks: RefCell::new(None),
             committed: RefCell::new(Vec::new()),
             folded: RefCell::new(HashMap::new()),
+            fold_memo: RefCell::new(HashMap::new()),
             topologies: RefCell::new(HashMap::new()),
             classes: RefCell::new(HashMap::new()),
             indexed: Cell::new(0),
             totals: RefCell::new(HashMap::new()),
             jobset_pods: std::cell::OnceCell::new(),
+            priority_ids: RefCell::new(HashMap::new()),
             fast,
         }
     }
@@ -176,20 +197,32 @@ impl<'a> Caches<'a> {
     /// resolves a name): the domains exclusive placement must keep clear of. One pass over the
     /// snapshot's pods per cycle, when the first exclusive gang asks (the reference cycle scans
     /// again on every ask), instead of one per placement attempt.
-    pub fn jobset_pods(&self) -> Rc<[(usize, usize)]> {
-        let scan = || -> Rc<[(usize, usize)]> {
+    pub fn jobset_pods(&self) -> Rc<[JobSetPod]> {
+        let scan = || -> Rc<[JobSetPod]> {
             self.snap
                 .pods
                 .iter()
                 .enumerate()
                 .filter(|(_, pod)| pod.uses_node() && exclusive::is_jobset_pod(pod))
-                .filter_map(|(p, pod)| Some((p, self.node_of(pod.node_name.as_deref()?)?)))
+                .filter_map(|(p, pod)| {
+                    let node = self.node_of(pod.node_name.as_deref()?)?;
+                    Some(JobSetPod { pod: p, node, priority: self.priority_id(pod) })
+                })
                 .collect()
         };
         if !self.fast {
             return scan();
         }
         self.jobset_pods.get_or_init(scan).clone()
+    }
+
+    /// A small id for `pod`'s JobSet priority ([`exclusive::priority_of`]): equal ids, equal
+    /// priorities, for the cycle.
+    pub fn priority_id(&self, pod: &Pod) -> u32 {
+        let key = exclusive::priority_of(pod);
+        let mut ids = self.priority_ids.borrow_mut();
+        let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        *ids.entry(key).or_insert(next)
     }
 
     /// The index of the node named `name`.
@@ -220,8 +253,12 @@ impl<'a> Caches<'a> {
     fn with_blocks<R>(&self, f: impl FnOnce(&Blocks) -> R) -> R {
         let build = || {
             let mut b = Blocks::default();
-            let bound = self.jobset_pods();
-            for &(p, n) in bound.iter().chain(self.committed.borrow().iter()) {
+            for pod in self.snap.pods.iter().filter(|p| p.exclusive_topology.is_some() && p.uses_node()) {
+                if let Some(n) = pod.node_name.as_deref().and_then(|name| self.node_of(name)) {
+                    b.add(pod, &self.snap.nodes[n]);
+                }
+            }
+            for &(p, n) in self.committed.borrow().iter() {
                 b.add(&self.snap.pods[p], &self.snap.nodes[n]);
             }
             b
@@ -236,64 +273,118 @@ impl<'a> Caches<'a> {
     /// Nodes that pass every capacity-independent check for pod `p`, less the domains other
     /// JobSets' exclusive child Jobs hold against it; computed once per distinct constraint
     /// signature (and set of such domains) per cycle — members of a gang usually share one.
+    ///
+    /// A member of an exclusive gang is folded only with domains of other topology keys than its
+    /// own: its gang's placement keeps it out of every domain of its key that another child Job
+    /// of its priority holds, exclusive or not ([`super::place`]), a superset of what folding
+    /// would take out.
     pub fn feasible(&self, p: usize) -> Rc<Feasible> {
+        if let Some(Some(f)) = self.by_pod.borrow().get(p) {
+            return f.clone();
+        }
         let pod = &self.snap.pods[p];
-        let generation = exclusive::is_jobset_pod(pod).then(|| self.with_blocks(|b| b.generation));
-        if (self.fast || generation.is_none())
-            && let Some(Some((f, g))) = self.by_pod.borrow().get(p)
+        if !exclusive::is_jobset_pod(pod) {
+            let f = self.feasible_uncached(p);
+            if let Some(slot) = self.by_pod.borrow_mut().get_mut(p) {
+                *slot = Some(f.clone());
+            }
+            return f;
+        }
+        let generation = self.with_blocks(|b| b.generation);
+        if self.fast
+            && let Some((f, g)) = self.by_jobset_pod.borrow().get(&p)
             && *g == generation
         {
             return f.clone();
         }
-        let mut f = self.feasible_uncached(p);
-        if generation.is_some() {
-            f = self.fold_blocks(pod, f);
-        }
-        if let Some(slot) = self.by_pod.borrow_mut().get_mut(p) {
-            *slot = Some((f.clone(), generation));
+        let f = self.fold_blocks(pod, self.feasible_uncached(p), generation);
+        if self.fast {
+            self.by_jobset_pod.borrow_mut().insert(p, (f.clone(), generation));
         }
         f
     }
 
     /// `base` (a JobSet pod's static feasible set) without the domains exclusive child Jobs of
-    /// other Jobs hold at its priority; `base` itself when there are none.
-    fn fold_blocks(&self, pod: &Pod, base: Rc<Feasible>) -> Rc<Feasible> {
-        let out: Vec<(Rc<Topology>, u32, String)> = self.with_blocks(|b| {
-            b.against(pod)
-                .into_iter()
-                .filter_map(|(key, value)| {
-                    let topo = self.topology(key);
-                    let d = topo.domains.binary_search_by(|(v, _)| v.as_str().cmp(value)).ok()?;
-                    Some((topo, u32::try_from(d).ok()?, format!("{key}={value}")))
-                })
-                .collect()
-        });
-        if out.is_empty() {
-            return base;
-        }
-        let sig =
-            (Rc::as_ptr(&base) as usize, out.iter().map(|(t, d, _)| (Rc::as_ptr(t) as usize, *d)).collect());
+    /// other Jobs hold at its priority (`generation` of the [`Blocks`]); `base` itself when there
+    /// are none. Pods of one child Job and constraint signature share the result.
+    fn fold_blocks(&self, pod: &Pod, base: Rc<Feasible>, generation: u32) -> Rc<Feasible> {
+        let own = pod.exclusive_topology.as_deref().filter(|_| pod.gang.is_some());
+        let memo_key = (
+            Rc::as_ptr(&base) as usize,
+            self.priority_id(pod),
+            exclusive::job_of(pod),
+            own.map(str::to_string),
+        );
         if self.fast
-            && let Some(f) = self.folded.borrow().get(&sig)
+            && let Some((g, f)) = self.fold_memo.borrow().get(&memo_key)
+            && *g == generation
         {
             return f.clone();
         }
-        let mut mask = base.mask.clone();
-        for (topo, d, _) in &out {
-            for &n in &topo.domains[usize::try_from(*d).unwrap_or(usize::MAX)].1 {
-                mask[n] = false;
+        // The held domains, resolved to topology domains; the first few named for the message.
+        const NAMED: usize = 3;
+        let mut named: Vec<String> = Vec::new();
+        let out: Vec<(Rc<Topology>, u32)> = self.with_blocks(|b| {
+            let mut last: Option<(&str, Rc<Topology>)> = None;
+            let mut out = Vec::new();
+            for (key, value) in b.against(pod) {
+                if Some(key) == own {
+                    continue;
+                }
+                let topo = match &last {
+                    Some((k, t)) if *k == key => t.clone(),
+                    _ => {
+                        let t = self.topology(key);
+                        last = Some((key, t.clone()));
+                        t
+                    }
+                };
+                let Some(d) = topo.domains.binary_search_by(|(v, _)| v.as_str().cmp(value)).ok() else {
+                    continue;
+                };
+                if named.len() < NAMED {
+                    named.push(format!("{key}={value}"));
+                }
+                out.push((topo, u32::try_from(d).unwrap_or(u32::MAX)));
             }
-        }
-        let list = base.list.iter().copied().filter(|&n| mask[n]).collect();
-        let mut held: Vec<&str> = out.iter().map(|(_, _, name)| name.as_str()).collect();
-        held.sort_unstable();
-        let excluded = Some(format!(
-            "are in a domain another JobSet's child job holds exclusively ({})",
-            held.join(", ")
-        ));
-        let f = Rc::new(Feasible { list, mask, excluded });
+            out
+        });
+        let f = if out.is_empty() {
+            base
+        } else {
+            let sig =
+                (Rc::as_ptr(&base) as usize, out.iter().map(|(t, d)| (Rc::as_ptr(t) as usize, *d)).collect());
+            let cached = if self.fast { self.folded.borrow().get(&sig).cloned() } else { None };
+            match cached {
+                Some(f) => f,
+                None => {
+                    let mut mask = base.mask.clone();
+                    for (topo, d) in &out {
+                        for &n in topo
+                            .domains
+                            .get(usize::try_from(*d).unwrap_or(usize::MAX))
+                            .map_or(&[][..], |x| &x.1[..])
+                        {
+                            mask[n] = false;
+                        }
+                    }
+                    let list = base.list.iter().copied().filter(|&n| mask[n]).collect();
+                    let more = out.len().saturating_sub(named.len());
+                    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+                    let excluded = Some(format!(
+                        "are in a domain another JobSet's child job holds exclusively ({}{more})",
+                        named.join(", ")
+                    ));
+                    let f = Rc::new(Feasible { list, mask, excluded });
+                    if self.fast {
+                        self.folded.borrow_mut().insert(sig, f.clone());
+                    }
+                    f
+                }
+            }
+        };
         if self.fast {
-            self.folded.borrow_mut().insert(sig, f.clone());
+            self.fold_memo.borrow_mut().insert(memo_key, (generation, f.clone()));
         }
         f
     }

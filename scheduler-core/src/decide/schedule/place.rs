@@ -246,46 +246,48 @@ impl<'a> Placer<'a> {
             }
         }
         // Other JobSets' child Jobs on nodes, bound or placed earlier in this cycle: the
-        // priorities (see [`exclusive::priority_of`]) of their pods per domain. A group is kept
-        // out of a domain that holds one of its own priority, as its leader's anti-affinity says.
-        let mut foreign: std::collections::BTreeMap<u32, std::collections::BTreeSet<String>> =
-            std::collections::BTreeMap::new();
-        let mut count = |p: usize, n: usize| {
-            let pod = &self.snap.pods[p];
-            let d = topo.node_domain[n];
-            if d != u32::MAX
-                && exclusive::is_jobset_pod(pod)
+        // priorities (ids of [`exclusive::priority_of`]) of their pods per domain. A group is
+        // kept out of a domain that holds one of its own priority, as its leader's anti-affinity
+        // says. A few priorities per domain at most: a short list each, no hashing per pod.
+        let mut foreign: Vec<Vec<u32>> = vec![Vec::new(); topo.domains.len()];
+        let mut count = |d: u32, pod: &crate::model::Pod, priority: u32| {
+            if let Some(seen) = foreign.get_mut(usize::try_from(d).unwrap_or(usize::MAX))
+                && !seen.contains(&priority)
                 && pod.gang.as_ref().is_none_or(|m| m.gang != gang.key)
             {
-                foreign.entry(d).or_default().insert(exclusive::priority_of(pod));
+                seen.push(priority);
             }
         };
-        for &(p, n) in self.caches.jobset_pods().iter() {
-            count(p, n);
+        for j in self.caches.jobset_pods().iter() {
+            count(topo.node_domain[j.node], &self.snap.pods[j.pod], j.priority);
         }
-        (r.earlier)(&mut count);
+        (r.earlier)(&mut |p, n| {
+            let pod = &self.snap.pods[p];
+            if exclusive::is_jobset_pod(pod) {
+                count(topo.node_domain[n], pod, self.caches.priority_id(pod));
+            }
+        });
         let mut groups: std::collections::BTreeMap<String, Vec<usize>> = std::collections::BTreeMap::new();
         for &p in r.members.pending.values().flatten() {
             groups.entry(group_of(p)).or_default().push(p);
         }
-        let priorities: std::collections::BTreeSet<String> = groups
+        let priorities: Vec<u32> = groups
             .values()
             .filter_map(|pods| pods.first())
-            .map(|&p| exclusive::priority_of(&self.snap.pods[p]))
+            .map(|&p| self.caches.priority_id(&self.snap.pods[p]))
             .collect();
-        let others = foreign.values().filter(|ps| !ps.is_disjoint(&priorities)).count();
+        let others = foreign.iter().filter(|ps| ps.iter().any(|p| priorities.contains(p))).count();
         let mut w = start;
         let mut placed_groups = 0usize;
         for (group, pods) in &groups {
-            let priority =
-                pods.first().map(|&p| exclusive::priority_of(&self.snap.pods[p])).unwrap_or_default();
+            let priority = pods.first().map_or(u32::MAX, |&p| self.caches.priority_id(&self.snap.pods[p]));
             let own = held.iter().find(|(_, g)| *g == group).map(|(&d, _)| d);
             let candidates: Vec<usize> = match own {
                 Some(d) => vec![usize::try_from(d).unwrap_or(usize::MAX)],
                 None => (0..topo.domains.len())
                     .filter(|&d| {
-                        let d = u32::try_from(d).unwrap_or(u32::MAX);
-                        !held.contains_key(&d) && foreign.get(&d).is_none_or(|ps| !ps.contains(&priority))
+                        !held.contains_key(&u32::try_from(d).unwrap_or(u32::MAX))
+                            && !foreign[d].contains(&priority)
                     })
                     .collect(),
             };
