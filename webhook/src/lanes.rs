@@ -9,9 +9,11 @@
 //! at most its byte budget, and a decision's working memory is a small multiple of its body.
 //!
 //! The big lane's decisions run on threads of their own ([`BigPool`]), as many as its slots, which
-//! lower their own CPU priority (nice +[`BIG_LANE_NICE`]) when they start: when the CPUs are
-//! contended, the kernel gives them what small decisions, connection I/O and the probe thread leave,
-//! so a maximum-size object is decided more slowly rather than a small one waiting for a CPU. Small
+//! move themselves to Linux's `SCHED_IDLE` class when they start ([`idle_this_thread`]; nice
+//! +[`BIG_LANE_NICE`] where that fails): they run on what small decisions, connection I/O and the
+//! probe thread leave, and any of those waking up takes the CPU from them at once — where a merely
+//! niced thread keeps it until its time slice ends (EEVDF's run-to-parity), ~3 ms a wakeup. A
+//! maximum-size object is decided more slowly rather than a small one waiting for a CPU. Small
 //! decisions run on tokio's blocking threads, at the process's own priority.
 //!
 //! Both semaphores are fair (first come, first served), and a big request takes its slot before its
@@ -69,7 +71,7 @@ pub struct Panicked;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The big lane's threads: they lower their own priority ([`BIG_LANE_NICE`]) when they start and
+/// The big lane's threads: they lower their own priority ([`idle_this_thread`]) when they start and
 /// take jobs from one queue. The lane's semaphore admits no more decisions than there are threads,
 /// so a job never waits in the queue. The threads end when the last [`Lanes`] is dropped.
 #[derive(Debug, Clone)]
@@ -84,8 +86,10 @@ impl BigPool {
         for i in 0..threads.max(1) {
             let queue = queue.clone();
             let spawned = std::thread::Builder::new().name(format!("big-lane-{i}")).spawn(move || {
-                if let Err(e) = lower_this_thread(BIG_LANE_NICE) {
-                    tracing::warn!(error = %e, "big lane: could not lower this thread's CPU priority");
+                if let Err(idle) = idle_this_thread()
+                    && let Err(e) = lower_this_thread(BIG_LANE_NICE)
+                {
+                    tracing::warn!(error = %e, %idle, "big lane: could not lower this thread's CPU priority");
                 }
                 loop {
                     // The lock is held while waiting for a job, never while running one.
@@ -119,6 +123,19 @@ impl BigPool {
             _ => Err(Panicked),
         }
     }
+}
+
+/// Moves the calling thread (alone) to the `SCHED_IDLE` scheduling class: it gets the CPU only
+/// when no thread of a normal class wants it, and a waking normal thread preempts it at once.
+/// Needs no privilege on Linux (a thread may always lower its own class).
+pub fn idle_this_thread() -> std::io::Result<()> {
+    use thread_priority::{NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy};
+    thread_priority::set_thread_priority_and_policy(
+        thread_priority::thread_native_id(),
+        ThreadPriority::Min,
+        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+    )
+    .map_err(|e| std::io::Error::other(format!("SCHED_IDLE: {e:?}")))
 }
 
 /// Raises the calling thread's nice value by `by` (up to 19), the thread alone: on Linux
@@ -319,21 +336,30 @@ mod tests {
         let _c = c.await.unwrap();
     }
 
-    /// Field 19 of `/proc/thread-self/stat`: the calling thread's nice value.
-    fn this_threads_nice() -> i32 {
+    /// Fields 19 (nice) and 41 (scheduling policy) of `/proc/thread-self/stat`, for the calling
+    /// thread.
+    fn this_threads_priority() -> (i32, u32) {
         let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
-        after_name.split_whitespace().nth(19 - 3).unwrap().parse().unwrap()
+        let after_name: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();
+        (after_name[19 - 3].parse().unwrap(), after_name[41 - 3].parse().unwrap())
     }
+
+    /// Linux's `SCHED_IDLE`.
+    const SCHED_IDLE: u32 = 5;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn big_decisions_run_on_threads_that_lowered_their_priority_and_small_ones_do_not() {
-        let base = this_threads_nice();
+        let (base, policy) = this_threads_priority();
+        assert_ne!(policy, SCHED_IDLE);
         let lanes = Lanes::new(1, 2, 1 << 20);
-        let big = lanes.decide(Lane::Big, this_threads_nice).await.unwrap();
-        assert_eq!(big, (base + BIG_LANE_NICE).min(19), "the big lane's thread");
-        let small = lanes.decide(Lane::Small, this_threads_nice).await.unwrap();
-        assert_eq!(small, base, "a small decision's thread keeps the process's priority");
+        let (nice, policy) = lanes.decide(Lane::Big, this_threads_priority).await.unwrap();
+        assert!(
+            policy == SCHED_IDLE || nice == (base + BIG_LANE_NICE).min(19),
+            "the big lane's thread: policy {policy}, nice {nice}"
+        );
+        assert_eq!(policy, SCHED_IDLE, "where Linux allows it (always, unprivileged)");
+        let small = lanes.decide(Lane::Small, this_threads_priority).await.unwrap();
+        assert_eq!(small, (base, 0), "a small decision's thread keeps the process's priority");
         // A panicking decision is an error, and the lane's thread lives on.
         assert!(lanes.decide(Lane::Big, || panic!("a bug")).await.is_err());
         assert!(lanes.decide(Lane::Big, || 1).await.is_ok());

@@ -90,7 +90,8 @@ pub struct Args {
     pub max_requests_per_connection: usize,
     /// Decisions made at once in each lane, each on a thread of its own; 0: one per CPU for
     /// requests with bodies up to 64 KiB, half as many for larger ones (which also share a budget
-    /// of 14 MiB of bodies, and run at nice +10). Requests beyond wait (within --request-timeout).
+    /// of 14 MiB of bodies, and run in the SCHED_IDLE class). Requests beyond wait (within
+    /// --request-timeout).
     #[arg(long, default_value_t = 0, value_name = "N", env = "GANG_WEBHOOK_MAX_DECISIONS")]
     pub max_decisions: usize,
     /// Watch the cluster's Gangs (kube-gang.io) and KAI PodGroups (scheduling.run.ai) so that a
