@@ -48,6 +48,28 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    // The costliest shape per byte found (webhook/benches/memory.rs): a Volcano Job whose tasks,
+    // each read by Volcano's rules and ours, fill the API server's 3 MiB.
+    let mut group = c.benchmark_group("admit/volcano_tasks");
+    group.sample_size(10);
+    for tasks in [1_000usize, 20_000] {
+        let list: Vec<serde_json::Value> = (0..tasks)
+            .map(|i| {
+                json!({"name": format!("t{i:06}"), "replicas": 1,
+                       "template": {"spec": {"containers": [{"name": "main", "image": "registry.example/train:1"}]}}})
+            })
+            .collect();
+        let object = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "big", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"minAvailable": 1, "tasks": list}});
+        let sized = body(&object);
+        group.throughput(Throughput::Bytes(sized.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(tasks), &sized, |b, sized| {
+            b.iter(|| review(Hook::Validate, black_box(sized), false))
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

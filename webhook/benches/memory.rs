@@ -1,7 +1,8 @@
 //! Heap per AdmissionReview for the largest legal objects of issue 16: a Job with 90,000 env vars, a
 //! PyTorchJob with 30,000 replica specs and a JobSet with 12,000 replicated jobs, each opted in;
 //! and, the worst case for the pruned reader, a Job whose pod template carries 3 MiB of
-//! tolerations, which admission reads and so are built into the JSON tree.
+//! tolerations, which admission reads and so are built into the JSON tree; and a Volcano Job of
+//! ~20,000 tasks, every one of which Volcano's rules (and so ours) read.
 //! The PyTorchJob's types are not Master or Worker, so it is denied (eight types named, the rest
 //! counted) and nothing is patched: its answer is bounded, not a patch per type. The JobSet has more
 //! replicated jobs than a gang has subgroups, so it too is denied with one error. None of the bulk is
@@ -45,6 +46,18 @@ fn largest(make: impl Fn(usize) -> Value, probe: usize) -> Value {
     make(n)
 }
 
+/// A Volcano `batch.volcano.sh` Job of `n` one-replica tasks (Volcano's admission reads every
+/// task: names unique, `minAvailable` within the replicas), opted in.
+fn vcjob_with_tasks(n: usize) -> Value {
+    let tasks: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"name": format!("t{i:06}"), "replicas": 1,
+                   "template": {"spec": {"containers": [{"name": "main", "image": "registry.example/train:1"}]}}})
+        })
+        .collect();
+    support::opted_in(("batch.volcano.sh/v1alpha1", "Job"), json!({"minAvailable": 1, "tasks": tasks}))
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -55,6 +68,7 @@ fn main() {
         ("PyTorchJob, 30k replica specs", pytorchjob_with_roles(30_000)),
         ("JobSet, 12k replicated jobs", jobset_with_jobs(12_000)),
         ("Job, 3 MiB of tolerations", largest(job_with_tolerations, 1_000)),
+        ("Volcano Job, 3 MiB of tasks", largest(vcjob_with_tasks, 1_000)),
     ];
     println!(
         "{:<32} {:<8} {:>9} {:>10} {:>11} {:>10} {:>16}",

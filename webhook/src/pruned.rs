@@ -16,7 +16,8 @@
 //! kept as `{}` — a PyTorchJob with 30,000 of them costs its keys, not 30,000 templates.
 //!
 //! Likewise a JobSet's `replicatedJobs` beyond the first [`MAX_JOBSET_ROLES`] + 1, and a
-//! RayCluster's or RayJob's `workerGroupSpecs` beyond the first [`MAX_RAY_WORKER_GROUPS`] + 1: an
+//! RayCluster's or RayJob's `workerGroupSpecs` beyond the first [`MAX_RAY_WORKER_GROUPS`] + 1, and a
+//! Volcano Job's `tasks` beyond the first [`MAX_VOLCANO_TASKS`] + 1: an
 //! object with more is denied with one error that counts them, and no rule reads past that many, so
 //! the rest are read past and kept as `{}` (the count stays exact).
 //!
@@ -25,7 +26,9 @@
 
 use std::fmt;
 
-use scheduler_core::workload::{KUBEFLOW_REPLICA_SPECS, MAX_JOBSET_ROLES, MAX_RAY_WORKER_GROUPS};
+use scheduler_core::workload::{
+    KUBEFLOW_REPLICA_SPECS, MAX_JOBSET_ROLES, MAX_RAY_WORKER_GROUPS, MAX_VOLCANO_TASKS,
+};
 use serde::Deserialize as _;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -169,6 +172,8 @@ impl<'de> Visitor<'de> for TreeVisitor {
                 map.next_value_seed(First(MAX_JOBSET_ROLES + 1))?
             } else if key == "workerGroupSpecs" {
                 map.next_value_seed(First(MAX_RAY_WORKER_GROUPS + 1))?
+            } else if key == "tasks" {
+                map.next_value_seed(First(MAX_VOLCANO_TASKS + 1))?
             } else if let Some((_, _, keep)) = KUBEFLOW_REPLICA_SPECS.iter().find(|(_, f, _)| *f == key) {
                 map.next_value_seed(ReplicaSpecs(keep))?
             } else {
@@ -243,6 +248,17 @@ mod tests {
             from_slice(&[br#"{"replicatedJobs": ["#.as_slice(), &b"{},".repeat(70), b"{]}"].concat())
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_volcano_jobs_tasks_past_the_limit_are_counted_not_kept() {
+        let task = |i: usize| json!({"name": format!("t{i}"), "replicas": 1, "template": {"spec": {}}});
+        let over: Vec<Value> = (0..MAX_VOLCANO_TASKS + 10).map(task).collect();
+        let read = from_slice(&serde_json::to_vec(&json!({"spec": {"tasks": over}})).unwrap()).unwrap();
+        let list = read.pointer("/spec/tasks").and_then(Value::as_array).unwrap();
+        assert_eq!(list.len(), MAX_VOLCANO_TASKS + 10, "the count is exact");
+        assert_eq!(list[..=MAX_VOLCANO_TASKS], over[..=MAX_VOLCANO_TASKS]);
+        assert!(list[MAX_VOLCANO_TASKS + 1..].iter().all(|t| *t == json!({})));
     }
 
     #[test]

@@ -160,6 +160,12 @@ pub const MAX_JOBSET_ROLES: usize = 64;
 /// `apis/ray/v1/raycluster_types.go`), and each group is a template to inject.
 pub const MAX_RAY_WORKER_GROUPS: usize = MAX_JOBSET_ROLES;
 
+/// The tasks an opted-in Volcano Job may have: each task is a subgroup of its gang (its
+/// `minTaskMember`), so as many as a gang has subgroups. Volcano sets no limit; past this one the
+/// job is refused with one error, before any task is read (a 3 MiB job of 20,000 tasks cost
+/// 67 ms of admission, and its gang could never be scheduled).
+pub const MAX_VOLCANO_TASKS: usize = MAX_JOBSET_ROLES;
+
 /// The gang shape of a workload. `None`: not a workload kind we know.
 pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
@@ -310,6 +316,12 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         }
         ("batch.volcano.sh", "Job") => {
             let tasks: &[Value] = obj.at("/spec/tasks").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+            if tasks.len() > MAX_VOLCANO_TASKS {
+                return Some(Err(vec![FieldError::new(
+                    "spec.tasks",
+                    format!("has {} tasks; a gang spans at most {MAX_VOLCANO_TASKS}", tasks.len()),
+                )]));
+            }
             for (i, t) in tasks.iter().enumerate() {
                 let name = t.get("name").and_then(Value::as_str).unwrap_or("").to_string();
                 let pods = int_at(obj, &format!("/spec/tasks/{i}/replicas"), 0, &mut errors);
@@ -774,6 +786,23 @@ mod tests {
             "spec": {"entrypoint": "python x.py", "rayClusterSpec": {"headGroupSpec": {"template": {"spec": {}}},
                      "workerGroupSpecs": workers}}});
         assert_eq!(expand(&job).unwrap().len(), 9);
+    }
+
+    #[test]
+    fn volcano_beyond_the_task_limit_is_one_error_at_the_list() {
+        let vcjob = |n: usize| {
+            let tasks: Vec<Value> = (0..n)
+                .map(|i| json!({"name": format!("t{i}"), "replicas": 1, "template": {"spec": {}}}))
+                .collect();
+            json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "v"},
+                "spec": {"tasks": tasks}})
+        };
+        let shape = inspect(&vcjob(MAX_VOLCANO_TASKS)).unwrap().unwrap();
+        assert_eq!(shape.roles.len(), MAX_VOLCANO_TASKS);
+        let errors = inspect(&vcjob(MAX_VOLCANO_TASKS + 1)).unwrap().unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].path, "spec.tasks");
+        assert!(errors[0].message.contains(&format!("has {} tasks", MAX_VOLCANO_TASKS + 1)));
     }
 
     #[test]
