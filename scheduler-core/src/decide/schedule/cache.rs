@@ -141,6 +141,10 @@ pub(super) struct Caches<'a> {
     /// (static feasible set, priority id, child Job, own exclusive key) → the generation of the
     /// [`Blocks`] and the folded set then.
     fold_memo: RefCell<FoldMemo>,
+    /// The reference cycle's folded sets, each kept for the cycle though never reused: callers
+    /// key their own caches by a set's address (explanations, preemption), which a freed set's
+    /// successor could otherwise take.
+    kept: RefCell<Vec<Rc<Feasible>>>,
     topologies: RefCell<HashMap<String, Rc<Topology>>>,
     classes: RefCell<HashMap<ClassKey, Vec<Class>>>,
     /// Node entries held by all class indices (bounded by [`MAX_INDEXED`]).
@@ -182,6 +186,7 @@ impl<'a> Caches<'a> {
             committed: RefCell::new(Vec::new()),
             folded: RefCell::new(HashMap::new()),
             fold_memo: RefCell::new(HashMap::new()),
+            kept: RefCell::new(Vec::new()),
             topologies: RefCell::new(HashMap::new()),
             classes: RefCell::new(HashMap::new()),
             indexed: Cell::new(0),
@@ -378,6 +383,8 @@ impl<'a> Caches<'a> {
                     let f = Rc::new(Feasible { list, mask, excluded });
                     if self.fast {
                         self.folded.borrow_mut().insert(sig, f.clone());
+                    } else {
+                        self.kept.borrow_mut().push(f.clone());
                     }
                     f
                 }
