@@ -394,8 +394,15 @@ pub fn gang_status(outcome: &Outcome, current: &GangNow<'_>, now: Time) -> Optio
 /// the object's name cut so the whole stays a valid DNS-1123 subdomain (253 characters). A
 /// `generateName` of `{pod}.` would be refused: the API server validates it as a name prefix,
 /// which may end in `-` but not in `.`.
+///
+/// `time` is a cycle's clock, in milliseconds; the nanoseconds below it number the events this
+/// process made, so that two events about one pod in one millisecond (two outcomes of one cycle,
+/// or two cycles a millisecond apart) get distinct names, as client-go's nanosecond clock gives
+/// them. The same name twice is refused by the API server (409 `AlreadyExists`): an event lost.
 fn event_name(regarding: &str, time: Time) -> String {
-    let suffix = format!(".{:x}", i128::from(time.0) * 1_000_000);
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let sequence = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 1_000_000;
+    let suffix = format!(".{:x}", i128::from(time.0) * 1_000_000 + i128::from(sequence));
     let room = 253usize.saturating_sub(suffix.len());
     let mut end = regarding.len().min(room);
     while !regarding.is_char_boundary(end) {
@@ -635,6 +642,18 @@ mod tests {
     use scheduler_core::plan::{Counts, Phase};
 
     #[test]
+    fn events_about_one_pod_in_one_millisecond_have_distinct_names() {
+        let now = Time(1_700_000_000_123);
+        let (a, b) = (event_name("worker-0", now), event_name("worker-0", now));
+        assert_ne!(a, b, "the API server refuses a second event of one name (409)");
+        // Still the millisecond's nanoseconds, as client-go's recorder names them.
+        let nanos = |n: &str| i128::from_str_radix(n.rsplit_once('.').unwrap().1, 16).unwrap();
+        assert_eq!(nanos(&a) / 1_000_000, i128::from(now.0));
+        assert_eq!(nanos(&b) / 1_000_000, i128::from(now.0));
+        assert!(a.starts_with("worker-0.") && b.starts_with("worker-0."));
+    }
+
+    #[test]
     fn the_objects_written_are_the_kinds_watched() {
         // `run::resources()` watches exactly the core's `READ` list.
         let pod = Target::Pod(ObjectKey::new("ml", "p")).object_ref();
@@ -742,7 +761,11 @@ mod tests {
         assert!(note.ends_with('…'));
         assert_eq!(http.path, "/apis/events.k8s.io/v1/namespaces/ml/events");
         assert_eq!(http.body["regarding"]["uid"], "u1");
-        assert_eq!(http.body["metadata"]["name"], "w-0.0", "{{regarding}}.{{unix nanoseconds in hex}}");
+        // `{regarding}.{unix nanoseconds in hex}`: at time 0, the nanoseconds below the first
+        // millisecond number the events made.
+        let name = http.body["metadata"]["name"].as_str().unwrap();
+        let nanos = name.strip_prefix("w-0.").map(|n| i64::from_str_radix(n, 16));
+        assert!(nanos.is_some_and(|n| n.is_ok_and(|n| (0..1_000_000).contains(&n))), "{name}");
         for field in ["reportingController", "reportingInstance", "action", "reason", "type"] {
             assert!(http.body[field].as_str().is_some_and(|v| !v.is_empty() && v.len() <= 128), "{field}");
         }
@@ -753,15 +776,18 @@ mod tests {
 
     impl Current for Seen {
         fn pod(&self, key: &PodKey) -> PodNow<'_> {
-            self.0.pod(&key.namespace, &key.name).map(PodNow::of).unwrap_or_default()
+            self.0
+                .held(&ObjectRef::of_kind(&POD, key.namespace.as_str(), key.name.as_str()))
+                .map(PodNow::of)
+                .unwrap_or_default()
         }
         fn gang(&self, key: &GangKey) -> Option<GangNow<'_>> {
             self.0
-                .get_ref(&ObjectRef::of_kind(&GANG, key.namespace.as_str(), key.name.as_str()))
+                .held(&ObjectRef::of_kind(&GANG, key.namespace.as_str(), key.name.as_str()))
                 .map(GangNow::of)
         }
         fn object(&self, r: &ObjectRef) -> Option<&Value> {
-            self.0.get_ref(r)
+            self.0.held(r)
         }
     }
 
