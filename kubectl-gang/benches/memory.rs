@@ -7,7 +7,8 @@
 //! tiny Gangs (each one an error), a JSON List of tiny Pods, documents nested 99 levels deep, and a
 //! realistic dump (S4's pod shape, as `kubectl get -o yaml` prints it).
 //!
-//! `cargo bench -p kubectl-gang --bench memory`
+//! `cargo bench -p kubectl-gang --bench memory` (`MEMORY_SHAPES=Pods` measures only the shapes whose
+//! name holds `Pods`).
 
 use std::io::Write as _;
 use std::path::Path;
@@ -156,7 +157,11 @@ fn main() {
         "{:<28} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "shape", "validate", "snapshot", "status", "simulate", "read only"
     );
+    let only = std::env::var("MEMORY_SHAPES").unwrap_or_default();
     for (name, ext, text) in shapes(size) {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
         let file = write(dir.path(), &format!("input.{ext}"), &text);
         let input = text.len();
         drop(text);
@@ -188,6 +193,9 @@ fn main() {
 
     println!("\nreading alone (input::read, best of 3), µs per KiB at 1 and 4 MiB: flat when linear");
     for (i, (name, ext, _)) in shapes(1 << 20).into_iter().enumerate() {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
         let mut per_kib = Vec::new();
         for size in [1 << 20, 4 << 20] {
             let text = shapes(size).swap_remove(i).2;

@@ -59,7 +59,7 @@ fn workload(i: usize, now: Time) -> anyhow::Result<Prepared> {
 /// Adds a simulated workload to `cluster` as if it had been bound and started.
 fn start(cluster: &mut Cluster, prepared: &Prepared, sim: &Simulation) -> anyhow::Result<()> {
     for o in &prepared.objects {
-        let mut o = o.clone();
+        let mut o = o.decode();
         let key = format!(
             "{}/{}",
             o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(""),
@@ -180,7 +180,7 @@ fn replay(base: &Cluster, config: &Config, now: Time, color: bool) -> anyhow::Re
         let prepared = workload(i, arrival)?;
         let mut c = base.clone();
         for o in &prepared.objects {
-            c.push(o.clone()).map_err(|e| anyhow::anyhow!("{}: {e}", WORKLOADS[i].0))?;
+            c.push(o.decode()).map_err(|e| anyhow::anyhow!("{}: {e}", WORKLOADS[i].0))?;
         }
         let s = c.snapshot().snapshot;
         let keys: Vec<GangKey> = s

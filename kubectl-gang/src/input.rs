@@ -371,11 +371,12 @@ pub fn gangs_of<V: std::borrow::Borrow<Value>>(
     objects: impl IntoIterator<Item = V>,
 ) -> scheduler_core::GangSet {
     use scheduler_core::dialect::GangObject;
-    let mut gangs = Vec::new();
+    // Each gang filed as it is read: no list of them all beside the set.
+    let mut gangs = scheduler_core::GangSet::default();
     let mut upstream = Vec::new();
     for object in objects {
         match scheduler_core::dialect::read_object(object.borrow()) {
-            Some(Ok(GangObject::Gang(g))) => gangs.push(g),
+            Some(Ok(GangObject::Gang(g))) => gangs.extend([g]),
             Some(Ok(GangObject::UpstreamGroup(g))) => upstream.push(g),
             _ => {}
         }
@@ -383,7 +384,7 @@ pub fn gangs_of<V: std::borrow::Borrow<Value>>(
     if !upstream.is_empty() {
         gangs.extend(scheduler_core::dialect::upstream::assemble(&upstream).0);
     }
-    gangs.into_iter().collect()
+    gangs
 }
 
 /// JSON as the API server reads it with strict field validation (kubectl's default since 1.27):

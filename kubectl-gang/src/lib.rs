@@ -19,7 +19,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use scheduler_core::Time;
-use scheduler_core::cluster::Cluster;
+use scheduler_core::cluster::{Cluster, Compact};
 use serde_json::Value;
 
 pub use cli::{Cli, Command, Format, Global};
@@ -56,13 +56,17 @@ pub fn run(cli: Cli) -> anyhow::Result<Output> {
 /// commands default to.
 #[derive(Debug)]
 pub struct World {
-    pub cluster: Cluster,
+    /// Held as compact JSON: a decoded object of small maps costs ten to fifty times its text.
+    pub cluster: Cluster<Compact>,
     /// `-n`, else the kubeconfig context's namespace, else `default`.
     pub namespace: String,
     pub now: Time,
-    /// Objects of other kinds read from the dump or the API (events), for detail views.
-    pub events: Vec<Value>,
-    /// Warnings met while reading (objects that could not be stored).
+    /// Events read from the dump or the API, for detail views.
+    pub events: Vec<Compact>,
+    /// ProvisioningRequests read from the dump or the API (a gang's capacity request).
+    pub requests: Vec<Value>,
+    /// Warnings met while reading (objects that could not be stored), the first
+    /// [`UNREADABLE_SHOWN`] of them and a count of the rest.
     pub warnings: Vec<String>,
 }
 
@@ -87,25 +91,31 @@ pub fn policy(path: Option<&Path>) -> anyhow::Result<scheduler_core::Config> {
 pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
     let now = now(g)?;
     let mut world = World {
-        cluster: Cluster::new(),
+        cluster: Cluster::compact(),
         namespace: String::new(),
         now,
         events: Vec::new(),
+        requests: Vec::new(),
         warnings: Vec::new(),
     };
+    let mut skipped = 0;
     let context_ns = match &g.cluster {
         Some(path) => {
             // Decoded and stored one object at a time: memory stays proportional to the dump.
             let objects = input::read(std::slice::from_ref(path))?;
-            let mut bad = Vec::new();
+            // The first unreadable objects, and how many there are.
+            let (mut bad, mut unreadable) = (Vec::new(), 0);
             for s in objects.iter() {
                 if let Some(e) = simulate::unreadable(&s.object) {
-                    bad.push(format!("{}: {e}", scheduler_core::cluster::describe(&s.object)));
-                } else if bad.is_empty() {
-                    world.add(s.object);
+                    unreadable += 1;
+                    if bad.len() < UNREADABLE_SHOWN {
+                        bad.push(format!("{}: {e}", scheduler_core::cluster::describe(&s.object)));
+                    }
+                } else if unreadable == 0 {
+                    world.add(s.object, &mut skipped);
                 }
             }
-            check_dump(path, &bad)?;
+            check_dump(path, &bad, unreadable)?;
             None
         }
         None => {
@@ -123,30 +133,44 @@ pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
                 anyhow::Ok((objects, live.namespace))
             })?;
             for o in objects {
-                world.add(o);
+                world.add(o.decode(), &mut skipped);
             }
             Some(ns)
         }
     };
+    if skipped > UNREADABLE_SHOWN {
+        world.warnings.push(format!("… and {} more objects skipped", skipped - UNREADABLE_SHOWN));
+    }
     world.namespace = g.namespace.clone().or(context_ns).unwrap_or_else(|| "default".to_string());
     Ok(world)
 }
 
 impl World {
-    /// Stores one object read from the dump or the API: an event aside, anything else in the
-    /// cluster, or a warning saying why not.
-    fn add(&mut self, mut o: Value) {
+    /// Stores one object read from the dump or the API: an event or a ProvisioningRequest aside,
+    /// anything else in the cluster, or a warning saying why not (the first [`UNREADABLE_SHOWN`]
+    /// of them; `skipped` counts them all).
+    fn add(&mut self, mut o: Value, skipped: &mut usize) {
         // What `kubectl get -o yaml` prints in bulk and nothing here reads.
         if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("managedFields");
         }
-        if is_event(&o) {
-            self.events.push(o);
-            return;
+        match o.get("kind").and_then(Value::as_str) {
+            Some("Event") => {
+                self.events.push(Compact::new(&o));
+                return;
+            }
+            Some("ProvisioningRequest") => {
+                self.requests.push(o);
+                return;
+            }
+            _ => {}
         }
         let what = scheduler_core::cluster::describe(&o);
         if let Err(e) = self.cluster.push(o) {
-            self.warnings.push(format!("skipped {what}: {e}"));
+            *skipped += 1;
+            if *skipped <= UNREADABLE_SHOWN {
+                self.warnings.push(format!("skipped {what}: {e}"));
+            }
         }
     }
 }
@@ -157,23 +181,19 @@ const UNREADABLE_SHOWN: usize = 20;
 /// A dump is input: a Node or Pod in it the scheduler cannot read (an invalid quantity, a field of
 /// the wrong type) is an error naming the object and the field (`bad`), not an object quietly
 /// dropped. (The live API never serves one: the API server validates and canonicalizes on write.)
-fn check_dump(path: &Path, bad: &[String]) -> anyhow::Result<()> {
+fn check_dump(path: &Path, bad: &[String], count: usize) -> anyhow::Result<()> {
     if bad.is_empty() {
         return Ok(());
     }
     let mut text = format!("{}: the cluster dump is invalid:", path.display());
-    for line in bad.iter().take(UNREADABLE_SHOWN) {
+    for line in bad {
         text.push_str("\n  ");
         text.push_str(line);
     }
-    if bad.len() > UNREADABLE_SHOWN {
-        text.push_str(&format!("\n  … and {} more", bad.len() - UNREADABLE_SHOWN));
+    if count > bad.len() {
+        text.push_str(&format!("\n  … and {} more", count - bad.len()));
     }
     anyhow::bail!(text)
-}
-
-fn is_event(o: &Value) -> bool {
-    o.get("kind").and_then(Value::as_str) == Some("Event")
 }
 
 /// A current-thread runtime for the live API.
@@ -191,7 +211,7 @@ fn snapshot(g: &Global) -> anyhow::Result<Output> {
                 let live = live::connect(g.kubeconfig.as_deref(), g.context.as_deref()).await?;
                 live::fetch(&live).await
             })?;
-            list_text(objects.into_iter(), format)?
+            list_text(objects.iter().map(Compact::decode), format)?
         }
     };
     Ok(Output { stdout, stderr: format!("{count} objects\n"), code: 0 })
@@ -371,6 +391,31 @@ mod tests {
         };
         assert_eq!(write(true), "\x1b[38;5;9mbad\x1b[39m \\x1b[8mhidden\\x1b[0m \\x1b[31mred");
         assert_eq!(write(false), escape_controls(text));
+    }
+
+    /// A dump of many objects that cannot be stored warns of the first ones and counts the rest.
+    #[test]
+    fn objects_skipped_are_warned_of_twenty_at_a_time_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dump.yaml");
+        let mut text = String::from(
+            "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '8'}}\n",
+        );
+        for i in 0..25 {
+            text.push_str(&format!("---\nkind: ConfigMap\nmetadata: {{namespace: ns{i}}}\n"));
+        }
+        std::fs::write(&path, text).unwrap();
+        let cli = <Cli as clap::Parser>::parse_from([
+            "kubectl-gang",
+            "status",
+            "--cluster",
+            path.to_str().unwrap(),
+        ]);
+        let world = load(&cli.global, None).unwrap();
+        assert_eq!(world.warnings.len(), UNREADABLE_SHOWN + 1, "{:#?}", world.warnings);
+        assert_eq!(world.warnings[0], "skipped ConfigMap ns0/: metadata.name: missing on ConfigMap");
+        assert_eq!(world.warnings[UNREADABLE_SHOWN], "… and 5 more objects skipped");
+        assert_eq!(world.cluster.count(&scheduler_core::cluster::NODE), 1);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use scheduler_core::cluster::{ApiKind, READ};
+use scheduler_core::cluster::{ApiKind, Compact, READ};
 use serde_json::Value;
 
 /// A connected client and the namespace of its context.
@@ -66,22 +66,49 @@ const PROVISIONING_REQUESTS: ApiKind = ApiKind {
     builtin: false,
 };
 
-/// Lists every resource the plugin reads, as raw objects with `apiVersion` and `kind`.
-pub async fn fetch(live: &Connection) -> anyhow::Result<Vec<Value>> {
+/// Objects per list request, as kubectl lists (`--chunk-size`): no one response holds every pod of
+/// a large cluster.
+const PAGE: u32 = 500;
+
+/// Lists every object of `r` (in `namespace`, else in all), page by page, each stored as compact
+/// JSON with its `apiVersion` and `kind` (and without `managedFields`, which nothing here reads):
+/// memory stays near the size of the JSON served, where decoded values cost many times that.
+async fn list_all(
+    client: &kube::Client,
+    r: &ApiResource,
+    namespace: Option<&str>,
+    out: &mut Vec<Compact>,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, r),
+        None => Api::all_with(client.clone(), r),
+    };
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let list = api.list(&params).await?;
+        for mut o in list.items {
+            o.metadata.managed_fields = None;
+            let mut v = serde_json::to_value(o).map_err(kube::Error::SerdeError)?;
+            if let Some(m) = v.as_object_mut() {
+                m.insert("apiVersion".into(), Value::String(r.api_version.clone()));
+                m.insert("kind".into(), Value::String(r.kind.clone()));
+            }
+            out.push(Compact::new(&v));
+        }
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Lists every resource the plugin reads, as raw objects with `apiVersion` and `kind`, held as
+/// compact JSON.
+pub async fn fetch(live: &Connection) -> anyhow::Result<Vec<Compact>> {
     let mut out = Vec::new();
     for (r, required) in resources() {
-        let api: Api<DynamicObject> = Api::all_with(live.client.clone(), &r);
-        match api.list(&ListParams::default()).await {
-            Ok(list) => {
-                for o in list.items {
-                    let mut v = serde_json::to_value(o)?;
-                    if let Some(m) = v.as_object_mut() {
-                        m.insert("apiVersion".into(), Value::String(r.api_version.clone()));
-                        m.insert("kind".into(), Value::String(r.kind.clone()));
-                    }
-                    out.push(v);
-                }
-            }
+        match list_all(&live.client, &r, None, &mut out).await {
+            Ok(()) => {}
             Err(kube::Error::Api(e)) if !required && (e.code == 404 || e.code == 403) => {}
             Err(e) => return Err(anyhow::Error::new(e).context(format!("listing {}", r.plural))),
         }
@@ -90,26 +117,15 @@ pub async fn fetch(live: &Connection) -> anyhow::Result<Vec<Value>> {
 }
 
 /// Events in `namespace` (events.k8s.io/v1, else core v1), for the detail view.
-pub async fn events(live: &Connection, namespace: &str) -> anyhow::Result<Vec<Value>> {
+pub async fn events(live: &Connection, namespace: &str) -> anyhow::Result<Vec<Compact>> {
     let events = [
         ApiKind { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", builtin: true },
         ApiKind { group: "", version: "v1", kind: "Event", plural: "events", builtin: true },
     ];
     for r in events.iter().map(resource) {
-        let api: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), namespace, &r);
-        match api.list(&ListParams::default()).await {
-            Ok(list) => {
-                let mut out = Vec::new();
-                for o in list.items {
-                    let mut v = serde_json::to_value(o)?;
-                    if let Some(m) = v.as_object_mut() {
-                        m.insert("apiVersion".into(), Value::String(r.api_version.clone()));
-                        m.insert("kind".into(), Value::String("Event".into()));
-                    }
-                    out.push(v);
-                }
-                return Ok(out);
-            }
+        let mut out = Vec::new();
+        match list_all(&live.client, &r, Some(namespace), &mut out).await {
+            Ok(()) => return Ok(out),
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 403 => {}
             Err(e) => return Err(anyhow::Error::new(e).context("listing events")),
         }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
-use scheduler_core::cluster::{Cluster, describe};
+use scheduler_core::cluster::{Cluster, Compact, Held, describe};
 use scheduler_core::model::GangKey;
 use scheduler_core::names::LABEL_ENABLED;
 use scheduler_core::plan::Reason;
@@ -103,7 +103,9 @@ impl Ask {
 /// expanded.
 #[derive(Clone, Debug, Default)]
 pub struct Prepared {
-    pub objects: Vec<Value>,
+    /// Held as compact JSON: the pods expanded from the input may be many ([`Compact::decode`]
+    /// reads one).
+    pub objects: Vec<Compact>,
     /// The pods among `objects`.
     pub pods: BTreeSet<(String, String)>,
     /// Gang objects among `objects`, as `namespace/name`.
@@ -111,6 +113,56 @@ pub struct Prepared {
     /// Problems that stop the simulation: `FILE: Kind ns/name: path: message`.
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+/// Lines said of an input, as [`prepare_bounded`] finds them: each said once, the first
+/// [`SHOWN`] kept and the rest counted, so an input of many bad objects says what is wrong
+/// without holding a line per object.
+#[derive(Debug, Default)]
+struct Said {
+    lines: Vec<String>,
+    more: usize,
+    /// A hash of every line said, kept or not.
+    seen: HashSet<u64>,
+}
+
+/// Errors (and warnings) listed by `simulate`, at most.
+pub const SHOWN: usize = 20;
+
+impl Said {
+    fn push(&mut self, line: String) {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        line.hash(&mut h);
+        if !self.seen.insert(h.finish()) {
+            return;
+        }
+        if self.lines.len() < SHOWN {
+            self.lines.push(line);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// The lines kept, and `… and N more <what>` when some were not.
+    fn into_lines(mut self, what: &str) -> Vec<String> {
+        if self.more > 0 {
+            self.lines.push(format!("… and {} more {what}", self.more));
+        }
+        self.lines
+    }
+}
+
+impl Extend<String> for Said {
+    fn extend<I: IntoIterator<Item = String>>(&mut self, lines: I) {
+        for line in lines {
+            self.push(line);
+        }
+    }
 }
 
 /// Admits, expands and stamps submitted objects, as `kubectl apply` of them would: each object is
@@ -138,6 +190,7 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
 ) -> Prepared {
     let stamp = serde_json::to_value(now.to_k8s()).unwrap_or(Value::Null);
     let mut out = Prepared::default();
+    let (mut errors, mut warnings) = (Said::default(), Said::default());
     // The file each of `out.objects` came from.
     let mut origin: Vec<std::rc::Rc<str>> = Vec::new();
     let defaulted = |mut s: Sourced| {
@@ -164,13 +217,13 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
         // What the API server refuses before any webhook: a label or annotation that is no string.
         let refused = workload::metadata_errors(&obj);
         if !refused.is_empty() {
-            out.errors.extend(refused.iter().map(|e| format!("{}: {what}: {e}", source)));
+            errors.extend(refused.iter().map(|e| format!("{}: {what}: {e}", source)));
             continue;
         }
         let verdict = admit_with(&mut obj, None, Some(&opted_in), &gangs);
         let denied = !verdict.allowed();
-        out.errors.extend(verdict.errors.iter().map(|e| format!("{}: {what}: {e}", source)));
-        out.warnings.extend(verdict.warnings.iter().map(|w| format!("{}: {what}: {w}", source)));
+        errors.extend(verdict.errors.iter().map(|e| format!("{}: {what}: {e}", source)));
+        warnings.extend(verdict.warnings.iter().map(|w| format!("{}: {what}: {w}", source)));
         if workload::named_after_mutation(&obj)
             && let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
         {
@@ -192,15 +245,15 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
             let mut unsuspended = obj.clone();
             unsuspended["spec"]["suspend"] = Value::Bool(false);
             let update = admit_with(&mut unsuspended, Some(&obj), Some(&opted_in), &gangs);
-            out.errors.extend(update.errors.iter().map(|e| format!("{}: {what}: {e}", source)));
-            out.warnings.extend(update.warnings.iter().map(|w| format!("{}: {what}: {w}", source)));
+            errors.extend(update.errors.iter().map(|e| format!("{}: {what}: {e}", source)));
+            warnings.extend(update.warnings.iter().map(|w| format!("{}: {what}: {w}", source)));
             obj = unsuspended;
         }
         if kind == "Pod" || workload::is_workload(&obj) {
             if let Some(Ok(shape)) = workload::inspect(&obj) {
                 match workload::expanded_count(&shape) {
                     Ok(n) if n > budget => {
-                        out.errors.push(format!(
+                        errors.push(format!(
                             "{}: {what}: its {n} pods would make the input's {} pods in all; at most {max_pods} are expanded: simulate fewer workloads at once",
                             source,
                             max_pods - budget + n,
@@ -213,7 +266,7 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
             }
             match workload::expand_admitted(&obj) {
                 Ok(pods) if pods.is_empty() => {
-                    out.warnings.push(format!("{}: {what}: creates no pods; skipped", source));
+                    warnings.push(format!("{}: {what}: creates no pods; skipped", source));
                 }
                 Ok(pods) => {
                     // A pod the scheduler could not read (an invalid quantity) is an input error,
@@ -230,7 +283,7 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                     });
                     if let Some((pod, e)) = first_unreadable {
                         let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-                        out.errors.push(format!("{}: {what}: pod {name}: {e}", source));
+                        errors.push(format!("{}: {what}: pod {name}: {e}", source));
                         continue;
                     }
                     for mut p in pods {
@@ -245,7 +298,7 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                             if let Some(meta) = p.get_mut("metadata").and_then(Value::as_object_mut) {
                                 meta.insert("creationTimestamp".into(), stamp.clone());
                             }
-                            out.objects.push(p);
+                            out.objects.push(Compact::new(&p));
                             continue;
                         }
                         let ns = p
@@ -263,14 +316,14 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                             m.insert("status".into(), json!({"phase": "Pending"}));
                         }
                         out.pods.insert((ns, name));
-                        out.objects.push(p);
+                        out.objects.push(Compact::new(&p));
                     }
                 }
                 // Admission has said why already.
                 Err(_) if denied => {}
-                Err(errors) => {
-                    for e in errors {
-                        out.errors.push(format!("{}: {what}: {e}", source));
+                Err(expansion) => {
+                    for e in expansion {
+                        errors.push(format!("{}: {what}: {e}", source));
                     }
                 }
             }
@@ -281,53 +334,59 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                 let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
                 out.gang_objects.insert(GangKey::new(ns, name));
             }
-            out.objects.push(obj);
+            out.objects.push(Compact::new(&obj));
         } else if cluster_scoped {
             if let Some(e) = unreadable(&obj) {
-                out.errors.push(format!("{}: {what}: {e}", source));
+                errors.push(format!("{}: {what}: {e}", source));
                 continue;
             }
-            out.objects.push(obj);
+            out.objects.push(Compact::new(&obj));
         } else {
-            out.warnings.push(format!("{}: {what}: neither a workload nor a gang object; skipped", source));
+            warnings.push(format!("{}: {what}: neither a workload nor a gang object; skipped", source));
         }
         origin.resize(out.objects.len(), file);
     }
     // A pod and its gang object in one input: the pod must name a leaf of the gang's tree. Each
     // pod looks up the gangs it names (by key), and each gang is handed the pods that name it.
-    let gangs = input::gangs_of(&out.objects);
-    let is_pod = |o: &&Value| o.get("kind").and_then(Value::as_str) == Some("Pod");
-    let mut said: HashSet<String> = out.errors.iter().cloned().collect();
-    let mut naming: HashMap<GangKey, Vec<&Value>> = HashMap::new();
-    for (o, file) in out.objects.iter().zip(&origin) {
+    // The objects are decoded one at a time, in each pass. The gangs of the input as submitted
+    // are no longer needed: not held beside those of the objects admitted.
+    drop(gangs);
+    let gangs = input::gangs_of(out.objects.iter().map(Compact::decode));
+    let is_pod = |o: &Value| o.get("kind").and_then(Value::as_str) == Some("Pod");
+    // Gang → the positions in `out.objects` of the pods that name it.
+    let mut naming: HashMap<GangKey, Vec<usize>> = HashMap::new();
+    for (i, (o, file)) in out.objects.iter().zip(&origin).enumerate() {
+        let o = o.decode();
         if is_pod(&o) {
-            let claimed = gangs.claimed_by(o);
-            for e in scheduler_core::validate::attachment_errors(&claimed, o) {
-                let line = format!("{file}: {}: {e}", describe(o));
+            let claimed = gangs.claimed_by(&o);
+            for e in scheduler_core::validate::attachment_errors(&claimed, &o) {
+                let line = format!("{file}: {}: {e}", describe(&o));
                 // An input pod was admitted knowing these gangs: said once.
-                if said.insert(line.clone()) {
-                    out.errors.push(line);
-                }
+                errors.push(line);
             }
             for g in claimed {
-                naming.entry(g.key).or_default().push(o);
+                naming.entry(g.key).or_default().push(i);
             }
         }
     }
     // A KAI pod floor above the pods the input holds: the gang waits for pods (perhaps ones the
     // cluster has), so a warning naming the field. Pods that count toward no leaf are errors
     // already, and the cause of any shortfall.
-    let attached = out.errors.is_empty();
+    let attached = errors.is_empty();
     let mut floors = Vec::new();
     for (o, file) in out.objects.iter().zip(&origin).filter(|_| attached) {
-        if let Some(Ok(dialect::GangObject::Gang(g))) = dialect::read_object(o) {
-            let pods = naming.get(&g.key).into_iter().flatten().copied();
-            for e in scheduler_core::validate::floor_shortfalls(&g, pods) {
-                floors.push(format!("{file}: {}: {e}", describe(o)));
+        let o = o.decode();
+        if let Some(Ok(dialect::GangObject::Gang(g))) = dialect::read_object(&o) {
+            let pods: Vec<Value> =
+                naming.get(&g.key).into_iter().flatten().map(|&i| out.objects[i].decode()).collect();
+            for e in scheduler_core::validate::floor_shortfalls(&g, pods.iter()) {
+                floors.push(format!("{file}: {}: {e}", describe(&o)));
             }
         }
     }
-    out.warnings.extend(floors);
+    warnings.extend(floors);
+    out.errors = errors.into_lines("errors (`kubectl gang validate` lists every one)");
+    out.warnings = warnings.into_lines("warnings");
     out
 }
 
@@ -356,23 +415,34 @@ pub struct Simulation {
 }
 
 /// Adds `prepared` to `cluster` and runs one cycle (on copies of both: see [`simulate_owned`]).
-pub fn simulate(cluster: &Cluster, prepared: &Prepared, config: &Config, now: Time) -> Simulation {
+pub fn simulate<H: Held>(
+    cluster: &Cluster<H>,
+    prepared: &Prepared,
+    config: &Config,
+    now: Time,
+) -> Simulation {
     simulate_owned(cluster.clone(), prepared.clone(), config, now)
 }
 
 /// [`simulate`], moving `prepared`'s objects into `cluster` rather than copying them: what the
 /// command runs, so that the input is held once.
-pub fn simulate_owned(mut cluster: Cluster, prepared: Prepared, config: &Config, now: Time) -> Simulation {
+pub fn simulate_owned<H: Held>(
+    mut cluster: Cluster<H>,
+    prepared: Prepared,
+    config: &Config,
+    now: Time,
+) -> Simulation {
     let mut sim = Simulation::default();
     // Upstream PodGroups are reported by key after assembly (`PodGroup ns/name`).
     let ours: HashSet<String> = prepared
         .objects
         .iter()
-        .map(describe)
+        .map(|o| describe(&o.decode()))
         .chain(prepared.gang_objects.iter().map(|k| format!("PodGroup {k}")))
         .collect();
     let Prepared { objects, pods, gang_objects, .. } = prepared;
     for o in objects {
+        let o = o.decode();
         let what = describe(&o);
         if let Err(e) = cluster.push(o) {
             sim.warnings.push(format!("{what}: {e}"));
@@ -603,5 +673,33 @@ mod tests {
             "jobs.yaml: Job ml/c: its 2 pods would make the input's 10 pods in all; at most 9 are expanded: simulate fewer workloads at once"
         );
         assert!(prepare_bounded(|| input.iter().cloned(), "ml", now, 10).errors.is_empty());
+    }
+
+    /// An input of many bad objects lists the first [`SHOWN`] errors and warnings and counts the
+    /// rest, each line said once.
+    #[test]
+    fn many_bad_objects_are_listed_twenty_at_a_time_and_counted() {
+        let now = Time::parse_rfc3339("2026-11-22T09:00:00Z").unwrap();
+        let mut input: Vec<Sourced> = (0..35)
+            .map(|i| Sourced {
+                file: "x.yaml".into(),
+                object: json!({"kind": "ConfigMap", "metadata": {"name": format!("c{i}")}}),
+            })
+            .collect();
+        // Invalid: a Job whose parallelism is no number, 25 of them, one twice.
+        for i in 0..25 {
+            let mut j = job(&format!("bad-{i}"), 1);
+            j.object["spec"]["parallelism"] = json!("many");
+            input.push(j);
+        }
+        input.push(input.last().unwrap().clone());
+        let p = prepare_bounded(|| input.iter().cloned(), "ml", now, 1_000);
+        assert_eq!(p.warnings.len(), SHOWN + 1, "{:#?}", p.warnings);
+        assert_eq!(p.warnings[0], "x.yaml: ConfigMap ml/c0: neither a workload nor a gang object; skipped");
+        assert_eq!(p.warnings[SHOWN], "… and 15 more warnings");
+        assert_eq!(p.errors.len(), SHOWN + 1, "{:#?}", p.errors);
+        assert!(p.errors[0].starts_with("jobs.yaml: Job ml/bad-0: spec.parallelism"), "{}", p.errors[0]);
+        // Two errors for each of the 25 Jobs; the repeated Job's said once.
+        assert_eq!(p.errors[SHOWN], "… and 30 more errors (`kubectl gang validate` lists every one)");
     }
 }

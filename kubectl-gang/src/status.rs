@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use scheduler_core::cluster::Cluster;
+use scheduler_core::cluster::{Cluster, Compact, Held};
 use scheduler_core::model::{Dialect, Gang, GangKey, Pod, PodPhase};
 use scheduler_core::plan::{Outcome, Phase, Plan, Reason};
 use scheduler_core::{Config, Time, schedule, tree};
@@ -74,7 +74,7 @@ pub fn row(
     ours: &str,
     outcome: Option<&Outcome>,
     now: Time,
-    cluster: &Cluster,
+    cluster: &Cluster<impl Held>,
 ) -> Row {
     let counts = outcome.map(|o| o.counts).unwrap_or_default();
     let members = counts.members;
@@ -116,7 +116,7 @@ pub fn row(
 /// of a 1.35 `Workload` (one pod group, per replica key: `training-workers-a`) is that Workload
 /// (`workload.scheduling.k8s.io/training`), the object kubectl can get. Gangs defined by pod
 /// annotations have no object of their own: `gang/<name>`.
-pub fn object_name(g: &Gang, cluster: &Cluster) -> String {
+pub fn object_name(g: &Gang, cluster: &Cluster<impl Held>) -> String {
     if g.source.dialect == Dialect::Upstream && g.source.kind == "Workload" {
         return match workload_of(g, cluster) {
             Some(w) => format!("workload.scheduling.k8s.io/{w}"),
@@ -139,13 +139,13 @@ pub fn object_name(g: &Gang, cluster: &Cluster) -> String {
 /// `<workload>-<podGroup>[-<replicaKey>]` (KEP-4671: a gang per replica key); the Workload is the
 /// prefix, before some `-`, that the cluster holds as a Workload with that pod group. A lookup per
 /// `-` in the name, each by key: no scan of the cluster.
-fn workload_of(g: &Gang, cluster: &Cluster) -> Option<String> {
+fn workload_of(g: &Gang, cluster: &Cluster<impl Held>) -> Option<String> {
     let name = g.key.name.as_str();
     let cuts = name.match_indices('-').map(|(i, _)| i).collect::<Vec<_>>();
     cuts.into_iter().rev().find_map(|i| {
         let workload = &name[..i];
         let obj = cluster.get("scheduling.k8s.io/v1alpha1", "Workload", &g.key.namespace, workload)?;
-        let w = scheduler_core::dialect::upstream::read_workload(obj).ok()?;
+        let w = scheduler_core::dialect::upstream::read_workload(&obj).ok()?;
         w.groups
             .iter()
             .any(|group| {
@@ -227,21 +227,26 @@ fn labels_of(v: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// The raw objects that define gangs, by namespace and name: built once, so that finding a gang's
-/// object costs a lookup, not a scan of every gang object per gang.
-fn defining_objects(world: &World) -> BTreeMap<(&str, &str), &Value> {
-    let mut out = BTreeMap::new();
-    for o in world.cluster.gang_objects() {
-        let at = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
-        // The first in the cluster's key order, as a scan from the start found it.
-        out.entry((at("/metadata/namespace"), at("/metadata/name"))).or_insert(o);
-    }
-    out
+/// The raw object that defines gang `key`, if it has one: the first in the cluster's key order.
+fn defining_object(world: &World, key: &GangKey) -> Option<Value> {
+    let is = |o: &Value, p: &str, want: &str| o.pointer(p).and_then(Value::as_str) == Some(want);
+    world
+        .cluster
+        .gang_objects()
+        .find(|o| is(o, "/metadata/namespace", &key.namespace) && is(o, "/metadata/name", &key.name))
+        .map(std::borrow::Cow::into_owned)
 }
 
-/// The raw object that defines gang `key`, if it has one.
-fn defining_object<'a>(objects: &BTreeMap<(&str, &str), &'a Value>, key: &GangKey) -> Option<&'a Value> {
-    objects.get(&(key.namespace.as_str(), key.name.as_str())).copied()
+/// The labels of the raw objects that define gangs, by namespace and name: read once (for `-l`),
+/// so that finding a gang's object costs a lookup, not a scan of every gang object per gang.
+fn defining_labels(world: &World) -> BTreeMap<(String, String), BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for o in world.cluster.gang_objects() {
+        let at = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        // The first in the cluster's key order, as a scan from the start found it.
+        out.entry((at("/metadata/namespace"), at("/metadata/name"))).or_insert_with(|| labels_of(&o));
+    }
+    out
 }
 
 /// Runs `status`.
@@ -284,7 +289,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         return Ok(Output { stdout, stderr, code: 0 });
     }
 
-    let objects = defining_objects(&world);
+    let objects = if g.selector.is_some() { defining_labels(&world) } else { BTreeMap::new() };
     let mut rows = Vec::new();
     for gang in &view.gangs {
         if !in_scope(&gang.key.namespace) {
@@ -292,12 +297,12 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         }
         let pods = view.members.get(&gang.key).cloned().unwrap_or_default();
         if g.selector.is_some() {
-            let matched = match defining_object(&objects, &gang.key) {
-                Some(obj) => selector.matches(&labels_of(obj)),
+            let matched = match objects.get(&(gang.key.namespace.clone(), gang.key.name.clone())) {
+                Some(labels) => selector.matches(labels),
                 None => pods
                     .iter()
                     .filter_map(|m| world.cluster.pod(&m.key.namespace, &m.key.name))
-                    .any(|p| selector.matches(&labels_of(p))),
+                    .any(|p| selector.matches(&labels_of(&p))),
             };
             if !matched {
                 continue;
@@ -345,8 +350,8 @@ fn with_capacity(r: &mut Row, world: &World, key: &GangKey, outcome: Option<&Out
     if outcome.is_none_or(|o| o.reason.is_satisfied()) {
         return;
     }
-    let Some(line) = scheduler_core::provision::capacity_line_for(&world.cluster.others, key) else { return };
-    let Some(request) = scheduler_core::provision::gang_request(&world.cluster.others, key) else { return };
+    let Some(line) = scheduler_core::provision::capacity_line_for(&world.requests, key) else { return };
+    let Some(request) = scheduler_core::provision::gang_request(&world.requests, key) else { return };
     let name = request.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     r.waiting_for = format!("capacity (ProvisioningRequest {name})");
     r.message = if r.message.is_empty() { line } else { format!("{line}; {}", r.message) };
@@ -471,7 +476,7 @@ fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color
         out.push_str(&grid.render(false, color, 2));
     }
 
-    if let Some(obj) = defining_object(&defining_objects(world), &gang.key)
+    if let Some(obj) = defining_object(world, &gang.key)
         && let Some(conds) = obj.pointer("/status/conditions").and_then(Value::as_array)
         && !conds.is_empty()
     {
@@ -488,16 +493,18 @@ fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color
 
     let names: BTreeSet<&str> =
         pods.iter().map(|p| p.key.name.as_str()).chain(std::iter::once(gang.key.name.as_str())).collect();
-    let mut events: Vec<(Time, &Value)> = world
+    // Held compact: decoded one at a time, the gang's kept.
+    let mut events: Vec<(Time, Value)> = world
         .events
         .iter()
+        .map(Compact::decode)
         .filter(|e| {
             let regarding = e.get("regarding").or_else(|| e.get("involvedObject"));
             let ns = e.pointer("/metadata/namespace").and_then(Value::as_str);
             let name = regarding.and_then(|r| r.get("name")).and_then(Value::as_str);
             ns == Some(gang.key.namespace.as_str()) && name.is_some_and(|n| names.contains(n))
         })
-        .map(|e| (event_time(e), e))
+        .map(|e| (event_time(&e), e))
         .collect();
     events.sort_by_key(|(t, _)| *t);
     out.push_str("\nEvents:\n");

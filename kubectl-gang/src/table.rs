@@ -4,7 +4,7 @@
 
 use std::io::IsTerminal;
 
-use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table};
+use comfy_table::{Cell, CellAlignment, Color, ColumnConstraint, ContentArrangement, Table, Width};
 
 use crate::escape_controls;
 
@@ -76,11 +76,54 @@ impl Grid {
     /// wide as its widest line, a CJK character two columns, three spaces between columns, a
     /// cell's lines on lines of their own). Data is escaped before it reaches the table, so the
     /// only control sequences in the text are the colours the table adds.
+    ///
+    /// A table of many rows is laid out [`ROWS_PER_TABLE`] rows at a time, every part with the
+    /// column widths of the whole: the same text, without comfy-table holding every cell of a
+    /// cluster's worth of rows at once (some 25 times the text it prints).
     pub fn render(&self, no_headers: bool, color: bool, indent: usize) -> String {
+        self.render_in(no_headers, color, indent, ROWS_PER_TABLE)
+    }
+
+    fn render_in(&self, no_headers: bool, color: bool, indent: usize, per_table: usize) -> String {
         let mut out = String::new();
         if self.rows.is_empty() && no_headers {
             return out;
         }
+        let parts: Vec<&[Vec<(String, Tone)>]> =
+            if self.rows.is_empty() { vec![&[]] } else { self.rows.chunks(per_table.max(1)).collect() };
+        // The widths of the whole, from each part measured alone (its table dropped at once).
+        let widths = (parts.len() > 1).then(|| {
+            let mut widths: Vec<u16> = Vec::new();
+            for rows in &parts {
+                let part = self.table(rows, !no_headers, false, None).column_max_content_widths();
+                widths.resize(widths.len().max(part.len()), 0);
+                for (w, p) in widths.iter_mut().zip(part) {
+                    *w = (*w).max(p);
+                }
+            }
+            widths
+        });
+        let pad = " ".repeat(indent);
+        for (i, rows) in parts.iter().enumerate() {
+            let t = self.table(rows, !no_headers && i == 0, color, widths.as_deref());
+            for line in t.lines() {
+                out.push_str(&pad);
+                out.push_str(line.trim_end());
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// `rows` as one comfy-table, with the header if `header`, and every column as wide as
+    /// `widths` says when given (its content's width, padding not included).
+    fn table(
+        &self,
+        rows: &[Vec<(String, Tone)>],
+        header: bool,
+        color: bool,
+        widths: Option<&[u16]>,
+    ) -> Table {
         let mut t = Table::new();
         t.load_style(comfy_table::presets::NOTHING).set_content_arrangement(ContentArrangement::Disabled);
         if color {
@@ -88,12 +131,12 @@ impl Grid {
         } else {
             t.force_no_tty();
         }
-        if !no_headers {
+        if header {
             t.set_header(
                 self.headers.iter().map(|h| Cell::new(escape_controls(h)).set_alignment(CellAlignment::Left)),
             );
         }
-        for r in &self.rows {
+        for r in rows {
             t.add_row(r.iter().map(|(text, tone)| {
                 let c = Cell::new(escape_controls(text));
                 match (color, tone) {
@@ -106,17 +149,18 @@ impl Grid {
         }
         let last = t.column_count().saturating_sub(1);
         for (i, col) in t.column_iter_mut().enumerate() {
-            col.set_padding((0, if i == last { 0 } else { 3 }));
+            let right = if i == last { 0 } else { 3 };
+            col.set_padding((0, right));
+            if let Some(&w) = widths.and_then(|w| w.get(i)) {
+                col.set_constraint(ColumnConstraint::Absolute(Width::Fixed(w.saturating_add(right))));
+            }
         }
-        let pad = " ".repeat(indent);
-        for line in t.lines() {
-            out.push_str(&pad);
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-        out
+        t
     }
 }
+
+/// Rows laid out by one comfy-table at a time (see [`Grid::render`]).
+const ROWS_PER_TABLE: usize = 1_000;
 
 #[cfg(test)]
 mod tests {
@@ -156,6 +200,39 @@ mod tests {
         g.row(["日本", "one\ntwo"]);
         g.row(["abcde", "x"]);
         assert_eq!(g.render(false, false, 1), " NAME    MESSAGE\n 日本    one\n         two\n abcde   x\n");
+    }
+
+    /// A table laid out in parts is the text of the table laid out whole: headers or not, colour
+    /// or not, wide characters, multi-line and empty cells, a column wider in a later part.
+    #[test]
+    fn a_table_laid_out_in_parts_is_the_same_text() {
+        let mut g = Grid::new(&["NAME", "PHASE", "MESSAGE"]);
+        for i in 0..23 {
+            let name = match i % 5 {
+                0 => "日本語".to_string(),
+                1 => format!("worker-{}", "x".repeat(i)),
+                2 => String::new(),
+                3 => "a\nlonger second line".to_string(),
+                _ => format!("w{i}"),
+            };
+            let phase = if i % 2 == 0 { "Running" } else { "Pending" };
+            g.toned(vec![
+                (name, Tone::Plain),
+                (phase.into(), Tone::of(phase)),
+                ("m".repeat(i % 7), Tone::Plain),
+            ]);
+        }
+        for (no_headers, color, indent) in [(false, false, 0), (true, false, 2), (false, true, 1)] {
+            let whole = g.render_in(no_headers, color, indent, usize::MAX);
+            for per_table in [1, 2, 7, 22] {
+                assert_eq!(
+                    g.render_in(no_headers, color, indent, per_table),
+                    whole,
+                    "{per_table} rows a part"
+                );
+            }
+        }
+        assert!(g.render(false, false, 0).contains("worker-xxxxxxxxxxxxxxxxxxxxx"));
     }
 
     /// A cell's control characters are shown escaped, colour or not, and only the table's own

@@ -165,7 +165,7 @@ fn check(path: &Path, cluster: &Cluster) -> Vec<String> {
     // Members and minimums, from the snapshot simulate assembled.
     let mut with = cluster.clone();
     for o in &prepared.objects {
-        with.push(o.clone()).unwrap();
+        with.push(o.decode()).unwrap();
     }
     let snapshot = with.snapshot().snapshot;
     let gangs: BTreeSet<_> = sim.gangs.iter().map(|g| format!("{}/{}", g.namespace, g.name)).collect();

@@ -173,3 +173,27 @@ async fn status_reports_a_gang_waiting_for_its_capacity_request_from_the_live_ap
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("capacity provisioned: ProvisioningRequest ml/wide-1"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_cluster_is_listed_in_pages_and_read_whole() {
+    let (api, _dir, kubeconfig) = cluster().await;
+    // 1,201 members: three pages of pods (two of 500, kubectl's chunk size, and the rest).
+    api.put(gang("ml", "many", 1_201));
+    for i in 0..1_201 {
+        let mut p = gang_pod("ml", &format!("many-{i:04}"), "many", 0);
+        p["spec"]["nodeName"] = json!("n3");
+        p["status"]["phase"] = json!("Running");
+        api.put(p);
+    }
+    let out = run(&kubeconfig, &["status", "many", "-o", "json"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let many = &v["gangs"][0];
+    assert_eq!((many["members"].as_u64(), many["running"].as_u64()), (Some(1_201), Some(1_201)), "{v:#}");
+    assert_eq!(many["phase"], "Running");
+    let pages: Vec<_> =
+        api.requests_to("GET", "/pods").into_iter().filter(|r| r.path == "/api/v1/pods").collect();
+    assert_eq!(pages.len(), 3, "{pages:#?}");
+    assert!(pages.iter().all(|r| r.query.contains("limit=500") && r.status == 200), "{pages:#?}");
+    assert!(pages[1..].iter().all(|r| r.query.contains("continue=")), "{pages:#?}");
+}

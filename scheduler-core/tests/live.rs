@@ -1,6 +1,7 @@
 //! `Live` (a snapshot patched object by object) always equals `Cluster::snapshot` (assembled in
 //! one pass) of the same objects: after any sequence of adds, updates and deletes of nodes, pods,
-//! priority classes and gang objects of several dialects, broken ones included.
+//! priority classes and gang objects of several dialects, broken ones included. So does a
+//! `Cluster` holding the same objects as compact JSON (what the CLI holds).
 
 use proptest::prelude::*;
 use scheduler_core::cluster::{ApiKind, Cluster, Live, Overlay, Problem, READ};
@@ -160,19 +161,24 @@ proptest! {
     #[test]
     fn live_equals_a_fresh_assembly_after_any_changes(ops in prop::collection::vec(op(), 1..40)) {
         let mut cluster = Cluster::new();
+        let mut compact = Cluster::compact();
         let mut live = Live::new();
         for op in &ops {
             match act(op) {
                 Ok(obj) => {
-                    prop_assert_eq!(cluster.push(obj.clone()).is_ok(), live.push(obj).is_ok());
+                    let pushed = cluster.push(obj.clone()).is_ok();
+                    prop_assert_eq!(compact.push(obj.clone()).is_ok(), pushed);
+                    prop_assert_eq!(live.push(obj).is_ok(), pushed);
                 }
                 Err((api_version, kind, name)) => {
                     let ns = if kind == "Node" || kind == "PriorityClass" { "" } else { "ml" };
                     cluster.remove_named(api_version, kind, ns, &name);
+                    compact.remove_named(api_version, kind, ns, &name);
                     live.remove(api_version, kind, ns, &name);
                 }
             }
             same(&cluster, &mut live)?;
+            prop_assert_eq!(compact.snapshot(), cluster.snapshot());
         }
     }
 }

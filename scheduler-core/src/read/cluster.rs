@@ -9,6 +9,11 @@
 //!
 //! [`Cluster::snapshot`] assembles in one pass (files, dumps, the CLI); [`Live`] keeps a snapshot
 //! assembled while a watch delivers changes one object at a time (the scheduler).
+//!
+//! A cluster holds its raw objects decoded ([`Value`]: the scheduler reads them back at every
+//! binding) or as compact JSON ([`Compact`]: what a one-shot reader such as the CLI holds, since a
+//! decoded `Value` costs ten to fifty times the JSON of small objects). Either way every object is
+//! decoded for its conversion; compact ones once more each time they are read.
 
 mod assembly;
 mod resolve;
@@ -86,21 +91,100 @@ impl GangAt {
     fn read(&self, obj: &Value) -> Option<Result<dialect::GangObject, Vec<FieldError>>> {
         dialect::read_as(&self.group, &self.kind, obj)
     }
+
+    /// `Kind namespace/name`, as [`describe`] names the object filed here.
+    fn describe(&self) -> String {
+        let kind = if self.kind.is_empty() { "object" } else { &self.kind };
+        if self.namespace.is_empty() {
+            format!("{kind} {}", self.name)
+        } else {
+            format!("{kind} {}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// How a [`Cluster`] holds each raw object.
+pub trait Held: Clone + std::fmt::Debug + Send + Sync {
+    /// Takes an object in.
+    fn hold(obj: Value) -> Self;
+    /// The object, decoded (borrowed when held decoded).
+    fn value(&self) -> Cow<'_, Value>;
+}
+
+impl Held for Value {
+    fn hold(obj: Value) -> Self {
+        obj
+    }
+
+    fn value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(self)
+    }
+}
+
+/// An object held as compact JSON: about the size of the text it was read from, where a decoded
+/// [`Value`] of small maps costs ten to fifty times that (a B-tree node per map). Decoded each
+/// time it is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compact(Box<str>);
+
+impl Compact {
+    /// `obj` as compact JSON.
+    pub fn new(obj: &Value) -> Self {
+        // A `Value`'s map keys are strings: writing one cannot fail.
+        Compact(serde_json::to_string(obj).unwrap_or_default().into_boxed_str())
+    }
+
+    /// The object, decoded.
+    pub fn decode(&self) -> Value {
+        // Written by serde_json from a `Value`: it reads back (`Null` only past serde_json's
+        // nesting limit of 128, which no object read through serde_json can reach).
+        serde_json::from_str(&self.0).unwrap_or_default()
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Held for Compact {
+    fn hold(obj: Value) -> Self {
+        Compact::new(&obj)
+    }
+
+    fn value(&self) -> Cow<'_, Value> {
+        Cow::Owned(self.decode())
+    }
 }
 
 /// Raw API objects, as listed from the API or read from a dump, each filed under the identity it
-/// entered with ([`ObjectRef`]). Later pushes of the same object replace earlier ones.
-#[derive(Clone, Debug, Default)]
-pub struct Cluster {
-    nodes: BTreeMap<String, Value>,
-    pods: BTreeMap<PodKey, Value>,
-    priority_classes: BTreeMap<String, Value>,
-    namespaces: BTreeMap<String, Value>,
+/// entered with ([`ObjectRef`]) and held as `H` ([`Value`] or [`Compact`]). Later pushes of the
+/// same object replace earlier ones.
+#[derive(Clone, Debug)]
+pub struct Cluster<H = Value> {
+    nodes: BTreeMap<String, H>,
+    pods: BTreeMap<PodKey, H>,
+    priority_classes: BTreeMap<String, H>,
+    namespaces: BTreeMap<String, H>,
     /// PodDisruptionBudgets by (namespace, name).
-    budgets: BTreeMap<ObjectKey, Value>,
-    gang_objects: BTreeMap<GangAt, Value>,
+    budgets: BTreeMap<ObjectKey, H>,
+    gang_objects: BTreeMap<GangAt, H>,
     /// Objects of kinds the cluster view does not use (Jobs, Services, …), kept for callers.
-    pub others: Vec<Value>,
+    pub others: Vec<H>,
+}
+
+impl<H> Default for Cluster<H> {
+    fn default() -> Self {
+        Cluster {
+            nodes: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            priority_classes: BTreeMap::new(),
+            namespaces: BTreeMap::new(),
+            budgets: BTreeMap::new(),
+            gang_objects: BTreeMap::new(),
+            others: Vec::new(),
+        }
+    }
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -162,11 +246,21 @@ fn into_pod_key(r: ObjectRef) -> PodKey {
     PodKey { namespace, name: r.name }
 }
 
-impl Cluster {
+impl Cluster<Value> {
+    /// A cluster holding its objects decoded.
     pub fn new() -> Self {
         Cluster::default()
     }
+}
 
+impl Cluster<Compact> {
+    /// A cluster holding its objects as compact JSON.
+    pub fn compact() -> Self {
+        Cluster::default()
+    }
+}
+
+impl<H: Held> Cluster<H> {
     /// Adds one object; a `List` (`v1 List`, `PodList`, …) is flattened.
     pub fn push(&mut self, obj: Value) -> Result<(), FieldError> {
         entering(&obj)?;
@@ -192,30 +286,34 @@ impl Cluster {
         }
         match r.filed() {
             Filed::Node => {
-                self.nodes.insert(r.name, obj);
+                self.nodes.insert(r.name, H::hold(obj));
             }
             Filed::Pod => {
-                self.pods.insert(into_pod_key(r), obj);
+                self.pods.insert(into_pod_key(r), H::hold(obj));
             }
             Filed::Namespace => {
-                self.namespaces.insert(r.name, obj);
+                self.namespaces.insert(r.name, H::hold(obj));
             }
             Filed::PriorityClass => {
-                self.priority_classes.insert(r.name, obj);
+                self.priority_classes.insert(r.name, H::hold(obj));
             }
             Filed::Budget => {
-                self.budgets.insert(into_pod_key(r), obj);
+                self.budgets.insert(into_pod_key(r), H::hold(obj));
             }
             Filed::Other if dialect::is_gang_kind(&r.group, &r.kind) => {
                 let ObjectRef { group, kind, namespace, name, .. } = r;
                 let key = GangAt { group, kind, namespace, name };
                 // The same object served at two versions arrives twice: the preferred one stays.
-                if self.gang_objects.get(&key).is_some_and(|held| preference(held) < preference(&obj)) {
+                if self
+                    .gang_objects
+                    .get(&key)
+                    .is_some_and(|held| preference(&held.value()) < preference(&obj))
+                {
                     return Ok(());
                 }
-                self.gang_objects.insert(key, obj);
+                self.gang_objects.insert(key, H::hold(obj));
             }
-            Filed::Other => self.others.push(obj),
+            Filed::Other => self.others.push(H::hold(obj)),
         }
         Ok(())
     }
@@ -256,32 +354,39 @@ impl Cluster {
 
     /// The labels of namespace `ns`, if the cluster holds it.
     pub fn namespace_labels(&self, ns: &str) -> Option<BTreeMap<String, String>> {
-        let labels = self.namespaces.get(ns)?.pointer("/metadata/labels")?.as_object()?;
+        let namespace = self.namespaces.get(ns)?.value();
+        let labels = namespace.pointer("/metadata/labels")?.as_object()?;
         Some(labels.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect())
     }
 
     /// The raw pod `namespace/name`, if the cluster holds it.
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Value> {
-        self.pods.get(&PodKey::new(namespace, name))
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Cow<'_, Value>> {
+        self.pods.get(&PodKey::new(namespace, name)).map(H::value)
     }
 
-    /// Every raw pod, in key order.
-    pub fn pods(&self) -> impl Iterator<Item = &Value> {
-        self.pods.values()
+    /// Every raw pod, in key order (compact ones decoded one at a time).
+    pub fn pods(&self) -> impl Iterator<Item = Cow<'_, Value>> {
+        self.pods.values().map(H::value)
     }
 
-    /// Every raw gang-defining object (any dialect), in key order.
-    pub fn gang_objects(&self) -> impl Iterator<Item = &Value> {
-        self.gang_objects.values()
+    /// Every raw gang-defining object (any dialect), in key order (compact ones decoded one at a
+    /// time).
+    pub fn gang_objects(&self) -> impl Iterator<Item = Cow<'_, Value>> {
+        self.gang_objects.values().map(H::value)
     }
 
     /// The raw object of this API version, kind, namespace and name, if the cluster holds it.
-    pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
+    pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Cow<'_, Value>> {
         self.get_ref(&ObjectRef::new(api_version, kind, namespace, name))
     }
 
     /// The raw object with this identity, if the cluster holds it.
-    pub fn get_ref(&self, r: &ObjectRef) -> Option<&Value> {
+    pub fn get_ref(&self, r: &ObjectRef) -> Option<Cow<'_, Value>> {
+        self.held(r).map(H::value)
+    }
+
+    /// The object with this identity as held (no copy, no decoding), if the cluster holds it.
+    pub fn held(&self, r: &ObjectRef) -> Option<&H> {
         match r.filed() {
             Filed::Node => self.nodes.get(&r.name),
             Filed::Pod => self.pods.get(&pod_key(r)),

@@ -83,10 +83,17 @@ impl GangSet {
 impl FromIterator<Gang> for GangSet {
     fn from_iter<T: IntoIterator<Item = Gang>>(iter: T) -> Self {
         let mut set = GangSet::default();
-        for g in iter {
-            set.0.entry(g.key.clone()).or_default().push(g);
-        }
+        set.extend(iter);
         set
+    }
+}
+
+impl Extend<Gang> for GangSet {
+    fn extend<T: IntoIterator<Item = Gang>>(&mut self, iter: T) {
+        for g in iter {
+            // One gang per key, nearly always: room for one (a default push makes room for four).
+            self.0.entry(g.key.clone()).or_insert_with(|| Vec::with_capacity(1)).push(g);
+        }
     }
 }
 

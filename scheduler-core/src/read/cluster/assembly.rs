@@ -10,10 +10,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::resolve::{Claimant, resolve};
-use super::{Assembled, Cluster, GangAt, Problem, describe, pod_key, str_at};
+use super::{Assembled, Cluster, GangAt, Held, Problem, describe, pod_key, str_at};
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
@@ -63,7 +64,7 @@ pub struct Stats {
 
 impl Assembly {
     /// Everything in `cluster`, assembled; `indexed` to patch it later.
-    pub(super) fn build(cluster: &Cluster, indexed: bool) -> Self {
+    pub(super) fn build<H: Held>(cluster: &Cluster<H>, indexed: bool) -> Self {
         let mut a = Assembly { indexed, ..Assembly::default() };
         a.snapshot.usage = Some(Usage::default());
         a.read_priorities(cluster);
@@ -99,14 +100,15 @@ impl Assembly {
     }
 
     /// Reads the priority classes again; returns whether their values changed.
-    fn read_priorities(&mut self, cluster: &Cluster) -> bool {
+    fn read_priorities<H: Held>(&mut self, cluster: &Cluster<H>) -> bool {
         let mut problems = Vec::new();
         let mut classes = Vec::new();
-        for v in cluster.priority_classes.values() {
-            match serde_json::from_value::<k8s_openapi::api::scheduling::v1::PriorityClass>(v.clone()) {
+        for held in cluster.priority_classes.values() {
+            let v = held.value();
+            match k8s_openapi::api::scheduling::v1::PriorityClass::deserialize(v.as_ref()) {
                 Ok(pc) => classes.push(pc),
                 Err(e) => problems.push(Problem {
-                    object: describe(v),
+                    object: describe(&v),
                     errors: vec![FieldError::new("value", e.to_string())],
                 }),
             }
@@ -120,26 +122,28 @@ impl Assembly {
 
     /// Reads the PodDisruptionBudgets again: they are few (one per protected workload), so any
     /// change reads them all, in key order.
-    fn read_budgets(&mut self, cluster: &Cluster) {
+    fn read_budgets<H: Held>(&mut self, cluster: &Cluster<H>) {
         self.budget_problems.clear();
         self.snapshot.budgets.clear();
-        for v in cluster.budgets.values() {
-            match convert::budget_from_value(v) {
+        for held in cluster.budgets.values() {
+            let v = held.value();
+            match convert::budget_from_value(&v) {
                 Ok(b) => self.snapshot.budgets.push(b),
-                Err(errors) => self.budget_problems.push(Problem { object: describe(v), errors }),
+                Err(errors) => self.budget_problems.push(Problem { object: describe(&v), errors }),
             }
         }
     }
 
     /// Brings node `name` in line with the cluster (converted, replaced or gone).
-    fn node(&mut self, cluster: &Cluster, name: &str) {
+    fn node<H: Held>(&mut self, cluster: &Cluster<H>, name: &str) {
         self.node_problems.remove(name);
-        let Some(v) = cluster.nodes.get(name) else {
+        let Some(held) = cluster.nodes.get(name) else {
             self.remove_node(name);
             return;
         };
         self.stats.nodes_converted += 1;
-        match convert::node_from_value(v) {
+        let v = held.value();
+        match convert::node_from_value(&v) {
             Ok(n) => match self.node_at.get(name) {
                 Some(&i) => self.snapshot.nodes[i] = n,
                 None => {
@@ -150,7 +154,7 @@ impl Assembly {
                 }
             },
             Err(errors) => {
-                self.node_problems.insert(name.to_string(), Problem { object: describe(v), errors });
+                self.node_problems.insert(name.to_string(), Problem { object: describe(&v), errors });
                 self.remove_node(name);
             }
         }
@@ -165,20 +169,21 @@ impl Assembly {
     }
 
     /// Converts every pod again (first build, or the priority classes changed), on all cores.
-    fn all_pods(&mut self, cluster: &Cluster) {
+    fn all_pods<H: Held>(&mut self, cluster: &Cluster<H>) {
         self.snapshot.pods.clear();
         self.snapshot.usage = Some(Usage::default());
         self.pod_at.clear();
         self.claims.clear();
         self.pod_problems.clear();
-        let raw: Vec<&Value> = cluster.pods.values().collect();
+        let raw: Vec<&H> = cluster.pods.values().collect();
         self.snapshot.pods.reserve(raw.len());
         self.claims.reserve(raw.len());
         if self.indexed {
             self.pod_at.reserve(raw.len());
         }
         self.stats.pods_converted += raw.len() as u64;
-        for ((key, v), converted) in cluster.pods.iter().zip(convert_pods(&raw, &self.priorities)) {
+        let priorities = self.priorities.clone();
+        for ((key, v), converted) in cluster.pods.iter().zip(convert_pods(&raw, &priorities)) {
             self.file_pod(key, v, converted);
         }
         self.stale = true;
@@ -186,10 +191,11 @@ impl Assembly {
 
     /// Brings the pods at `keys` in line with the cluster (converted, replaced or gone), the
     /// conversions on all cores: many pods of a re-list, not all of them.
-    fn some_pods(&mut self, cluster: &Cluster, keys: &[PodAt]) {
-        let raw: Vec<&Value> = keys.iter().filter_map(|k| cluster.pods.get(k)).collect();
+    fn some_pods<H: Held>(&mut self, cluster: &Cluster<H>, keys: &[PodAt]) {
+        let raw: Vec<&H> = keys.iter().filter_map(|k| cluster.pods.get(k)).collect();
         self.stats.pods_converted += raw.len() as u64;
-        let mut converted = convert_pods(&raw, &self.priorities);
+        let priorities = self.priorities.clone();
+        let mut converted = convert_pods(&raw, &priorities);
         for key in keys {
             self.unfile_pod(key);
             // Converted in the order of the keys held.
@@ -206,7 +212,7 @@ impl Assembly {
     /// depend on (its claims, its age, its labels and annotations) keeps its membership without
     /// every gang being resolved again: status updates of running members are the bulk of a
     /// busy cluster's pod events.
-    fn pod(&mut self, cluster: &Cluster, key: &PodAt, before: Option<Fingerprint>) {
+    fn pod<H: Held>(&mut self, cluster: &Cluster<H>, key: &PodAt, before: Option<Fingerprint>) {
         let kept = self.pod_at.get(key).filter(|&&i| !self.claims[i].is_empty()).map(|&i| {
             let p = &self.snapshot.pods[i];
             (self.claims[i].clone(), p.created, p.gang.clone())
@@ -218,7 +224,7 @@ impl Assembly {
         let converted = convert_pod(v, &self.priorities);
         let unchanged = match (&kept, &converted, &before) {
             (Some((claims, created, _)), (Ok(p), Ok(now)), Some(b)) => {
-                now == claims && p.created == *created && *b == fingerprint(v)
+                now == claims && p.created == *created && *b == fingerprint(&v.value())
             }
             _ => false,
         };
@@ -245,18 +251,18 @@ impl Assembly {
         }
     }
 
-    fn file_pod(&mut self, key: &PodAt, v: &Value, (converted, claims): Converted) {
+    fn file_pod<H: Held>(&mut self, key: &PodAt, v: &H, (converted, claims): Converted) {
         let mut pod = match converted {
             Ok(p) => p,
             Err(errors) => {
-                self.pod_problems.insert(key.clone(), Problem { object: describe(v), errors });
+                self.pod_problems.insert(key.clone(), Problem { object: describe(&v.value()), errors });
                 return;
             }
         };
         let claims = match claims {
             Ok(c) => c,
             Err(errors) => {
-                self.pod_problems.insert(key.clone(), Problem { object: describe(v), errors });
+                self.pod_problems.insert(key.clone(), Problem { object: describe(&v.value()), errors });
                 // A pod claimed twice is never placed; if it already runs, it still uses its node.
                 if pod.node_name.is_none() {
                     return;
@@ -290,8 +296,8 @@ impl Assembly {
     }
 
     /// Brings the gang object at `key` in line with the cluster.
-    fn gang_object(&mut self, cluster: &Cluster, key: &GangAt) {
-        let read = cluster.gang_objects.get(key).and_then(|v| key.read(v));
+    fn gang_object<H: Held>(&mut self, cluster: &Cluster<H>, key: &GangAt) {
+        let read = cluster.gang_objects.get(key).and_then(|v| key.read(&v.value()));
         let changed = match read {
             Some(r) => self.gang_objects.insert(key.clone(), r.clone()).as_ref() != Some(&r),
             None => self.gang_objects.remove(key).is_some(),
@@ -302,16 +308,15 @@ impl Assembly {
     /// Resolves gangs and memberships again if anything they depend on changed: gang objects of
     /// every dialect, CRD-less gangs from the oldest pod that claims them, upstream hierarchies,
     /// and the gang each claiming pod belongs to.
-    fn refresh(&mut self, cluster: &Cluster) {
+    fn refresh<H: Held>(&mut self, cluster: &Cluster<H>) {
         if !self.stale {
             return;
         }
         self.stale = false;
         self.stats.resolutions += 1;
 
-        let objects =
-            self.gang_objects.iter().filter_map(|(key, read)| Some((cluster.gang_objects.get(key)?, read)));
-        let claimed: Vec<Claimant<'_>> = self
+        let objects = self.gang_objects.iter().filter(|(key, _)| cluster.gang_objects.contains_key(*key));
+        let claimed: Vec<Claimant<'_, H>> = self
             .claimed(cluster)
             .into_iter()
             .map(|(at, raw)| Claimant { at, raw, pod: &self.snapshot.pods[at], claims: &self.claims[at] })
@@ -337,7 +342,7 @@ impl Assembly {
     }
 
     /// The pods that claim a gang, in key order: (position in the snapshot, raw object).
-    fn claimed<'c>(&self, cluster: &'c Cluster) -> Vec<(usize, &'c Value)> {
+    fn claimed<'c, H: Held>(&self, cluster: &'c Cluster<H>) -> Vec<(usize, &'c H)> {
         let pods = &self.snapshot.pods;
         let mut at: Vec<usize> = (0..pods.len()).filter(|&i| !self.claims[i].is_empty()).collect();
         if !at.is_sorted_by(|&a, &b| pods[a].key <= pods[b].key) {
@@ -375,26 +380,42 @@ fn fingerprint(v: &Value) -> Fingerprint {
 /// A pod as the snapshot holds it, with its claims. Read straight from its JSON
 /// ([`convert::pod_from_raw`]): the same pod as a typed decode, without decoding what the model
 /// does not use.
-fn convert_pod(v: &Value, priorities: &PriorityClasses) -> Converted {
-    (convert::pod_from_raw(v, priorities), dialect::pod_claims(v))
+fn convert_pod<H: Held>(held: &H, priorities: &PriorityClasses) -> Converted {
+    let v = held.value();
+    (convert::pod_from_raw(&v, priorities), dialect::pod_claims(&v))
 }
 
 /// Converts raw pods and reads their gang claims, in order. Each pod is independent of the others,
-/// so large clusters are split over the machine's cores (the result is the same either way). The
-/// parts come back as each core made them, not copied into one.
-fn convert_pods(raw: &[&Value], priorities: &PriorityClasses) -> impl Iterator<Item = Converted> + use<> {
+/// so large clusters are split over the machine's cores (the result is the same either way), and
+/// so is decoding compact ones. The pods are converted a round at a time, as the caller takes
+/// them: each core's part of a round comes back as that core made it, and what is converted but
+/// not yet filed stays within a round (some 8,000 pods a core), not the whole cluster beside its
+/// snapshot.
+fn convert_pods<'a, H: Held>(
+    raw: &'a [&'a H],
+    priorities: &'a PriorityClasses,
+) -> impl Iterator<Item = Converted> + 'a {
     const PER_THREAD: usize = 8_192;
     let threads =
         std::thread::available_parallelism().map_or(1, usize::from).min(raw.len() / PER_THREAD).max(1);
+    raw.chunks(threads * PER_THREAD).flat_map(move |round| convert_round(round, priorities, threads))
+}
+
+/// One round of [`convert_pods`], on `threads` cores.
+fn convert_round<H: Held>(
+    raw: &[&H],
+    priorities: &PriorityClasses,
+    threads: usize,
+) -> impl Iterator<Item = Converted> + use<H> {
     let parts: Vec<Vec<Converted>> = if threads == 1 {
-        vec![raw.iter().map(|v| convert_pod(v, priorities)).collect()]
+        vec![raw.iter().map(|v| convert_pod(*v, priorities)).collect()]
     } else {
         let chunk = raw.len().div_ceil(threads);
         std::thread::scope(|scope| {
             let workers: Vec<_> = raw
                 .chunks(chunk)
                 .map(|part| {
-                    scope.spawn(move || part.iter().map(|v| convert_pod(v, priorities)).collect::<Vec<_>>())
+                    scope.spawn(move || part.iter().map(|v| convert_pod(*v, priorities)).collect::<Vec<_>>())
                 })
                 .collect();
             workers.into_iter().map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
@@ -568,7 +589,7 @@ impl Live {
     /// metadata), and brings the snapshot up to date with it: that object is converted again,
     /// nothing else.
     pub fn apply(&mut self, r: ObjectRef, obj: Value) -> Result<(), FieldError> {
-        let before = (r.filed() == Filed::Pod).then(|| self.cluster.get_ref(&r).map(fingerprint)).flatten();
+        let before = (r.filed() == Filed::Pod).then(|| self.cluster.held(&r).map(fingerprint)).flatten();
         let touched = Touched::of(&r);
         let result = self.cluster.insert(r, obj);
         self.cluster.others.clear();
@@ -645,7 +666,7 @@ impl Live {
                 continue;
             }
             let filed = r.filed();
-            if self.cluster.holds(filed) && unchanged(self.cluster.get_ref(&r), &v) {
+            if self.cluster.holds(filed) && unchanged(self.cluster.held(&r), &v) {
                 continue;
             }
             batch.note(&r, false);
@@ -747,7 +768,7 @@ impl Live {
 
     /// The raw object with this identity, if held.
     pub fn get_ref(&self, r: &ObjectRef) -> Option<&Value> {
-        self.cluster.get_ref(r)
+        self.cluster.held(r)
     }
 
     /// What the assembly did so far.
@@ -778,7 +799,7 @@ impl Live {
 
     /// The raw object of this API version, kind, namespace and name, if held.
     pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<&Value> {
-        self.cluster.get(api_version, kind, namespace, name)
+        self.cluster.held(&ObjectRef::new(api_version, kind, namespace, name))
     }
 
     /// Brings the snapshot up to date (as [`Live::refresh`]) and lays `overlay` over it: what a

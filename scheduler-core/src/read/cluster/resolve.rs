@@ -7,21 +7,22 @@
 //! upstream PodGroups resolve to the root of their CompositePodGroup tree. A pod belongs to the
 //! gang of its first claim whose gang exists, else of its first claim (and waits for it).
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::{Problem, describe};
+use super::{GangAt, Held, Problem, describe};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
 use crate::model::{Dialect, Gang, GangKey, Membership, Pod};
 
-/// A pod that claims a gang: its position in the snapshot, its raw object, its converted form and
-/// its claims. Claimants come in pod-key order.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Claimant<'a> {
+/// A pod that claims a gang: its position in the snapshot, its raw object as held (decoded only
+/// where resolution reads it), its converted form and its claims. Claimants come in pod-key order.
+#[derive(Debug)]
+pub(super) struct Claimant<'a, H> {
     pub at: usize,
-    pub raw: &'a Value,
+    pub raw: &'a H,
     pub pod: &'a Pod,
     pub claims: &'a [Claim],
 }
@@ -39,10 +40,11 @@ pub(super) struct Resolved {
     pub claim_problems: Vec<Problem>,
 }
 
-/// Resolves gangs and memberships from the gang objects (raw, read) and the claiming pods.
-pub(super) fn resolve<'a>(
-    objects: impl Iterator<Item = (&'a Value, &'a Result<GangObject, Vec<FieldError>>)>,
-    claimed: &[Claimant<'_>],
+/// Resolves gangs and memberships from the gang objects (where each is filed, and what it read as)
+/// and the claiming pods.
+pub(super) fn resolve<'a, H: Held>(
+    objects: impl Iterator<Item = (&'a GangAt, &'a Result<GangObject, Vec<FieldError>>)>,
+    claimed: &[Claimant<'_, H>],
 ) -> Resolved {
     // Gang objects of every dialect.
     // Hashed, not ordered: every claiming pod looks its gang up here (sorted once at the end).
@@ -50,38 +52,40 @@ pub(super) fn resolve<'a>(
     let mut upstream_groups = Vec::new();
     let mut workloads: HashMap<GangKey, dialect::upstream::Workload> = HashMap::new();
     let mut object_problems = Vec::new();
-    let define =
-        |defined: &mut HashMap<GangKey, Gang>, gang: Gang, obj: &Value, problems: &mut Vec<Problem>| {
-            if let Some(existing) = defined.get(&gang.key) {
-                let (keep, drop) = if existing.source.dialect <= gang.source.dialect {
-                    (existing.source.clone(), gang.source.clone())
-                } else {
-                    (gang.source.clone(), existing.source.clone())
-                };
-                problems.push(Problem {
-                    object: describe(obj),
-                    errors: vec![FieldError::new(
-                        "metadata.name",
-                        format!(
-                            "gang {} is defined by both a {} {} and a {} {}; using the {}",
-                            gang.key, keep.dialect, keep.kind, drop.dialect, drop.kind, keep.dialect
-                        ),
-                    )],
-                });
-                if existing.source.dialect <= gang.source.dialect {
-                    return;
-                }
+    let define = |defined: &mut HashMap<GangKey, Gang>,
+                  gang: Gang,
+                  obj: Option<&GangAt>,
+                  problems: &mut Vec<Problem>| {
+        if let Some(existing) = defined.get(&gang.key) {
+            let (keep, drop) = if existing.source.dialect <= gang.source.dialect {
+                (existing.source.clone(), gang.source.clone())
+            } else {
+                (gang.source.clone(), existing.source.clone())
+            };
+            problems.push(Problem {
+                object: obj.map_or_else(|| describe(&Value::Null), GangAt::describe),
+                errors: vec![FieldError::new(
+                    "metadata.name",
+                    format!(
+                        "gang {} is defined by both a {} {} and a {} {}; using the {}",
+                        gang.key, keep.dialect, keep.kind, drop.dialect, drop.kind, keep.dialect
+                    ),
+                )],
+            });
+            if existing.source.dialect <= gang.source.dialect {
+                return;
             }
-            defined.insert(gang.key.clone(), gang);
-        };
+        }
+        defined.insert(gang.key.clone(), gang);
+    };
     for (obj, read) in objects {
         match read {
-            Ok(GangObject::Gang(g)) => define(&mut defined, g.clone(), obj, &mut object_problems),
+            Ok(GangObject::Gang(g)) => define(&mut defined, g.clone(), Some(obj), &mut object_problems),
             Ok(GangObject::UpstreamGroup(g)) => upstream_groups.push(g.clone()),
             Ok(GangObject::Workload(w)) => {
                 workloads.insert(w.key.clone(), w.clone());
             }
-            Err(e) => object_problems.push(Problem { object: describe(obj), errors: e.clone() }),
+            Err(e) => object_problems.push(Problem { object: obj.describe(), errors: e.clone() }),
         }
     }
     let (upstream_gangs, resolution, upstream_problems) = dialect::upstream::assemble(&upstream_groups);
@@ -89,7 +93,7 @@ pub(super) fn resolve<'a>(
         object_problems.push(Problem { object: format!("PodGroup {key}"), errors: vec![e] });
     }
     for g in upstream_gangs {
-        define(&mut defined, g, &Value::Null, &mut object_problems);
+        define(&mut defined, g, None, &mut object_problems);
     }
 
     let claims_of = |j: usize| claimed[j].claims;
@@ -103,13 +107,15 @@ pub(super) fn resolve<'a>(
     });
     let mut annotation_source: HashMap<GangKey, usize> = HashMap::new();
     for &j in &order {
+        // Decoded (if held compact) only when read, once.
+        let mut raw: Option<Cow<'_, Value>> = None;
         for c in claims_of(j) {
             if defined.contains_key(&c.gang) || annotation_source.contains_key(&c.gang) {
                 continue;
             }
+            let pod: &Value = raw.get_or_insert_with(|| claimed[j].raw.value());
             if c.path == dialect::upstream::WORKLOAD_REF_PATH {
                 // 1.35: the gang is one pod group (and replica key) of the named Workload.
-                let pod = claimed[j].raw;
                 if let Some((w, _, _)) = dialect::upstream::workload_ref(pod)
                     && let Some(workload) = workloads.get(&GangKey::new(&c.gang.namespace, w))
                     && let Some(g) = dialect::upstream::workload_gang(workload, pod)
@@ -118,34 +124,42 @@ pub(super) fn resolve<'a>(
                 }
                 continue;
             }
-            match dialect::annotation_gang(c, claimed[j].raw) {
+            match dialect::annotation_gang(c, pod) {
                 Some(Ok(g)) if g.min_member > 0 => {
                     annotation_source.insert(c.gang.clone(), j);
                     defined.insert(g.key.clone(), g);
                 }
-                Some(Err(e)) => problems.push(Problem { object: describe(claimed[j].raw), errors: e }),
+                Some(Err(e)) => problems.push(Problem { object: describe(pod), errors: e }),
                 _ => {}
             }
         }
     }
     // Pods whose annotations disagree with the gang's source pod are reported, not guessed at.
+    // Each source pod's annotations are read once.
+    let mut source_annotations: HashMap<usize, Option<Cow<'_, Value>>> = HashMap::new();
     for &j in &order {
+        let mut raw: Option<Cow<'_, Value>> = None;
         for c in claims_of(j) {
             let Some(&src) = annotation_source.get(&c.gang) else { continue };
-            // Pods stamped from one template carry the same annotations: nothing to compare.
-            if src == j
-                || claimed[j].raw.pointer("/metadata/annotations")
-                    == claimed[src].raw.pointer("/metadata/annotations")
-            {
+            if src == j {
                 continue;
             }
-            if let (Some(Ok(mine)), Some(gang)) =
-                (dialect::annotation_gang(c, claimed[j].raw), defined.get(&c.gang))
+            // Borrowed from a decoded pod; copied out of a compact one, the rest of it dropped.
+            let theirs = source_annotations.entry(src).or_insert_with(|| match claimed[src].raw.value() {
+                Cow::Borrowed(v) => v.pointer("/metadata/annotations").map(Cow::Borrowed),
+                Cow::Owned(v) => v.pointer("/metadata/annotations").cloned().map(Cow::Owned),
+            });
+            let pod: &Value = raw.get_or_insert_with(|| claimed[j].raw.value());
+            // Pods stamped from one template carry the same annotations: nothing to compare.
+            if pod.pointer("/metadata/annotations") == theirs.as_deref() {
+                continue;
+            }
+            if let (Some(Ok(mine)), Some(gang)) = (dialect::annotation_gang(c, pod), defined.get(&c.gang))
                 && mine.min_member > 0
                 && mine.min_member != gang.min_member
             {
                 problems.push(Problem {
-                    object: describe(claimed[j].raw),
+                    object: describe(pod),
                     errors: vec![FieldError::new(
                         "metadata.annotations",
                         format!(
@@ -162,7 +176,7 @@ pub(super) fn resolve<'a>(
     let mut missing: BTreeSet<GangKey> = BTreeSet::new();
     let mut memberships = Vec::with_capacity(claimed.len());
     for (j, c) in claimed.iter().enumerate() {
-        let (i, raw) = (c.at, c.raw);
+        let i = c.at;
         let resolved: Vec<Membership> = claims_of(j)
             .iter()
             .map(|c| match (c.dialect, resolution.get(&c.gang)) {
@@ -178,7 +192,7 @@ pub(super) fn resolve<'a>(
             && missing.insert(m.gang.clone())
         {
             problems.push(Problem {
-                object: describe(raw),
+                object: describe(&c.raw.value()),
                 errors: vec![FieldError::new(
                     claims_of(j).first().map(|c| c.path.clone()).unwrap_or_default(),
                     format!("gang {} does not exist (yet): its members wait for it", m.gang),
