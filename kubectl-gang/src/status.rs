@@ -369,7 +369,7 @@ pub fn table(rows: &[Row], with_namespace: bool, wide: bool, no_headers: bool, c
     }
     let mut grid = Grid::new(&headers);
     for r in rows {
-        let mut cells = Vec::new();
+        let mut cells = Vec::with_capacity(headers.len());
         if with_namespace {
             cells.push((r.namespace.clone(), Tone::Plain));
         }

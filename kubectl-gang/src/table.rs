@@ -64,7 +64,10 @@ impl Grid {
     }
 
     /// A row with tones.
-    pub fn toned(&mut self, cells: Vec<(String, Tone)>) {
+    pub fn toned(&mut self, mut cells: Vec<(String, Tone)>) {
+        // Held until the table is rendered: no spare room per row (a row pushed cell by cell
+        // has room for 16).
+        cells.shrink_to_fit();
         self.rows.push(cells);
     }
 
@@ -160,7 +163,7 @@ impl Grid {
 }
 
 /// Rows laid out by one comfy-table at a time (see [`Grid::render`]).
-const ROWS_PER_TABLE: usize = 1_000;
+const ROWS_PER_TABLE: usize = 256;
 
 #[cfg(test)]
 mod tests {
