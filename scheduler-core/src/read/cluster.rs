@@ -27,7 +27,7 @@ use crate::dialect;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, PodKey, Snapshot};
 pub use crate::object::{ApiKind, GANG, NODE, POD, READ};
-use crate::object::{Filed, ObjectRef};
+use crate::object::{Filed, ObjectRef, describe_named};
 use assembly::Assembly;
 pub use assembly::{Live, Overlay, Stats};
 
@@ -94,12 +94,7 @@ impl GangAt {
 
     /// `Kind namespace/name`, as [`describe`] names the object filed here.
     fn describe(&self) -> String {
-        let kind = if self.kind.is_empty() { "object" } else { &self.kind };
-        if self.namespace.is_empty() {
-            format!("{kind} {}", self.name)
-        } else {
-            format!("{kind} {}/{}", self.namespace, self.name)
-        }
+        describe_named(&self.kind, &self.namespace, &self.name)
     }
 }
 
@@ -139,11 +134,6 @@ impl Compact {
         // Written by serde_json from a `Value`: it reads back (`Null` only past serde_json's
         // nesting limit of 128, which no object read through serde_json can reach).
         serde_json::from_str(&self.0).unwrap_or_default()
-    }
-
-    /// The JSON text.
-    pub fn as_str(&self) -> &str {
-        &self.0
     }
 }
 
@@ -193,11 +183,7 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
 
 /// `Kind namespace/name` for messages.
 pub fn describe(obj: &Value) -> String {
-    let kind = str_at(obj, "/kind");
-    let ns = str_at(obj, "/metadata/namespace");
-    let name = str_at(obj, "/metadata/name");
-    let kind = if kind.is_empty() { "object" } else { kind };
-    if ns.is_empty() { format!("{kind} {name}") } else { format!("{kind} {ns}/{name}") }
+    describe_named(str_at(obj, "/kind"), str_at(obj, "/metadata/namespace"), str_at(obj, "/metadata/name"))
 }
 
 /// What every object pushed must be: an object stating its kind.

@@ -220,13 +220,15 @@ impl ObjectRef {
 
     /// `Kind namespace/name` (or `Kind name` for cluster-scoped objects), for messages.
     pub fn describe(&self) -> String {
-        let kind = if self.kind.is_empty() { "object" } else { &self.kind };
-        if self.namespace.is_empty() {
-            format!("{kind} {}", self.name)
-        } else {
-            format!("{kind} {}/{}", self.namespace, self.name)
-        }
+        describe_named(&self.kind, &self.namespace, &self.name)
     }
+}
+
+/// `Kind namespace/name` (or `Kind name` when there is no namespace; `object` when there is no
+/// kind), for messages: how every front door names an object.
+pub fn describe_named(kind: &str, namespace: &str, name: &str) -> String {
+    let kind = if kind.is_empty() { "object" } else { kind };
+    if namespace.is_empty() { format!("{kind} {name}") } else { format!("{kind} {namespace}/{name}") }
 }
 
 /// `scheduling.volcano.sh/v1beta1` → (`scheduling.volcano.sh`, `v1beta1`); `v1` → (`""`, `v1`).
