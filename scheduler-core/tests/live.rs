@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use scheduler_core::cluster::{ApiKind, Cluster, Live, Overlay, Problem, READ};
-use scheduler_core::model::{GangState, PodKey, Reservation, Snapshot, Time, Usage};
+use scheduler_core::model::{GangState, Persisted, PodKey, Reservation, Snapshot, Time, Usage};
 use scheduler_core::object::ObjectRef;
 use serde_json::{Value, json};
 
@@ -190,20 +190,24 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
     live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
     live.refresh();
     let gang = live.snapshot().gangs[0].key.clone();
-    let created = live.snapshot().gangs[0].created;
+    let uid = live.snapshot().pods[0].uid.clone();
     let carried = GangState { waiting_since: Some(Time::from_secs(7)), timeouts: 2, ..GangState::default() };
+    let kept = Persisted { gang: gang.clone(), uid: None, state: GangState { rev: 3, ..carried.clone() } };
     let reservation = Reservation { pod: PodKey::new("ml", "p0"), node: "n0".into(), gang: gang.clone() };
     let overlay = Overlay {
         assumed: [(PodKey::new("ml", "p0"), "n0".to_string())].into(),
-        carried: [(gang.clone(), (created, carried.clone()))].into(),
+        // A gang of pod annotations has no object: a state carried under a uid is not its.
+        carried: [(gang.clone(), ("some-uid".to_string(), carried.clone()))].into(),
         reservations: vec![reservation.clone()],
         held_back: [(PodKey::new("ml", "p0"), "example.com/refused".to_string())].into(),
         nominated: [(PodKey::new("ml", "p0"), "n0".to_string())].into(),
+        kept: [(PodKey::new("ml", "p0"), (uid.clone(), Box::new(kept.clone())))].into(),
     };
     live.refresh_with(&overlay);
     assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));
     assert!(live.snapshot().pods[0].gang.is_some(), "membership kept");
-    assert_eq!(live.snapshot().gangs[0].state, carried);
+    assert_eq!(live.snapshot().gangs[0].state, GangState::default(), "no object, nothing carried");
+    assert_eq!(live.snapshot().pods[0].persisted.as_deref(), Some(&kept), "its member keeps it");
     assert_eq!(live.snapshot().reservations, [reservation]);
     assert_eq!(live.snapshot().pods[0].scheduling_gates, ["example.com/refused"]);
     assert_eq!(live.snapshot().pods[0].nominated_node.as_deref(), Some("n0"));
@@ -211,7 +215,7 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
     live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
     live.refresh_with(&overlay);
     assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));
-    assert_eq!(live.snapshot().gangs[0].state, carried);
+    assert_eq!(live.snapshot().pods[0].persisted.as_deref(), Some(&kept));
     assert_eq!(live.snapshot().pods[0].nominated_node.as_deref(), Some("n0"));
     // The nomination seen in the watch, the overlay drops it: the pod is as its object says.
     let mut nominated = pod("p0", "1", 1, Some("1"), None, false);
@@ -221,11 +225,13 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
     assert_eq!(live.snapshot().pods[0].nominated_node.as_deref(), Some("n0"));
     live.push(pod("p0", "1", 1, Some("1"), None, false)).unwrap();
     live.refresh_with(&overlay);
-    // A CRD-less gang's state follows its name, whatever its oldest member's age.
-    let older =
-        Overlay { carried: [(gang, (Time(created.0 - 1), carried.clone()))].into(), ..overlay.clone() };
-    live.refresh_with(&older);
-    assert_eq!(live.snapshot().gangs[0].state, carried);
+    // A state written on a pod of the same name but another uid (a pod created again) is not its.
+    let other = Overlay {
+        kept: [(PodKey::new("ml", "p0"), ("another-uid".to_string(), Box::new(kept.clone())))].into(),
+        ..overlay.clone()
+    };
+    live.refresh_with(&other);
+    assert_eq!(live.snapshot().pods[0].persisted, None);
     // Without the overlay, the snapshot is as the objects say.
     live.refresh();
     assert_eq!(live.snapshot().pods[0].node_name, None);

@@ -51,6 +51,11 @@ struct Step {
     /// Pods whose `spec.schedulingGates` are all removed.
     #[serde(default)]
     ungate: Vec<String>,
+    /// The scheduler restarts (or another replica takes over) before this cycle: what it held in
+    /// memory is gone, and each gang's state is what the cluster keeps — a `Gang`'s status, or
+    /// the state the plans wrote on the members of the other gangs.
+    #[serde(default)]
+    restart: bool,
     expect: Expect,
 }
 
@@ -100,6 +105,10 @@ struct FGang {
     age_seconds: u64,
     #[serde(default)]
     state: GangState,
+    /// A gang of pod annotations (CRD-less): its state is kept on its members, not in a `Gang`'s
+    /// status.
+    #[serde(default)]
+    crd_less: bool,
 }
 
 fn default_ns() -> String {
@@ -161,6 +170,8 @@ struct FPod {
     labels: BTreeMap<String, String>,
     /// JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology` annotation on the pod.
     exclusive_topology: Option<String>,
+    /// The state of its gang the pod keeps (annotation `kube-gang.io/state`).
+    kept: Option<GangState>,
 }
 
 fn ours() -> String {
@@ -184,6 +195,8 @@ struct Expect {
     /// Exactly these evictions violate a PodDisruptionBudget: pod → budget (`namespace/name`).
     violating: Option<BTreeMap<String, String>>,
     reservation_count: Option<usize>,
+    /// Exactly these pods get their gang's state written (annotation `kube-gang.io/state`).
+    kept: Option<BTreeSet<String>>,
     #[serde(default)]
     outcomes: BTreeMap<String, FOutcome>,
 }
@@ -294,6 +307,9 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
             scheduling_gates: f.gates.clone(),
             labels: f.labels.clone().into(),
             exclusive_topology: f.exclusive_topology.clone(),
+            persisted: f.kept.as_ref().zip(f.gang.as_ref()).map(|(state, g)| {
+                Box::new(Persisted { gang: ObjectKey::new(&f.namespace, g), uid: None, state: state.clone() })
+            }),
         })
         .collect()
 }
@@ -321,11 +337,12 @@ fn snapshot(s: &Scenario) -> Snapshot {
         .gangs
         .iter()
         .map(|g| {
-            let mut gang = Gang::new(
-                ObjectKey::new(&g.namespace, &g.name),
-                g.min_member,
-                Source { dialect: Dialect::KubeGang, kind: "Gang".into() },
-            );
+            let source = if g.crd_less {
+                Source { dialect: Dialect::KubeGangAnnotations, kind: "Pod".into() }
+            } else {
+                Source { dialect: Dialect::KubeGang, kind: "Gang".into() }
+            };
+            let mut gang = Gang::new(ObjectKey::new(&g.namespace, &g.name), g.min_member, source);
             gang.subgroups = g
                 .sub_groups
                 .iter()
@@ -353,6 +370,19 @@ fn snapshot(s: &Scenario) -> Snapshot {
         .collect();
     let pods = s.pods.iter().flat_map(|p| pods(p, s.now)).collect();
     Snapshot { nodes, pods, gangs, budgets: s.budgets.clone(), ..Snapshot::default() }
+}
+
+/// What a restarted scheduler starts from: what the cluster keeps of each gang's state — a
+/// `Gang`'s status (which holds no revision), or nothing beyond what its members keep.
+fn restart(snap: &mut Snapshot) {
+    for g in &mut snap.gangs {
+        if g.keeps_state_on_pods() {
+            g.state = GangState::default();
+        } else {
+            g.state.rev = 0;
+        }
+    }
+    snap.reservations.clear();
 }
 
 fn config(v: &serde_json::Value) -> Config {
@@ -420,6 +450,12 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
     {
         fail(format!("reservations: want {n}, got {:?}", plan.reservations));
     }
+    if let Some(want) = &e.kept {
+        let got: BTreeSet<String> = plan.keep.iter().map(|k| k.pod.name.clone()).collect();
+        if &got != want {
+            fail(format!("kept: want {want:?}, got {got:?}"));
+        }
+    }
     for (gang, want) in &e.outcomes {
         let Some(o) = plan.outcomes.iter().find(|o| &o.gang.name == gang) else {
             fail(format!("no outcome for gang {gang}"));
@@ -483,6 +519,9 @@ fn scenarios() {
             }
             for f in &step.add_pods {
                 snap.pods.extend(pods(f, now));
+            }
+            if step.restart {
+                restart(&mut snap);
             }
             plan = schedule(&snap, &config, now);
             failures.extend(check(&file, &format!("cycle {}", i + 2), &snap, &plan, &step.expect));

@@ -19,7 +19,7 @@ use scheduler_core::cluster::{GANG, POD};
 use scheduler_core::crd::GangStatus;
 use scheduler_core::model::{Dialect, Gang, GangKey, Pod, PodKey, Snapshot, Time};
 use scheduler_core::object::ObjectRef;
-use scheduler_core::plan::{Binding, Eviction, EvictionReason, Outcome};
+use scheduler_core::plan::{Binding, Eviction, EvictionReason, Keep, Outcome};
 use scheduler_core::{Plan, Reason};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -54,6 +54,9 @@ pub enum StatusChange {
     Condition(Box<PodCondition>),
     /// A `Gang`'s whole status, replacing `previous` (fields it no longer has are removed).
     Gang { status: Box<GangStatus>, previous: Option<Box<GangStatus>> },
+    /// The gang state kept on a member pod (annotation `kube-gang.io/state`), written to the pod
+    /// of this UID only.
+    Keep(Box<Keep>),
 }
 
 /// Everything that applies a plan, by kind, each in the order it should be sent.
@@ -68,18 +71,22 @@ pub struct Writes {
     pub events: Vec<Event>,
 }
 
-/// The object a status write changes: a pod, or one of kube-gang's own `Gang`s.
+/// The object a status write changes: a pod's status, one of kube-gang's own `Gang`s, or the gang
+/// state a pod keeps (its metadata).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
     Pod(PodKey),
     Gang(GangKey),
+    Kept(PodKey),
 }
 
 impl Target {
     /// Its identity in the index.
     pub fn object_ref(&self) -> ObjectRef {
         match self {
-            Target::Pod(k) => ObjectRef::of_kind(&POD, k.namespace.as_str(), k.name.as_str()),
+            Target::Pod(k) | Target::Kept(k) => {
+                ObjectRef::of_kind(&POD, k.namespace.as_str(), k.name.as_str())
+            }
             Target::Gang(k) => ObjectRef::of_kind(&GANG, k.namespace.as_str(), k.name.as_str()),
         }
     }
@@ -207,6 +214,10 @@ impl StatusWrite {
                 }
                 json!({"status": new})
             }
+            // The UID is a precondition: a pod created again under the name is not written.
+            StatusChange::Keep(k) => json!({"metadata": {"uid": k.uid, "annotations": {
+                scheduler_core::names::ANNOTATION_STATE: k.text,
+            }}}),
         };
         if let Some(rv) = &self.resource_version {
             body["metadata"] = json!({"resourceVersion": rv});
@@ -214,9 +225,10 @@ impl StatusWrite {
         body
     }
 
-    /// The request: `PATCH …/status`.
+    /// The request: `PATCH …/status`, or the pod itself for the state it keeps.
     pub fn http(&self) -> Http {
         let (path, content_type) = match (&self.target, &self.change) {
+            (Target::Kept(k), _) => (format!("/api/v1/namespaces/{}/pods/{}", k.namespace, k.name), MERGE),
             // Conditions merge by their type.
             (Target::Pod(k), StatusChange::Condition(_)) => {
                 (format!("/api/v1/namespaces/{}/pods/{}/status", k.namespace, k.name), STRATEGIC)
@@ -388,6 +400,15 @@ pub fn gang_status(outcome: &Outcome, current: &GangNow<'_>, now: Time) -> Optio
         resource_version: current.resource_version.map(String::from),
         change: StatusChange::Gang { status: Box::new(status), previous: previous.cloned().map(Box::new) },
     })
+}
+
+/// The write that keeps a gang's state on a member pod (the core chose which pods lack it).
+pub fn keep(k: &Keep) -> StatusWrite {
+    StatusWrite {
+        target: Target::Kept(k.pod.clone()),
+        resource_version: None,
+        change: StatusChange::Keep(Box::new(k.clone())),
+    }
 }
 
 /// An Event's name as client-go's recorder makes it, `{regarding}.{unix nanoseconds in hex}`,
@@ -577,6 +598,7 @@ pub fn writes(
             });
         }
     }
+    out.statuses.extend(plan.keep.iter().map(keep));
     let binding_now: HashSet<&PodKey> = plan.bindings.iter().map(|b| &b.pod).collect();
     for o in &plan.outcomes {
         let o = &*with_blocked(o, plan, blocked);

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PodCondition;
 use scheduler_core::cluster::{ApiKind, GANG, Live, Overlay, POD, Problem};
 use scheduler_core::crd::GangStatus;
-use scheduler_core::model::{GangKey, PodKey, Snapshot};
+use scheduler_core::model::{GangKey, Persisted, PodKey, Snapshot};
 use scheduler_core::object::{Filed, ObjectRef, at};
-use scheduler_core::plan::{Binding, Plan};
+use scheduler_core::plan::{Binding, Keep, Plan};
 use serde_json::Value;
 
 use crate::apply::{ConditionNow, Current, GangNow, PodNow, StatusChange, StatusWrite, Target};
@@ -43,13 +43,46 @@ pub struct Index {
     /// nominations written — laid over the core's snapshot at each refresh (the core's objects
     /// are never edited).
     overlay: Overlay,
-    /// When each assumed binding was sent (for [`Index::expire`]).
+    /// When each assumed binding was first sent (for [`Index::expire`]), while its outcome is not
+    /// known: the API server has not said it made it.
     sent: BTreeMap<PodKey, Instant>,
+    /// Bindings sent whose outcome is unknown (no answer, a server error, and the pod not yet
+    /// bound): sent again to the same node, which is safe — a pod is bound once, and a second
+    /// binding to the node it is on is answered 409 — until one is made or refused, the watch
+    /// shows the pod bound or gone, or [`Index::expire`] gives up on it.
+    unknown: BTreeMap<PodKey, Binding>,
     /// Pods whose binding the API server refused: (refusals so far, held back until).
     refusals: BTreeMap<PodKey, (u32, Instant)>,
     /// Status writes sent and not yet seen in the watch, by pod and by `Gang`.
     ahead_pods: HashMap<PodKey, Ahead>,
     ahead_gangs: HashMap<GangKey, Ahead>,
+    /// Gang states written on member pods and not yet seen in the watch (see [`Index::kept`]).
+    keeping: BTreeMap<PodKey, Keeping>,
+}
+
+/// A gang state written on a member pod, until the watch shows the pod carrying it (or a newer
+/// one), or the pod is gone.
+#[derive(Debug)]
+struct Keeping {
+    keep: Keep,
+    fate: Fate,
+}
+
+/// What became of a write so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    Sent,
+    Made,
+    /// Refused or failed: sent again ([`Index::keeps_to_retry`]).
+    Failed,
+}
+
+/// The revision of the gang state a raw pod keeps (0: none readable).
+fn kept_rev(pod: &Value) -> u64 {
+    at(pod, &format!("/metadata/annotations/{}", scheduler_core::names::ANNOTATION_STATE.replace('/', "~1")))
+        .and_then(Value::as_str)
+        .and_then(Persisted::from_text)
+        .map_or(0, |p| p.state.rev)
 }
 
 /// The status writes sent about one object and not yet seen in the watch: what it will say.
@@ -122,6 +155,7 @@ impl Index {
                     if has_node(&obj) {
                         self.settled(&key);
                     }
+                    self.seen_kept(&key, Some(&obj));
                 }
             }
             Filed::Other if r.is(&GANG) && !self.ahead_gangs.is_empty() => {
@@ -136,9 +170,26 @@ impl Index {
         let _ = self.live.apply(r, obj);
     }
 
-    /// Nothing is owed to bindings sent or refused.
+    /// Nothing is owed to bindings sent or refused, nor to gang states written.
     fn owes_nothing(&self) -> bool {
-        self.overlay.assumed.is_empty() && self.refusals.is_empty() && self.overlay.held_back.is_empty()
+        self.overlay.assumed.is_empty()
+            && self.refusals.is_empty()
+            && self.overlay.held_back.is_empty()
+            && self.keeping.is_empty()
+    }
+
+    /// The watch shows pod `key` as `obj` (`None`: gone): a gang state written on it is settled
+    /// once the pod carries it (or a newer one), or is another pod of the name, or is gone.
+    fn seen_kept(&mut self, key: &PodKey, obj: Option<&Value>) {
+        let Some(k) = self.keeping.get(key) else { return };
+        let settled = obj.is_none_or(|o| {
+            at(o, "/metadata/uid").and_then(Value::as_str) != Some(k.keep.uid.as_str())
+                || kept_rev(o) >= k.keep.rev
+        });
+        if settled {
+            self.keeping.remove(key);
+            self.overlay.kept.remove(key);
+        }
     }
 
     /// A pod bound or gone: it owes nothing to earlier refusals.
@@ -151,6 +202,7 @@ impl Index {
     fn unassume(&mut self, pod: &PodKey) {
         self.overlay.assumed.remove(pod);
         self.sent.remove(pod);
+        self.unknown.remove(pod);
     }
 
     /// A watch `Delete` event of the object `r`.
@@ -159,6 +211,7 @@ impl Index {
             Filed::Pod => {
                 let key = pod_key(r);
                 self.settled(&key);
+                self.seen_kept(&key, None);
                 self.forget_ahead(&Target::Pod(key));
             }
             Filed::Other if r.is(&GANG) => {
@@ -193,6 +246,15 @@ impl Index {
                 );
                 for p in settled {
                     self.settled(&p);
+                }
+                let keeping: Vec<PodKey> = self.keeping.keys().cloned().collect();
+                if !keeping.is_empty() {
+                    let listed: HashMap<(&str, &str), &Value> =
+                        objects.iter().map(|(r, o)| ((r.pod_namespace(), r.name.as_str()), o)).collect();
+                    for key in keeping {
+                        let obj = listed.get(&(key.namespace.as_str(), key.name.as_str())).copied();
+                        self.seen_kept(&key, obj);
+                    }
                 }
             }
             // Writes answered are in the list (or their object is gone); those still unanswered
@@ -232,7 +294,22 @@ impl Index {
     /// Records a binding sent to the API: the next cycle sees the node as used.
     pub fn assume(&mut self, b: &Binding) {
         self.overlay.assumed.insert(b.pod.clone(), b.node.clone());
-        self.sent.insert(b.pod.clone(), Instant::now());
+        self.sent.entry(b.pod.clone()).or_insert_with(Instant::now);
+    }
+
+    /// The API server did not say whether it made the binding `b` (no answer, a server error, and
+    /// the pod not on a node yet): its node stays booked, and it is sent again
+    /// ([`Index::unknown_bindings`]) rather than the pod placed anew — a binding still in flight
+    /// may be made later, and another pod on its node would then overcommit it.
+    pub fn unknown(&mut self, b: &Binding) {
+        if self.overlay.assumed.contains_key(&b.pod) {
+            self.unknown.insert(b.pod.clone(), b.clone());
+        }
+    }
+
+    /// The bindings of unknown outcome, to send again now (to the node they chose).
+    pub fn unknown_bindings(&self) -> Vec<Binding> {
+        self.unknown.values().cloned().collect()
     }
 
     /// The API server answered the binding of `pod` with success: the assumption holds until the
@@ -244,7 +321,9 @@ impl Index {
     }
 
     /// Drops assumptions older than `ttl` that the watch never confirmed (a binding whose outcome
-    /// could not be learned and that did not happen): their pods are placed again.
+    /// could not be learned and that did not happen): their pods are placed again. `ttl` outlasts
+    /// the time the API server may still be working on a request (its request timeout), so a
+    /// binding dropped here can no longer be made.
     pub fn expire(&mut self, ttl: Duration) -> usize {
         let old: Vec<PodKey> =
             self.sent.iter().filter(|(_, at)| at.elapsed() >= ttl).map(|(p, _)| p.clone()).collect();
@@ -292,6 +371,15 @@ impl Index {
         let ahead = match &w.target {
             Target::Pod(k) => self.ahead_pods.entry(k.clone()).or_default(),
             Target::Gang(k) => self.ahead_gangs.entry(k.clone()).or_default(),
+            Target::Kept(k) => {
+                if let StatusChange::Keep(keep) = &w.change
+                    && let Some(p) = Persisted::from_text(&keep.text)
+                {
+                    self.overlay.kept.insert(k.clone(), (keep.uid.clone(), Box::new(p)));
+                    self.keeping.insert(k.clone(), Keeping { keep: (**keep).clone(), fate: Fate::Sent });
+                }
+                return;
+            }
         };
         ahead.unanswered += 1;
         ahead.made = None;
@@ -304,6 +392,7 @@ impl Index {
             }
             StatusChange::Condition(c) => ahead.scheduled = Some((**c).clone()),
             StatusChange::Gang { status, .. } => ahead.gang = Some((**status).clone()),
+            StatusChange::Keep(_) => {}
         }
     }
 
@@ -313,6 +402,12 @@ impl Index {
         let ahead = match t {
             Target::Pod(k) => self.ahead_pods.get_mut(k),
             Target::Gang(k) => self.ahead_gangs.get_mut(k),
+            Target::Kept(k) => {
+                if let Some(kept) = self.keeping.get_mut(k) {
+                    kept.fate = Fate::Made;
+                }
+                return;
+            }
         };
         let Some(ahead) = ahead else { return };
         ahead.unanswered = ahead.unanswered.saturating_sub(1);
@@ -328,9 +423,30 @@ impl Index {
     }
 
     /// A status write was not made (refused, failed, or not sent): the object is again as the
-    /// watch reports it, so the next cycle writes it again.
+    /// watch reports it, so the next cycle writes it again. A gang state written on a pod stays
+    /// shown there — it is what the scheduler decided — and is sent again
+    /// ([`Index::keeps_to_retry`]).
     pub fn unwrite(&mut self, t: &Target) {
+        if let Target::Kept(k) = t {
+            if let Some(kept) = self.keeping.get_mut(k) {
+                kept.fate = Fate::Failed;
+            }
+            return;
+        }
         self.forget_ahead(t);
+    }
+
+    /// The gang states written on pods that were not made, to send again now; the core does not
+    /// ask for them again, since the snapshot shows them kept.
+    pub fn keeps_to_retry(&mut self) -> Vec<Keep> {
+        self.keeping
+            .values_mut()
+            .filter(|k| k.fate == Fate::Failed)
+            .map(|k| {
+                k.fate = Fate::Sent;
+                k.keep.clone()
+            })
+            .collect()
     }
 
     fn forget_ahead(&mut self, t: &Target) {
@@ -343,6 +459,10 @@ impl Index {
             Target::Gang(k) => {
                 self.ahead_gangs.remove(k);
             }
+            Target::Kept(k) => {
+                self.keeping.remove(k);
+                self.overlay.kept.remove(k);
+            }
         }
     }
 
@@ -351,7 +471,8 @@ impl Index {
         self.overlay.assumed.len()
     }
 
-    /// Keeps what `plan` (about to be applied) leaves each gang, for the next cycle.
+    /// Keeps what `plan` (about to be applied) leaves each gang defined by an object, for the next
+    /// cycle, under the object's uid (a gang of pod annotations keeps its state on its members).
     pub fn carry(&mut self, plan: &Plan) {
         let gangs = &self.live.snapshot().gangs;
         self.overlay.carried = plan
@@ -359,16 +480,20 @@ impl Index {
             .iter()
             .filter_map(|o| {
                 let i = gangs.binary_search_by(|g| g.key.cmp(&o.gang)).ok()?;
-                Some((o.gang.clone(), (gangs[i].created, o.state.clone())))
+                Some((o.gang.clone(), (gangs[i].uid.clone()?, o.state.clone())))
             })
             .collect();
         self.overlay.reservations = plan.reservations.clone();
     }
 
-    /// Forgets carried state (leadership lost or gained: the API's word counts again).
+    /// Forgets what this replica decided and the watch does not show (leadership lost or gained:
+    /// the API's word counts again): carried gang state, reservations, gang states written on
+    /// pods and not yet seen.
     pub fn drop_carried(&mut self) {
         self.overlay.carried.clear();
         self.overlay.reservations.clear();
+        self.overlay.kept.clear();
+        self.keeping.clear();
     }
 
     /// Brings the view up to date for a cycle: the watched state with the overlay laid over it.
@@ -612,7 +737,8 @@ mod tests {
     }
 
     #[test]
-    fn gang_state_is_carried_to_the_next_cycle_of_the_same_gang_only() {
+    fn gang_state_lives_on_the_members_or_the_gang_object_of_the_same_uid_only() {
+        use crate::apply::keep;
         use scheduler_core::Config;
         let member = |name: &str, created: &str, annotated: bool| {
             let mut p = json!({"apiVersion": "v1", "kind": "Pod",
@@ -625,43 +751,77 @@ mod tests {
             }
             p
         };
+        // A cycle whose writes are sent (and not yet seen in the watch).
         let cycle = |index: &mut Index, at: i64| {
             index.refresh();
             let plan = scheduler_core::schedule(index.snapshot(), &Config::default(), Time::from_secs(at));
+            for k in &plan.keep {
+                index.wrote(&keep(k));
+            }
             index.carry(&plan);
-            index.refresh();
             plan
         };
-        // A CRD-less gang: its state follows its name, even when its oldest member goes.
+        let waiting = |plan: &Plan| plan.outcomes[0].state.waiting_since;
+        let kept = |plan: &Plan| plan.keep.iter().map(|k| k.pod.name.clone()).collect::<Vec<_>>();
+        // A CRD-less gang: its state is written on its members, and read from them.
         let mut index = Index::new();
         put(&mut index, member("a", "2026-01-01T00:00:00Z", true));
         put(&mut index, member("b", "2026-01-01T00:00:05Z", true));
         let plan = cycle(&mut index, 1_000);
-        assert_eq!(plan.outcomes[0].state.waiting_since, Some(Time::from_secs(1_000)), "{plan:#?}");
-        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
+        assert_eq!(waiting(&plan), Some(Time::from_secs(1_000)), "{plan:#?}");
+        assert_eq!(kept(&plan), ["a", "b"]);
+        let plan = cycle(&mut index, 1_010);
+        assert_eq!(
+            waiting(&plan),
+            Some(Time::from_secs(1_000)),
+            "the writes sent are what the next cycle sees"
+        );
+        assert!(plan.keep.is_empty(), "written once: {plan:#?}");
+        // Its oldest member goes, a new one comes: the state is still the gang's, and the
+        // newcomer is given it.
         gone(&mut index, &member("a", "", true));
         put(&mut index, member("c", "2026-01-01T00:00:09Z", true));
-        index.refresh();
-        assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
-        // Leadership changes hands: the state a gang was handed is dropped with the rest.
+        let plan = cycle(&mut index, 1_020);
+        assert_eq!(waiting(&plan), Some(Time::from_secs(1_000)));
+        assert_eq!(kept(&plan), ["c"]);
+        // Leadership changes hands before the watch showed the writes: what this replica wrote
+        // and did not see is dropped, and the gang starts from what the cluster says.
         index.drop_carried();
-        index.refresh();
-        assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
-        assert!(index.snapshot().reservations.is_empty());
+        let plan = cycle(&mut index, 1_030);
+        assert_eq!(waiting(&plan), Some(Time::from_secs(1_030)));
+        // The cluster says it: the watch delivers a member with the state written.
+        let mut b = member("b", "2026-01-01T00:00:05Z", true);
+        let text = scheduler_core::model::Persisted {
+            gang: GangKey::new("ml", "g"),
+            uid: None,
+            state: scheduler_core::model::GangState {
+                waiting_since: Some(Time::from_secs(1_000)),
+                rev: 7,
+                ..Default::default()
+            },
+        }
+        .to_text();
+        b["metadata"]["annotations"]["kube-gang.io/state"] = json!(text);
+        put(&mut index, b);
+        index.drop_carried();
+        let plan = cycle(&mut index, 1_040);
+        assert_eq!(waiting(&plan), Some(Time::from_secs(1_000)), "a restarted leader reads it back");
 
-        // A Gang object: a new one of the same name starts afresh.
-        let gang_object = |created: &str| {
+        // A Gang object: its state is carried under its uid; a new one of the same name (another
+        // uid) starts afresh, even within the same second.
+        let gang_object = |uid: &str| {
             json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
-                   "metadata": {"name": "g", "namespace": "ml", "creationTimestamp": created},
+                   "metadata": {"name": "g", "namespace": "ml", "uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"},
                    "spec": {"minMember": 2}})
         };
         let mut index = Index::new();
-        put(&mut index, gang_object("2026-01-01T00:00:00Z"));
+        put(&mut index, gang_object("u1"));
         put(&mut index, member("a", "2026-01-01T00:00:00Z", false));
         put(&mut index, member("b", "2026-01-01T00:00:00Z", false));
         cycle(&mut index, 1_000);
+        index.refresh();
         assert_eq!(index.snapshot().gangs[0].state.waiting_since, Some(Time::from_secs(1_000)));
-        put(&mut index, gang_object("2026-02-01T00:00:00Z"));
+        put(&mut index, gang_object("u2"));
         index.refresh();
         assert_eq!(index.snapshot().gangs[0].state.waiting_since, None);
     }

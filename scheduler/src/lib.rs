@@ -182,14 +182,15 @@ async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()
     run::run(kube_config, settings, metrics, stop).await
 }
 
-/// This replica's Lease holder identity: `POD_NAME` (the Deployment sets it from the pod's name),
-/// else the host name and process id — never something two replicas could share.
-fn identity() -> String {
+/// This process's Lease holder identity: `POD_NAME` (the Deployment sets it from the pod's name),
+/// else the host name, then `_` and a random UUID — as kube-scheduler's `hostname_UUID`. Fresh for
+/// every process: a replica restarted in the same pod (same `POD_NAME`) is not the holder its
+/// predecessor was, so it waits out that Lease like any other replica instead of taking it at
+/// once, while a binding its predecessor sent may still be made.
+pub fn identity() -> String {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    var("POD_NAME").unwrap_or_else(|| {
-        let host = var("HOSTNAME").unwrap_or_else(|| "gang-scheduler".into());
-        format!("{host}-{}", std::process::id())
-    })
+    let base = var("POD_NAME").or_else(|| var("HOSTNAME")).unwrap_or_else(|| "gang-scheduler".into());
+    format!("{base}_{}", uuid::Uuid::new_v4())
 }
 
 async fn shutdown_signal() {

@@ -150,9 +150,13 @@ where
     }
 }
 
-/// A kube client for `config` whose every request waits for a token of `rate`.
+/// A kube client for `config` whose every request waits for a token of `rate`, and whose every
+/// answer tells the clock what time it is at the API server ([`crate::clock`]).
 pub fn client(config: kube::Config, rate: Arc<RateLimiter>) -> Result<kube::Client, kube::Error> {
-    Ok(kube::client::ClientBuilder::try_from(config)?.with_layer(&RateLimitLayer::new(rate)).build())
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&RateLimitLayer::new(rate))
+        .with_layer(&tower::util::MapResponseLayer::new(crate::clock::seen))
+        .build())
 }
 
 #[cfg(test)]

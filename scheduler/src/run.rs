@@ -5,7 +5,7 @@
 //! dialect's CRDs, our own `Gang`) are discovered every 30 s: a missing CRD is not an error, and one
 //! installed later is picked up.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ use crate::lease::Standing;
 use crate::metrics::{Metrics, ResultLabel};
 use crate::ratelimit::{self, RateLimiter};
 use scheduler_core::cluster::ApiKind;
-use scheduler_core::model::{GangKey, GangState, PodKey};
+use scheduler_core::model::{GangKey, PodKey};
 use scheduler_core::object::ObjectRef;
 use scheduler_core::plan::Eviction;
 
@@ -57,8 +57,10 @@ pub fn resources() -> Vec<Watched> {
 }
 
 /// How long a binding whose outcome is unknown keeps its node booked without the watch
-/// confirming it.
-const ASSUME_TTL: Duration = Duration::from_secs(30);
+/// confirming it: longer than the API server may work on a request (its `--request-timeout`,
+/// 60 s by default), so that a binding still in flight is never made after its node was given to
+/// another pod.
+const ASSUME_TTL: Duration = Duration::from_secs(90);
 
 /// How long shutdown waits for queued status writes.
 const DRAIN_WITHIN: Duration = Duration::from_secs(5);
@@ -190,175 +192,325 @@ pub struct Settings {
 /// which would wait out a 429 (up to 15 times, honouring `Retry-After`) inside the loop; the
 /// watches and the background reporter keep them. The Lease has a client and a bucket of its own
 /// (as kube-scheduler's leader election has), so a burst of bindings never delays a renewal.
+///
+/// Setup, then a loop — discover what is served, wait for something to happen, and (the leader)
+/// one [`Loop::cycle`] — then shutdown.
 pub async fn run(
     config: kube::Config,
     settings: Settings,
     metrics: Metrics,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let rate = Arc::new(RateLimiter::new(settings.qps, settings.burst));
-    let client = ratelimit::client(config.clone(), rate.clone())?;
-    let mut no_retry = config.clone();
-    no_retry.default_retry = false;
-    let loop_client = ratelimit::client(no_retry, rate.clone())?;
-    let lease_client = ratelimit::client(config, Arc::new(RateLimiter::new(settings.qps, settings.burst)))?;
-    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    let mut started: BTreeSet<String> = BTreeSet::new();
-    let mut synced: BTreeSet<String> = BTreeSet::new();
-    let all = resources();
-    let required: BTreeSet<String> = all.iter().filter(|w| w.required).map(|w| kind_key(w.kind)).collect();
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut last_discovery: Option<Instant> = None;
-    let mut index = Index::new();
-    let mut limiter = EventLimiter::default();
-    let concurrency = settings.bind_concurrency.max(1);
-
-    // Leadership, decided by a task of its own.
-    let leases: Api<Lease> = Api::namespaced(lease_client, &settings.lease_namespace);
-    let initial = if settings.leader_elect { Standing::FOLLOWER } else { Standing::ALONE };
-    let (standing_tx, mut standing) = watch::channel(initial);
-    let elector_stop = stop.child_token();
-    let elector = settings.leader_elect.then(|| {
-        tokio::spawn(crate::lease::elect(
-            leases.clone(),
-            settings.lease_name.clone(),
-            settings.identity.clone(),
-            settings.lease_duration,
-            settings.retry_period,
-            standing_tx,
-            elector_stop.clone(),
-        ))
-    });
-    let mut was_leading = false;
-
-    // Status writes and events go out in the background: the loop never waits for them.
-    let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
-    let reporter = tokio::spawn(report(
-        client.clone(),
-        report_rx,
-        tx.clone(),
-        concurrency,
-        standing.clone(),
-        metrics.clone(),
-    ));
-    // Evictions too: each victim backs off on its own (a PodDisruptionBudget's 429), and the
-    // loop learns which ones are blocked, and by what.
-    let (evict_tx, evict_rx) = watch::channel::<Vec<Eviction>>(Vec::new());
-    let (blocked_tx, mut blocked_rx) = mpsc::unbounded_channel::<Blocked>();
-    let evictor = tokio::spawn(evict::run(
-        loop_client.clone(),
-        evict_rx,
-        blocked_tx,
-        standing.clone(),
-        concurrency,
-        stop.child_token(),
-    ));
-    let mut blocked: std::collections::BTreeMap<PodKey, String> = std::collections::BTreeMap::new();
-    let mut provisioner = crate::provision::Provisioner::new(settings.discovery_period);
-
-    let mut log_problems: Option<Instant> = None;
-    let mut tick = tokio::time::interval(settings.period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
+    let mut l = Loop::start(config, settings, metrics, stop)?;
     loop {
-        // Discovery: start watches for resources that exist now.
-        if last_discovery.is_none_or(|t| t.elapsed() >= settings.discovery_period) {
-            for w in &all {
-                let key = kind_key(w.kind);
-                if started.contains(&key) {
-                    continue;
-                }
-                if w.required || served(&loop_client, &w.resource).await {
-                    tracing::info!(resource = %key, "watching");
-                    started.insert(key);
-                    tasks.spawn(pump(client.clone(), w.clone(), tx.clone(), stop.child_token()));
-                }
-            }
-            last_discovery = Some(Instant::now());
+        l.discover().await;
+        if !l.wait().await {
+            break;
         }
+        if l.leading() {
+            l.cycle().await;
+        }
+    }
+    l.shutdown().await;
+    Ok(())
+}
 
-        tokio::select! {
-            () = stop.cancelled() => break,
-            _ = tick.tick() => {}
-            // A new leader acts at once, not at the next tick.
-            Ok(()) = standing.changed() => {}
-            Some(b) = blocked_rx.recv() => match b {
-                Blocked::By(pod, why) => { blocked.insert(pod, why); }
-                Blocked::No(pod) => { blocked.remove(&pod); }
+/// The tasks beside the loop and the channels to them.
+struct Wiring {
+    /// Watches and status writes (the reporter's), with kube's built-in retries.
+    client: kube::Client,
+    /// What the loop awaits, and evictions: no built-in retries.
+    loop_client: kube::Client,
+    leases: Api<Lease>,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    /// The watches, one per kind served.
+    pumps: tokio::task::JoinSet<()>,
+    elector: Option<tokio::task::JoinHandle<()>>,
+    standing: watch::Receiver<Standing>,
+    report_tx: mpsc::UnboundedSender<Report>,
+    reporter: tokio::task::JoinHandle<()>,
+    evict_tx: watch::Sender<Vec<Eviction>>,
+    evictor: tokio::task::JoinHandle<()>,
+    blocked_rx: mpsc::UnboundedReceiver<Blocked>,
+    tick: tokio::time::Interval,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Wiring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wiring").field("standing", &*self.standing.borrow()).finish_non_exhaustive()
+    }
+}
+
+/// The loop: its settings, the tasks beside it, and what it keeps between cycles — the index (the
+/// cluster as watched, and what the watch does not say yet), and what is only for messages and
+/// pacing (events sent, evictions blocked, capacity requests followed, when problems were logged).
+#[derive(Debug)]
+struct Loop {
+    settings: Settings,
+    metrics: Metrics,
+    wiring: Wiring,
+    all: Vec<Watched>,
+    required: BTreeSet<String>,
+    started: BTreeSet<String>,
+    synced: BTreeSet<String>,
+    last_discovery: Option<Instant>,
+    was_leading: bool,
+    index: Index,
+    limiter: EventLimiter,
+    /// Victims whose eviction the API server refuses for now, and why.
+    blocked: BTreeMap<PodKey, String>,
+    provisioner: crate::provision::Provisioner,
+    log_problems: Option<Instant>,
+}
+
+impl Loop {
+    /// Setup: clients, the election, the reporter and the evictor.
+    fn start(
+        config: kube::Config,
+        settings: Settings,
+        metrics: Metrics,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Loop> {
+        let rate = Arc::new(RateLimiter::new(settings.qps, settings.burst));
+        let client = ratelimit::client(config.clone(), rate.clone())?;
+        let mut no_retry = config.clone();
+        no_retry.default_retry = false;
+        let loop_client = ratelimit::client(no_retry, rate.clone())?;
+        let lease_client =
+            ratelimit::client(config, Arc::new(RateLimiter::new(settings.qps, settings.burst)))?;
+        let (tx, rx) = mpsc::unbounded_channel::<Msg>();
+        let all = resources();
+        let required = all.iter().filter(|w| w.required).map(|w| kind_key(w.kind)).collect();
+        let concurrency = settings.bind_concurrency.max(1);
+
+        // Leadership, decided by a task of its own.
+        let leases: Api<Lease> = Api::namespaced(lease_client, &settings.lease_namespace);
+        let initial = if settings.leader_elect { Standing::FOLLOWER } else { Standing::ALONE };
+        let (standing_tx, standing) = watch::channel(initial);
+        let elector = settings.leader_elect.then(|| {
+            tokio::spawn(crate::lease::elect(
+                leases.clone(),
+                settings.lease_name.clone(),
+                settings.identity.clone(),
+                settings.lease_duration,
+                settings.retry_period,
+                standing_tx,
+                stop.child_token(),
+            ))
+        });
+
+        // Status writes and events go out in the background: the loop never waits for them.
+        let (report_tx, report_rx) = mpsc::unbounded_channel::<Report>();
+        let reporter = tokio::spawn(report(
+            client.clone(),
+            report_rx,
+            tx.clone(),
+            concurrency,
+            standing.clone(),
+            metrics.clone(),
+        ));
+        // Evictions too: each victim backs off on its own (a PodDisruptionBudget's 429), and the
+        // loop learns which ones are blocked, and by what.
+        let (evict_tx, evict_rx) = watch::channel::<Vec<Eviction>>(Vec::new());
+        let (blocked_tx, blocked_rx) = mpsc::unbounded_channel::<Blocked>();
+        let evictor = tokio::spawn(evict::run(
+            loop_client.clone(),
+            evict_rx,
+            blocked_tx,
+            standing.clone(),
+            concurrency,
+            stop.child_token(),
+        ));
+        let mut tick = tokio::time::interval(settings.period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let provisioner = crate::provision::Provisioner::new(settings.discovery_period);
+        Ok(Loop {
+            wiring: Wiring {
+                client,
+                loop_client,
+                leases,
+                tx,
+                rx,
+                pumps: tokio::task::JoinSet::new(),
+                elector,
+                standing,
+                report_tx,
+                reporter,
+                evict_tx,
+                evictor,
+                blocked_rx,
+                tick,
+                stop,
             },
-            msg = rx.recv() => {
-                let Some(msg) = msg else { break };
-                handle(&mut index, &mut synced, msg);
+            settings,
+            metrics,
+            all,
+            required,
+            started: BTreeSet::new(),
+            synced: BTreeSet::new(),
+            last_discovery: None,
+            was_leading: false,
+            index: Index::new(),
+            limiter: EventLimiter::default(),
+            blocked: BTreeMap::new(),
+            provisioner,
+            log_problems: None,
+        })
+    }
+
+    /// Starts watches for the resources served now (every discovery period).
+    async fn discover(&mut self) {
+        if self.last_discovery.is_some_and(|t| t.elapsed() < self.settings.discovery_period) {
+            return;
+        }
+        let w = &mut self.wiring;
+        for kind in &self.all {
+            let key = kind_key(kind.kind);
+            if self.started.contains(&key) {
+                continue;
+            }
+            if kind.required || served(&w.loop_client, &kind.resource).await {
+                tracing::info!(resource = %key, "watching");
+                self.started.insert(key);
+                w.pumps.spawn(pump(w.client.clone(), kind.clone(), w.tx.clone(), w.stop.child_token()));
+            }
+        }
+        self.last_discovery = Some(Instant::now());
+    }
+
+    /// Waits for a tick, a change of leadership, a blocked eviction or watch events (taking what
+    /// else arrives within 100 ms); false once stopped.
+    async fn wait(&mut self) -> bool {
+        let w = &mut self.wiring;
+        tokio::select! {
+            () = w.stop.cancelled() => return false,
+            _ = w.tick.tick() => {}
+            // A new leader acts at once, not at the next tick.
+            Ok(()) = w.standing.changed() => {}
+            Some(b) = w.blocked_rx.recv() => match b {
+                Blocked::By(pod, why) => { self.blocked.insert(pod, why); }
+                Blocked::No(pod) => { self.blocked.remove(&pod); }
+            },
+            msg = w.rx.recv() => {
+                let Some(msg) = msg else { return false };
+                handle(&mut self.index, &mut self.synced, msg);
                 // Debounce: take whatever else arrives within 100 ms before deciding.
                 let until = tokio::time::Instant::now() + Duration::from_millis(100);
-                while let Ok(Some(m)) = tokio::time::timeout_at(until, rx.recv()).await {
-                    handle(&mut index, &mut synced, m);
+                while let Ok(Some(m)) = tokio::time::timeout_at(until, w.rx.recv()).await {
+                    handle(&mut self.index, &mut self.synced, m);
                 }
             }
         }
-        let leading = standing.borrow().may_act();
-        metrics.leader.set(i64::from(leading));
-        if leading != was_leading {
-            // Leadership gained or lost: the API's word on gang state counts again.
-            index.drop_carried();
-            limiter = EventLimiter::default();
-            was_leading = leading;
+        true
+    }
+
+    /// Whether this replica decides now: it leads (within its renew deadline) and its caches are
+    /// synced. A follower only keeps its index warm. A change of leadership drops what this
+    /// replica decided that the watch does not show: the API's word counts again.
+    fn leading(&mut self) -> bool {
+        let leading = self.wiring.standing.borrow().may_act();
+        self.metrics.leader.set(i64::from(leading));
+        if leading != self.was_leading {
+            self.index.drop_carried();
+            self.limiter = EventLimiter::default();
+            self.was_leading = leading;
         }
-        let ready = required.is_subset(&synced);
-        metrics.ready.store(ready, Ordering::Relaxed);
-        // A follower only keeps its index warm; the leader decides on every tick (timeouts and
-        // grace periods expire without any event).
-        if !ready || !leading {
-            continue;
-        }
+        let ready = self.required.is_subset(&self.synced);
+        self.metrics.ready.store(ready, Ordering::Relaxed);
+        leading && ready
+    }
+
+    /// One cycle of the leader (every tick: timeouts and grace periods expire without any event):
+    ///
+    /// 1. **Expire**: bindings whose outcome stayed unknown past [`ASSUME_TTL`] free their node.
+    /// 2. **Refresh**: the snapshot, with what the watch does not say yet laid over it.
+    /// 3. **Schedule**: the core's plan.
+    /// 4. **Provision**: each gang waiting for capacity says what its request does.
+    /// 5. **Write**: status writes, gang states kept on pods and events to the reporter,
+    ///    evictions to the evictor.
+    /// 6. **Bind**: the plan's bindings, gang by gang, and again those of unknown outcome.
+    /// 7. **Book**: what the bindings came to, into the index, and each gang's state carried.
+    /// 8. **Reconcile**: capacity requests brought in line with the plan.
+    async fn cycle(&mut self) {
         let started_at = Instant::now();
+        let w = &self.wiring;
+        let (index, metrics) = (&mut self.index, &self.metrics);
+
+        // 1. Expire.
         let expired = index.expire(ASSUME_TTL);
         if expired > 0 {
             tracing::warn!(pods = expired, "bindings never confirmed by the watch; placing those pods again");
         }
+
+        // 2. Refresh.
         let now = wall_clock();
         index.refresh();
         let snapshot = index.snapshot();
-        let mut plan = scheduler_core::schedule(snapshot, &settings.config, now);
+
+        // 3. Schedule.
+        let mut plan = scheduler_core::schedule(snapshot, &self.settings.config, now);
         metrics.cycle_duration.observe(started_at.elapsed().as_secs_f64());
-        provisioner.annotate(&mut plan, snapshot, &settings.config, now);
-        record(&metrics, &plan);
-        if log_problems.is_none_or(|t| t.elapsed() >= PROBLEMS_EVERY) {
+        record(metrics, &plan);
+        if self.log_problems.is_none_or(|t| t.elapsed() >= PROBLEMS_EVERY) {
             for p in index.problems() {
                 tracing::warn!(object = %p.object, problem = %p, "cannot read object");
             }
-            log_problems = Some(Instant::now());
+            self.log_problems = Some(Instant::now());
         }
-        blocked.retain(|pod, _| plan.evictions.iter().any(|e| &e.pod == pod));
-        let writes = apply::writes(&plan, snapshot, &index, &mut limiter, &blocked, &settings.identity, now);
+
+        // 4. Provision.
+        self.provisioner.annotate(&mut plan, snapshot, &self.settings.config, now);
+
+        // 5. Write.
+        self.blocked.retain(|pod, _| plan.evictions.iter().any(|e| &e.pod == pod));
+        let mut writes = apply::writes(
+            &plan,
+            snapshot,
+            &*index,
+            &mut self.limiter,
+            &self.blocked,
+            &self.settings.identity,
+            now,
+        );
         let starting = starting(&plan, snapshot, now);
+        let again = again(index.unknown_bindings(), snapshot);
+        writes.statuses.extend(index.keeps_to_retry().iter().map(apply::keep));
         for b in &writes.bindings {
             index.assume(&b.binding);
         }
         if !writes.statuses.is_empty() || !writes.events.is_empty() {
-            for w in &writes.statuses {
-                index.wrote(w);
+            for s in &writes.statuses {
+                index.wrote(s);
             }
-            let _ = report_tx.send(Report { statuses: writes.statuses, events: writes.events });
+            let _ = w.report_tx.send(Report { statuses: writes.statuses, events: writes.events });
         }
         // Every cycle says which evictions it wants now; the evictor drops the rest.
-        evict_tx.send_replace(writes.evictions);
-        let bound = bind_all(&loop_client, writes.bindings, concurrency, &standing).await;
+        w.evict_tx.send_replace(writes.evictions);
+
+        // 6. Bind.
+        let concurrency = self.settings.bind_concurrency.max(1);
+        let mut binds = writes.bindings;
+        binds.extend(again);
+        let bound = bind_all(&w.loop_client, binds, concurrency, &w.standing).await;
+
+        // 7. Book.
         metrics.pods_bound.inc_by(bound.made.len() as u64);
         for pod in &bound.made {
             index.made(pod);
         }
-        // A gang whose first placement was not made whole was not placed: the next cycle starts
-        // from the state it had (the plan's says it was satisfied, and would have its other
-        // members placed one by one, half-binding it).
-        for (gang, waited, before) in starting {
+        // A gang placed whole has waited: how long, once every binding was made. (One whose
+        // bindings were not all made is half-bound now: the next cycle completes or releases it.)
+        for (gang, waited) in starting {
             if !bound.failed_gangs.contains(&gang) {
                 metrics.wait_duration.observe(waited);
-            } else if let Some(o) = plan.outcomes.iter_mut().find(|o| o.gang == gang) {
-                o.state = before;
             }
         }
         index.carry(&plan);
+        for b in &bound.unknown {
+            index.unknown(b);
+        }
         for pod in bound.failed {
             index.forget(&pod);
         }
@@ -368,34 +520,57 @@ pub async fn run(
         for (pod, wait) in bound.throttled {
             index.hold(&pod, wait);
         }
-        let provisioning = settings.config.provisioning.as_ref();
-        provisioner.reconcile(&loop_client, &standing, &index, &plan, provisioning).await;
-        metrics.provisioning_enabled.set(i64::from(provisioning.is_some() && provisioner.enabled()));
+
+        // 8. Reconcile.
+        let provisioning = self.settings.config.provisioning.as_ref();
+        let snapshot = index.snapshot();
+        self.provisioner.reconcile(&w.loop_client, &w.standing, &*index, snapshot, &plan, provisioning).await;
+        metrics.provisioning_enabled.set(i64::from(provisioning.is_some() && self.provisioner.enabled()));
     }
-    stop.cancel();
-    // What the last cycles reported (gang state a successor starts from among it) goes out
-    // before the Lease is released, within a bound.
-    drop(report_tx);
-    let drain = reporter.abort_handle();
-    if tokio::time::timeout(DRAIN_WITHIN, reporter).await.is_err() {
-        drain.abort();
-        tracing::warn!("status writes still queued at shutdown were dropped");
-    }
-    let _ = evictor.await;
-    while tasks.join_next().await.is_some() {}
-    if let Some(elector) = elector {
-        let _ = elector.await;
-        if standing.borrow().held {
-            // Bounded: a stalled API server must not hold up shutdown (the Lease then expires).
-            let release = crate::lease::release(&leases, &settings.lease_name, &settings.identity);
-            match tokio::time::timeout(RELEASE_WITHIN, release).await {
-                Ok(Ok(())) => tracing::info!("lease released"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "could not release the lease"),
-                Err(_) => tracing::warn!("releasing the lease timed out; it expires on its own"),
+
+    /// Shutdown: what the last cycles reported (gang state a successor starts from among it) goes
+    /// out before the Lease is released, within a bound; then the Lease is released.
+    async fn shutdown(self) {
+        let Loop { settings, wiring: w, .. } = self;
+        w.stop.cancel();
+        drop(w.report_tx);
+        let drain = w.reporter.abort_handle();
+        if tokio::time::timeout(DRAIN_WITHIN, w.reporter).await.is_err() {
+            drain.abort();
+            tracing::warn!("status writes still queued at shutdown were dropped");
+        }
+        let _ = w.evictor.await;
+        let mut pumps = w.pumps;
+        while pumps.join_next().await.is_some() {}
+        if let Some(elector) = w.elector {
+            let _ = elector.await;
+            if w.standing.borrow().held {
+                // Bounded: a stalled API server must not hold up shutdown (the Lease then expires).
+                let release = crate::lease::release(&w.leases, &settings.lease_name, &settings.identity);
+                match tokio::time::timeout(RELEASE_WITHIN, release).await {
+                    Ok(Ok(())) => tracing::info!("lease released"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "could not release the lease"),
+                    Err(_) => tracing::warn!("releasing the lease timed out; it expires on its own"),
+                }
             }
         }
     }
-    Ok(())
+}
+
+/// The bindings of unknown outcome to send again, each with the gang it belongs to.
+fn again(bindings: Vec<scheduler_core::plan::Binding>, snapshot: &scheduler_core::Snapshot) -> Vec<Bind> {
+    if bindings.is_empty() {
+        return Vec::new();
+    }
+    let gangs: std::collections::HashMap<&PodKey, &GangKey> =
+        snapshot.pods.iter().filter_map(|p| Some((&p.key, &p.gang.as_ref()?.gang))).collect();
+    bindings
+        .into_iter()
+        .map(|b| {
+            let gang = gangs.get(&b.pod).map(|g| (*g).clone());
+            Bind { binding: b, gang }
+        })
+        .collect()
 }
 
 /// Sends status writes and events as they come, `concurrency` at a time, while this replica may
@@ -474,14 +649,13 @@ fn record(metrics: &Metrics, plan: &Plan) {
 }
 
 /// Gangs this plan starts (placed for the first time), with how long each waited since it could
-/// first be placed (its quorum) — what `gang_wait_duration_seconds` observes once the bindings
-/// are made — and its state before the plan (waiting since now at the latest), which it keeps if
-/// they are not.
+/// first be placed (its quorum): what `gang_wait_duration_seconds` observes once the bindings are
+/// made.
 fn starting(
     plan: &Plan,
     snapshot: &scheduler_core::Snapshot,
     now: scheduler_core::Time,
-) -> Vec<(GangKey, f64, GangState)> {
+) -> Vec<(GangKey, f64)> {
     plan.outcomes
         .iter()
         .filter(|o| o.reason == scheduler_core::Reason::Scheduled)
@@ -492,8 +666,7 @@ fn starting(
                 return None;
             }
             let since = before.waiting_since.unwrap_or(now);
-            let kept = GangState { waiting_since: Some(since), ..before.clone() };
-            Some((o.gang.clone(), now.since(since).as_secs_f64(), kept))
+            Some((o.gang.clone(), now.since(since).as_secs_f64()))
         })
         .collect()
 }
@@ -501,9 +674,11 @@ fn starting(
 /// What sending a plan's bindings came to.
 #[derive(Debug, Default)]
 struct Bound {
-    /// Bindings the API server took (or that were already so); unknown outcomes are in neither
-    /// list.
+    /// Bindings the API server took (or that were already so).
     made: Vec<PodKey>,
+    /// Bindings whose outcome is unknown (no answer or a server error, and the pod on no node yet):
+    /// their node stays booked and they are sent again (see [`Index::unknown`]).
+    unknown: Vec<scheduler_core::plan::Binding>,
     /// Pods whose binding failed or was not sent: their assumption is dropped.
     failed: Vec<PodKey>,
     /// Pods whose binding the API server refused: held back for a while (see [`Index::refuse`]).
@@ -542,25 +717,26 @@ async fn bind_all(
     standing: &watch::Receiver<Standing>,
 ) -> Bound {
     let stopped: std::sync::Mutex<BTreeSet<GangKey>> = std::sync::Mutex::new(BTreeSet::new());
-    let results: Vec<(PodKey, Option<GangKey>, Sent)> = futures::stream::iter(binds)
+    let results: Vec<(scheduler_core::plan::Binding, Option<GangKey>, Sent)> = futures::stream::iter(binds)
         .map(|b| {
             let stopped = &stopped;
             async move {
                 let made = bind_one(client, standing, &b, stopped).await;
-                (b.binding.pod, b.gang, made)
+                (b.binding, b.gang, made)
             }
         })
         .buffer_unordered(concurrency)
         .collect()
         .await;
     let mut out = Bound::default();
-    for (pod, gang, made) in results {
+    for (binding, gang, made) in results {
         if made != Sent::Made {
             out.failed_gangs.extend(gang);
         }
+        let pod = binding.pod.clone();
         match made {
             Sent::Made => out.made.push(pod),
-            Sent::Unknown => {}
+            Sent::Unknown => out.unknown.push(binding),
             Sent::Failed => out.failed.push(pod),
             Sent::Refused => out.refused.push(pod),
             Sent::Throttled(wait) => out.throttled.push((pod, wait)),
@@ -573,7 +749,8 @@ async fn bind_all(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sent {
     Made,
-    /// Unknown: the node stays booked until the watch tells or the assumption expires.
+    /// Unknown: the node stays booked, and the binding is sent again, until it is made or
+    /// refused, the watch tells, or the assumption expires.
     Unknown,
     /// Not sent, or failed without a definite refusal.
     Failed,
@@ -624,35 +801,55 @@ async fn bind_one(
         stop_gang();
         return Sent::Throttled(wait);
     }
-    // A 409, a server error (the binding may have been stored before it failed), or no
-    // answer at all: only a 4xx other than 409 says for sure it did not happen.
+    // A 409, a server error (the binding may have been stored before it failed, or may still
+    // be), or no answer at all: only a 4xx other than 409 says for sure it did not happen.
     let definite = matches!(&e, kube::Error::Api(s) if s.code != 409 && s.code < 500);
-    if !definite {
-        // The binding may have happened: the pod says whether it is on the node we chose.
-        match on_our_node(client, &b.binding).await {
-            Some(true) => return Sent::Made,
-            Some(false) => {}
-            None => {
-                // Unknown: keep the node booked until the watch tells, or the
-                // assumption expires.
-                tracing::warn!(pod = %pod, error = %e, "binding outcome unknown");
-                return Sent::Unknown;
-            }
-        }
+    if definite {
+        tracing::warn!(pod = %pod, error = %e, "binding refused");
+        stop_gang();
+        return Sent::Refused;
     }
-    tracing::warn!(pod = %pod, error = %e, "binding failed");
+    // The binding may have happened, or may yet: the pod says where it is.
+    let sent = match place_of(client, &b.binding).await {
+        Place::Ours => return Sent::Made,
+        // Bound by someone else, or gone: this binding will never be made.
+        Place::Elsewhere | Place::Gone => Sent::Failed,
+        // Not bound (yet), or no answer: a binding still in flight may be made later, so the
+        // node stays booked and the binding is sent again, to the same node.
+        Place::Unbound | Place::Unknown => Sent::Unknown,
+    };
+    tracing::warn!(pod = %pod, error = %e, outcome = ?sent, "binding not confirmed");
     stop_gang();
-    if definite { Sent::Refused } else { Sent::Failed }
+    sent
 }
 
-/// Whether the pod of a binding is on the node the binding chose (`None`: could not tell). After
-/// a 409 or a lost response, "yes" means the binding is done: a retry after a lost response, or
-/// a racing replica that chose the same node.
-async fn on_our_node(client: &kube::Client, b: &scheduler_core::plan::Binding) -> Option<bool> {
+/// Where the pod of a binding is, after a binding whose answer said nothing for sure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// On the node the binding chose: it was made (a retry after a lost answer, or a racing
+    /// replica that chose the same node).
+    Ours,
+    Elsewhere,
+    Unbound,
+    /// The pod is gone, or another of its name (another UID) stands there.
+    Gone,
+    /// The API server could not tell us.
+    Unknown,
+}
+
+/// Where the pod of a binding is now.
+async fn place_of(client: &kube::Client, b: &scheduler_core::plan::Binding) -> Place {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &b.pod.namespace);
     match pods.get_opt(&b.pod.name).await {
-        Ok(Some(p)) => Some(p.spec.and_then(|s| s.node_name).as_deref() == Some(b.node.as_str())),
-        Ok(None) => Some(false),
-        Err(_) => None,
+        Ok(Some(p)) if p.metadata.uid.as_deref().is_some_and(|u| !b.uid.is_empty() && u != b.uid) => {
+            Place::Gone
+        }
+        Ok(Some(p)) => match p.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty()) {
+            Some(n) if n == b.node => Place::Ours,
+            Some(_) => Place::Elsewhere,
+            None => Place::Unbound,
+        },
+        Ok(None) => Place::Gone,
+        Err(_) => Place::Unknown,
     }
 }

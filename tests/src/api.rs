@@ -121,6 +121,19 @@ impl FakeApi {
         self.store().get(&res, &(namespace.to_string(), name.to_string())).cloned()
     }
 
+    /// Every object of `kind` in `namespace` (all namespaces when empty), in key order.
+    pub fn list(&self, api_version: &str, kind: &str, namespace: &str) -> Vec<Value> {
+        let res = store::resource_of(api_version, kind);
+        let s = self.store();
+        s.objects
+            .get(&res)
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
     /// Every request so far.
     pub fn requests(&self) -> Vec<Recorded> {
         self.store().requests.clone()

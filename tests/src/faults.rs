@@ -15,6 +15,9 @@ pub enum FaultKind {
     /// Before a `pods/binding` is served, bind the pod to this node as another scheduler would:
     /// the request then gets the API server's own 409 (`pod … is already assigned to node …`).
     BoundElsewhere(String),
+    /// Hold the request this long, then serve it — also if its client has gone meanwhile (a
+    /// slow answer; a client that gives up first does not learn whether it was made).
+    Slow(std::time::Duration),
 }
 
 /// A fault for the next `times` requests whose method matches and whose path ends with

@@ -59,10 +59,24 @@ pub async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         let delay = faults::delay(&s.delays, method.as_str(), &path);
         (index, fault, delay)
     };
-    if let Some(d) = delay {
-        tokio::time::sleep(d).await;
-    }
     let request = Incoming { method, path, query, content_type, bytes };
+    let (delay, fault) = match fault {
+        Some(FaultKind::Slow(d)) => (Some(delay.map_or(d, |e| e.max(d))), None),
+        other => (delay, other),
+    };
+    let Some(d) = delay else { return respond(&inner, index, fault, &request) };
+    // A request the server holds is served when the hold ends even if its client went away
+    // meanwhile, as a write kube-apiserver has begun storing is not undone when the connection
+    // drops: the worst case for a client that died (or gave up) mid-request.
+    let held = tokio::spawn(async move {
+        tokio::time::sleep(d).await;
+        respond(&inner, index, fault, &request)
+    });
+    held.await.unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Answers a request as its fault (if any) says.
+fn respond(inner: &Arc<Inner>, index: usize, fault: Option<FaultKind>, request: &Incoming) -> Response {
     match fault {
         Some(FaultKind::Status(code)) => {
             let resp = ApiError::injected(code).into_response();
@@ -73,7 +87,7 @@ pub async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         }
         Some(FaultKind::LoseResponse) => {
             // Served, then the connection breaks before the body: the client sees an error.
-            let _ = serve(&inner, None, &request);
+            let _ = serve(inner, None, request);
             let broken = futures::stream::once(async {
                 Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped by the fake"))
             });
@@ -86,9 +100,9 @@ pub async fn handle(State(inner): State<Arc<Inner>>, req: Request) -> Response {
                 let mut s = inner.store.lock().expect("store");
                 subresources::assign(&mut s, &t, name, &node, &json!({}));
             }
-            serve(&inner, Some(index), &request)
+            serve(inner, Some(index), request)
         }
-        None => serve(&inner, Some(index), &request),
+        Some(FaultKind::Slow(_)) | None => serve(inner, Some(index), request),
     }
 }
 

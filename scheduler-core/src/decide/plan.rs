@@ -264,6 +264,24 @@ pub struct Plan {
     /// Capacity to ask the cluster autoscaler for (policy `provisioning`), in gang-key order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provisioning: Vec<ProvisioningAsk>,
+    /// Gang states to write on member pods that do not carry them yet, in pod-key order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep: Vec<Keep>,
+}
+
+/// A gang's state to keep on one of its active member pods (annotation `kube-gang.io/state`,
+/// [`crate::model::Persisted`]): the plan leaves the gang in a state of a revision this pod does
+/// not carry. Only for gangs without a `Gang` of their own, and only when what must be kept
+/// changed (or the pod is new to the gang), so a gang that waits or runs costs no write per cycle.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Keep {
+    pub pod: PodKey,
+    /// The pod's UID: written only to this pod, not to another of the same name.
+    pub uid: String,
+    /// The state's revision.
+    pub rev: u64,
+    /// The annotation's value.
+    pub text: String,
 }
 
 /// What a pod needs of a node, as far as placing it goes: members with equal shapes are

@@ -288,6 +288,14 @@ pub fn apply(snapshot: &mut Snapshot, plan: &Plan) {
             g.state = o.state.clone();
         }
     }
+    if !plan.keep.is_empty() {
+        let keep: HashMap<&PodKey, &crate::plan::Keep> = plan.keep.iter().map(|k| (&k.pod, k)).collect();
+        for p in &mut snapshot.pods {
+            if let Some(k) = keep.get(&p.key).filter(|k| k.uid == p.uid) {
+                p.persisted = crate::model::Persisted::from_text(&k.text).map(Box::new);
+            }
+        }
+    }
     snapshot.reservations = plan.reservations.clone();
 }
 
@@ -543,6 +551,7 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         scheduling_gates: vec![],
         labels: Default::default(),
         exclusive_topology: None,
+        persisted: None,
     };
     let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
         at_secs,

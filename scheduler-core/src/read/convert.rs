@@ -289,6 +289,8 @@ struct PodFields<'a> {
     deleting: bool,
     labels: Option<BTreeMap<String, String>>,
     exclusive_topology: Option<&'a str>,
+    /// The gang state gang-scheduler keeps on the pod (`kube-gang.io/state`).
+    state: Option<&'a str>,
     /// JobSet's node-selector strategy: exclusive placement by node labels and taints, no
     /// affinity injected (the exclusive topology is then not the scheduler's to enforce).
     node_selector_strategy: bool,
@@ -352,6 +354,11 @@ impl<'a> PodFields<'a> {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
+                .map(String::as_str),
+            state: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::labels::ANNOTATION_STATE))
                 .map(String::as_str),
             node_selector_strategy: meta
                 .annotations
@@ -496,6 +503,7 @@ impl<'a> PodFields<'a> {
             deleting: raw::time(meta, "deletionTimestamp")?.is_some(),
             labels: raw::strings(meta, "labels")?,
             exclusive_topology: raw::string(annotations, crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY)?,
+            state: raw::string(annotations, crate::labels::ANNOTATION_STATE)?,
             node_selector_strategy: raw::field(annotations, crate::labels::JOBSET_NODE_SELECTOR_STRATEGY)
                 .is_some(),
             containers: containers("containers")?,
@@ -708,6 +716,7 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
             .exclusive_topology
             .filter(|k| !k.is_empty() && !f.node_selector_strategy)
             .map(str::to_string),
+        persisted: f.state.and_then(crate::model::Persisted::from_text).map(Box::new),
     })
 }
 

@@ -36,6 +36,12 @@ pub const ANNOTATION_GANG_GROUP: &str = "kube-gang.io/gang-group";
 /// cluster autoscaler for capacity when the policy turns `provisioning` on.
 pub const ANNOTATION_PROVISIONING: &str = "kube-gang.io/provisioning";
 
+/// Pod annotation gang-scheduler writes on a gang's active members: the gang's state (when it
+/// started waiting, when it fell below its minimum, timeouts, backoff, whether it gave up) where no
+/// `Gang` status holds it, so that a restarted or new leader reads it from the cluster. JSON;
+/// see [`crate::model::Persisted`].
+pub const ANNOTATION_STATE: &str = "kube-gang.io/state";
+
 // cluster-autoscaler's ProvisioningRequest API (`autoscaling.x-k8s.io/v1`, defined in
 // kubernetes/autoscaler `cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go`).
 

@@ -306,6 +306,10 @@ pub struct Pod {
     /// lands whole in a domain of this label that holds no other child Job's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusive_topology: Option<String>,
+    /// The gang state kept on this pod (annotation [`crate::labels::ANNOTATION_STATE`]), if it
+    /// carries a readable one. Boxed: most pods carry none.
+    #[serde(skip)]
+    pub persisted: Option<Box<Persisted>>,
 }
 
 /// A pod's labels, shared: a snapshot is cloned whole (compaction, the CLI), and at 140,000 pods
@@ -489,7 +493,7 @@ pub enum Dialect {
 
 impl Dialect {
     /// True for dialects whose gangs live only in pod annotations (no gang object): their state
-    /// cannot be written back anywhere, and their gang is as old as its oldest claiming pod.
+    /// lives on their members ([`Persisted`]), and their gang is as old as its oldest claiming pod.
     pub fn is_crd_less(self) -> bool {
         match self {
             Dialect::KubeGangAnnotations | Dialect::Koordinator => true,
@@ -570,6 +574,103 @@ pub struct GangState {
     /// A terminal failure after a timeout with the `Fail` action.
     #[serde(default)]
     pub failed: bool,
+    /// The revision of this state where it is kept on the gang's member pods (see
+    /// [`Persisted`]): raised by the cycle each time what it must keep changes, so that of the
+    /// copies found (on members, carried in memory) the newest is known without a clock. 0: never
+    /// kept there.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub rev: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A gang's state as gang-scheduler keeps it on each of the gang's active member pods
+/// (annotation [`crate::labels::ANNOTATION_STATE`]) when no object of ours holds it — every gang
+/// but kube-gang's own `Gang`, whose status holds it. Read from whichever member carries the
+/// highest revision, so it survives a restart, a change of leader and the loss of any member; a
+/// member of another gang, or of an earlier object of the same name (another `uid`), carries none
+/// for this one, and a gang created anew (new pods) starts with none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Persisted {
+    /// The gang the state is of.
+    pub gang: GangKey,
+    /// The `metadata.uid` of the object that defines the gang (a PodGroup, a Workload); `None`
+    /// for a gang of pod annotations.
+    pub uid: Option<String>,
+    /// The state, with its revision ([`GangState::rev`]).
+    pub state: GangState,
+}
+
+/// The gang state as it is written on a member pod ([`crate::names::ANNOTATION_STATE`]): the
+/// fields of a `Gang`'s status that hold it, with their names, plus the gang it is of, the uid of
+/// the object that defines it, and the revision.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StateText {
+    rev: u64,
+    gang: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    waiting_since: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    degraded_since: Option<Time>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    timeouts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    backoff_until: Option<Time>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    was_satisfied: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    gave_up: bool,
+}
+
+impl Persisted {
+    /// The annotation text that keeps this state on a member pod: compact JSON, times in RFC
+    /// 3339 (`{"rev":2,"gang":"ml/train","degradedSince":"2026-11-26T07:00:00.250Z","wasSatisfied":true}`).
+    pub fn to_text(&self) -> String {
+        let (p, st) = (self, &self.state);
+        let text = StateText {
+            rev: st.rev,
+            gang: p.gang.to_string(),
+            uid: p.uid.clone(),
+            waiting_since: st.waiting_since,
+            degraded_since: st.degraded_since,
+            timeouts: st.timeouts,
+            backoff_until: st.backoff_until,
+            was_satisfied: st.was_satisfied,
+            gave_up: st.failed,
+        };
+        serde_json::to_string(&text).unwrap_or_default()
+    }
+
+    /// Reads the annotation text back (the reverse of [`Persisted::to_text`]). `None` for text
+    /// that is not one: gang-scheduler writes the annotation again at the gang's next change of
+    /// state, and until then the gang is judged as if the pod carried none.
+    pub fn from_text(text: &str) -> Option<Persisted> {
+        // Bounded: the text is at most what the API server lets an annotation be, and a state is
+        // some 300 bytes; anything much longer is not ours.
+        if text.len() > 4096 {
+            return None;
+        }
+        let t: StateText = serde_json::from_str(text).ok()?;
+        let gang = GangKey::parse(&t.gang, "")?;
+        Some(Persisted {
+            gang,
+            uid: t.uid,
+            state: GangState {
+                waiting_since: t.waiting_since,
+                degraded_since: t.degraded_since,
+                timeouts: t.timeouts,
+                backoff_until: t.backoff_until,
+                was_satisfied: t.was_satisfied,
+                failed: t.gave_up,
+                rev: t.rev,
+            },
+        })
+    }
 }
 
 /// A gang in the canonical model: a tree with a root and named subgroups.
@@ -620,11 +721,22 @@ pub struct Gang {
     pub source: Source,
     #[serde(default)]
     pub created: Time,
+    /// The `metadata.uid` of the object that defines the gang (`None` for a gang of pod
+    /// annotations): what tells it from an earlier object of the same name, for the state kept on
+    /// its members ([`Persisted::uid`]) or carried between cycles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     #[serde(default)]
     pub state: GangState,
 }
 
 impl Gang {
+    /// Whether the gang's state is kept on its member pods ([`Persisted`]): every gang but
+    /// kube-gang's own `Gang`, whose status keeps it.
+    pub fn keeps_state_on_pods(&self) -> bool {
+        self.source.dialect != Dialect::KubeGang
+    }
+
     /// A gang with no subgroups, for tests and builders.
     pub fn new(key: GangKey, min_member: u32, source: Source) -> Self {
         Gang {
@@ -644,6 +756,7 @@ impl Gang {
             provisioning: None,
             source,
             created: Time::default(),
+            uid: None,
             state: GangState::default(),
         }
     }
@@ -844,6 +957,7 @@ mod tests {
             scheduling_gates: Vec::new(),
             labels: Labels::default(),
             exclusive_topology: None,
+            persisted: None,
         }
     }
 

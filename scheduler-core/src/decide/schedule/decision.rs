@@ -5,11 +5,11 @@
 //! terms (pod and node indices). [`assemble`] turns the decisions into the plan's keys and names,
 //! in sorted lists.
 
+use super::GangFacts;
 use super::ledger::Txn;
-use super::members::Members;
 use super::preempt::Allowance;
-use crate::model::{GangState, Reservation};
-use crate::plan::{Binding, Eviction, EvictionReason, Nomination, Outcome, Phase};
+use crate::model::{GangState, Persisted, Reservation};
+use crate::plan::{Binding, Eviction, EvictionReason, Keep, Nomination, Outcome, Phase};
 use crate::{Plan, Reason, Snapshot};
 
 /// What the cycle decided for one gang.
@@ -52,15 +52,55 @@ impl Decision {
     }
 }
 
-/// The plan of a cycle, from the snapshot, each gang's `members` (indexed like `snap.gangs`),
-/// every decision (in the order made) and the pods outside any gang bound
-/// as `singles` (pod, node). Lists are sorted; outcomes are in gang-key order.
+/// Where a gang's members are after a decision, as far as keeping its state goes.
+#[derive(Clone, Copy, Debug)]
+struct Where {
+    /// Some member holds a node.
+    holds_nodes: bool,
+    /// Some active member is still pending (not bound by the decision either).
+    pending: bool,
+}
+
+/// What of a gang's state must be kept: while members hold nodes, when it fell below its minimum
+/// and whether it gave up — and, while some member still waits beside them, the wait (when it
+/// started, timeouts, backoff), which that member would carry into a later wait; while none holds a
+/// node, the wait and whether it gave up. The rest (whether it was ever satisfied; the wait of a
+/// gang whose members all hold nodes) goes along when something that matters changes, never
+/// alone: a gang placed whole, or running, costs no write.
+type Matters = (Option<crate::Time>, Option<crate::Time>, u32, Option<crate::Time>, bool);
+
+fn what_matters(s: &GangState, w: Where) -> Matters {
+    let wait = !w.holds_nodes || w.pending;
+    (
+        s.degraded_since.filter(|_| w.holds_nodes),
+        s.waiting_since.filter(|_| wait),
+        if wait { s.timeouts } else { 0 },
+        s.backoff_until.filter(|_| wait),
+        s.failed,
+    )
+}
+
+/// `after`, with the revision of `before` — raised by one when what must be kept changed
+/// ([`what_matters`]).
+fn revised(before: &GangState, mut after: GangState, w: Where) -> GangState {
+    after.rev = if what_matters(before, w) == what_matters(&after, w) {
+        before.rev
+    } else {
+        before.rev.saturating_add(1)
+    };
+    after
+}
+
+/// The plan of a cycle, from the snapshot, each gang's members and starting state (`gangs`,
+/// indexed like `snap.gangs`), every decision (in the order made) and the pods outside any gang
+/// bound as `singles` (pod, node). Lists are sorted; outcomes are in gang-key order.
 pub(super) fn assemble(
     snap: &Snapshot,
-    members: &[Members],
+    gangs_facts: &GangFacts<'_>,
     decisions: Vec<Decision>,
     singles: &[(usize, usize)],
 ) -> Plan {
+    let members = &gangs_facts.members;
     let (pods, nodes, gangs) = (&snap.pods, &snap.nodes, &snap.gangs);
     let binding = |p: usize, n: usize| Binding {
         pod: pods[p].key.clone(),
@@ -107,13 +147,38 @@ pub(super) fn assemble(
         let binding = u32::try_from(d.bindings.len()).unwrap_or(u32::MAX);
         counts.bound += binding;
         counts.binding = binding;
+        let waiting = members[d.gang].all.iter().filter(|&&p| pods[p].is_pending()).count();
+        let at = Where { holds_nodes: counts.bound > 0, pending: waiting > d.bindings.len() };
+        let state = revised(&gangs_facts.states[d.gang], d.state, at);
+        if gang.keeps_state_on_pods() && state.rev > 0 {
+            let mut text: Option<String> = None;
+            for &p in &members[d.gang].all {
+                let pod = &pods[p];
+                let carries = pod
+                    .persisted
+                    .as_deref()
+                    .is_some_and(|k| super::members::keeps(pod, k, gang) && k.state.rev >= state.rev);
+                if pod.is_active() && !carries {
+                    let text = text.get_or_insert_with(|| {
+                        Persisted { gang: gang.key.clone(), uid: gang.uid.clone(), state: state.clone() }
+                            .to_text()
+                    });
+                    plan.keep.push(Keep {
+                        pod: pod.key.clone(),
+                        uid: pod.uid.clone(),
+                        rev: state.rev,
+                        text: text.clone(),
+                    });
+                }
+            }
+        }
         plan.outcomes.push(Outcome {
             gang: gang.key.clone(),
             reason: d.reason,
             phase: d.phase,
             message: d.message,
             counts,
-            state: d.state,
+            state,
         });
     }
     plan.bindings.sort();
@@ -125,5 +190,6 @@ pub(super) fn assemble(
     plan.reservations.sort();
     plan.reservations.dedup();
     plan.outcomes.sort_by(|a, b| a.gang.cmp(&b.gang));
+    plan.keep.sort();
     plan
 }

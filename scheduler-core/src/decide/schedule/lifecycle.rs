@@ -15,7 +15,7 @@ use super::place::{Ask, Placement, PlacementRequest, Placer};
 use super::preempt;
 use super::{Facts, PodFacts};
 use crate::config::TimeoutAction;
-use crate::model::{GangMode, Pod, PodPhase};
+use crate::model::{GangMode, GangState, Pod, PodPhase};
 use crate::plan::{EvictionReason, Phase};
 use crate::tree;
 use crate::{Reason, Time};
@@ -159,11 +159,12 @@ impl Progress {
         if !blocked.is_empty() {
             for (g, _) in whole {
                 let msg = format!("gang group not ready: {}", blocked.join(", "));
-                let st = facts.input.snap.gangs[g].state.clone();
-                self.apply(
-                    &facts.input.snap.pods,
-                    Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st),
-                );
+                let view = self.view(facts, placer);
+                let st = facts.gangs.states[g].clone();
+                let d = view.incomplete(g, st.clone(), &msg).unwrap_or_else(|| {
+                    Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st)
+                });
+                self.apply(&facts.input.snap.pods, d);
             }
             return;
         }
@@ -197,12 +198,16 @@ impl Progress {
             failed.iter().map(|(g, _)| facts.input.snap.gangs[*g].key.to_string()).collect();
         for (g, _) in placed {
             let msg = format!("would fit, but its gang group cannot be placed with it: {}", names.join(", "));
-            let mut st = facts.input.snap.gangs[g].state.clone();
-            st.waiting_since = st.waiting_since.or(Some(facts.input.now));
-            self.apply(
-                &facts.input.snap.pods,
-                Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st),
-            );
+            let view = self.view(facts, placer);
+            let mut st = facts.gangs.states[g].clone();
+            let d = match view.incomplete(g, st.clone(), &msg) {
+                Some(d) => d,
+                None => {
+                    st.waiting_since = st.waiting_since.or(Some(facts.input.now));
+                    Decision::new(g, Reason::WaitingForGangGroup, Phase::Pending, msg, st)
+                }
+            };
+            self.apply(&facts.input.snap.pods, d);
         }
         let alone = whole.len() == 1;
         for (g, attempt) in failed {
@@ -224,21 +229,40 @@ struct View<'v, 'a> {
 }
 
 impl View<'_, '_> {
-    /// The bound members of gang `g` (as the snapshot has them).
+    /// The bound members of gang `g` (as the snapshot has them) that are not already going away:
+    /// what holding or releasing the gang is about (a member being deleted releases itself).
     fn bound(&self, g: usize) -> Vec<usize> {
         let pods = &self.facts.input.snap.pods;
-        self.facts.gangs.members[g].all.iter().copied().filter(|&p| pods[p].uses_node()).collect()
+        self.facts.gangs.members[g]
+            .all
+            .iter()
+            .copied()
+            .filter(|&p| pods[p].uses_node() && !pods[p].deleting)
+            .collect()
     }
 
     /// What a gang needs before placement; `Err` is a decision already final.
+    ///
+    /// A gang with members on nodes but fewer than its minimum — half-bound by a binding that
+    /// failed or a crash mid-binding, or degraded by members lost — is never held here (not by its
+    /// quorum, its gates or its backoff): it goes on to placement, which completes it or starts
+    /// the grace period after which its bound members are released ([`View::incomplete`]).
     fn precheck(&self, g: usize) -> Result<Attempt, Box<Decision>> {
         let f = self.facts;
         let gang = &f.input.snap.gangs[g];
         let m = &f.gangs.members[g];
-        let mut st = gang.state.clone();
+        let mut st = f.gangs.states[g].clone();
+        let holds_nodes = !self.bound(g).is_empty();
+        if !holds_nodes {
+            // Nothing on a node: no shortfall to time (a release done, or members all gone).
+            st.degraded_since = None;
+        }
         let tree_errors = crate::validate::gang_tree_errors(gang);
         if !tree_errors.is_empty() {
             let msg = tree_errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            if let Some(d) = self.incomplete(g, st.clone(), &msg) {
+                return Err(Box::new(d));
+            }
             return Err(Box::new(Decision::new(g, Reason::InvalidSpec, Phase::Pending, msg, st)));
         }
         if st.failed {
@@ -251,8 +275,11 @@ impl View<'_, '_> {
             let msg = format!("all {} members finished", m.counts.succeeded);
             return Err(Box::new(Decision::new(g, Reason::Completed, Phase::Completed, msg, st)));
         }
-        if tree::satisfied(gang, &m.held) || st.was_satisfied {
+        if tree::satisfied(gang, &m.held) {
             return Ok(Attempt::Extras);
+        }
+        if holds_nodes {
+            return Ok(Attempt::Whole);
         }
         if !tree::satisfied(gang, &m.exist) {
             let exist: u32 = m.exist.values().sum();
@@ -290,75 +317,86 @@ impl View<'_, '_> {
         Ok(Attempt::Whole)
     }
 
-    /// Places members beyond what is needed (satisfied gangs), or replacements (degraded gangs).
+    /// Places members beyond the minimum of a satisfied gang: whatever fits.
     fn extras(&self, g: usize) -> Decision {
         let f = self.facts;
         let attempt = self.place_gang(g, &Txn::default(), true, &[]);
         let n = u32::try_from(attempt.bindings.len()).unwrap_or(u32::MAX);
         let gang = &f.input.snap.gangs[g];
         let m = &f.gangs.members[g];
-        let mut held = m.held.clone();
-        for &(p, _) in &attempt.bindings {
-            if let Some(leaf) =
-                tree::leaf_of(gang, f.input.snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()))
-            {
-                *held.entry(leaf.to_string()).or_default() += 1;
-            }
-        }
-        let mut st = gang.state.clone();
+        let mut st = f.gangs.states[g].clone();
         st.waiting_since = None;
-        let decide = |reason, phase, msg, st| {
-            let mut d = Decision::new(g, reason, phase, msg, st);
-            d.bindings.clone_from(&attempt.bindings);
-            d.txn = attempt.txn.clone();
-            d
-        };
-        if tree::satisfied(gang, &held) {
-            st.was_satisfied = true;
-            st.degraded_since = None;
-            let (reason, msg) = if n > 0 {
-                (
-                    Reason::Scheduled,
-                    format!("placed {n} more member(s); minimum {} satisfied", gang.min_member),
-                )
+        st.was_satisfied = true;
+        st.degraded_since = None;
+        let (reason, msg) = if n > 0 {
+            (Reason::Scheduled, format!("placed {n} more member(s); minimum {} satisfied", gang.min_member))
+        } else {
+            let pending: usize = m.pending.values().map(Vec::len).sum();
+            let msg = if pending > 0 {
+                format!("minimum satisfied; {pending} member(s) beyond the minimum wait for room")
             } else {
-                let pending: usize = m.pending.values().map(Vec::len).sum();
-                let msg = if pending > 0 {
-                    format!("minimum satisfied; {pending} member(s) beyond the minimum wait for room")
-                } else {
-                    "minimum satisfied".to_string()
-                };
-                (Reason::Running, msg)
+                "minimum satisfied".to_string()
             };
-            return decide(reason, self.placed_phase(g), msg, st);
+            (Reason::Running, msg)
+        };
+        let mut d = Decision::new(g, reason, self.placed_phase(g), msg, st);
+        d.bindings = attempt.bindings;
+        d.txn = attempt.txn;
+        d
+    }
+
+    /// The decision for a gang with members on nodes but fewer than its minimum held, which this
+    /// cycle does not complete (`why`: what keeps it from completing): the invariant a gang
+    /// scheduler exists to keep. Within the gang's grace period (from when it first fell short,
+    /// kept in its state — on its members or its `Gang` — so a restart does not start it again)
+    /// it waits `Degraded` for the rest to be placed; after it, its bound members are released
+    /// (evicted, `Stale`) — and every cycle after says so again until they are gone (an eviction
+    /// the API server refuses is tried again, never dropped for a new grace period). `None` when
+    /// no member holds a node: nothing to release.
+    fn incomplete(&self, g: usize, mut st: GangState, why: &str) -> Option<Decision> {
+        let f = self.facts;
+        let bound = self.bound(g);
+        if bound.is_empty() {
+            return None;
         }
-        // Degraded: fewer active members than the minimum after having been satisfied.
+        let gang = &f.input.snap.gangs[g];
+        let m = &f.gangs.members[g];
         let since = *st.degraded_since.get_or_insert(f.input.now);
         let grace = gang.stale_grace.unwrap_or(f.input.config.stale_grace_period);
-        let active: u32 = held.values().sum();
+        let count = bound.len();
+        let active: u32 = m.held.values().sum();
         let need = gang.min_pods().unwrap_or(u64::from(gang.min_member));
+        let failures = self.failures_note(g);
+        let why = if why.is_empty() { String::new() } else { format!(" {why}") };
         if f.input.now.since(since) >= grace {
-            let victims = self.bound(g);
-            let count = victims.len();
-            st.was_satisfied = false;
-            st.degraded_since = None;
-            let msg = format!(
-                "only {active} of {need} members active for {}s (grace {}s): evicting the remaining {count}{}",
-                f.input.now.since(since).as_secs(),
-                grace.as_secs(),
-                self.failures_note(g)
-            );
-            let mut d = decide(Reason::Stale, Phase::Degraded, msg, st);
-            d.evictions = victims.into_iter().map(|p| (p, EvictionReason::StaleGang)).collect();
-            d
-        } else {
-            let msg = format!(
-                "only {active} of {need} members active{}; the remaining members are evicted at {} unless replacements are placed",
-                self.failures_note(g),
-                at(since.plus(grace))
-            );
-            decide(Reason::Degraded, Phase::Degraded, msg, st)
+            let waited = f.input.now.since(since).as_secs();
+            let msg = if st.was_satisfied {
+                format!(
+                    "only {active} of {need} members active for {waited}s (grace {}s): evicting the remaining {count}{failures}.{why}",
+                    grace.as_secs(),
+                )
+            } else {
+                format!(
+                    "{count} member(s) were bound but the gang could not be completed within {}s: releasing them{failures}.{why}",
+                    grace.as_secs()
+                )
+            };
+            let mut d = Decision::new(g, Reason::Stale, Phase::Degraded, msg, st);
+            d.evictions = bound.into_iter().map(|p| (p, EvictionReason::StaleGang)).collect();
+            return Some(d);
         }
+        let msg = if st.was_satisfied {
+            format!(
+                "only {active} of {need} members active{failures}; the remaining {count} are evicted at {} unless replacements are placed.{why}",
+                at(since.plus(grace))
+            )
+        } else {
+            format!(
+                "{count} member(s) bound but the gang cannot be completed{failures}; they are released at {} unless the rest fit.{why}",
+                at(since.plus(grace))
+            )
+        };
+        Some(Decision::new(g, Reason::Degraded, Phase::Degraded, msg, st))
     }
 
     /// Tries to place a gang on top of `base`. With `extras`, every pending member that fits is
@@ -394,7 +432,7 @@ impl View<'_, '_> {
     fn placed(&self, g: usize, p: Placement) -> Decision {
         let gang = &self.facts.input.snap.gangs[g];
         let n = p.bindings.len();
-        let mut st = gang.state.clone();
+        let mut st = self.facts.gangs.states[g].clone();
         st.waiting_since = None;
         st.was_satisfied = true;
         st.degraded_since = None;
@@ -412,8 +450,7 @@ impl View<'_, '_> {
     fn unplaced(&self, g: usize, attempt: Placement, alone: bool) -> Decision {
         let f = self.facts;
         let gang = &f.input.snap.gangs[g];
-        let mut st = gang.state.clone();
-        let since = *st.waiting_since.get_or_insert(f.input.now);
+        let mut st = f.gangs.states[g].clone();
         let timeout = gang.timeout.or(f.input.config.default_timeout);
         let why = explain::unplaced(gang, &f.gangs.members[g], &f.input.snap.pods, &attempt, |p| {
             self.summaries.get(
@@ -426,29 +463,20 @@ impl View<'_, '_> {
             )
         });
 
-        // Half-bound: members hold nodes (a crash mid-binding, or a race) but the gang cannot be
-        // completed. Released after the grace period rather than held forever.
-        let bound = self.bound(g);
-        if !bound.is_empty() {
-            let since = *st.degraded_since.get_or_insert(f.input.now);
-            let grace = gang.stale_grace.unwrap_or(f.input.config.stale_grace_period);
-            let n = bound.len();
-            if f.input.now.since(since) >= grace {
-                st.degraded_since = None;
-                let msg = format!(
-                    "{n} member(s) were bound but the gang could not be completed within {}s: releasing them. {why}",
-                    grace.as_secs()
-                );
-                let mut d = Decision::new(g, Reason::Stale, Phase::Degraded, msg, st);
-                d.evictions = bound.into_iter().map(|p| (p, EvictionReason::StaleGang)).collect();
-                return d;
-            }
-            let msg = format!(
-                "{n} member(s) bound but the gang cannot be completed; they are released at {} unless the rest fit. {why}",
-                at(since.plus(grace))
-            );
-            return Decision::new(g, Reason::Degraded, Phase::Degraded, msg, st);
+        // Members hold nodes (a binding that failed, a crash mid-binding, members lost) but the
+        // gang cannot be completed: released after its grace period rather than held forever.
+        let m = &f.gangs.members[g];
+        let why = if tree::satisfied(gang, &m.exist) {
+            why
+        } else {
+            let exist: u32 = m.exist.values().sum();
+            let need = gang.min_pods().unwrap_or(u64::from(gang.min_member));
+            format!("waiting for members: {exist} of {need} exist")
+        };
+        if let Some(d) = self.incomplete(g, st.clone(), &why) {
+            return d;
         }
+        let since = *st.waiting_since.get_or_insert(f.input.now);
 
         if let Some(t) = timeout
             && f.input.now.since(since) >= t

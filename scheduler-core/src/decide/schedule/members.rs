@@ -1,9 +1,10 @@
 //! Step 2 of the cycle: each gang's members counted — which exist, which hold a node, which run,
-//! which wait for one of ours — per leaf subgroup, and each gang's priority.
+//! which wait for one of ours — per leaf subgroup, each gang's priority, and the state it starts
+//! the cycle in.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{PodPhase, Snapshot};
+use crate::model::{Gang, GangState, PodPhase, Snapshot};
 use crate::plan::Counts;
 use crate::tree::{self, LeafCounts};
 
@@ -109,6 +110,39 @@ pub(super) fn priorities(snap: &Snapshot, members: &[Members]) -> Vec<i32> {
             gang.priority.or_else(|| m.all.iter().map(|&p| snap.pods[p].priority).max()).unwrap_or(0)
         })
         .collect()
+}
+
+/// Each gang's state as the cycle starts from it (indexed like `snap.gangs`): the gang's own —
+/// its `Gang`'s status, or what the scheduler carried since its last cycle — unless one of its
+/// active members keeps a newer one (a higher revision) for this gang and this object
+/// ([`crate::model::Persisted`]): after a restart or a change of leader, that is where the state
+/// of every gang without a `Gang` of its own is found.
+pub(super) fn states(snap: &Snapshot, members: &[Members]) -> Vec<GangState> {
+    snap.gangs
+        .iter()
+        .zip(members)
+        .map(|(gang, m)| {
+            let mut newest = &gang.state;
+            if gang.keeps_state_on_pods() {
+                for p in m.all.iter().map(|&p| &snap.pods[p]) {
+                    if let Some(kept) = p.persisted.as_deref().filter(|k| keeps(p, k, gang))
+                        && kept.state.rev > newest.rev
+                    {
+                        newest = &kept.state;
+                    }
+                }
+            }
+            newest.clone()
+        })
+        .collect()
+}
+
+/// Whether `pod` keeps a state of `gang` (not of another gang, nor of an earlier object of the
+/// same name) that counts: only an active member does — the state is written on those; a pod that
+/// finished holds it as it was then, and one being deleted may be of the gang's previous
+/// incarnation (a gang deleted and created again at once).
+pub(super) fn keeps(pod: &crate::model::Pod, kept: &crate::model::Persisted, gang: &Gang) -> bool {
+    pod.is_active() && kept.gang == gang.key && kept.uid == gang.uid
 }
 
 /// `2 of 8 members gated by kueue.x-k8s.io/admission` when the gang cannot be satisfied without

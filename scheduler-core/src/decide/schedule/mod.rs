@@ -113,6 +113,8 @@ struct GangFacts<'a> {
     members: Vec<Members>,
     /// Gang index → its priority: its own, else its highest member's.
     priorities: Vec<i32>,
+    /// Gang index → the state it starts the cycle in ([`members::states`]).
+    states: Vec<crate::model::GangState>,
 }
 
 impl PodFacts<'_> {
@@ -188,11 +190,12 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     // 2. Count.
     let members = members::count(snap, &config.scheduler_name, scan.claimed);
     let priorities = members::priorities(snap, &members);
+    let states = members::states(snap, &members);
     let reserved = take_reservations(snap, &node_index, &gang_index, &demand, &mut ledger);
     let facts = Facts {
         input: Input { snap, config, now },
         pods: PodFacts { pods: &snap.pods, res, demand, node_index, reserved, places: OnceCell::new() },
-        gangs: GangFacts { gang_index, members, priorities },
+        gangs: GangFacts { gang_index, members, priorities, states },
     };
 
     // 3. Order.
@@ -234,7 +237,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
 
     // 5. Assemble.
     let (decisions, singles) = progress.into_decisions();
-    let mut plan = decision::assemble(snap, &facts.gangs.members, decisions, &singles);
+    let mut plan = decision::assemble(snap, &facts.gangs, decisions, &singles);
     // 6. Ask the autoscaler for what has no room (policy `provisioning`; off by default).
     plan.provisioning =
         crate::provision::asks(snap, config, &plan, |node, pod| filter::static_fit(node, pod).is_ok());

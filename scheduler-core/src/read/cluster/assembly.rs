@@ -18,7 +18,7 @@ use super::{Assembled, Cluster, GangAt, Held, Problem, describe, pod_key, str_at
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
-use crate::model::{GangKey, GangState, Membership, Pod, PodKey, Reservation, Snapshot, Time, Usage};
+use crate::model::{GangKey, GangState, Membership, Persisted, Pod, PodKey, Reservation, Snapshot, Usage};
 use crate::object::{ApiKind, Filed, ObjectRef, at};
 
 /// Where the cluster files a pod.
@@ -370,11 +370,17 @@ impl Assembly {
     }
 }
 
-/// What gang resolution reads of a pod besides its claims and age: its labels and annotations.
+/// What gang resolution reads of a pod besides its claims and age: its labels and annotations
+/// (but the gang state gang-scheduler keeps on it, which resolution does not read: writing it
+/// resolves no gang again).
 type Fingerprint = (Option<Value>, Option<Value>);
 
 fn fingerprint(v: &Value) -> Fingerprint {
-    (at(v, "/metadata/labels").cloned(), at(v, "/metadata/annotations").cloned())
+    let mut annotations = at(v, "/metadata/annotations").cloned();
+    if let Some(Value::Object(a)) = &mut annotations {
+        a.remove(crate::labels::ANNOTATION_STATE);
+    }
+    (at(v, "/metadata/labels").cloned(), annotations)
 }
 
 /// A pod as the snapshot holds it, with its claims. Read straight from its JSON
@@ -446,10 +452,14 @@ pub struct Overlay {
     /// Bindings sent but not yet seen in the watch: pod → node. A pod without a node of its own
     /// is shown on this one, so the next cycle cannot book the node twice.
     pub assumed: BTreeMap<PodKey, String>,
-    /// Gang → (its creation time, the state the last applied plan left it). A gang object's
-    /// state is handed only to a gang of the same creation time (not to a later one of the same
-    /// name); a CRD-less gang's follows its name.
-    pub carried: HashMap<GangKey, (Time, GangState)>,
+    /// Gang → (the `uid` of its object, the state the last applied plan left it): handed only to
+    /// the gang of that object, not to a later one of the same name. A gang of pod annotations
+    /// has no object and carries nothing here: its members keep its state ([`Overlay::kept`]).
+    pub carried: HashMap<GangKey, (String, GangState)>,
+    /// Gang states written on member pods (`kube-gang.io/state`) and not yet seen in the watch:
+    /// pod → (its `uid`, the state). Shown on that pod (not on another of the same name) unless
+    /// the pod already carries a state at least as new.
+    pub kept: BTreeMap<PodKey, (String, Box<Persisted>)>,
     /// `NonStrict` reservations the next cycle receives.
     pub reservations: Vec<Reservation>,
     /// Pods held back as if gated, pod → the gate shown (a binding the API server refused: the
@@ -539,6 +549,8 @@ struct Laid {
     gated: BTreeMap<PodKey, String>,
     /// Pod → the node it is shown nominated on.
     nominated: BTreeMap<PodKey, String>,
+    /// Pod → the uid it was shown for and the revision of the gang state it is shown keeping.
+    kept: BTreeMap<PodKey, (String, u64)>,
     /// Gang → the state its objects gave it, before the overlay's.
     gangs: HashMap<GangKey, GangState>,
 }
@@ -828,10 +840,19 @@ impl Live {
                 .filter(|(pod, node)| overlay.nominated.get(*pod) != Some(*node))
                 .map(|(p, _)| p.clone()),
         );
+        dropped.extend(
+            laid.kept
+                .iter()
+                .filter(|(pod, (uid, rev))| {
+                    overlay.kept.get(*pod).map(|(u, k)| (u, k.state.rev)) != Some((uid, *rev))
+                })
+                .map(|(p, _)| p.clone()),
+        );
         for pod in dropped {
             laid.pods.remove(&pod);
             laid.gated.remove(&pod);
             laid.nominated.remove(&pod);
+            laid.kept.remove(&pod);
             let before = cluster.pods.get(&pod).map(fingerprint);
             a.pod(cluster, &pod, before);
         }
@@ -850,11 +871,9 @@ impl Live {
             }
         }
         for g in gangs.iter_mut() {
-            // A gang object's creation time tells it from a later one of the same name; a
-            // CRD-less gang's is its oldest member's, which changes as members come and go.
-            let crd_less = g.source.dialect.is_crd_less();
-            if let Some((created, state)) = overlay.carried.get(&g.key)
-                && (crd_less || *created == g.created)
+            // A gang object's uid tells it from a later one of the same name.
+            if let Some((uid, state)) = overlay.carried.get(&g.key)
+                && g.uid.as_ref() == Some(uid)
                 && g.state != *state
             {
                 let own = std::mem::replace(&mut g.state, state.clone());
@@ -894,6 +913,16 @@ impl Live {
             {
                 p.nominated_node = Some(node.clone());
                 laid.nominated.insert(pod.clone(), node.clone());
+            }
+        }
+        for (pod, (uid, kept)) in &overlay.kept {
+            if let Some(&i) = a.pod_at.get(pod)
+                && let Some(p) = a.snapshot.pods.get_mut(i)
+                && p.uid == *uid
+                && p.persisted.as_ref().is_none_or(|k| k.gang != kept.gang || k.state.rev < kept.state.rev)
+            {
+                p.persisted = Some(kept.clone());
+                laid.kept.insert(pod.clone(), (uid.clone(), kept.state.rev));
             }
         }
     }

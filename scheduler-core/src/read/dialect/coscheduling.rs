@@ -59,6 +59,7 @@ pub(crate) fn read_as(obj: &Value, dialect: Dialect) -> Result<Gang, Vec<FieldEr
     let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
     let mut gang = Gang::new(meta.key(), min, Source { dialect, kind: "PodGroup".into() });
     gang.created = meta.created();
+    gang.uid = meta.uid();
     match min_resources("spec.minResources", pg.spec.min_resources.as_ref()) {
         Ok(r) => gang.min_resources = r,
         Err(e) => errors.extend(e),

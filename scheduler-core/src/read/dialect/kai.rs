@@ -89,6 +89,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Kai, kind: "PodGroup".into() });
     gang.created = meta.created();
+    gang.uid = meta.uid();
     gang.topology_key = pg.spec.topology_constraint.and_then(|t| t.required_topology_level);
     let mut children: BTreeMap<Option<&str>, u32> = BTreeMap::new();
     for s in &pg.spec.sub_groups {

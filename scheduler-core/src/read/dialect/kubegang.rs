@@ -135,6 +135,7 @@ pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
     let min = count_field("spec.minMember", spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
     let mut gang = Gang::new(key.clone(), min, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
     gang.created = meta.creation_timestamp.as_ref().map(Time::from_k8s).unwrap_or_default();
+    gang.uid = meta.uid.clone().filter(|u| !u.is_empty());
     for (i, s) in spec.sub_groups.iter().enumerate() {
         gang.subgroups.push(SubGroup {
             name: s.name.clone(),
@@ -207,6 +208,7 @@ pub fn state_of(status: &crd::GangStatus) -> GangState {
         backoff_until: status.backoff_until.as_ref().map(Time::from_k8s),
         was_satisfied: status.was_satisfied.unwrap_or(false),
         failed: status.gave_up.unwrap_or(false),
+        rev: 0,
     }
 }
 

@@ -210,6 +210,7 @@ pub(crate) struct Meta<'a> {
     pub labels: Strings<'a>,
     pub annotations: Strings<'a>,
     creation_timestamp: Option<&'a str>,
+    uid: Option<&'a str>,
 }
 
 /// A map of strings in a raw object (labels, annotations); entries that are not strings are
@@ -238,6 +239,7 @@ impl<'a> Meta<'a> {
             labels: map("labels"),
             annotations: map("annotations"),
             creation_timestamp: s("creationTimestamp"),
+            uid: s("uid").filter(|u| !u.is_empty()),
         }
     }
 
@@ -250,6 +252,11 @@ impl<'a> Meta<'a> {
     /// `metadata.creationTimestamp` (the epoch when absent or unreadable).
     pub fn created(&self) -> Time {
         self.creation_timestamp.and_then(|t| Time::parse_rfc3339(t).ok()).unwrap_or_default()
+    }
+
+    /// `metadata.uid`, if set.
+    pub fn uid(&self) -> Option<String> {
+        self.uid.map(str::to_string)
     }
 
     pub fn key(&self) -> GangKey {

@@ -50,6 +50,8 @@ pub struct Group {
     pub topology_key: Option<String>,
     pub priority: Option<i32>,
     pub created: Time,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
 }
 
 /// Where a 1.35 pod names its Workload.
@@ -120,6 +122,7 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
         topology_key: None,
         priority: None,
         created: meta.created(),
+        uid: meta.uid(),
     };
     let mut errors = Vec::new();
     let first_key = |t: Option<Vec<String>>| t.and_then(|t| t.into_iter().next());
@@ -260,6 +263,8 @@ pub struct Workload {
     pub templates_only: bool,
     pub groups: Vec<WorkloadGroup>,
     pub created: Time,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -363,7 +368,7 @@ pub fn read_workload(obj: &Value) -> Result<Workload, Vec<FieldError>> {
     }
     let Walk { errors, groups, .. } = walk;
     if errors.is_empty() {
-        Ok(Workload { key: meta.key(), templates_only, groups, created: meta.created() })
+        Ok(Workload { key: meta.key(), templates_only, groups, created: meta.created(), uid: meta.uid() })
     } else {
         Err(errors)
     }
@@ -501,6 +506,7 @@ pub fn workload_gang(workload: &Workload, pod: &Value) -> Option<Gang> {
     // The basic policy schedules pods one by one: a gang of one.
     let mut gang = Gang::new(key, g.min.unwrap_or(1), source);
     gang.created = workload.created;
+    gang.uid.clone_from(&workload.uid);
     gang.topology_key = g.topology_key.clone();
     Some(gang)
 }
@@ -562,6 +568,7 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
         let source = Source { dialect: Dialect::Upstream, kind: root.kind.clone() };
         let mut gang = Gang::new(root_key.clone(), 1, source);
         gang.created = root.created;
+        gang.uid.clone_from(&root.uid);
         gang.priority = root.priority;
         gang.topology_key = root.topology_key.clone();
         if root.kind == "PodGroup" {
