@@ -529,9 +529,10 @@ impl Loop {
     }
 
     /// Shutdown: what the last cycles reported (gang state a successor starts from among it) goes
-    /// out before the Lease is released, within a bound; then the Lease is released.
+    /// out before the Lease is released, within a bound; then the Lease is released — unless a
+    /// binding's outcome is still unknown (it may yet be made): then it is left to expire.
     async fn shutdown(self) {
-        let Loop { settings, wiring: w, .. } = self;
+        let Loop { settings, wiring: w, index, .. } = self;
         w.stop.cancel();
         drop(w.report_tx);
         let drain = w.reporter.abort_handle();
@@ -544,7 +545,15 @@ impl Loop {
         while pumps.join_next().await.is_some() {}
         if let Some(elector) = w.elector {
             let _ = elector.await;
-            if w.standing.borrow().held {
+            let unknown = index.unknown_bindings().len();
+            if w.standing.borrow().held && unknown > 0 {
+                // A successor that took over at once could give those nodes away while one of these
+                // bindings is still made: it waits for the Lease to run out instead.
+                tracing::warn!(
+                    bindings = unknown,
+                    "bindings of unknown outcome: the lease is left to expire"
+                );
+            } else if w.standing.borrow().held {
                 // Bounded: a stalled API server must not hold up shutdown (the Lease then expires).
                 let release = crate::lease::release(&w.leases, &settings.lease_name, &settings.identity);
                 match tokio::time::timeout(RELEASE_WITHIN, release).await {
