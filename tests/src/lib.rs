@@ -16,12 +16,15 @@
 //! - [`disruption`]: the disruption controller's PodDisruptionBudget status, when a test runs it;
 //! - [`provisioning`]: cluster-autoscaler's ProvisioningRequest and PodTemplates, checked as
 //!   the CRD's schema and the API server check them;
+//! - [`config_objects`]: Secrets and admission webhook configurations, as the API server
+//!   validates them (what the webhook's certificate management writes);
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
 //!
 //! Every request is recorded (method, path, query, body, when, `User-Agent`, the status it got)
 //! so tests assert on exactly what a real API server would have received.
 
 mod api;
+pub mod config_objects;
 pub mod disruption;
 pub mod faults;
 pub mod patch;

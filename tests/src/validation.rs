@@ -160,6 +160,12 @@ pub enum Kind {
     /// cluster-autoscaler's `autoscaling.x-k8s.io/v1` ProvisioningRequest CRD (schema checks in
     /// [`crate::provisioning`]).
     ProvisioningRequest,
+    /// `core/v1` Secret ([`crate::config_objects`]).
+    Secret,
+    /// `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration.
+    MutatingWebhookConfiguration,
+    /// `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration.
+    ValidatingWebhookConfiguration,
     /// Any other custom resource: metadata checked, the rest taken as it comes.
     Custom,
 }
@@ -179,6 +185,13 @@ impl Kind {
             ("/apis/kube-gang.io/v1alpha1", "gangs") => Kind::Gang,
             ("/api/v1", "podtemplates") => Kind::PodTemplate,
             ("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests") => Kind::ProvisioningRequest,
+            ("/api/v1", "secrets") => Kind::Secret,
+            ("/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations") => {
+                Kind::MutatingWebhookConfiguration
+            }
+            ("/apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations") => {
+                Kind::ValidatingWebhookConfiguration
+            }
             _ => Kind::Custom,
         }
     }
@@ -191,7 +204,17 @@ impl Kind {
 
     /// Whether the kind has a `/status` subresource that owns `.status`.
     pub fn has_status(self) -> bool {
-        !matches!(self, Kind::Event | Kind::CoreEvent | Kind::Lease | Kind::PriorityClass | Kind::PodTemplate)
+        !matches!(
+            self,
+            Kind::Event
+                | Kind::CoreEvent
+                | Kind::Lease
+                | Kind::PriorityClass
+                | Kind::PodTemplate
+                | Kind::Secret
+                | Kind::MutatingWebhookConfiguration
+                | Kind::ValidatingWebhookConfiguration
+        )
     }
 
     /// `Kind.group` as `NewInvalid` qualifies it.
@@ -208,6 +231,13 @@ impl Kind {
             Kind::Gang => "Gang.kube-gang.io".into(),
             Kind::PodTemplate => "PodTemplate".into(),
             Kind::ProvisioningRequest => "ProvisioningRequest.autoscaling.x-k8s.io".into(),
+            Kind::Secret => "Secret".into(),
+            Kind::MutatingWebhookConfiguration => {
+                "MutatingWebhookConfiguration.admissionregistration.k8s.io".into()
+            }
+            Kind::ValidatingWebhookConfiguration => {
+                "ValidatingWebhookConfiguration.admissionregistration.k8s.io".into()
+            }
             Kind::Custom => fallback.into(),
         }
     }
@@ -225,6 +255,9 @@ impl Kind {
             Kind::Gang => "Gang",
             Kind::PodTemplate => "PodTemplate",
             Kind::ProvisioningRequest => "ProvisioningRequest",
+            Kind::Secret => "Secret",
+            Kind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
+            Kind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
             Kind::Custom => "object",
         }
     }
@@ -257,7 +290,13 @@ impl Kind {
             // A custom resource's times are its schema's `format: date-time` ([`crate::schema`]).
             Kind::Gang => &[],
             Kind::ProvisioningRequest => &[("status.conditions[].lastTransitionTime", Stamp::Time)],
-            Kind::Namespace | Kind::PriorityClass | Kind::PodTemplate | Kind::Custom => &[],
+            Kind::Namespace
+            | Kind::PriorityClass
+            | Kind::PodTemplate
+            | Kind::Secret
+            | Kind::MutatingWebhookConfiguration
+            | Kind::ValidatingWebhookConfiguration
+            | Kind::Custom => &[],
         }
     }
 }
@@ -293,6 +332,9 @@ fn at<'a>(v: &'a Value, path: &str) -> Vec<(String, &'a Value)> {
 pub fn normalize(kind: Kind, obj: &mut Value) {
     if !kind.built_in() {
         return;
+    }
+    if kind == Kind::Secret {
+        crate::config_objects::normalize_secret(obj);
     }
     let mut stamps: Vec<(&str, Stamp)> =
         vec![("metadata.creationTimestamp", Stamp::Time), ("metadata.deletionTimestamp", Stamp::Time)];
@@ -355,6 +397,13 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
         }
         Kind::PodTemplate => typed::<api::core::v1::PodTemplate>(obj),
         Kind::ProvisioningRequest => crate::provisioning::decode(obj),
+        Kind::Secret => {
+            crate::config_objects::decode_secret(obj).and_then(|()| typed::<api::core::v1::Secret>(obj))
+        }
+        Kind::MutatingWebhookConfiguration => crate::config_objects::decode_webhook_configuration(obj)
+            .and_then(|()| typed::<api::admissionregistration::v1::MutatingWebhookConfiguration>(obj)),
+        Kind::ValidatingWebhookConfiguration => crate::config_objects::decode_webhook_configuration(obj)
+            .and_then(|()| typed::<api::admissionregistration::v1::ValidatingWebhookConfiguration>(obj)),
         Kind::Custom => {
             if obj.is_object() {
                 Ok(())
@@ -626,6 +675,11 @@ pub fn update(kind: Kind, fallback_kind: &str, current: &Value, new: &Value) -> 
         Kind::ProvisioningRequest => crate::provisioning::immutable(current, new, &mut errs),
         Kind::Pod => errs.extend(crate::pod_update::errors(current, new)),
         Kind::Event => event_update(current, new, &mut errs),
+        Kind::Secret => {
+            let mut merged = new.clone();
+            crate::config_objects::normalize_secret(&mut merged);
+            crate::config_objects::secret_update(current, &merged, &mut errs);
+        }
         _ => {}
     }
     if errs.is_empty() {
@@ -673,6 +727,18 @@ pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -
                     );
                 }
             }
+        }
+        Kind::Secret => {
+            // Checked as stored: `stringData` merged into `data` first, as the API server does.
+            let mut merged = obj.clone();
+            crate::config_objects::normalize_secret(&mut merged);
+            crate::config_objects::validate_secret(&merged, &mut errs);
+        }
+        Kind::MutatingWebhookConfiguration => {
+            crate::config_objects::validate_webhook_configuration(obj, true, &mut errs)
+        }
+        Kind::ValidatingWebhookConfiguration => {
+            crate::config_objects::validate_webhook_configuration(obj, false, &mut errs)
         }
         Kind::Lease => {
             for f in ["leaseDurationSeconds", "leaseTransitions"] {

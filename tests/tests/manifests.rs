@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::admissionregistration::v1 as admission;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -58,6 +58,7 @@ fn every_rendered_object_parses_into_its_type() {
             match o["kind"].as_str().unwrap() {
                 "Namespace" => drop(typed::<Namespace>(o)),
                 "ServiceAccount" => drop(typed::<ServiceAccount>(o)),
+                "Secret" => drop(typed::<Secret>(o)),
                 "ClusterRole" => drop(typed::<ClusterRole>(o)),
                 "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(o)),
                 "Role" => drop(typed::<Role>(o)),
@@ -255,25 +256,44 @@ fn rbac_is_least_privilege() {
         "the scheduler never replaces pods (it patches consume annotations only)"
     );
     assert!(!can("", "pods", "delete") && !can("", "nodes", "patch"));
-    // The webhook reads Gangs (its gang lookup) and nothing else: one binding, to a role that
-    // grants get/list/watch on gangs only; the token is mounted into its pods alone.
+    // The webhook reads Gangs (its gang lookup) and keeps its own certificate, nothing else: a
+    // cluster role of get/list/watch on gangs only, and the certificate's roles, each rule naming
+    // one object (webhook/tests/managed_certs.rs holds its requests to them); the token is mounted
+    // into its pods alone.
     let sa: ServiceAccount = one(&objects, "ServiceAccount", "gang-webhook");
     assert_eq!(sa.automount_service_account_token, Some(false));
     let webhook: Deployment = one(&objects, "Deployment", "gang-webhook");
     let pod = webhook.spec.template.spec.unwrap();
-    assert_eq!(pod.automount_service_account_token, Some(true), "the gang lookup needs a token");
+    assert_eq!(
+        pod.automount_service_account_token,
+        Some(true),
+        "the gang lookup and certificate need a token"
+    );
     let mut roles = Vec::new();
     for kind in ["ClusterRoleBinding", "RoleBinding"] {
         for b in of_kind(&objects, kind) {
             let subjects = b["subjects"].as_array().unwrap();
             if subjects.iter().any(|s| s["name"] == "gang-webhook") {
-                assert_eq!(kind, "ClusterRoleBinding", "Gangs are read in every namespace");
                 assert_eq!(b["subjects"][0]["namespace"], "kube-gang-system");
-                roles.push(b["roleRef"]["name"].as_str().unwrap().to_string());
+                roles.push(format!("{kind}/{}", b["roleRef"]["name"].as_str().unwrap()));
             }
         }
     }
-    assert_eq!(roles, ["kube-gang:gang-webhook"]);
+    roles.sort();
+    assert_eq!(
+        roles,
+        [
+            "ClusterRoleBinding/kube-gang:gang-webhook",
+            "ClusterRoleBinding/kube-gang:gang-webhook-ca-bundle",
+            "RoleBinding/kube-gang:gang-webhook-certs"
+        ]
+    );
+    let certs: Role = one(&objects, "Role", "kube-gang:gang-webhook-certs");
+    let bundle: ClusterRole = one(&objects, "ClusterRole", "kube-gang:gang-webhook-ca-bundle");
+    for r in certs.rules.unwrap().iter().chain(bundle.rules.unwrap().iter()) {
+        assert_eq!(r.resource_names.as_ref().map(Vec::len), Some(1), "{r:?}");
+        assert_eq!(r.verbs, ["get", "update"], "{r:?}");
+    }
     // Exactly what the lookup watches (`gang_webhook::gangs::WATCHED`), read-only.
     let role: ClusterRole = one(&objects, "ClusterRole", "kube-gang:gang-webhook");
     let mut granted: Vec<(String, String, Vec<String>)> = role
