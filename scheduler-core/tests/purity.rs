@@ -185,7 +185,10 @@ fn the_direct_dependencies_are_the_allowed_ones() {
     direct.sort();
     let mut allowed: Vec<String> = ALLOWED.iter().map(ToString::to_string).collect();
     allowed.sort();
-    assert_eq!(direct, allowed, "scheduler-core's [dependencies] changed: ARCHITECTURE.md lists them (docs/invariants.md)");
+    assert_eq!(
+        direct, allowed,
+        "scheduler-core's [dependencies] changed: ARCHITECTURE.md lists them (docs/invariants.md)"
+    );
 }
 
 #[test]
