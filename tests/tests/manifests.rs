@@ -448,15 +448,20 @@ fn spares_system_namespaces(
 }
 
 #[test]
-fn webhooks_spare_the_system_and_cannot_stop_the_cluster() {
+fn webhooks_spare_the_system_and_fail_closed() {
     let Some(objects) = render("manifests") else { return };
     let m: admission::MutatingWebhookConfiguration =
         one(&objects, "MutatingWebhookConfiguration", "gang-webhook");
     for w in m.webhooks.unwrap() {
         assert_eq!(w.side_effects, "None", "{}", w.name);
         assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
-        assert_eq!(w.failure_policy.as_deref(), Some("Ignore"), "{}: mutation never blocks", w.name);
-        assert_eq!(w.timeout_seconds, Some(1), "{}", w.name);
+        assert_eq!(
+            w.failure_policy.as_deref(),
+            Some("Fail"),
+            "{}: what opted in is never run without its gang",
+            w.name
+        );
+        assert!(w.timeout_seconds.is_some_and(|t| t <= 10), "{}", w.name);
         spares_system_namespaces(&w.name, &w.namespace_selector);
         let svc = w.client_config.service.unwrap();
         assert!(PATHS.contains(&svc.path.as_deref().unwrap()), "{}", w.name);
@@ -474,33 +479,218 @@ fn webhooks_spare_the_system_and_cannot_stop_the_cluster() {
             "{}: Job updates reach the mutating hook",
             w.name
         );
-        let pods =
-            w.rules.unwrap().iter().any(|r| r.resources.as_ref().unwrap().contains(&"pods".to_string()));
-        let narrowed = w.object_selector.is_some() || w.match_conditions.is_some_and(|c| !c.is_empty());
-        assert!(narrowed || !pods, "{}: only gang-related objects reach the webhook", w.name);
     }
     let v: admission::ValidatingWebhookConfiguration =
         one(&objects, "ValidatingWebhookConfiguration", "gang-webhook");
     for w in v.webhooks.unwrap() {
         assert_eq!(w.side_effects, "None", "{}", w.name);
         assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
-        assert_eq!(w.timeout_seconds, Some(3), "{}", w.name);
+        assert_eq!(w.failure_policy.as_deref(), Some("Fail"), "{}", w.name);
+        assert!(w.timeout_seconds.is_some_and(|t| t <= 10), "{}", w.name);
         spares_system_namespaces(&w.name, &w.namespace_selector);
-        let rules = w.rules.clone().unwrap();
-        if w.failure_policy.as_deref() == Some("Fail") {
-            // Only kube-gang's own objects may be blocked by our outage.
-            for r in &rules {
-                assert_eq!(r.api_groups.as_deref(), Some(&["kube-gang.io".to_string()][..]), "{}", w.name);
-            }
+    }
+}
+
+/// Objects in every state that matters to matching: each kind the hooks name and some they do not,
+/// with and without each opt-in and claim marker, each scheduler name, being deleted or not.
+fn admission_cases() -> Vec<(String, String, String, String, Value)> {
+    use serde_json::json;
+    let kinds = [
+        ("", "v1", "pods", "Pod"),
+        ("batch", "v1", "jobs", "Job"),
+        ("apps", "v1", "deployments", "Deployment"),
+        ("apps", "v1", "statefulsets", "StatefulSet"),
+        ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
+        ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
+        ("ray.io", "v1", "rayclusters", "RayCluster"),
+        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
+        ("batch.volcano.sh", "v1alpha1", "jobs", "Job"),
+        ("kube-gang.io", "v1alpha1", "gangs", "Gang"),
+        ("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"),
+        ("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
+        ("scheduling.k8s.io", "v1alpha3", "podgroups", "PodGroup"),
+        ("", "v1", "configmaps", "ConfigMap"),
+        ("apps", "v1", "daemonsets", "DaemonSet"),
+    ];
+    let labels = [
+        json!(null),
+        json!({"kube-gang.io/enabled": "true"}),
+        json!({"kube-gang.io/enabled": "True"}),
+        json!({"kube-gang.io/enabled": "false"}),
+        json!({"kube-gang.io/gang": "g"}),
+        json!({"scheduling.x-k8s.io/pod-group": "g", "app": "x"}),
+        json!({"pod-group-name": "g"}),
+    ];
+    let annotations = [
+        json!(null),
+        json!({"kube-gang.io/min-member": "2"}),
+        json!({"scheduling.k8s.io/group-name": "g"}),
+        json!({"gang.scheduling.koordinator.sh/name": "g"}),
+    ];
+    let mut out = Vec::new();
+    for (group, version, resource, kind) in kinds {
+        let pod = kind == "Pod";
+        let schedulers: &[Option<&str>] = if pod {
+            &[None, Some(""), Some("default-scheduler"), Some("gang-scheduler"), Some("volcano")]
         } else {
-            assert_eq!(w.failure_policy.as_deref(), Some("Ignore"), "{}", w.name);
+            &[None]
+        };
+        for l in &labels {
+            for a in &annotations {
+                for sched in schedulers {
+                    for grouped in if pod { &[false, true][..] } else { &[false][..] } {
+                        for deleting in [false, true] {
+                            let api_version = if group.is_empty() {
+                                version.to_string()
+                            } else {
+                                format!("{group}/{version}")
+                            };
+                            let mut o = json!({"apiVersion": api_version, "kind": kind,
+                                               "metadata": {"name": "x", "namespace": "ml"}, "spec": {}});
+                            if !l.is_null() {
+                                o["metadata"]["labels"] = l.clone();
+                            }
+                            if !a.is_null() {
+                                o["metadata"]["annotations"] = a.clone();
+                            }
+                            if deleting {
+                                o["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+                            }
+                            if let Some(s) = sched {
+                                o["spec"]["schedulerName"] = (*s).into();
+                            }
+                            if *grouped {
+                                o["spec"]["schedulingGroup"] = json!({"podGroupName": "g"});
+                            }
+                            out.push((
+                                group.to_string(),
+                                version.to_string(),
+                                resource.to_string(),
+                                kind.to_string(),
+                                o,
+                            ));
+                        }
+                    }
+                }
+            }
         }
-        let pods = rules.iter().any(|r| r.resources.as_ref().unwrap().contains(&"pods".to_string()));
-        if pods {
-            assert!(
-                w.match_conditions.is_some_and(|c| !c.is_empty()),
-                "{}: pods are filtered by matchConditions",
-                w.name
+    }
+    out
+}
+
+/// The rendered configurations, evaluated as the API server matches them (selectors, rules,
+/// `matchConditions` in CEL), against the core's one reading of opt-in
+/// (`scheduler_core::opted_in`, which the webhook also checks): an object that did not opt in
+/// never reaches any of our webhooks, so it can never be refused by ours, whatever state it or
+/// the webhook is in; what opted in (outside the system namespaces) reaches them, all of which
+/// fail closed; and no condition ever errors (an error under `Fail` would refuse the request).
+#[test]
+fn an_object_that_did_not_opt_in_can_never_be_refused_by_our_webhook() {
+    use kube_gang_tests::admission_match::{Call, Request, call};
+    use serde_json::json;
+    let Some(objects) = render("manifests") else { return };
+    let hooks: Vec<(String, Value)> = ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+        .iter()
+        .flat_map(|k| {
+            of_kind(&objects, k).flat_map(move |c| {
+                c["webhooks"].as_array().unwrap().iter().map(move |w| (k.to_string(), w.clone()))
+            })
+        })
+        .collect();
+    let namespaces = [
+        ("ml", json!({})),
+        ("ml", json!({"kube-gang.io/enabled": "true"})),
+        ("ml", json!({"kube-gang.io/enabled": "True"})),
+        ("kube-system", json!({})),
+        ("kube-gang-system", json!({"kube-gang.io/enabled": "true"})),
+    ];
+    let (mut checked, mut reached) = (0, 0);
+    for (group, version, resource, kind, object) in admission_cases() {
+        for (ns, ns_labels) in &namespaces {
+            let mut ns_labels = ns_labels.clone();
+            ns_labels["kubernetes.io/metadata.name"] = (*ns).into();
+            let as_map: std::collections::BTreeMap<String, String> =
+                serde_json::from_value(ns_labels.clone()).unwrap();
+            let opted = scheduler_core::opted_in(&object, Some(&as_map));
+            let system = SYSTEM.contains(ns);
+            let deleting = object["metadata"].get("deletionTimestamp").is_some();
+            for operation in ["CREATE", "UPDATE"] {
+                let r = Request {
+                    group: &group,
+                    version: &version,
+                    resource: &resource,
+                    operation,
+                    object: &object,
+                    old_object: (operation == "UPDATE").then_some(&object),
+                    namespace_labels: &ns_labels,
+                };
+                let calls: Vec<(&str, &str, Call)> = hooks
+                    .iter()
+                    .map(|(k, w)| (k.as_str(), w["name"].as_str().unwrap(), call(w, &r)))
+                    .collect();
+                let what = format!("{operation} {kind} in {ns} {ns_labels}: {object}");
+                checked += 1;
+                for (_, name, c) in &calls {
+                    assert_ne!(*c, Call::Refused, "{name} would refuse {what}: a match condition errors");
+                    if !opted {
+                        assert_eq!(*c, Call::Skipped, "{name} sees {what}, which did not opt in");
+                    }
+                }
+                if opted && !system && !deleting {
+                    let called = |config: &str| {
+                        calls.iter().any(|(k, _, c)| k.starts_with(config) && *c == Call::Called)
+                    };
+                    let creates_pods_or_workloads = operation == "CREATE" && kind != "Gang";
+                    let validated_on_update = kind != "Pod";
+                    if operation == "CREATE" || validated_on_update {
+                        assert!(called("Validating"), "no validating hook sees {what}, which opted in");
+                        reached += 1;
+                    }
+                    if creates_pods_or_workloads {
+                        assert!(called("Mutating"), "no mutating hook sees {what}, which opted in");
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000 && reached > 500, "{checked} cases, {reached} opted in");
+}
+
+/// The opt-in label's value is read by the one function both ways: `"True"`, `"yes"` or
+/// `"false"` on the object keep it out whatever its namespace says, as the selectors do.
+#[test]
+fn the_opt_in_label_is_read_as_the_selectors_read_it() {
+    use serde_json::json;
+    let Some(objects) = render("manifests") else { return };
+    let hooks: Vec<Value> = of_kind(&objects, "ValidatingWebhookConfiguration")
+        .flat_map(|c| c["webhooks"].as_array().unwrap().clone())
+        .filter(|w| {
+            w["name"].as_str().unwrap().starts_with("workloads")
+                || w["name"].as_str().unwrap().starts_with("namespaces")
+        })
+        .collect();
+    for own in [None, Some("true"), Some("True"), Some("TRUE"), Some("yes"), Some("false"), Some("")] {
+        for ns in [None, Some("true"), Some("True")] {
+            let mut job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"}, "spec": {}});
+            if let Some(v) = own {
+                job["metadata"]["labels"] = json!({"kube-gang.io/enabled": v});
+            }
+            let mut ns_labels = json!({"kubernetes.io/metadata.name": "ml"});
+            if let Some(v) = ns {
+                ns_labels["kube-gang.io/enabled"] = v.into();
+            }
+            let selected = hooks.iter().any(|w| {
+                kube_gang_tests::admission_match::selector_matches(&w["namespaceSelector"], &ns_labels)
+                    && kube_gang_tests::admission_match::selector_matches(
+                        &w["objectSelector"],
+                        &job["metadata"]["labels"],
+                    )
+            });
+            let map: std::collections::BTreeMap<String, String> = serde_json::from_value(ns_labels).unwrap();
+            assert_eq!(
+                scheduler_core::workload::is_opted_in(&job, Some(&map)),
+                selected,
+                "object {own:?}, namespace {ns:?}"
             );
         }
     }
@@ -592,4 +782,37 @@ fn every_pod_that_names_a_gang_reaches_the_pod_hooks() {
         }
     }
     assert!(claiming >= 50, "{claiming} claiming pods checked");
+}
+
+/// The image is named once: every container of every rendered install (base and overlays) runs
+/// the image `images:` in `manifests/base/kustomization.yaml` names, and the raw manifests say only
+/// `kube-gang`, the name that entry rewrites. The Dockerfile builds it reproducibly (`--locked`).
+#[test]
+fn the_image_is_named_once() {
+    let text = std::fs::read_to_string(root().join("manifests/base/kustomization.yaml")).unwrap();
+    let k: Value = serde_norway::from_str(&text).unwrap();
+    let images = k["images"].as_array().unwrap();
+    assert_eq!(images.len(), 1, "one image entry");
+    assert_eq!(images[0]["name"], "kube-gang");
+    let want =
+        format!("{}:{}", images[0]["newName"].as_str().unwrap(), images[0]["newTag"].as_str().unwrap());
+    for dir in ["manifests", "manifests/overlays/cert-manager"] {
+        let Some(objects) = render(dir) else { return };
+        let specs = pod_specs(&objects);
+        assert_eq!(specs.len(), 2, "{dir}");
+        for (name, spec) in specs {
+            for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+                assert_eq!(c.image.as_deref(), Some(want.as_str()), "{dir}: {name}/{}", c.name);
+            }
+        }
+    }
+    for e in std::fs::read_dir(root().join("manifests/base")).unwrap() {
+        let path = e.unwrap().path();
+        let raw = std::fs::read_to_string(&path).unwrap();
+        for line in raw.lines().filter(|l| l.trim_start().starts_with("image:")) {
+            assert_eq!(line.trim(), "image: kube-gang", "{}: name the image in images: only", path.display());
+        }
+    }
+    let docker = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    assert!(docker.contains("cargo build --release --locked"), "the image builds from Cargo.lock");
 }
