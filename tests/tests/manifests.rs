@@ -51,7 +51,7 @@ fn one<T: DeserializeOwned>(objects: &[Value], kind: &str, name: &str) -> T {
 
 #[test]
 fn every_rendered_object_parses_into_its_type() {
-    for dir in ["manifests", "manifests/overlays/cert-manager"] {
+    for dir in ["manifests", "manifests/overlays/cert-manager", "manifests/overlays/monitoring"] {
         let Some(objects) = render(dir) else { return };
         assert!(objects.len() >= 15, "{dir}: {} objects", objects.len());
         for o in &objects {
@@ -77,6 +77,7 @@ fn every_rendered_object_parses_into_its_type() {
                     drop(typed::<admission::ValidatingAdmissionPolicyBinding>(o))
                 }
                 "Issuer" | "Certificate" if dir.ends_with("cert-manager") => {}
+                "ServiceMonitor" if dir.ends_with("monitoring") => {}
                 other => panic!("{dir}: unexpected kind {other}"),
             }
         }
@@ -796,7 +797,7 @@ fn the_image_is_named_once() {
     assert_eq!(images[0]["name"], "kube-gang");
     let want =
         format!("{}:{}", images[0]["newName"].as_str().unwrap(), images[0]["newTag"].as_str().unwrap());
-    for dir in ["manifests", "manifests/overlays/cert-manager"] {
+    for dir in ["manifests", "manifests/overlays/cert-manager", "manifests/overlays/monitoring"] {
         let Some(objects) = render(dir) else { return };
         let specs = pod_specs(&objects);
         assert_eq!(specs.len(), 2, "{dir}");
@@ -815,4 +816,118 @@ fn the_image_is_named_once() {
     }
     let docker = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
     assert!(docker.contains("cargo build --release --locked"), "the image builds from Cargo.lock");
+}
+
+/// Every metric family the binaries export: their registries' exposition once each labelled family
+/// has a child (a family without one is not written): a scheduler decision and event counted, one
+/// AdmissionReview answered by the webhook's router, one connection closed.
+fn exported() -> String {
+    use gang_scheduler::metrics::{Metrics, ResultLabel};
+    use gang_webhook::server::ConnectionEvents as _;
+    use tower::ServiceExt as _;
+    let scheduler = Metrics::new();
+    scheduler.attempts.get_or_create(&ResultLabel { result: "Scheduled".into() }).inc();
+    scheduler.events.get_or_create(&ResultLabel { result: "sent".into() }).inc();
+    let state = gang_webhook::AppState::default();
+    let gang = serde_json::json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                                  "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 1}});
+    let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+        "kind": {"group": "kube-gang.io", "version": "v1alpha1", "kind": "Gang"},
+        "resource": {"group": "kube-gang.io", "version": "v1alpha1", "resource": "gangs"},
+        "namespace": "ml", "name": "g", "operation": "CREATE",
+        "userInfo": {"username": "admin"}, "object": gang, "dryRun": false}});
+    let request = axum::http::Request::post("/validate")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(review.to_string()))
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let answer = rt.block_on(gang_webhook::router(state.clone()).oneshot(request)).unwrap();
+    assert_eq!(answer.status(), 200);
+    state.metrics.port("webhook").closed("timeout");
+    [scheduler.encode(), state.metrics.encode()].concat()
+}
+
+/// Every metric the Grafana dashboard queries is one the binaries export (their registries'
+/// exposition), and it shows what an operator asks first: gangs waiting and by outcome, time to
+/// start, cycle time, webhook latency. The metrics Services reach the probe port that serves
+/// `/metrics`, the ServiceMonitors select them, and the scheduler has a disruption budget.
+#[test]
+fn metrics_are_served_scraped_and_shown() {
+    let families: BTreeSet<String> = exported()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(String::from)
+        .collect();
+    let text = std::fs::read_to_string(root().join("manifests/overlays/monitoring/dashboard.json")).unwrap();
+    let dashboard: Value = serde_json::from_str(&text).unwrap();
+    let mut used = BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(i) = rest.find("gang_") {
+                let name: String =
+                    rest[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                rest = &rest[i + name.len()..];
+                let family = ["_bucket", "_sum", "_count", "_total"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .unwrap_or(&name)
+                    .to_string();
+                assert!(
+                    families.contains(&family),
+                    "panel {:?} queries {name}, which no binary exports ({families:?})",
+                    panel["title"]
+                );
+                used.insert(family);
+            }
+        }
+    }
+    for wanted in [
+        "gang_pending_gangs",
+        "gang_schedule_attempts",
+        "gang_wait_duration_seconds",
+        "gang_cycle_duration_seconds",
+        "gang_webhook_request_duration_seconds",
+    ] {
+        assert!(used.contains(wanted), "the dashboard does not show {wanted}");
+    }
+    let Some(objects) = render("manifests/overlays/monitoring") else { return };
+    for (binary, service) in
+        [("gang-scheduler", "gang-scheduler-metrics"), ("gang-webhook", "gang-webhook-metrics")]
+    {
+        let svc: Service = one(&objects, "Service", service);
+        let spec = svc.spec.unwrap();
+        let port = &spec.ports.unwrap()[0];
+        let d: Deployment = one(&objects, "Deployment", binary);
+        let pod = d.spec.template.spec.unwrap();
+        let target = match &port.target_port {
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) => s.clone(),
+            other => panic!("{service}: target a named port, not {other:?}"),
+        };
+        assert!(
+            pod.containers[0].ports.iter().flatten().any(|p| p.name.as_deref() == Some(target.as_str())),
+            "{service} targets port {target}, which {binary} does not name"
+        );
+        assert_eq!(spec.selector, d.spec.selector.match_labels, "{service} selects {binary}'s pods");
+        let monitor = of_kind(&objects, "ServiceMonitor").find(|m| m["metadata"]["name"] == binary).unwrap();
+        let labels = svc.metadata.labels.unwrap();
+        for (k, v) in monitor["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+            assert_eq!(
+                labels.get(k).map(String::as_str),
+                v.as_str(),
+                "ServiceMonitor {binary} selects {service}"
+            );
+        }
+        assert_eq!(monitor["spec"]["endpoints"][0]["port"], port.name.clone().unwrap().as_str());
+    }
+    let dash = one::<ConfigMap>(&objects, "ConfigMap", "kube-gang-dashboard");
+    assert_eq!(dash.metadata.labels.unwrap().get("grafana_dashboard").map(String::as_str), Some("1"));
+    let pdb: PodDisruptionBudget = one(&objects, "PodDisruptionBudget", "gang-scheduler");
+    let sched: Deployment = one(&objects, "Deployment", "gang-scheduler");
+    let spec = pdb.spec.unwrap();
+    assert_eq!(spec.selector.unwrap().match_labels, sched.spec.selector.match_labels);
+    assert_eq!(spec.min_available, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)));
 }
