@@ -171,9 +171,10 @@ impl Extend<String> for Said {
 /// `generateName` is then named as the API server names it (after mutating admission), a suspended
 /// Job admitted again as the update that unsuspends it (Kueue's admission); workloads
 /// are expanded into the pods their controllers would create ([`workload::expand_admitted`]),
-/// at most [`workload::MAX_EXPANDED_PODS`] over the whole input. A workload is taken as opted in
-/// unless it says `kube-gang.io/enabled: "false"` (simulating it asks how it would run as a gang;
-/// `validate` judges a file without its namespace, as one that did not opt in).
+/// at most [`workload::MAX_EXPANDED_PODS`] over the whole input. A workload without a
+/// `kube-gang.io/enabled` label is taken as opted in (simulating it asks how it would run as a
+/// gang; `validate` judges a file without its namespace, as one that did not opt in); one with the
+/// label is opted in only by `"true"`, as the webhook reads it ([`scheduler_core::opted_in`]).
 pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
     prepare_bounded(|| sourced.iter().cloned(), default_ns, now, workload::MAX_EXPANDED_PODS)
 }
@@ -218,6 +219,14 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
         let refused = workload::metadata_errors(&obj);
         if !refused.is_empty() {
             errors.extend(refused.iter().map(|e| format!("{}: {what}: {e}", source)));
+            continue;
+        }
+        // A Gang's undeclared fields: strict field validation refuses it (as `validate` says).
+        let unknown = scheduler_core::crd::unknown_fields(&obj);
+        if !unknown.is_empty() {
+            errors.extend(unknown.iter().map(|p| {
+                format!("{source}: {what}: {p}: unknown field \"{p}\" (the Gang CRD declares no such field)")
+            }));
             continue;
         }
         let verdict = admit_with(&mut obj, None, Some(&opted_in), &gangs);
@@ -385,6 +394,17 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
         }
     }
     warnings.extend(floors);
+    // A gang whose members, from everything in the input, can never reach its minimum: it would
+    // wait for members forever (what `validate` says too).
+    for (o, file) in out.objects.iter().zip(&origin) {
+        let o = o.decode();
+        if let Some(Ok(dialect::GangObject::Gang(g))) = dialect::read_object(&o) {
+            let found = naming.get(&g.key).map_or(0, Vec::len) as u64;
+            if let Some(e) = scheduler_core::validate::member_shortfall(&g, found) {
+                errors.push(format!("{file}: {}: {e}", describe(&o)));
+            }
+        }
+    }
     out.errors = errors.into_lines("errors (`kubectl gang validate` lists every one)");
     out.warnings = warnings.into_lines("warnings");
     out

@@ -385,3 +385,65 @@ mod tests {
         assert_eq!(crd["spec"]["versions"][0]["subresources"]["status"], json!({}));
     }
 }
+
+/// The fields of a `Gang` object its CRD's schema does not declare, as dotted paths
+/// (`spec.timeout`, `spec.subGroups[1].minMembers`): what the API server's strict field validation
+/// (kubectl's default, `--validate=strict`) refuses with `unknown field "spec.timeout"` before any
+/// webhook sees the object. `metadata` is the API server's own (ObjectMeta) and not walked here.
+pub fn unknown_fields(gang: &Value) -> Vec<String> {
+    if gang.get("kind").and_then(Value::as_str) != Some("Gang")
+        || !gang.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("kube-gang.io/"))
+    {
+        return Vec::new();
+    }
+    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let schema = SCHEMA.get_or_init(|| {
+        let crd = serde_json::to_value(gang_crd()).unwrap_or(Value::Null);
+        crd.pointer("/spec/versions/0/schema/openAPIV3Schema").cloned().unwrap_or(Value::Null)
+    });
+    let mut out = Vec::new();
+    if let Some(fields) = gang.as_object() {
+        for (k, v) in fields {
+            match k.as_str() {
+                "apiVersion" | "kind" | "metadata" => {}
+                _ => walk(schema.pointer(&format!("/properties/{k}")), v, k.clone(), &mut out),
+            }
+        }
+    }
+    out
+}
+
+fn walk(schema: Option<&Value>, value: &Value, path: String, out: &mut Vec<String>) {
+    let Some(schema) = schema else {
+        out.push(path);
+        return;
+    };
+    if schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            let props = schema.get("properties");
+            let extra = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in fields {
+                let child = format!("{path}.{k}");
+                match (props.and_then(|p| p.get(k)), extra) {
+                    (Some(s), _) => walk(Some(s), v, child, out),
+                    (None, Some(s)) => walk(Some(s), v, child, out),
+                    // A map of anything (no properties, no item schema), or a type the schema
+                    // checks elsewhere: only declared objects refuse unknown keys.
+                    (None, None) if props.is_some() => out.push(child),
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    walk(Some(item), v, format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
