@@ -589,7 +589,13 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
             "\n{}/{}: {}",
             escape_controls(&g.namespace),
             escape_controls(&g.name),
-            if g.schedulable { "fits" } else { "does not fit" }
+            match (g.schedulable, g.reason.as_str()) {
+                // The placement needs the victims gone: the message says what the cluster lacks
+                // before they go, so "fits" alone would contradict it.
+                (true, "Preempting") => "fits once the pods below are preempted",
+                (true, _) => "fits",
+                (false, _) => "does not fit",
+            }
         );
         for line in g.message.lines() {
             let _ = writeln!(out, "  {}", escape_controls(line));
