@@ -110,6 +110,9 @@ pub struct Prepared {
     pub pods: BTreeSet<(String, String)>,
     /// Gang objects among `objects`, as `namespace/name`.
     pub gang_objects: BTreeSet<GangKey>,
+    /// The input objects (as `kubectl get -o name` names them) whose pods name each gang: what
+    /// `-o name` prints for a gang without an object of its own.
+    pub sources: BTreeMap<GangKey, BTreeSet<String>>,
     /// Problems that stop the simulation: `FILE: Kind ns/name: path: message`.
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
@@ -324,6 +327,10 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                         if let Some(m) = p.as_object_mut() {
                             m.insert("status".into(), json!({"phase": "Pending"}));
                         }
+                        let (claims, _) = dialect::pod_claims_all(&p);
+                        for c in claims {
+                            out.sources.entry(c.gang).or_default().insert(crate::status::kubectl_name(&obj));
+                        }
                         out.pods.insert((ns, name));
                         out.objects.push(Compact::new(&p));
                     }
@@ -504,10 +511,16 @@ pub fn simulate_owned<H: Held>(
         }
     }
     let plan = schedule(snapshot, config, now);
+    // `-o name`: the gang's object, else the input objects its pods come from (what exists once
+    // the input is applied), never a name no object has.
     let object_of = |key: &GangKey| {
-        by_key
-            .get(key)
-            .map_or_else(|| format!("gang/{}", key.name), |g| crate::status::object_name(g, &cluster))
+        by_key.get(key).and_then(|g| crate::status::object_name(g, &cluster)).unwrap_or_else(|| {
+            prepared
+                .sources
+                .get(key)
+                .map(|s| s.iter().cloned().collect::<Vec<_>>().join("\n"))
+                .unwrap_or_default()
+        })
     };
     let member_of: HashMap<&scheduler_core::PodKey, &GangKey> =
         snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
@@ -666,7 +679,15 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
     let stdout = match g.output {
         Some(Format::Json) => serde_json::to_string_pretty(&json!({"gangs": sim.gangs}))? + "\n",
         Some(Format::Yaml) => serde_norway::to_string(&json!({"gangs": sim.gangs}))?,
-        Some(Format::Name) => sim.gangs.iter().map(|x| format!("{}\n", x.object)).collect(),
+        Some(Format::Name) => {
+            let mut seen = BTreeSet::new();
+            sim.gangs
+                .iter()
+                .flat_map(|x| x.object.lines())
+                .filter(|o| seen.insert(*o))
+                .map(|o| format!("{o}\n"))
+                .collect()
+        }
         _ => render(&sim, g.no_headers, color_enabled()),
     };
     let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };
