@@ -4,6 +4,10 @@
 //! CRD equal to the Rust type, and Deployment flags the binaries accept.
 
 use kube_gang_tests::tools::required_tool;
+
+#[path = "support/exported.rs"]
+mod exported;
+use exported::exported;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -818,47 +822,19 @@ fn the_image_is_named_once() {
     assert!(docker.contains("cargo build --release --locked"), "the image builds from Cargo.lock");
 }
 
-/// Every metric family the binaries export: their registries' exposition once each labelled family
-/// has a child (a family without one is not written): a scheduler decision and event counted, one
-/// AdmissionReview answered by the webhook's router, one connection closed.
-fn exported() -> String {
-    use gang_scheduler::metrics::{Metrics, ResultLabel};
-    use gang_webhook::server::ConnectionEvents as _;
-    use tower::ServiceExt as _;
-    let scheduler = Metrics::new();
-    scheduler.attempts.get_or_create(&ResultLabel { result: "Scheduled".into() }).inc();
-    scheduler.events.get_or_create(&ResultLabel { result: "sent".into() }).inc();
-    let state = gang_webhook::AppState::default();
-    let gang = serde_json::json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
-                                  "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 1}});
-    let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-        "kind": {"group": "kube-gang.io", "version": "v1alpha1", "kind": "Gang"},
-        "resource": {"group": "kube-gang.io", "version": "v1alpha1", "resource": "gangs"},
-        "namespace": "ml", "name": "g", "operation": "CREATE",
-        "userInfo": {"username": "admin"}, "object": gang, "dryRun": false}});
-    let request = axum::http::Request::post("/validate")
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(review.to_string()))
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let answer = rt.block_on(gang_webhook::router(state.clone()).oneshot(request)).unwrap();
-    assert_eq!(answer.status(), 200);
-    state.metrics.port("webhook").closed("timeout");
-    [scheduler.encode(), state.metrics.encode()].concat()
-}
-
 /// Every metric the Grafana dashboard queries is one the binaries export (their registries'
 /// exposition), and it shows what an operator asks first: gangs waiting and by outcome, time to
 /// start, cycle time, webhook latency. The metrics Services reach the probe port that serves
 /// `/metrics`, the ServiceMonitors select them, and the scheduler has a disruption budget.
 #[test]
 fn metrics_are_served_scraped_and_shown() {
-    let families: BTreeSet<String> = exported()
+    // Each family and its type: a query names a counter's samples `_total`, a histogram's
+    // `_bucket`/`_sum`/`_count`, a gauge's by the family's own name.
+    let families: std::collections::BTreeMap<String, String> = exported()
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split_whitespace().next())
-        .map(String::from)
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, t)| (n.to_string(), t.trim().to_string()))
         .collect();
     let text = std::fs::read_to_string(root().join("manifests/overlays/monitoring/dashboard.json")).unwrap();
     let dashboard: Value = serde_json::from_str(&text).unwrap();
@@ -871,16 +847,20 @@ fn metrics_are_served_scraped_and_shown() {
                 let name: String =
                     rest[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
                 rest = &rest[i + name.len()..];
-                let family = ["_bucket", "_sum", "_count", "_total"]
-                    .iter()
-                    .find_map(|s| name.strip_suffix(s))
-                    .unwrap_or(&name)
-                    .to_string();
-                assert!(
-                    families.contains(&family),
-                    "panel {:?} queries {name}, which no binary exports ({families:?})",
-                    panel["title"]
-                );
+                let sample = |family: &str, ty: &str| match ty {
+                    "counter" => name == format!("{family}_total"),
+                    "histogram" => {
+                        ["_bucket", "_sum", "_count"].iter().any(|s| name == format!("{family}{s}"))
+                    }
+                    _ => name == family,
+                };
+                let family = families.iter().find(|(f, ty)| sample(f, ty)).map(|(f, _)| f.clone());
+                let Some(family) = family else {
+                    panic!(
+                        "panel {:?} queries {name}, which no binary exports as such ({families:?})",
+                        panel["title"]
+                    )
+                };
                 used.insert(family);
             }
         }
