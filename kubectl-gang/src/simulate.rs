@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 
 use crate::cli::{Format, Global, SimulateArgs};
 use crate::input::{self, Sourced};
+use crate::output::Output;
 use crate::table::{Grid, Tone, color_enabled};
-use crate::{Output, escape_controls, load};
+use crate::text::escape_controls;
+use crate::world::{load, unreadable};
 
 /// A pod and a node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -417,23 +419,6 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
     out
 }
 
-/// Why the scheduler could not read this Node or Pod (an invalid quantity, a field of the wrong
-/// type), as `path: message; …`; `None` when it can, or when it is another kind. A priority class
-/// is another object, looked up when the cluster is assembled, so it is not checked here.
-pub fn unreadable(obj: &Value) -> Option<String> {
-    let errors = match obj.get("kind").and_then(Value::as_str) {
-        Some("Node") => scheduler_core::convert::node_from_value(obj).err(),
-        Some("Pod") => {
-            scheduler_core::convert::pod_from_value(obj, &scheduler_core::convert::PriorityClasses::default())
-                .err()
-        }
-        _ => None,
-    }?;
-    let text: Vec<String> =
-        errors.iter().filter(|e| e.path != "spec.priorityClassName").map(ToString::to_string).collect();
-    (!text.is_empty()).then(|| text.join("; "))
-}
-
 /// The result of one simulation.
 #[derive(Clone, Debug, Default)]
 pub struct Simulation {
@@ -649,7 +634,7 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
 
 /// Runs `simulate`.
 pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
-    let config = crate::policy(args.config.as_deref())?;
+    let config = crate::world::policy(args.config.as_deref())?;
     let objects = input::read(&args.files)?;
     let world = load(g, None)?;
     let prepared =

@@ -12,9 +12,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::{Format, Global, StatusArgs};
+use crate::output::Output;
 use crate::selector::Selector;
 use crate::table::{Grid, Tone, color_enabled};
-use crate::{Output, World, age, escape_controls, load};
+use crate::text::{age, escape_controls};
+use crate::world::{World, load};
 
 /// One gang as `-o json` prints it (a contract: fields are only ever added).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -217,7 +219,7 @@ fn waiting_for(
         },
         Reason::Preempting => "preemption".into(),
         Reason::TimedOut | Reason::BackingOff => match o.state.backoff_until {
-            Some(t) if t > now => format!("retry in {}", crate::age(t, now)),
+            Some(t) if t > now => format!("retry in {}", age(t, now)),
             _ => "retry".into(),
         },
         Reason::Reserved => "more room (reserving)".into(),
@@ -269,7 +271,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         None => Selector::default(),
     };
     let assembled = world.cluster.snapshot();
-    let config = crate::policy(args.config.as_deref())?;
+    let config = crate::world::policy(args.config.as_deref())?;
     let view = status_view(&assembled.snapshot, &config, world.now);
     let mut stderr = String::new();
     for w in &world.warnings {

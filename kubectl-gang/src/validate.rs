@@ -15,9 +15,9 @@ use scheduler_core::{admit_with, convert, validate, workload};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::Output;
 use crate::cli::{Format, Global, ValidateArgs};
 use crate::input::{self, Sourced};
+use crate::output::Output;
 
 /// One problem, as `-o json` prints it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -26,6 +26,10 @@ pub struct Finding {
     pub object: String,
     pub field: String,
     pub message: String,
+    /// Found over the whole input, not by admitting this object alone (a gang whose members in
+    /// the input can never reach its minimum): the webhook, which sees one object, cannot say it.
+    #[serde(rename = "wholeInput", skip_serializing_if = "std::ops::Not::not")]
+    pub whole_input: bool,
 }
 
 /// What `validate` found in its input.
@@ -75,6 +79,7 @@ pub fn check<I: Iterator<Item = Sourced>>(objects: impl Fn() -> I, namespace: Op
             object: object.clone(),
             field: e.path,
             message: e.message,
+            whole_input: false,
         }));
         report.warnings.extend(verdict.warnings.into_iter().map(|w| format!("{}: {object}: {w}", s.file)));
         // Counted as admitted (injection names the gang a workload's pods join).
@@ -86,7 +91,13 @@ pub fn check<I: Iterator<Item = Sourced>>(objects: impl Fn() -> I, namespace: Op
     for (g, file, object) in gang_objects {
         let found = members.get(&g.key).copied().unwrap_or(0);
         if let Some(e) = validate::member_shortfall(&g, found) {
-            report.errors.push(Finding { file, object, field: e.path, message: e.message });
+            report.errors.push(Finding {
+                file,
+                object,
+                field: e.path,
+                message: e.message,
+                whole_input: true,
+            });
         }
     }
     report

@@ -19,8 +19,8 @@
 use base64::Engine as _;
 use serde_json::Value;
 
+use crate::names::{dns1123_subdomain, qualified_name};
 use crate::status::FieldError;
-use crate::validation::{dns1123_subdomain, qualified_name};
 
 /// `MaxSecretSize`: all of a Secret's data together.
 pub const MAX_SECRET_SIZE: usize = 1024 * 1024;

@@ -18,6 +18,7 @@
 //!   the CRD's schema and the API server check them;
 //! - [`admission_match`]: which webhooks the API server calls for a request (selectors, rules,
 //!   `matchConditions` in a CEL subset), to hold the webhook configurations to what opted in;
+//! - [`names`]: name and label syntax (DNS-1123, qualified names, label values);
 //! - [`config_objects`]: Secrets and admission webhook configurations, as the API server
 //!   validates them (what the webhook's certificate management writes);
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
@@ -30,6 +31,7 @@ mod api;
 pub mod config_objects;
 pub mod disruption;
 pub mod faults;
+pub mod names;
 pub mod patch;
 pub mod pod_update;
 pub mod provisioning;

@@ -124,13 +124,6 @@ pub fn review_with(
             with_request_defaults(&mut object, &request);
             let labels =
                 namespace_opted_in.then(|| BTreeMap::from([(LABEL_ENABLED.to_string(), "true".to_string())]));
-            // What did not opt in is allowed untouched, whatever reached us: the configurations'
-            // selectors send us only what did, and this holds even if they were edited.
-            if !scheduler_core::opted_in(&object, labels.as_ref()) {
-                let types =
-                    TypeMeta { api_version: "admission.k8s.io/v1".into(), kind: "AdmissionReview".into() };
-                return Ok((Answer { types, response }, summary));
-            }
             let verdict = scheduler_core::admit_with(&mut object, old.as_ref(), labels.as_ref(), gangs);
             // The admitted object is not needed past the verdict: free it before answering.
             drop(object);

@@ -166,7 +166,7 @@ fn admit_one(
 
 /// Whether `object` opted in to kube-gang: the one reading of opt-in, which the webhook
 /// configurations' selectors and `matchConditions` encode (`tests/tests/manifests.rs` evaluates
-/// them against this function) and which the webhook checks again before deciding anything:
+/// them against this function), so that nothing else ever reaches the webhook:
 ///
 /// - kube-gang's own objects (`kube-gang.io`, the `Gang`): always;
 /// - a workload kind ([`workload::is_workload`]): [`workload::is_opted_in`] — its own
