@@ -353,39 +353,6 @@ pub fn gang_crd() -> apiext::CustomResourceDefinition {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_gang_round_trips_and_reads_its_status() {
-        let v = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
-            "metadata": {"name": "llm", "namespace": "ml"},
-            "spec": {"minMember": 1, "subGroups": [{"name": "prefill", "minMember": 2}],
-                     "minResources": {"nvidia.com/gpu": "16"}, "mode": "NonStrict", "topologyKey": "rack"},
-            "status": {"phase": "Pending", "members": 3, "waitingSince": "2026-01-01T00:00:00Z", "gaveUp": false}});
-        let g: Gang = serde_json::from_value(v).unwrap();
-        assert_eq!(g.spec.sub_groups[0].min_member, 2);
-        assert_eq!(g.spec.mode, Some(GangMode::NonStrict));
-        let back = serde_json::to_value(&g).unwrap();
-        assert_eq!(back["spec"]["minResources"]["nvidia.com/gpu"], "16");
-        assert_eq!(back["status"]["waitingSince"], "2026-01-01T00:00:00Z");
-    }
-
-    #[test]
-    fn the_crd_schema_is_structural() {
-        let crd = serde_json::to_value(gang_crd()).unwrap();
-        let text = crd.to_string();
-        assert!(!text.contains("$ref"), "inlined: {text}");
-        assert!(!text.contains("\"null\""), "no null types: {text}");
-        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
-        assert_eq!(spec["properties"]["minMember"]["minimum"], 1.0);
-        assert_eq!(spec["required"], json!(["minMember"]));
-        assert_eq!(spec["properties"]["subGroups"]["items"]["required"], json!(["name", "minMember"]));
-        assert_eq!(crd["spec"]["versions"][0]["subresources"]["status"], json!({}));
-    }
-}
-
 /// The fields of a `Gang` object its CRD's schema does not declare, as dotted paths
 /// (`spec.timeout`, `spec.subGroups[1].minMembers`): what the API server's strict field validation
 /// (kubectl's default, `--validate=strict`) refuses with `unknown field "spec.timeout"` before any
@@ -445,5 +412,53 @@ fn walk(schema: Option<&Value>, value: &Value, path: String, out: &mut Vec<Strin
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undeclared_fields_are_named_by_their_path_and_declared_ones_pass() {
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "g", "anything": 1},
+            "spec": {"minMember": 2, "timeout": "5m", "minResources": {"cpu": "1"},
+                     "subGroups": [{"name": "a", "minMember": 1}, {"name": "b", "minMembers": 1}]},
+            "status": {"phase": "Pending", "colour": "red"}});
+        assert_eq!(unknown_fields(&gang), ["spec.subGroups[1].minMembers", "spec.timeout", "status.colour"]);
+        let ok = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "g"},
+                        "spec": {"minMember": 1, "mode": "Strict", "gangGroup": ["ml/x"]}});
+        assert!(unknown_fields(&ok).is_empty());
+        // Other kinds are not this schema's.
+        assert!(unknown_fields(&json!({"apiVersion": "v1", "kind": "Pod", "spec": {"x": 1}})).is_empty());
+    }
+
+    #[test]
+    fn a_gang_round_trips_and_reads_its_status() {
+        let v = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "llm", "namespace": "ml"},
+            "spec": {"minMember": 1, "subGroups": [{"name": "prefill", "minMember": 2}],
+                     "minResources": {"nvidia.com/gpu": "16"}, "mode": "NonStrict", "topologyKey": "rack"},
+            "status": {"phase": "Pending", "members": 3, "waitingSince": "2026-01-01T00:00:00Z", "gaveUp": false}});
+        let g: Gang = serde_json::from_value(v).unwrap();
+        assert_eq!(g.spec.sub_groups[0].min_member, 2);
+        assert_eq!(g.spec.mode, Some(GangMode::NonStrict));
+        let back = serde_json::to_value(&g).unwrap();
+        assert_eq!(back["spec"]["minResources"]["nvidia.com/gpu"], "16");
+        assert_eq!(back["status"]["waitingSince"], "2026-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn the_crd_schema_is_structural() {
+        let crd = serde_json::to_value(gang_crd()).unwrap();
+        let text = crd.to_string();
+        assert!(!text.contains("$ref"), "inlined: {text}");
+        assert!(!text.contains("\"null\""), "no null types: {text}");
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(spec["properties"]["minMember"]["minimum"], 1.0);
+        assert_eq!(spec["required"], json!(["minMember"]));
+        assert_eq!(spec["properties"]["subGroups"]["items"]["required"], json!(["name", "minMember"]));
+        assert_eq!(crd["spec"]["versions"][0]["subresources"]["status"], json!({}));
     }
 }

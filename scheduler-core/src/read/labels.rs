@@ -202,3 +202,21 @@ pub fn check_label_key(k: &str) -> Result<(), String> {
     }
     check_label_value(name).map_err(|e| format!("{k:?} is not a valid label key: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_typo_names_the_key_meant_and_a_stranger_names_none() {
+        assert_eq!(nearest_known("kube-gang.io/min-memebr"), Some(ANNOTATION_MIN_MEMBER));
+        assert_eq!(nearest_known("kube-gang.io/timout"), Some(ANNOTATION_TIMEOUT));
+        assert_eq!(nearest_known("kube-gang.io/subgroups"), Some(LABEL_SUBGROUP));
+        assert_eq!(nearest_known("kube-gang.io/enable"), Some(LABEL_ENABLED));
+        // Too far from every key a user writes to be a typo of one.
+        assert_eq!(nearest_known("kube-gang.io/priority"), None);
+        assert_eq!(nearest_known("kube-gang.io/x"), None);
+        // Names kube-gang writes are never suggested to users.
+        assert_eq!(nearest_known("kube-gang.io/rackk"), None);
+    }
+}
