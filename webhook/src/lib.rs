@@ -1,7 +1,9 @@
 //! gang-webhook: kube-gang's admission webhook. `POST /validate` and `POST /mutate` (and
 //! `/mutate/namespace`, `/validate/namespace` for the hooks selected by namespace label) take
 //! `admission.k8s.io/v1` AdmissionReviews over TLS; probes and metrics are plain HTTP on
-//! `--probe-listen`. The rules are the core's: this crate adds none.
+//! `--probe-listen`. The rules are the core's: this crate adds none. The serving certificate comes
+//! from files ([`tls`]) or, with `--serving-cert=managed`, from the webhook's own CA, kept in a
+//! Secret and rotated ([`rotation`] decides, [`managed`] reads and writes).
 //!
 //! Hostile clients are bounded here: connections, handshakes, headers, bodies and idle time have
 //! limits on both ports, and handshakes are worked on a few at a time ([`server`]); decisions run
@@ -91,7 +93,7 @@ pub struct Args {
     pub cert_check_period: u64,
     /// Seconds a new CA is trusted before it signs, and an old CA kept trusted after it stopped
     /// signing (--serving-cert=managed).
-    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    #[arg(long, default_value_t = rotation::Policy::default().overlap.unsigned_abs(), value_name = "SECONDS")]
     pub ca_overlap: u64,
     /// PEM certificate chain served on --listen (--serving-cert=files); re-read when it changes.
     #[arg(long, value_name = "FILE", default_value = "/etc/gang-webhook/tls/tls.crt")]
@@ -162,8 +164,9 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Write a CA and a serving certificate for the webhook Service (installs without cert-manager);
-    /// prints the caBundle (base64 of the CA) on stdout.
+    /// Write a CA and a serving certificate for the webhook Service into files, for
+    /// --serving-cert=files with a CA you manage yourself (the manifests need neither: the webhook
+    /// manages its own); prints the caBundle (base64 of the CA) on stdout.
     Certs(certs::CertsArgs),
 }
 

@@ -328,3 +328,67 @@ async fn a_broken_secret_is_replaced_and_writes_stay_within_the_api_servers_rule
         fake.requests().iter().map(|q| (&q.method, &q.path, q.status)).collect::<Vec<_>>()
     );
 }
+
+/// The whole webhook (`serve`, as `main` runs it) with `--serving-cert=managed` against the fake,
+/// from the empty Secret the manifests ship: it makes its CA, writes the bundle into both
+/// configurations, and serves, over real TLS, a certificate that a client trusting exactly that
+/// bundle accepts for the Service's name, with no other step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_serves_a_certificate_its_published_bundle_vouches_for() {
+    use base64::Engine as _;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (port, probe) = (free(), free());
+    let args = <gang_webhook::Args as clap::Parser>::parse_from([
+        "gang-webhook",
+        "--serving-cert=managed",
+        "--cert-namespace",
+        NS,
+        "--gang-lookup=false",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--probe-listen",
+        &format!("127.0.0.1:{probe}"),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(gang_webhook::serve(args, async move {
+        let _ = stopped.await;
+    }));
+    // Its bundle, once it has written one into the configurations.
+    let mut bundle = String::new();
+    for _ in 0..200 {
+        let c = fake
+            .get("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "", "gang-webhook")
+            .unwrap();
+        if let Some(b) = c["webhooks"][0]["clientConfig"]["caBundle"].as_str() {
+            bundle = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b).unwrap()).unwrap();
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(bundle.contains("BEGIN CERTIFICATE"), "no caBundle written");
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut bundle.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let client =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("gang-webhook.kube-gang-system.svc").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, tcp).await;
+    assert!(tls.is_ok(), "the served certificate is trusted by the published bundle: {:?}", tls.err());
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+}
