@@ -5,7 +5,8 @@
 use clap::CommandFactory;
 
 use crate::cli::{Cli, Global, Shell};
-use crate::{Output, load};
+use crate::output::Output;
+use crate::world::load;
 
 /// The completion script for `shell`.
 pub fn script(shell: Shell) -> String {

@@ -14,7 +14,13 @@ use serde_json::Value;
 pub struct Connection {
     pub client: kube::Client,
     pub namespace: String,
+    /// `host:port` of the API server, as kubectl names it in its errors.
+    pub server: String,
 }
+
+/// Where kubectl (client-go) sends requests when it finds no configuration at all: no
+/// `--kubeconfig`, no `$KUBECONFIG`, no `~/.kube/config`, not in a cluster.
+pub const NO_CONFIG_SERVER: &str = "http://localhost:8080";
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -33,12 +39,52 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow
         }
         None => match Kubeconfig::from_env()? {
             Some(kc) => kube::Config::from_custom_kubeconfig(kc, &options).await?,
-            None => kube::Config::from_kubeconfig(&options).await.or_else(|_| kube::Config::incluster())?,
+            None => match kube::Config::from_kubeconfig(&options).await {
+                Ok(c) => c,
+                Err(e) => match kube::Config::incluster() {
+                    Ok(c) => c,
+                    // Nothing configured: kubectl talks to localhost:8080 then (and says the
+                    // connection was refused); so does the plugin. A kubeconfig that exists but
+                    // cannot be read is that error.
+                    Err(_) if !default_kubeconfig_exists() => {
+                        kube::Config::new(NO_CONFIG_SERVER.parse().context("the default server")?)
+                    }
+                    Err(_) => return Err(e.into()),
+                },
+            },
         },
     };
     let namespace = config.default_namespace.clone();
+    let server =
+        config.cluster_url.authority().map_or_else(|| config.cluster_url.to_string(), ToString::to_string);
     let client = kube::Client::try_from(config)?;
-    Ok(Connection { client, namespace })
+    Ok(Connection { client, namespace, server })
+}
+
+/// Whether `~/.kube/config` exists (kubectl's default kubeconfig).
+fn default_kubeconfig_exists() -> bool {
+    std::env::var_os("HOME").is_some_and(|h| Path::new(&h).join(".kube/config").exists())
+}
+
+/// kubectl's words for an API server that cannot be reached: `The connection to the server
+/// HOST:PORT was refused - did you specify the right host or port?` when nothing listens, `Unable
+/// to connect to the server: …` otherwise; other errors as they are.
+pub fn as_kubectl_says(e: anyhow::Error, server: &str) -> anyhow::Error {
+    let unreachable = e.chain().any(|c| {
+        c.downcast_ref::<kube::Error>()
+            .is_some_and(|k| matches!(k, kube::Error::HyperError(_) | kube::Error::Service(_)))
+    });
+    if !unreachable {
+        return e;
+    }
+    let text = format!("{e:#}").to_lowercase();
+    if text.contains("connection refused") {
+        anyhow::anyhow!(
+            "The connection to the server {server} was refused - did you specify the right host or port?"
+        )
+    } else {
+        anyhow::anyhow!("Unable to connect to the server: {}", e.root_cause())
+    }
 }
 
 fn resource(k: &ApiKind) -> ApiResource {
@@ -110,7 +156,10 @@ pub async fn fetch(live: &Connection) -> anyhow::Result<Vec<Compact>> {
         match list_all(&live.client, &r, None, &mut out).await {
             Ok(()) => {}
             Err(kube::Error::Api(e)) if !required && (e.code == 404 || e.code == 403) => {}
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("listing {}", r.plural))),
+            Err(e) => {
+                let e = anyhow::Error::new(e).context(format!("listing {}", r.plural));
+                return Err(as_kubectl_says(e, &live.server));
+            }
         }
     }
     Ok(out)

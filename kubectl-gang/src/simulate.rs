@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 
 use crate::cli::{Format, Global, SimulateArgs};
 use crate::input::{self, Sourced};
+use crate::output::Output;
 use crate::table::{Grid, Tone, color_enabled};
-use crate::{Output, escape_controls, load};
+use crate::text::escape_controls;
+use crate::world::{load, unreadable};
 
 /// A pod and a node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -110,6 +112,9 @@ pub struct Prepared {
     pub pods: BTreeSet<(String, String)>,
     /// Gang objects among `objects`, as `namespace/name`.
     pub gang_objects: BTreeSet<GangKey>,
+    /// The input objects (as `kubectl get -o name` names them) whose pods name each gang: what
+    /// `-o name` prints for a gang without an object of its own.
+    pub sources: BTreeMap<GangKey, BTreeSet<String>>,
     /// Problems that stop the simulation: `FILE: Kind ns/name: path: message`.
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
@@ -171,9 +176,10 @@ impl Extend<String> for Said {
 /// `generateName` is then named as the API server names it (after mutating admission), a suspended
 /// Job admitted again as the update that unsuspends it (Kueue's admission); workloads
 /// are expanded into the pods their controllers would create ([`workload::expand_admitted`]),
-/// at most [`workload::MAX_EXPANDED_PODS`] over the whole input. A workload is taken as opted in
-/// unless it says `kube-gang.io/enabled: "false"` (simulating it asks how it would run as a gang;
-/// `validate` judges a file without its namespace, as one that did not opt in).
+/// at most [`workload::MAX_EXPANDED_PODS`] over the whole input. A workload without a
+/// `kube-gang.io/enabled` label is taken as opted in (simulating it asks how it would run as a
+/// gang; `validate` judges a file without its namespace, as one that did not opt in); one with the
+/// label is opted in only by `"true"`, as the webhook reads it ([`scheduler_core::opted_in`]).
 pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
     prepare_bounded(|| sourced.iter().cloned(), default_ns, now, workload::MAX_EXPANDED_PODS)
 }
@@ -218,6 +224,14 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
         let refused = workload::metadata_errors(&obj);
         if !refused.is_empty() {
             errors.extend(refused.iter().map(|e| format!("{}: {what}: {e}", source)));
+            continue;
+        }
+        // A Gang's undeclared fields: strict field validation refuses it (as `validate` says).
+        let unknown = scheduler_core::crd::unknown_fields(&obj);
+        if !unknown.is_empty() {
+            errors.extend(unknown.iter().map(|p| {
+                format!("{source}: {what}: {p}: unknown field \"{p}\" (the Gang CRD declares no such field)")
+            }));
             continue;
         }
         let verdict = admit_with(&mut obj, None, Some(&opted_in), &gangs);
@@ -315,6 +329,10 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                         if let Some(m) = p.as_object_mut() {
                             m.insert("status".into(), json!({"phase": "Pending"}));
                         }
+                        let (claims, _) = dialect::pod_claims_all(&p);
+                        for c in claims {
+                            out.sources.entry(c.gang).or_default().insert(crate::status::kubectl_name(&obj));
+                        }
                         out.pods.insert((ns, name));
                         out.objects.push(Compact::new(&p));
                     }
@@ -385,26 +403,20 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
         }
     }
     warnings.extend(floors);
+    // A gang whose members, from everything in the input, can never reach its minimum: it would
+    // wait for members forever (what `validate` says too).
+    for (o, file) in out.objects.iter().zip(&origin) {
+        let o = o.decode();
+        if let Some(Ok(dialect::GangObject::Gang(g))) = dialect::read_object(&o) {
+            let found = naming.get(&g.key).map_or(0, Vec::len) as u64;
+            if let Some(e) = scheduler_core::validate::member_shortfall(&g, found) {
+                errors.push(format!("{file}: {}: {e}", describe(&o)));
+            }
+        }
+    }
     out.errors = errors.into_lines("errors (`kubectl gang validate` lists every one)");
     out.warnings = warnings.into_lines("warnings");
     out
-}
-
-/// Why the scheduler could not read this Node or Pod (an invalid quantity, a field of the wrong
-/// type), as `path: message; …`; `None` when it can, or when it is another kind. A priority class
-/// is another object, looked up when the cluster is assembled, so it is not checked here.
-pub fn unreadable(obj: &Value) -> Option<String> {
-    let errors = match obj.get("kind").and_then(Value::as_str) {
-        Some("Node") => scheduler_core::convert::node_from_value(obj).err(),
-        Some("Pod") => {
-            scheduler_core::convert::pod_from_value(obj, &scheduler_core::convert::PriorityClasses::default())
-                .err()
-        }
-        _ => None,
-    }?;
-    let text: Vec<String> =
-        errors.iter().filter(|e| e.path != "spec.priorityClassName").map(ToString::to_string).collect();
-    (!text.is_empty()).then(|| text.join("; "))
 }
 
 /// The result of one simulation.
@@ -484,10 +496,16 @@ pub fn simulate_owned<H: Held>(
         }
     }
     let plan = schedule(snapshot, config, now);
+    // `-o name`: the gang's object, else the input objects its pods come from (what exists once
+    // the input is applied), never a name no object has.
     let object_of = |key: &GangKey| {
-        by_key
-            .get(key)
-            .map_or_else(|| format!("gang/{}", key.name), |g| crate::status::object_name(g, &cluster))
+        by_key.get(key).and_then(|g| crate::status::object_name(g, &cluster)).unwrap_or_else(|| {
+            prepared
+                .sources
+                .get(key)
+                .map(|s| s.iter().cloned().collect::<Vec<_>>().join("\n"))
+                .unwrap_or_default()
+        })
     };
     let member_of: HashMap<&scheduler_core::PodKey, &GangKey> =
         snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
@@ -569,7 +587,13 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
             "\n{}/{}: {}",
             escape_controls(&g.namespace),
             escape_controls(&g.name),
-            if g.schedulable { "fits" } else { "does not fit" }
+            match (g.schedulable, g.reason.as_str()) {
+                // The placement needs the victims gone: the message says what the cluster lacks
+                // before they go, so "fits" alone would contradict it.
+                (true, "Preempting") => "fits once the pods below are preempted",
+                (true, _) => "fits",
+                (false, _) => "does not fit",
+            }
         );
         for line in g.message.lines() {
             let _ = writeln!(out, "  {}", escape_controls(line));
@@ -610,7 +634,7 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
 
 /// Runs `simulate`.
 pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
-    let config = crate::policy(args.config.as_deref())?;
+    let config = crate::world::policy(args.config.as_deref())?;
     let objects = input::read(&args.files)?;
     let world = load(g, None)?;
     let prepared =
@@ -640,7 +664,15 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
     let stdout = match g.output {
         Some(Format::Json) => serde_json::to_string_pretty(&json!({"gangs": sim.gangs}))? + "\n",
         Some(Format::Yaml) => serde_norway::to_string(&json!({"gangs": sim.gangs}))?,
-        Some(Format::Name) => sim.gangs.iter().map(|x| format!("{}\n", x.object)).collect(),
+        Some(Format::Name) => {
+            let mut seen = BTreeSet::new();
+            sim.gangs
+                .iter()
+                .flat_map(|x| x.object.lines())
+                .filter(|o| seen.insert(*o))
+                .map(|o| format!("{o}\n"))
+                .collect()
+        }
         _ => render(&sim, g.no_headers, color_enabled()),
     };
     let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };

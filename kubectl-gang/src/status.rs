@@ -12,9 +12,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::{Format, Global, StatusArgs};
+use crate::output::Output;
 use crate::selector::Selector;
 use crate::table::{Grid, Tone, color_enabled};
-use crate::{Output, World, age, escape_controls, load};
+use crate::text::{age, escape_controls};
+use crate::world::{World, load};
 
 /// One gang as `-o json` prints it (a contract: fields are only ever added).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -107,7 +109,10 @@ pub fn row(
         message,
         waiting_for,
         age: age(now, g.created),
-        object: object_name(g, cluster),
+        // A gang without an object of its own is named by its member pods: they exist.
+        object: object_name(g, cluster).unwrap_or_else(|| {
+            pods.iter().map(|p| format!("pod/{}", p.key.name)).collect::<Vec<_>>().join("\n")
+        }),
     }
 }
 
@@ -115,13 +120,11 @@ pub fn row(
 /// `<kind>.<group>/<name>` (`gang.kube-gang.io/bert`, `podgroup.scheduling.volcano.sh/tf`). A gang
 /// of a 1.35 `Workload` (one pod group, per replica key: `training-workers-a`) is that Workload
 /// (`workload.scheduling.k8s.io/training`), the object kubectl can get. Gangs defined by pod
-/// annotations have no object of their own: `gang/<name>`.
-pub fn object_name(g: &Gang, cluster: &Cluster<impl Held>) -> String {
+/// annotations have no object of their own: `None` (`-o name` then names objects that exist: its
+/// member pods, or in `simulate` the input objects its pods come from).
+pub fn object_name(g: &Gang, cluster: &Cluster<impl Held>) -> Option<String> {
     if g.source.dialect == Dialect::Upstream && g.source.kind == "Workload" {
-        return match workload_of(g, cluster) {
-            Some(w) => format!("workload.scheduling.k8s.io/{w}"),
-            None => format!("gang/{}", g.key.name),
-        };
+        return workload_of(g, cluster).map(|w| format!("workload.scheduling.k8s.io/{w}"));
     }
     let group = match g.source.dialect {
         Dialect::KubeGang => scheduler_core::GROUP,
@@ -130,9 +133,20 @@ pub fn object_name(g: &Gang, cluster: &Cluster<impl Held>) -> String {
         Dialect::Volcano => "scheduling.volcano.sh",
         Dialect::Kai => "scheduling.run.ai",
         Dialect::Koordinator if g.source.kind == "PodGroup" => "scheduling.sigs.k8s.io",
-        Dialect::Koordinator | Dialect::KubeGangAnnotations => return format!("gang/{}", g.key.name),
+        Dialect::Koordinator | Dialect::KubeGangAnnotations => return None,
     };
-    format!("{}.{group}/{}", g.source.kind.to_lowercase(), g.key.name)
+    Some(format!("{}.{group}/{}", g.source.kind.to_lowercase(), g.key.name))
+}
+
+/// An object as `kubectl get -o name` prints it: `pod/x`, `job.batch/x`, `pytorchjob.kubeflow.org/x`.
+pub fn kubectl_name(obj: &serde_json::Value) -> String {
+    let kind = obj.get("kind").and_then(serde_json::Value::as_str).unwrap_or("").to_lowercase();
+    let api_version = obj.get("apiVersion").and_then(serde_json::Value::as_str).unwrap_or("");
+    let name = obj.pointer("/metadata/name").and_then(serde_json::Value::as_str).unwrap_or("");
+    match api_version.split_once('/') {
+        Some((group, _)) => format!("{kind}.{group}/{name}"),
+        None => format!("{kind}/{name}"),
+    }
 }
 
 /// The name of the 1.35 Workload gang `g` is a pod group of. The core names such a gang
@@ -205,7 +219,7 @@ fn waiting_for(
         },
         Reason::Preempting => "preemption".into(),
         Reason::TimedOut | Reason::BackingOff => match o.state.backoff_until {
-            Some(t) if t > now => format!("retry in {}", crate::age(t, now)),
+            Some(t) if t > now => format!("retry in {}", age(t, now)),
             _ => "retry".into(),
         },
         Reason::Reserved => "more room (reserving)".into(),
@@ -257,7 +271,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         None => Selector::default(),
     };
     let assembled = world.cluster.snapshot();
-    let config = crate::policy(args.config.as_deref())?;
+    let config = crate::world::policy(args.config.as_deref())?;
     let view = status_view(&assembled.snapshot, &config, world.now);
     let mut stderr = String::new();
     for w in &world.warnings {
@@ -283,7 +297,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         let stdout = match g.output {
             Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": [r]}))? + "\n",
             Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": [r]}))?,
-            Some(Format::Name) => format!("{}\n", r.object),
+            Some(Format::Name) => r.object.lines().map(|l| format!("{l}\n")).collect(),
             _ => detail(&world, gang, &pods, &view.plan, &r, color_enabled()),
         };
         return Ok(Output { stdout, stderr, code: 0 });
@@ -328,8 +342,9 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         Some(Format::Name) => {
             let mut seen = BTreeSet::new();
             rows.iter()
-                .filter(|r| seen.insert(r.object.as_str()))
-                .map(|r| format!("{}\n", r.object))
+                .flat_map(|r| r.object.lines())
+                .filter(|o| seen.insert(*o))
+                .map(|o| format!("{o}\n"))
                 .collect()
         }
         f => table(&rows, g.all_namespaces, f == Some(Format::Wide), g.no_headers, color_enabled()),

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 
 use comfy_table::{Cell, CellAlignment, Color, ColumnConstraint, ContentArrangement, Table, Width};
 
-use crate::escape_controls;
+use crate::text::escape_controls;
 
 /// True when stdout is a terminal and `NO_COLOR` is unset.
 pub fn color_enabled() -> bool {

@@ -7,13 +7,17 @@
 
 use std::fmt::Write as _;
 
-use scheduler_core::{admit_with, convert, workload};
+use std::collections::HashMap;
+
+use scheduler_core::dialect::{self, GangObject};
+use scheduler_core::model::GangKey;
+use scheduler_core::{admit_with, convert, validate, workload};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::Output;
 use crate::cli::{Format, Global, ValidateArgs};
 use crate::input::{self, Sourced};
+use crate::output::Output;
 
 /// One problem, as `-o json` prints it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -22,6 +26,10 @@ pub struct Finding {
     pub object: String,
     pub field: String,
     pub message: String,
+    /// Found over the whole input, not by admitting this object alone (a gang whose members in
+    /// the input can never reach its minimum): the webhook, which sees one object, cannot say it.
+    #[serde(rename = "wholeInput", skip_serializing_if = "std::ops::Not::not")]
+    pub whole_input: bool,
 }
 
 /// What `validate` found in its input.
@@ -52,9 +60,15 @@ pub fn check<I: Iterator<Item = Sourced>>(objects: impl Fn() -> I, namespace: Op
     // Read before admission changes anything: a gang object is not injected into.
     let gangs = input::gangs_of(objects().map(with_namespace).map(|s| s.object));
     let mut report = Report::default();
+    // Members each gang gets from the input, and where each gang object is, for the shortfall.
+    let mut members: HashMap<GangKey, u64> = HashMap::new();
+    let mut gang_objects: Vec<(scheduler_core::Gang, String, String)> = Vec::new();
     for s in objects().map(with_namespace) {
         let mut obj = s.object;
         let object = input::describe(&obj);
+        if let Some(Ok(GangObject::Gang(g))) = dialect::read_object(&obj) {
+            gang_objects.push((g, s.file.clone(), object.clone()));
+        }
         report.unreadable.extend(refused(&obj).into_iter().map(|e| format!("{}: {object}: {e}", s.file)));
         // A file is what `kubectl apply` would create; the namespace's labels are not known here,
         // so a workload opted in only through its namespace is checked as one that did not opt in.
@@ -65,8 +79,26 @@ pub fn check<I: Iterator<Item = Sourced>>(objects: impl Fn() -> I, namespace: Op
             object: object.clone(),
             field: e.path,
             message: e.message,
+            whole_input: false,
         }));
         report.warnings.extend(verdict.warnings.into_iter().map(|w| format!("{}: {object}: {w}", s.file)));
+        // Counted as admitted (injection names the gang a workload's pods join).
+        for (gang, n) in validate::members_named(&obj) {
+            let m = members.entry(gang).or_default();
+            *m = m.saturating_add(n);
+        }
+    }
+    for (g, file, object) in gang_objects {
+        let found = members.get(&g.key).copied().unwrap_or(0);
+        if let Some(e) = validate::member_shortfall(&g, found) {
+            report.errors.push(Finding {
+                file,
+                object,
+                field: e.path,
+                message: e.message,
+                whole_input: true,
+            });
+        }
     }
     report
 }
@@ -115,7 +147,7 @@ pub fn run(g: &Global, args: &ValidateArgs) -> anyhow::Result<Output> {
 }
 
 /// What the API server would refuse in this object before any webhook saw it, as `path: message`:
-/// a Node's or Pod's field the scheduler cannot read (an invalid quantity, a field of the wrong
+/// a `Gang`'s field its CRD does not declare (strict field validation, kubectl's default), a Node's or Pod's field the scheduler cannot read (an invalid quantity, a field of the wrong
 /// type), or the same in a workload's pod template (the API server validates templates as pods).
 /// Admission alone would call such an object valid.
 fn refused(obj: &Value) -> Vec<String> {
@@ -132,6 +164,14 @@ fn refused(obj: &Value) -> Vec<String> {
     let mut out = shown(workload::metadata_errors(obj), "");
     if !out.is_empty() {
         return out;
+    }
+    // A Gang's fields its CRD does not declare: strict field validation refuses the object.
+    let unknown = scheduler_core::crd::unknown_fields(obj);
+    if !unknown.is_empty() {
+        return unknown
+            .iter()
+            .map(|p| format!("{p}: unknown field \"{p}\" (the Gang CRD declares no such field)"))
+            .collect();
     }
     match obj.get("kind").and_then(Value::as_str) {
         Some("Node") => return convert::node_from_value(obj).err().map(|e| shown(e, "")).unwrap_or_default(),

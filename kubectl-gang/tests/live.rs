@@ -197,3 +197,64 @@ async fn a_large_cluster_is_listed_in_pages_and_read_whole() {
     assert!(pages.iter().all(|r| r.query.contains("limit=500") && r.status == 200), "{pages:#?}");
     assert!(pages[1..].iter().all(|r| r.query.contains("continue=")), "{pages:#?}");
 }
+
+/// The last line `kubectl get pods` prints in the same environment, when kubectl is installed.
+fn kubectl_says(env: &[(&str, &Path)], home: &Path) -> Option<String> {
+    let mut c = kube_gang_tests::tools::required_tool("kubectl")?;
+    c.args(["get", "pods", "--request-timeout=5s"])
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().ok()?;
+    String::from_utf8_lossy(&out.stderr).lines().last().map(str::to_string)
+}
+
+/// Without any configuration (no kubeconfig, not in a cluster) kubectl talks to localhost:8080 and
+/// says the connection was refused; the plugin does and says the same, not that it could not read
+/// an in-cluster environment variable. And a server that refuses connections is named as kubectl
+/// names it (compared with the real kubectl's words where it is installed).
+#[test]
+fn errors_without_a_cluster_say_what_kubectl_says() {
+    let home = tempfile::tempdir().unwrap();
+    let plugin = |env: &[(&str, &Path)]| {
+        let mut c = Command::new(BIN);
+        c.args(["status"])
+            .env("HOME", home.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = plugin(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the server localhost:8080"), "{stderr}");
+    assert!(!stderr.contains("incluster"), "{stderr}");
+
+    // A server nothing listens on (a port just freed), through a kubeconfig.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = home.path().join("config");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let out = plugin(&[("KUBECONFIG", &config)]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let ours = format!(
+        "The connection to the server 127.0.0.1:{port} was refused - did you specify the right host or port?"
+    );
+    assert_eq!(stderr.trim(), format!("error: {ours}"));
+    if let Some(theirs) = kubectl_says(&[("KUBECONFIG", &config)], home.path()) {
+        assert_eq!(theirs, ours, "kubectl's words");
+    }
+}

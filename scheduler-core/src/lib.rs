@@ -28,7 +28,7 @@ pub use read::{
 };
 pub use rules::{admit, validate};
 
-pub use admit::{GangSet, Gangs, NoGangs, admit, admit_with};
+pub use admit::{GangSet, Gangs, NoGangs, admit, admit_with, opted_in};
 pub use config::Config;
 pub use error::{FieldError, FieldErrors};
 pub use model::{Gang, GangKey, Node, Pod, PodKey, Snapshot, Time};

@@ -13,7 +13,7 @@ use std::path::Path;
 #[allow(dead_code)]
 mod syntax;
 
-/// The only direct dependencies scheduler-core may have (ARCHITECTURE.md, "Invariants").
+/// The only direct dependencies scheduler-core may have (docs/invariants.md).
 const ALLOWED: &[&str] = &[
     "serde",
     "serde_json",
@@ -185,7 +185,10 @@ fn the_direct_dependencies_are_the_allowed_ones() {
     direct.sort();
     let mut allowed: Vec<String> = ALLOWED.iter().map(ToString::to_string).collect();
     allowed.sort();
-    assert_eq!(direct, allowed, "scheduler-core's [dependencies] changed: ARCHITECTURE.md lists them");
+    assert_eq!(
+        direct, allowed,
+        "scheduler-core's [dependencies] changed: ARCHITECTURE.md lists them (docs/invariants.md)"
+    );
 }
 
 #[test]

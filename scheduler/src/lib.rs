@@ -36,7 +36,8 @@ pub struct Args {
     /// Run a cycle at least this often (cycles also run on every change, debounced).
     #[arg(long, env = "GANG_SCHEDULER_PERIOD", default_value = "1s", value_parser = parse_duration)]
     pub period: Duration,
-    /// Scheduling policy file (YAML): scoring, defaultTimeout, timeoutAction, stalePeriod, preemption.
+    /// Scheduling policy file (YAML; every key in docs/reference.md): schedulerName, scoring,
+    /// defaultTimeout, timeoutAction, staleGracePeriod, preemption, provisioning.
     #[arg(long, env = "GANG_SCHEDULER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address of the plain-HTTP probe server: /healthz, /readyz, /metrics. /readyz is 200 once the

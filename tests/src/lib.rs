@@ -16,14 +16,22 @@
 //! - [`disruption`]: the disruption controller's PodDisruptionBudget status, when a test runs it;
 //! - [`provisioning`]: cluster-autoscaler's ProvisioningRequest and PodTemplates, checked as
 //!   the CRD's schema and the API server check them;
+//! - [`admission_match`]: which webhooks the API server calls for a request (selectors, rules,
+//!   `matchConditions` in a CEL subset), to hold the webhook configurations to what opted in;
+//! - [`names`]: name and label syntax (DNS-1123, qualified names, label values);
+//! - [`config_objects`]: Secrets and admission webhook configurations, as the API server
+//!   validates them (what the webhook's certificate management writes);
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
 //!
 //! Every request is recorded (method, path, query, body, when, `User-Agent`, the status it got)
 //! so tests assert on exactly what a real API server would have received.
 
+pub mod admission_match;
 mod api;
+pub mod config_objects;
 pub mod disruption;
 pub mod faults;
+pub mod names;
 pub mod patch;
 pub mod pod_update;
 pub mod provisioning;

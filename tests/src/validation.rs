@@ -23,10 +23,6 @@ use serde_json::Value;
 
 use crate::status::{ApiError, FieldError};
 
-const DNS1123_LABEL_MAX: usize = 63;
-const DNS1123_SUBDOMAIN_MAX: usize = 253;
-const QUALIFIED_NAME_MAX: usize = 63;
-const LABEL_VALUE_MAX: usize = 63;
 const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
 /// Event limits (`events.go`).
 pub const EVENT_NOTE_MAX: usize = 1024;
@@ -37,100 +33,8 @@ const EVENT_REASON_MAX: usize = 128;
 const CONDITION_REASON_MAX: usize = 1024;
 const CONDITION_MESSAGE_MAX: usize = 32 * 1024;
 
-fn alnum_lower(c: u8) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit()
-}
-
-fn alnum(c: u8) -> bool {
-    c.is_ascii_alphanumeric()
-}
-
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
-fn is_label_syntax(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && alnum_lower(b[0])
-        && alnum_lower(b[b.len() - 1])
-        && b.iter().all(|&c| alnum_lower(c) || c == b'-')
-}
-
-/// apimachinery's `IsDNS1123Label`.
-pub fn dns1123_label(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if s.len() > DNS1123_LABEL_MAX {
-        out.push(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
-    }
-    if !is_label_syntax(s) {
-        out.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into());
-    }
-    out
-}
-
-/// apimachinery's `IsDNS1123Subdomain`.
-pub fn dns1123_subdomain(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if s.len() > DNS1123_SUBDOMAIN_MAX {
-        out.push(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
-    }
-    if !s.split('.').all(is_label_syntax) {
-        out.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into());
-    }
-    out
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
-fn is_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
-        && b.iter().all(|&c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
-}
-
-const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-
-/// apimachinery's `IsQualifiedName`: `[prefix/]name`, the prefix a DNS-1123 subdomain.
-pub fn qualified_name(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let parts: Vec<&str> = s.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                out.push("prefix part must be non-empty".to_string());
-            } else {
-                out.extend(dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
-            }
-            name
-        }
-        _ => {
-            out.push(format!("a qualified name {QUALIFIED_NAME_ERR} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
-            return out;
-        }
-    };
-    if name.is_empty() {
-        out.push("name part must be non-empty".to_string());
-    } else if name.len() > QUALIFIED_NAME_MAX {
-        out.push(format!("name part must be no more than {QUALIFIED_NAME_MAX} characters"));
-    }
-    if !name.is_empty() && !is_name_part(name) {
-        out.push(format!("name part {QUALIFIED_NAME_ERR}"));
-    }
-    out
-}
-
-/// apimachinery's `IsValidLabelValue`.
-pub fn label_value(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if s.len() > LABEL_VALUE_MAX {
-        out.push(format!("must be no more than {LABEL_VALUE_MAX} characters"));
-    }
-    if !s.is_empty() && !is_name_part(s) {
-        out.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".into());
-    }
-    out
-}
-
+use crate::names::alnum;
+pub use crate::names::{dns1123_label, dns1123_subdomain, label_value, qualified_name};
 pub use crate::times::{RFC3339, RFC3339_MICRO, check_time};
 
 /// Which rule a timestamp field follows.
@@ -160,6 +64,12 @@ pub enum Kind {
     /// cluster-autoscaler's `autoscaling.x-k8s.io/v1` ProvisioningRequest CRD (schema checks in
     /// [`crate::provisioning`]).
     ProvisioningRequest,
+    /// `core/v1` Secret ([`crate::config_objects`]).
+    Secret,
+    /// `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration.
+    MutatingWebhookConfiguration,
+    /// `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration.
+    ValidatingWebhookConfiguration,
     /// Any other custom resource: metadata checked, the rest taken as it comes.
     Custom,
 }
@@ -179,6 +89,13 @@ impl Kind {
             ("/apis/kube-gang.io/v1alpha1", "gangs") => Kind::Gang,
             ("/api/v1", "podtemplates") => Kind::PodTemplate,
             ("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests") => Kind::ProvisioningRequest,
+            ("/api/v1", "secrets") => Kind::Secret,
+            ("/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations") => {
+                Kind::MutatingWebhookConfiguration
+            }
+            ("/apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations") => {
+                Kind::ValidatingWebhookConfiguration
+            }
             _ => Kind::Custom,
         }
     }
@@ -191,7 +108,17 @@ impl Kind {
 
     /// Whether the kind has a `/status` subresource that owns `.status`.
     pub fn has_status(self) -> bool {
-        !matches!(self, Kind::Event | Kind::CoreEvent | Kind::Lease | Kind::PriorityClass | Kind::PodTemplate)
+        !matches!(
+            self,
+            Kind::Event
+                | Kind::CoreEvent
+                | Kind::Lease
+                | Kind::PriorityClass
+                | Kind::PodTemplate
+                | Kind::Secret
+                | Kind::MutatingWebhookConfiguration
+                | Kind::ValidatingWebhookConfiguration
+        )
     }
 
     /// `Kind.group` as `NewInvalid` qualifies it.
@@ -208,6 +135,13 @@ impl Kind {
             Kind::Gang => "Gang.kube-gang.io".into(),
             Kind::PodTemplate => "PodTemplate".into(),
             Kind::ProvisioningRequest => "ProvisioningRequest.autoscaling.x-k8s.io".into(),
+            Kind::Secret => "Secret".into(),
+            Kind::MutatingWebhookConfiguration => {
+                "MutatingWebhookConfiguration.admissionregistration.k8s.io".into()
+            }
+            Kind::ValidatingWebhookConfiguration => {
+                "ValidatingWebhookConfiguration.admissionregistration.k8s.io".into()
+            }
             Kind::Custom => fallback.into(),
         }
     }
@@ -225,6 +159,9 @@ impl Kind {
             Kind::Gang => "Gang",
             Kind::PodTemplate => "PodTemplate",
             Kind::ProvisioningRequest => "ProvisioningRequest",
+            Kind::Secret => "Secret",
+            Kind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
+            Kind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
             Kind::Custom => "object",
         }
     }
@@ -257,7 +194,13 @@ impl Kind {
             // A custom resource's times are its schema's `format: date-time` ([`crate::schema`]).
             Kind::Gang => &[],
             Kind::ProvisioningRequest => &[("status.conditions[].lastTransitionTime", Stamp::Time)],
-            Kind::Namespace | Kind::PriorityClass | Kind::PodTemplate | Kind::Custom => &[],
+            Kind::Namespace
+            | Kind::PriorityClass
+            | Kind::PodTemplate
+            | Kind::Secret
+            | Kind::MutatingWebhookConfiguration
+            | Kind::ValidatingWebhookConfiguration
+            | Kind::Custom => &[],
         }
     }
 }
@@ -293,6 +236,9 @@ fn at<'a>(v: &'a Value, path: &str) -> Vec<(String, &'a Value)> {
 pub fn normalize(kind: Kind, obj: &mut Value) {
     if !kind.built_in() {
         return;
+    }
+    if kind == Kind::Secret {
+        crate::config_objects::normalize_secret(obj);
     }
     let mut stamps: Vec<(&str, Stamp)> =
         vec![("metadata.creationTimestamp", Stamp::Time), ("metadata.deletionTimestamp", Stamp::Time)];
@@ -355,6 +301,13 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
         }
         Kind::PodTemplate => typed::<api::core::v1::PodTemplate>(obj),
         Kind::ProvisioningRequest => crate::provisioning::decode(obj),
+        Kind::Secret => {
+            crate::config_objects::decode_secret(obj).and_then(|()| typed::<api::core::v1::Secret>(obj))
+        }
+        Kind::MutatingWebhookConfiguration => crate::config_objects::decode_webhook_configuration(obj)
+            .and_then(|()| typed::<api::admissionregistration::v1::MutatingWebhookConfiguration>(obj)),
+        Kind::ValidatingWebhookConfiguration => crate::config_objects::decode_webhook_configuration(obj)
+            .and_then(|()| typed::<api::admissionregistration::v1::ValidatingWebhookConfiguration>(obj)),
         Kind::Custom => {
             if obj.is_object() {
                 Ok(())
@@ -626,6 +579,11 @@ pub fn update(kind: Kind, fallback_kind: &str, current: &Value, new: &Value) -> 
         Kind::ProvisioningRequest => crate::provisioning::immutable(current, new, &mut errs),
         Kind::Pod => errs.extend(crate::pod_update::errors(current, new)),
         Kind::Event => event_update(current, new, &mut errs),
+        Kind::Secret => {
+            let mut merged = new.clone();
+            crate::config_objects::normalize_secret(&mut merged);
+            crate::config_objects::secret_update(current, &merged, &mut errs);
+        }
         _ => {}
     }
     if errs.is_empty() {
@@ -673,6 +631,18 @@ pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -
                     );
                 }
             }
+        }
+        Kind::Secret => {
+            // Checked as stored: `stringData` merged into `data` first, as the API server does.
+            let mut merged = obj.clone();
+            crate::config_objects::normalize_secret(&mut merged);
+            crate::config_objects::validate_secret(&merged, &mut errs);
+        }
+        Kind::MutatingWebhookConfiguration => {
+            crate::config_objects::validate_webhook_configuration(obj, true, &mut errs)
+        }
+        Kind::ValidatingWebhookConfiguration => {
+            crate::config_objects::validate_webhook_configuration(obj, false, &mut errs)
         }
         Kind::Lease => {
             for f in ["leaseDurationSeconds", "leaseTransitions"] {

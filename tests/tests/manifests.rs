@@ -4,12 +4,16 @@
 //! CRD equal to the Rust type, and Deployment flags the binaries accept.
 
 use kube_gang_tests::tools::required_tool;
+
+#[path = "support/exported.rs"]
+mod exported;
+use exported::exported;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use k8s_openapi::api::admissionregistration::v1 as admission;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -51,13 +55,14 @@ fn one<T: DeserializeOwned>(objects: &[Value], kind: &str, name: &str) -> T {
 
 #[test]
 fn every_rendered_object_parses_into_its_type() {
-    for dir in ["manifests", "manifests/overlays/cert-manager"] {
+    for dir in ["manifests", "manifests/overlays/cert-manager", "manifests/overlays/monitoring"] {
         let Some(objects) = render(dir) else { return };
         assert!(objects.len() >= 15, "{dir}: {} objects", objects.len());
         for o in &objects {
             match o["kind"].as_str().unwrap() {
                 "Namespace" => drop(typed::<Namespace>(o)),
                 "ServiceAccount" => drop(typed::<ServiceAccount>(o)),
+                "Secret" => drop(typed::<Secret>(o)),
                 "ClusterRole" => drop(typed::<ClusterRole>(o)),
                 "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(o)),
                 "Role" => drop(typed::<Role>(o)),
@@ -76,6 +81,7 @@ fn every_rendered_object_parses_into_its_type() {
                     drop(typed::<admission::ValidatingAdmissionPolicyBinding>(o))
                 }
                 "Issuer" | "Certificate" if dir.ends_with("cert-manager") => {}
+                "ServiceMonitor" if dir.ends_with("monitoring") => {}
                 other => panic!("{dir}: unexpected kind {other}"),
             }
         }
@@ -255,25 +261,44 @@ fn rbac_is_least_privilege() {
         "the scheduler never replaces pods (it patches consume annotations only)"
     );
     assert!(!can("", "pods", "delete") && !can("", "nodes", "patch"));
-    // The webhook reads Gangs (its gang lookup) and nothing else: one binding, to a role that
-    // grants get/list/watch on gangs only; the token is mounted into its pods alone.
+    // The webhook reads Gangs (its gang lookup) and keeps its own certificate, nothing else: a
+    // cluster role of get/list/watch on gangs only, and the certificate's roles, each rule naming
+    // one object (webhook/tests/managed_certs.rs holds its requests to them); the token is mounted
+    // into its pods alone.
     let sa: ServiceAccount = one(&objects, "ServiceAccount", "gang-webhook");
     assert_eq!(sa.automount_service_account_token, Some(false));
     let webhook: Deployment = one(&objects, "Deployment", "gang-webhook");
     let pod = webhook.spec.template.spec.unwrap();
-    assert_eq!(pod.automount_service_account_token, Some(true), "the gang lookup needs a token");
+    assert_eq!(
+        pod.automount_service_account_token,
+        Some(true),
+        "the gang lookup and certificate need a token"
+    );
     let mut roles = Vec::new();
     for kind in ["ClusterRoleBinding", "RoleBinding"] {
         for b in of_kind(&objects, kind) {
             let subjects = b["subjects"].as_array().unwrap();
             if subjects.iter().any(|s| s["name"] == "gang-webhook") {
-                assert_eq!(kind, "ClusterRoleBinding", "Gangs are read in every namespace");
                 assert_eq!(b["subjects"][0]["namespace"], "kube-gang-system");
-                roles.push(b["roleRef"]["name"].as_str().unwrap().to_string());
+                roles.push(format!("{kind}/{}", b["roleRef"]["name"].as_str().unwrap()));
             }
         }
     }
-    assert_eq!(roles, ["kube-gang:gang-webhook"]);
+    roles.sort();
+    assert_eq!(
+        roles,
+        [
+            "ClusterRoleBinding/kube-gang:gang-webhook",
+            "ClusterRoleBinding/kube-gang:gang-webhook-ca-bundle",
+            "RoleBinding/kube-gang:gang-webhook-certs"
+        ]
+    );
+    let certs: Role = one(&objects, "Role", "kube-gang:gang-webhook-certs");
+    let bundle: ClusterRole = one(&objects, "ClusterRole", "kube-gang:gang-webhook-ca-bundle");
+    for r in certs.rules.unwrap().iter().chain(bundle.rules.unwrap().iter()) {
+        assert_eq!(r.resource_names.as_ref().map(Vec::len), Some(1), "{r:?}");
+        assert_eq!(r.verbs, ["get", "update"], "{r:?}");
+    }
     // Exactly what the lookup watches (`gang_webhook::gangs::WATCHED`), read-only.
     let role: ClusterRole = one(&objects, "ClusterRole", "kube-gang:gang-webhook");
     let mut granted: Vec<(String, String, Vec<String>)> = role
@@ -428,15 +453,20 @@ fn spares_system_namespaces(
 }
 
 #[test]
-fn webhooks_spare_the_system_and_cannot_stop_the_cluster() {
+fn webhooks_spare_the_system_and_fail_closed() {
     let Some(objects) = render("manifests") else { return };
     let m: admission::MutatingWebhookConfiguration =
         one(&objects, "MutatingWebhookConfiguration", "gang-webhook");
     for w in m.webhooks.unwrap() {
         assert_eq!(w.side_effects, "None", "{}", w.name);
         assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
-        assert_eq!(w.failure_policy.as_deref(), Some("Ignore"), "{}: mutation never blocks", w.name);
-        assert_eq!(w.timeout_seconds, Some(1), "{}", w.name);
+        assert_eq!(
+            w.failure_policy.as_deref(),
+            Some("Fail"),
+            "{}: what opted in is never run without its gang",
+            w.name
+        );
+        assert!(w.timeout_seconds.is_some_and(|t| t <= 10), "{}", w.name);
         spares_system_namespaces(&w.name, &w.namespace_selector);
         let svc = w.client_config.service.unwrap();
         assert!(PATHS.contains(&svc.path.as_deref().unwrap()), "{}", w.name);
@@ -454,33 +484,218 @@ fn webhooks_spare_the_system_and_cannot_stop_the_cluster() {
             "{}: Job updates reach the mutating hook",
             w.name
         );
-        let pods =
-            w.rules.unwrap().iter().any(|r| r.resources.as_ref().unwrap().contains(&"pods".to_string()));
-        let narrowed = w.object_selector.is_some() || w.match_conditions.is_some_and(|c| !c.is_empty());
-        assert!(narrowed || !pods, "{}: only gang-related objects reach the webhook", w.name);
     }
     let v: admission::ValidatingWebhookConfiguration =
         one(&objects, "ValidatingWebhookConfiguration", "gang-webhook");
     for w in v.webhooks.unwrap() {
         assert_eq!(w.side_effects, "None", "{}", w.name);
         assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
-        assert_eq!(w.timeout_seconds, Some(3), "{}", w.name);
+        assert_eq!(w.failure_policy.as_deref(), Some("Fail"), "{}", w.name);
+        assert!(w.timeout_seconds.is_some_and(|t| t <= 10), "{}", w.name);
         spares_system_namespaces(&w.name, &w.namespace_selector);
-        let rules = w.rules.clone().unwrap();
-        if w.failure_policy.as_deref() == Some("Fail") {
-            // Only kube-gang's own objects may be blocked by our outage.
-            for r in &rules {
-                assert_eq!(r.api_groups.as_deref(), Some(&["kube-gang.io".to_string()][..]), "{}", w.name);
-            }
+    }
+}
+
+/// Objects in every state that matters to matching: each kind the hooks name and some they do not,
+/// with and without each opt-in and claim marker, each scheduler name, being deleted or not.
+fn admission_cases() -> Vec<(String, String, String, String, Value)> {
+    use serde_json::json;
+    let kinds = [
+        ("", "v1", "pods", "Pod"),
+        ("batch", "v1", "jobs", "Job"),
+        ("apps", "v1", "deployments", "Deployment"),
+        ("apps", "v1", "statefulsets", "StatefulSet"),
+        ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
+        ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
+        ("ray.io", "v1", "rayclusters", "RayCluster"),
+        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
+        ("batch.volcano.sh", "v1alpha1", "jobs", "Job"),
+        ("kube-gang.io", "v1alpha1", "gangs", "Gang"),
+        ("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"),
+        ("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
+        ("scheduling.k8s.io", "v1alpha3", "podgroups", "PodGroup"),
+        ("", "v1", "configmaps", "ConfigMap"),
+        ("apps", "v1", "daemonsets", "DaemonSet"),
+    ];
+    let labels = [
+        json!(null),
+        json!({"kube-gang.io/enabled": "true"}),
+        json!({"kube-gang.io/enabled": "True"}),
+        json!({"kube-gang.io/enabled": "false"}),
+        json!({"kube-gang.io/gang": "g"}),
+        json!({"scheduling.x-k8s.io/pod-group": "g", "app": "x"}),
+        json!({"pod-group-name": "g"}),
+    ];
+    let annotations = [
+        json!(null),
+        json!({"kube-gang.io/min-member": "2"}),
+        json!({"scheduling.k8s.io/group-name": "g"}),
+        json!({"gang.scheduling.koordinator.sh/name": "g"}),
+    ];
+    let mut out = Vec::new();
+    for (group, version, resource, kind) in kinds {
+        let pod = kind == "Pod";
+        let schedulers: &[Option<&str>] = if pod {
+            &[None, Some(""), Some("default-scheduler"), Some("gang-scheduler"), Some("volcano")]
         } else {
-            assert_eq!(w.failure_policy.as_deref(), Some("Ignore"), "{}", w.name);
+            &[None]
+        };
+        for l in &labels {
+            for a in &annotations {
+                for sched in schedulers {
+                    for grouped in if pod { &[false, true][..] } else { &[false][..] } {
+                        for deleting in [false, true] {
+                            let api_version = if group.is_empty() {
+                                version.to_string()
+                            } else {
+                                format!("{group}/{version}")
+                            };
+                            let mut o = json!({"apiVersion": api_version, "kind": kind,
+                                               "metadata": {"name": "x", "namespace": "ml"}, "spec": {}});
+                            if !l.is_null() {
+                                o["metadata"]["labels"] = l.clone();
+                            }
+                            if !a.is_null() {
+                                o["metadata"]["annotations"] = a.clone();
+                            }
+                            if deleting {
+                                o["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+                            }
+                            if let Some(s) = sched {
+                                o["spec"]["schedulerName"] = (*s).into();
+                            }
+                            if *grouped {
+                                o["spec"]["schedulingGroup"] = json!({"podGroupName": "g"});
+                            }
+                            out.push((
+                                group.to_string(),
+                                version.to_string(),
+                                resource.to_string(),
+                                kind.to_string(),
+                                o,
+                            ));
+                        }
+                    }
+                }
+            }
         }
-        let pods = rules.iter().any(|r| r.resources.as_ref().unwrap().contains(&"pods".to_string()));
-        if pods {
-            assert!(
-                w.match_conditions.is_some_and(|c| !c.is_empty()),
-                "{}: pods are filtered by matchConditions",
-                w.name
+    }
+    out
+}
+
+/// The rendered configurations, evaluated as the API server matches them (selectors, rules,
+/// `matchConditions` in CEL), against the core's one reading of opt-in
+/// (`scheduler_core::opted_in`, which the webhook also checks): an object that did not opt in
+/// never reaches any of our webhooks, so it can never be refused by ours, whatever state it or
+/// the webhook is in; what opted in (outside the system namespaces) reaches them, all of which
+/// fail closed; and no condition ever errors (an error under `Fail` would refuse the request).
+#[test]
+fn an_object_that_did_not_opt_in_can_never_be_refused_by_our_webhook() {
+    use kube_gang_tests::admission_match::{Call, Request, call};
+    use serde_json::json;
+    let Some(objects) = render("manifests") else { return };
+    let hooks: Vec<(String, Value)> = ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+        .iter()
+        .flat_map(|k| {
+            of_kind(&objects, k).flat_map(move |c| {
+                c["webhooks"].as_array().unwrap().iter().map(move |w| (k.to_string(), w.clone()))
+            })
+        })
+        .collect();
+    let namespaces = [
+        ("ml", json!({})),
+        ("ml", json!({"kube-gang.io/enabled": "true"})),
+        ("ml", json!({"kube-gang.io/enabled": "True"})),
+        ("kube-system", json!({})),
+        ("kube-gang-system", json!({"kube-gang.io/enabled": "true"})),
+    ];
+    let (mut checked, mut reached) = (0, 0);
+    for (group, version, resource, kind, object) in admission_cases() {
+        for (ns, ns_labels) in &namespaces {
+            let mut ns_labels = ns_labels.clone();
+            ns_labels["kubernetes.io/metadata.name"] = (*ns).into();
+            let as_map: std::collections::BTreeMap<String, String> =
+                serde_json::from_value(ns_labels.clone()).unwrap();
+            let opted = scheduler_core::opted_in(&object, Some(&as_map));
+            let system = SYSTEM.contains(ns);
+            let deleting = object["metadata"].get("deletionTimestamp").is_some();
+            for operation in ["CREATE", "UPDATE"] {
+                let r = Request {
+                    group: &group,
+                    version: &version,
+                    resource: &resource,
+                    operation,
+                    object: &object,
+                    old_object: (operation == "UPDATE").then_some(&object),
+                    namespace_labels: &ns_labels,
+                };
+                let calls: Vec<(&str, &str, Call)> = hooks
+                    .iter()
+                    .map(|(k, w)| (k.as_str(), w["name"].as_str().unwrap(), call(w, &r)))
+                    .collect();
+                let what = format!("{operation} {kind} in {ns} {ns_labels}: {object}");
+                checked += 1;
+                for (_, name, c) in &calls {
+                    assert_ne!(*c, Call::Refused, "{name} would refuse {what}: a match condition errors");
+                    if !opted {
+                        assert_eq!(*c, Call::Skipped, "{name} sees {what}, which did not opt in");
+                    }
+                }
+                if opted && !system && !deleting {
+                    let called = |config: &str| {
+                        calls.iter().any(|(k, _, c)| k.starts_with(config) && *c == Call::Called)
+                    };
+                    let creates_pods_or_workloads = operation == "CREATE" && kind != "Gang";
+                    let validated_on_update = kind != "Pod";
+                    if operation == "CREATE" || validated_on_update {
+                        assert!(called("Validating"), "no validating hook sees {what}, which opted in");
+                        reached += 1;
+                    }
+                    if creates_pods_or_workloads {
+                        assert!(called("Mutating"), "no mutating hook sees {what}, which opted in");
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000 && reached > 500, "{checked} cases, {reached} opted in");
+}
+
+/// The opt-in label's value is read by the one function both ways: `"True"`, `"yes"` or
+/// `"false"` on the object keep it out whatever its namespace says, as the selectors do.
+#[test]
+fn the_opt_in_label_is_read_as_the_selectors_read_it() {
+    use serde_json::json;
+    let Some(objects) = render("manifests") else { return };
+    let hooks: Vec<Value> = of_kind(&objects, "ValidatingWebhookConfiguration")
+        .flat_map(|c| c["webhooks"].as_array().unwrap().clone())
+        .filter(|w| {
+            w["name"].as_str().unwrap().starts_with("workloads")
+                || w["name"].as_str().unwrap().starts_with("namespaces")
+        })
+        .collect();
+    for own in [None, Some("true"), Some("True"), Some("TRUE"), Some("yes"), Some("false"), Some("")] {
+        for ns in [None, Some("true"), Some("True")] {
+            let mut job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"}, "spec": {}});
+            if let Some(v) = own {
+                job["metadata"]["labels"] = json!({"kube-gang.io/enabled": v});
+            }
+            let mut ns_labels = json!({"kubernetes.io/metadata.name": "ml"});
+            if let Some(v) = ns {
+                ns_labels["kube-gang.io/enabled"] = v.into();
+            }
+            let selected = hooks.iter().any(|w| {
+                kube_gang_tests::admission_match::selector_matches(&w["namespaceSelector"], &ns_labels)
+                    && kube_gang_tests::admission_match::selector_matches(
+                        &w["objectSelector"],
+                        &job["metadata"]["labels"],
+                    )
+            });
+            let map: std::collections::BTreeMap<String, String> = serde_json::from_value(ns_labels).unwrap();
+            assert_eq!(
+                scheduler_core::workload::is_opted_in(&job, Some(&map)),
+                selected,
+                "object {own:?}, namespace {ns:?}"
             );
         }
     }
@@ -572,4 +787,127 @@ fn every_pod_that_names_a_gang_reaches_the_pod_hooks() {
         }
     }
     assert!(claiming >= 50, "{claiming} claiming pods checked");
+}
+
+/// The image is named once: every container of every rendered install (base and overlays) runs
+/// the image `images:` in `manifests/base/kustomization.yaml` names, and the raw manifests say only
+/// `kube-gang`, the name that entry rewrites. The Dockerfile builds it reproducibly (`--locked`).
+#[test]
+fn the_image_is_named_once() {
+    let text = std::fs::read_to_string(root().join("manifests/base/kustomization.yaml")).unwrap();
+    let k: Value = serde_norway::from_str(&text).unwrap();
+    let images = k["images"].as_array().unwrap();
+    assert_eq!(images.len(), 1, "one image entry");
+    assert_eq!(images[0]["name"], "kube-gang");
+    let want =
+        format!("{}:{}", images[0]["newName"].as_str().unwrap(), images[0]["newTag"].as_str().unwrap());
+    for dir in ["manifests", "manifests/overlays/cert-manager", "manifests/overlays/monitoring"] {
+        let Some(objects) = render(dir) else { return };
+        let specs = pod_specs(&objects);
+        assert_eq!(specs.len(), 2, "{dir}");
+        for (name, spec) in specs {
+            for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+                assert_eq!(c.image.as_deref(), Some(want.as_str()), "{dir}: {name}/{}", c.name);
+            }
+        }
+    }
+    for e in std::fs::read_dir(root().join("manifests/base")).unwrap() {
+        let path = e.unwrap().path();
+        let raw = std::fs::read_to_string(&path).unwrap();
+        for line in raw.lines().filter(|l| l.trim_start().starts_with("image:")) {
+            assert_eq!(line.trim(), "image: kube-gang", "{}: name the image in images: only", path.display());
+        }
+    }
+    let docker = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    assert!(docker.contains("cargo build --release --locked"), "the image builds from Cargo.lock");
+}
+
+/// Every metric the Grafana dashboard queries is one the binaries export (their registries'
+/// exposition), and it shows what an operator asks first: gangs waiting and by outcome, time to
+/// start, cycle time, webhook latency. The metrics Services reach the probe port that serves
+/// `/metrics`, the ServiceMonitors select them, and the scheduler has a disruption budget.
+#[test]
+fn metrics_are_served_scraped_and_shown() {
+    // Each family and its type: a query names a counter's samples `_total`, a histogram's
+    // `_bucket`/`_sum`/`_count`, a gauge's by the family's own name.
+    let families: std::collections::BTreeMap<String, String> = exported()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, t)| (n.to_string(), t.trim().to_string()))
+        .collect();
+    let text = std::fs::read_to_string(root().join("manifests/overlays/monitoring/dashboard.json")).unwrap();
+    let dashboard: Value = serde_json::from_str(&text).unwrap();
+    let mut used = BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(i) = rest.find("gang_") {
+                let name: String =
+                    rest[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                rest = &rest[i + name.len()..];
+                let sample = |family: &str, ty: &str| match ty {
+                    "counter" => name == format!("{family}_total"),
+                    "histogram" => {
+                        ["_bucket", "_sum", "_count"].iter().any(|s| name == format!("{family}{s}"))
+                    }
+                    _ => name == family,
+                };
+                let family = families.iter().find(|(f, ty)| sample(f, ty)).map(|(f, _)| f.clone());
+                let Some(family) = family else {
+                    panic!(
+                        "panel {:?} queries {name}, which no binary exports as such ({families:?})",
+                        panel["title"]
+                    )
+                };
+                used.insert(family);
+            }
+        }
+    }
+    for wanted in [
+        "gang_pending_gangs",
+        "gang_schedule_attempts",
+        "gang_wait_duration_seconds",
+        "gang_cycle_duration_seconds",
+        "gang_webhook_request_duration_seconds",
+    ] {
+        assert!(used.contains(wanted), "the dashboard does not show {wanted}");
+    }
+    let Some(objects) = render("manifests/overlays/monitoring") else { return };
+    for (binary, service) in
+        [("gang-scheduler", "gang-scheduler-metrics"), ("gang-webhook", "gang-webhook-metrics")]
+    {
+        let svc: Service = one(&objects, "Service", service);
+        let spec = svc.spec.unwrap();
+        let port = &spec.ports.unwrap()[0];
+        let d: Deployment = one(&objects, "Deployment", binary);
+        let pod = d.spec.template.spec.unwrap();
+        let target = match &port.target_port {
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) => s.clone(),
+            other => panic!("{service}: target a named port, not {other:?}"),
+        };
+        assert!(
+            pod.containers[0].ports.iter().flatten().any(|p| p.name.as_deref() == Some(target.as_str())),
+            "{service} targets port {target}, which {binary} does not name"
+        );
+        assert_eq!(spec.selector, d.spec.selector.match_labels, "{service} selects {binary}'s pods");
+        let monitor = of_kind(&objects, "ServiceMonitor").find(|m| m["metadata"]["name"] == binary).unwrap();
+        let labels = svc.metadata.labels.unwrap();
+        for (k, v) in monitor["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+            assert_eq!(
+                labels.get(k).map(String::as_str),
+                v.as_str(),
+                "ServiceMonitor {binary} selects {service}"
+            );
+        }
+        assert_eq!(monitor["spec"]["endpoints"][0]["port"], port.name.clone().unwrap().as_str());
+    }
+    let dash = one::<ConfigMap>(&objects, "ConfigMap", "kube-gang-dashboard");
+    assert_eq!(dash.metadata.labels.unwrap().get("grafana_dashboard").map(String::as_str), Some("1"));
+    let pdb: PodDisruptionBudget = one(&objects, "PodDisruptionBudget", "gang-scheduler");
+    let sched: Deployment = one(&objects, "Deployment", "gang-scheduler");
+    let spec = pdb.spec.unwrap();
+    assert_eq!(spec.selector.unwrap().match_labels, sched.spec.selector.match_labels);
+    assert_eq!(spec.min_available, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)));
 }

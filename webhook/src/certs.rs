@@ -1,5 +1,6 @@
-//! `gang-webhook certs`: a CA and a serving certificate for the webhook Service's DNS names, for
-//! installs without cert-manager. The CA goes into the webhook configurations' `caBundle`.
+//! Certificates for the webhook: a CA ([`new_ca`]) and serving certificates it signs ([`issue`]),
+//! used by the webhook's own certificate management ([`crate::rotation`]), and
+//! `gang-webhook certs`, which writes a pair to files (serving from files, for development).
 //!
 //! Every run makes a new CA that can sit beside the previous one in a `caBundle` during a
 //! rotation: its subject names the generation (`kube-gang webhook CA <id>`, the id taken from the
@@ -15,7 +16,7 @@ use base64::Engine as _;
 use clap::Args;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose, SerialNumber, date_time_ymd,
+    KeyPair, KeyUsagePurpose, SerialNumber,
 };
 
 /// Flags of `gang-webhook certs`.
@@ -58,16 +59,34 @@ pub fn dns_names(service: &str, namespace: &str, extra: &[String]) -> Vec<String
     names
 }
 
-fn validity(params: &mut CertificateParams, days: u32) {
-    let today = jiff::Zoned::now().date();
-    let until = today.saturating_add(jiff::Span::new().days(i64::from(days)));
-    let ymd = |d: jiff::civil::Date| date_time_ymd(i32::from(d.year()), d.month() as u8, d.day() as u8);
-    params.not_before = ymd(today.saturating_sub(jiff::Span::new().days(1)));
-    params.not_after = ymd(until);
+/// A CA: its certificate and its private key, PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Ca {
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
-/// Generates a CA and a serving certificate for `names`.
-pub fn generate(names: &[String], valid_days: u32) -> anyhow::Result<Bundle> {
+impl std::fmt::Debug for Ca {
+    /// The key is never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ca").field("cert_pem", &self.cert_pem).finish_non_exhaustive()
+    }
+}
+
+/// A validity period, in seconds since the Unix epoch.
+fn validity(params: &mut CertificateParams, not_before: i64, not_after: i64) -> anyhow::Result<()> {
+    let at = |secs: i64| {
+        x509_parser::time::ASN1Time::from_timestamp(secs)
+            .map(|t| t.to_datetime())
+            .map_err(|_| anyhow::anyhow!("{secs} is not a time a certificate can hold"))
+    };
+    params.not_before = at(not_before)?;
+    params.not_after = at(not_after)?;
+    Ok(())
+}
+
+/// A new CA valid from `not_before` to `not_after` (seconds since the epoch).
+pub fn new_ca(not_before: i64, not_after: i64) -> anyhow::Result<Ca> {
     let ca_key = KeyPair::generate().context("generating the CA key")?;
     let id = generation_id(ca_key.public_key_raw());
     let mut ca = CertificateParams::new(Vec::<String>::new()).context("CA parameters")?;
@@ -77,10 +96,16 @@ pub fn generate(names: &[String], valid_days: u32) -> anyhow::Result<Bundle> {
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages =
         vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    validity(&mut ca, valid_days);
-    let ca_cert = ca.self_signed(&ca_key).context("signing the CA")?;
-    let issuer = Issuer::new(ca, ca_key);
+    validity(&mut ca, not_before, not_after)?;
+    let cert = ca.self_signed(&ca_key).context("signing the CA")?;
+    Ok(Ca { cert_pem: cert.pem(), key_pem: ca_key.serialize_pem() })
+}
 
+/// A serving certificate for `names` signed by `ca`, valid from `not_before` to `not_after`;
+/// returns the certificate and its new key, PEM.
+pub fn issue(ca: &Ca, names: &[String], not_before: i64, not_after: i64) -> anyhow::Result<(String, String)> {
+    let ca_key = KeyPair::from_pem(&ca.key_pem).context("reading the CA key")?;
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).context("reading the CA certificate")?;
     let key = KeyPair::generate().context("generating the serving key")?;
     let mut leaf = CertificateParams::new(names.to_vec()).context("serving certificate names")?;
     leaf.distinguished_name = DistinguishedName::new();
@@ -92,9 +117,19 @@ pub fn generate(names: &[String], valid_days: u32) -> anyhow::Result<Bundle> {
     leaf.is_ca = IsCa::ExplicitNoCa;
     leaf.use_authority_key_identifier_extension = true;
     leaf.serial_number = Some(SerialNumber::from_slice(&generation_id(key.public_key_raw())));
-    validity(&mut leaf, valid_days);
+    validity(&mut leaf, not_before, not_after)?;
     let cert = leaf.signed_by(&key, &issuer).context("signing the serving certificate")?;
-    Ok(Bundle { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Generates a CA and a serving certificate for `names`, both valid from yesterday for
+/// `valid_days`.
+pub fn generate(names: &[String], valid_days: u32) -> anyhow::Result<Bundle> {
+    let now = jiff::Timestamp::now().as_second();
+    let (from, until) = (now - 86_400, now + i64::from(valid_days) * 86_400);
+    let ca = new_ca(from, until)?;
+    let (cert_pem, key_pem) = issue(&ca, names, from, until)?;
+    Ok(Bundle { ca_pem: ca.cert_pem, cert_pem, key_pem })
 }
 
 /// 16 bytes that tell this generation apart: taken from a freshly generated public key (random by

@@ -1,7 +1,9 @@
 //! gang-webhook: kube-gang's admission webhook. `POST /validate` and `POST /mutate` (and
 //! `/mutate/namespace`, `/validate/namespace` for the hooks selected by namespace label) take
 //! `admission.k8s.io/v1` AdmissionReviews over TLS; probes and metrics are plain HTTP on
-//! `--probe-listen`. The rules are the core's: this crate adds none.
+//! `--probe-listen`. The rules are the core's: this crate adds none. The serving certificate comes
+//! from files ([`tls`]) or, with `--serving-cert=managed`, from the webhook's own CA, kept in a
+//! Secret and rotated ([`rotation`] decides, [`managed`] reads and writes).
 //!
 //! Hostile clients are bounded here: connections, handshakes, headers, bodies and idle time have
 //! limits on both ports, and handshakes are worked on a few at a time ([`server`]); decisions run
@@ -14,7 +16,9 @@ pub mod admission;
 pub mod certs;
 pub mod gangs;
 pub mod lanes;
+pub mod managed;
 pub mod pruned;
+pub mod rotation;
 pub mod server;
 pub mod tls;
 
@@ -59,7 +63,39 @@ pub struct Args {
     /// HTTPS address for AdmissionReviews.
     #[arg(long, default_value = "0.0.0.0:8443", env = "GANG_WEBHOOK_LISTEN")]
     pub listen: SocketAddr,
-    /// PEM certificate chain served on --listen; re-read when it changes.
+    /// Where the serving certificate comes from: `files` (--tls-cert-file and --tls-key-file, re-read
+    /// when they change; cert-manager's overlay) or `managed`: the webhook keeps a CA and the
+    /// certificate in the Secret --cert-secret, writes the CA bundle into every webhook of the
+    /// configurations named --webhook-configuration, and rotates both, the CA with overlap.
+    #[arg(long, value_enum, default_value_t = ServingCert::Files, env = "GANG_WEBHOOK_SERVING_CERT")]
+    pub serving_cert: ServingCert,
+    /// The Secret holding the managed CA and serving certificate (--serving-cert=managed).
+    #[arg(long, default_value = "gang-webhook-tls", value_name = "NAME")]
+    pub cert_secret: String,
+    /// The namespace of --cert-secret and of the Service.
+    #[arg(
+        long,
+        default_value = "kube-gang-system",
+        value_name = "NAMESPACE",
+        env = "GANG_WEBHOOK_NAMESPACE"
+    )]
+    pub cert_namespace: String,
+    /// The webhook Service's name: the managed certificate names it and its DNS forms.
+    #[arg(long, default_value = "gang-webhook", value_name = "NAME")]
+    pub service: String,
+    /// The MutatingWebhookConfiguration and ValidatingWebhookConfiguration (one name for both)
+    /// whose caBundle the managed certificate keeps.
+    #[arg(long, default_value = "gang-webhook", value_name = "NAME")]
+    pub webhook_configuration: String,
+    /// Seconds between rounds of the managed certificate: read the Secret, rotate what is due, write
+    /// the CA bundle, serve what the Secret holds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub cert_check_period: u64,
+    /// Seconds a new CA is trusted before it signs, and an old CA kept trusted after it stopped
+    /// signing (--serving-cert=managed).
+    #[arg(long, default_value_t = rotation::Policy::default().overlap.unsigned_abs(), value_name = "SECONDS")]
+    pub ca_overlap: u64,
+    /// PEM certificate chain served on --listen (--serving-cert=files); re-read when it changes.
     #[arg(long, value_name = "FILE", default_value = "/etc/gang-webhook/tls/tls.crt")]
     pub tls_cert_file: PathBuf,
     /// PEM private key for --tls-cert-file.
@@ -100,8 +136,9 @@ pub struct Args {
     /// not (yet) know.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL", env = "GANG_WEBHOOK_GANG_LOOKUP")]
     pub gang_lookup: bool,
-    /// Kubeconfig for the gang lookup; default: $KUBECONFIG or ~/.kube/config, else the in-cluster
-    /// ServiceAccount (without any, the lookup is off).
+    /// Kubeconfig for the gang lookup and the managed certificate; default: $KUBECONFIG or
+    /// ~/.kube/config, else the in-cluster ServiceAccount (without any, the lookup is off and
+    /// --serving-cert=managed fails).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// After SIGTERM, seconds in-flight requests have to finish (keep it below the Pod's
@@ -112,6 +149,13 @@ pub struct Args {
     pub command: Option<Command>,
 }
 
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ServingCert {
+    Files,
+    Managed,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Json,
@@ -120,8 +164,9 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Write a CA and a serving certificate for the webhook Service (installs without cert-manager);
-    /// prints the caBundle (base64 of the CA) on stdout.
+    /// Write a CA and a serving certificate for the webhook Service into files, for
+    /// --serving-cert=files with a CA you manage yourself (the manifests need neither: the webhook
+    /// manages its own); prints the caBundle (base64 of the CA) on stdout.
     Certs(certs::CertsArgs),
 }
 
@@ -547,9 +592,26 @@ pub async fn serve(
     args: Args,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let certs = tls::Reloading::new(&args.tls_cert_file, &args.tls_key_file)?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(certs.server_config()?));
-    let reload = tokio::spawn(certs.clone().watch(Duration::from_secs(args.tls_reload_period.max(1))));
+    let (served, reload) = match args.serving_cert {
+        ServingCert::Files => {
+            let certs = tls::Reloading::new(&args.tls_cert_file, &args.tls_key_file)?;
+            let reload =
+                tokio::spawn(certs.clone().watch(Duration::from_secs(args.tls_reload_period.max(1))));
+            (certs.served(), reload)
+        }
+        ServingCert::Managed => {
+            let Some(client) = kube_client(&args).await? else {
+                anyhow::bail!(
+                    "--serving-cert=managed needs the Kubernetes API: no kubeconfig and not in a cluster"
+                );
+            };
+            let manager = managed::Manager::new(client, args.managed_target(), args.rotation_policy());
+            let served = manager.first().await;
+            let period = Duration::from_secs(args.cert_check_period.max(1));
+            (served.clone(), tokio::spawn(manager.run(served, period)))
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(served.server_config()?));
     let limits = args.limits();
 
     let mut state = AppState::new(args.max_decisions, limits.body_timeout);
@@ -608,6 +670,36 @@ async fn gang_lookup(
     args: &Args,
     metrics: &Metrics,
 ) -> anyhow::Result<Option<(gangs::GangLookup, Vec<tokio::task::JoinHandle<()>>)>> {
+    let Some(client) = kube_client(args).await? else {
+        tracing::warn!("gang lookup off: no Kubernetes client configuration");
+        return Ok(None);
+    };
+    Ok(Some(gangs::GangLookup::watch(client, metrics.gang_lookup.clone())))
+}
+
+impl Args {
+    /// The objects `--serving-cert=managed` keeps.
+    pub fn managed_target(&self) -> managed::Target {
+        managed::Target {
+            namespace: self.cert_namespace.clone(),
+            secret: self.cert_secret.clone(),
+            configuration: self.webhook_configuration.clone(),
+            names: certs::dns_names(&self.service, &self.cert_namespace, &[]),
+        }
+    }
+
+    /// The rotation's pace: the defaults, with `--ca-overlap`.
+    pub fn rotation_policy(&self) -> rotation::Policy {
+        rotation::Policy {
+            overlap: i64::try_from(self.ca_overlap).unwrap_or(i64::MAX),
+            ..rotation::Policy::default()
+        }
+    }
+}
+
+/// A client from `--kubeconfig` (which must be readable), else `$KUBECONFIG`, `~/.kube/config` or
+/// the in-cluster ServiceAccount; `None` when there is none of them.
+async fn kube_client(args: &Args) -> anyhow::Result<Option<kube::Client>> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -619,13 +711,12 @@ async fn gang_lookup(
         None => match kube::Config::infer().await {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(error = %e, "gang lookup off: no Kubernetes client configuration");
+                tracing::debug!(error = %e, "no Kubernetes client configuration");
                 return Ok(None);
             }
         },
     };
-    let client = kube::Client::try_from(config).context("the gang lookup's Kubernetes client")?;
-    Ok(Some(gangs::GangLookup::watch(client, metrics.gang_lookup.clone())))
+    Ok(Some(kube::Client::try_from(config).context("the Kubernetes client")?))
 }
 
 /// The probe port, served by a thread with a runtime of its own: however busy the admission port's

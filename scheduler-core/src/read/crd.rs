@@ -353,9 +353,86 @@ pub fn gang_crd() -> apiext::CustomResourceDefinition {
     }
 }
 
+/// The fields of a `Gang` object its CRD's schema does not declare, as dotted paths
+/// (`spec.timeout`, `spec.subGroups[1].minMembers`): what the API server's strict field validation
+/// (kubectl's default, `--validate=strict`) refuses with `unknown field "spec.timeout"` before any
+/// webhook sees the object. `metadata` is the API server's own (ObjectMeta) and not walked here.
+pub fn unknown_fields(gang: &Value) -> Vec<String> {
+    if gang.get("kind").and_then(Value::as_str) != Some("Gang")
+        || !gang.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("kube-gang.io/"))
+    {
+        return Vec::new();
+    }
+    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let schema = SCHEMA.get_or_init(|| {
+        let crd = serde_json::to_value(gang_crd()).unwrap_or(Value::Null);
+        crd.pointer("/spec/versions/0/schema/openAPIV3Schema").cloned().unwrap_or(Value::Null)
+    });
+    let mut out = Vec::new();
+    if let Some(fields) = gang.as_object() {
+        for (k, v) in fields {
+            match k.as_str() {
+                "apiVersion" | "kind" | "metadata" => {}
+                _ => walk(schema.pointer(&format!("/properties/{k}")), v, k.clone(), &mut out),
+            }
+        }
+    }
+    out
+}
+
+fn walk(schema: Option<&Value>, value: &Value, path: String, out: &mut Vec<String>) {
+    let Some(schema) = schema else {
+        out.push(path);
+        return;
+    };
+    if schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            let props = schema.get("properties");
+            let extra = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in fields {
+                let child = format!("{path}.{k}");
+                match (props.and_then(|p| p.get(k)), extra) {
+                    (Some(s), _) => walk(Some(s), v, child, out),
+                    (None, Some(s)) => walk(Some(s), v, child, out),
+                    // A map of anything (no properties, no item schema), or a type the schema
+                    // checks elsewhere: only declared objects refuse unknown keys.
+                    (None, None) if props.is_some() => out.push(child),
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    walk(Some(item), v, format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn undeclared_fields_are_named_by_their_path_and_declared_ones_pass() {
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "g", "anything": 1},
+            "spec": {"minMember": 2, "timeout": "5m", "minResources": {"cpu": "1"},
+                     "subGroups": [{"name": "a", "minMember": 1}, {"name": "b", "minMembers": 1}]},
+            "status": {"phase": "Pending", "colour": "red"}});
+        assert_eq!(unknown_fields(&gang), ["spec.subGroups[1].minMembers", "spec.timeout", "status.colour"]);
+        let ok = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "g"},
+                        "spec": {"minMember": 1, "mode": "Strict", "gangGroup": ["ml/x"]}});
+        assert!(unknown_fields(&ok).is_empty());
+        // Other kinds are not this schema's.
+        assert!(unknown_fields(&json!({"apiVersion": "v1", "kind": "Pod", "spec": {"x": 1}})).is_empty());
+    }
 
     #[test]
     fn a_gang_round_trips_and_reads_its_status() {

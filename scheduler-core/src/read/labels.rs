@@ -42,6 +42,77 @@ pub const ANNOTATION_PROVISIONING: &str = "kube-gang.io/provisioning";
 /// see [`crate::model::Persisted`].
 pub const ANNOTATION_STATE: &str = "kube-gang.io/state";
 
+/// Where a `kube-gang.io/` key is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    /// A label users (or injection) put on pods, pod templates, workloads or namespaces.
+    Label,
+    /// An annotation users (or injection) put on pods, pod templates or `Gang`s.
+    Annotation,
+    /// A name kube-gang writes or shows (a Secret's annotation, a gate in messages, an Event's
+    /// controller), never read from what users write.
+    Written,
+    /// A node label of the shipped example cluster (`examples/cluster.yaml`, the demo).
+    Example,
+}
+
+/// Every `kube-gang.io/` key with a meaning, and what it is: the one list that
+/// `kubectl gang validate` (and admission) checks unknown `kube-gang.io/` keys against, naming the
+/// nearest, and that `docs/reference.md` is held to (`tests/tests/reference.rs`, both ways, and
+/// every `kube-gang.io/` name in the binaries' sources must be here). A key added anywhere goes
+/// here and into docs/reference.md.
+pub const KNOWN: &[(&str, KeyKind)] = &[
+    (LABEL_GANG, KeyKind::Label),
+    (LABEL_SUBGROUP, KeyKind::Label),
+    (LABEL_ENABLED, KeyKind::Label),
+    (ANNOTATION_MIN_MEMBER, KeyKind::Annotation),
+    (ANNOTATION_TOTAL_MEMBER, KeyKind::Annotation),
+    (ANNOTATION_MODE, KeyKind::Annotation),
+    (ANNOTATION_TIMEOUT, KeyKind::Annotation),
+    (ANNOTATION_TOPOLOGY_KEY, KeyKind::Annotation),
+    (ANNOTATION_GANG_GROUP, KeyKind::Annotation),
+    (ANNOTATION_PROVISIONING, KeyKind::Annotation),
+    (ANNOTATION_STATE, KeyKind::Written),
+    ("kube-gang.io/gang-name", KeyKind::Written),
+    ("kube-gang.io/gang-incarnation", KeyKind::Written),
+    ("kube-gang.io/attempt", KeyKind::Written),
+    ("kube-gang.io/provisioning-request", KeyKind::Written),
+    ("kube-gang.io/binding-refused", KeyKind::Written),
+    ("kube-gang.io/binding-throttled", KeyKind::Written),
+    ("kube-gang.io/gang-scheduler", KeyKind::Written),
+    ("kube-gang.io/next-ca-since", KeyKind::Written),
+    ("kube-gang.io/retire-cas-at", KeyKind::Written),
+    ("kube-gang.io/rack", KeyKind::Example),
+];
+
+/// The known key (label or annotation users write, [`KNOWN`]) nearest to `key` by edit distance,
+/// when one is close enough to be the key meant (at most a third of its length away, and 3).
+pub fn nearest_known(key: &str) -> Option<&'static str> {
+    KNOWN
+        .iter()
+        .filter(|(_, kind)| matches!(kind, KeyKind::Label | KeyKind::Annotation))
+        .map(|(k, _)| (edit_distance(key, k), *k))
+        .filter(|(d, k)| *d <= 3 && *d * 3 <= k.len().max(key.len()).saturating_sub(GROUP.len() + 1))
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb { prev } else { 1 + prev.min(cur).min(row[j]) };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 // cluster-autoscaler's ProvisioningRequest API (`autoscaling.x-k8s.io/v1`, defined in
 // kubernetes/autoscaler `cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go`).
 
@@ -141,4 +212,22 @@ pub fn check_label_key(k: &str) -> Result<(), String> {
         return Err(format!("{k:?} is not a valid label key: prefix {p:?} is not a DNS subdomain"));
     }
     check_label_value(name).map_err(|e| format!("{k:?} is not a valid label key: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_typo_names_the_key_meant_and_a_stranger_names_none() {
+        assert_eq!(nearest_known("kube-gang.io/min-memebr"), Some(ANNOTATION_MIN_MEMBER));
+        assert_eq!(nearest_known("kube-gang.io/timout"), Some(ANNOTATION_TIMEOUT));
+        assert_eq!(nearest_known("kube-gang.io/subgroups"), Some(LABEL_SUBGROUP));
+        assert_eq!(nearest_known("kube-gang.io/enable"), Some(LABEL_ENABLED));
+        // Too far from every key a user writes to be a typo of one.
+        assert_eq!(nearest_known("kube-gang.io/priority"), None);
+        assert_eq!(nearest_known("kube-gang.io/x"), None);
+        // Names kube-gang writes are never suggested to users.
+        assert_eq!(nearest_known("kube-gang.io/rackk"), None);
+    }
 }

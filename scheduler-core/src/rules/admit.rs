@@ -164,6 +164,53 @@ fn admit_one(
     verdict
 }
 
+/// Whether `object` opted in to kube-gang: the one reading of opt-in, which the webhook
+/// configurations' selectors and `matchConditions` encode (`tests/tests/manifests.rs` evaluates
+/// them against this function), so that nothing else ever reaches the webhook:
+///
+/// - kube-gang's own objects (`kube-gang.io`, the `Gang`): always;
+/// - a workload kind ([`workload::is_workload`]): [`workload::is_opted_in`] — its own
+///   `kube-gang.io/enabled` label is exactly `"true"`, or it has none and its namespace's is;
+/// - a pod: it carries a kube-gang marker (label `kube-gang.io/gang`, annotation
+///   `kube-gang.io/min-member`), or another dialect's claim marker
+///   ([`crate::dialect::CLAIM_MARKERS`]) and no scheduler but ours (`spec.schedulerName` unset,
+///   empty, `default-scheduler` or `gang-scheduler`: the pods injection hands to our scheduler);
+/// - anything else: never. Another scheduler's gang pods and PodGroups are theirs.
+pub fn opted_in(object: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
+    if object.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("kube-gang.io/")) {
+        return true;
+    }
+    if is_pod(object) {
+        return pod_opted_in(object);
+    }
+    workload::is_workload(object) && workload::is_opted_in(object, namespace_labels)
+}
+
+/// [`opted_in`] for a pod.
+fn pod_opted_in(pod: &Value) -> bool {
+    use crate::dialect::{CLAIM_MARKERS, Marker};
+    use crate::names::{ANNOTATION_MIN_MEMBER, LABEL_GANG};
+    let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+    let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
+    let has_label = |k: &str| labels.is_some_and(|l| l.contains_key(k));
+    let has_annotation = |k: &str| annotations.is_some_and(|a| a.contains_key(k));
+    if has_label(LABEL_GANG) || has_annotation(ANNOTATION_MIN_MEMBER) {
+        return true;
+    }
+    let claims = CLAIM_MARKERS.iter().any(|m| match m {
+        Marker::Label(k) => has_label(k),
+        Marker::Annotation(k) => has_annotation(k),
+        Marker::Spec(f) => pod.get("spec").and_then(|s| s.get(*f)).is_some_and(|v| !v.is_null()),
+    });
+    let scheduler = pod.pointer("/spec/schedulerName");
+    let ours = match scheduler {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => matches!(s.as_str(), "" | "default-scheduler" | crate::SCHEDULER_NAME),
+        Some(_) => false,
+    };
+    claims && ours
+}
+
 /// Pods (their gang claims decide) and workloads that opted in, themselves or through their
 /// namespace, are injected; nothing else is.
 fn is_ours(object: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {

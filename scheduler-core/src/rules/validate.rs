@@ -120,6 +120,7 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
         v.errors.push(FieldError::new("", "not a Kubernetes object"));
         return v;
     }
+    key_warnings(new, &mut v.warnings);
     let kind = new.get("kind").and_then(Value::as_str).unwrap_or("");
     let api_version = new.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     if let Some(read) = crate::dialect::read_object(new) {
@@ -161,6 +162,106 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
         validate_workload(new, shape, gangs, &mut v);
     }
     v
+}
+
+/// Warnings on the `kube-gang.io/` labels and annotations of the object and of its pod templates:
+/// an unknown key (a typo the scheduler would silently ignore) names the nearest known one
+/// ([`crate::names::KNOWN`]), and an opt-in label other than `"true"`/`"false"` says it does not
+/// opt in (the webhook's selectors match `"true"` only; [`crate::workload::is_opted_in`]).
+fn key_warnings(obj: &Value, out: &mut Vec<String>) {
+    use crate::names::{GROUP, KNOWN, KeyKind, LABEL_ENABLED, nearest_known};
+    let mut at = |pointer: &str| {
+        let base = crate::workload::path_of(pointer);
+        let base = if base.is_empty() { "metadata".to_string() } else { format!("{base}.metadata") };
+        for (map, kind) in [("labels", KeyKind::Label), ("annotations", KeyKind::Annotation)] {
+            let Some(found) = obj.pointer(&format!("{pointer}/metadata/{map}")).and_then(Value::as_object)
+            else {
+                continue;
+            };
+            for (key, value) in found {
+                let Some(rest) = key.strip_prefix(GROUP) else { continue };
+                if !rest.starts_with('/') {
+                    continue;
+                }
+                let known = KNOWN.iter().any(|(k, kk)| {
+                    k == key && (*kk == kind || matches!(kk, KeyKind::Written | KeyKind::Example))
+                });
+                if !known {
+                    let hint = match nearest_known(key) {
+                        Some(k) => format!("; did you mean {k}?"),
+                        None => String::new(),
+                    };
+                    let elsewhere = KNOWN.iter().any(|(k, _)| k == key);
+                    let what = if elsewhere {
+                        format!(
+                            "{key} is not {} kube-gang reads",
+                            if kind == KeyKind::Label { "a label" } else { "an annotation" }
+                        )
+                    } else {
+                        format!("unknown kube-gang.io key {key}")
+                    };
+                    out.push(format!("{base}.{map}[{key}]: {what}, ignored{hint}"));
+                } else if key == LABEL_ENABLED
+                    && let Some(v) = value.as_str()
+                    && v != "true"
+                    && v != "false"
+                {
+                    out.push(format!(
+                        "{base}.{map}[{key}]: {v:?} does not opt in: only \"true\" does (\"false\" opts out)"
+                    ));
+                }
+            }
+        }
+    };
+    at("");
+    if let Some(Ok(shape)) = crate::workload::inspect(obj) {
+        for role in &shape.roles {
+            at(&role.template);
+        }
+    }
+}
+
+/// The members one object of an input gives each gang it names: a pod its claims, a workload its
+/// pod templates' claims times the pods each template makes at once. What a front door adds up
+/// over its whole input for [`member_shortfall`]. May count more than the controller makes (a
+/// LeaderWorkerSet's groups are counted whole), never fewer.
+pub fn members_named(obj: &Value) -> Vec<(crate::model::GangKey, u64)> {
+    if obj.get("kind").and_then(Value::as_str) == Some("Pod") {
+        let (claims, _) = crate::dialect::pod_claims_all(obj);
+        return claims.into_iter().map(|c| (c.gang, 1)).collect();
+    }
+    let Some(Ok(shape)) = crate::workload::inspect(obj) else { return Vec::new() };
+    let mut out = Vec::new();
+    for role in &shape.roles {
+        let Some(template) = obj.pointer(&role.template) else { continue };
+        let (claims, _) = crate::dialect::template_claims_all(template, &shape.namespace);
+        out.extend(claims.into_iter().map(|c| (c.gang, u64::from(role.pods))));
+    }
+    out
+}
+
+/// A gang object whose members, from everything an input holds, can never reach its minimum:
+/// `members` (at least one: a gang whose members come from elsewhere is not judged) is fewer than
+/// the fewest pods that satisfy its tree ([`Gang::min_pods`]), so it would wait for members
+/// forever. `kubectl gang validate` and `simulate` report it as an error, at the field that asks.
+/// A KAI PodGroup's pod floors are [`floor_shortfalls`]' (a warning: KAI declares no count).
+pub fn member_shortfall(gang: &Gang, members: u64) -> Option<FieldError> {
+    use crate::model::Dialect;
+    let field = match gang.source.dialect {
+        Dialect::Kai | Dialect::KubeGangAnnotations | Dialect::Koordinator => return None,
+        Dialect::Upstream if gang.source.kind == "PodGroup" => "spec.schedulingPolicy.gang.minCount",
+        Dialect::Upstream => return None,
+        Dialect::KubeGang | Dialect::Coscheduling | Dialect::Volcano => "spec.minMember",
+    };
+    let need = gang.min_pods()?;
+    (members > 0 && members < need).then(|| {
+        FieldError::new(
+            field,
+            format!(
+                "{need} members needed, but the input's pods and workloads naming this gang make at most {members}: it would wait for members forever"
+            ),
+        )
+    })
 }
 
 /// A pod that claims one of `gangs` but names no leaf of its subgroup tree: an inner subgroup (pods

@@ -542,7 +542,7 @@ impl View<'_, '_> {
                     let count = victims.len();
                     let list: Vec<String> = victim_gangs.into_iter().collect();
                     let msg = format!(
-                        "preempting {count} lower-priority pod(s) ({}) to make room{}; {why}",
+                        "preempting {count} lower-priority pod(s) ({}) to make room{}; before they go: {why}",
                         list.join(", "),
                         preempt::violations_note(f.input.snap, &violating)
                     );
