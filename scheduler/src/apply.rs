@@ -719,6 +719,7 @@ mod tests {
                 degraded_since: Some(Time::from_secs(50)),
                 ..GangState::default()
             },
+            waited_since: None,
         }
     }
 
@@ -910,6 +911,7 @@ mod tests {
             message: "x".repeat(40_000),
             counts: Counts { members: 4, ..Counts::default() },
             state: GangState { waiting_since: Some(Time(1_700_000_000_123)), ..GangState::default() },
+            waited_since: None,
         };
         let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
                           "metadata": {"name": "g", "namespace": "ml", "generation": 3},

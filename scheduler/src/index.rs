@@ -633,6 +633,7 @@ mod tests {
             message: "needs 2 pods".into(),
             counts: Counts::default(),
             state: GangState::default(),
+            waited_since: None,
         };
         let now = Time::from_secs(100);
         let key = PodKey::new("ml", "p");

@@ -922,6 +922,7 @@ mod tests {
                 message: "room for 1 of the 2 members needed".into(),
                 counts: Counts::default(),
                 state: GangState { waiting_since: Some(Time::from_secs(since)), ..GangState::default() },
+                waited_since: None,
             }],
             ..Plan::default()
         };

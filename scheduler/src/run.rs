@@ -474,7 +474,7 @@ impl Loop {
             &self.settings.identity,
             now,
         );
-        let starting = starting(&plan, snapshot, now);
+        let starting = starting(&plan, now);
         let again = again(index.unknown_bindings(), snapshot);
         writes.statuses.extend(index.keeps_to_retry().iter().map(apply::keep));
         for b in &writes.bindings {
@@ -660,23 +660,10 @@ fn record(metrics: &Metrics, plan: &Plan) {
 /// Gangs this plan starts (placed for the first time), with how long each waited since it could
 /// first be placed (its quorum): what `gang_wait_duration_seconds` observes once the bindings are
 /// made.
-fn starting(
-    plan: &Plan,
-    snapshot: &scheduler_core::Snapshot,
-    now: scheduler_core::Time,
-) -> Vec<(GangKey, f64)> {
+fn starting(plan: &Plan, now: scheduler_core::Time) -> Vec<(GangKey, f64)> {
     plan.outcomes
         .iter()
-        .filter(|o| o.reason == scheduler_core::Reason::Scheduled)
-        .filter_map(|o| {
-            let i = snapshot.gangs.binary_search_by(|g| g.key.cmp(&o.gang)).ok()?;
-            let before = &snapshot.gangs[i].state;
-            if before.was_satisfied {
-                return None;
-            }
-            let since = before.waiting_since.unwrap_or(now);
-            Some((o.gang.clone(), now.since(since).as_secs_f64()))
-        })
+        .filter_map(|o| Some((o.gang.clone(), now.since(o.waited_since?).as_secs_f64())))
         .collect()
 }
 

@@ -250,6 +250,11 @@ pub struct Outcome {
     pub counts: Counts,
     /// The gang state to persist (in the Gang status) and hand back in the next snapshot.
     pub state: GangState,
+    /// For a gang placed for the first time (nothing of it on a node before): since when it
+    /// waited — its quorum — as its state said before the cycle. What the scheduler's
+    /// `gang_wait_duration_seconds` observes once the bindings are made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_since: Option<Time>,
 }
 
 /// Everything one cycle decided. Lists are sorted; outcomes are in gang-key order.

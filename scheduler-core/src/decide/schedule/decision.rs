@@ -61,18 +61,18 @@ struct Where {
     pending: bool,
 }
 
-/// What of a gang's state must be kept: while members hold nodes, when it fell below its minimum
-/// and whether it gave up — and, while some member still waits beside them, the wait (when it
-/// started, timeouts, backoff), which that member would carry into a later wait; while none holds a
-/// node, the wait and whether it gave up. The rest (whether it was ever satisfied; the wait of a
-/// gang whose members all hold nodes) goes along when something that matters changes, never
-/// alone: a gang placed whole, or running, costs no write.
+/// What of a gang's state must be kept: when it fell below its minimum (or that it no longer is)
+/// and whether it gave up, always; the wait (when it started, timeouts, backoff) while no member
+/// holds a node, or some member still waits beside those that do (it would carry the wait into a
+/// later one). The rest (whether it was ever satisfied; the wait of a gang whose members all hold
+/// nodes) goes along when something is written, never alone: a gang placed whole, or running,
+/// costs no write.
 type Matters = (Option<crate::Time>, Option<crate::Time>, u32, Option<crate::Time>, bool);
 
 fn what_matters(s: &GangState, w: Where) -> Matters {
     let wait = !w.holds_nodes || w.pending;
     (
-        s.degraded_since.filter(|_| w.holds_nodes),
+        s.degraded_since,
         s.waiting_since.filter(|_| wait),
         if wait { s.timeouts } else { 0 },
         s.backoff_until.filter(|_| wait),
@@ -91,14 +91,49 @@ fn revised(before: &GangState, mut after: GangState, w: Where) -> GangState {
     after
 }
 
+/// The writes that keep `state` on the active `members` of `gang` that do not carry it. A revision
+/// names one content: when some member must be written (it is new to the gang, or behind) and a
+/// member already carries this revision with other content (one that did not matter when it was
+/// written), the revision is raised and every member written — so no two members ever carry one
+/// revision with two contents, and a restarted leader reads back exactly what this one holds.
+fn keep(
+    gang: &crate::model::Gang,
+    pods: &[crate::model::Pod],
+    members: &[usize],
+    state: &mut GangState,
+) -> Vec<Keep> {
+    if !gang.keeps_state_on_pods() || state.rev == 0 {
+        return Vec::new();
+    }
+    fn of_gang<'p>(p: &'p crate::model::Pod, gang: &crate::model::Gang) -> Option<&'p Persisted> {
+        p.persisted.as_deref().filter(|k| super::members::keeps(p, k, gang))
+    }
+    let behind =
+        |p: &crate::model::Pod, rev: u64| p.is_active() && of_gang(p, gang).is_none_or(|k| k.state.rev < rev);
+    let active = members.iter().map(|&p| &pods[p]).filter(|p| p.is_active());
+    if !active.clone().any(|p| behind(p, state.rev)) {
+        return Vec::new();
+    }
+    if active.clone().filter_map(|p| of_gang(p, gang)).any(|k| k.state.rev == state.rev && k.state != *state)
+    {
+        state.rev = state.rev.saturating_add(1);
+    }
+    let text = Persisted { gang: gang.key.clone(), uid: gang.uid.clone(), state: state.clone() }.to_text();
+    active
+        .filter(|p| behind(p, state.rev))
+        .map(|p| Keep { pod: p.key.clone(), uid: p.uid.clone(), rev: state.rev, text: text.clone() })
+        .collect()
+}
+
 /// The plan of a cycle, from the snapshot, each gang's members and starting state (`gangs`,
-/// indexed like `snap.gangs`), every decision (in the order made) and the pods outside any gang
-/// bound as `singles` (pod, node). Lists are sorted; outcomes are in gang-key order.
+/// indexed like `snap.gangs`), every decision (in the order made), the pods outside any gang
+/// bound as `singles` (pod, node), and the cycle's `now`. Lists are sorted; outcomes are in gang-key order.
 pub(super) fn assemble(
     snap: &Snapshot,
     gangs_facts: &GangFacts<'_>,
     decisions: Vec<Decision>,
     singles: &[(usize, usize)],
+    now: crate::Time,
 ) -> Plan {
     let members = &gangs_facts.members;
     let (pods, nodes, gangs) = (&snap.pods, &snap.nodes, &snap.gangs);
@@ -149,29 +184,12 @@ pub(super) fn assemble(
         counts.binding = binding;
         let waiting = members[d.gang].all.iter().filter(|&&p| pods[p].is_pending()).count();
         let at = Where { holds_nodes: counts.bound > 0, pending: waiting > d.bindings.len() };
-        let state = revised(&gangs_facts.states[d.gang], d.state, at);
-        if gang.keeps_state_on_pods() && state.rev > 0 {
-            let mut text: Option<String> = None;
-            for &p in &members[d.gang].all {
-                let pod = &pods[p];
-                let carries = pod
-                    .persisted
-                    .as_deref()
-                    .is_some_and(|k| super::members::keeps(pod, k, gang) && k.state.rev >= state.rev);
-                if pod.is_active() && !carries {
-                    let text = text.get_or_insert_with(|| {
-                        Persisted { gang: gang.key.clone(), uid: gang.uid.clone(), state: state.clone() }
-                            .to_text()
-                    });
-                    plan.keep.push(Keep {
-                        pod: pod.key.clone(),
-                        uid: pod.uid.clone(),
-                        rev: state.rev,
-                        text: text.clone(),
-                    });
-                }
-            }
-        }
+        let before = &gangs_facts.states[d.gang];
+        let first = d.reason == Reason::Scheduled && counts.bound == counts.binding;
+        let waited_since = first.then(|| before.waiting_since.unwrap_or(now));
+        let state = revised(before, d.state, at);
+        let mut state = state;
+        plan.keep.extend(keep(gang, pods, &members[d.gang].all, &mut state));
         plan.outcomes.push(Outcome {
             gang: gang.key.clone(),
             reason: d.reason,
@@ -179,6 +197,7 @@ pub(super) fn assemble(
             message: d.message,
             counts,
             state,
+            waited_since,
         });
     }
     plan.bindings.sort();

@@ -237,7 +237,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
 
     // 5. Assemble.
     let (decisions, singles) = progress.into_decisions();
-    let mut plan = decision::assemble(snap, &facts.gangs, decisions, &singles);
+    let mut plan = decision::assemble(snap, &facts.gangs, decisions, &singles, now);
     // 6. Ask the autoscaler for what has no room (policy `provisioning`; off by default).
     plan.provisioning =
         crate::provision::asks(snap, config, &plan, |node, pod| filter::static_fit(node, pod).is_ok());
