@@ -11,10 +11,7 @@ use crate::model::{Gang, GangKey};
 use crate::object::At;
 
 pub use crate::labels::{check_label_key, check_label_value};
-pub use crate::tree::MAX_SUBGROUP_DEPTH;
-
-/// How many subgroups one gang may have.
-pub const MAX_SUBGROUPS: usize = 64;
+pub use crate::tree::{MAX_SUBGROUP_DEPTH, MAX_SUBGROUPS};
 
 /// What the rule book found in one object: errors deny it, warnings are shown to the user.
 /// (Admission's decision about an object, which adds what was injected, is [`crate::admit::Verdict`].)
