@@ -237,6 +237,50 @@ mod tests {
         assert!(v.warnings.iter().any(|w| w.contains("not injected on update")), "{v:?}");
     }
 
+    /// Kubernetes lets a running Job's parallelism change; its pod template (and the gang's
+    /// minimum it carries) cannot. Scaling within the minimum is allowed; below it, refused at the
+    /// field with why; while the template may still change (suspended, never run), Kueue's
+    /// partial admission path applies instead.
+    #[test]
+    fn a_running_job_may_scale_within_its_gangs_minimum_and_is_told_why_not_below_it() {
+        let mut created = job(json!({LABEL_ENABLED: "true"}));
+        created["spec"]["parallelism"] = json!(4);
+        assert!(admit(&mut created, None, None).allowed());
+        created["status"] = json!({"startTime": "2026-01-01T00:00:00Z", "active": 4});
+        let scaled = |parallelism: u32, min: Option<&str>| {
+            let mut new = created.clone();
+            new["spec"]["parallelism"] = json!(parallelism);
+            if let Some(m) = min {
+                new["spec"]["template"]["metadata"]["annotations"][ANNOTATION_MIN_MEMBER] = json!(m);
+            }
+            admit(&mut new, Some(&created), None)
+        };
+        let down = scaled(2, None);
+        assert_eq!(down.errors.len(), 1, "{down:?}");
+        assert_eq!(down.errors[0].path, "spec.parallelism");
+        let why = &down.errors[0].message;
+        assert!(why.contains("from 4 to 2") && why.contains("minimum of 4"), "{why}");
+        assert!(why.contains("pod template is immutable") && why.contains("delete the Job"), "{why}");
+        assert!(scaled(8, None).allowed(), "scaling up: the extra pods are surplus");
+        assert!(scaled(4, None).allowed());
+        // An elastic gang (minimum 2 of 4) scales down to its minimum, as Kubernetes allows.
+        let mut elastic = created.clone();
+        elastic["spec"]["template"]["metadata"]["annotations"][ANNOTATION_MIN_MEMBER] = json!("2");
+        let mut new = elastic.clone();
+        new["spec"]["parallelism"] = json!(2);
+        assert!(admit(&mut new, Some(&elastic), None).allowed());
+        // An indexed Job whose completions shrink with it is named at completions.
+        let mut new = created.clone();
+        new["spec"]["completions"] = json!(2);
+        let v = admit(&mut new, Some(&created), None);
+        assert_eq!(v.errors[0].path, "spec.completions", "{v:?}");
+        // A create that asks for more than it runs keeps the plain rule.
+        let mut fresh = job(json!({LABEL_ENABLED: "true"}));
+        fresh["spec"]["template"]["metadata"] = json!({"annotations": {ANNOTATION_MIN_MEMBER: "5"}});
+        let v = admit(&mut fresh, None, None);
+        assert!(v.errors.iter().any(|e| e.message.contains("can never be satisfied")), "{v:?}");
+    }
+
     #[test]
     fn namespace_opt_in_counts_and_the_objects_own_label_wins() {
         let ns: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();

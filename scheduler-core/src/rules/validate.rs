@@ -155,7 +155,7 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
         return v;
     }
     if let Some(shape) = crate::workload::inspect(new) {
-        validate_workload(new, shape, gangs, &mut v);
+        validate_workload(new, old, shape, gangs, &mut v);
     }
     v
 }
@@ -319,6 +319,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
 
 fn validate_workload(
     obj: &Value,
+    old: Option<&Value>,
     shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>,
     gangs: &dyn Gangs,
     v: &mut Findings,
@@ -367,6 +368,12 @@ fn validate_workload(
             let field = format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER);
             match min.as_str().map(|s| s.trim().parse::<u32>()) {
                 Some(Ok(0)) => v.errors.push(FieldError::new(field, "must be at least 1")),
+                Some(Ok(n))
+                    if n > total
+                        && let Some(e) = scaled_below_gang(obj, old, &field, n, total) =>
+                {
+                    v.errors.push(e);
+                }
                 Some(Ok(n)) if n > total => v.errors.push(FieldError::new(
                     field,
                     format!(
@@ -387,6 +394,51 @@ fn validate_workload(
             "spec.completions exceeds spec.parallelism: the gang covers the {total} pods that run at once, not every completion"
         ));
     }
+}
+
+/// A running Job scaled below its gang's minimum: Kubernetes lets `spec.parallelism` (and an
+/// indexed Job's `spec.completions`) change while the Job runs, but not its pod template once the
+/// Job has started (`pkg/registry/batch/job/strategy.go`: the template's labels and annotations
+/// are mutable only while it is suspended and has never run), so the gang's minimum, which the
+/// template's `kube-gang.io/min-member` (`min_field`) carries to every pod, cannot follow. The
+/// controller would delete pods down to the new count, the gang would fall below its minimum, its
+/// members be evicted once its stale grace period passes, and the Job then wait for members that
+/// are never created. Refused at the field that changed, saying so and what to do instead. `None`
+/// when this is not such an update (a create, another kind, or a Job whose template may still
+/// change: then the generic rule applies).
+fn scaled_below_gang(
+    obj: &Value,
+    old: Option<&Value>,
+    min_field: &str,
+    min: u32,
+    now: u32,
+) -> Option<FieldError> {
+    let old = old?;
+    let is_job = |o: &Value| {
+        o.get("kind").and_then(Value::as_str) == Some("Job")
+            && o.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
+    };
+    if !is_job(obj) || !is_job(old) || crate::workload::template_still_mutable(old, obj) {
+        return None;
+    }
+    let before = match crate::workload::inspect(old) {
+        Some(Ok(shape)) => shape.total_member(),
+        _ => return None,
+    };
+    if now >= before {
+        return None;
+    }
+    let field = if obj.at("/spec/parallelism") != old.at("/spec/parallelism") {
+        "spec.parallelism"
+    } else {
+        "spec.completions"
+    };
+    Some(FieldError::new(
+        field,
+        format!(
+            "lowering the pods this Job runs at once from {before} to {now} leaves its running gang below its minimum of {min} ({min_field}), which cannot follow: a started Job's pod template is immutable. The Job controller would delete pods down to {now}, the gang's remaining members would be evicted once its stale grace period passes, and the Job would then wait for members that are never created. Keep it at {min} or more, or delete the Job and create it again with the smaller gang"
+        ),
+    ))
 }
 
 /// The rules a pod's annotation gang gets at admission (timeout, topology key, gang group, every

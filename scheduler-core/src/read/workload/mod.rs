@@ -367,6 +367,8 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let mut min_member = group_size.unwrap_or(total);
     if group == "batch.volcano.sh" {
         min_member = volcano_min_available(obj, &roles, total, &mut errors);
+        volcano_dag(obj, &roles, &mut errors);
+        volcano_templates(obj, &roles, namespace, &mut errors);
     }
     // The workload may ask for less than all of its pods (an elastic gang): its own
     // `kube-gang.io/min-member` annotation wins over the derived minimum.
@@ -491,6 +493,85 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
                 ));
             }
             n
+        }
+    }
+}
+
+/// Volcano's DAG rule for `dependsOn`: every task a task depends on exists and the dependencies
+/// form no cycle, or Volcano's job admission refuses the job ("job has dependencies between tasks,
+/// but doesn't form a directed acyclic graph(DAG)": `pkg/webhooks/admission/jobs/validate`
+/// `topoSort`, which counts a name that is no task, and a task naming itself, as breaking it).
+/// Tasks are at most [`MAX_VOLCANO_TASKS`], so the check is cheap; it is Kahn's algorithm, as
+/// Volcano's.
+fn volcano_dag(obj: &Value, roles: &[Role], errors: &mut Vec<FieldError>) {
+    let index: BTreeMap<&str, usize> = roles.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+    let mut needs = vec![0usize; roles.len()];
+    let mut unblocks: Vec<Vec<usize>> = vec![Vec::new(); roles.len()];
+    let mut any = false;
+    for i in 0..roles.len() {
+        let names = obj.at(&format!("/spec/tasks/{i}/dependsOn/name")).and_then(Value::as_array);
+        for (k, name) in names.into_iter().flatten().enumerate() {
+            any = true;
+            match name.as_str().and_then(|n| index.get(n)) {
+                Some(&j) => {
+                    needs[i] += 1;
+                    unblocks[j].push(i);
+                }
+                None => errors.push(FieldError::new(
+                    format!("spec.tasks[{i}].dependsOn.name[{k}]"),
+                    format!(
+                        "{name} is not a task of this job: Volcano refuses a job whose task dependencies do not form a directed acyclic graph (DAG)"
+                    ),
+                )),
+            }
+        }
+    }
+    if !any {
+        return;
+    }
+    let mut ready: Vec<usize> = (0..roles.len()).filter(|&i| needs[i] == 0).collect();
+    while let Some(j) = ready.pop() {
+        for &i in &unblocks[j] {
+            needs[i] -= 1;
+            if needs[i] == 0 {
+                ready.push(i);
+            }
+        }
+    }
+    let stuck: Vec<usize> = (0..roles.len()).filter(|&i| needs[i] > 0).collect();
+    if let Some(&first) = stuck.first() {
+        let names: Vec<String> = stuck.iter().map(|&i| format!("{:?}", roles[i].name)).collect();
+        errors.push(FieldError::new(
+            format!("spec.tasks[{first}].dependsOn"),
+            format!(
+                "tasks {} wait on each other in a cycle, so none of them is ever created: Volcano refuses a job whose task dependencies do not form a directed acyclic graph (DAG)",
+                names.join(", ")
+            ),
+        ));
+    }
+}
+
+/// A Volcano Job's task templates must not name a gang: Volcano's job controller puts every pod it
+/// creates into the Job's own PodGroup (`createJobPod` sets `scheduling.k8s.io/group-name`), so a
+/// pod whose template names another gang (any dialect) claims two gangs and is refused at its own
+/// admission — every pod, after the Job was allowed. Refused here, on the Job, naming the field.
+/// A template's own `scheduling.k8s.io/group-name` is not a second claim: the controller writes
+/// its PodGroup's name over it, as Volcano documents and does.
+fn volcano_templates(obj: &Value, roles: &[Role], namespace: &str, errors: &mut Vec<FieldError>) {
+    for role in roles {
+        let Some(template) = obj.at(&role.template) else { continue };
+        let (claims, _) = crate::dialect::template_claims_all(template, namespace);
+        for c in claims {
+            if c.dialect == crate::model::Dialect::Volcano {
+                continue;
+            }
+            errors.push(FieldError::new(
+                format!("{}.{}", path_of(&role.template), c.path),
+                format!(
+                    "names gang {}, but Volcano puts every pod of this Job into the Job's own PodGroup: each pod would belong to two gangs and be refused; remove it (the Job is a gang by itself: use spec.minAvailable and the tasks' minAvailable)",
+                    c.gang
+                ),
+            ));
         }
     }
 }
