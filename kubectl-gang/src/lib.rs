@@ -82,7 +82,7 @@ pub fn now(g: &Global) -> anyhow::Result<Time> {
 /// here, its text read by the core's `Config::from_policy_text`, as `gang-scheduler` does.
 pub fn policy(path: Option<&Path>) -> anyhow::Result<scheduler_core::Config> {
     let Some(p) = path else { return Ok(scheduler_core::Config::default()) };
-    let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    let text = input::read_side_file(p)?;
     scheduler_core::Config::from_policy_text(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
 }
 
