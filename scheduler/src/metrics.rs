@@ -34,6 +34,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// 1 while autoscaler-visible gangs are on and the ProvisioningRequest API is served.
     pub provisioning_enabled: Gauge,
+    /// Connections the probe port closed, by reason (`gang_connections_closed_total{port="probe"}`).
+    pub closed: kube_gang_serve::probe::ClosedConnections,
     /// Caches synced: `/readyz` answers 200.
     pub ready: Arc<AtomicBool>,
     pub registry: Arc<Registry>,
@@ -78,6 +80,12 @@ impl Metrics {
             "1 while autoscaler-visible gangs are on and the ProvisioningRequest API is served",
             provisioning_enabled.clone(),
         );
+        let closed = kube_gang_serve::probe::ClosedConnections::default();
+        registry.register(
+            "gang_connections_closed",
+            "Connections the probe port closed, by reason (a limit, a timeout, bad HTTP, closed for another client's, shutdown)",
+            closed.0.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").to_string() }).set(1);
         registry.register("gang_build_info", "Build information", build);
@@ -90,6 +98,7 @@ impl Metrics {
             events,
             leader,
             provisioning_enabled,
+            closed,
             ready: Arc::new(AtomicBool::new(false)),
             registry: Arc::new(registry),
         }
@@ -115,7 +124,8 @@ impl Default for Metrics {
     }
 }
 
-/// The probe server: `/healthz`, `/readyz`, `/metrics`.
+/// The probe server: `/healthz`, `/readyz`, `/metrics` (served within the probe port's limits,
+/// on a thread of its own: `kube_gang_serve::probe`).
 ///
 /// `/readyz` answers 200 once the caches are synced, on the leader and on followers alike: a
 /// follower stands by with warm caches and takes over the moment it wins the Lease, so a
@@ -123,36 +133,36 @@ impl Default for Metrics {
 /// sync, not leadership). The body says `ok: leader` or `ok: follower`; `gang_leader` says the same
 /// to Prometheus.
 pub fn router(metrics: Metrics) -> axum::Router {
-    use axum::http::StatusCode;
-    use axum::routing::get;
+    use kube_gang_serve::probe::Readiness;
     let m = metrics.clone();
-    axum::Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let ready = m.is_ready();
-                let leading = m.leader.get() == 1;
-                async move {
-                    if ready && leading {
-                        (StatusCode::OK, "ok: leader")
-                    } else if ready {
-                        (StatusCode::OK, "ok: follower")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
-                    }
-                }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(move || {
-                let text = metrics.encode();
-                async move {
-                    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
-                }
-            }),
-        )
+    kube_gang_serve::probe::routes(
+        move || {
+            let (ready, leading) = (m.is_ready(), m.leader.get() == 1);
+            match (ready, leading) {
+                (true, true) => Readiness { ready: true, detail: "ok: leader" },
+                (true, false) => Readiness { ready: true, detail: "ok: follower" },
+                _ => Readiness { ready: false, detail: "caches not synced" },
+            }
+        },
+        move || metrics.encode(),
+    )
+}
+
+/// Serves [`router`] on `addr` from a thread of its own, within the probe port's limits
+/// (`kube_gang_serve::server::Limits::probes`: 64 connections, 8 per client, 16 KiB of headers,
+/// 2 s to send them), counting what it closes in `gang_connections_closed_total`: a flood of
+/// connections or of unfinished headers costs the scheduler a bounded amount of memory, and a
+/// long cycle never delays a probe.
+pub fn serve_probes(
+    addr: std::net::SocketAddr,
+    metrics: &Metrics,
+) -> anyhow::Result<kube_gang_serve::probe::Probes> {
+    kube_gang_serve::probe::Probes::bind(
+        addr,
+        router(metrics.clone()),
+        kube_gang_serve::server::Limits::default().probes(),
+        metrics.closed.port("probe"),
+    )
 }
 
 #[cfg(test)]

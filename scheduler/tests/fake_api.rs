@@ -977,7 +977,7 @@ async fn probe(metrics: &Metrics, path: &str) -> (u16, String) {
     conn.read_to_string(&mut text).await.unwrap();
     server.abort();
     let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").trim_end().to_string();
     (code, body)
 }
 

@@ -1,10 +1,21 @@
-//! Connections: the accept loop and what one connection may cost, on both ports.
+//! Listeners: the accept loop and what one connection may cost, for every port of both servers
+//! (the webhook's admission port, and each server's probe and metrics port).
 //!
-//! Every connection holds a slot of a bounded pool ([`Limits::max_connections`]); when the pool is
-//! empty the loop stops accepting, and the kernel's backlog holds the rest. A connection must finish
-//! its TLS handshake, its first request's headers, each request's headers and each request's body
-//! within their timeouts; an idle one (no request in flight) is closed after
-//! [`Limits::idle_timeout`], and after
+//! **Connections.** Every connection holds a slot of a bounded pool ([`Limits::max_connections`]),
+//! and one client — one peer address, a [`Source`] — at most [`Limits::max_connections_per_source`]
+//! of them. When a client at its own limit connects again, its own idlest connection is closed to
+//! make room (or the new one refused when all of its connections are in the middle of a request);
+//! when the pool is full, the idlest connection of the client holding the most is closed: one
+//! that has not finished a request yet first (oldest first), else the one idle longest
+//! ([`Pool`]). Only when every connection is in the middle of a request does the loop stop
+//! accepting and leave the rest to the kernel's backlog. So a flood of idle connections from one
+//! client (1,100 opened in 0.07 s used to keep a new API-server connection waiting 4.4 s) costs
+//! that client its own connections, never another's, and a new client gets a slot at once.
+//!
+//! **Time.** A connection must finish its TLS handshake, its first request's headers, each
+//! request's headers and each request's body within their timeouts; a body must also keep up a
+//! minimum rate after a grace period ([`Limits::pace`], [`crate::body`]); an idle one (no request
+//! in flight) is closed after [`Limits::idle_timeout`], and after
 //! [`Limits::max_requests_per_connection`] requests it is asked to close (HTTP/1.1 `Connection:
 //! close`, HTTP/2 `GOAWAY`) so clients spread over replicas again. An accept error that is about the
 //! process (no file descriptors left, no memory) is retried with a growing pause and logged once per
@@ -13,26 +24,33 @@
 //! still open after the drain period is dropped.
 //!
 //! **Handshakes** are CPU work on the async workers (key exchange, signature). At most
-//! [`Limits::max_handshakes`] are worked on at once ([`throttled`]): a handshake holds a permit only
-//! while it computes, never while it waits for its client, so a wave of reconnecting clients queues
-//! up behind the permits instead of in front of every established connection's I/O, and a client
-//! that stalls mid-handshake holds nothing but its connection slot.
+//! [`Limits::max_handshakes`] are worked on at once, given in turn between clients
+//! ([`throttled`], [`crate::fair`]): a handshake holds a permit only while it computes, never while
+//! it waits for its client, so a wave of reconnecting clients queues up behind the permits instead
+//! of in front of every established connection's I/O, a client that stalls mid-handshake holds
+//! nothing but its connection slot, and a client starting hundreds of handshakes waits for its own.
 //!
-//! **HTTP/2** connections advertise 64 KiB flow-control windows (per stream and per connection), so
-//! a connection holds at most 64 KiB its handlers have not read, and at most
-//! [`Limits::max_streams`] requests at once; each request's body is then bounded by the lanes'
-//! reading budgets ([`crate::lanes`]) however many streams carry one.
+//! **Memory.** Request headers are bounded ([`Limits::max_header_bytes`]: hyper's HTTP/1.1 read
+//! buffer and HTTP/2's header list), HTTP/2 connections advertise 64 KiB flow-control windows (per
+//! stream and per connection), so a connection holds at most 64 KiB its handlers have not read, and
+//! at most [`Limits::max_streams`] requests at once. A connection therefore costs a bounded amount,
+//! and the pool bounds the connections: an unfinished header cannot grow (1,000 connections of
+//! ~370 KB unfinished headers used to add 378 MB to the scheduler).
 //!
 //! **What hyper answers itself** (a 400 for bad HTTP, a 431 or 414 for headers or a URI too large)
 //! and connections closed for slow headers are reported to [`ConnectionEvents`] like every other
 //! close, so the metrics count them.
+//!
+//! Each request carries its connection's [`Source`] in its extensions, so handlers can share what
+//! they hold between clients ([`crate::fair`]).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -43,12 +61,20 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+use crate::body::Pace;
+use crate::fair::{Fair, Source};
+
 /// What a connection may cost. The defaults suit the API server as a client: it keeps a few
 /// connections per replica alive and sends requests of at most 3 MiB within its webhook timeout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections open at once (in handshake or established); more wait in the kernel backlog.
+    /// Connections open at once (in handshake or established). When full, an idle one of the
+    /// client holding the most is closed for a new one; only when none is idle do more wait in the
+    /// kernel backlog.
     pub max_connections: usize,
+    /// Connections one client (peer address) may have open at once; its own idlest is closed for
+    /// a new one beyond it.
+    pub max_connections_per_source: usize,
     /// Time to complete the TLS handshake.
     pub handshake_timeout: Duration,
     /// Handshakes worked on at once (a handshake waiting for its client holds no permit).
@@ -57,8 +83,16 @@ pub struct Limits {
     /// also waits for the next request's headers under this timeout, so it bounds how long an idle
     /// HTTP/1.1 connection stays open too.
     pub header_timeout: Duration,
-    /// Time to send a request's body.
+    /// Time to send a request's body, at most.
     pub body_timeout: Duration,
+    /// Before [`Limits::body_timeout`]: after this grace period, a body must keep up
+    /// [`Limits::body_min_rate`] on average, or it is cut off.
+    pub body_grace: Duration,
+    /// Bytes per second a body must average after its grace period.
+    pub body_min_rate: u64,
+    /// The most a request's headers may take (hyper's HTTP/1.1 read buffer, at least 8 KiB; the
+    /// HTTP/2 header list).
+    pub max_header_bytes: usize,
     /// A connection with no request in flight for this long is closed.
     pub idle_timeout: Duration,
     /// Requests one connection may carry before it is asked to close.
@@ -69,15 +103,29 @@ pub struct Limits {
     pub drain_timeout: Duration,
 }
 
+/// A body's grace period before it must keep up [`BODY_MIN_RATE`]. The API server writes a review
+/// at once; even across a slow link (TCP's slow start over tens of milliseconds of round trip) the
+/// first 64 KiB arrive well within it.
+pub const BODY_GRACE: Duration = Duration::from_millis(500);
+
+/// The rate a body must average after [`BODY_GRACE`]: 256 KiB/s, some thousand times below any
+/// cluster network's, which the API server sends at. A client trickling a body is cut off once it
+/// falls behind it, so the budget it holds ([`crate::fair`]) it holds briefly.
+pub const BODY_MIN_RATE: u64 = 256 * 1024;
+
 impl Default for Limits {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
         Limits {
             max_connections: 1024,
+            max_connections_per_source: 256,
             handshake_timeout: Duration::from_secs(5),
             max_handshakes: 2 * cpus,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
+            body_grace: BODY_GRACE,
+            body_min_rate: BODY_MIN_RATE,
+            max_header_bytes: 64 * 1024,
             idle_timeout: Duration::from_secs(90),
             max_requests_per_connection: 10_000,
             max_streams: 16,
@@ -87,29 +135,41 @@ impl Default for Limits {
 }
 
 /// The probe port's header and body timeout: the kubelet and Prometheus send a few hundred bytes
-/// at once, so a slow client there is cut off sooner than on the admission port.
+/// at once, so a slow client there is cut off sooner than on the admission port; within the
+/// kubelet's own 1 s probe timeout a probe has long been answered or failed.
 pub const PROBE_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Limits {
-    /// The probe port's limits: the kubelet and Prometheus are its only clients.
+    /// A probe and metrics port's limits: the kubelet (from the node's address, one connection
+    /// per probe) and Prometheus (one or two kept alive) are its only clients, and send requests
+    /// of a few hundred bytes without bodies.
     pub fn probes(&self) -> Limits {
         Limits {
             max_connections: 64,
+            max_connections_per_source: 8,
             max_streams: 8,
             header_timeout: self.header_timeout.min(PROBE_REQUEST_TIMEOUT),
             body_timeout: self.body_timeout.min(PROBE_REQUEST_TIMEOUT),
+            idle_timeout: self.idle_timeout.min(Duration::from_secs(60)),
+            max_header_bytes: 16 * 1024,
             ..self.clone()
         }
+    }
+
+    /// How fast a request's body must arrive.
+    pub fn pace(&self) -> Pace {
+        Pace { grace: self.body_grace, min_rate: self.body_min_rate, max: self.body_timeout }
     }
 }
 
 /// Runs `work` holding a permit of `permits` only while it is being polled: each time it is woken,
-/// it waits (fairly) for a permit, is polled once, and gives the permit back. So at most as many
-/// such futures compute at once as there are permits, and one waiting for I/O holds none.
-pub async fn throttled<F: Future>(permits: &Semaphore, work: F) -> F::Output {
+/// it waits for a permit in `source`'s turn, is polled once, and gives the permit back. So at most
+/// as many such futures compute at once as there are permits, one waiting for I/O holds none, and
+/// clients take turns.
+pub async fn throttled<F: Future>(permits: &Fair, source: Source, work: F) -> F::Output {
     let mut work = pin!(work);
     loop {
-        let permit = permits.acquire().await;
+        let permit = permits.acquire(source, 1).await;
         let polled = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
         drop(permit);
         match polled {
@@ -198,28 +258,129 @@ impl Backoff {
     }
 }
 
-/// Per-connection bookkeeping shared with the service: requests in flight, requests served, the
-/// last time a request ended.
+/// Per-connection bookkeeping shared with the service and the [`Pool`]: requests in flight,
+/// requests served, the last time a request ended, and the order to close.
 #[derive(Debug)]
 struct Activity {
     in_flight: AtomicUsize,
     served: AtomicUsize,
-    last: std::sync::Mutex<Instant>,
+    opened: Instant,
+    last: Mutex<Instant>,
     changed: Notify,
+    /// Set (and `evict` notified) when the pool closes this connection for another.
+    evicting: AtomicBool,
+    evict: Notify,
+    /// The pool's: told when a request ends, so a new connection waiting for a slot may have an
+    /// idle one closed for it.
+    pool_idle: Arc<Notify>,
 }
 
 impl Activity {
-    fn new() -> Self {
+    fn new(pool_idle: Arc<Notify>) -> Self {
+        let now = Instant::now();
         Activity {
             in_flight: AtomicUsize::new(0),
             served: AtomicUsize::new(0),
-            last: std::sync::Mutex::new(Instant::now()),
+            opened: now,
+            last: Mutex::new(now),
             changed: Notify::new(),
+            evicting: AtomicBool::new(false),
+            evict: Notify::new(),
+            pool_idle,
         }
     }
 
     fn last(&self) -> Instant {
-        *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether it may be closed for another: no request in flight, not being closed already.
+    fn idle(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) == 0 && !self.evicting.load(Ordering::SeqCst)
+    }
+
+    /// The order in which idle connections are closed for others (lowest first): those that have
+    /// not finished a request, oldest first, then those idle longest.
+    fn eviction_rank(&self) -> (bool, Instant) {
+        if self.served.load(Ordering::SeqCst) == 0 { (false, self.opened) } else { (true, self.last()) }
+    }
+
+    fn close_for_another(&self) {
+        self.evicting.store(true, Ordering::SeqCst);
+        self.evict.notify_one();
+    }
+}
+
+/// One client's open connections, by id.
+type Connections = Vec<(u64, Arc<Activity>)>;
+
+/// The open connections by client, to choose which to close when a limit is reached.
+#[derive(Debug, Default)]
+struct Pool {
+    open: Mutex<HashMap<Source, Connections>>,
+    next: AtomicUsize,
+    /// Notified when a request ends somewhere.
+    idle: Arc<Notify>,
+}
+
+/// A connection's place in the [`Pool`]; leaves it when dropped.
+#[derive(Debug)]
+struct Registered {
+    pool: Arc<Pool>,
+    source: Source,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut open = self.pool.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(list) = open.get_mut(&self.source) {
+            list.retain(|(id, _)| *id != self.id);
+            if list.is_empty() {
+                open.remove(&self.source);
+            }
+        }
+    }
+}
+
+impl Pool {
+    fn register(self: &Arc<Self>, source: Source) -> (Arc<Activity>, Registered) {
+        let activity = Arc::new(Activity::new(self.idle.clone()));
+        let id = self.next.fetch_add(1, Ordering::SeqCst) as u64;
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.entry(source).or_default().push((id, activity.clone()));
+        (activity, Registered { pool: self.clone(), source, id })
+    }
+
+    fn count(&self, source: Source) -> usize {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner).get(&source).map_or(0, Vec::len)
+    }
+
+    /// Closes one idle connection of `source`, or (`None`) of the client holding the most
+    /// connections that has one idle. False when there is none to close.
+    fn close_one_for_another(&self, source: Option<Source>) -> bool {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let pick = |list: &Connections| {
+            list.iter()
+                .filter(|(_, a)| a.idle())
+                .min_by_key(|(_, a)| a.eviction_rank())
+                .map(|(_, a)| a.clone())
+        };
+        let victim = match source {
+            Some(s) => open.get(&s).and_then(pick),
+            None => {
+                let mut by_size: Vec<&Connections> = open.values().collect();
+                by_size.sort_by_key(|l| std::cmp::Reverse(l.len()));
+                by_size.into_iter().find_map(pick)
+            }
+        };
+        match victim {
+            Some(v) => {
+                v.close_for_another();
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -249,7 +410,7 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Opti
 }
 
 /// Serves `listener` until `shutdown` resolves. `handshake` turns a raw connection into the stream
-/// HTTP is spoken on (TLS, or nothing for the probe port); `app` answers requests.
+/// HTTP is spoken on (TLS, or nothing for a probe port); `app` answers requests.
 pub async fn serve<L, H, F, S>(
     mut listener: L,
     handshake: H,
@@ -264,24 +425,18 @@ pub async fn serve<L, H, F, S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let handshakes = Arc::new(Semaphore::new(limits.max_handshakes.max(1)));
+    let handshakes = Fair::new(limits.max_handshakes.max(1) as u64, limits.max_handshakes.max(1) as u64);
+    let pool = Arc::new(Pool::default());
+    let per_source = limits.max_connections_per_source.max(1);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     let mut backoff = Backoff::default();
     tokio::pin!(shutdown);
     loop {
-        // A free slot first: a full pool stops accepting rather than accepting and dropping.
-        let slot = tokio::select! {
-            () = &mut shutdown => break,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(s) => s,
-                Err(_) => break,
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-        };
         let accepted = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let (io, peer) = match accepted {
             Ok(a) => {
@@ -289,7 +444,6 @@ pub async fn serve<L, H, F, S>(
                 a
             }
             Err(e) => {
-                drop(slot);
                 let pause = backoff.on_error(&e);
                 if !pause.is_zero() {
                     tokio::select! {
@@ -300,12 +454,46 @@ pub async fn serve<L, H, F, S>(
                 continue;
             }
         };
+        let source = Source(peer.ip());
+        // One client's own limit: its idlest connection makes room, or the new one is refused.
+        if pool.count(source) >= per_source && !pool.close_one_for_another(Some(source)) {
+            tracing::debug!(%peer, "connection refused: its client has every connection it may have in use");
+            events.closed("source_limit");
+            continue;
+        }
+        // A slot: free, or freed by closing the idlest connection of the client holding the
+        // most; when every connection is busy, wait (the kernel's backlog holds the rest).
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                let mut slot = None;
+                while slot.is_none() {
+                    // Closed connections give their slot back; a request that ends makes its
+                    // connection one that may be closed.
+                    pool.close_one_for_another(None);
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        s = slots.clone().acquire_owned() => match s {
+                            Ok(s) => slot = Some(s),
+                            Err(_) => break,
+                        },
+                        () = pool.idle.notified() => {}
+                    }
+                }
+                match slot {
+                    Some(s) => s,
+                    None => break,
+                }
+            }
+        };
+        let (activity, registered) = pool.register(source);
         let (handshake, app, limits, events, handshakes) =
             (handshake.clone(), app.clone(), limits.clone(), events.clone(), handshakes.clone());
         let mut stop = stop_rx.clone();
         connections.spawn(async move {
             let _slot = slot;
-            let shaking = throttled(&handshakes, handshake(io));
+            let _registered = registered;
+            let shaking = throttled(&handshakes, source, handshake(io));
             let stream = tokio::select! {
                 done = tokio::time::timeout(limits.handshake_timeout, shaking) => match done {
                     Ok(Ok(s)) => s,
@@ -320,9 +508,13 @@ pub async fn serve<L, H, F, S>(
                         return;
                     }
                 },
+                () = activity.evict.notified() => {
+                    events.closed("evicted");
+                    return;
+                }
                 _ = stop.changed() => return,
             };
-            connection(stream, app, &limits, &events, stop).await;
+            connection(stream, app, &limits, &events, stop, source, activity).await;
         });
     }
     // Stop accepting at once: the listening socket closes here, so new connections are refused.
@@ -342,6 +534,10 @@ pub async fn serve<L, H, F, S>(
 /// The HTTP/2 flow-control windows a connection advertises, per stream and for the connection.
 pub const H2_WINDOW: u32 = 64 * 1024;
 
+/// How long an idle connection closed for another may take to go (a request that arrived just
+/// before is finished first).
+const EVICTION_DRAIN: Duration = Duration::from_secs(1);
+
 /// Serves HTTP/1.1 or HTTP/2 on one established connection, within `limits`.
 async fn connection<S>(
     stream: S,
@@ -349,15 +545,17 @@ async fn connection<S>(
     limits: &Limits,
     events: &impl ConnectionEvents,
     mut stop: watch::Receiver<bool>,
+    source: Source,
+    activity: Arc<Activity>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::new());
     let seen = activity.clone();
     let max_requests = limits.max_requests_per_connection.max(1);
-    let service = tower::service_fn(move |req: axum::extract::Request<hyper::body::Incoming>| {
+    let service = tower::service_fn(move |mut req: axum::extract::Request<hyper::body::Incoming>| {
         let app = app.clone();
         let seen = seen.clone();
+        req.extensions_mut().insert(source);
         seen.in_flight.fetch_add(1, Ordering::SeqCst);
         let n = seen.served.fetch_add(1, Ordering::SeqCst) + 1;
         // HTTP/2 has no `Connection` header; its connections are closed with GOAWAY below.
@@ -370,8 +568,10 @@ async fn connection<S>(
             {
                 r.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
-            *seen.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
-            seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+            *seen.last.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+            if seen.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+                seen.pool_idle.notify_one();
+            }
             seen.changed.notify_one();
             res
         }
@@ -381,7 +581,7 @@ async fn connection<S>(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
-        .max_buf_size(64 * 1024);
+        .max_buf_size(limits.max_header_bytes.max(8 * 1024));
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -390,7 +590,7 @@ async fn connection<S>(
         // handler reserved room to read it ([`crate::lanes`]).
         .initial_stream_window_size(H2_WINDOW)
         .initial_connection_window_size(H2_WINDOW)
-        .max_header_list_size(16 * 1024)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX).min(16 * 1024))
         .keep_alive_interval(Some(limits.idle_timeout / 3))
         .keep_alive_timeout(limits.header_timeout);
     let conn = builder
@@ -418,6 +618,15 @@ async fn connection<S>(
                 return;
             }
             _ = stop.changed() => break "shutdown",
+            () = activity.evict.notified() => {
+                events.closed("evicted");
+                if activity.served.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(EVICTION_DRAIN.min(limits.drain_timeout), conn).await;
+                return;
+            }
             () = activity.changed.notified() => {
                 if activity.served.load(Ordering::SeqCst) >= max_requests
                     && activity.in_flight.load(Ordering::SeqCst) == 0
@@ -451,22 +660,23 @@ mod tests {
 
     #[tokio::test]
     async fn a_throttled_future_holds_a_permit_only_while_it_is_polled() {
-        let permits = Semaphore::new(1);
+        let permits = Fair::new(1, 1);
+        let me = Source::LOCAL;
         let (wake, woken) = tokio::sync::oneshot::channel::<()>();
         // Each time it runs, the work checks that it holds the only permit.
         let work = async {
-            assert_eq!(permits.available_permits(), 0, "polled without the permit");
+            assert_eq!(permits.available(), 0, "polled without the permit");
             let _ = woken.await;
-            assert_eq!(permits.available_permits(), 0, "polled without the permit");
+            assert_eq!(permits.available(), 0, "polled without the permit");
             7
         };
-        let mut shaking = std::pin::pin!(throttled(&permits, work));
+        let mut shaking = std::pin::pin!(throttled(&permits, me, work));
         assert!(futures::poll!(shaking.as_mut()).is_pending());
-        assert_eq!(permits.available_permits(), 1, "waiting for its peer, it holds no permit");
+        assert_eq!(permits.available(), 1, "waiting for its peer, it holds no permit");
         // Another one computes meanwhile.
-        assert_eq!(throttled(&permits, async { 1 }).await, 1);
+        assert_eq!(throttled(&permits, me, async { 1 }).await, 1);
         // Woken while every permit is taken, it waits for one.
-        let taken = permits.acquire().await.unwrap();
+        let taken = permits.acquire(me, 1).await;
         let _ = wake.send(());
         assert!(futures::poll!(shaking.as_mut()).is_pending());
         drop(taken);
