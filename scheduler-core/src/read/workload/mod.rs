@@ -508,13 +508,13 @@ fn volcano_dag(obj: &Value, roles: &[Role], errors: &mut Vec<FieldError>) {
     let mut needs = vec![0usize; roles.len()];
     let mut unblocks: Vec<Vec<usize>> = vec![Vec::new(); roles.len()];
     let mut any = false;
-    for i in 0..roles.len() {
+    for (i, need) in needs.iter_mut().enumerate() {
         let names = obj.at(&format!("/spec/tasks/{i}/dependsOn/name")).and_then(Value::as_array);
         for (k, name) in names.into_iter().flatten().enumerate() {
             any = true;
             match name.as_str().and_then(|n| index.get(n)) {
                 Some(&j) => {
-                    needs[i] += 1;
+                    *need += 1;
                     unblocks[j].push(i);
                 }
                 None => errors.push(FieldError::new(
