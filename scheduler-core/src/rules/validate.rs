@@ -37,6 +37,14 @@ pub trait Gangs {
     /// where they lie, or copies (a front door that holds them behind a lock hands out copies, so
     /// that no lock is held while an object is admitted).
     fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>>;
+
+    /// Why a gang with this key that [`Gangs::find`] does not return may exist all the same: the
+    /// front door knows it does not hold every gang there (the webhook's lookup leaves gangs out
+    /// past its bounds). Admission then says it did not check the pod against it, rather than
+    /// taking "not found" for "not there". `None`: what is not found is not known to exist.
+    fn not_held(&self, _key: &GangKey) -> Option<String> {
+        None
+    }
 }
 
 /// No gang known: what a front door that sees one object at a time supplies.
@@ -168,19 +176,10 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
 /// knows ([`crate::admit::admit_with`]); the cycle reports the same members in its message (see
 /// `tree::attachment_error`).
 pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
-    use crate::model::Dialect;
     let (claims, _) = crate::dialect::pod_claims_all(pod);
     let mut errors = Vec::new();
     for c in claims {
-        let (label, family): (&str, &[Dialect]) = match c.dialect {
-            Dialect::KubeGang | Dialect::KubeGangAnnotations => {
-                (crate::labels::LABEL_SUBGROUP, &[Dialect::KubeGang, Dialect::KubeGangAnnotations])
-            }
-            Dialect::Kai => (crate::dialect::kai::SUBGROUP_LABEL, &[Dialect::Kai]),
-            // Upstream claims resolve to their leaf by the PodGroup they name; the other dialects
-            // have no subgroups.
-            _ => continue,
-        };
+        let Some((label, family)) = subgroup_label(c.dialect) else { continue };
         let Some(gang) = gangs.iter().find(|g| g.key == c.gang && family.contains(&g.source.dialect)) else {
             continue;
         };
@@ -189,6 +188,27 @@ pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+/// The label a pod of a claim in `dialect` names its subgroup with, and the dialects of the gang
+/// objects it may name (`None`: upstream claims resolve to their leaf by the PodGroup they name;
+/// the other dialects have no subgroups).
+fn subgroup_label(
+    dialect: crate::model::Dialect,
+) -> Option<(&'static str, &'static [crate::model::Dialect])> {
+    use crate::model::Dialect;
+    match dialect {
+        Dialect::KubeGang | Dialect::KubeGangAnnotations => {
+            Some((crate::labels::LABEL_SUBGROUP, &[Dialect::KubeGang, Dialect::KubeGangAnnotations]))
+        }
+        Dialect::Kai => Some((crate::dialect::kai::SUBGROUP_LABEL, &[Dialect::Kai])),
+        _ => None,
+    }
+}
+
+/// Whether a pod's claim in `dialect` names a subgroup [`attachment_errors`] checks.
+pub fn has_subgroup_label(dialect: crate::model::Dialect) -> bool {
+    subgroup_label(dialect).is_some()
 }
 
 /// Pod floors above the pods that can exist: `gang` (read from a KAI PodGroup, whose root and
