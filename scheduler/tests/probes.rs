@@ -60,7 +60,7 @@ async fn a_flood_of_partial_headers_holds_a_handful_of_connections_and_probes_ar
     tokio::time::sleep(Duration::from_millis(200)).await;
     // The kubelet (another address) is answered meanwhile.
     assert_eq!(get(3, addr, "/healthz").await, (200, "ok\n".into()));
-    // The flooding client keeps at most its share (8) open; the rest were closed for it.
+    // The flooding client keeps at most its share (8) open; the rest were closed as they came.
     let open = still_open(&mut flood).await;
     assert!(open <= 8, "{open} of the flood's connections are open");
     // A header that grows past 16 KiB is refused (431), not buffered.
@@ -75,11 +75,66 @@ async fn a_flood_of_partial_headers_holds_a_handful_of_connections_and_probes_ar
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(still_open(&mut flood).await, 0);
     let text = get(3, addr, "/metrics").await.1;
-    for reason in ["evicted", "header_timeout", "headers_too_large"] {
+    for reason in ["source_limit", "header_timeout", "headers_too_large"] {
         assert!(
             text.contains(&format!("gang_connections_closed_total{{port=\"probe\",reason=\"{reason}\"}}")),
             "{reason} not counted in\n{text}"
         );
     }
     probes.stop();
+}
+
+/// The binary serves its probe port as the Deployment probes it (from the thread and listener
+/// above), and stops on SIGTERM within its drain period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_its_probes_and_stops_on_sigterm() {
+    let fake = kube_gang_tests::FakeApi::start(&[("/apis/kube-gang.io/v1alpha1", "gangs")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gang-scheduler"))
+        .args(["--leader-elect=false", &format!("--probe-listen={addr}")])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = tokio::time::timeout(BOUND, async {
+        loop {
+            if let Ok(mut s) = TcpStream::connect(addr).await {
+                let _ = s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out).await;
+                if out.starts_with("HTTP/1.1 200") {
+                    return out;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let ready = ready.unwrap_or_else(|_| {
+        let _ = child.kill();
+        panic!("the probe port never said ready")
+    });
+    assert!(ready.ends_with("ok: leader\n"), "{ready}");
+    assert_eq!(get(1, addr, "/healthz").await, (200, "ok\n".into()));
+    rustix::process::kill_process(rustix::process::Pid::from_child(&child), rustix::process::Signal::TERM)
+        .unwrap();
+    let exited = tokio::time::timeout(BOUND, async {
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let status = exited.unwrap_or_else(|_| {
+        let _ = child.kill();
+        panic!("gang-scheduler did not stop on SIGTERM")
+    });
+    assert!(status.success(), "{status}");
 }

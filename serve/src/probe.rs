@@ -98,42 +98,29 @@ pub struct Probes {
 }
 
 impl Probes {
-    /// Binds `addr` (an error names it) and serves `app` there within `limits`.
+    /// Binds `addr` (an error names it; the kernel's queue [`server::BACKLOG`] deep) and serves
+    /// `app` there within `limits`.
     pub fn bind(
         addr: SocketAddr,
         app: Router,
         limits: Limits,
         events: impl ConnectionEvents,
     ) -> anyhow::Result<Probes> {
-        let listener = std::net::TcpListener::bind(addr).with_context(|| format!("--probe-listen {addr}"))?;
-        listener.set_nonblocking(true).with_context(|| format!("--probe-listen {addr}"))?;
-        Probes::start(listener, app, limits, events)
-    }
-
-    /// Serves `app` on `listener` (non-blocking) within `limits`.
-    pub fn start(
-        listener: std::net::TcpListener,
-        app: Router,
-        limits: Limits,
-        events: impl ConnectionEvents,
-    ) -> anyhow::Result<Probes> {
-        let addr = listener.local_addr().context("the probe port's address")?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the probe runtime")?;
+        // Registered with the probe runtime (not the caller's, if it has one).
+        let listener = {
+            let _in_probe_runtime = rt.enter();
+            server::bind(addr).with_context(|| format!("--probe-listen {addr}"))?
+        };
+        let addr = listener.local_addr().context("the probe port's address")?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("probes".into())
             .spawn(move || {
                 rt.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            tracing::error!(error = %e, "probe port not served");
-                            return;
-                        }
-                    };
                     let plain = |tcp| async move { std::io::Result::Ok(tcp) };
                     let stopped = async move {
                         let _ = stopped.await;

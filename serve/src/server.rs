@@ -3,9 +3,8 @@
 //!
 //! **Connections.** Every connection holds a slot of a bounded pool ([`Limits::max_connections`]),
 //! and one client — one peer address, a [`Source`] — at most [`Limits::max_connections_per_source`]
-//! of them. When a client at its own limit connects again, its own idlest connection is closed to
-//! make room (or the new one refused when all of its connections are in the middle of a request);
-//! when the pool is full, the idlest connection of the client holding the most is closed: one
+//! of them: a connection beyond that is closed as soon as it is accepted. When the pool is full,
+//! the idlest connection of the client holding the most is closed: one
 //! that has not finished a request yet first (oldest first), else the one idle longest
 //! ([`Pool`]). Only when every connection is in the middle of a request does the loop stop
 //! accepting and leave the rest to the kernel's backlog. So a flood of idle connections from one
@@ -72,8 +71,8 @@ pub struct Limits {
     /// client holding the most is closed for a new one; only when none is idle do more wait in the
     /// kernel backlog.
     pub max_connections: usize,
-    /// Connections one client (peer address) may have open at once; its own idlest is closed for
-    /// a new one beyond it.
+    /// Connections one client (peer address) may have open at once; one beyond it is closed as
+    /// soon as it is accepted.
     pub max_connections_per_source: usize,
     /// Time to complete the TLS handshake.
     pub handshake_timeout: Duration,
@@ -189,6 +188,21 @@ pub async fn throttled<F: Future>(permits: &Fair, source: Source, work: F) -> F:
             }
         }
     }
+}
+
+/// The kernel's queue of connections accepted but not yet taken (`listen(2)`'s backlog; Linux
+/// caps it at `net.core.somaxconn`, 4096 by default). A flood fills the queue faster than it is
+/// drained for a moment at a time; a short one drops a legitimate client's SYN, which it then
+/// resends only after a second (std's default is 128, tokio's 1,024).
+pub const BACKLOG: u32 = 4096;
+
+/// Binds a TCP listener on `addr` with [`BACKLOG`] (inside a tokio runtime).
+pub fn bind(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 /// A source of connections: a TCP listener, or a test's stand-in that fails on purpose.
@@ -356,9 +370,9 @@ impl Pool {
         self.open.lock().unwrap_or_else(PoisonError::into_inner).get(&source).map_or(0, Vec::len)
     }
 
-    /// Closes one idle connection of `source`, or (`None`) of the client holding the most
-    /// connections that has one idle. False when there is none to close.
-    fn close_one_for_another(&self, source: Option<Source>) -> bool {
+    /// Closes one idle connection of the client holding the most connections that has one idle.
+    /// False when there is none to close.
+    fn close_one_for_another(&self) -> bool {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let pick = |list: &Connections| {
             list.iter()
@@ -366,14 +380,9 @@ impl Pool {
                 .min_by_key(|(_, a)| a.eviction_rank())
                 .map(|(_, a)| a.clone())
         };
-        let victim = match source {
-            Some(s) => open.get(&s).and_then(pick),
-            None => {
-                let mut by_size: Vec<&Connections> = open.values().collect();
-                by_size.sort_by_key(|l| std::cmp::Reverse(l.len()));
-                by_size.into_iter().find_map(pick)
-            }
-        };
+        let mut by_size: Vec<&Connections> = open.values().collect();
+        by_size.sort_by_key(|l| std::cmp::Reverse(l.len()));
+        let victim = by_size.into_iter().find_map(pick);
         match victim {
             Some(v) => {
                 v.close_for_another();
@@ -455,9 +464,11 @@ pub async fn serve<L, H, F, S>(
             }
         };
         let source = Source(peer.ip());
-        // One client's own limit: its idlest connection makes room, or the new one is refused.
-        if pool.count(source) >= per_source && !pool.close_one_for_another(Some(source)) {
-            tracing::debug!(%peer, "connection refused: its client has every connection it may have in use");
+        // One client's own limit: a new connection beyond it is closed at once, the cheapest
+        // answer (no task, no handshake): a client reconnecting in a loop costs this loop an
+        // accept and a close per connect, and holds no more than its share.
+        if pool.count(source) >= per_source {
+            tracing::debug!(%peer, "connection refused: its client has every connection it may have");
             events.closed("source_limit");
             continue;
         }
@@ -470,7 +481,7 @@ pub async fn serve<L, H, F, S>(
                 while slot.is_none() {
                     // Closed connections give their slot back; a request that ends makes its
                     // connection one that may be closed.
-                    pool.close_one_for_another(None);
+                    pool.close_one_for_another();
                     tokio::select! {
                         () = &mut shutdown => break,
                         s = slots.clone().acquire_owned() => match s {

@@ -522,9 +522,7 @@ pub async fn serve(
     )?;
     let probe_addr = probes.addr();
 
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("--listen {}", args.listen))?;
+    let listener = server::bind(args.listen).with_context(|| format!("--listen {}", args.listen))?;
     tracing::info!(listen = %listener.local_addr()?, probe = %probe_addr, "gang-webhook serving");
     ready.store(true, Ordering::Relaxed);
     let not_ready = ready.clone();
