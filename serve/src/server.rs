@@ -370,6 +370,12 @@ impl Pool {
         self.open.lock().unwrap_or_else(PoisonError::into_inner).get(&source).map_or(0, Vec::len)
     }
 
+    /// Whether a connection closed for another has not given its slot back yet.
+    fn closing(&self) -> bool {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.values().flatten().any(|(_, a)| a.evicting.load(Ordering::SeqCst))
+    }
+
     /// Closes one idle connection of the client holding the most connections that has one idle.
     /// False when there is none to close.
     fn close_one_for_another(&self) -> bool {
@@ -480,8 +486,11 @@ pub async fn serve<L, H, F, S>(
                 let mut slot = None;
                 while slot.is_none() {
                     // Closed connections give their slot back; a request that ends makes its
-                    // connection one that may be closed.
-                    pool.close_one_for_another();
+                    // connection one that may be closed. One at a time: a connection being closed
+                    // gives its slot back in a moment.
+                    if !pool.closing() {
+                        pool.close_one_for_another();
+                    }
                     tokio::select! {
                         () = &mut shutdown => break,
                         s = slots.clone().acquire_owned() => match s {

@@ -761,7 +761,7 @@ fn issue_32(webhook: &Webhook, seconds: u64, nice: Option<i32>) {
     });
     let reached = settle(&open, 1_100, Duration::from_secs(5));
     println!(
-        "(f) {reached} of the flood's connections open at once (its client may hold 256; the rest closed for its own new ones)"
+        "(f) {reached} of the flood's connections open at once (its client may hold 256; the rest are closed as they are accepted)"
     );
     let load = load_average();
     let fresh = legit_load_with(webhook, 50, seconds, true).join().unwrap();
