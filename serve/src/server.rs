@@ -22,8 +22,11 @@
 //! connections are refused by the kernel), open connections are asked to finish, and whatever is
 //! still open after the drain period is dropped.
 //!
-//! **Handshakes** are CPU work on the async workers (key exchange, signature). At most
-//! [`Limits::max_handshakes`] are worked on at once, given in turn between clients
+//! **Handshakes** are CPU work on the async workers (key exchange, signature), and cost a client
+//! next to nothing (a message it can replay): a client may open [`Limits::handshake_burst`] new
+//! connections at once and [`Limits::handshakes_per_second`] after that, more are closed as they
+//! are accepted. At most [`Limits::max_handshakes`] are worked on at once, given in turn between
+//! clients
 //! ([`throttled`], [`crate::fair`]): a handshake holds a permit only while it computes, never while
 //! it waits for its client, so a wave of reconnecting clients queues up behind the permits instead
 //! of in front of every established connection's I/O, a client that stalls mid-handshake holds
@@ -78,6 +81,13 @@ pub struct Limits {
     pub handshake_timeout: Duration,
     /// Handshakes worked on at once (a handshake waiting for its client holds no permit).
     pub max_handshakes: usize,
+    /// New connections (each a TLS handshake to compute) one client may open per second, beyond
+    /// [`Limits::handshake_burst`]; more are closed as soon as they are accepted. 0: no limit (a
+    /// port without TLS, where a connection costs the server no more than the client).
+    pub handshakes_per_second: u32,
+    /// New connections one client may open at once before [`Limits::handshakes_per_second`]
+    /// holds it back.
+    pub handshake_burst: u32,
     /// Time to send a request's headers, and, after the handshake, to send the first one. HTTP/1.1
     /// also waits for the next request's headers under this timeout, so it bounds how long an idle
     /// HTTP/1.1 connection stays open too.
@@ -112,6 +122,50 @@ pub const BODY_GRACE: Duration = Duration::from_millis(500);
 /// falls behind it, so the budget it holds ([`crate::fair`]) it holds briefly.
 pub const BODY_MIN_RATE: u64 = 256 * 1024;
 
+/// New TLS connections one client may open per second after its burst. A TLS handshake costs the
+/// server a key exchange and a signature (~0.2 ms of CPU), and the client a message it can replay
+/// for nothing: without a rate a client could spend the server's CPU at no cost to itself. The API
+/// server keeps its connections alive and opens a few at a time.
+pub const HANDSHAKES_PER_SECOND: u32 = 20;
+
+/// New TLS connections one client may open at once: the API server's replicas reconnecting after a
+/// restart open a few dozen.
+pub const HANDSHAKE_BURST: u32 = 100;
+
+/// Clients whose connection rate is remembered, at most; beyond, those back to a full burst are
+/// forgotten (they would be admitted as new anyway).
+const RATES_REMEMBERED: usize = 4096;
+
+/// Each client's new-connection allowance: a token bucket.
+#[derive(Debug, Default)]
+struct Rates {
+    buckets: HashMap<Source, (f64, Instant)>,
+}
+
+impl Rates {
+    /// Whether `source` may open one more connection now (taking it from its allowance).
+    fn admit(&mut self, source: Source, per_second: u32, burst: u32) -> bool {
+        if per_second == 0 {
+            return true;
+        }
+        let now = Instant::now();
+        let (rate, burst) = (f64::from(per_second), f64::from(burst.max(1)));
+        if self.buckets.len() >= RATES_REMEMBERED {
+            self.buckets
+                .retain(|_, (tokens, at)| *tokens + now.duration_since(*at).as_secs_f64() * rate < burst);
+        }
+        let (tokens, at) = self.buckets.entry(source).or_insert((burst, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(burst);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
@@ -120,6 +174,8 @@ impl Default for Limits {
             max_connections_per_source: 256,
             handshake_timeout: Duration::from_secs(5),
             max_handshakes: 2 * cpus,
+            handshakes_per_second: HANDSHAKES_PER_SECOND,
+            handshake_burst: HANDSHAKE_BURST,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
             body_grace: BODY_GRACE,
@@ -151,6 +207,8 @@ impl Limits {
             body_timeout: self.body_timeout.min(PROBE_REQUEST_TIMEOUT),
             idle_timeout: self.idle_timeout.min(Duration::from_secs(60)),
             max_header_bytes: 16 * 1024,
+            // Plain HTTP: a connection costs the server no more than it costs the client.
+            handshakes_per_second: 0,
             ..self.clone()
         }
     }
@@ -443,6 +501,7 @@ pub async fn serve<L, H, F, S>(
     let handshakes = Fair::new(limits.max_handshakes.max(1) as u64, limits.max_handshakes.max(1) as u64);
     let pool = Arc::new(Pool::default());
     let per_source = limits.max_connections_per_source.max(1);
+    let mut rates = Rates::default();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     let mut backoff = Backoff::default();
@@ -476,6 +535,12 @@ pub async fn serve<L, H, F, S>(
         if pool.count(source) >= per_source {
             tracing::debug!(%peer, "connection refused: its client has every connection it may have");
             events.closed("source_limit");
+            continue;
+        }
+        // And its rate of new connections (each a handshake to compute), likewise.
+        if !rates.admit(source, limits.handshakes_per_second, limits.handshake_burst) {
+            tracing::debug!(%peer, "connection refused: its client opens connections faster than it may");
+            events.closed("handshake_rate");
             continue;
         }
         // A slot: free, or freed by closing the idlest connection of the client holding the
@@ -701,6 +766,18 @@ mod tests {
         assert!(futures::poll!(shaking.as_mut()).is_pending());
         drop(taken);
         assert_eq!(shaking.await, 7);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_opens_its_burst_at_once_then_its_rate_and_others_are_not_held_back() {
+        let (a, b) = (Source("10.0.0.1".parse().unwrap()), Source("10.0.0.2".parse().unwrap()));
+        let mut rates = Rates::default();
+        let admitted = (0..10).filter(|_| rates.admit(a, 2, 5)).count();
+        assert_eq!(admitted, 5, "the burst");
+        assert!(rates.admit(b, 2, 5), "another client has its own");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!((0..10).filter(|_| rates.admit(a, 2, 5)).count(), 2, "then the rate");
+        assert!((0..1000).all(|_| rates.admit(a, 0, 0)), "0: no limit");
     }
 
     #[test]

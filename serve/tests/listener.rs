@@ -207,3 +207,22 @@ async fn a_probe_ports_headers_are_bounded() {
     // An ordinary probe is answered.
     assert!(get_from(3, server.addr, "/").await.starts_with("HTTP/1.1 200"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_opening_connections_faster_than_its_rate_has_the_rest_closed() {
+    let server = start(Limits { handshakes_per_second: 1, handshake_burst: 3, ..limits(64, 64) }).await;
+    let mut opened = Vec::new();
+    for _ in 0..6 {
+        opened.push(connect(2, server.addr).await);
+    }
+    let mut closed = 0;
+    for s in &mut opened {
+        if tokio::time::timeout(Duration::from_millis(300), closed_by_server(s)).await.unwrap_or(false) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 2, "{closed} of 6 closed: the burst is 3 (one more may have come in by the rate)");
+    assert!(server.closed.count("handshake_rate") >= 2);
+    // Another client's connections are its own to open.
+    assert!(get_from(3, server.addr, "/").await.starts_with("HTTP/1.1 200"));
+}

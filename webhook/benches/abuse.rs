@@ -471,14 +471,16 @@ fn run(seconds: u64, nice: Option<i32>) {
     let rt = abusers(nice);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for _ in 0..500 {
+    for i in 0..500 {
         let (config, stop, open) = (config.clone(), stop_rx.clone(), open.clone());
+        // From 10 clients of their own (50 each, as 10 Pods would), not the API server's address.
+        let client = 10 + (i % 10) as u8;
         rt.spawn(async move {
             for _ in 0..100 {
                 if *stop.borrow() {
                     return;
                 }
-                let Ok(mut s) = connect_tls(port, config.clone()).await else {
+                let Ok(mut s) = connect_tls_from(client, port, config.clone()).await else {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 };
@@ -761,7 +763,7 @@ fn issue_32(webhook: &Webhook, seconds: u64, nice: Option<i32>) {
     });
     let reached = settle(&open, 1_100, Duration::from_secs(5));
     println!(
-        "(f) {reached} of the flood's connections open at once (its client may hold 256; the rest are closed as they are accepted)"
+        "(f) {reached} of the flood's connections open at once, as its tasks see them (its client may hold 256, open 100 at once and then 20 a second; the rest are closed as they are accepted)"
     );
     let load = load_average();
     let fresh = legit_load_with(webhook, 50, seconds, true).join().unwrap();
@@ -781,13 +783,21 @@ fn issue_32(webhook: &Webhook, seconds: u64, nice: Option<i32>) {
     let (rt, stop, open) = attack(nice, 200, &[8], move |client, stop, open| {
         let (cfg, heavy) = (cfg.clone(), heavy.clone());
         async move {
-            let Ok(stream) = connect_tls_from(client, port, cfg).await else { return };
-            let Ok((mut send, conn)) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
-            else {
-                return;
+            // Retried until it is let in: the client may open 100 connections at once, then 20 a
+            // second.
+            let mut send = loop {
+                if *stop.borrow() {
+                    return;
+                }
+                if let Ok(stream) = connect_tls_from(client, port, cfg.clone()).await
+                    && let Ok((send, conn)) =
+                        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
+                {
+                    tokio::spawn(conn);
+                    break send;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             };
-            tokio::spawn(conn);
             open.fetch_add(1, Ordering::Relaxed);
             while !*stop.borrow() {
                 let req = hyper::Request::post("/validate")
