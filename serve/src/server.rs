@@ -124,13 +124,15 @@ pub const BODY_MIN_RATE: u64 = 256 * 1024;
 
 /// New TLS connections one client may open per second after its burst. A TLS handshake costs the
 /// server a key exchange and a signature (~0.2 ms of CPU), and the client a message it can replay
-/// for nothing: without a rate a client could spend the server's CPU at no cost to itself. The API
-/// server keeps its connections alive and opens a few at a time.
-pub const HANDSHAKES_PER_SECOND: u32 = 20;
+/// for nothing: without a rate a client could spend all of the server's CPU at no cost to itself;
+/// at this one, a client spends at most a fiftieth of a CPU on them. The API server keeps its
+/// connections alive, but an HTTP/1.1 client under a burst opens one per request in flight and
+/// closes those it cannot keep idle (Go's transport keeps 2), so the rate leaves it room.
+pub const HANDSHAKES_PER_SECOND: u32 = 100;
 
-/// New TLS connections one client may open at once: the API server's replicas reconnecting after a
-/// restart open a few dozen.
-pub const HANDSHAKE_BURST: u32 = 100;
+/// New TLS connections one client may open at once: every API server replica reconnecting after a
+/// restart, or a burst of requests in flight.
+pub const HANDSHAKE_BURST: u32 = 200;
 
 /// Clients whose connection rate is remembered, at most; beyond, those back to a full burst are
 /// forgotten (they would be admitted as new anyway).

@@ -763,7 +763,7 @@ fn issue_32(webhook: &Webhook, seconds: u64, nice: Option<i32>) {
     });
     let reached = settle(&open, 1_100, Duration::from_secs(5));
     println!(
-        "(f) {reached} of the flood's connections open at once, as its tasks see them (its client may hold 256, open 100 at once and then 20 a second; the rest are closed as they are accepted)"
+        "(f) {reached} of the flood's connections open at once, as its tasks see them (its client may hold 256, open 200 at once and then 100 a second; the rest are closed as they are accepted)"
     );
     let load = load_average();
     let fresh = legit_load_with(webhook, 50, seconds, true).join().unwrap();
@@ -783,7 +783,7 @@ fn issue_32(webhook: &Webhook, seconds: u64, nice: Option<i32>) {
     let (rt, stop, open) = attack(nice, 200, &[8], move |client, stop, open| {
         let (cfg, heavy) = (cfg.clone(), heavy.clone());
         async move {
-            // Retried until it is let in: the client may open 100 connections at once, then 20 a
+            // Retried until it is let in: the client may open 200 connections at once, then 100 a
             // second.
             let mut send = loop {
                 if *stop.borrow() {

@@ -88,7 +88,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1024, value_name = "N", env = "GANG_WEBHOOK_MAX_CONNECTIONS")]
     pub max_connections: usize,
     /// Connections one client (peer address) may have open on --listen; one beyond it is closed as
-    /// soon as it is accepted, as are new connections beyond 100 at once and 20 a second (each is a
+    /// soon as it is accepted, as are new connections beyond 200 at once and 100 a second (each is a
     /// TLS handshake the webhook computes).
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_connections_per_client: usize,
