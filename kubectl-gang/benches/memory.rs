@@ -5,7 +5,8 @@
 //!
 //! The shapes: many tiny YAML documents (`a1: b`), a List of tiny mappings, a List of tiny Pods,
 //! tiny Gangs (each one an error), a JSON List of tiny Pods, documents nested 99 levels deep, and a
-//! realistic dump (S4's pod shape, as `kubectl get -o yaml` prints it).
+//! realistic dump (S4's pod shape, as `kubectl get -o yaml` prints it). Last, `validate` of a
+//! 7.9 MB file of 95 nested anchors and no alias (each anchored node is copied when defined).
 //!
 //! `cargo bench -p kubectl-gang --bench memory` (`MEMORY_SHAPES=Pods` measures only the shapes whose
 //! name holds `Pods`).
@@ -214,6 +215,40 @@ fn main() {
         }
         println!("{name:<28} {:>8.1} {:>8.1}", per_kib[0], per_kib[1]);
     }
+
+    // 95 nested anchors around ~7.9 MB and no alias: each anchored node is copied when defined.
+    let mut anchors = String::new();
+    for d in 0..95 {
+        anchors.push_str(&format!("{}a{d}: &x{d}\n", "  ".repeat(d)));
+    }
+    let pad = "  ".repeat(95);
+    let mut i = 0;
+    while anchors.len() < 7_900_000 {
+        anchors.push_str(&format!("{pad}k{i}: v\n"));
+        i += 1;
+    }
+    let file = write(dir.path(), "anchors.yaml", &anchors);
+    let input = anchors.len();
+    drop(anchors);
+    let (peak, took, out) = {
+        let _profiler = dhat::Profiler::builder().testing().build();
+        let before = dhat::HeapStats::get().curr_bytes;
+        let start = Instant::now();
+        let out = run(Cli::parse_from(["kubectl-gang", "validate", "-f", &file]));
+        let took = start.elapsed();
+        (dhat::HeapStats::get().max_bytes.saturating_sub(before), took, out)
+    };
+    let said = match &out {
+        Ok(o) => o.stderr.lines().chain(o.stdout.lines()).next().unwrap_or_default().to_string(),
+        Err(e) => format!("{e:#}"),
+    };
+    println!(
+        "\n95 nested anchors, no alias ({:.1} MB): validate took {:.2} s, peak heap {:.0} MiB ({:.1}× the input): {said}",
+        input as f64 / 1e6,
+        took.as_secs_f64(),
+        mib(peak),
+        peak as f64 / input as f64
+    );
 
     let brackets = "[".repeat(200_000);
     let file = write(dir.path(), "brackets.yaml", &brackets);

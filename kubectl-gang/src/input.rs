@@ -25,6 +25,16 @@ pub struct Sourced {
 /// The most one file (or stdin) may hold.
 pub const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The most one command reads from its `-f` files (or its `--cluster` dump) together: four
+/// files of the largest size. Memory follows the input (README: a few times it, 19 at worst), so
+/// a directory of many large files is refused rather than read into tens of GB.
+pub const MAX_TOTAL_INPUT_BYTES: u64 = 4 * MAX_INPUT_BYTES;
+
+/// The most a side file may hold: the scheduler's policy (`--config`), a kubeconfig
+/// (`--kubeconfig`, `KUBECONFIG`, `~/.kube/config`) and each file a kubeconfig names (CA,
+/// client certificate and key, token). Real ones are kilobytes; `/dev/zero` is not.
+pub const MAX_SIDE_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// An input error: the file, and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
@@ -73,17 +83,28 @@ pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<Sourced>, InputError> {
 pub fn read(paths: &[PathBuf]) -> Result<Objects, InputError> {
     let mut out = Objects::default();
     let files = expand_paths(paths)?;
+    // Refused before any file is read when their sizes already say so.
+    let sizes: u64 = files.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    if sizes > MAX_TOTAL_INPUT_BYTES {
+        let what = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        return Err(too_much(what));
+    }
+    let mut total = 0u64;
     for p in &files {
         let name = if p.as_os_str() == "-" { "-".to_string() } else { p.display().to_string() };
         let text = if p.as_os_str() == "-" {
-            read_bounded(&name, std::io::stdin().lock(), 0)?
+            read_bounded(&name, std::io::stdin().lock(), 0, MAX_INPUT_BYTES)?
         } else {
             let file =
                 std::fs::File::open(p).map_err(|e| InputError::Io { path: name.clone(), source: e })?;
             // Sized from the file's length: read into one buffer, not grown by doubling.
             let len = file.metadata().map_or(0, |m| m.len().min(MAX_INPUT_BYTES));
-            read_bounded(&name, file, len)?
+            read_bounded(&name, file, len, MAX_INPUT_BYTES)?
         };
+        total += text.len() as u64;
+        if total > MAX_TOTAL_INPUT_BYTES {
+            return Err(too_much(name));
+        }
         out.add_text(name, &text)?;
     }
     if out.is_empty() {
@@ -96,6 +117,16 @@ pub fn read(paths: &[PathBuf]) -> Result<Objects, InputError> {
         return Err(InputError::Invalid { path: what, message });
     }
     Ok(out)
+}
+
+fn too_much(path: String) -> InputError {
+    InputError::Invalid {
+        path,
+        message: format!(
+            "the input is larger than {} MiB in all; give fewer files at once",
+            MAX_TOTAL_INPUT_BYTES >> 20
+        ),
+    }
 }
 
 /// Objects read from files, each stored as compact JSON back to back: about the size of the text
@@ -316,23 +347,56 @@ impl crate::yaml::Sink for Adder<'_> {
     }
 }
 
-/// At most [`MAX_INPUT_BYTES`] of UTF-8 text, or an error saying which limit was hit.
-fn read_bounded(name: &str, reader: impl Read, expected: u64) -> Result<String, InputError> {
-    let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0).saturating_add(1));
+/// At most `limit` bytes (`expected`: the size to make room for at once), or an error saying
+/// which limit was hit: what the file is read into never grows past the limit, whatever the file
+/// (`/dev/zero`, a FIFO) says its size is.
+fn read_bytes_bounded(
+    name: &str,
+    reader: impl Read,
+    expected: u64,
+    limit: u64,
+) -> Result<Vec<u8>, InputError> {
+    let room = usize::try_from(expected.min(limit)).unwrap_or(0).saturating_add(1);
+    let mut bytes = Vec::with_capacity(room);
     reader
-        .take(MAX_INPUT_BYTES + 1)
+        .take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| InputError::Io { path: name.into(), source: e })?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(InputError::Invalid {
-            path: name.into(),
-            message: format!("larger than {} MiB; split it into smaller files", MAX_INPUT_BYTES >> 20),
-        });
+    if bytes.len() as u64 > limit {
+        let message = if limit == MAX_INPUT_BYTES {
+            format!("larger than {} MiB; split it into smaller files", limit >> 20)
+        } else {
+            format!("larger than {} MiB", limit >> 20)
+        };
+        return Err(InputError::Invalid { path: name.into(), message });
     }
+    Ok(bytes)
+}
+
+/// At most `limit` bytes of UTF-8 text ([`read_bytes_bounded`]).
+fn read_bounded(name: &str, reader: impl Read, expected: u64, limit: u64) -> Result<String, InputError> {
+    let bytes = read_bytes_bounded(name, reader, expected, limit)?;
     String::from_utf8(bytes).map_err(|e| InputError::Invalid {
         path: name.into(),
         message: format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
     })
+}
+
+/// A side file's bytes (at most [`MAX_SIDE_FILE_BYTES`]): the policy file, a kubeconfig, a file
+/// a kubeconfig names. Errors name the path.
+pub fn read_side_bytes(path: &Path) -> Result<Vec<u8>, InputError> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| InputError::Io { path: name.clone(), source: e })?;
+    let len = file.metadata().map_or(0, |m| m.len());
+    read_bytes_bounded(&name, file, len, MAX_SIDE_FILE_BYTES)
+}
+
+/// A side file's text ([`read_side_bytes`], UTF-8).
+pub fn read_side_file(path: &Path) -> Result<String, InputError> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| InputError::Io { path: name.clone(), source: e })?;
+    let len = file.metadata().map_or(0, |m| m.len());
+    read_bounded(&name, file, len, MAX_SIDE_FILE_BYTES)
 }
 
 /// Reads one file.
@@ -711,10 +775,43 @@ mod tests {
 
     #[test]
     fn oversized_and_binary_input_are_clear_errors() {
-        let err = read_bounded("big", std::io::repeat(b'a').take(MAX_INPUT_BYTES + 10), 0).unwrap_err();
+        let err = read_bounded("big", std::io::repeat(b'a').take(MAX_INPUT_BYTES + 10), 0, MAX_INPUT_BYTES)
+            .unwrap_err();
         assert_eq!(err.to_string(), "big: larger than 64 MiB; split it into smaller files");
-        let err = read_bounded("bin", &[0x61, 0xff, 0x00][..], 3).unwrap_err();
+        let err = read_bounded("bin", &[0x61, 0xff, 0x00][..], 3, MAX_INPUT_BYTES).unwrap_err();
         assert_eq!(err.to_string(), "bin: not UTF-8 text (invalid byte at offset 1)");
+    }
+
+    /// Side files (the policy, a kubeconfig and what it names) are bounded too: `/dev/zero`
+    /// reports no size and never ends; reading it stops one byte past the limit.
+    #[test]
+    fn side_files_are_bounded_whatever_they_say_their_size_is() {
+        let zero = Path::new("/dev/zero");
+        if zero.exists() {
+            let err = read_side_file(zero).unwrap_err().to_string();
+            assert_eq!(err, "/dev/zero: larger than 16 MiB");
+            assert_eq!(read_side_bytes(zero).unwrap_err().to_string(), "/dev/zero: larger than 16 MiB");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("policy.yaml");
+        std::fs::write(&small, "scoring: spread\n").unwrap();
+        assert_eq!(read_side_file(&small).unwrap(), "scoring: spread\n");
+        let missing = read_side_file(&dir.path().join("nope")).unwrap_err().to_string();
+        assert!(missing.contains("nope"), "{missing}");
+    }
+
+    /// `-f` with many files: each within 64 MiB, and all of them within 256 MiB, refused before
+    /// any is read when their sizes say so (sparse files here: nothing is written or parsed).
+    #[test]
+    fn many_files_are_bounded_together() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..5 {
+            let f = std::fs::File::create(dir.path().join(format!("f{i}.yaml"))).unwrap();
+            f.set_len(MAX_INPUT_BYTES - 1).unwrap();
+        }
+        let err = read(&[dir.path().to_path_buf()]).unwrap_err().to_string();
+        assert!(err.ends_with("the input is larger than 256 MiB in all; give fewer files at once"), "{err}");
+        assert!(err.starts_with(&dir.path().display().to_string()), "names the input: {err}");
     }
 
     #[test]

@@ -18,20 +18,22 @@ use crate::table::{Grid, Tone, color_enabled};
 use crate::text::{age, escape_controls};
 use crate::world::{World, load};
 
-/// One gang as `-o json` prints it (a contract: fields are only ever added).
+/// One gang as `-o json` prints it (a contract: fields are only ever added). Fields are declared
+/// in the order of their JSON names, so that a row serialized as it is prints as it did through a
+/// JSON map (sorted), without building one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Row {
-    pub namespace: String,
-    pub name: String,
-    pub source: String,
-    pub phase: String,
-    pub min_member: u64,
-    pub members: u32,
     pub bound: u32,
-    pub running: u32,
-    pub reason: String,
+    pub members: u32,
     pub message: String,
+    pub min_member: u64,
+    pub name: String,
+    pub namespace: String,
+    pub phase: String,
+    pub reason: String,
+    pub running: u32,
+    pub source: String,
     /// The few words of the WAITING FOR column.
     pub waiting_for: String,
     #[serde(skip)]
@@ -335,9 +337,15 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         }
         return Ok(Output { stdout: String::new(), stderr, code: 0 });
     }
+    // Serialized from the rows as they are: a JSON tree of them cost as much again as the rows
+    // (356,000 gangs: some 350 MB more RSS).
+    #[derive(Serialize)]
+    struct Gangs<'a> {
+        gangs: &'a [Row],
+    }
     let stdout = match g.output {
-        Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": rows}))? + "\n",
-        Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": rows}))?,
+        Some(Format::Json) => serde_json::to_string_pretty(&Gangs { gangs: &rows })? + "\n",
+        Some(Format::Yaml) => serde_norway::to_string(&Gangs { gangs: &rows })?,
         // One line per object, as kubectl prints: the gangs of one Workload name it once.
         Some(Format::Name) => {
             let mut seen = BTreeSet::new();

@@ -7,8 +7,11 @@
 //!
 //! The reader is event-driven with an explicit stack: time and memory are linear in the input.
 //! Nesting deeper than [`MAX_DEPTH`] is refused (Kubernetes objects nest a few dozen levels at
-//! most), and what aliases copy in is bounded by the input's own size (at least
+//! most), and what anchors and aliases copy is bounded by the input's own size (at least
 //! [`MIN_ALIAS_BUDGET`]; the "billion laughs"), so the values read stay proportional to the text.
+//! An anchored node is copied when it is defined (an alias may name it later), so the copy counts
+//! then, whether or not any alias follows: 95 nested anchors and no alias would otherwise copy the
+//! innermost node 95 times (a 7.9 MB file took 6 GB).
 //! A `List`'s items are handed over one by one ([`Sink`]), never held all together as values.
 
 use serde_json::{Map, Number, Value};
@@ -77,9 +80,11 @@ pub fn documents(text: &str) -> Result<Vec<Value>, YamlError> {
 pub fn read(text: &str, sink: &mut impl Sink) -> Result<(), YamlError> {
     let mut parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: std::collections::HashMap<usize, Value> = std::collections::HashMap::new();
-    let alias_budget = text.len().max(MIN_ALIAS_BUDGET);
-    let mut alias_bytes = 0usize;
+    let mut anchors = Anchors {
+        values: std::collections::HashMap::new(),
+        budget: text.len().max(MIN_ALIAS_BUDGET),
+        copied: 0,
+    };
     let mut current: Option<Value> = None;
     let mut doc = 1;
     // Items of this document's top-level `items` sequence sent to the sink.
@@ -101,7 +106,7 @@ pub fn read(text: &str, sink: &mut impl Sink) -> Result<(), YamlError> {
             Event::StreamStart | Event::Nothing => continue,
             Event::DocumentStart => {
                 current = None;
-                anchors.clear();
+                anchors.values.clear();
                 continue;
             }
             Event::DocumentEnd => {
@@ -132,7 +137,7 @@ pub fn read(text: &str, sink: &mut impl Sink) -> Result<(), YamlError> {
                     Value::Null
                 }
                 Some(Frame::Seq { items, anchor, streamed: None }) => {
-                    remember(&mut anchors, anchor, Value::Array(items))
+                    anchors.remember(anchor, Value::Array(items)).map_err(&fail)?
                 }
                 _ => return Err(fail("unbalanced sequence".into())),
             },
@@ -152,22 +157,11 @@ pub fn read(text: &str, sink: &mut impl Sink) -> Result<(), YamlError> {
                             }
                         }
                     }
-                    remember(&mut anchors, anchor, Value::Object(map))
+                    anchors.remember(anchor, Value::Object(map)).map_err(&fail)?
                 }
                 _ => return Err(fail("unbalanced mapping".into())),
             },
-            Event::Alias(id) => {
-                let Some(v) = anchors.get(&id) else {
-                    return Err(fail("unknown anchor".into()));
-                };
-                alias_bytes = alias_bytes.saturating_add(text_size(v));
-                if alias_bytes > alias_budget {
-                    return Err(fail(format!(
-                        "aliases expand to more than {alias_budget} bytes (the input's size, or 1 MiB)"
-                    )));
-                }
-                v.clone()
-            }
+            Event::Alias(id) => anchors.alias(id).map_err(&fail)?,
             Event::Scalar(text, style, anchor, tag) => {
                 let is_key = matches!(stack.last(), Some(Frame::Map { key: None, .. }));
                 if is_key {
@@ -190,7 +184,7 @@ pub fn read(text: &str, sink: &mut impl Sink) -> Result<(), YamlError> {
                 } else {
                     Value::String(text)
                 };
-                remember(&mut anchors, anchor, v)
+                anchors.remember(anchor, v).map_err(&fail)?
             }
         };
         // A finished node goes into its parent, or becomes the document.
@@ -220,18 +214,55 @@ fn line_of(mark: &Marker) -> usize {
     mark.line().max(1)
 }
 
-fn remember(anchors: &mut std::collections::HashMap<usize, Value>, anchor: usize, v: Value) -> Value {
-    if anchor > 0 {
-        anchors.insert(anchor, v.clone());
-    }
-    v
+/// The anchored nodes of a document, and what copying them has cost: each anchored node is copied
+/// once when it is defined and once per alias, and every copy counts against one budget (the
+/// input's size, at least [`MIN_ALIAS_BUDGET`]), measured before it is made.
+struct Anchors {
+    values: std::collections::HashMap<usize, Value>,
+    budget: usize,
+    copied: usize,
 }
 
-/// The least text `v` could be written in: what an alias of it copies in.
-fn text_size(v: &Value) -> usize {
+impl Anchors {
+    /// Counts a copy of `v` against the budget (`copied` so far); an error once it is spent.
+    fn charge(budget: usize, copied: &mut usize, v: &Value) -> Result<(), String> {
+        let room = budget.saturating_sub(*copied);
+        let size = text_size(v, room);
+        if size > room {
+            return Err(format!(
+                "anchors and aliases copy more than {budget} bytes (the input's size, or 1 MiB)"
+            ));
+        }
+        *copied += size;
+        Ok(())
+    }
+
+    /// `v`, kept (a copy, counted) under `anchor` when it has one.
+    fn remember(&mut self, anchor: usize, v: Value) -> Result<Value, String> {
+        if anchor > 0 {
+            Anchors::charge(self.budget, &mut self.copied, &v)?;
+            self.values.insert(anchor, v.clone());
+        }
+        Ok(v)
+    }
+
+    /// A copy (counted before it is made) of the node anchored as `id`.
+    fn alias(&mut self, id: usize) -> Result<Value, String> {
+        let Some(v) = self.values.get(&id) else { return Err("unknown anchor".into()) };
+        Anchors::charge(self.budget, &mut self.copied, v)?;
+        Ok(v.clone())
+    }
+}
+
+/// The least text `v` could be written in — what a copy of it costs — counted up to `limit`: past
+/// it, some number above `limit` (so measuring a huge node costs no more than the budget left).
+fn text_size(v: &Value, limit: usize) -> usize {
     let mut n = 0usize;
     let mut todo = vec![v];
     while let Some(v) = todo.pop() {
+        if n > limit {
+            return n;
+        }
         n = n.saturating_add(ALIAS_NODE_BYTES);
         match v {
             Value::Array(a) => todo.extend(a.iter()),
@@ -488,7 +519,32 @@ mod tests {
             ));
         }
         let err = documents(&laughs).unwrap_err();
-        assert!(err.message.contains("aliases expand"), "{err}");
+        assert!(err.message.contains("anchors and aliases copy more than"), "{err}");
+    }
+
+    /// Nested anchors and no alias at all: each anchored node is copied when it is defined, so the
+    /// innermost one is copied once per anchor around it. Those copies count: 95 nested anchors
+    /// around ~20 KiB are refused, where they used to be copied 95 times (6 GB for a 7.9 MB file).
+    #[test]
+    fn anchors_count_when_they_are_defined_not_only_when_used() {
+        let leaf: String = (0..2_000).map(|i| format!("k{i}: v\n")).collect::<String>();
+        let indent = |d: usize, text: &str| -> String {
+            text.lines().map(|l| format!("{}{l}\n", "  ".repeat(d))).collect()
+        };
+        let mut doc = String::new();
+        for d in 0..95 {
+            doc.push_str(&format!("{}a{d}: &x{d}\n", "  ".repeat(d)));
+        }
+        doc.push_str(&indent(95, &leaf));
+        let err = documents(&doc).unwrap_err();
+        assert!(err.message.contains("anchors and aliases copy more than"), "{err}");
+        // A few anchors (the common use: a shared block of labels) read as ever.
+        let ok = one("base: &b {app: web}\nother: &o [1, 2]\nuse: *b\n");
+        assert_eq!(ok["use"], json!({"app": "web"}));
+        // The anchored copies of one node count its size, once per anchor: within the budget when
+        // they add up to less than the input (1 MiB at least).
+        let small = format!("a: &a\n{}", indent(1, &leaf));
+        assert!(documents(&small).is_ok());
     }
 
     #[test]

@@ -284,3 +284,57 @@ fn replica_types_the_operator_does_not_define_are_refused_and_the_patch_stays_bo
     let errors = workload::inspect(&mpi).unwrap().unwrap_err();
     assert_eq!(errors[0].path, "spec.mpiReplicaSpecs.Master");
 }
+
+/// One tenant's upstream hierarchy: `n` PodGroups (each with one pending pod) under one
+/// CompositePodGroup. Read into one gang of `n` leaves, which the rule book refuses as a whole.
+fn wide_hierarchy(n: usize) -> scheduler_core::cluster::Cluster {
+    let mut cluster = scheduler_core::cluster::Cluster::new();
+    cluster
+        .push(json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": "llm", "namespace": "ml"}, "spec": {}}))
+        .unwrap();
+    for i in 0..n {
+        cluster
+            .push(json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup",
+                "metadata": {"name": format!("pg-{i:05}"), "namespace": "ml"},
+                "spec": {"parentCompositePodGroupName": "llm", "schedulingPolicy": {"gang": {"minCount": 1}}}}))
+            .unwrap();
+        cluster
+            .push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p-{i:05}"), "namespace": "ml", "uid": format!("u-{i}")},
+                "spec": {"schedulerName": "gang-scheduler",
+                         "schedulingGroup": {"podGroupName": format!("pg-{i:05}")},
+                         "containers": [{"name": "c"}]},
+                "status": {"phase": "Pending"}}))
+            .unwrap();
+    }
+    cluster
+}
+
+/// 5,000 PodGroups under one CompositePodGroup: one gang whose minimum counts all its children
+/// (counted once, not per member), refused by the cycle as InvalidSpec naming the limit, with
+/// every member accounted for. (Its cost is the `hierarchy` bench's: it was cubic in members.)
+#[test]
+fn thousands_of_podgroups_under_one_composite_are_one_gang_refused_whole() {
+    let n = 5_000;
+    let assembled = wide_hierarchy(n).snapshot();
+    let snap = &assembled.snapshot;
+    assert_eq!(snap.gangs.len(), 1);
+    let gang = &snap.gangs[0];
+    assert_eq!(
+        (gang.subgroups.len(), gang.min_member),
+        (n, n as u32),
+        "minGroupCount defaults to every child"
+    );
+    let plan =
+        scheduler_core::schedule(snap, &scheduler_core::Config::default(), scheduler_core::model::Time(0));
+    let outcome = &plan.outcomes[0];
+    assert_eq!(outcome.reason, scheduler_core::plan::Reason::InvalidSpec);
+    assert!(
+        outcome.message.contains(&format!("has {n} subgroups; at most {MAX_SUBGROUPS}")),
+        "{}",
+        outcome.message
+    );
+    assert_eq!(outcome.counts.members, n as u32);
+    assert!(plan.bindings.is_empty());
+}

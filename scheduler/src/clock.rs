@@ -9,8 +9,11 @@
 //! API server's clock: each answer of the API server says what time it is there (the HTTP `Date`
 //! header, to the second), and this replica's offset from it is the largest lower bound the
 //! answers give (`date − time received`; the server's time lies within the second after `date`,
-//! and before the answer arrived), over the last [`SAMPLES`] answers. Until an answer came, the
-//! offset is zero: the machine's own clock.
+//! and before the answer arrived), over the last [`SAMPLES`] answers. A machine whose clock the
+//! answers cannot tell from the server's (every answer within its second, allowing a second for the
+//! answer to travel) keeps its own clock, so that time never jumps by the `Date` header's rounding
+//! (the first answers alone would put it up to a second behind, and the next ones forward again).
+//! Until an answer came, the offset is zero: the machine's own clock.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -20,6 +23,9 @@ use scheduler_core::model::Time;
 /// How many answers the offset is taken over: enough for one to have come right at the start of
 /// the server's second.
 const SAMPLES: usize = 64;
+
+/// How long an answer may take to arrive, for the upper bound on the offset.
+const TRAVEL_MS: i64 = 1_000;
 
 /// The offset in use, in milliseconds (API server's clock − this machine's).
 static OFFSET_MS: AtomicI64 = AtomicI64::new(0);
@@ -40,7 +46,11 @@ impl Answers {
             self.0.remove(0);
         }
         self.0.push(at.timestamp().as_millisecond().saturating_sub(received));
-        self.0.iter().max().copied()
+        let lower = self.0.iter().max().copied()?;
+        // The answers' upper bound on the offset: the server's second had not ended when it
+        // answered, and the answer travelled for less than TRAVEL_MS.
+        let upper = self.0.iter().min().copied()?.saturating_add(1_000 + TRAVEL_MS);
+        Some(if lower <= 0 && upper >= 0 { 0 } else { lower })
     }
 }
 
@@ -103,11 +113,28 @@ mod tests {
             "a later one in the same second says less, and does not count"
         );
         assert_eq!(a.observe("not a date", here("2026-11-26T08:21:40.000Z")), None);
+        // A clock in step with the server's is kept as it is, whatever the rounding: the first
+        // answer, 900 ms into the server's second, does not set it back 900 ms.
+        let mut synced = Answers(Vec::new());
+        assert_eq!(
+            synced.observe("Thu, 26 Nov 2026 08:22:14 GMT", here("2026-11-26T08:22:14.900Z")),
+            Some(0)
+        );
+        assert_eq!(
+            synced.observe("Thu, 26 Nov 2026 08:22:15 GMT", here("2026-11-26T08:22:15.020Z")),
+            Some(0)
+        );
+        // 1.5 s slow: no answer can be explained by rounding and travel any more.
+        let mut slow = Answers(Vec::new());
+        assert_eq!(
+            slow.observe("Thu, 26 Nov 2026 08:22:14 GMT", here("2026-11-26T08:22:12.600Z")),
+            Some(1_400)
+        );
         // Forgotten after SAMPLES newer answers: a clock put right is followed.
         let mut last = None;
         for _ in 0..SAMPLES {
             last = a.observe("Thu, 26 Nov 2026 08:22:20 GMT", here("2026-11-26T08:22:20.100Z"));
         }
-        assert_eq!(last, Some(-100));
+        assert_eq!(last, Some(0), "in step again: its own clock");
     }
 }

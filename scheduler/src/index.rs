@@ -318,6 +318,8 @@ impl Index {
     /// them raced with slow watches). Only bindings whose outcome is unknown expire.
     pub fn made(&mut self, pod: &PodKey) {
         self.sent.remove(pod);
+        // Made, so no longer unknown: not sent again (it would be answered 409).
+        self.unknown.remove(pod);
     }
 
     /// Drops assumptions older than `ttl` that the watch never confirmed (a binding whose outcome
@@ -613,6 +615,21 @@ mod tests {
         // The watch catching up settles it.
         put(&mut index, pod("made", Some("n1")));
         assert_eq!(index.assumed(), 0);
+    }
+
+    #[test]
+    fn a_binding_of_unknown_outcome_sent_again_and_made_is_not_sent_a_third_time() {
+        let mut index = Index::new();
+        put(&mut index, node("n1"));
+        put(&mut index, pod("p", None));
+        let b = Binding { pod: PodKey::new("ml", "p"), uid: "p".into(), node: "n1".into() };
+        index.assume(&b);
+        index.unknown(&b);
+        assert_eq!(index.unknown_bindings(), vec![b.clone()], "answered 500: sent again");
+        // Sent again and answered 201, before the watch shows the pod bound.
+        index.made(&b.pod);
+        assert!(index.unknown_bindings().is_empty(), "made: not sent again (409)");
+        assert_eq!(index.expire(Duration::ZERO), 0, "and its node stays booked");
     }
 
     #[test]

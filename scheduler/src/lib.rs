@@ -42,7 +42,8 @@ pub struct Args {
     pub config: Option<PathBuf>,
     /// Address of the plain-HTTP probe server: /healthz, /readyz, /metrics. /readyz is 200 once the
     /// caches are synced, on followers too (they stand by with warm caches, as kube-scheduler's
-    /// replicas do); its body and the gang_leader metric say which replica leads.
+    /// replicas do); its body and the gang_leader metric say which replica leads. Served on a
+    /// thread of its own, at most 64 connections (8 per client) and 2 s to send a request.
     #[arg(long, env = "GANG_SCHEDULER_PROBE_LISTEN", default_value = "0.0.0.0:8080")]
     pub probe_listen: SocketAddr,
     /// Elect a leader through a coordination.k8s.io Lease; only the leader binds.
@@ -75,19 +76,11 @@ pub struct Args {
     /// Bindings in flight at once.
     #[arg(long, env = "GANG_SCHEDULER_BIND_CONCURRENCY", default_value_t = 16)]
     pub bind_concurrency: usize,
-    /// Log format.
-    #[arg(long, env = "GANG_SCHEDULER_LOG_FORMAT", value_enum, default_value = "plain")]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: kube_gang_serve::log::LogArgs,
     /// Print the effective scheduling policy (after --config) as YAML and exit.
     #[arg(long)]
     pub print_config: bool,
-}
-
-/// How logs are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    Plain,
-    Json,
 }
 
 /// A duration such as `1s`, `500ms` or `2m`; zero is refused (every duration flag is a period or
@@ -125,23 +118,15 @@ fn run(args: &Args) -> anyhow::Result<()> {
         print!("{}", serde_norway::to_string(&policy)?);
         return Ok(());
     }
-    init_tracing(args.log_format);
+    kube_gang_serve::log::init(args.log.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(args, policy))
 }
 
-fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Plain => builder.init(),
-    }
-}
-
 async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()> {
     use anyhow::Context;
+    // First: a signal during start-up stops it too.
+    let stop = kube_gang_serve::shutdown::install()?;
     let identity = identity();
     let mut kube_config =
         kube::Config::infer().await.context("loading the Kubernetes client configuration")?;
@@ -151,21 +136,8 @@ async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()
         kube_config.headers.push((http::header::USER_AGENT, value));
     }
     let metrics = metrics::Metrics::new();
-    let listener = tokio::net::TcpListener::bind(args.probe_listen)
-        .await
-        .with_context(|| format!("binding --probe-listen {}", args.probe_listen))?;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let probe_stop = stop.clone();
-    let router = metrics::router(metrics.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).with_graceful_shutdown(probe_stop.cancelled_owned()).await;
-    });
-    let signal_stop = stop.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        signal_stop.cancel();
-    });
+    // On a thread of its own: a long cycle on the runtime's workers never delays a probe.
+    let probes = metrics::serve_probes(args.probe_listen, &metrics)?;
     let settings = run::Settings {
         config,
         period: args.period,
@@ -180,7 +152,9 @@ async fn serve(args: &Args, config: scheduler_core::Config) -> anyhow::Result<()
         burst: args.kube_api_burst,
         discovery_period: Duration::from_secs(30),
     };
-    run::run(kube_config, settings, metrics, stop).await
+    let ran = run::run(kube_config, settings, metrics, stop).await;
+    probes.stop();
+    ran
 }
 
 /// This process's Lease holder identity: `POD_NAME` (the Deployment sets it from the pod's name),
@@ -192,28 +166,6 @@ pub fn identity() -> String {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let base = var("POD_NAME").or_else(|| var("HOSTNAME")).unwrap_or_else(|| "gang-scheduler".into());
     format!("{base}_{}", uuid::Uuid::new_v4())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }
 
 #[cfg(test)]

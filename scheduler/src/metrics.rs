@@ -17,6 +17,11 @@ pub struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabel {
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
 }
@@ -27,6 +32,8 @@ pub struct Metrics {
     pub attempts: Family<ResultLabel, Counter>,
     pub cycle_duration: Histogram,
     pub pending_gangs: Gauge,
+    /// Gangs by phase at the leader's last cycle (`gang_gangs{phase}`), every phase present.
+    pub gangs: Family<PhaseLabel, Gauge>,
     pub wait_duration: Histogram,
     pub pods_bound: Counter,
     /// Events sent, by result (`sent`, `refused`).
@@ -34,6 +41,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// 1 while autoscaler-visible gangs are on and the ProvisioningRequest API is served.
     pub provisioning_enabled: Gauge,
+    /// Connections the probe port closed, by reason (`gang_connections_closed_total{port="probe"}`).
+    pub closed: kube_gang_serve::probe::ClosedConnections,
     /// Caches synced: `/readyz` answers 200.
     pub ready: Arc<AtomicBool>,
     pub registry: Arc<Registry>,
@@ -56,6 +65,12 @@ impl Metrics {
         );
         let pending_gangs = Gauge::default();
         registry.register("gang_pending_gangs", "Gangs waiting to be placed", pending_gangs.clone());
+        let gangs = Family::<PhaseLabel, Gauge>::default();
+        registry.register(
+            "gang_gangs",
+            "Gangs by phase (Pending, Scheduled, Running, Degraded, Completed, Failed) at the last cycle",
+            gangs.clone(),
+        );
         let wait_duration = Histogram::new(exponential_buckets(1.0, 2.0, 16));
         registry.register(
             "gang_wait_duration_seconds",
@@ -78,6 +93,12 @@ impl Metrics {
             "1 while autoscaler-visible gangs are on and the ProvisioningRequest API is served",
             provisioning_enabled.clone(),
         );
+        let closed = kube_gang_serve::probe::ClosedConnections::default();
+        registry.register(
+            "gang_connections_closed",
+            "Connections the probe port closed, by reason (a limit, a timeout, bad HTTP, closed for another client's, shutdown)",
+            closed.0.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").to_string() }).set(1);
         registry.register("gang_build_info", "Build information", build);
@@ -85,11 +106,13 @@ impl Metrics {
             attempts,
             cycle_duration,
             pending_gangs,
+            gangs,
             wait_duration,
             pods_bound,
             events,
             leader,
             provisioning_enabled,
+            closed,
             ready: Arc::new(AtomicBool::new(false)),
             registry: Arc::new(registry),
         }
@@ -104,6 +127,28 @@ impl Metrics {
         out
     }
 
+    /// Sets `gang_gangs{phase}` from the phases of one cycle's gangs; a phase no gang is in reads 0.
+    pub fn record_phases(&self, phases: impl Iterator<Item = scheduler_core::plan::Phase>) {
+        use scheduler_core::plan::Phase;
+        const ALL: [Phase; 6] = [
+            Phase::Pending,
+            Phase::Scheduled,
+            Phase::Running,
+            Phase::Degraded,
+            Phase::Completed,
+            Phase::Failed,
+        ];
+        let mut counts = [0i64; ALL.len()];
+        for p in phases {
+            if let Some(i) = ALL.iter().position(|a| *a == p) {
+                counts[i] += 1;
+            }
+        }
+        for (p, n) in ALL.iter().zip(counts) {
+            self.gangs.get_or_create(&PhaseLabel { phase: p.as_str().to_string() }).set(n);
+        }
+    }
+
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
     }
@@ -115,7 +160,8 @@ impl Default for Metrics {
     }
 }
 
-/// The probe server: `/healthz`, `/readyz`, `/metrics`.
+/// The probe server: `/healthz`, `/readyz`, `/metrics` (served within the probe port's limits,
+/// on a thread of its own: `kube_gang_serve::probe`).
 ///
 /// `/readyz` answers 200 once the caches are synced, on the leader and on followers alike: a
 /// follower stands by with warm caches and takes over the moment it wins the Lease, so a
@@ -123,36 +169,36 @@ impl Default for Metrics {
 /// sync, not leadership). The body says `ok: leader` or `ok: follower`; `gang_leader` says the same
 /// to Prometheus.
 pub fn router(metrics: Metrics) -> axum::Router {
-    use axum::http::StatusCode;
-    use axum::routing::get;
+    use kube_gang_serve::probe::Readiness;
     let m = metrics.clone();
-    axum::Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let ready = m.is_ready();
-                let leading = m.leader.get() == 1;
-                async move {
-                    if ready && leading {
-                        (StatusCode::OK, "ok: leader")
-                    } else if ready {
-                        (StatusCode::OK, "ok: follower")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
-                    }
-                }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(move || {
-                let text = metrics.encode();
-                async move {
-                    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
-                }
-            }),
-        )
+    kube_gang_serve::probe::routes(
+        move || {
+            let (ready, leading) = (m.is_ready(), m.leader.get() == 1);
+            match (ready, leading) {
+                (true, true) => Readiness { ready: true, detail: "ok: leader" },
+                (true, false) => Readiness { ready: true, detail: "ok: follower" },
+                _ => Readiness { ready: false, detail: "caches not synced" },
+            }
+        },
+        move || metrics.encode(),
+    )
+}
+
+/// Serves [`router`] on `addr` from a thread of its own, within the probe port's limits
+/// (`kube_gang_serve::server::Limits::probes`: 64 connections, 8 per client, 16 KiB of headers,
+/// 2 s to send them), counting what it closes in `gang_connections_closed_total`: a flood of
+/// connections or of unfinished headers costs the scheduler a bounded amount of memory, and a
+/// long cycle never delays a probe.
+pub fn serve_probes(
+    addr: std::net::SocketAddr,
+    metrics: &Metrics,
+) -> anyhow::Result<kube_gang_serve::probe::Probes> {
+    kube_gang_serve::probe::Probes::bind(
+        addr,
+        router(metrics.clone()),
+        kube_gang_serve::server::Limits::default().probes(),
+        metrics.closed.port("probe"),
+    )
 }
 
 #[cfg(test)]
@@ -162,6 +208,7 @@ mod tests {
     #[test]
     fn exposition_names_every_metric_without_per_gang_labels() {
         let m = Metrics::new();
+        m.record_phases(std::iter::empty());
         m.attempts.get_or_create(&ResultLabel { result: "Scheduled".into() }).inc();
         m.pods_bound.inc_by(8);
         let text = m.encode();
@@ -169,6 +216,7 @@ mod tests {
             "gang_schedule_attempts_total{result=\"Scheduled\"} 1",
             "gang_cycle_duration_seconds",
             "gang_pending_gangs",
+            "gang_gangs{phase=\"Running\"} 0",
             "gang_wait_duration_seconds",
             "gang_pods_bound_total 8",
             "gang_build_info",

@@ -655,6 +655,7 @@ fn record(metrics: &Metrics, plan: &Plan) {
         }
     }
     metrics.pending_gangs.set(pending);
+    metrics.record_phases(plan.outcomes.iter().map(|o| o.phase));
 }
 
 /// Gangs this plan starts (placed for the first time), with how long each waited since it could

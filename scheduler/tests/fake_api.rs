@@ -166,7 +166,8 @@ async fn a_failed_binding_is_retried_and_the_gang_completes() {
     let (stop, handle) = start(&fake, false).await;
     let done = fake.wait_for(Duration::from_secs(10), both_bound).await;
     assert!(done, "requests: {:#?}", fake.requests_to("POST", "/binding"));
-    assert_eq!(fake.requests_to("POST", "/pods/train-1/binding").len(), 2, "failed once, retried once");
+    let sent = fake.requests_to("POST", "/pods/train-1/binding");
+    assert_eq!(sent.len(), 2, "failed once, retried once: {sent:#?}");
     assert_eq!(
         fake.requests_to("POST", "/pods/train-0/binding").len(),
         1,
@@ -700,6 +701,11 @@ async fn a_refused_binding_never_leaves_its_gang_half_bound_past_its_grace_perio
     assert_eq!(sample(&text, "gang_events_total{result=\"sent\"}"), Some(events as f64), "{text}");
     assert_eq!(sample(&text, "gang_leader"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "gang_pending_gangs").map(|v| v >= 1.0), Some(true), "{text}");
+    // Gangs by phase: the waiting ones are Pending, solo is placed; every phase is there.
+    let phase = |p: &str| sample(&text, &format!("gang_gangs{{phase=\"{p}\"}}"));
+    assert_eq!(phase("Pending"), sample(&text, "gang_pending_gangs"), "{text}");
+    assert!(phase("Scheduled").unwrap_or(0.0) + phase("Running").unwrap_or(0.0) >= 1.0, "{text}");
+    assert_eq!(phase("Failed"), Some(0.0), "{text}");
     stop.cancel();
     handle.await.unwrap();
 }
@@ -979,7 +985,7 @@ async fn probe(metrics: &Metrics, path: &str) -> (u16, String) {
     conn.read_to_string(&mut text).await.unwrap();
     server.abort();
     let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").trim_end().to_string();
     (code, body)
 }
 

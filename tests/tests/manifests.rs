@@ -1,7 +1,8 @@
 //! `manifests/` rendered by the real `kubectl kustomize` (offline), every object parsed into its
 //! k8s-openapi type, and the install's promises checked on the rendered YAML: least-privilege RBAC,
 //! hardened containers, webhooks that spare the system namespaces and cannot stop the cluster, the
-//! CRD equal to the Rust type, and Deployment flags the binaries accept.
+//! CRD equal to the Rust type, Deployment flags the binaries accept, and NetworkPolicies that let in
+//! exactly what must reach each port.
 
 use kube_gang_tests::tools::required_tool;
 
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::admissionregistration::v1 as admission;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -71,6 +73,7 @@ fn every_rendered_object_parses_into_its_type() {
                 "Deployment" => drop(typed::<Deployment>(o)),
                 "Service" => drop(typed::<Service>(o)),
                 "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(o)),
+                "NetworkPolicy" => drop(typed::<NetworkPolicy>(o)),
                 "CustomResourceDefinition" => drop(typed::<CustomResourceDefinition>(o)),
                 "MutatingWebhookConfiguration" => drop(typed::<admission::MutatingWebhookConfiguration>(o)),
                 "ValidatingWebhookConfiguration" => {
@@ -867,6 +870,7 @@ fn metrics_are_served_scraped_and_shown() {
     }
     for wanted in [
         "gang_pending_gangs",
+        "gang_gangs",
         "gang_schedule_attempts",
         "gang_wait_duration_seconds",
         "gang_cycle_duration_seconds",
@@ -910,4 +914,72 @@ fn metrics_are_served_scraped_and_shown() {
     let spec = pdb.spec.unwrap();
     assert_eq!(spec.selector.unwrap().match_labels, sched.spec.selector.match_labels);
     assert_eq!(spec.min_available, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)));
+}
+
+/// Issue 32: no NetworkPolicy limited who may connect. Every pod of ours is selected by an
+/// ingress policy; every port it listens on (read from the flags the binaries parse) is let in,
+/// and no other; the probe and metrics ports only from the node (always allowed) and namespaces
+/// labelled as metrics scrapers (the label named once, in the core); the admission port from any
+/// source, since the API server cannot be selected (the policy file says why).
+#[test]
+fn network_policies_let_in_exactly_what_must_reach_each_port() {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let Some(objects) = render("manifests") else { return };
+    let policies: Vec<NetworkPolicy> = of_kind(&objects, "NetworkPolicy").map(typed).collect();
+    let scraper = scheduler_core::names::LABEL_METRICS_SCRAPER;
+    for (name, admission) in [("gang-scheduler", None), ("gang-webhook", Some(8443))] {
+        let d: Deployment = one(&objects, "Deployment", name);
+        let pod_labels = d.spec.template.metadata.as_ref().unwrap().labels.clone().unwrap();
+        let selecting: Vec<&NetworkPolicy> = policies
+            .iter()
+            .filter(|p| {
+                let spec = p.spec.as_ref().unwrap();
+                spec.pod_selector
+                    .as_ref()
+                    .and_then(|s| s.match_labels.as_ref())
+                    .unwrap()
+                    .iter()
+                    .all(|(k, v)| pod_labels.get(k) == Some(v))
+            })
+            .collect();
+        assert_eq!(selecting.len(), 1, "{name}: one policy selects its pods");
+        let spec = selecting[0].spec.as_ref().unwrap();
+        assert_eq!(spec.policy_types.as_deref(), Some(&["Ingress".to_string()][..]), "{name}");
+        // The ports the binary listens on, from the flags it parses.
+        let c = &d.spec.template.spec.as_ref().unwrap().containers[0];
+        let mut argv = vec![name.to_string()];
+        argv.extend(c.args.clone().unwrap_or_default());
+        let (probe, listen) = if name == "gang-scheduler" {
+            let a = <gang_scheduler::Args as clap::Parser>::try_parse_from(&argv).unwrap();
+            (a.probe_listen.port(), None)
+        } else {
+            let a = <gang_webhook::Args as clap::Parser>::try_parse_from(&argv).unwrap();
+            (a.probe_listen.port(), Some(a.listen.port()))
+        };
+        assert_eq!(listen, admission, "{name}");
+        let mut let_in = BTreeSet::new();
+        for rule in spec.ingress.clone().unwrap_or_default() {
+            for p in rule.ports.clone().unwrap_or_default() {
+                let Some(IntOrString::Int(port)) = p.port else { panic!("{name}: ports by number") };
+                let_in.insert(port as u16);
+                let from = rule.from.clone().unwrap_or_default();
+                if port as u16 == probe {
+                    assert_eq!(from.len(), 1, "{name}: the probe port from the scrapers only");
+                    let ns =
+                        from[0].namespace_selector.as_ref().and_then(|s| s.match_labels.clone()).unwrap();
+                    assert_eq!(ns.get(scraper).map(String::as_str), Some("true"), "{name}");
+                    assert!(from[0].pod_selector.is_none() && from[0].ip_block.is_none(), "{name}");
+                } else {
+                    assert_eq!(Some(port as u16), admission, "{name}: {port} is no port of it");
+                    assert!(from.is_empty(), "{name}: the API server cannot be selected; any source");
+                }
+            }
+        }
+        let listened: BTreeSet<u16> = [Some(probe), listen].into_iter().flatten().collect();
+        assert_eq!(let_in, listened, "{name}: exactly the ports it listens on");
+        // And the ports the Deployment declares are those.
+        let declared: BTreeSet<u16> =
+            c.ports.clone().unwrap_or_default().iter().map(|p| p.container_port as u16).collect();
+        assert_eq!(declared, listened, "{name}");
+    }
 }

@@ -1,6 +1,13 @@
 //! The webhook under abuse, over real TLS on loopback: legitimate AdmissionReviews sent at a fixed
 //! rate while (a) 500 slow clients hold connections open, (b) two clients send maximum-size objects
-//! back to back, and (c) the rate alone is 2,000 requests/s.
+//! back to back, (c) the rate alone is 2,000 requests/s, and the attacks of issue 32: (d) 520
+//! uploads that declare 64 KiB and send one byte, (e) five chunked uploads that never finish beside
+//! a client sending 100 KiB reviews, (f) a flood of idle TCP connections while the legitimate
+//! client opens a new connection for every request, (g) one client sending 62 KiB reviews on 200
+//! connections (per-client fairness), and (h) a flood of the probe port with unfinished headers.
+//! Attackers connect from addresses of their own (127.0.0.2 and up: other Pods), the legitimate
+//! client from 127.0.0.1 (the API server). gang-scheduler's probe port has a bench of its own:
+//! `cargo bench -p gang-scheduler --bench probes`.
 //!
 //! What is measured is the webhook, as far as one 2-core machine allows:
 //!
@@ -172,8 +179,20 @@ fn server_figures(
 }
 
 async fn connect_tls(port: u16, config: Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    connect_tls_from(1, port, config).await
+}
+
+/// A TCP connection to the webhook's `port` from 127.0.0.`client` (a client of its own).
+async fn connect_from(client: u8, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(std::net::SocketAddr::from(([127, 0, 0, client], 0)))?;
+    let tcp = socket.connect(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await?;
     tcp.set_nodelay(true)?;
+    Ok(tcp)
+}
+
+async fn connect_tls_from(client: u8, port: u16, config: Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
+    let tcp = connect_from(client, port).await?;
     let name = rustls::pki_types::ServerName::try_from("localhost").map_err(std::io::Error::other)?;
     tokio_rustls::TlsConnector::from(config).connect(name, tcp).await
 }
@@ -220,9 +239,19 @@ fn maximum() -> Bytes {
 }
 
 /// Sends `rps` legitimate requests a second to `/mutate` for `seconds` over 4 kept-alive
-/// connections, on a thread and current-thread runtime of its own; returns each request's latency
-/// from the time it was scheduled, sorted.
+/// connections (or, `fresh`, a new TLS connection for every request, as an API server that had
+/// to reconnect), on a thread and current-thread runtime of its own; returns each request's
+/// latency from the time it was scheduled, sorted.
 fn legit_load(webhook: &Webhook, rps: u64, seconds: u64) -> std::thread::JoinHandle<Vec<Duration>> {
+    legit_load_with(webhook, rps, seconds, false)
+}
+
+fn legit_load_with(
+    webhook: &Webhook,
+    rps: u64,
+    seconds: u64,
+    fresh: bool,
+) -> std::thread::JoinHandle<Vec<Duration>> {
     let (port, config) = (webhook.port, webhook.config.clone());
     std::thread::Builder::new()
         .name("legitimate".into())
@@ -240,7 +269,7 @@ fn legit_load(webhook: &Webhook, rps: u64, seconds: u64) -> std::thread::JoinHan
                 let start = tokio::time::Instant::now() + Duration::from_millis(50);
                 let mut tasks = Vec::new();
                 for (c, mut send) in senders.into_iter().enumerate() {
-                    let body = body.clone();
+                    let (body, config) = (body.clone(), config.clone());
                     let offset = period.mul_f64(c as f64 / connections as f64);
                     tasks.push(tokio::spawn(async move {
                         let mut out = Vec::with_capacity(per_connection as usize);
@@ -249,6 +278,9 @@ fn legit_load(webhook: &Webhook, rps: u64, seconds: u64) -> std::thread::JoinHan
                             tokio::time::sleep_until(scheduled).await;
                             if scheduled.elapsed() > Duration::from_secs(seconds * 3) {
                                 break;
+                            }
+                            if fresh {
+                                send = sender(port, config.clone()).await;
                             }
                             let req = hyper::Request::post("/mutate")
                                 .header("host", "localhost")
@@ -439,14 +471,16 @@ fn run(seconds: u64, nice: Option<i32>) {
     let rt = abusers(nice);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for _ in 0..500 {
+    for i in 0..500 {
         let (config, stop, open) = (config.clone(), stop_rx.clone(), open.clone());
+        // From 10 clients of their own (50 each, as 10 Pods would), not the API server's address.
+        let client = 10 + (i % 10) as u8;
         rt.spawn(async move {
             for _ in 0..100 {
                 if *stop.borrow() {
                     return;
                 }
-                let Ok(mut s) = connect_tls(port, config.clone()).await else {
+                let Ok(mut s) = connect_tls_from(client, port, config.clone()).await else {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 };
@@ -541,4 +575,286 @@ fn run(seconds: u64, nice: Option<i32>) {
 
     // (c) 2,000 requests/s.
     measure("(c) 2,000 legitimate req/s", &webhook, 2_000, seconds);
+
+    issue_32(&webhook, seconds, nice);
+}
+
+/// A review of a Gang carrying ~60 KiB in an annotation: the most the small lane takes, legal.
+fn gang_62k() -> Bytes {
+    let body = review(json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+        "metadata": {"name": "g", "namespace": "ml", "annotations": {"example.com/note": "x".repeat(60_000)}},
+        "spec": {"minMember": 1}}));
+    assert!(body.len() <= 64 * 1024, "{} bytes", body.len());
+    body
+}
+
+/// A legal review of ~100 KiB (a Job with 3,000 env vars): the big lane.
+fn review_100k() -> Bytes {
+    let env: Vec<_> =
+        (0..3_000).map(|i| json!({"name": format!("VARIABLE_{i:06}"), "value": "some-value"})).collect();
+    let body = review(json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "mid", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"parallelism": 4, "template": {"spec": {"containers": [{"name": "c", "image": "x", "env": env}]}}}}));
+    assert!(body.len() > 64 * 1024, "{} bytes", body.len());
+    body
+}
+
+/// Runs `attack` (each task from one of `clients`, 127.0.0.`c`) on an abusers' runtime until the
+/// returned stop is sent; `count` counts what the attackers hold open.
+fn attack<F, Fut>(
+    nice: Option<i32>,
+    tasks: usize,
+    clients: &[u8],
+    attack: F,
+) -> (tokio::runtime::Runtime, tokio::sync::watch::Sender<bool>, Arc<std::sync::atomic::AtomicUsize>)
+where
+    F: Fn(u8, tokio::sync::watch::Receiver<bool>, Arc<std::sync::atomic::AtomicUsize>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let rt = abusers(nice);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for i in 0..tasks {
+        rt.spawn(attack(clients[i % clients.len()], stop_rx.clone(), open.clone()));
+    }
+    (rt, stop_tx, open)
+}
+
+/// Waits (at most `most`) until `open` reaches `want`, and says how many it reached.
+fn settle(open: &std::sync::atomic::AtomicUsize, want: usize, most: Duration) -> usize {
+    let t = Instant::now();
+    while open.load(Ordering::Relaxed) < want && t.elapsed() < most {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    open.load(Ordering::Relaxed)
+}
+
+/// Sends `body` to `/validate` every `every` from 127.0.0.1 on one kept-alive connection until
+/// `seconds` pass: each latency from its scheduled time, sorted.
+fn paced_client(
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+    body: Bytes,
+    every: Duration,
+    seconds: u64,
+) -> Vec<Duration> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async move {
+        let mut send = sender(port, config).await;
+        let start = tokio::time::Instant::now();
+        let mut lat = Vec::new();
+        for k in 0..(seconds * 1000 / every.as_millis().max(1) as u64) {
+            let scheduled = start + every * k as u32;
+            tokio::time::sleep_until(scheduled).await;
+            let req = hyper::Request::post("/validate")
+                .header("host", "localhost")
+                .body(Full::new(body.clone()))
+                .unwrap();
+            let res = send.send_request(req).await.unwrap();
+            assert_eq!(res.status(), 200);
+            let _ = res.into_body().collect().await.unwrap();
+            lat.push(scheduled.elapsed());
+        }
+        lat.sort();
+        lat
+    })
+}
+
+fn issue_32(webhook: &Webhook, seconds: u64, nice: Option<i32>) {
+    let (port, probe, config) = (webhook.port, webhook.probe, webhook.config.clone());
+
+    // (d) 520 uploads that declare 64 KiB and send one byte, from 4 clients (130 each); each is
+    // cut off by the body pace, and reconnects at once.
+    let cfg = config.clone();
+    let (rt, stop, open) = attack(nice, 520, &[2, 3, 4, 5], move |client, stop, open| {
+        let cfg = cfg.clone();
+        async move {
+            while !*stop.borrow() {
+                let Ok(mut s) = connect_tls_from(client, port, cfg.clone()).await else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let head = "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 65536\r\n\r\n{";
+                if s.write_all(head.as_bytes()).await.is_err() {
+                    continue;
+                }
+                open.fetch_add(1, Ordering::Relaxed);
+                let mut buf = [0u8; 512];
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(30),
+                    tokio::io::AsyncReadExt::read(&mut s, &mut buf),
+                )
+                .await;
+                open.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let reached = settle(&open, 520, Duration::from_secs(20));
+    println!("(d) {reached} of 520 idle uploads open (declared 64 KiB, sent 1 byte; cut off and reopened)");
+    measure(
+        "(d) 520 uploads declaring 64 KiB and sending one byte, 200 legitimate req/s",
+        webhook,
+        200,
+        seconds,
+    );
+    let _ = stop.send(true);
+    rt.shutdown_timeout(Duration::from_secs(1));
+
+    // (e) five chunked uploads that never finish (they used to reserve 7 MiB each) beside a client
+    // sending 100 KiB reviews every 50 ms.
+    let cfg = config.clone();
+    let (rt, stop, open) = attack(nice, 5, &[6], move |client, stop, open| {
+        let cfg = cfg.clone();
+        async move {
+            while !*stop.borrow() {
+                let Ok(mut s) = connect_tls_from(client, port, cfg.clone()).await else { continue };
+                let head =
+                    "POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n";
+                if s.write_all(head.as_bytes()).await.is_err() {
+                    continue;
+                }
+                open.fetch_add(1, Ordering::Relaxed);
+                let mut buf = [0u8; 512];
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(30),
+                    tokio::io::AsyncReadExt::read(&mut s, &mut buf),
+                )
+                .await;
+                open.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    });
+    settle(&open, 5, Duration::from_secs(10));
+    let load = load_average();
+    let big = std::thread::spawn({
+        let config = config.clone();
+        move || paced_client(port, config, review_100k(), Duration::from_millis(50), seconds)
+    })
+    .join()
+    .unwrap();
+    println!(
+        "(e) 5 chunked uploads never finishing (load average {load}): 100 KiB reviews, {} sent, p50 {:.2?}, p99 {:.2?}, max {:.2?}",
+        big.len(),
+        pct(&big, 0.5),
+        pct(&big, 0.99),
+        big[big.len() - 1]
+    );
+    let _ = stop.send(true);
+    rt.shutdown_timeout(Duration::from_secs(1));
+
+    // (f) 1,100 idle TCP connections (no handshake) from one client, reopened as they are closed;
+    // the legitimate client opens a new TLS connection for every request.
+    let (rt, stop, open) = attack(nice, 1_100, &[7], move |client, stop, open| async move {
+        while !*stop.borrow() {
+            let Ok(mut s) = connect_from(client, port).await else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            open.fetch_add(1, Ordering::Relaxed);
+            let mut buf = [0u8; 64];
+            let _ = tokio::time::timeout(
+                Duration::from_secs(30),
+                tokio::io::AsyncReadExt::read(&mut s, &mut buf),
+            )
+            .await;
+            open.fetch_sub(1, Ordering::Relaxed);
+        }
+    });
+    let reached = settle(&open, 1_100, Duration::from_secs(5));
+    println!(
+        "(f) {reached} of the flood's connections open at once, as its tasks see them (its client may hold 256, open 200 at once and then 100 a second; the rest are closed as they are accepted)"
+    );
+    let load = load_average();
+    let fresh = legit_load_with(webhook, 50, seconds, true).join().unwrap();
+    println!(
+        "(f) 1,100 idle connections from one client (load average {load}): legitimate requests each on a new TLS connection, {} sent, p50 {:.2?}, p99 {:.2?}, max {:.2?}",
+        fresh.len(),
+        pct(&fresh, 0.5),
+        pct(&fresh, 0.99),
+        fresh[fresh.len() - 1]
+    );
+    let _ = stop.send(true);
+    rt.shutdown_timeout(Duration::from_secs(1));
+
+    // (g) one client sending 62 KiB Gang reviews back to back on 200 connections.
+    let cfg = config.clone();
+    let heavy = gang_62k();
+    let (rt, stop, open) = attack(nice, 200, &[8], move |client, stop, open| {
+        let (cfg, heavy) = (cfg.clone(), heavy.clone());
+        async move {
+            // Retried until it is let in: the client may open 200 connections at once, then 100 a
+            // second.
+            let mut send = loop {
+                if *stop.borrow() {
+                    return;
+                }
+                if let Ok(stream) = connect_tls_from(client, port, cfg.clone()).await
+                    && let Ok((send, conn)) =
+                        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
+                {
+                    tokio::spawn(conn);
+                    break send;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            open.fetch_add(1, Ordering::Relaxed);
+            while !*stop.borrow() {
+                let req = hyper::Request::post("/validate")
+                    .header("host", "localhost")
+                    .body(Full::new(heavy.clone()))
+                    .unwrap();
+                let Ok(res) = send.send_request(req).await else { break };
+                let _ = res.into_body().collect().await;
+            }
+        }
+    });
+    settle(&open, 200, Duration::from_secs(20));
+    measure(
+        "(g) one client sending 62 KiB reviews on 200 connections, 200 legitimate req/s",
+        webhook,
+        200,
+        seconds,
+    );
+    let _ = stop.send(true);
+    rt.shutdown_timeout(Duration::from_secs(1));
+
+    // (h) the probe port flooded: 2,000 connections with unfinished headers from one client,
+    // reopened as they are closed.
+    let rss_before = webhook.status_kb("VmRSS:");
+    let (rt, stop, open) = attack(nice, 2_000, &[9], move |client, stop, open| async move {
+        while !*stop.borrow() {
+            let Ok(mut s) = connect_from(client, probe).await else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            if s.write_all(b"GET /metrics HTTP/1.1\r\nX-Grow: ").await.is_err() {
+                continue;
+            }
+            open.fetch_add(1, Ordering::Relaxed);
+            // The header grows by a byte every 100 ms until the server closes the connection.
+            for _ in 0..300 {
+                if *stop.borrow() || s.write_all(b"a").await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            open.fetch_sub(1, Ordering::Relaxed);
+        }
+    });
+    let reached = settle(&open, 2_000, Duration::from_secs(5));
+    println!("(h) {reached} of the probe flood's connections open at once");
+    measure(
+        "(h) 2,000 connections with unfinished headers on the probe port, 200 legitimate req/s",
+        webhook,
+        200,
+        seconds,
+    );
+    println!(
+        "  webhook RSS {} MiB during the flood ({} MiB before)",
+        webhook.status_kb("VmRSS:") / 1024,
+        rss_before / 1024
+    );
+    let _ = stop.send(true);
+    rt.shutdown_timeout(Duration::from_secs(1));
 }

@@ -22,11 +22,20 @@
 //! `pkg/apis/scheduling/v2alpha2/podgroup_types.go`) and a cluster may hold any number of gangs:
 //! a gang with more than [`MAX_SUBGROUPS_HELD`] subgroups or weighing more than
 //! [`MAX_GANG_WEIGHT`] ([`weight`]) is not held, and each watch holds at most [`MAX_HELD_WEIGHT`]
-//! (about 25,000 ordinary gangs). A gang not held is unknown to admission — its pods are allowed, as
-//! they are before the first list — and is counted in `gang_webhook_gangs_not_held_total`.
+//! (about 25,000 ordinary gangs).
+//!
+//! That total is **shared between namespaces** (tenants), max-min fairly: when a gang does not fit,
+//! gangs of the namespace holding the most are let go to make room, unless the newcomer's own
+//! namespace would then hold the most itself — then the newcomer is not held. So one tenant's
+//! Gangs can fill what no one else needs, never crowd another tenant's out (first come, first
+//! served, they could). A gang not held is counted in `gang_webhook_gangs_not_held_total`, and its
+//! namespace is marked as not wholly held until the next full list: a pod there naming a gang the
+//! lookup does not hold is allowed *with a warning* that its subgroup was not checked, and by whom
+//! it will be ([`scheduler_core::Gangs::not_held`]), rather than as quietly as a gang not created
+//! yet.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use futures::StreamExt as _;
@@ -78,11 +87,21 @@ pub enum NotHeld {
     Full,
 }
 
-/// The gangs of one watched kind, with their weights.
+/// One namespace's part of a [`Map`].
+#[derive(Debug, Default, Clone)]
+struct Namespace {
+    weight: usize,
+    keys: BTreeSet<GangKey>,
+}
+
+/// The gangs of one watched kind, with their weights, and what each namespace holds.
 #[derive(Debug, Default, Clone)]
 struct Map {
     gangs: HashMap<GangKey, (Arc<Gang>, usize)>,
     weight: usize,
+    namespaces: HashMap<String, Namespace>,
+    /// Namespaces some gang of which is not held (since this map was listed), and how many.
+    not_held: HashMap<String, u64>,
     /// The held weight this map may reach (tests set a small one).
     limit: Option<usize>,
 }
@@ -96,30 +115,72 @@ impl Map {
         self.gangs.get(key).map(|(g, _)| g)
     }
 
-    /// Holds `gang` under `key`, or forgets the key (`None`, or a gang over a limit: what was held
-    /// before no longer describes the object).
-    fn put(&mut self, key: GangKey, gang: Option<Gang>) -> Result<(), NotHeld> {
-        if let Some((_, w)) = self.gangs.remove(&key) {
-            self.weight -= w;
+    fn take(&mut self, key: &GangKey) -> bool {
+        let Some((_, w)) = self.gangs.remove(key) else { return false };
+        self.weight -= w;
+        if let Some(ns) = self.namespaces.get_mut(&key.namespace) {
+            ns.weight -= w;
+            ns.keys.remove(key);
+            if ns.keys.is_empty() {
+                self.namespaces.remove(&key.namespace);
+            }
         }
-        let Some(gang) = gang else { return Ok(()) };
+        true
+    }
+
+    /// The namespace holding the most, and how much.
+    fn largest(&self) -> Option<(&str, usize)> {
+        self.namespaces
+            .iter()
+            .map(|(n, ns)| (n.as_str(), ns.weight))
+            .max_by_key(|(n, w)| (*w, std::cmp::Reverse(*n)))
+    }
+
+    /// Holds `gang` under `key`, or forgets the key (`None`, or a gang over a limit: what was held
+    /// before no longer describes the object). At the total limit, gangs of the namespace holding
+    /// the most make room, unless `key`'s namespace would then hold the most itself. Returns the
+    /// gangs let go for it (each already counted as not held).
+    fn put(&mut self, key: GangKey, gang: Option<Gang>) -> Result<Vec<GangKey>, NotHeld> {
+        self.take(&key);
+        let Some(gang) = gang else { return Ok(Vec::new()) };
+        let refused = |map: &mut Map, why: NotHeld| {
+            *map.not_held.entry(key.namespace.clone()).or_default() += 1;
+            Err(why)
+        };
         if gang.subgroups.len() > MAX_SUBGROUPS_HELD {
-            return Err(NotHeld::Subgroups);
+            return refused(self, NotHeld::Subgroups);
         }
         let w = weight(&gang);
         if w > MAX_GANG_WEIGHT {
-            return Err(NotHeld::Weight);
+            return refused(self, NotHeld::Weight);
         }
-        if self.weight + w > self.limit.unwrap_or(MAX_HELD_WEIGHT) {
-            return Err(NotHeld::Full);
+        let limit = self.limit.unwrap_or(MAX_HELD_WEIGHT);
+        let mut let_go = Vec::new();
+        while self.weight + w > limit {
+            let own = self.namespaces.get(&key.namespace).map_or(0, |ns| ns.weight);
+            let Some((largest, most)) = self.largest().map(|(n, w)| (n.to_string(), w)) else {
+                return refused(self, NotHeld::Full);
+            };
+            if largest == key.namespace || own + w >= most {
+                return refused(self, NotHeld::Full);
+            }
+            let Some(victim) = self.namespaces.get(&largest).and_then(|ns| ns.keys.last().cloned()) else {
+                return refused(self, NotHeld::Full);
+            };
+            self.take(&victim);
+            *self.not_held.entry(largest).or_default() += 1;
+            let_go.push(victim);
         }
+        let ns = self.namespaces.entry(key.namespace.clone()).or_default();
+        ns.weight += w;
+        ns.keys.insert(key.clone());
         self.gangs.insert(key, (Arc::new(gang), w));
         self.weight += w;
-        Ok(())
+        Ok(let_go)
     }
 
     fn remove(&mut self, key: &GangKey) {
-        let _ = self.put(key.clone(), None);
+        self.take(key);
     }
 }
 
@@ -153,6 +214,19 @@ impl Gangs for GangLookup {
             maps.iter().filter_map(|m| m.get(key)).cloned().collect()
         };
         shared.into_iter().map(|g| Cow::Owned(Arc::unwrap_or_clone(g))).collect()
+    }
+
+    /// Some gang of `key`'s namespace is not held (a size limit, or its share of the lookup).
+    fn not_held(&self, key: &GangKey) -> Option<String> {
+        let known = self.known.as_ref()?;
+        let maps = known.read().unwrap_or_else(PoisonError::into_inner);
+        let n: u64 = maps.iter().filter_map(|m| m.not_held.get(&key.namespace)).sum();
+        (n > 0).then(|| {
+            format!(
+                "the webhook's gang lookup does not hold {n} gang(s) of namespace {} (over a size limit, or past the namespace's share of the lookup), and may not hold this one",
+                key.namespace
+            )
+        })
     }
 }
 
@@ -225,14 +299,22 @@ fn project(object: DynamicObject, r: &ApiResource) -> Option<(GangKey, Option<Ga
     Some((key, gang))
 }
 
-/// [`Map::put`], counting and logging a gang not held.
+/// [`Map::put`], counting and logging the gangs not held.
 fn put(map: &mut Map, key: GangKey, gang: Option<Gang>, not_held: &Counter) {
-    if let Err(why) = map.put(key.clone(), gang) {
+    let note = |key: &GangKey, why: &dyn std::fmt::Display| {
         if not_held.inc() == 0 {
-            tracing::warn!(gang = %key, reason = %why, "gang lookup: a gang not held (its pods are admitted as of an unknown gang); more are counted in gang_webhook_gangs_not_held_total");
+            tracing::warn!(gang = %key, reason = %why, "gang lookup: a gang not held (its pods are admitted with a warning that they were not checked against it); more are counted in gang_webhook_gangs_not_held_total");
         } else {
             tracing::debug!(gang = %key, reason = %why, "gang lookup: a gang not held");
         }
+    };
+    match map.put(key.clone(), gang) {
+        Ok(let_go) => {
+            for k in &let_go {
+                note(k, &"let go for another namespace's gang: its namespace held the most");
+            }
+        }
+        Err(why) => note(&key, &why),
     }
 }
 
@@ -381,6 +463,45 @@ mod tests {
         assert!(map.get(&GangKey::new("ml", "g4")).is_some());
     }
 
+    /// A gang of `ns` with no subgroups, as the watch lists it.
+    fn gang_in(ns: &str, name: &str) -> (GangKey, Option<Gang>) {
+        let mut o = gang_object(name, json!([]));
+        o.metadata.namespace = Some(ns.into());
+        project(o, &resource(0)).unwrap()
+    }
+
+    /// Issue 32: the lookup kept 16 MiB first come, first served, so one tenant's Gangs could
+    /// crowd out another's. Now the namespace holding the most makes room, until the newcomer's
+    /// would hold the most itself; what is let go is known as not held.
+    #[test]
+    fn the_lookup_is_shared_between_namespaces_and_knows_what_it_let_go() {
+        let not_held = Counter::default();
+        let one = weight(gang_in("a", "g0").1.as_ref().unwrap());
+        let mut map = Map { limit: Some(4 * one), ..Map::default() };
+        // Tenant a fills the lookup.
+        for i in 0..6 {
+            let (key, g) = gang_in("a", &format!("g{i}"));
+            put(&mut map, key, g, &not_held);
+        }
+        assert_eq!((map.len(), not_held.get()), (4, 2), "first come, while no one else asks");
+        // Tenant b's gangs are held, a's letting go, until both hold the same.
+        for i in 0..3 {
+            let (key, g) = gang_in("b", &format!("g{i}"));
+            put(&mut map, key, g, &not_held);
+        }
+        let held = |ns: &str| map.namespaces.get(ns).map_or(0, |n| n.keys.len());
+        assert_eq!((held("a"), held("b")), (2, 2));
+        assert_eq!(not_held.get(), 2 + 2 + 1, "two of a's let go, b's third refused");
+        assert!(map.get(&GangKey::new("b", "g0")).is_some() && map.get(&GangKey::new("b", "g1")).is_some());
+        // Both namespaces are known to be partly held; one that lost nothing is not.
+        let on = GangLookup { known: Some(Arc::new(RwLock::new(vec![map, Map::default()]))) };
+        let why = on.not_held(&GangKey::new("a", "g5")).expect("a's gangs were let go");
+        assert!(why.contains("namespace a"), "{why}");
+        assert!(on.not_held(&GangKey::new("b", "g2")).is_some());
+        assert_eq!(on.not_held(&GangKey::new("c", "x")), None);
+        assert_eq!(GangLookup::off().not_held(&GangKey::new("a", "g5")), None);
+    }
+
     #[test]
     fn off_knows_no_gang_and_on_answers_from_the_map() {
         let off = GangLookup::off();
@@ -391,6 +512,7 @@ mod tests {
         let (_, gang) = project(gang_object("train", json!([])), &resource(0)).unwrap();
         let mut held = Map::default();
         held.put(key.clone(), gang).unwrap();
+        assert!(held.not_held.is_empty());
         let shared = held.get(&key).unwrap().clone();
         let known = Arc::new(RwLock::new(vec![held, Map::default()]));
         let on = GangLookup { known: Some(known) };

@@ -16,20 +16,34 @@
 //! maximum-size object is decided more slowly rather than a small one waiting for a CPU. Small
 //! decisions run on tokio's blocking threads, at the process's own priority.
 //!
-//! Both semaphores are fair (first come, first served), and a big request takes its slot before its
-//! bytes, always in that order, so two big requests never hold a part each of what the other needs.
+//! The small lane's slots are given **in turn between clients** ([`kube_gang_serve::fair`]: a
+//! client is its peer address): a client sending 200 requests at once waits for its own, and another
+//! client's request waits for at most one decision per client ahead of it (200 connections of
+//! 62 KiB reviews used to push another client's p99 from 1 ms to 300 ms). The big lane's two
+//! semaphores are first come, first served, and a big request takes its slot before its bytes,
+//! always in that order, so two big requests never hold a part each of what the other needs.
 //!
-//! Bodies being **read** are bounded too, before a byte arrives: a request declaring (by
-//! `Content-Length`) more than [`SMALL_BODY`], or not declaring its length, first reserves what it
-//! may send from a reading budget ([`Lanes::reserve_body`]), held until its decision is done. A small
-//! body reserves what it declares from a budget of its own, so small requests never wait for big
-//! ones: counting connections is not enough, since one HTTP/2 connection carries many requests at
-//! once. A client trickling a body holds reading budget, never a decision slot.
+//! Bodies being **read** are bounded too: each holds, from a reading budget, what it has received so
+//! far ([`Reading::grow`]), not what it declared, and only while it keeps up the listener's pace
+//! (`kube_gang_serve::body`): a client declaring 64 KiB and sending one byte holds one KiB for half
+//! a second, not 64 KiB for the whole request timeout (520 such clients used to hold the whole
+//! small budget and keep a Pod's review waiting 8.9 s; five chunked uploads that never finished,
+//! every big request for 9.5 s). A body declaring (by `Content-Length`) at most [`SMALL_BODY`]
+//! reads from the small budget, any other from the big one, so small requests never wait for big
+//! ones; both are shared in turn between clients, and no client holds more than a quarter of the
+//! small budget or half of the big one. The budget is held until the decision is done; a body
+//! waiting for room is paused, not timed out for it, and the oldest body being read always
+//! proceeds, so half-read bodies never wait on each other for ever. Counting connections is not
+//! enough, since one HTTP/2 connection carries many requests at once. A client trickling a body
+//! holds reading budget, never a decision slot.
 //! Measured (`cargo bench -p gang-webhook --bench rss`, 32 clients sending 3–6 MiB reviews back to
-//! back): without it the webhook's RSS peaked at 262 MiB, every client's body in memory at once.
+//! back): without a reading budget the webhook's RSS peaked at 262 MiB, every client's body in
+//! memory at once.
 
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
+use kube_gang_serve::Source;
+use kube_gang_serve::fair::{Fair, Share};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 /// The largest body the small lane takes. A Pod's AdmissionReview is 2–6 KiB, the largest example
@@ -45,22 +59,27 @@ pub const SMALL_BODY: usize = 64 * 1024;
 pub const BIG_LANE_NICE: i32 = 10;
 
 /// Small bodies being read and waiting for a decision, together, by default: 512 of the largest
-/// (a Pod's review is 2–6 KiB, so thousands of ordinary ones).
+/// (a Pod's review is 2–6 KiB, so thousands of ordinary ones). One client holds at most a quarter.
 pub const SMALL_READING_BUDGET: usize = 32 * 1024 * 1024;
+
+/// The share of a reading budget one client may hold: a quarter of the small one, half of the big
+/// one (two maximum-size bodies of its four).
+const SMALL_SHARE: u64 = 4;
+const BIG_SHARE: u64 = 2;
 
 /// The permits of the two lanes, and the threads of the big one.
 #[derive(Debug, Clone)]
 pub struct Lanes {
-    small: Arc<Semaphore>,
+    /// The small lane's decision slots, in turn between clients.
+    small: Fair,
     big: Arc<Semaphore>,
     /// The big lane's byte budget, in KiB.
     big_kib: Arc<Semaphore>,
     budget_kib: u32,
     /// The budget of big bodies being read (and held until decided), in KiB.
-    reading_kib: Arc<Semaphore>,
-    reading_budget_kib: u32,
+    reading_kib: Fair,
     /// The budget of small bodies being read (and held until decided), in KiB.
-    small_reading_kib: Arc<Semaphore>,
+    small_reading_kib: Fair,
     pool: BigPool,
 }
 
@@ -152,17 +171,52 @@ fn kib(bytes: usize) -> u32 {
     u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).max(1)
 }
 
-/// Reading budget a body holds until its decision is done; released when dropped.
+/// Reading budget a body holds (what it has received, in KiB) until its decision is done;
+/// released when dropped.
 #[derive(Debug)]
 pub struct Reading {
-    _bytes: Option<OwnedSemaphorePermit>,
+    share: Share,
+}
+
+impl kube_gang_serve::body::Room for Reading {
+    async fn hold(&mut self, received: usize) {
+        self.grow(received).await;
+    }
+}
+
+impl Reading {
+    /// Holds room for `bytes` received in all, waiting (in turn) for what is not held yet.
+    pub async fn grow(&mut self, bytes: usize) {
+        let want = u64::from(kib(bytes));
+        let held = self.share.units();
+        if want > held {
+            self.share.grow(want - held).await;
+        }
+    }
+
+    /// The body is read: it stops growing, and the next oldest body being read may go over the
+    /// budget if it must.
+    pub fn done(&self) {
+        self.share.stop_growing();
+    }
+
+    /// KiB held.
+    pub fn kib(&self) -> u64 {
+        self.share.units()
+    }
 }
 
 /// What a decision holds while it runs; released when dropped.
 #[derive(Debug)]
 pub struct Permit {
-    _slot: OwnedSemaphorePermit,
+    _slot: Slot,
     _bytes: Option<OwnedSemaphorePermit>,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Small(#[allow(dead_code)] Share),
+    Big(#[allow(dead_code)] OwnedSemaphorePermit),
 }
 
 /// Which lane a body goes to.
@@ -189,49 +243,52 @@ impl Lanes {
     /// [`Lanes::new`], with big bodies being read bounded by `reading_bytes` together (at least one
     /// maximum-size body always fits: a reservation over the budget takes all of it).
     pub fn with_reading(small: usize, big: usize, budget_bytes: usize, reading_bytes: usize) -> Lanes {
-        let (budget_kib, reading_budget_kib) = (kib(budget_bytes), kib(reading_bytes));
+        let budget_kib = kib(budget_bytes);
+        let reading = u64::from(kib(reading_bytes));
+        let small_reading = u64::from(kib(SMALL_READING_BUDGET));
+        let small = small.max(1) as u64;
         Lanes {
-            small: Arc::new(Semaphore::new(small.max(1))),
+            small: Fair::new(small, small),
             big: Arc::new(Semaphore::new(big.max(1))),
             big_kib: Arc::new(Semaphore::new(budget_kib as usize)),
             budget_kib,
-            reading_kib: Arc::new(Semaphore::new(reading_budget_kib as usize)),
-            reading_budget_kib,
-            small_reading_kib: Arc::new(Semaphore::new(kib(SMALL_READING_BUDGET) as usize)),
+            reading_kib: Fair::new(reading, reading / BIG_SHARE),
+            small_reading_kib: Fair::new(small_reading, small_reading / SMALL_SHARE),
             pool: BigPool::start(big.max(1)),
         }
     }
 
     /// The same lanes, small bodies being read bounded by `bytes` together (at least one
-    /// [`SMALL_BODY`]).
+    /// [`SMALL_BODY`]), one client holding at most a quarter of them (at least one small body).
     pub fn with_small_reading(mut self, bytes: usize) -> Lanes {
-        let kib = u32::try_from(bytes.max(SMALL_BODY).div_ceil(1024)).unwrap_or(u32::MAX);
-        self.small_reading_kib = Arc::new(Semaphore::new(kib as usize));
+        let total = u64::from(kib(bytes.max(SMALL_BODY)));
+        self.small_reading_kib = Fair::new(total, (total / SMALL_SHARE).max(u64::from(kib(SMALL_BODY))));
         self
     }
 
-    /// Waits until a body that declared `declared` bytes (`None`: no `Content-Length`, so up to
-    /// `limit`) may be read: a small one from the small bodies' budget, any other from the big
-    /// bodies'.
-    pub async fn reserve_body(&self, declared: Option<usize>, limit: usize) -> Option<Reading> {
-        let len = declared.unwrap_or(limit).min(limit);
-        let kib = u32::try_from(len.div_ceil(1024)).unwrap_or(u32::MAX);
-        let bytes = if declared.is_some() && Lane::of(len) == Lane::Small {
-            self.small_reading_kib.clone().acquire_many_owned(kib).await.ok()?
+    /// Waits (in `source`'s turn) for room to start reading a body that declared `declared` bytes
+    /// (`None`: no `Content-Length`): a declared small one from the small bodies' budget, any other
+    /// from the big bodies'. It holds 1 KiB to start with, and grows as the body arrives
+    /// ([`Reading::grow`]).
+    pub async fn reserve_body(&self, source: Source, declared: Option<usize>) -> Reading {
+        let budget = if declared.is_some_and(|d| Lane::of(d) == Lane::Small) {
+            &self.small_reading_kib
         } else {
-            self.reading_kib.clone().acquire_many_owned(kib.min(self.reading_budget_kib)).await.ok()?
+            &self.reading_kib
         };
-        Some(Reading { _bytes: Some(bytes) })
+        let share = budget.acquire(source, 1).await;
+        share.start_growing();
+        Reading { share }
     }
 
     /// Free bytes of the big bodies' reading budget, in KiB.
     pub fn available_reading_kib(&self) -> usize {
-        self.reading_kib.available_permits()
+        self.reading_kib.available() as usize
     }
 
     /// Free bytes of the small bodies' reading budget, in KiB.
     pub fn available_small_reading_kib(&self) -> usize {
-        self.small_reading_kib.available_permits()
+        self.small_reading_kib.available() as usize
     }
 
     /// Runs the decision `f` in `lane`: a small one on a blocking thread of the runtime, a big one
@@ -247,16 +304,16 @@ impl Lanes {
         }
     }
 
-    /// Waits for the permit a body of `body_len` bytes needs (`None` only if the lanes were closed,
-    /// which nothing does).
-    pub async fn acquire(&self, body_len: usize) -> Option<Permit> {
+    /// Waits for the permit a body of `body_len` bytes needs (a small one in `source`'s turn;
+    /// `None` only if the lanes were closed, which nothing does).
+    pub async fn acquire(&self, source: Source, body_len: usize) -> Option<Permit> {
         Some(match Lane::of(body_len) {
-            Lane::Small => Permit { _slot: self.small.clone().acquire_owned().await.ok()?, _bytes: None },
+            Lane::Small => Permit { _slot: Slot::Small(self.small.acquire(source, 1).await), _bytes: None },
             Lane::Big => {
                 let slot = self.big.clone().acquire_owned().await.ok()?;
                 let kib = u32::try_from(body_len.div_ceil(1024)).unwrap_or(u32::MAX).min(self.budget_kib);
                 let bytes = self.big_kib.clone().acquire_many_owned(kib).await.ok()?;
-                Permit { _slot: slot, _bytes: Some(bytes) }
+                Permit { _slot: Slot::Big(slot), _bytes: Some(bytes) }
             }
         })
     }
@@ -264,7 +321,7 @@ impl Lanes {
     /// Free slots of a lane, for tests and diagnostics.
     pub fn available(&self, lane: Lane) -> usize {
         match lane {
-            Lane::Small => self.small.available_permits(),
+            Lane::Small => self.small.available() as usize,
             Lane::Big => self.big.available_permits(),
         }
     }
@@ -278,7 +335,7 @@ impl Lanes {
     /// bodies); they are released when the permit is dropped.
     pub async fn saturate_big(&self) -> Option<Permit> {
         let n = u32::try_from(self.big.available_permits()).unwrap_or(u32::MAX);
-        Some(Permit { _slot: self.big.clone().acquire_many_owned(n).await.ok()?, _bytes: None })
+        Some(Permit { _slot: Slot::Big(self.big.clone().acquire_many_owned(n).await.ok()?), _bytes: None })
     }
 }
 
@@ -286,54 +343,64 @@ impl Lanes {
 mod tests {
     use super::*;
 
+    const ME: Source = Source::LOCAL;
+
     #[tokio::test]
     async fn a_big_body_takes_its_bytes_and_a_small_one_none() {
         let lanes = Lanes::new(1, 4, 100 * 1024);
-        let big = lanes.acquire(70 * 1024 + 1).await.unwrap();
+        let big = lanes.acquire(ME, 70 * 1024 + 1).await.unwrap();
         assert_eq!(lanes.available_kib(), 100 - 71);
         assert_eq!(lanes.available(Lane::Big), 3);
-        let small = lanes.acquire(SMALL_BODY).await.unwrap();
+        let small = lanes.acquire(ME, SMALL_BODY).await.unwrap();
         assert_eq!((lanes.available(Lane::Small), lanes.available_kib()), (0, 29));
         drop((big, small));
         assert_eq!((lanes.available(Lane::Small), lanes.available_kib()), (1, 100));
     }
 
     #[tokio::test]
-    async fn big_bodies_reserve_what_they_declare_before_they_are_read() {
+    async fn bodies_hold_what_they_received_from_the_budget_of_their_declared_size() {
         let lanes = Lanes::with_reading(1, 1, 100 * 1024, 300 * 1024);
-        // Small and declared: from the small bodies' budget, not the big ones'.
+        // Small and declared: from the small bodies' budget, 1 KiB to start, then what arrived.
         let small_budget = lanes.available_small_reading_kib();
-        let small = lanes.reserve_body(Some(SMALL_BODY), 7 << 20).await.unwrap();
-        assert_eq!(lanes.available_reading_kib(), 300);
-        assert_eq!(lanes.available_small_reading_kib(), small_budget - 64);
-        // Big: its declared size; undeclared: the limit.
-        let big = lanes.reserve_body(Some(200 * 1024), 7 << 20).await.unwrap();
-        assert_eq!(lanes.available_reading_kib(), 100);
-        let waits = lanes.reserve_body(Some(150 * 1024), 7 << 20);
-        tokio::pin!(waits);
-        assert!(futures::poll!(waits.as_mut()).is_pending(), "150 KiB more do not fit in 100");
-        drop(big);
-        let fifty = waits.await.unwrap();
-        let undeclared = lanes.reserve_body(None, 80 * 1024).await.unwrap();
-        assert_eq!(lanes.available_reading_kib(), 70);
-        // More than the whole budget takes all of it rather than waiting forever.
-        drop((fifty, undeclared, small));
-        let _all = lanes.reserve_body(Some(1 << 30), 2 << 30).await.unwrap();
-        assert_eq!(lanes.available_reading_kib(), 0);
+        let mut small = lanes.reserve_body(ME, Some(SMALL_BODY)).await;
+        assert_eq!(
+            (lanes.available_reading_kib(), lanes.available_small_reading_kib()),
+            (300, small_budget - 1)
+        );
+        small.grow(10 * 1024 + 1).await;
+        assert_eq!(lanes.available_small_reading_kib(), small_budget - 11);
+        small.grow(5).await;
+        assert_eq!(small.kib(), 11, "never less than it held");
+        // Big, or undeclared: the big bodies' budget.
+        let mut big = lanes.reserve_body(ME, Some(200 * 1024)).await;
+        let undeclared = lanes.reserve_body(ME, None).await;
+        big.grow(100 * 1024).await;
+        assert_eq!(lanes.available_reading_kib(), 300 - 100 - 1);
+        drop((small, big, undeclared));
+        assert_eq!((lanes.available_reading_kib(), lanes.available_small_reading_kib()), (300, small_budget));
     }
 
     #[tokio::test]
-    async fn small_bodies_have_a_budget_of_their_own_however_many_requests_share_a_connection() {
-        let lanes = Lanes::new(1, 1, 1 << 20).with_small_reading(2 * SMALL_BODY);
-        let a = lanes.reserve_body(Some(SMALL_BODY), 7 << 20).await.unwrap();
-        let _b = lanes.reserve_body(Some(10), 7 << 20).await.unwrap();
-        let c = lanes.reserve_body(Some(SMALL_BODY), 7 << 20);
-        tokio::pin!(c);
-        assert!(futures::poll!(c.as_mut()).is_pending(), "the budget bounds small bodies too");
+    async fn one_client_holds_at_most_a_share_of_a_reading_budget_and_others_read_meanwhile() {
+        let lanes = Lanes::new(1, 1, 1 << 20).with_small_reading(8 * SMALL_BODY);
+        let (a, b) = (Source("10.0.0.1".parse().unwrap()), Source("10.0.0.2".parse().unwrap()));
+        // Client a: two small bodies fully received, its quarter (2 × 64 KiB of 8) is held.
+        let mut first = lanes.reserve_body(a, Some(SMALL_BODY)).await;
+        first.grow(SMALL_BODY).await;
+        first.done();
+        let mut second = lanes.reserve_body(a, Some(SMALL_BODY)).await;
+        second.grow(SMALL_BODY).await;
+        second.done();
+        let third = lanes.reserve_body(a, Some(SMALL_BODY));
+        tokio::pin!(third);
+        assert!(futures::poll!(third.as_mut()).is_pending(), "a third waits for the client's own");
+        // Client b is not kept waiting by it.
+        let mut other = lanes.reserve_body(b, Some(SMALL_BODY)).await;
+        other.grow(SMALL_BODY).await;
         // Big bodies do not wait for small ones.
-        let _big = lanes.reserve_body(Some(SMALL_BODY + 1), 7 << 20).await.unwrap();
-        drop(a);
-        let _c = c.await.unwrap();
+        let _big = lanes.reserve_body(a, Some(SMALL_BODY + 1)).await;
+        drop(first);
+        let _third = third.await;
     }
 
     /// Fields 19 (nice) and 41 (scheduling policy) of `/proc/thread-self/stat`, for the calling
@@ -368,16 +435,41 @@ mod tests {
     #[tokio::test]
     async fn the_byte_budget_bounds_the_big_lane_not_only_the_count() {
         let lanes = Lanes::new(1, 4, 100 * 1024);
-        let a = lanes.acquire(70 * 1024).await.unwrap();
+        let a = lanes.acquire(ME, 70 * 1024).await.unwrap();
         // A slot is free, the bytes are not: the second waits.
-        let second = lanes.acquire(70 * 1024);
+        let second = lanes.acquire(ME, 70 * 1024);
         tokio::pin!(second);
         assert!(futures::poll!(second.as_mut()).is_pending());
         drop(a);
         let b = second.await.unwrap();
         // A body over the whole budget takes all of it rather than waiting forever.
         drop(b);
-        let _all = lanes.acquire(1_000 * 1024).await.unwrap();
+        let _all = lanes.acquire(ME, 1_000 * 1024).await.unwrap();
         assert_eq!(lanes.available_kib(), 0);
+    }
+
+    #[tokio::test]
+    async fn small_decision_slots_go_to_waiting_clients_in_turn() {
+        let lanes = Lanes::new(1, 1, 1 << 20);
+        let (a, b) = (Source("10.0.0.1".parse().unwrap()), Source("10.0.0.2".parse().unwrap()));
+        let held = lanes.acquire(a, 10).await.unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiting = Vec::new();
+        for (who, name) in [(a, "a1"), (a, "a2"), (a, "a3"), (b, "b1")] {
+            let (lanes, order) = (lanes.clone(), order.clone());
+            waiting.push(tokio::spawn(async move {
+                let p = lanes.acquire(who, 10).await;
+                order.lock().unwrap().push(name);
+                tokio::task::yield_now().await;
+                drop(p);
+            }));
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        for w in waiting {
+            w.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        assert!(order.iter().position(|n| *n == "b1").unwrap() <= 1, "{order:?}");
     }
 }

@@ -6,11 +6,14 @@
 //! Secret and rotated ([`rotation`] decides, [`managed`] reads and writes).
 //!
 //! Hostile clients are bounded here: connections, handshakes, headers, bodies and idle time have
-//! limits on both ports, and handshakes are worked on a few at a time ([`server`]); decisions run
-//! off the async workers, in two bounded lanes by body size ([`lanes`]) so maximum-size objects
-//! never hold up small requests, the big lane on threads of lower CPU priority; probes are served
-//! by a thread and runtime of their own, so `/healthz` answers while every decision slot is busy;
-//! every response is counted, rejected ones and those hyper writes itself included.
+//! limits on both ports, shared between clients, and handshakes are worked on a few at a time
+//! (the listeners both servers share, `kube_gang_serve::server`); bodies are read at a client's
+//! pace and hold what they received ([`lanes`]); decisions run off the async workers, in two
+//! bounded lanes by body size ([`lanes`]) so maximum-size objects never hold up small requests,
+//! small ones given in turn between clients, the big lane on threads of lower CPU priority; probes
+//! are served by a thread and runtime of their own (`kube_gang_serve::probe`), so `/healthz`
+//! answers while every decision slot is busy; every response is counted, rejected ones and those
+//! hyper writes itself included.
 
 pub mod admission;
 pub mod certs;
@@ -19,8 +22,11 @@ pub mod lanes;
 pub mod managed;
 pub mod pruned;
 pub mod rotation;
-pub mod server;
 pub mod tls;
+
+pub use kube_gang_serve::log::LogFormat;
+/// The listeners (shared with gang-scheduler's probe port).
+pub use kube_gang_serve::server;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,8 +39,10 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use clap::{Parser, Subcommand, ValueEnum};
+use kube_gang_serve::Source;
+use kube_gang_serve::probe::{ClosedConnections, Readiness};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -104,18 +112,26 @@ pub struct Args {
     /// How often the certificate files are checked for changes, in seconds.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub tls_reload_period: u64,
-    /// Plain-HTTP address for /healthz, /readyz and /metrics.
+    /// Plain-HTTP address for /healthz, /readyz and /metrics (at most 64 connections, 8 per client,
+    /// 2 s to send a request).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub probe_listen: SocketAddr,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Json)]
-    pub log_format: LogFormat,
-    /// Connections open at once on --listen; more wait in the kernel's backlog.
+    #[command(flatten)]
+    pub log: kube_gang_serve::log::LogArgs,
+    /// Connections open at once on --listen. When full, an idle connection of the client holding
+    /// the most is closed for a new one; only when none is idle do more wait in the kernel's
+    /// backlog.
     #[arg(long, default_value_t = 1024, value_name = "N", env = "GANG_WEBHOOK_MAX_CONNECTIONS")]
     pub max_connections: usize,
+    /// Connections one client (peer address) may have open on --listen; one beyond it is closed as
+    /// soon as it is accepted, as are new connections beyond 200 at once and 100 a second (each is a
+    /// TLS handshake the webhook computes).
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_connections_per_client: usize,
     /// Seconds a client has for its TLS handshake, then for its first request's headers, then for
-    /// each request's headers and body. An HTTP/1.1 connection waiting for its next request's
-    /// headers is closed after it too. (The probe port allows at most 2 s for headers and body.)
+    /// each request's headers and body (a body must also average 256 KiB/s after its first half
+    /// second). An HTTP/1.1 connection waiting for its next request's headers is closed after it
+    /// too. (The probe port allows at most 2 s for headers and body.)
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub request_timeout: u64,
     /// Seconds a connection with no request in flight stays open.
@@ -156,12 +172,6 @@ pub enum ServingCert {
     Managed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Json,
-    Plain,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Write a CA and a serving certificate for the webhook Service into files, for
@@ -182,12 +192,6 @@ struct HookLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CloseLabels {
-    port: String,
-    reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: String,
 }
@@ -197,7 +201,7 @@ struct VersionLabel {
 pub struct Metrics {
     requests: Family<HookLabels, Counter>,
     duration: Family<HookLabel, Histogram>,
-    closed: Family<CloseLabels, Counter>,
+    closed: ClosedConnections,
     /// Gangs the gang lookup holds, and those it did not for a size limit.
     pub gang_lookup: gangs::LookupMetrics,
     registry: Arc<Registry>,
@@ -220,11 +224,11 @@ impl Default for Metrics {
             "Time to answer one AdmissionReview (decode, decide, encode)",
             duration.clone(),
         );
-        let closed = Family::<CloseLabels, Counter>::default();
+        let closed = ClosedConnections::default();
         registry.register(
             "gang_webhook_connections_closed",
-            "Connections closed by the server, by port and reason (a limit, a timeout, bad HTTP, a failed handshake, shutdown)",
-            closed.clone(),
+            "Connections closed by the server, by port and reason (a limit, a timeout, bad HTTP, a failed handshake, closed for another client's, shutdown)",
+            closed.0.clone(),
         );
         let gang_lookup = gangs::LookupMetrics::default();
         registry.register(
@@ -251,7 +255,7 @@ impl Metrics {
 
     /// Connection events of one port, for [`server::serve`].
     pub fn port(&self, port: &'static str) -> PortEvents {
-        PortEvents { metrics: self.clone(), port }
+        PortEvents { metrics: self.clone(), closed: self.closed.port(port), port }
     }
 
     /// The Prometheus text exposition.
@@ -266,15 +270,13 @@ impl Metrics {
 #[derive(Debug, Clone)]
 pub struct PortEvents {
     metrics: Metrics,
+    closed: kube_gang_serve::probe::PortEvents,
     port: &'static str,
 }
 
 impl server::ConnectionEvents for PortEvents {
     fn closed(&self, reason: &'static str) {
-        self.metrics
-            .closed
-            .get_or_create(&CloseLabels { port: self.port.into(), reason: reason.into() })
-            .inc();
+        self.closed.closed(reason);
     }
 
     /// On the admission port, a response hyper wrote (400, 431, 414) is counted with the others in
@@ -294,6 +296,8 @@ pub struct AppState {
     pub lanes: lanes::Lanes,
     /// How long a request may take to arrive, and to wait for a decision slot.
     pub request_timeout: Duration,
+    /// How fast a body must arrive (the listener's limits').
+    pub pace: kube_gang_serve::body::Pace,
     /// The gangs admission consults besides the object ([`gangs`]); off unless set.
     pub gangs: gangs::GangLookup,
 }
@@ -317,6 +321,7 @@ impl AppState {
             metrics: Metrics::default(),
             lanes: lanes::Lanes::with_reading(small, big, BIG_LANE_BUDGET, READING_BUDGET),
             request_timeout,
+            pace: server::Limits { body_timeout: request_timeout, ..server::Limits::default() }.pace(),
             gangs: gangs::GangLookup::off(),
         }
     }
@@ -372,10 +377,10 @@ async fn count_responses(
 /// The AdmissionReview router (served over TLS).
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/validate", post(|s, h, b| handle(s, h, b, Hook::Validate, false)))
-        .route("/mutate", post(|s, h, b| handle(s, h, b, Hook::Mutate, false)))
-        .route("/validate/namespace", post(|s, h, b| handle(s, h, b, Hook::Validate, true)))
-        .route("/mutate/namespace", post(|s, h, b| handle(s, h, b, Hook::Mutate, true)))
+        .route("/validate", post(|s, c, h, b| handle(s, c, h, b, Hook::Validate, false)))
+        .route("/mutate", post(|s, c, h, b| handle(s, c, h, b, Hook::Mutate, false)))
+        .route("/validate/namespace", post(|s, c, h, b| handle(s, c, h, b, Hook::Validate, true)))
+        .route("/mutate/namespace", post(|s, c, h, b| handle(s, c, h, b, Hook::Mutate, true)))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
 }
@@ -388,13 +393,13 @@ fn refuse(status: StatusCode, result: &'static str, message: String) -> Response
 
 async fn handle(
     State(state): State<AppState>,
+    source: Option<axum::Extension<Source>>,
     headers: axum::http::HeaderMap,
     body: axum::body::Body,
     hook: Hook,
     namespace_opted_in: bool,
 ) -> Response {
-    // A big body reserves what it declares before it is read, so bodies in memory stay bounded
-    // however many clients send at once ([`lanes`]).
+    let source = source.map_or(Source::LOCAL, |axum::Extension(s)| s);
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -406,8 +411,10 @@ async fn handle(
             format!("request body over {BODY_LIMIT} bytes\n"),
         );
     }
-    let Ok(Some(reading)) =
-        tokio::time::timeout(state.request_timeout, state.lanes.reserve_body(declared, BODY_LIMIT)).await
+    // Room to start reading, in this client's turn; then the body holds what it has received, no
+    // more, and must keep the listener's pace ([`lanes`]).
+    let Ok(mut reading) =
+        tokio::time::timeout(state.request_timeout, state.lanes.reserve_body(source, declared)).await
     else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -415,34 +422,28 @@ async fn handle(
             "no room to read the request body in time\n".into(),
         );
     };
-    // The body within the size limit and the time limit (a client sending it byte by byte holds a
-    // connection and its reading budget, never a decision slot).
-    let body = match tokio::time::timeout(state.request_timeout, axum::body::to_bytes(body, BODY_LIMIT)).await
-    {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-                || e.to_string().contains("length limit");
-            return if too_large {
-                refuse(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    format!("request body over {BODY_LIMIT} bytes\n"),
-                )
-            } else {
-                refuse(StatusCode::BAD_REQUEST, "bad_request", format!("reading the request body: {e}\n"))
-            };
+    let read = kube_gang_serve::body::read_body(body, BODY_LIMIT, state.pace, &mut reading).await;
+    reading.done();
+    let body = match read {
+        Ok(b) => b,
+        Err(kube_gang_serve::body::BodyError::TooLarge) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("request body over {BODY_LIMIT} bytes\n"),
+            );
         }
-        Err(_) => {
+        Err(kube_gang_serve::body::BodyError::TooSlow) => {
             return refuse(
                 StatusCode::REQUEST_TIMEOUT,
                 "timeout",
                 "request body not received in time\n".into(),
             );
         }
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, "bad_request", format!("{e}\n")),
     };
-    let Ok(Some(permit)) = tokio::time::timeout(state.request_timeout, state.lanes.acquire(body.len())).await
+    let Ok(Some(permit)) =
+        tokio::time::timeout(state.request_timeout, state.lanes.acquire(source, body.len())).await
     else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -497,46 +498,16 @@ async fn handle(
 
 /// The probe router: `/healthz` (the process is up), `/readyz` (serving TLS), `/metrics`.
 pub fn probe_router(metrics: Metrics, ready: Arc<AtomicBool>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let ready = ready.load(Ordering::Relaxed);
-                async move {
-                    if ready {
-                        (StatusCode::OK, "ok\n")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not serving yet\n")
-                    }
-                }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(move || {
-                let text = metrics.encode();
-                async move {
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        text,
-                    )
-                }
-            }),
-        )
-}
-
-fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Plain => builder.try_init(),
-    };
+    kube_gang_serve::probe::routes(
+        move || {
+            if ready.load(Ordering::Relaxed) {
+                Readiness { ready: true, detail: "ok" }
+            } else {
+                Readiness { ready: false, detail: "not serving yet" }
+            }
+        },
+        move || metrics.encode(),
+    )
 }
 
 /// Runs the command line.
@@ -544,29 +515,13 @@ pub fn main_with(args: Args) -> anyhow::Result<()> {
     if let Some(Command::Certs(c)) = &args.command {
         return certs::run(c);
     }
-    init_tracing(args.log_format);
+    kube_gang_serve::log::init(args.log.log_format);
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    rt.block_on(serve(args, shutdown_signal()))
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+    rt.block_on(async move {
+        let stop = kube_gang_serve::shutdown::install()?;
+        serve(args, stop.cancelled_owned()).await
+    })
 }
 
 impl Args {
@@ -575,6 +530,7 @@ impl Args {
         let request = Duration::from_secs(self.request_timeout.max(1));
         server::Limits {
             max_connections: self.max_connections.max(1),
+            max_connections_per_source: self.max_connections_per_client.max(1),
             handshake_timeout: request,
             header_timeout: request,
             body_timeout: request,
@@ -592,48 +548,59 @@ pub async fn serve(
     args: Args,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (served, reload) = match args.serving_cert {
-        ServingCert::Files => {
-            let certs = tls::Reloading::new(&args.tls_cert_file, &args.tls_key_file)?;
+    let mut shutdown = Box::pin(shutdown);
+    // Files are read first: a bad one is the first thing said.
+    let files = match args.serving_cert {
+        ServingCert::Files => Some(tls::Reloading::new(&args.tls_cert_file, &args.tls_key_file)?),
+        ServingCert::Managed => None,
+    };
+    let limits = args.limits();
+
+    let mut state = AppState::new(args.max_decisions, limits.body_timeout);
+    state.pace = limits.pace();
+    let lookup = if args.gang_lookup { gang_lookup(&args, &state.metrics).await? } else { None };
+    if let Some((gangs, _)) = &lookup {
+        state = state.with_gangs(gangs.clone());
+    }
+    let ready = Arc::new(AtomicBool::new(false));
+    let probes = kube_gang_serve::probe::Probes::bind(
+        args.probe_listen,
+        probe_router(state.metrics.clone(), ready.clone()),
+        limits.probes(),
+        state.metrics.port("probe"),
+    )?;
+    let probe_addr = probes.addr();
+    // The probe port serves before the serving certificate exists: with --serving-cert=managed the
+    // first one may wait for the API server, and the kubelet's liveness probe must not kill the pod
+    // for it (readiness stays false until the webhook listens).
+    let (served, reload) = match files {
+        Some(certs) => {
             let reload =
                 tokio::spawn(certs.clone().watch(Duration::from_secs(args.tls_reload_period.max(1))));
             (certs.served(), reload)
         }
-        ServingCert::Managed => {
+        None => {
             let Some(client) = kube_client(&args).await? else {
                 anyhow::bail!(
                     "--serving-cert=managed needs the Kubernetes API: no kubeconfig and not in a cluster"
                 );
             };
             let manager = managed::Manager::new(client, args.managed_target(), args.rotation_policy());
-            let served = manager.first().await;
+            let served = tokio::select! {
+                served = manager.first() => served,
+                () = &mut shutdown => {
+                    probes.stop();
+                    tracing::info!("gang-webhook stopped before its first serving certificate");
+                    return Ok(());
+                }
+            };
             let period = Duration::from_secs(args.cert_check_period.max(1));
             (served.clone(), tokio::spawn(manager.run(served, period)))
         }
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(served.server_config()?));
-    let limits = args.limits();
 
-    let mut state = AppState::new(args.max_decisions, limits.body_timeout);
-    let lookup = if args.gang_lookup { gang_lookup(&args, &state.metrics).await? } else { None };
-    if let Some((gangs, _)) = &lookup {
-        state = state.with_gangs(gangs.clone());
-    }
-    let ready = Arc::new(AtomicBool::new(false));
-    let probe_listener = std::net::TcpListener::bind(args.probe_listen)
-        .with_context(|| format!("--probe-listen {}", args.probe_listen))?;
-    probe_listener.set_nonblocking(true).context("--probe-listen")?;
-    let probe_addr = probe_listener.local_addr()?;
-    let probes = Probes::start(
-        probe_listener,
-        probe_router(state.metrics.clone(), ready.clone()),
-        limits.probes(),
-        state.metrics.port("probe"),
-    )?;
-
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("--listen {}", args.listen))?;
+    let listener = server::bind(args.listen).with_context(|| format!("--listen {}", args.listen))?;
     tracing::info!(listen = %listener.local_addr()?, probe = %probe_addr, "gang-webhook serving");
     ready.store(true, Ordering::Relaxed);
     let not_ready = ready.clone();
@@ -717,56 +684,4 @@ async fn kube_client(args: &Args) -> anyhow::Result<Option<kube::Client>> {
         },
     };
     Ok(Some(kube::Client::try_from(config).context("the Kubernetes client")?))
-}
-
-/// The probe port, served by a thread with a runtime of its own: however busy the admission port's
-/// workers are, `/healthz` is answered.
-#[derive(Debug)]
-struct Probes {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Probes {
-    fn start(
-        listener: std::net::TcpListener,
-        app: Router,
-        limits: server::Limits,
-        events: PortEvents,
-    ) -> anyhow::Result<Self> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the probe runtime")?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("probes".into())
-            .spawn(move || {
-                rt.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            tracing::error!(error = %e, "probe port not served");
-                            return;
-                        }
-                    };
-                    let plain = |tcp| async move { std::io::Result::Ok(tcp) };
-                    let stopped = async move {
-                        let _ = stopped.await;
-                    };
-                    server::serve(listener, plain, app, limits, events, stopped).await;
-                });
-            })
-            .context("starting the probe thread")?;
-        Ok(Probes { stop: Some(stop), thread: Some(thread) })
-    }
-
-    fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }

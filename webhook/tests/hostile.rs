@@ -150,7 +150,8 @@ async fn big_bodies_wait_for_reading_budget_before_being_read_and_small_ones_nev
     state.lanes = gang_webhook::lanes::Lanes::with_reading(1, 1, 1 << 20, 256 * 1024);
     let app = router(state.clone());
     // The reading budget held (as by clients trickling big bodies).
-    let held = state.lanes.reserve_body(Some(256 * 1024), 1 << 20).await.unwrap();
+    let mut held = state.lanes.reserve_body(kube_gang_serve::Source::LOCAL, Some(256 * 1024)).await;
+    held.grow(256 * 1024).await;
     assert_eq!(state.lanes.available_reading_kib(), 0);
     // A big body declared by Content-Length: never read, 503 within the request timeout. The body
     // channel is never written to: reading it would wait for the timeout and answer 408 instead.
@@ -464,7 +465,8 @@ async fn an_http2_body_that_may_not_be_read_yet_sends_no_more_than_its_window() 
     use futures::StreamExt as _;
     let mut state = AppState::new(1, BOUND);
     state.lanes = gang_webhook::lanes::Lanes::with_reading(1, 1, 1 << 20, 256 * 1024);
-    let held = state.lanes.reserve_body(Some(256 * 1024), 1 << 20).await.unwrap();
+    let mut held = state.lanes.reserve_body(kube_gang_serve::Source::LOCAL, Some(256 * 1024)).await;
+    held.grow(256 * 1024).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let plain = |tcp| async move { io::Result::Ok(tcp) };
@@ -519,4 +521,101 @@ async fn an_http2_body_that_may_not_be_read_yet_sends_no_more_than_its_window() 
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
     let _ = stop.send(());
     let _ = served.await;
+}
+
+/// A request whose body sends one byte and then nothing, as a stream the test keeps open.
+fn trickle(
+    path: &str,
+    declared: Option<usize>,
+) -> (Request<Body>, futures::channel::mpsc::Sender<Result<bytes::Bytes, io::Error>>) {
+    let (mut tx, body) = futures::channel::mpsc::channel::<Result<bytes::Bytes, io::Error>>(1);
+    tx.try_send(Ok(bytes::Bytes::from_static(b"{"))).unwrap();
+    let mut req = Request::post(path);
+    if let Some(n) = declared {
+        req = req.header("content-length", n.to_string());
+    }
+    (req.body(Body::from_stream(body)).unwrap(), tx)
+}
+
+/// Issue 32: 520 connections that declared 64 KiB and sent one byte held the whole small reading
+/// budget (they reserved what they declared) and a Pod's review waited 8.9 s. A body now holds what
+/// it has received, and a body that falls behind the pace is cut off after its grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_that_declare_much_and_send_a_byte_hold_a_byte_and_are_cut_off() {
+    let mut state = AppState::new(2, BOUND);
+    // A grace period long enough that the idle bodies are surely still open when the review is
+    // answered, however loaded the machine.
+    state.pace.grace = Duration::from_secs(2);
+    let app = router(state.clone());
+    let small_budget = state.lanes.available_small_reading_kib();
+    let mut idle = Vec::new();
+    for _ in 0..600 {
+        let (req, tx) = trickle("/validate", Some(gang_webhook::lanes::SMALL_BODY));
+        idle.push((tokio::spawn(app.clone().oneshot(req)), tx));
+    }
+    // All of them started, each holding 1 KiB (what one byte takes), not 64 KiB.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while state.lanes.available_small_reading_kib() > small_budget - 600 {
+        assert!(tokio::time::Instant::now() < deadline, "the 600 bodies did not all start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(state.lanes.available_small_reading_kib(), small_budget - 600);
+    // A Pod's review is answered meanwhile, while every idle body is still open.
+    let res = tokio::time::timeout(
+        BOUND,
+        app.clone().oneshot(Request::post("/validate").body(Body::from(REVIEW)).unwrap()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(idle.iter().all(|(answer, _)| !answer.is_finished()), "it waited for the idle bodies");
+    // Each idle one is cut off (408) once its grace period is over, and holds nothing after.
+    for (answer, _tx) in idle {
+        let res = tokio::time::timeout(BOUND, answer).await.unwrap().unwrap().unwrap();
+        assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT);
+    }
+    assert_eq!(state.lanes.available_small_reading_kib(), small_budget);
+    assert!(
+        state
+            .metrics
+            .encode()
+            .contains(r#"gang_webhook_requests_total{hook="validate",result="timeout"} 600"#)
+    );
+}
+
+/// Issue 32: five chunked uploads that never finished reserved the 7 MiB limit each and kept every
+/// request over 64 KiB waiting 9.5 s. Undeclared bodies hold what they sent, so a big review goes
+/// through beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunked_uploads_that_never_finish_do_not_hold_up_big_requests() {
+    let mut state = AppState::new(1, BOUND);
+    state.pace.grace = Duration::from_secs(2);
+    let app = router(state.clone());
+    let budget = state.lanes.available_reading_kib();
+    let mut idle = Vec::new();
+    for _ in 0..5 {
+        let (req, tx) = trickle("/validate", None);
+        idle.push((tokio::spawn(app.clone().oneshot(req)), tx));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(state.lanes.available_reading_kib() >= budget - 5, "each holds what it sent");
+    // A big review (a Job with 3,000 env vars, ~100 KiB) is decided meanwhile.
+    let big = serde_json::to_vec(
+        &serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "big", "operation": "CREATE", "namespace": "ml",
+            "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+            "object": support::job_with_env(3_000)}}),
+    )
+    .unwrap();
+    assert!(big.len() > gang_webhook::lanes::SMALL_BODY);
+    let res = app.clone().oneshot(Request::post("/validate").body(Body::from(big)).unwrap()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(idle.iter().all(|(answer, _)| !answer.is_finished()), "it waited for the uploads");
+    for (answer, _tx) in idle {
+        assert_eq!(
+            tokio::time::timeout(BOUND, answer).await.unwrap().unwrap().unwrap().status(),
+            StatusCode::REQUEST_TIMEOUT
+        );
+    }
 }

@@ -48,7 +48,8 @@ pub struct Config {
     /// Only pods with this `spec.schedulerName` are placed.
     pub scheduler_name: String,
     pub scoring: Scoring,
-    /// Timeout for gangs that set none. `None`: wait forever.
+    /// Timeout for gangs that set none. `None`: wait forever. Like a gang's own, more than 0 and
+    /// at most 30 days (`validate::timeout_error`).
     #[serde(with = "opt_secs")]
     pub default_timeout: Option<Duration>,
     pub timeout_action: TimeoutAction,
@@ -204,6 +205,11 @@ impl Config {
         }
         let config: Config =
             serde_json::from_value(Value::Object(fields)).map_err(|e| PolicyError(e.to_string()))?;
+        // A gang's own timeout has these bounds; a default of 0 would time every gang that sets
+        // none out the moment it starts waiting (leave the field out to wait without a limit).
+        if let Some(e) = config.default_timeout.and_then(crate::validate::timeout_error) {
+            return Err(PolicyError(format!("defaultTimeout: {e}")));
+        }
         if let Some(p) = &config.provisioning {
             p.check()?;
         }
@@ -277,6 +283,21 @@ mod tests {
         let bad = Config::from_policy(json!({"scoring": "sideways"})).unwrap_err().to_string();
         assert!(bad.contains("scoring: unknown variant `sideways`"), "{bad}");
         assert!(Config::from_policy(json!(["a list"])).unwrap_err().to_string().contains("mapping"));
+    }
+
+    #[test]
+    fn a_zero_or_overlong_default_timeout_is_refused_naming_the_field() {
+        // 0 would time out every gang that sets no timeout of its own the moment it waits.
+        let zero = Config::from_policy_text("defaultTimeout: 0\n").unwrap_err().to_string();
+        assert!(
+            zero.starts_with("invalid scheduling policy: defaultTimeout: must be greater than 0"),
+            "{zero}"
+        );
+        let long = Config::from_policy(json!({"defaultTimeout": 31 * 24 * 3600})).unwrap_err().to_string();
+        assert!(long.contains("defaultTimeout: ") && long.contains("30-day maximum"), "{long}");
+        let one = Config::from_policy(json!({"defaultTimeout": 1})).unwrap();
+        assert_eq!(one.default_timeout, Some(Duration::from_secs(1)));
+        assert_eq!(Config::from_policy(json!({"defaultTimeout": null})).unwrap().default_timeout, None);
     }
 
     #[test]

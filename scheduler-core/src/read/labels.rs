@@ -20,6 +20,9 @@ pub const LABEL_GANG: &str = "kube-gang.io/gang";
 pub const LABEL_SUBGROUP: &str = "kube-gang.io/subgroup";
 /// Workload or namespace label that opts in to injection: `"true"`.
 pub const LABEL_ENABLED: &str = "kube-gang.io/enabled";
+/// Namespace label (`"true"`) that lets its pods (Prometheus) reach the scheduler's and the
+/// webhook's metrics ports through the NetworkPolicies of `manifests/base/network-policy.yaml`.
+pub const LABEL_METRICS_SCRAPER: &str = "kube-gang.io/metrics-scraper";
 /// CRD-less gang: minimum members.
 pub const ANNOTATION_MIN_MEMBER: &str = "kube-gang.io/min-member";
 /// CRD-less gang: expected total members.
@@ -72,6 +75,7 @@ pub const KNOWN: &[(&str, KeyKind)] = &[
     (ANNOTATION_TOPOLOGY_KEY, KeyKind::Annotation),
     (ANNOTATION_GANG_GROUP, KeyKind::Annotation),
     (ANNOTATION_PROVISIONING, KeyKind::Annotation),
+    (LABEL_METRICS_SCRAPER, KeyKind::Label),
     (ANNOTATION_STATE, KeyKind::Written),
     ("kube-gang.io/gang-name", KeyKind::Written),
     ("kube-gang.io/gang-incarnation", KeyKind::Written),

@@ -9,6 +9,13 @@
 //! max(floor, its cheapest satisfying count) pods, and members beyond the leaves' minimums make up
 //! the difference. Every walk of the tree lives here: the cycle, the validation, the dialects and
 //! `kubectl gang status` use these functions rather than walking it themselves.
+//!
+//! **Cost.** A tree has at most [`MAX_SUBGROUPS`] subgroups, and the walks here cost at most the
+//! square of that; a gang with more (read from objects no limit bounds: upstream PodGroups under
+//! one CompositePodGroup, a KAI PodGroup's `subGroups`) is refused as a whole by the rule book, and
+//! every walk here treats its tree as malformed at once ([`Gang::oversized`]) rather than walking
+//! it, so that counting 40,000 members of a 40,000-subgroup gang costs 40,000 steps, not 40,000³.
+//! [`leaf_of`], which the cycle calls for every member, is linear in the subgroups.
 
 use std::collections::BTreeMap;
 
@@ -17,16 +24,25 @@ use crate::model::{Gang, SubGroup};
 /// How deep a subgroup tree may nest below the root.
 pub const MAX_SUBGROUP_DEPTH: usize = 4;
 
+/// How many subgroups one gang may have (the rule book's limit, and the `Gang` CRD's `maxItems`).
+pub const MAX_SUBGROUPS: usize = 64;
+
 /// How deep a walk of the tree goes before it gives up: one level beyond the deepest valid tree, so
 /// that a walk over a tree not yet validated (a parent cycle, say) still ends.
 pub const WALK_DEPTH_LIMIT: usize = MAX_SUBGROUP_DEPTH + 1;
 
 impl Gang {
-    /// The leaf subgroups (those no other subgroup names as parent), in spec order.
+    /// More subgroups than [`MAX_SUBGROUPS`]: a tree the rule book refuses whole, which no walk
+    /// here reads (each would cost the square of its size, or more).
+    pub fn oversized(&self) -> bool {
+        self.subgroups.len() > MAX_SUBGROUPS
+    }
+
+    /// The leaf subgroups (those no other subgroup names as parent), in spec order; none when the
+    /// tree is [`Gang::oversized`].
     pub fn leaves(&self) -> impl Iterator<Item = &SubGroup> {
-        self.subgroups
-            .iter()
-            .filter(|s| !self.subgroups.iter().any(|c| c.parent.as_deref() == Some(s.name.as_str())))
+        let all = if self.oversized() { &[][..] } else { &self.subgroups[..] };
+        all.iter().filter(move |s| !is_parent(all, &s.name))
     }
 
     /// The smallest number of pods that can satisfy the gang: each leaf filled to its own minimum,
@@ -38,6 +54,9 @@ impl Gang {
 
     /// [`Gang::min_pods`] without the pod floor: what the subgroup minimums alone demand.
     pub fn tree_min_pods(&self) -> Option<u64> {
+        if self.oversized() {
+            return None;
+        }
         fn cost(gang: &Gang, parent: Option<&str>, need: u32, depth: usize) -> Option<u64> {
             if depth > WALK_DEPTH_LIMIT {
                 return None;
@@ -69,14 +88,22 @@ impl Gang {
 /// Pods per leaf subgroup (`""` for a gang without subgroups).
 pub type LeafCounts = BTreeMap<String, u32>;
 
+/// Whether some subgroup of `all` names `name` as its parent.
+fn is_parent(all: &[SubGroup], name: &str) -> bool {
+    all.iter().any(|c| c.parent.as_deref() == Some(name))
+}
+
 /// The leaf a pod counts toward: its subgroup when the gang has subgroups and names it as a leaf,
-/// `""` when the gang has none, `None` when the pod cannot count (unknown or missing subgroup).
+/// `""` when the gang has none, `None` when the pod cannot count (unknown or missing subgroup, or
+/// a tree too big to be valid: [`Gang::oversized`]). Linear in the subgroups: the cycle calls it
+/// for every member.
 pub fn leaf_of<'a>(gang: &Gang, subgroup: Option<&'a str>) -> Option<&'a str> {
     if gang.subgroups.is_empty() {
         return Some("");
     }
     let name = subgroup?;
-    gang.leaves().any(|l| l.name == name).then_some(name)
+    let known = !gang.oversized() && gang.subgroups.iter().any(|s| s.name == name);
+    (known && !is_parent(&gang.subgroups, name)).then_some(name)
 }
 
 /// Whether the gang's root is satisfied with `counts` pods per leaf: every minimum of the tree
@@ -97,6 +124,9 @@ pub fn minimums_met(gang: &Gang, counts: &LeafCounts) -> bool {
     if gang.subgroups.is_empty() {
         return counts.get("").copied().unwrap_or(0) >= gang.min_member;
     }
+    if gang.oversized() {
+        return false;
+    }
     children_satisfied(gang, None, counts, 0) >= gang.min_member
 }
 
@@ -110,11 +140,11 @@ pub fn subgroup_satisfied(gang: &Gang, name: &str, counts: &LeafCounts, depth: u
 /// aside: once they do, members beyond the leaves' minimums below it may be placed to reach the
 /// floor.
 pub fn subgroup_minimums_met(gang: &Gang, name: &str, counts: &LeafCounts, depth: usize) -> bool {
-    let Some(s) = gang.subgroups.iter().find(|s| s.name == name) else { return false };
-    if depth > WALK_DEPTH_LIMIT {
+    if depth > WALK_DEPTH_LIMIT || gang.oversized() {
         return false;
     }
-    let is_leaf = !gang.subgroups.iter().any(|c| c.parent.as_deref() == Some(name));
+    let Some(s) = gang.subgroups.iter().find(|s| s.name == name) else { return false };
+    let is_leaf = !is_parent(&gang.subgroups, name);
     if is_leaf {
         counts.get(name).copied().unwrap_or(0) >= s.min_member
     } else {
@@ -154,6 +184,9 @@ pub fn leaf_minimums(gang: &Gang) -> LeafCounts {
 /// The leaves under subgroup `name` (itself if it is a leaf).
 pub fn leaves_under(gang: &Gang, name: &str) -> Vec<String> {
     let mut out = Vec::new();
+    if gang.oversized() {
+        return out;
+    }
     let mut stack = vec![(name.to_string(), 0usize)];
     while let Some((n, depth)) = stack.pop() {
         if depth > WALK_DEPTH_LIMIT {
@@ -180,7 +213,7 @@ pub fn shortfall(gang: &Gang, counts: &LeafCounts) -> String {
         .filter(|(leaf, min)| counts.get(*leaf).copied().unwrap_or(0) < **min && !leaf.is_empty())
         .map(|(leaf, min)| format!("{leaf} {} of {min}", counts.get(leaf).copied().unwrap_or(0)))
         .collect();
-    for s in gang.subgroups.iter().filter(|s| s.pod_floor > 0) {
+    for s in gang.subgroups.iter().filter(|s| s.pod_floor > 0 && !gang.oversized()) {
         let pods = pods_under(gang, &s.name, counts);
         if pods < u64::from(s.pod_floor) {
             parts.push(format!("{} {pods} of {} pods", s.name, s.pod_floor));
@@ -198,6 +231,12 @@ pub fn shortfall(gang: &Gang, counts: &LeafCounts) -> String {
 pub fn attachment_error(gang: &Gang, subgroup: Option<&str>) -> Option<String> {
     if leaf_of(gang, subgroup).is_some() {
         return None;
+    }
+    if gang.oversized() {
+        return Some(format!(
+            "the gang has {} subgroups, more than the {MAX_SUBGROUPS} allowed: no member counts until it has fewer",
+            gang.subgroups.len()
+        ));
     }
     let leaves = || gang.leaves().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", ");
     Some(match subgroup {
@@ -335,5 +374,34 @@ mod tests {
         assert!(inner.contains("inner subgroup") && inner.contains("r0-decode, r0-prefill"), "{inner}");
         assert!(attachment_error(&g, Some("nope")).unwrap().contains("not a subgroup"));
         assert!(attachment_error(&g, None).unwrap().contains("leaf subgroups"));
+    }
+
+    #[test]
+    fn a_tree_over_the_subgroup_limit_is_malformed_for_every_walk() {
+        // 40,000 PodGroups under one CompositePodGroup read as one gang of 40,000 leaves: the rule
+        // book refuses it whole, and nothing here walks it (the cycle counted its members through
+        // `leaf_of`, each call scanning every subgroup for every subgroup).
+        let mut g = Gang::new(
+            GangKey::new("ns", "wide"),
+            2,
+            Source { dialect: Dialect::Upstream, kind: "CompositePodGroup".into() },
+        );
+        g.subgroups = (0..=MAX_SUBGROUPS).map(|i| sg(&format!("pg-{i}"), None, 1)).collect();
+        assert!(g.oversized());
+        assert_eq!(leaf_of(&g, Some("pg-0")), None);
+        assert_eq!(g.leaves().count(), 0);
+        assert_eq!((g.min_pods(), g.tree_min_pods()), (None, None));
+        let all: LeafCounts = g.subgroups.iter().map(|s| (s.name.clone(), 1)).collect();
+        assert!(!minimums_met(&g, &all) && !satisfied(&g, &all));
+        assert!(!subgroup_satisfied(&g, "pg-0", &all, 0));
+        assert!(leaves_under(&g, "pg-0").is_empty());
+        let why = attachment_error(&g, Some("pg-0")).unwrap();
+        assert!(why.contains("65 subgroups, more than the 64 allowed"), "{why}");
+        // One fewer is an ordinary tree.
+        g.subgroups.pop();
+        assert!(!g.oversized());
+        assert_eq!(leaf_of(&g, Some("pg-0")), Some("pg-0"));
+        assert_eq!(g.leaves().count(), MAX_SUBGROUPS);
+        assert!(satisfied(&g, &all));
     }
 }

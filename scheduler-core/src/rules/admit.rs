@@ -82,7 +82,21 @@ pub fn admit_with(
     let mut verdict = admit_one(object, old, namespace_labels, gangs);
     if verdict.allowed() && is_pod(object) {
         let (claims, _) = crate::dialect::pod_claims_all(object);
-        let known: Vec<Gang> = claims.iter().flat_map(|c| gangs.find(&c.gang)).map(Cow::into_owned).collect();
+        let mut known: Vec<Gang> = Vec::new();
+        for c in &claims {
+            let found = gangs.find(&c.gang);
+            // A gang the front door may have left out: its subgroup checks are the scheduler's.
+            if found.is_empty()
+                && validate::has_subgroup_label(c.dialect)
+                && let Some(why) = gangs.not_held(&c.gang)
+            {
+                verdict.warnings.push(format!(
+                    "{}: the pod is not checked against gang {}: {why}; the scheduler checks it, and names a subgroup it cannot count in the gang's status",
+                    c.path, c.gang
+                ));
+            }
+            known.extend(found.into_iter().map(Cow::into_owned));
+        }
         if !known.is_empty() {
             verdict.errors.extend(validate::attachment_errors(&known, object));
         }
@@ -253,6 +267,43 @@ mod tests {
         assert!(admit_with(&mut pod("r0"), None, None, &other).allowed(), "unknown gang: allowed");
     }
 
+    /// A front door that knows it left gangs of a namespace out (the webhook's lookup past its
+    /// bounds) says a pod was not checked against one, instead of allowing it as quietly as a pod
+    /// of a gang not created yet; where it holds everything, nothing is said.
+    #[test]
+    fn a_pod_of_a_gang_the_front_door_may_have_left_out_is_allowed_with_a_warning() {
+        struct Partial;
+        impl Gangs for Partial {
+            fn find(&self, _: &crate::model::GangKey) -> Vec<Cow<'_, Gang>> {
+                Vec::new()
+            }
+            fn not_held(&self, key: &crate::model::GangKey) -> Option<String> {
+                (key.namespace == "crowded").then(|| "namespace crowded is not wholly held".into())
+            }
+        }
+        let pod = |ns: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": ns,
+                             "labels": {LABEL_GANG: "llm", crate::names::LABEL_SUBGROUP: "r0"}},
+                "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]}})
+        };
+        let v = admit_with(&mut pod("crowded"), None, None, &Partial);
+        assert!(v.allowed(), "{v:?}");
+        assert_eq!(v.warnings.len(), 1, "{v:?}");
+        let w = &v.warnings[0];
+        assert!(
+            w.starts_with(&format!(
+                "metadata.labels[{LABEL_GANG}]: the pod is not checked against gang crowded/llm"
+            )),
+            "{w}"
+        );
+        assert!(
+            w.contains("namespace crowded is not wholly held") && w.contains("the scheduler checks it"),
+            "{w}"
+        );
+        assert!(admit_with(&mut pod("quiet"), None, None, &Partial).warnings.is_empty());
+    }
+
     #[test]
     fn create_injects_then_validates_the_result() {
         let mut obj = job(json!({LABEL_ENABLED: "true"}));
@@ -282,6 +333,50 @@ mod tests {
         assert!(v.changes.is_empty());
         assert_eq!(obj, before, "the object is untouched");
         assert!(v.warnings.iter().any(|w| w.contains("not injected on update")), "{v:?}");
+    }
+
+    /// Kubernetes lets a running Job's parallelism change; its pod template (and the gang's
+    /// minimum it carries) cannot. Scaling within the minimum is allowed; below it, refused at the
+    /// field with why; while the template may still change (suspended, never run), Kueue's
+    /// partial admission path applies instead.
+    #[test]
+    fn a_running_job_may_scale_within_its_gangs_minimum_and_is_told_why_not_below_it() {
+        let mut created = job(json!({LABEL_ENABLED: "true"}));
+        created["spec"]["parallelism"] = json!(4);
+        assert!(admit(&mut created, None, None).allowed());
+        created["status"] = json!({"startTime": "2026-01-01T00:00:00Z", "active": 4});
+        let scaled = |parallelism: u32, min: Option<&str>| {
+            let mut new = created.clone();
+            new["spec"]["parallelism"] = json!(parallelism);
+            if let Some(m) = min {
+                new["spec"]["template"]["metadata"]["annotations"][ANNOTATION_MIN_MEMBER] = json!(m);
+            }
+            admit(&mut new, Some(&created), None)
+        };
+        let down = scaled(2, None);
+        assert_eq!(down.errors.len(), 1, "{down:?}");
+        assert_eq!(down.errors[0].path, "spec.parallelism");
+        let why = &down.errors[0].message;
+        assert!(why.contains("from 4 to 2") && why.contains("minimum of 4"), "{why}");
+        assert!(why.contains("pod template is immutable") && why.contains("delete the Job"), "{why}");
+        assert!(scaled(8, None).allowed(), "scaling up: the extra pods are surplus");
+        assert!(scaled(4, None).allowed());
+        // An elastic gang (minimum 2 of 4) scales down to its minimum, as Kubernetes allows.
+        let mut elastic = created.clone();
+        elastic["spec"]["template"]["metadata"]["annotations"][ANNOTATION_MIN_MEMBER] = json!("2");
+        let mut new = elastic.clone();
+        new["spec"]["parallelism"] = json!(2);
+        assert!(admit(&mut new, Some(&elastic), None).allowed());
+        // An indexed Job whose completions shrink with it is named at completions.
+        let mut new = created.clone();
+        new["spec"]["completions"] = json!(2);
+        let v = admit(&mut new, Some(&created), None);
+        assert_eq!(v.errors[0].path, "spec.completions", "{v:?}");
+        // A create that asks for more than it runs keeps the plain rule.
+        let mut fresh = job(json!({LABEL_ENABLED: "true"}));
+        fresh["spec"]["template"]["metadata"] = json!({"annotations": {ANNOTATION_MIN_MEMBER: "5"}});
+        let v = admit(&mut fresh, None, None);
+        assert!(v.errors.iter().any(|e| e.message.contains("can never be satisfied")), "{v:?}");
     }
 
     #[test]

@@ -11,10 +11,7 @@ use crate::model::{Gang, GangKey};
 use crate::object::At;
 
 pub use crate::labels::{check_label_key, check_label_value};
-pub use crate::tree::MAX_SUBGROUP_DEPTH;
-
-/// How many subgroups one gang may have.
-pub const MAX_SUBGROUPS: usize = 64;
+pub use crate::tree::{MAX_SUBGROUP_DEPTH, MAX_SUBGROUPS};
 
 /// What the rule book found in one object: errors deny it, warnings are shown to the user.
 /// (Admission's decision about an object, which adds what was injected, is [`crate::admit::Verdict`].)
@@ -40,6 +37,14 @@ pub trait Gangs {
     /// where they lie, or copies (a front door that holds them behind a lock hands out copies, so
     /// that no lock is held while an object is admitted).
     fn find(&self, key: &GangKey) -> Vec<Cow<'_, Gang>>;
+
+    /// Why a gang with this key that [`Gangs::find`] does not return may exist all the same: the
+    /// front door knows it does not hold every gang there (the webhook's lookup leaves gangs out
+    /// past its bounds). Admission then says it did not check the pod against it, rather than
+    /// taking "not found" for "not there". `None`: what is not found is not known to exist.
+    fn not_held(&self, _key: &GangKey) -> Option<String> {
+        None
+    }
 }
 
 /// No gang known: what a front door that sees one object at a time supplies.
@@ -159,7 +164,7 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
         return v;
     }
     if let Some(shape) = crate::workload::inspect(new) {
-        validate_workload(new, shape, gangs, &mut v);
+        validate_workload(new, old, shape, gangs, &mut v);
     }
     v
 }
@@ -272,19 +277,10 @@ pub fn member_shortfall(gang: &Gang, members: u64) -> Option<FieldError> {
 /// knows ([`crate::admit::admit_with`]); the cycle reports the same members in its message (see
 /// `tree::attachment_error`).
 pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
-    use crate::model::Dialect;
     let (claims, _) = crate::dialect::pod_claims_all(pod);
     let mut errors = Vec::new();
     for c in claims {
-        let (label, family): (&str, &[Dialect]) = match c.dialect {
-            Dialect::KubeGang | Dialect::KubeGangAnnotations => {
-                (crate::labels::LABEL_SUBGROUP, &[Dialect::KubeGang, Dialect::KubeGangAnnotations])
-            }
-            Dialect::Kai => (crate::dialect::kai::SUBGROUP_LABEL, &[Dialect::Kai]),
-            // Upstream claims resolve to their leaf by the PodGroup they name; the other dialects
-            // have no subgroups.
-            _ => continue,
-        };
+        let Some((label, family)) = subgroup_label(c.dialect) else { continue };
         let Some(gang) = gangs.iter().find(|g| g.key == c.gang && family.contains(&g.source.dialect)) else {
             continue;
         };
@@ -293,6 +289,27 @@ pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+/// The label a pod of a claim in `dialect` names its subgroup with, and the dialects of the gang
+/// objects it may name (`None`: upstream claims resolve to their leaf by the PodGroup they name;
+/// the other dialects have no subgroups).
+fn subgroup_label(
+    dialect: crate::model::Dialect,
+) -> Option<(&'static str, &'static [crate::model::Dialect])> {
+    use crate::model::Dialect;
+    match dialect {
+        Dialect::KubeGang | Dialect::KubeGangAnnotations => {
+            Some((crate::labels::LABEL_SUBGROUP, &[Dialect::KubeGang, Dialect::KubeGangAnnotations]))
+        }
+        Dialect::Kai => Some((crate::dialect::kai::SUBGROUP_LABEL, &[Dialect::Kai])),
+        _ => None,
+    }
+}
+
+/// Whether a pod's claim in `dialect` names a subgroup [`attachment_errors`] checks.
+pub fn has_subgroup_label(dialect: crate::model::Dialect) -> bool {
+    subgroup_label(dialect).is_some()
 }
 
 /// Pod floors above the pods that can exist: `gang` (read from a KAI PodGroup, whose root and
@@ -423,6 +440,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
 
 fn validate_workload(
     obj: &Value,
+    old: Option<&Value>,
     shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>,
     gangs: &dyn Gangs,
     v: &mut Findings,
@@ -471,6 +489,12 @@ fn validate_workload(
             let field = format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER);
             match min.as_str().map(|s| s.trim().parse::<u32>()) {
                 Some(Ok(0)) => v.errors.push(FieldError::new(field, "must be at least 1")),
+                Some(Ok(n))
+                    if n > total
+                        && let Some(e) = scaled_below_gang(obj, old, &field, n, total) =>
+                {
+                    v.errors.push(e);
+                }
                 Some(Ok(n)) if n > total => v.errors.push(FieldError::new(
                     field,
                     format!(
@@ -491,6 +515,51 @@ fn validate_workload(
             "spec.completions exceeds spec.parallelism: the gang covers the {total} pods that run at once, not every completion"
         ));
     }
+}
+
+/// A running Job scaled below its gang's minimum: Kubernetes lets `spec.parallelism` (and an
+/// indexed Job's `spec.completions`) change while the Job runs, but not its pod template once the
+/// Job has started (`pkg/registry/batch/job/strategy.go`: the template's labels and annotations
+/// are mutable only while it is suspended and has never run), so the gang's minimum, which the
+/// template's `kube-gang.io/min-member` (`min_field`) carries to every pod, cannot follow. The
+/// controller would delete pods down to the new count, the gang would fall below its minimum, its
+/// members be evicted once its stale grace period passes, and the Job then wait for members that
+/// are never created. Refused at the field that changed, saying so and what to do instead. `None`
+/// when this is not such an update (a create, another kind, or a Job whose template may still
+/// change: then the generic rule applies).
+fn scaled_below_gang(
+    obj: &Value,
+    old: Option<&Value>,
+    min_field: &str,
+    min: u32,
+    now: u32,
+) -> Option<FieldError> {
+    let old = old?;
+    let is_job = |o: &Value| {
+        o.get("kind").and_then(Value::as_str) == Some("Job")
+            && o.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
+    };
+    if !is_job(obj) || !is_job(old) || crate::workload::template_still_mutable(old, obj) {
+        return None;
+    }
+    let before = match crate::workload::inspect(old) {
+        Some(Ok(shape)) => shape.total_member(),
+        _ => return None,
+    };
+    if now >= before {
+        return None;
+    }
+    let field = if obj.at("/spec/parallelism") != old.at("/spec/parallelism") {
+        "spec.parallelism"
+    } else {
+        "spec.completions"
+    };
+    Some(FieldError::new(
+        field,
+        format!(
+            "lowering the pods this Job runs at once from {before} to {now} leaves its running gang below its minimum of {min} ({min_field}), which cannot follow: a started Job's pod template is immutable. The Job controller would delete pods down to {now}, the gang's remaining members would be evicted once its stale grace period passes, and the Job would then wait for members that are never created. Keep it at {min} or more, or delete the Job and create it again with the smaller gang"
+        ),
+    ))
 }
 
 /// The rules a pod's annotation gang gets at admission (timeout, topology key, gang group, every

@@ -11,6 +11,7 @@ pub fn exported() -> String {
     let scheduler = Metrics::new();
     scheduler.attempts.get_or_create(&ResultLabel { result: "Scheduled".into() }).inc();
     scheduler.events.get_or_create(&ResultLabel { result: "sent".into() }).inc();
+    scheduler.record_phases(std::iter::empty());
     let state = gang_webhook::AppState::default();
     let gang = serde_json::json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
                                   "metadata": {"name": "g", "namespace": "ml"}, "spec": {"minMember": 1}});

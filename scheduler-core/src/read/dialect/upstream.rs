@@ -19,7 +19,7 @@
 //! `<workload>-<podGroup>[-<replicaKey>]`. From 1.36 on a Workload only holds templates the
 //! controllers stamp PodGroups from; they are validated, and define no gang themselves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::scheduling::{v1alpha3, v1beta1};
 use serde::Deserialize;
@@ -564,7 +564,15 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
     let mut resolution = Resolution::new();
     for (root_key, members) in roots {
         let Some(root) = by_key.get(&root_key) else { continue };
-        let children = |name: &str| members.iter().filter(|m| m.parent.as_deref() == Some(name)).count();
+        // Each member's children counted in one pass over the tree: looking them up member by
+        // member made 40,000 PodGroups under one CompositePodGroup cost 1.6 billion comparisons.
+        let mut child_counts: HashMap<&str, usize> = HashMap::new();
+        for m in &members {
+            if let Some(p) = m.parent.as_deref() {
+                *child_counts.entry(p).or_default() += 1;
+            }
+        }
+        let children = |name: &str| child_counts.get(name).copied().unwrap_or(0);
         let source = Source { dialect: Dialect::Upstream, kind: root.kind.clone() };
         let mut gang = Gang::new(root_key.clone(), 1, source);
         gang.created = root.created;

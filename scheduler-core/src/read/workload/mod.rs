@@ -177,12 +177,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let mut groups = 1;
     match (group, kind) {
         ("batch", "Job") => {
-            let parallelism = int_at(obj, "/spec/parallelism", 1, &mut errors);
-            let completions = obj.at("/spec/completions").and_then(Value::as_u64);
-            let pods = match completions {
-                Some(c) => parallelism.min(u32::try_from(c).unwrap_or(u32::MAX)),
-                None => parallelism,
-            };
+            let pods = job_pods_at_once(obj, "/spec", &mut errors);
             roles.push(Role { name: String::new(), pods, template: "/spec/template".into() });
         }
         ("apps", "StatefulSet") => {
@@ -204,11 +199,12 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 let base = format!("/spec/replicatedJobs/{i}");
                 let name = obj.at(&format!("{base}/name")).and_then(Value::as_str).unwrap_or("").to_string();
                 let replicas = int_at(obj, &format!("{base}/replicas"), 1, &mut errors);
-                let parallelism = int_at(obj, &format!("{base}/template/spec/parallelism"), 1, &mut errors);
+                // Each child Job runs min(parallelism, completions) pods at once, as a Job does.
+                let per_job = job_pods_at_once(obj, &format!("{base}/template/spec"), &mut errors);
                 let pods = checked_pods(
-                    replicas.checked_mul(parallelism),
+                    replicas.checked_mul(per_job),
                     &format!("{base}/replicas"),
-                    "replicas × parallelism",
+                    "replicas × min(parallelism, completions)",
                     &mut errors,
                 );
                 roles.push(Role { name, pods, template: format!("{base}/template/spec/template") });
@@ -303,15 +299,8 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             for (i, w) in workers.iter().enumerate() {
                 let at = format!("{base}/workerGroupSpecs/{i}");
                 let name = w.get("groupName").and_then(Value::as_str).unwrap_or("workers").to_string();
-                let replicas = int_at(obj, &format!("{at}/replicas"), 1, &mut errors);
-                let min = int_at(obj, &format!("{at}/minReplicas"), i64::from(replicas), &mut errors);
-                // KubeRay creates `numOfHosts` pods per replica (multi-host TPU slices).
-                let hosts = int_at(obj, &format!("{at}/numOfHosts"), 1, &mut errors);
-                roles.push(Role {
-                    name,
-                    pods: replicas.max(min).saturating_mul(hosts),
-                    template: format!("{at}/template"),
-                });
+                let pods = ray_group_pods(obj, &at, &name, &mut errors);
+                roles.push(Role { name, pods, template: format!("{at}/template") });
             }
         }
         ("batch.volcano.sh", "Job") => {
@@ -378,6 +367,8 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let mut min_member = group_size.unwrap_or(total);
     if group == "batch.volcano.sh" {
         min_member = volcano_min_available(obj, &roles, total, &mut errors);
+        volcano_dag(obj, &roles, &mut errors);
+        volcano_templates(obj, &roles, namespace, &mut errors);
     }
     // The workload may ask for less than all of its pods (an elastic gang): its own
     // `kube-gang.io/min-member` annotation wins over the derived minimum.
@@ -504,6 +495,140 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
             n
         }
     }
+}
+
+/// Volcano's DAG rule for `dependsOn`: every task a task depends on exists and the dependencies
+/// form no cycle, or Volcano's job admission refuses the job ("job has dependencies between tasks,
+/// but doesn't form a directed acyclic graph(DAG)": `pkg/webhooks/admission/jobs/validate`
+/// `topoSort`, which counts a name that is no task, and a task naming itself, as breaking it).
+/// Tasks are at most [`MAX_VOLCANO_TASKS`], so the check is cheap; it is Kahn's algorithm, as
+/// Volcano's.
+fn volcano_dag(obj: &Value, roles: &[Role], errors: &mut Vec<FieldError>) {
+    let index: BTreeMap<&str, usize> = roles.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+    let mut needs = vec![0usize; roles.len()];
+    let mut unblocks: Vec<Vec<usize>> = vec![Vec::new(); roles.len()];
+    let mut any = false;
+    for (i, need) in needs.iter_mut().enumerate() {
+        let names = obj.at(&format!("/spec/tasks/{i}/dependsOn/name")).and_then(Value::as_array);
+        for (k, name) in names.into_iter().flatten().enumerate() {
+            any = true;
+            match name.as_str().and_then(|n| index.get(n)) {
+                Some(&j) => {
+                    *need += 1;
+                    unblocks[j].push(i);
+                }
+                None => errors.push(FieldError::new(
+                    format!("spec.tasks[{i}].dependsOn.name[{k}]"),
+                    format!(
+                        "{name} is not a task of this job: Volcano refuses a job whose task dependencies do not form a directed acyclic graph (DAG)"
+                    ),
+                )),
+            }
+        }
+    }
+    if !any {
+        return;
+    }
+    let mut ready: Vec<usize> = (0..roles.len()).filter(|&i| needs[i] == 0).collect();
+    while let Some(j) = ready.pop() {
+        for &i in &unblocks[j] {
+            needs[i] -= 1;
+            if needs[i] == 0 {
+                ready.push(i);
+            }
+        }
+    }
+    let stuck: Vec<usize> = (0..roles.len()).filter(|&i| needs[i] > 0).collect();
+    if let Some(&first) = stuck.first() {
+        let names: Vec<String> = stuck.iter().map(|&i| format!("{:?}", roles[i].name)).collect();
+        errors.push(FieldError::new(
+            format!("spec.tasks[{first}].dependsOn"),
+            format!(
+                "tasks {} wait on each other in a cycle, so none of them is ever created: Volcano refuses a job whose task dependencies do not form a directed acyclic graph (DAG)",
+                names.join(", ")
+            ),
+        ));
+    }
+}
+
+/// A Volcano Job's task templates must not name a gang: Volcano's job controller puts every pod it
+/// creates into the Job's own PodGroup (`createJobPod` sets `scheduling.k8s.io/group-name`), so a
+/// pod whose template names another gang (any dialect) claims two gangs and is refused at its own
+/// admission — every pod, after the Job was allowed. Refused here, on the Job, naming the field.
+/// A template's own `scheduling.k8s.io/group-name` is not a second claim: the controller writes
+/// its PodGroup's name over it, as Volcano documents and does.
+fn volcano_templates(obj: &Value, roles: &[Role], namespace: &str, errors: &mut Vec<FieldError>) {
+    for role in roles {
+        let Some(template) = obj.at(&role.template) else { continue };
+        let (claims, _) = crate::dialect::template_claims_all(template, namespace);
+        for c in claims {
+            if c.dialect == crate::model::Dialect::Volcano {
+                continue;
+            }
+            errors.push(FieldError::new(
+                format!("{}.{}", path_of(&role.template), c.path),
+                format!(
+                    "names gang {}, but Volcano puts every pod of this Job into the Job's own PodGroup: each pod would belong to two gangs and be refused; remove it (the Job is a gang by itself: use spec.minAvailable and the tasks' minAvailable)",
+                    c.gang
+                ),
+            ));
+        }
+    }
+}
+
+/// An optional count at `ptr`: `None` when absent or `null`, an error naming the field when it is
+/// not a non-negative integer (within int32, as every count the API server takes).
+fn opt_int_at(obj: &Value, ptr: &str, errors: &mut Vec<FieldError>) -> Option<u32> {
+    match obj.at(ptr) {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_i64().and_then(|n| u32::try_from(n).ok()).filter(|&n| n <= MAX_PODS) {
+            Some(n) => Some(n),
+            None => {
+                errors
+                    .push(FieldError::new(path_of(ptr), format!("must be a non-negative integer, got {v}")));
+                None
+            }
+        },
+    }
+}
+
+/// The pods a Job (its spec at `spec`: a Job's own, or a JobSet's child Job template) runs at
+/// once: `parallelism` (1 when unset, as Kubernetes defaults it), never more than `completions`
+/// when that is set (the Job controller keeps min(parallelism, remaining completions) pods
+/// active: `pkg/controller/job` `manageJob`).
+fn job_pods_at_once(obj: &Value, spec: &str, errors: &mut Vec<FieldError>) -> u32 {
+    let parallelism = int_at(obj, &format!("{spec}/parallelism"), 1, errors);
+    match opt_int_at(obj, &format!("{spec}/completions"), errors) {
+        Some(c) => parallelism.min(c),
+        None => parallelism,
+    }
+}
+
+/// The pods KubeRay creates for the worker group at `at`, as its `GetWorkerGroupDesiredReplicas`
+/// (ray-operator `controllers/ray/utils/util.go`) computes them: none for a suspended group;
+/// `replicas` kept within `[minReplicas, maxReplicas]` (unset: `minReplicas`; the CRD defaults
+/// them to 0 and 2³¹−1); times `numOfHosts` (1 by default). A `minReplicas` above `maxReplicas`
+/// is refused, as KubeRay's `ValidateRayClusterSpec` refuses the cluster (no pod is created).
+/// A whole cluster's `spec.suspend` is not read here: it deletes the pods only until the cluster
+/// is resumed (Kueue's way), and the gang is the pods it then creates.
+fn ray_group_pods(obj: &Value, at: &str, name: &str, errors: &mut Vec<FieldError>) -> u32 {
+    let min = opt_int_at(obj, &format!("{at}/minReplicas"), errors).unwrap_or(0);
+    let max = opt_int_at(obj, &format!("{at}/maxReplicas"), errors).unwrap_or(MAX_PODS);
+    let replicas = opt_int_at(obj, &format!("{at}/replicas"), errors);
+    // KubeRay creates `numOfHosts` pods per replica (multi-host TPU slices).
+    let hosts = int_at(obj, &format!("{at}/numOfHosts"), 1, errors);
+    if min > max {
+        errors.push(FieldError::new(
+            path_of(&format!("{at}/minReplicas")),
+            format!("worker group {name:?} has minReplicas {min} greater than maxReplicas {max}: KubeRay refuses the cluster and creates no pod"),
+        ));
+        return 0;
+    }
+    if obj.at(&format!("{at}/suspend")).and_then(Value::as_bool) == Some(true) {
+        return 0;
+    }
+    let desired = replicas.map_or(min, |r| r.clamp(min, max));
+    checked_pods(desired.checked_mul(hosts), &format!("{at}/replicas"), "replicas × numOfHosts", errors)
 }
 
 /// The most pods [`expand`] writes out for one workload, and `simulate` for its whole input.
@@ -774,6 +899,81 @@ mod tests {
             let pods = expand(&job).unwrap();
             assert!(pods.iter().all(|p| crate::dialect::pod_claims(p).unwrap().len() == 1), "{markers}");
         }
+    }
+
+    /// KubeRay's `GetWorkerGroupDesiredReplicas`, case by case (our fixtures, from its rules).
+    #[test]
+    fn ray_worker_groups_count_the_replicas_kuberay_keeps_within_min_and_max() {
+        let cluster = |group: Value| {
+            json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+                "spec": {"headGroupSpec": {"template": {"spec": {}}}, "workerGroupSpecs": [group]}})
+        };
+        let workers = |group: Value| {
+            let mut g = group;
+            g["groupName"] = json!("w");
+            g["template"] = json!({"spec": {}});
+            inspect(&cluster(g)).unwrap().map(|s| s.roles[1].pods)
+        };
+        // Above maxReplicas: KubeRay creates maxReplicas (replicas 10, max 2: 2 workers, 3 pods).
+        assert_eq!(workers(json!({"replicas": 10, "minReplicas": 1, "maxReplicas": 2})), Ok(2));
+        let mut rc = cluster(json!({"groupName": "w", "replicas": 10, "minReplicas": 1, "maxReplicas": 2,
+                                    "template": {"spec": {}}}));
+        assert_eq!(inspect(&rc).unwrap().unwrap().min_member, 3);
+        // Below minReplicas, or unset: minReplicas (0 when that is unset too, as the CRD defaults).
+        assert_eq!(workers(json!({"replicas": 1, "minReplicas": 3, "maxReplicas": 5})), Ok(3));
+        assert_eq!(workers(json!({"minReplicas": 2, "maxReplicas": 5})), Ok(2));
+        assert_eq!(workers(json!({"replicas": 4})), Ok(4));
+        assert_eq!(workers(json!({})), Ok(0));
+        // Times numOfHosts, after clamping.
+        assert_eq!(workers(json!({"replicas": 10, "maxReplicas": 2, "numOfHosts": 4})), Ok(8));
+        // A suspended group has no pods.
+        assert_eq!(
+            workers(json!({"replicas": 4, "minReplicas": 1, "maxReplicas": 8, "suspend": true})),
+            Ok(0)
+        );
+        // minReplicas above maxReplicas: KubeRay refuses the cluster.
+        let errs = workers(json!({"replicas": 3, "minReplicas": 4, "maxReplicas": 2})).unwrap_err();
+        assert_eq!(errs[0].path, "spec.workerGroupSpecs[0].minReplicas");
+        assert!(errs[0].message.contains("greater than maxReplicas 2"), "{}", errs[0]);
+        // A negative count names its field.
+        assert_eq!(
+            workers(json!({"maxReplicas": -1})).unwrap_err()[0].path,
+            "spec.workerGroupSpecs[0].maxReplicas"
+        );
+        // The whole cluster suspended (Kueue's way) still counts the pods it makes once resumed.
+        rc["spec"]["suspend"] = json!(true);
+        assert_eq!(inspect(&rc).unwrap().unwrap().min_member, 3);
+    }
+
+    /// A Job, and each child Job of a JobSet, runs min(parallelism, completions) pods at once.
+    #[test]
+    fn jobs_and_jobset_child_jobs_count_the_pods_that_run_at_once() {
+        let job = |spec: Value| {
+            let mut spec = spec;
+            spec["template"] = json!({"spec": {}});
+            inspect(
+                &json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": spec}),
+            )
+            .unwrap()
+            .map(|s| s.min_member)
+        };
+        assert_eq!(job(json!({"parallelism": 4, "completions": 2})), Ok(2));
+        assert_eq!(job(json!({"parallelism": 4})), Ok(4));
+        assert_eq!(job(json!({"completions": 3})), Ok(1), "parallelism defaults to 1");
+        assert_eq!(
+            job(json!({"parallelism": 4, "completions": -1})).unwrap_err()[0].path,
+            "spec.completions"
+        );
+        let jobset = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+            "spec": {"replicatedJobs": [
+                {"name": "workers", "replicas": 3,
+                 "template": {"spec": {"parallelism": 4, "completions": 2, "template": {"spec": {}}}}},
+                {"name": "driver", "replicas": 1,
+                 "template": {"spec": {"parallelism": 2, "template": {"spec": {}}}}}]}});
+        let shape = inspect(&jobset).unwrap().unwrap();
+        assert_eq!(shape.roles.iter().map(|r| r.pods).collect::<Vec<_>>(), vec![6, 2]);
+        assert_eq!(shape.min_member, 8);
+        assert_eq!(expand(&jobset).unwrap().len(), 8);
     }
 
     #[test]
