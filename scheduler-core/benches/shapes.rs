@@ -72,6 +72,7 @@ fn pod(
         scheduling_gates: Vec::new(),
         labels: Default::default(),
         exclusive_topology: None,
+        terms: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn member(gang: &str, name: &str, gpus: i64) -> Pod {
         scheduling_gates: vec![],
         labels: Default::default(),
         exclusive_topology: None,
+        terms: None,
     }
 }
 
@@ -255,6 +256,7 @@ fn pod(name: &str, gang: &GangKey, gpus: i64, cores: i64, pool: Option<u8>, prio
         scheduling_gates: vec![],
         labels: Default::default(),
         exclusive_topology: None,
+        terms: None,
     }
 }
 

@@ -294,6 +294,7 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
             scheduling_gates: f.gates.clone(),
             labels: f.labels.clone().into(),
             exclusive_topology: f.exclusive_topology.clone(),
+            terms: None,
         })
         .collect()
 }

@@ -543,6 +543,7 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         scheduling_gates: vec![],
         labels: Default::default(),
         exclusive_topology: None,
+        terms: None,
     };
     let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
         at_secs,

@@ -485,13 +485,29 @@ impl<'a> Caches<'a> {
     /// untouched nodes of its committed order, merged with the nodes `txn` touched (re-keyed), are
     /// exactly the `k` best — without visiting the rest of the cluster.
     pub fn candidates(&self, state: &Ledger, txn: &Txn, ask: Ask<'_>, k: usize) -> Vec<(NodeKey, usize)> {
+        self.candidates_where(state, txn, ask, k, None)
+    }
+
+    /// [`Caches::candidates`] among the nodes `also` allows too (the inter-pod filters, whose
+    /// answer depends on what is placed): the class's order is walked from its best node until
+    /// `k` are allowed, so a query costs the nodes it passes over, not the cluster.
+    pub fn candidates_where(
+        &self,
+        state: &Ledger,
+        txn: &Txn,
+        ask: Ask<'_>,
+        k: usize,
+        also: Option<&dyn Fn(usize) -> bool>,
+    ) -> Vec<(NodeKey, usize)> {
         let Ask { demand: d, pod, feasible, filter } = ask;
         if k == 0 {
             return Vec::new();
         }
         let scope = filter.and_then(|f| f.last());
         let allowed = |n: usize| {
-            feasible.mask[n] && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+            feasible.mask[n]
+                && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+                && also.is_none_or(|a| a(n))
         };
         let scope_nodes = || -> Box<dyn Iterator<Item = usize> + '_> {
             match scope {
@@ -576,7 +592,7 @@ impl<'a> Caches<'a> {
         let mut best: BinaryHeap<(NodeKey, usize)> =
             BinaryHeap::with_capacity(k.min(feasible.list.len()) + 1);
         for n in scope_nodes() {
-            if !allowed(n) || state.fits(txn, n, d).is_err() {
+            if state.fits(txn, n, d).is_err() || !allowed(n) {
                 continue;
             }
             let kn = self.node_key(state, txn, d, pod, n);

@@ -381,6 +381,7 @@ mod tests {
             scheduling_gates: Vec::new(),
             labels: Default::default(),
             exclusive_topology: None,
+            terms: None,
         }
     }
 

@@ -26,6 +26,7 @@ mod decision;
 mod exclusive;
 mod explain;
 mod filter;
+mod joint;
 mod ledger;
 mod lifecycle;
 mod members;
@@ -140,7 +141,8 @@ impl PodFacts<'_> {
     }
 
     /// Whether pods `p` and `q` are placed alike: `q` is `p`, or neither has a node of its own
-    /// to prefer (nominated or reserved) and both have one demand and one set of constraints.
+    /// to prefer (nominated or reserved) and both have one demand and one set of constraints —
+    /// one namespace and labels too, which the anti-affinity of pods already placed may select.
     fn alike(&self, p: usize, q: usize) -> bool {
         let (a, b) = (&self.pods[p], &self.pods[q]);
         p == q
@@ -152,6 +154,9 @@ impl PodFacts<'_> {
                 && a.node_selector == b.node_selector
                 && a.affinity == b.affinity
                 && a.tolerations == b.tolerations
+                && a.terms == b.terms
+                && a.key.namespace == b.key.namespace
+                && a.labels == b.labels
                 && same_jobset_side(a, b))
     }
 }
@@ -278,7 +283,12 @@ fn scan_pods(
                     scan.claimed.push((i, g));
                 }
             }
-            None if p.is_pending() && !p.is_gated() && p.scheduler_name == scheduler_name => {
+            // A pod asking for what the cycle does not evaluate is not placed (it waits).
+            None if p.is_pending()
+                && !p.is_gated()
+                && p.scheduler_name == scheduler_name
+                && p.unevaluated().is_empty() =>
+            {
                 scan.singles.push(i);
             }
             None => {}

@@ -20,6 +20,8 @@ pub(super) use super::cache::Ask;
 pub(super) use super::cache::Feasible;
 use super::cache::{Caches, Filter, NodeKey, Topology};
 use super::exclusive::{self, job_of};
+pub(super) use super::joint::Tentative;
+use super::joint::{Block, Joint};
 use super::ledger::{Demands, Ledger, Txn};
 use super::members::Members;
 use crate::model::{Gang, GangMode};
@@ -31,6 +33,8 @@ use crate::{Config, Snapshot};
 pub(super) struct Placer<'a> {
     snap: &'a Snapshot,
     caches: Caches<'a>,
+    /// The inter-pod filters, with what is placed so far.
+    joint: Joint<'a>,
     /// Take the shortcuts (class indices, domain pruning). Off only for the reference cycle the
     /// property tests hold them to.
     fast: bool,
@@ -60,6 +64,9 @@ pub(super) struct PlacementRequest<'r> {
     /// Visits the (pod, node) bindings decided earlier in this cycle, when a placement needs to
     /// know which pods go where beside the bound ones (exclusive topology); not called otherwise.
     pub earlier: &'r Earlier<'r>,
+    /// The (pod, node) bindings of its gang group placed before it in the same step: the
+    /// inter-pod filters count them as placed.
+    pub siblings: &'r [(usize, usize)],
 }
 
 /// The result of trying to place one gang.
@@ -92,12 +99,79 @@ impl<'a> Placer<'a> {
     /// A placer for `snap`; `node_index` is the cycle's (node name → index), copied rather than
     /// built again.
     pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
-        Placer { snap, caches: Caches::new(snap, config, fast, node_index), fast }
+        let joint = Joint::new(snap, fast, node_index.clone());
+        Placer { snap, caches: Caches::new(snap, config, fast, node_index), joint, fast }
     }
 
-    /// Notes bindings committed this cycle (see [`Caches::committed`]).
+    /// Notes bindings committed this cycle (see [`Caches::committed`]): JobSet's exclusive
+    /// domains they hold, and the pods on nodes the inter-pod filters count.
     pub fn committed(&self, bindings: &[(usize, usize)]) {
         self.caches.committed(bindings);
+        self.joint.committed(bindings);
+    }
+
+    /// Whether the inter-pod filters may keep pod `p` off a node, with `tentative` placed before
+    /// it (its own host ports, affinity, anti-affinity or spread, or a placed pod's anti-affinity
+    /// selecting it): such a pod is placed on its own, never in a run of alike pods.
+    pub fn constrained(&self, p: usize, tentative: Tentative<'_>) -> bool {
+        self.joint.view(&self.caches, p, tentative).is_some()
+    }
+
+    /// For each node, why the inter-pod filters keep pod `p` off it with `tentative` placed before
+    /// it (`None`: they let it on), naming up to 3 of the placed pods in the way; `None` when they
+    /// cannot keep it off any node. For messages.
+    pub fn blocks(&self, p: usize, tentative: Tentative<'_>) -> Option<Vec<Option<(Block, Vec<usize>)>>> {
+        let view = self.joint.view(&self.caches, p, tentative)?;
+        let mut named: HashMap<Block, Vec<usize>> = HashMap::new();
+        let out = (0..self.snap.nodes.len())
+            .map(|n| {
+                let block = view.allows(n).err()?;
+                let who = match named.get(&block) {
+                    Some(w) => w.clone(),
+                    None => {
+                        let w = self.joint.blockers(p, n, &block, tentative, &self.caches, 3);
+                        if matches!(block, Block::AntiAffinity(_) | Block::Repelled(_) | Block::Port(_)) {
+                            // Per domain the pods in the way differ; name the first domain's.
+                            named.insert(block.clone(), w.clone());
+                        }
+                        w
+                    }
+                };
+                Some((block, who))
+            })
+            .collect();
+        Some(out)
+    }
+
+    /// Places a run of pods of ours outside any gang, alike for placement ([`super::PodFacts::alike`]),
+    /// each on the best node it fits, if any, in order: returns the change and the (pod, node)
+    /// bindings. A run whose pods the inter-pod filters concern, or with a node of its own to
+    /// prefer, is placed pod by pod; any other from one look at the nodes.
+    pub fn singles(
+        &self,
+        ledger: &Ledger,
+        demand: &Demands,
+        reserved: &HashMap<usize, usize>,
+        run: &[usize],
+    ) -> (Txn, Vec<(usize, usize)>) {
+        let mut txn = Txn::default();
+        let Some(&p) = run.first() else { return (txn, Vec::new()) };
+        let pod = &self.snap.pods[p];
+        if pod.nominated_node.is_some() || reserved.contains_key(&p) || self.constrained(p, Tentative::NONE) {
+            let mut placed = Vec::new();
+            for &q in run {
+                let before = Tentative::of(&[], &placed);
+                if let Some(n) = self.best_node(ledger, &txn, demand, q, None, reserved.get(&q), before) {
+                    ledger.take(&mut txn, n, &demand[q]);
+                    placed.push((q, n));
+                }
+            }
+            return (txn, placed);
+        }
+        let feasible = self.caches.feasible(p);
+        let ask = Ask { demand: &demand[p], pod, feasible: &feasible, filter: None };
+        let placed = self.alike(ledger, &mut txn, ask, run);
+        (txn, placed)
     }
 
     /// Nodes that pass every capacity-independent check for pod `p` (see [`Caches::feasible`]).
@@ -114,23 +188,27 @@ impl<'a> Placer<'a> {
         p: usize,
         filter: Option<&Filter>,
         reserved: Option<&usize>,
+        tentative: Tentative<'_>,
     ) -> Option<usize> {
         let feasible = self.caches.feasible(p);
         let d = &demand[p];
+        let view = self.joint.view(&self.caches, p, tentative);
+        let joint = |n: usize| view.as_ref().is_none_or(|v| v.allows(n).is_ok());
         let allowed = |n: usize| {
-            feasible.mask[n] && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+            feasible.mask[n]
+                && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+                && joint(n)
         };
         let pod = &self.snap.pods[p];
         let nominated = pod.nominated_node.as_deref().and_then(|name| self.caches.node_of(name));
         for n in reserved.copied().into_iter().chain(nominated) {
-            if allowed(n) && state.fits(txn, n, d).is_ok() {
+            if state.fits(txn, n, d).is_ok() && allowed(n) {
                 return Some(n);
             }
         }
-        self.caches
-            .candidates(state, txn, Ask { demand: d, pod, feasible: &feasible, filter }, 1)
-            .first()
-            .map(|&(_, n)| n)
+        let ask = Ask { demand: d, pod, feasible: &feasible, filter };
+        let also: Option<&dyn Fn(usize) -> bool> = if view.is_some() { Some(&joint) } else { None };
+        self.caches.candidates_where(state, txn, ask, 1, also).first().map(|&(_, n)| n)
     }
 
     /// Tries to place gang `r.gang` as the request says.
@@ -303,8 +381,16 @@ impl<'a> Placer<'a> {
                     )
                     .unwrap_or("")
                     .to_string();
-                    match self.best_node(r.ledger, &trial.txn, r.demand, p, Some(&filter), r.reserved.get(&p))
-                    {
+                    let before = Tentative::of(r.siblings, &trial.bindings);
+                    match self.best_node(
+                        r.ledger,
+                        &trial.txn,
+                        r.demand,
+                        p,
+                        Some(&filter),
+                        r.reserved.get(&p),
+                        before,
+                    ) {
                         Some(n) => self.place(r, &mut trial, &leaf, p, n),
                         None => {
                             whole = false;
@@ -545,7 +631,9 @@ impl<'a> Placer<'a> {
                 if placed.contains(&p) {
                     continue;
                 }
-                if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, f, r.reserved.get(&p)) {
+                let before = Tentative::of(r.siblings, &w.bindings);
+                if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, f, r.reserved.get(&p), before)
+                {
                     self.place(r, w, &leaf, p, n);
                     short -= 1;
                 }
@@ -578,8 +666,11 @@ impl<'a> Placer<'a> {
             }
             let p = todo[i];
             let pinned = self.snap.pods[p].nominated_node.is_some() || r.reserved.contains_key(&p);
-            if pinned {
-                if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, filter, r.reserved.get(&p)) {
+            if pinned || self.constrained(p, Tentative::of(r.siblings, &w.bindings)) {
+                let before = Tentative::of(r.siblings, &w.bindings);
+                if let Some(n) =
+                    self.best_node(r.ledger, &w.txn, r.demand, p, filter, r.reserved.get(&p), before)
+                {
                     self.place(r, w, leaf, p, n);
                 }
                 i += 1;
@@ -594,7 +685,8 @@ impl<'a> Placer<'a> {
                 let alike = r.demand.same(q, p)
                     && Rc::ptr_eq(&self.caches.feasible(q), &feasible)
                     && self.snap.pods[q].nominated_node.is_none()
-                    && !r.reserved.contains_key(&q);
+                    && !r.reserved.contains_key(&q)
+                    && !self.constrained(q, Tentative::of(r.siblings, &w.bindings));
                 if !alike {
                     break;
                 }
