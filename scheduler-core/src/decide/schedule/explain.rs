@@ -149,10 +149,10 @@ impl FitSummaries {
         feasible: &Feasible,
         ledger: &Ledger,
         res: &ResourceIndex,
-        blocks: Option<Vec<Option<(Block, Vec<usize>)>>>,
+        blocks: Option<super::place::Blocks>,
     ) -> String {
-        if let Some(blocks) = blocks {
-            return summary(nodes, pod, demand, feasible, ledger, res, Some((pods, &blocks)));
+        if let Some((per_node, who)) = blocks {
+            return summary(nodes, pod, demand, feasible, ledger, res, Some((pods, &per_node, &who)));
         }
         let shape = (std::ptr::from_ref(feasible) as usize, demand.clone());
         if let Some((version, text)) = self.by_shape.borrow().get(&shape)
@@ -166,8 +166,9 @@ impl FitSummaries {
     }
 }
 
-/// Per node, the inter-pod filters' reason and the pods in its way, with every pod to name them.
-type Blocks<'b> = (&'b [Pod], &'b [Option<(Block, Vec<usize>)>]);
+/// Every pod (to name them), per node the inter-pod filters' reason, and per reason the pods in
+/// its way.
+type Blocks<'b> = (&'b [Pod], &'b [Option<Block>], &'b HashMap<Block, Vec<usize>>);
 
 fn summary(
     nodes: &[Node],
@@ -192,8 +193,10 @@ fn summary(
                 feasible.excluded.clone().unwrap_or_else(|| "are left out".to_string())
             }
             Ok(()) => match ledger.fits(&txn, i, demand) {
-                Ok(()) => match blocks.and_then(|(pods, b)| Some((pods, b.get(i)?.as_ref()?))) {
-                    Some((pods, (block, who))) => blocked(pod, pods, block, who),
+                Ok(()) => match blocks.and_then(|(pods, b, who)| Some((pods, b.get(i)?.as_ref()?, who))) {
+                    Some((pods, block, who)) => {
+                        blocked(pod, pods, block, who.get(block).map_or(&[], Vec::as_slice))
+                    }
                     None => {
                         fit.push(&node.name);
                         continue;

@@ -412,7 +412,7 @@ impl View<'_, '_> {
                 self.placer.feasible(p).as_ref(),
                 self.ledger,
                 &f.pods.res,
-                self.placer.blocks(p, super::place::Tentative::of(&[], &attempt.bindings)),
+                self.placer.blocks(p, super::place::Tentative::of(&attempt.siblings, &attempt.bindings)),
             )
         });
 

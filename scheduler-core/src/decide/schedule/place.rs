@@ -48,6 +48,10 @@ struct Pass {
     keep_partial: bool,
 }
 
+/// Why the inter-pod filters keep a pod off each node, and who is in the way per reason (see
+/// [`Placer::blocks`]).
+pub(super) type Blocks = (Vec<Option<Block>>, HashMap<Block, Vec<usize>>);
+
 /// Visits (pod, node) bindings, each with the visitor given.
 pub(super) type Earlier<'a> = dyn Fn(&mut dyn FnMut(usize, usize)) + 'a;
 
@@ -86,6 +90,8 @@ pub(super) struct Placement {
     pub domain_report: Vec<(String, usize)>,
     /// Why exclusive placement fell short (one domain per member group), when it did.
     pub exclusive_note: Option<String>,
+    /// The bindings of its gang group placed before it in the step: they were in its way too.
+    pub siblings: Vec<(usize, usize)>,
 }
 
 #[derive(Clone, Debug)]
@@ -118,29 +124,39 @@ impl<'a> Placer<'a> {
     }
 
     /// For each node, why the inter-pod filters keep pod `p` off it with `tentative` placed before
-    /// it (`None`: they let it on), naming up to 3 of the placed pods in the way; `None` when they
-    /// cannot keep it off any node. For messages.
-    pub fn blocks(&self, p: usize, tentative: Tentative<'_>) -> Option<Vec<Option<(Block, Vec<usize>)>>> {
+    /// it (`None`: they let it on), and for each reason up to 3 of the placed pods in the way (the
+    /// first found on up to 3 of its nodes); `None` when they cannot keep it off any node. For
+    /// messages.
+    pub fn blocks(&self, p: usize, tentative: Tentative<'_>) -> Option<Blocks> {
         let view = self.joint.view(&self.caches, p, tentative)?;
-        let mut named: HashMap<Block, Vec<usize>> = HashMap::new();
-        let out = (0..self.snap.nodes.len())
-            .map(|n| {
-                let block = view.allows(n).err()?;
-                let who = match named.get(&block) {
-                    Some(w) => w.clone(),
-                    None => {
-                        let w = self.joint.blockers(p, n, &block, tentative, &self.caches, 3);
-                        if matches!(block, Block::AntiAffinity(_) | Block::Repelled(_) | Block::Port(_)) {
-                            // Per domain the pods in the way differ; name the first domain's.
-                            named.insert(block.clone(), w.clone());
-                        }
-                        w
-                    }
-                };
-                Some((block, who))
+        let per_node: Vec<Option<Block>> = (0..self.snap.nodes.len()).map(|n| view.allows(n).err()).collect();
+        drop(view);
+        let mut who: HashMap<Block, (usize, Vec<usize>)> = HashMap::new();
+        for (n, block) in per_node.iter().enumerate() {
+            let Some(block) = block else { continue };
+            if !matches!(block, Block::AntiAffinity(_) | Block::Repelled(_) | Block::Port(_)) {
+                continue;
+            }
+            let (looked, names) = who.entry(block.clone()).or_default();
+            if *looked >= 3 {
+                continue;
+            }
+            *looked += 1;
+            for q in self.joint.blockers(p, n, block, tentative, &self.caches, 3) {
+                if names.len() < 3 && !names.contains(&q) {
+                    names.push(q);
+                }
+            }
+        }
+        let pods = &self.snap.pods;
+        let who = who
+            .into_iter()
+            .map(|(b, (_, mut names))| {
+                names.sort_by(|&x, &y| pods[x].key.cmp(&pods[y].key));
+                (b, names)
             })
             .collect();
-        Some(out)
+        Some((per_node, who))
     }
 
     /// Places a run of pods of ours outside any gang, alike for placement ([`super::PodFacts::alike`]),
@@ -293,6 +309,7 @@ impl<'a> Placer<'a> {
             topology_failed: false,
             domain_report: report,
             exclusive_note: None,
+            siblings: r.siblings.to_vec(),
         }
     }
 
