@@ -638,7 +638,7 @@ impl<'a> Joint<'a> {
     }
 
     /// The placed pods (on nodes, committed, `tentative`) that make `block` of pod `p` at node
-    /// `n`, first the tentative ones: for messages that name who is in the way. At most `max`.
+    /// `n`: for messages that name who is in the way.
     pub fn blockers(
         &self,
         p: usize,
@@ -646,7 +646,6 @@ impl<'a> Joint<'a> {
         block: &Block,
         tentative: Tentative<'_>,
         caches: &Caches<'_>,
-        max: usize,
     ) -> Vec<usize> {
         let pod = &self.snap.pods[p];
         let same_domain = |key: &str, m: usize| {
@@ -675,15 +674,9 @@ impl<'a> Joint<'a> {
                 _ => false,
             }
         };
-        let mut out: Vec<usize> = Vec::new();
-        for (q, m) in placed {
-            if q != p && !out.contains(&q) && hit(q, m) {
-                out.push(q);
-                if out.len() >= max {
-                    break;
-                }
-            }
-        }
+        let mut out: Vec<usize> = placed.filter(|&(q, m)| q != p && hit(q, m)).map(|(q, _)| q).collect();
+        out.sort_unstable();
+        out.dedup();
         out
     }
 }

@@ -125,15 +125,20 @@ impl<'a> Placer<'a> {
 
     /// For each node, why the inter-pod filters keep pod `p` off it with `tentative` placed before
     /// it (`None`: they let it on), and for each reason up to 3 of the placed pods in the way (the
-    /// first found on up to 3 of its nodes); `None` when they cannot keep it off any node. For
+    /// first by key among those in the way on the first 3 of its nodes by name); `None` when they cannot keep it off any node. For
     /// messages.
     pub fn blocks(&self, p: usize, tentative: Tentative<'_>) -> Option<Blocks> {
         let view = self.joint.view(&self.caches, p, tentative)?;
         let per_node: Vec<Option<Block>> = (0..self.snap.nodes.len()).map(|n| view.allows(n).err()).collect();
         drop(view);
         let mut who: HashMap<Block, (usize, Vec<usize>)> = HashMap::new();
-        for (n, block) in per_node.iter().enumerate() {
-            let Some(block) = block else { continue };
+        // Nodes in name order, the pods in the way in key order: the same snapshot in any order
+        // names the same pods.
+        let mut order: Vec<usize> = (0..per_node.len()).collect();
+        order.sort_by(|&a, &b| self.snap.nodes[a].name.cmp(&self.snap.nodes[b].name));
+        let pods = &self.snap.pods;
+        for n in order {
+            let Some(block) = &per_node[n] else { continue };
             if !matches!(block, Block::AntiAffinity(_) | Block::Repelled(_) | Block::Port(_)) {
                 continue;
             }
@@ -142,17 +147,17 @@ impl<'a> Placer<'a> {
                 continue;
             }
             *looked += 1;
-            for q in self.joint.blockers(p, n, block, tentative, &self.caches, 3) {
-                if names.len() < 3 && !names.contains(&q) {
+            for q in self.joint.blockers(p, n, block, tentative, &self.caches) {
+                if !names.contains(&q) {
                     names.push(q);
                 }
             }
         }
-        let pods = &self.snap.pods;
         let who = who
             .into_iter()
             .map(|(b, (_, mut names))| {
                 names.sort_by(|&x, &y| pods[x].key.cmp(&pods[y].key));
+                names.truncate(3);
                 (b, names)
             })
             .collect();
