@@ -989,4 +989,45 @@ mod tests {
         assert_eq!(usage.open().collect::<Vec<_>>(), [0, 1, 2], "d now names a gang, f is pending");
         assert_eq!(usage.node("n1").map(|u| u.pods), Some(1), "a left n1, c is still on it");
     }
+
+    /// The pods on nodes are found by namespace, by the namespaces their anti-affinity reads, and
+    /// by their host ports — and stay found as pods move about.
+    #[test]
+    fn pods_on_nodes_are_indexed_where_the_inter_pod_filters_look() {
+        use terms::{AffinityTerm, HostPort};
+        let anti = |namespaces: Vec<&str>, any: bool| {
+            Some(Box::new(PodTerms {
+                anti_affinity: vec![AffinityTerm {
+                    selector: Some(LabelSelector::default()),
+                    namespaces: namespaces.into_iter().map(String::from).collect(),
+                    namespace_selector: any.then(LabelSelector::default),
+                    topology_key: "zone".into(),
+                }],
+                ..PodTerms::default()
+            }))
+        };
+        let mut pods = vec![pod("a", Some("n1"), false), pod("b", Some("n1"), false), pod("c", None, false)];
+        pods[0].terms = anti(vec!["ns", "data"], false);
+        pods[1].key.namespace = "other".into();
+        pods[1].terms = Some(Box::new(PodTerms {
+            host_ports: vec![HostPort { protocol: "TCP".into(), ip: terms::BIND_ALL.into(), port: 80 }],
+            ..PodTerms::default()
+        }));
+        pods[2].terms = anti(vec![], true);
+        let mut usage = Usage::of(&pods);
+        assert_eq!(usage.in_namespace("ns").collect::<Vec<_>>(), [0], "c is pending: not on a node");
+        assert_eq!(usage.repelling("data").collect::<Vec<_>>(), [0]);
+        assert_eq!(usage.with_ports().collect::<Vec<_>>(), [1]);
+        pods[2].node_name = Some("n2".into());
+        pods[2].phase = PodPhase::Running;
+        usage.add(2, &pods[2]);
+        let mut anywhere: Vec<usize> = usage.repelling("elsewhere").collect();
+        anywhere.sort_unstable();
+        assert_eq!(anywhere, [2], "a namespace selector may select any namespace");
+        let gone = pods.swap_remove(0);
+        usage.remove(0, &gone);
+        usage.moved(pods.len(), 0, &pods[0]);
+        assert_eq!(usage, Usage::of(&pods));
+        assert_eq!(usage.repelling("data").count(), 1, "only c's selector is left");
+    }
 }

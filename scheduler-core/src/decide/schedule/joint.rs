@@ -204,8 +204,11 @@ struct TermKey {
     affinity: Vec<AffinityTerm>,
     anti: Vec<AffinityTerm>,
     spread: Vec<SpreadConstraint>,
-    nodes: Option<(BTreeMap<String, String>, Vec<NodeSelectorTerm>, Vec<Toleration>)>,
+    nodes: Option<NodeSide>,
 }
+
+/// A pod's node selector, required node affinity and tolerations.
+type NodeSide = (BTreeMap<String, String>, Vec<NodeSelectorTerm>, Vec<Toleration>);
 
 /// The inter-pod filters of one cycle: what the pods placed so far mean for the pods to come.
 pub(super) struct Joint<'a> {

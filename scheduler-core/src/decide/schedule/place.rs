@@ -52,6 +52,15 @@ struct Pass {
 /// [`Placer::blocks`]).
 pub(super) type Blocks = (Vec<Option<Block>>, HashMap<Block, Vec<usize>>);
 
+/// Where a member may go, besides its feasible nodes: within `filter`'s domains, with `before`
+/// placed ahead of it, its `reserved` node preferred.
+#[derive(Clone, Copy)]
+pub(super) struct Spot<'s> {
+    pub filter: Option<&'s Filter>,
+    pub reserved: Option<&'s usize>,
+    pub before: Tentative<'s>,
+}
+
 /// Visits (pod, node) bindings, each with the visitor given.
 pub(super) type Earlier<'a> = dyn Fn(&mut dyn FnMut(usize, usize)) + 'a;
 
@@ -182,7 +191,8 @@ impl<'a> Placer<'a> {
             let mut placed = Vec::new();
             for &q in run {
                 let before = Tentative::of(&[], &placed);
-                if let Some(n) = self.best_node(ledger, &txn, demand, q, None, reserved.get(&q), before) {
+                let at = Spot { filter: None, reserved: reserved.get(&q), before };
+                if let Some(n) = self.best_node(ledger, &txn, demand, q, at) {
                     ledger.take(&mut txn, n, &demand[q]);
                     placed.push((q, n));
                 }
@@ -200,17 +210,16 @@ impl<'a> Placer<'a> {
         self.caches.feasible(p)
     }
 
-    /// The best node for pod `p` under `filter`, preferring its reserved or nominated node.
+    /// The best node for pod `p` within `at`, preferring its reserved or nominated node.
     pub fn best_node(
         &self,
         state: &Ledger,
         txn: &Txn,
         demand: &Demands,
         p: usize,
-        filter: Option<&Filter>,
-        reserved: Option<&usize>,
-        tentative: Tentative<'_>,
+        at: Spot<'_>,
     ) -> Option<usize> {
+        let Spot { filter, reserved, before: tentative } = at;
         let feasible = self.caches.feasible(p);
         let d = &demand[p];
         let view = self.joint.view(&self.caches, p, tentative);
@@ -409,9 +418,7 @@ impl<'a> Placer<'a> {
                         &trial.txn,
                         r.demand,
                         p,
-                        Some(&filter),
-                        r.reserved.get(&p),
-                        before,
+                        Spot { filter: Some(&filter), reserved: r.reserved.get(&p), before },
                     ) {
                         Some(n) => self.place(r, &mut trial, &leaf, p, n),
                         None => {
@@ -654,8 +661,13 @@ impl<'a> Placer<'a> {
                     continue;
                 }
                 let before = Tentative::of(r.siblings, &w.bindings);
-                if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, f, r.reserved.get(&p), before)
-                {
+                if let Some(n) = self.best_node(
+                    r.ledger,
+                    &w.txn,
+                    r.demand,
+                    p,
+                    Spot { filter: f, reserved: r.reserved.get(&p), before },
+                ) {
                     self.place(r, w, &leaf, p, n);
                     short -= 1;
                 }
@@ -690,9 +702,13 @@ impl<'a> Placer<'a> {
             let pinned = self.snap.pods[p].nominated_node.is_some() || r.reserved.contains_key(&p);
             if pinned || self.constrained(p, Tentative::of(r.siblings, &w.bindings)) {
                 let before = Tentative::of(r.siblings, &w.bindings);
-                if let Some(n) =
-                    self.best_node(r.ledger, &w.txn, r.demand, p, filter, r.reserved.get(&p), before)
-                {
+                if let Some(n) = self.best_node(
+                    r.ledger,
+                    &w.txn,
+                    r.demand,
+                    p,
+                    Spot { filter, reserved: r.reserved.get(&p), before },
+                ) {
                     self.place(r, w, leaf, p, n);
                 }
                 i += 1;
