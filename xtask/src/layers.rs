@@ -41,7 +41,7 @@ pub const CORE: &Table = &[
             &["cluster"],
         ],
     ),
-    ("rules", &[&["validate"], &["admit"]]),
+    ("rules", &[&["podspec"], &["validate"], &["admit"]]),
     ("decide", &[&["config"], &["plan"], &["provision"], &["schedule"], &["sim"]]),
 ];
 
