@@ -23,7 +23,9 @@ use std::rc::Rc;
 use super::cache::{Caches, Topology};
 use super::filter::{matches_node_affinity, untolerated_taint};
 use crate::model::terms::{AffinityTerm, HostPort, Inclusion, SpreadConstraint};
-use crate::model::{Labels, NodeSelectorTerm, Pod, Snapshot, Toleration, Usage};
+use crate::model::{
+    LabelOperator, LabelSelector, Labels, NodeSelectorTerm, Pod, Snapshot, Toleration, Usage,
+};
 
 /// Placements a query sees on top of the committed ones: a step's, in the order made (its gang
 /// group's siblings', then its own).
@@ -75,33 +77,64 @@ pub(super) enum Block {
 #[derive(Debug)]
 struct Counts {
     topo: Rc<Topology>,
-    n: Vec<i64>,
+    n: Tally,
 }
+
+/// Counts by domain: a vector for keys of few domains, a map (of the domains that hold any) for
+/// keys of many (a hostname has one per node, and a class of pods touches a handful of them).
+#[derive(Debug)]
+enum Tally {
+    Dense(Vec<i64>),
+    Sparse(HashMap<u32, i64, std::hash::BuildHasherDefault<Prehashed>>),
+}
+
+/// Domains of a key up to which counts are kept in a vector.
+const DENSE: usize = 64;
 
 impl Counts {
     fn new(topo: Rc<Topology>) -> Self {
-        let n = vec![0; topo.domains.len()];
+        let n = if topo.domains.len() <= DENSE {
+            Tally::Dense(vec![0; topo.domains.len()])
+        } else {
+            Tally::Sparse(HashMap::default())
+        };
         Counts { topo, n }
     }
 
-    fn domain(&self, node: usize) -> Option<usize> {
+    fn domain(&self, node: usize) -> Option<u32> {
         let d = self.topo.node_domain.get(node).copied().unwrap_or(u32::MAX);
-        (d != u32::MAX).then(|| usize::try_from(d).unwrap_or(usize::MAX)).filter(|&d| d < self.n.len())
+        (d != u32::MAX).then_some(d)
     }
 
     /// Adds `sign` to the node's domain; false when the node lacks the key.
     fn add(&mut self, node: usize, sign: i64) -> bool {
-        match self.domain(node) {
-            Some(d) => {
-                self.n[d] += sign;
-                true
+        let Some(d) = self.domain(node) else { return false };
+        match &mut self.n {
+            Tally::Dense(v) => match v.get_mut(usize::try_from(d).unwrap_or(usize::MAX)) {
+                Some(c) => *c += sign,
+                None => return false,
+            },
+            Tally::Sparse(m) => {
+                let c = m.entry(d).or_default();
+                *c += sign;
+                if *c == 0 {
+                    m.remove(&d);
+                }
             }
-            None => false,
+        }
+        true
+    }
+
+    /// The count of domain `d`.
+    fn of(&self, d: u32) -> i64 {
+        match &self.n {
+            Tally::Dense(v) => v.get(usize::try_from(d).unwrap_or(usize::MAX)).copied().unwrap_or(0),
+            Tally::Sparse(m) => m.get(&d).copied().unwrap_or(0),
         }
     }
 
     fn at(&self, node: usize) -> Option<i64> {
-        self.domain(node).map(|d| self.n[d])
+        self.domain(node).map(|d| self.of(d))
     }
 }
 
@@ -138,14 +171,14 @@ impl Spread {
             return;
         }
         let Some(d) = self.counts.domain(node) else { return };
-        let old = self.counts.n[d];
+        let old = self.counts.of(d);
         if let Some(c) = self.levels.get_mut(&old) {
             *c -= 1;
             if *c == 0 {
                 self.levels.remove(&old);
             }
         }
-        self.counts.n[d] += sign;
+        self.counts.add(node, sign);
         *self.levels.entry(old + sign).or_default() += 1;
     }
 
@@ -186,16 +219,14 @@ struct Ports {
     on: HashMap<usize, Vec<HostPort>>,
 }
 
-/// A state kept in step with the placements it has seen: the cycle's committed log up to
-/// `synced`, and the tentative placements `applied` on top.
+/// A state and the tentative placements applied on top of what the cycle committed.
 #[derive(Debug)]
-struct Synced<S> {
+struct Entry<S> {
     state: S,
-    synced: usize,
     applied: Vec<(usize, usize)>,
 }
 
-type Shared<S> = Rc<RefCell<Synced<S>>>;
+type Shared<S> = Rc<RefCell<Entry<S>>>;
 
 /// What a pod's class counts: its namespace and terms (and what decides its spread domains).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -210,6 +241,143 @@ struct TermKey {
 /// A pod's node selector, required node affinity and tolerations.
 type NodeSide = (BTreeMap<String, String>, Vec<NodeSelectorTerm>, Vec<Toleration>);
 
+/// The namespace part of an anchor that stands for every namespace (no namespace is named `*`).
+const ANY: &str = "*";
+
+/// An anchor: a hash of (namespace, label key, label value) — pods of a namespace, or those of
+/// them with a label, or with a label of a value. A term can only select pods that have its
+/// anchor, so a placement is offered only to the states whose anchors it has (a hash collision
+/// costs a look, never an answer: every state checks the term itself).
+fn anchor(namespace: &str, key: Option<&str>, value: Option<&str>) -> u64 {
+    // FNV-1a over the parts, each closed by a byte no label or namespace has: cheap enough to
+    // take for every label of every pod committed.
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [Some(namespace), key, value] {
+        for b in part.unwrap_or("").bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(PRIME);
+        }
+        h = (h ^ if part.is_some() { 0xff } else { 0xfe }).wrapping_mul(PRIME);
+    }
+    h
+}
+
+/// A hasher for keys that are hashes already ([`anchor`]s).
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl std::hash::Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+    fn write_usize(&mut self, n: usize) {
+        // A pod's index: spread over the bits (hash tables read the top ones too).
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type ByAnchor = HashMap<u64, Vec<usize>, std::hash::BuildHasherDefault<Prehashed>>;
+
+/// Pod index → a state's id.
+type ByPod = HashMap<usize, usize, std::hash::BuildHasherDefault<Prehashed>>;
+
+/// Where a term looks: the anchors every pod it selects has. `None`: it selects no pod.
+fn term_anchors(
+    namespaces: &[String],
+    any_namespace: bool,
+    selector: Option<&LabelSelector>,
+) -> Option<Vec<u64>> {
+    let selector = selector?;
+    let spaces: Vec<&str> =
+        if any_namespace { vec![ANY] } else { namespaces.iter().map(String::as_str).collect() };
+    let by = |ns: &str| -> Vec<u64> {
+        if let Some((k, v)) = selector.match_labels.iter().next() {
+            return vec![anchor(ns, Some(k), Some(v))];
+        }
+        if let Some(r) = selector.match_expressions.iter().find(|r| r.operator == LabelOperator::In) {
+            return r.values.iter().map(|v| anchor(ns, Some(&r.key), Some(v))).collect();
+        }
+        if let Some(r) = selector.match_expressions.iter().find(|r| r.operator == LabelOperator::Exists) {
+            return vec![anchor(ns, Some(&r.key), None)];
+        }
+        vec![anchor(ns, None, None)]
+    };
+    Some(spaces.into_iter().flat_map(by).collect())
+}
+
+/// The anchors a pod of `namespace` with `labels` has.
+fn pod_anchors(namespace: &str, labels: &Labels) -> Vec<u64> {
+    let mut out = Vec::with_capacity(2 + 4 * labels.map().len());
+    pod_anchors_into(namespace, labels, &mut out);
+    out
+}
+
+/// [`pod_anchors`], into `out` (cleared first).
+fn pod_anchors_into(namespace: &str, labels: &Labels, out: &mut Vec<u64>) {
+    out.clear();
+    for ns in [namespace, ANY] {
+        out.push(anchor(ns, None, None));
+        for (k, v) in labels.map() {
+            out.push(anchor(ns, Some(k), None));
+            out.push(anchor(ns, Some(k), Some(v)));
+        }
+    }
+}
+
+/// States by the anchors they listen on, and the placements committed by the anchors they have.
+#[derive(Debug, Default)]
+struct Index {
+    /// Anchor → ids of the states listening.
+    listening: ByAnchor,
+    /// Anchor → positions in the committed log of the placements that have it.
+    committed: ByAnchor,
+    /// How much of the committed log `committed` indexes.
+    indexed: usize,
+    /// Bumped whenever a state starts listening: who listens to what has changed.
+    generation: u64,
+}
+
+impl Index {
+    fn listen(&mut self, anchors: &[u64], id: usize) {
+        self.generation += 1;
+        for &a in anchors {
+            let ids = self.listening.entry(a).or_default();
+            if ids.last() != Some(&id) {
+                ids.push(id);
+            }
+        }
+    }
+
+    /// The states listening on any of `anchors`, each once.
+    fn listeners(&self, anchors: &[u64]) -> Vec<usize> {
+        if self.listening.is_empty() {
+            return Vec::new();
+        }
+        let mut ids: Vec<usize> =
+            anchors.iter().filter_map(|a| self.listening.get(a)).flatten().copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The committed placements having any of `anchors`, by position, each once.
+    fn placed(&self, anchors: &[u64]) -> Vec<usize> {
+        let mut at: Vec<usize> =
+            anchors.iter().filter_map(|a| self.committed.get(a)).flatten().copied().collect();
+        at.sort_unstable();
+        at.dedup();
+        at
+    }
+}
+
 /// The inter-pod filters of one cycle: what the pods placed so far mean for the pods to come.
 pub(super) struct Joint<'a> {
     snap: &'a Snapshot,
@@ -222,9 +390,23 @@ pub(super) struct Joint<'a> {
     committed: RefCell<Vec<(usize, usize)>>,
     /// How many of them have required anti-affinity (a pod's symmetry may matter).
     committed_repelling: RefCell<usize>,
-    term_keys: RefCell<HashMap<TermKey, Shared<TermState>>>,
-    term_of: RefCell<HashMap<usize, Option<Shared<TermState>>>>,
-    repel_keys: RefCell<HashMap<(String, Labels), Shared<Repel>>>,
+    /// The last pod committed, the term states listening for it, and the index generation then:
+    /// pods committed one after another are often alike (a run of replicas).
+    last_commit: RefCell<Option<(usize, u64, Vec<usize>)>>,
+    terms: RefCell<Vec<Shared<TermState>>>,
+    term_keys: RefCell<HashMap<TermKey, usize>>,
+    term_of: RefCell<ByPod>,
+    /// The last pod whose class was looked up, and its class: the next is often alike.
+    last_term: RefCell<Option<(usize, usize)>>,
+    /// Term states by the anchors their terms look at; committed pods by theirs.
+    term_index: RefCell<Index>,
+    repels: RefCell<Vec<Shared<Repel>>>,
+    repel_keys: RefCell<HashMap<(String, Labels), usize>>,
+    repel_of: RefCell<ByPod>,
+    last_repel: RefCell<Option<(usize, usize)>>,
+    /// Symmetry states by the anchors of the pods they stand for; committed pods with
+    /// anti-affinity by their terms' anchors.
+    repel_index: RefCell<Index>,
     ports: RefCell<Option<Shared<Ports>>>,
     eligible: RefCell<HashMap<EligibleKey, Rc<Eligible>>>,
 }
@@ -249,6 +431,29 @@ pub(super) struct View<'j> {
     spread: Vec<(usize, bool)>,
 }
 
+/// Takes back the tentative placements applied to `e`.
+fn undo<S>(e: &mut Entry<S>, mut apply: impl FnMut(&mut S, usize, usize, i64)) {
+    for &(q, n) in e.applied.iter().rev() {
+        apply(&mut e.state, q, n, -1);
+    }
+    e.applied.clear();
+}
+
+/// Brings `e`'s tentative placements in line with `tentative`: what it shares with the last
+/// query's stays applied, the rest is taken back and the new applied.
+fn sync<S>(e: &mut Entry<S>, tentative: Tentative<'_>, mut apply: impl FnMut(&mut S, usize, usize, i64)) {
+    let common = e.applied.iter().zip(tentative.iter()).take_while(|(a, b)| **a == *b).count();
+    for &(q, n) in e.applied[common..].iter().rev() {
+        apply(&mut e.state, q, n, -1);
+    }
+    e.applied.truncate(common);
+    e.applied.reserve(tentative.len().saturating_sub(common));
+    for (q, n) in tentative.iter().skip(common) {
+        apply(&mut e.state, q, n, 1);
+        e.applied.push((q, n));
+    }
+}
+
 impl<'a> Joint<'a> {
     pub fn new(snap: &'a Snapshot, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
         Joint {
@@ -259,20 +464,109 @@ impl<'a> Joint<'a> {
             usage: OnceCell::new(),
             committed: RefCell::new(Vec::new()),
             committed_repelling: RefCell::new(0),
+            last_commit: RefCell::new(None),
+            terms: RefCell::new(Vec::new()),
             term_keys: RefCell::new(HashMap::new()),
-            term_of: RefCell::new(HashMap::new()),
+            term_of: RefCell::new(ByPod::default()),
+            last_term: RefCell::new(None),
+            term_index: RefCell::new(Index::default()),
+            repels: RefCell::new(Vec::new()),
             repel_keys: RefCell::new(HashMap::new()),
+            repel_of: RefCell::new(ByPod::default()),
+            last_repel: RefCell::new(None),
+            repel_index: RefCell::new(Index::default()),
             ports: RefCell::new(None),
             eligible: RefCell::new(HashMap::new()),
         }
     }
 
-    /// Notes placements committed this cycle.
-    pub fn committed(&self, bindings: &[(usize, usize)]) {
-        let repelling =
-            bindings.iter().filter(|&&(p, _)| !self.snap.pods[p].anti_affinity().is_empty()).count();
-        *self.committed_repelling.borrow_mut() += repelling;
-        self.committed.borrow_mut().extend_from_slice(bindings);
+    /// Notes placements committed this cycle, and hands each to the states it may count for
+    /// (their tentative placements taken back first: they may be these very ones). The log is
+    /// indexed by anchor only when a state is made ([`Joint::index_committed`]), so a cycle whose
+    /// pods ask nothing of the kind pays for a push per placement and no more.
+    pub fn committed(&self, caches: &Caches<'_>, bindings: &[(usize, usize)]) {
+        let mut anchors = Vec::new();
+        for &(q, n) in bindings {
+            let pod = &self.snap.pods[q];
+            self.committed.borrow_mut().push((q, n));
+            if !pod.anti_affinity().is_empty() {
+                *self.committed_repelling.borrow_mut() += 1;
+            }
+            if !self.fast {
+                // The reference cycle builds every state afresh for every query.
+                continue;
+            }
+            if !self.term_index.borrow().listening.is_empty() {
+                let generation = self.term_index.borrow().generation;
+                let memo = self.last_commit.borrow_mut().take().filter(|(last, g, _)| {
+                    let other = &self.snap.pods[*last];
+                    *g == generation && other.key.namespace == pod.key.namespace && other.labels == pod.labels
+                });
+                let ids = match memo {
+                    Some((_, _, ids)) => ids,
+                    None => {
+                        pod_anchors_into(&pod.key.namespace, &pod.labels, &mut anchors);
+                        self.term_index.borrow().listeners(&anchors)
+                    }
+                };
+                for &id in &ids {
+                    let shared = self.terms.borrow()[id].clone();
+                    let mut e = shared.borrow_mut();
+                    undo(&mut e, |st, q, n, sign| self.count_term(st, q, n, sign));
+                    self.count_term(&mut e.state, q, n, 1);
+                }
+                *self.last_commit.borrow_mut() = Some((q, generation, ids));
+            }
+            if !pod.anti_affinity().is_empty() && !self.repel_index.borrow().listening.is_empty() {
+                let repel_anchors: Vec<u64> = pod
+                    .anti_affinity()
+                    .iter()
+                    .filter_map(|t| term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()))
+                    .flatten()
+                    .collect();
+                let ids = self.repel_index.borrow().listeners(&repel_anchors);
+                for id in ids {
+                    let shared = self.repels.borrow()[id].clone();
+                    let mut e = shared.borrow_mut();
+                    undo(&mut e, |st, q, n, sign| self.count_repel(caches, st, q, n, sign));
+                    self.count_repel(caches, &mut e.state, q, n, 1);
+                }
+            }
+            if !pod.host_ports().is_empty()
+                && let Some(ports) = self.ports.borrow().as_ref()
+            {
+                let mut e = ports.borrow_mut();
+                undo(&mut e, |st, q, n, sign| self.count_ports(st, q, n, sign));
+                self.count_ports(&mut e.state, q, n, 1);
+            }
+        }
+    }
+
+    /// Indexes the committed placements not indexed yet by their anchors (for classes made from
+    /// now on: a placement already committed reaches them through the index, later ones by push).
+    fn index_committed(&self) {
+        let committed = self.committed.borrow();
+        let mut anchors = Vec::new();
+        let (mut terms, mut repels) = (self.term_index.borrow_mut(), self.repel_index.borrow_mut());
+        for at in terms.indexed..committed.len() {
+            let pod = &self.snap.pods[committed[at].0];
+            pod_anchors_into(&pod.key.namespace, &pod.labels, &mut anchors);
+            for &a in &anchors {
+                terms.committed.entry(a).or_default().push(at);
+            }
+            for t in pod.anti_affinity() {
+                for a in
+                    term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()).into_iter().flatten()
+                {
+                    let list = repels.committed.entry(a).or_default();
+                    if list.last() != Some(&at) {
+                        list.push(at);
+                    }
+                }
+            }
+        }
+        terms.indexed = committed.len();
+        repels.indexed = committed.len();
     }
 
     /// The snapshot's usage (added up once when it carries none); `None` in the reference cycle,
@@ -334,36 +628,6 @@ impl<'a> Joint<'a> {
         Some(View { joint: self, pod: p, terms, repel, ports, self_affine, spread })
     }
 
-    /// Brings `s` in step with the committed log and `tentative`.
-    fn sync<S>(
-        &self,
-        s: &mut Synced<S>,
-        tentative: Tentative<'_>,
-        mut apply: impl FnMut(&mut S, usize, usize, i64),
-    ) {
-        let committed = self.committed.borrow();
-        if s.synced < committed.len() {
-            for &(q, n) in s.applied.iter().rev() {
-                apply(&mut s.state, q, n, -1);
-            }
-            s.applied.clear();
-            for &(q, n) in &committed[s.synced..] {
-                apply(&mut s.state, q, n, 1);
-            }
-            s.synced = committed.len();
-        }
-        let common = s.applied.iter().zip(tentative.iter()).take_while(|(a, b)| **a == *b).count();
-        for &(q, n) in s.applied[common..].iter().rev() {
-            apply(&mut s.state, q, n, -1);
-        }
-        s.applied.truncate(common);
-        s.applied.reserve(tentative.len().saturating_sub(common));
-        for (q, n) in tentative.iter().skip(common) {
-            apply(&mut s.state, q, n, 1);
-            s.applied.push((q, n));
-        }
-    }
-
     /// The pods on nodes that may count for `p`'s class: those of the namespaces its terms read
     /// (every pod, when a term has a `namespaceSelector`, or in the reference cycle).
     fn candidates_for(&self, p: usize) -> Vec<usize> {
@@ -401,38 +665,82 @@ impl<'a> Joint<'a> {
         }
     }
 
+    /// The class of the last pod looked up in `last`, when `p` is of the same: one namespace and,
+    /// for symmetry (`labels`), one set of labels, else one set of terms and node side.
+    fn like_last(&self, last: &RefCell<Option<(usize, usize)>>, p: usize, labels: bool) -> Option<usize> {
+        let (q, id) = (*last.borrow())?;
+        let (a, b) = (&self.snap.pods[p], &self.snap.pods[q]);
+        let same = a.key.namespace == b.key.namespace
+            && if labels {
+                a.labels == b.labels
+            } else {
+                a.terms == b.terms
+                    && a.node_selector == b.node_selector
+                    && a.affinity == b.affinity
+                    && a.tolerations == b.tolerations
+            };
+        same.then_some(id)
+    }
+
+    /// The anchors the terms of `p`'s class look at (see [`anchor`]).
+    fn class_anchors(&self, p: usize) -> Vec<u64> {
+        let pod = &self.snap.pods[p];
+        let Some(terms) = pod.terms() else { return Vec::new() };
+        let own = std::slice::from_ref(&pod.key.namespace);
+        terms
+            .affinity
+            .iter()
+            .chain(&terms.anti_affinity)
+            .filter_map(|t| term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()))
+            .chain(
+                terms
+                    .hard_spread()
+                    .filter_map(|c| term_anchors(own, false, c.selector.as_ref().filter(|s| !s.is_empty()))),
+            )
+            .flatten()
+            .collect()
+    }
+
     /// Pod `p`'s class state, in step with the cycle and `tentative`.
     fn term_state(&self, caches: &Caches<'_>, p: usize, tentative: Tentative<'_>) -> Shared<TermState> {
-        let cached = if self.fast { self.term_of.borrow().get(&p).cloned() } else { None };
-        let shared = match cached {
-            Some(Some(s)) => s,
-            _ => {
-                let key = self.term_key(p);
-                let found = if self.fast { self.term_keys.borrow().get(&key).cloned() } else { None };
-                let s = match found {
-                    Some(s) => s,
-                    None => {
-                        let s = Rc::new(RefCell::new(self.new_term_state(caches, p)));
-                        if self.fast {
-                            self.term_keys.borrow_mut().insert(key, s.clone());
+        let shared = if self.fast {
+            let known =
+                self.term_of.borrow().get(&p).copied().or_else(|| self.like_last(&self.last_term, p, false));
+            let id = match known {
+                Some(id) => id,
+                None => {
+                    let key = self.term_key(p);
+                    let found = self.term_keys.borrow().get(&key).copied();
+                    let id = match found {
+                        Some(id) => id,
+                        None => {
+                            let state = self.new_term_state(caches, p);
+                            let mut terms = self.terms.borrow_mut();
+                            terms.push(Rc::new(RefCell::new(Entry { state, applied: Vec::new() })));
+                            let id = terms.len() - 1;
+                            self.term_index.borrow_mut().listen(&self.class_anchors(p), id);
+                            self.term_keys.borrow_mut().insert(key, id);
+                            id
                         }
-                        s
-                    }
-                };
-                if self.fast {
-                    self.term_of.borrow_mut().insert(p, Some(s.clone()));
+                    };
+                    self.term_of.borrow_mut().insert(p, id);
+                    id
                 }
-                s
-            }
+            };
+            *self.last_term.borrow_mut() = Some((p, id));
+            self.terms.borrow()[id].clone()
+        } else {
+            Rc::new(RefCell::new(Entry { state: self.new_term_state(caches, p), applied: Vec::new() }))
         };
         {
-            let mut s = shared.borrow_mut();
-            self.sync(&mut s, tentative, |st, q, n, sign| self.count_term(st, q, n, sign));
+            let mut e = shared.borrow_mut();
+            sync(&mut e, tentative, |st, q, n, sign| self.count_term(st, q, n, sign));
         }
         shared
     }
 
-    fn new_term_state(&self, caches: &Caches<'_>, p: usize) -> Synced<TermState> {
+    /// A class state counting the pods on nodes and those committed so far.
+    fn new_term_state(&self, caches: &Caches<'_>, p: usize) -> TermState {
         let pod = &self.snap.pods[p];
         let terms = pod.terms().cloned().unwrap_or_default();
         let hard: Vec<&SpreadConstraint> = terms.hard_spread().collect();
@@ -461,7 +769,20 @@ impl<'a> Joint<'a> {
                 self.count_term(&mut state, q, n, 1);
             }
         }
-        Synced { state, synced: 0, applied: Vec::new() }
+        if self.fast {
+            self.index_committed();
+        }
+        let committed = self.committed.borrow();
+        let placed: Vec<usize> = if self.fast {
+            self.term_index.borrow().placed(&self.class_anchors(p))
+        } else {
+            (0..committed.len()).collect()
+        };
+        for at in placed {
+            let (q, n) = committed[at];
+            self.count_term(&mut state, q, n, 1);
+        }
+        state
     }
 
     /// The nodes that count for spread constraint `c` of `pod` (`keys`: all its `DoNotSchedule`
@@ -547,36 +868,68 @@ impl<'a> Joint<'a> {
         if !self.any_repelling(&pod.key.namespace, tentative) {
             return None;
         }
-        let key = (pod.key.namespace.clone(), pod.labels.clone());
-        let found = if self.fast { self.repel_keys.borrow().get(&key).cloned() } else { None };
-        let shared = match found {
-            Some(s) => s,
-            None => {
-                let mut state = Repel { rep: p, by_key: Vec::new(), total: 0 };
-                let mut from: Vec<usize> = match self.usage() {
-                    Some(u) => u.repelling(&pod.key.namespace).collect(),
-                    None => (0..self.snap.pods.len()).collect(),
-                };
-                from.sort_unstable();
-                from.dedup();
-                for q in from {
-                    if let Some(n) = self.on_node(q) {
-                        self.count_repel(caches, &mut state, q, n, 1);
-                    }
+        let shared = if self.fast {
+            let known =
+                self.repel_of.borrow().get(&p).copied().or_else(|| self.like_last(&self.last_repel, p, true));
+            let found = known.or_else(|| {
+                self.repel_keys.borrow().get(&(pod.key.namespace.clone(), pod.labels.clone())).copied()
+            });
+            let id = match found {
+                Some(id) => id,
+                None => {
+                    let state = self.new_repel(caches, p);
+                    let mut repels = self.repels.borrow_mut();
+                    repels.push(Rc::new(RefCell::new(Entry { state, applied: Vec::new() })));
+                    let id = repels.len() - 1;
+                    self.repel_index.borrow_mut().listen(&pod_anchors(&pod.key.namespace, &pod.labels), id);
+                    self.repel_keys.borrow_mut().insert((pod.key.namespace.clone(), pod.labels.clone()), id);
+                    id
                 }
-                let s = Rc::new(RefCell::new(Synced { state, synced: 0, applied: Vec::new() }));
-                if self.fast {
-                    self.repel_keys.borrow_mut().insert(key, s.clone());
-                }
-                s
-            }
+            };
+            self.repel_of.borrow_mut().insert(p, id);
+            *self.last_repel.borrow_mut() = Some((p, id));
+            self.repels.borrow()[id].clone()
+        } else {
+            Rc::new(RefCell::new(Entry { state: self.new_repel(caches, p), applied: Vec::new() }))
         };
         let total = {
-            let mut s = shared.borrow_mut();
-            self.sync(&mut s, tentative, |st, q, n, sign| self.count_repel(caches, st, q, n, sign));
-            s.state.total
+            let mut e = shared.borrow_mut();
+            sync(&mut e, tentative, |st, q, n, sign| self.count_repel(caches, st, q, n, sign));
+            e.state.total
         };
         (total > 0).then_some(shared)
+    }
+
+    /// The anti-affinity selecting `p`'s namespace and labels, of the pods on nodes and those
+    /// committed so far.
+    fn new_repel(&self, caches: &Caches<'_>, p: usize) -> Repel {
+        let pod = &self.snap.pods[p];
+        let mut state = Repel { rep: p, by_key: Vec::new(), total: 0 };
+        let mut from: Vec<usize> = match self.usage() {
+            Some(u) => u.repelling(&pod.key.namespace).collect(),
+            None => (0..self.snap.pods.len()).collect(),
+        };
+        from.sort_unstable();
+        from.dedup();
+        for q in from {
+            if let Some(n) = self.on_node(q) {
+                self.count_repel(caches, &mut state, q, n, 1);
+            }
+        }
+        if self.fast {
+            self.index_committed();
+        }
+        let committed = self.committed.borrow();
+        let placed: Vec<usize> = if self.fast {
+            self.repel_index.borrow().placed(&pod_anchors(&pod.key.namespace, &pod.labels))
+        } else {
+            (0..committed.len()).collect()
+        };
+        for at in placed {
+            let (q, n) = committed[at];
+            self.count_repel(caches, &mut state, q, n, 1);
+        }
+        state
     }
 
     fn count_repel(&self, caches: &Caches<'_>, st: &mut Repel, q: usize, n: usize, sign: i64) {
@@ -612,15 +965,18 @@ impl<'a> Joint<'a> {
                     self.count_ports(&mut state, q, n, 1);
                 }
             }
-            let s = Rc::new(RefCell::new(Synced { state, synced: 0, applied: Vec::new() }));
+            for &(q, n) in self.committed.borrow().iter() {
+                self.count_ports(&mut state, q, n, 1);
+            }
+            let s = Rc::new(RefCell::new(Entry { state, applied: Vec::new() }));
             if self.fast {
                 *self.ports.borrow_mut() = Some(s.clone());
             }
             s
         });
         {
-            let mut s = shared.borrow_mut();
-            self.sync(&mut s, tentative, |st, q, n, sign| self.count_ports(st, q, n, sign));
+            let mut e = shared.borrow_mut();
+            sync(&mut e, tentative, |st, q, n, sign| self.count_ports(st, q, n, sign));
         }
         shared
     }

@@ -94,9 +94,7 @@ impl Progress {
     /// Pods of ours outside any gang, shaped alike ([`PodFacts::alike`]): each on the best node it
     /// fits, if any, in order ([`Placer::singles`]).
     pub fn singles(&mut self, index: &PodFacts<'_>, placer: &Placer<'_>, run: &[usize]) {
-        let (txn, placed) = placer.singles(&self.ledger, &index.demand, &index.reserved, run);
-        self.ledger.commit(txn);
-        placer.committed(&placed);
+        let placed = placer.singles(&mut self.ledger, &index.demand, &index.reserved, run);
         self.singles.extend(placed);
     }
 

@@ -122,7 +122,7 @@ impl<'a> Placer<'a> {
     /// domains they hold, and the pods on nodes the inter-pod filters count.
     pub fn committed(&self, bindings: &[(usize, usize)]) {
         self.caches.committed(bindings);
-        self.joint.committed(bindings);
+        self.joint.committed(&self.caches, bindings);
     }
 
     /// Whether the inter-pod filters may keep pod `p` off a node, with `tentative` placed before
@@ -174,35 +174,41 @@ impl<'a> Placer<'a> {
     }
 
     /// Places a run of pods of ours outside any gang, alike for placement ([`super::PodFacts::alike`]),
-    /// each on the best node it fits, if any, in order: returns the change and the (pod, node)
-    /// bindings. A run whose pods the inter-pod filters concern, or with a node of its own to
-    /// prefer, is placed pod by pod; any other from one look at the nodes.
+    /// each on the best node it fits, if any, in order, and commits each to `ledger` (and to the
+    /// cycle's placements, [`Placer::committed`]): returns the (pod, node) bindings. A run whose pods
+    /// the inter-pod filters concern, or with a node of its own to prefer, is placed and committed
+    /// pod by pod (each is a gang of one: committed, it costs the next no more than any placement
+    /// before it); any other from one look at the nodes.
     pub fn singles(
         &self,
-        ledger: &Ledger,
+        ledger: &mut Ledger,
         demand: &Demands,
         reserved: &HashMap<usize, usize>,
         run: &[usize],
-    ) -> (Txn, Vec<(usize, usize)>) {
-        let mut txn = Txn::default();
-        let Some(&p) = run.first() else { return (txn, Vec::new()) };
+    ) -> Vec<(usize, usize)> {
+        let Some(&p) = run.first() else { return Vec::new() };
         let pod = &self.snap.pods[p];
         if pod.nominated_node.is_some() || reserved.contains_key(&p) || self.constrained(p, Tentative::NONE) {
             let mut placed = Vec::new();
             for &q in run {
-                let before = Tentative::of(&[], &placed);
-                let at = Spot { filter: None, reserved: reserved.get(&q), before };
+                let mut txn = Txn::default();
+                let at = Spot { filter: None, reserved: reserved.get(&q), before: Tentative::NONE };
                 if let Some(n) = self.best_node(ledger, &txn, demand, q, at) {
                     ledger.take(&mut txn, n, &demand[q]);
+                    ledger.commit(txn);
+                    self.committed(&[(q, n)]);
                     placed.push((q, n));
                 }
             }
-            return (txn, placed);
+            return placed;
         }
         let feasible = self.caches.feasible(p);
         let ask = Ask { demand: &demand[p], pod, feasible: &feasible, filter: None };
+        let mut txn = Txn::default();
         let placed = self.alike(ledger, &mut txn, ask, run);
-        (txn, placed)
+        ledger.commit(txn);
+        self.committed(&placed);
+        placed
     }
 
     /// Nodes that pass every capacity-independent check for pod `p` (see [`Caches::feasible`]).
