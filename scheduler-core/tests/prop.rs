@@ -405,6 +405,7 @@ proptest! {
     fn shortcuts_never_change_a_plan(
         (nodes, gangs, running) in cluster(),
         singles in prop::collection::vec((prop_oneof![Just(0i64), Just(1), Just(4)], 1i64..4), 0..12),
+        single_terms in 0u8..9,
         others in prop::collection::vec(other_pod(), 0..8),
         carried in any::<bool>(),
         spread in any::<bool>(),
@@ -431,6 +432,10 @@ proptest! {
         for (j, &(gpus, cpu)) in singles.iter().enumerate() {
             let mut p = pod(&format!("single-{j:02}"), None, gpus, cpu * 1000, 0, None);
             p.scheduler_name = "gang-scheduler".into();
+            // Replicas of one kind, with terms of their own (runs of alike pods the inter-pod
+            // filters concern), labelled like gang 1's members.
+            p.labels = labels(&[("app", "g1")]);
+            p.terms = terms_of(single_terms, 1, j as u32);
             if exclusive && j % 3 == 0 {
                 p.labels = job_key(format!("single-{j}"));
             }
@@ -453,6 +458,7 @@ proptest! {
         let now = Time::from_secs(1_000);
         let plan = schedule(&snap, &config, now);
         prop_assert_eq!(&plan, &scheduler_core::schedule_reference(&snap, &config, now));
+        inter_pod_invariants(&snap, &plan)?;
 
         // JobSet's exclusive anti-affinity, both ways, over every pair with a pod newly bound.
         let rack_of: HashMap<&str, &str> = snap.nodes.iter()

@@ -640,6 +640,10 @@ fn scenarios() {
             "{}: the cycle's shortcuts change no plan",
             file.display()
         );
+        // As the scheduler hands it over: the pods on nodes summed and indexed, read only there.
+        let mut carried = snap.clone();
+        carried.usage = Some(scheduler_core::model::Usage::of(&carried.pods));
+        assert_eq!(plan, schedule(&carried, &config, now), "{}: carried usage, same plan", file.display());
         failures.extend(check(&file, "cycle 1", &snap, &plan, &s.expect));
         let mut plan = plan;
         for (i, step) in s.then.iter().enumerate() {

@@ -925,6 +925,11 @@ impl Usage {
         named.into_iter().chain(self.repelling.get("")).flatten().copied()
     }
 
+    /// Whether any pod that uses a node has required pod anti-affinity.
+    pub fn any_repelling(&self) -> bool {
+        self.repelling.values().any(|pods| !pods.is_empty())
+    }
+
     /// The indices of the pods that use a node and bind host ports, in increasing order.
     pub fn with_ports(&self) -> impl Iterator<Item = usize> + '_ {
         self.ports.iter().copied()

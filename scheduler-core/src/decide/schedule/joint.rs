@@ -17,10 +17,10 @@
 //! namespaces their terms read, so a pod that no term can select costs nothing here.
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use super::cache::{Caches, Topology};
+use super::cache::Prehashed;
 use super::filter::{matches_node_affinity, untolerated_taint};
 use crate::model::terms::{AffinityTerm, HostPort, Inclusion, SpreadConstraint};
 use crate::model::{
@@ -73,10 +73,20 @@ pub(super) enum Block {
     Repelled(String),
 }
 
+/// The domains of one topology key as these filters need them: each node's (a dense id;
+/// `u32::MAX` for a node without the key) and how many there are. Neither named nor ordered, unlike
+/// the placer's [`super::cache::Topology`]: a hostname makes one per node, and the filters only
+/// count by them.
+#[derive(Debug)]
+struct Domains {
+    node_domain: Vec<u32>,
+    count: usize,
+}
+
 /// Counts per domain of one topology key.
 #[derive(Debug)]
 struct Counts {
-    topo: Rc<Topology>,
+    topo: Rc<Domains>,
     n: Tally,
 }
 
@@ -92,9 +102,9 @@ enum Tally {
 const DENSE: usize = 64;
 
 impl Counts {
-    fn new(topo: Rc<Topology>) -> Self {
-        let n = if topo.domains.len() <= DENSE {
-            Tally::Dense(vec![0; topo.domains.len()])
+    fn new(topo: Rc<Domains>) -> Self {
+        let n = if topo.count <= DENSE {
+            Tally::Dense(vec![0; topo.count])
         } else {
             Tally::Sparse(HashMap::default())
         };
@@ -202,6 +212,17 @@ struct TermState {
     anti: Vec<Counts>,
     /// Per `DoNotSchedule` constraint (in the pod's order among those).
     spread: Vec<Spread>,
+    /// The last pod counted, and what counted it.
+    seen: Option<(usize, Counted)>,
+}
+
+/// Which of a class's terms count one pod: all its affinity terms (together), each anti-affinity
+/// term, each `DoNotSchedule` spread constraint.
+#[derive(Debug, Default)]
+struct Counted {
+    affinity: bool,
+    anti: Vec<bool>,
+    spread: Vec<bool>,
 }
 
 /// The required anti-affinity of pods placed that selects pods of one namespace and labels
@@ -211,6 +232,8 @@ struct Repel {
     rep: usize,
     by_key: Vec<(String, Counts)>,
     total: i64,
+    /// The last pod counted, and the keys (positions in `by_key`) it counted under.
+    seen: Option<(usize, Vec<usize>)>,
 }
 
 /// Host ports in use, per node.
@@ -262,32 +285,37 @@ fn anchor(namespace: &str, key: Option<&str>, value: Option<&str>) -> u64 {
     h
 }
 
-/// A hasher for keys that are hashes already ([`anchor`]s).
-#[derive(Default)]
-struct Prehashed(u64);
+type ByAnchor = HashMap<u64, Vec<usize>, std::hash::BuildHasherDefault<Prehashed>>;
 
-impl std::hash::Hasher for Prehashed {
+/// A hash of `x` (for keys whose equality is checked apart).
+fn hash_of(x: &impl std::hash::Hash) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(x)
+}
+
+/// Pod index → a state's id.
+type ByPod = HashMap<usize, usize, std::hash::BuildHasherDefault<Prehashed>>;
+
+/// FNV-1a, for label values (see [`anchor`]): cheaper than SipHash for short strings, and the
+/// cycle's own tables are no one's to attack.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
     fn finish(&self) -> u64 {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0 << 8) ^ u64::from(b);
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-    fn write_usize(&mut self, n: usize) {
-        // A pod's index: spread over the bits (hash tables read the top ones too).
-        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
 }
-
-type ByAnchor = HashMap<u64, Vec<usize>, std::hash::BuildHasherDefault<Prehashed>>;
-
-/// Pod index → a state's id.
-type ByPod = HashMap<usize, usize, std::hash::BuildHasherDefault<Prehashed>>;
 
 /// Where a term looks: the anchors every pod it selects has. `None`: it selects no pod.
 fn term_anchors(
@@ -333,13 +361,20 @@ fn pod_anchors_into(namespace: &str, labels: &Labels, out: &mut Vec<u64>) {
 }
 
 /// States by the anchors they listen on, and the placements committed by the anchors they have.
+///
+/// Committed placements are indexed in groups of pods with one set of anchors (a run of replicas
+/// is one group): a placement costs a push to its group, and the anchors are taken once a group.
 #[derive(Debug, Default)]
 struct Index {
     /// Anchor → ids of the states listening.
     listening: ByAnchor,
-    /// Anchor → positions in the committed log of the placements that have it.
-    committed: ByAnchor,
-    /// How much of the committed log `committed` indexes.
+    /// Per group, the positions in the committed log of its placements.
+    groups: Vec<Vec<usize>>,
+    /// Anchor → the groups whose pods have it.
+    grouped: ByAnchor,
+    /// The pod of the last placement indexed, and its group: the next is often alike.
+    last: Option<(usize, usize)>,
+    /// How much of the committed log `groups` indexes.
     indexed: usize,
     /// Bumped whenever a state starts listening: who listens to what has changed.
     generation: u64,
@@ -370,11 +405,33 @@ impl Index {
 
     /// The committed placements having any of `anchors`, by position, each once.
     fn placed(&self, anchors: &[u64]) -> Vec<usize> {
-        let mut at: Vec<usize> =
-            anchors.iter().filter_map(|a| self.committed.get(a)).flatten().copied().collect();
+        let mut groups: Vec<usize> =
+            anchors.iter().filter_map(|a| self.grouped.get(a)).flatten().copied().collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let mut at: Vec<usize> = groups.into_iter().flat_map(|g| self.groups[g].iter().copied()).collect();
         at.sort_unstable();
         at.dedup();
         at
+    }
+
+    /// Files the placement at position `at` (of pod `q`) in group `g`, or in a new group with
+    /// `anchors` when `g` is `None`.
+    fn file(&mut self, at: usize, q: usize, g: Option<usize>, anchors: impl FnOnce() -> Vec<u64>) -> usize {
+        let g = g.unwrap_or_else(|| {
+            let g = self.groups.len();
+            self.groups.push(Vec::new());
+            for a in anchors() {
+                let gs = self.grouped.entry(a).or_default();
+                if gs.last() != Some(&g) {
+                    gs.push(g);
+                }
+            }
+            g
+        });
+        self.groups[g].push(at);
+        self.last = Some((q, g));
+        g
     }
 }
 
@@ -382,17 +439,24 @@ impl Index {
 pub(super) struct Joint<'a> {
     snap: &'a Snapshot,
     fast: bool,
+    /// Whether any pod asks what these filters evaluate, or a pod on a node repels others.
+    active: bool,
     node_index: HashMap<&'a str, usize>,
     none: Labels,
     /// The snapshot's usage, or one added up here when it carries none.
     usage: OnceCell<Option<Usage>>,
     /// Pods committed this cycle, with their nodes, in order.
     committed: RefCell<Vec<(usize, usize)>>,
+    /// Per placement committed: whether its pod is alike to the one before it (see
+    /// [`Joint::committed`]).
+    committed_alike: RefCell<Vec<bool>>,
     /// How many of them have required anti-affinity (a pod's symmetry may matter).
     committed_repelling: RefCell<usize>,
     /// The last pod committed, the term states listening for it, and the index generation then:
     /// pods committed one after another are often alike (a run of replicas).
     last_commit: RefCell<Option<(usize, u64, Vec<usize>)>>,
+    /// The same for the symmetry states, by the anti-affinity of the pod committed.
+    last_repel_commit: RefCell<Option<(usize, u64, Vec<usize>)>>,
     terms: RefCell<Vec<Shared<TermState>>>,
     term_keys: RefCell<HashMap<TermKey, usize>>,
     term_of: RefCell<ByPod>,
@@ -409,6 +473,16 @@ pub(super) struct Joint<'a> {
     repel_index: RefCell<Index>,
     ports: RefCell<Option<Shared<Ports>>>,
     eligible: RefCell<HashMap<EligibleKey, Rc<Eligible>>>,
+    /// The domains of each topology key asked about.
+    domains: RefCell<HashMap<String, Rc<Domains>>>,
+    /// The groups of [`Joint::term_index`] by a hash of the namespace and labels their pods
+    /// have: (a pod of the group, the group).
+    label_groups: RefCell<HashMap<u64, Vec<(usize, usize)>>>,
+    /// The groups of [`Joint::repel_index`] by a hash of the anti-affinity their pods have.
+    repel_groups: RefCell<HashMap<u64, Vec<(usize, usize)>>>,
+    /// The pods on nodes of a namespace by the [`anchor`] of their value of a label key, made
+    /// the first time a term's selector asks for that key there.
+    bound_by_label: RefCell<HashMap<(String, String), Rc<ByAnchor>>>,
 }
 
 impl std::fmt::Debug for Joint<'_> {
@@ -455,16 +529,21 @@ fn sync<S>(e: &mut Entry<S>, tentative: Tentative<'_>, mut apply: impl FnMut(&mu
 }
 
 impl<'a> Joint<'a> {
-    pub fn new(snap: &'a Snapshot, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
+    /// The inter-pod filters of a cycle on `snap`; `active`: whether they may keep any pod off a
+    /// node at all (when not, they cost nothing).
+    pub fn new(snap: &'a Snapshot, fast: bool, node_index: HashMap<&'a str, usize>, active: bool) -> Self {
         Joint {
             snap,
             fast,
+            active,
             node_index,
             none: Labels::default(),
             usage: OnceCell::new(),
             committed: RefCell::new(Vec::new()),
+            committed_alike: RefCell::new(Vec::new()),
             committed_repelling: RefCell::new(0),
             last_commit: RefCell::new(None),
+            last_repel_commit: RefCell::new(None),
             terms: RefCell::new(Vec::new()),
             term_keys: RefCell::new(HashMap::new()),
             term_of: RefCell::new(ByPod::default()),
@@ -477,6 +556,10 @@ impl<'a> Joint<'a> {
             repel_index: RefCell::new(Index::default()),
             ports: RefCell::new(None),
             eligible: RefCell::new(HashMap::new()),
+            domains: RefCell::new(HashMap::new()),
+            label_groups: RefCell::new(HashMap::new()),
+            repel_groups: RefCell::new(HashMap::new()),
+            bound_by_label: RefCell::new(HashMap::new()),
         }
     }
 
@@ -484,11 +567,21 @@ impl<'a> Joint<'a> {
     /// (their tentative placements taken back first: they may be these very ones). The log is
     /// indexed by anchor only when a state is made ([`Joint::index_committed`]), so a cycle whose
     /// pods ask nothing of the kind pays for a push per placement and no more.
-    pub fn committed(&self, caches: &Caches<'_>, bindings: &[(usize, usize)]) {
+    ///
+    /// `alike`: the pods are alike, each to the one committed just before it (one namespace,
+    /// labels and terms: the next of a run of replicas), so what was found for that one holds
+    /// without a look.
+    pub fn committed(&self, bindings: &[(usize, usize)], alike: bool) {
+        if !self.active {
+            return;
+        }
         let mut anchors = Vec::new();
         for &(q, n) in bindings {
             let pod = &self.snap.pods[q];
+            // The pod committed just before, when this one is known to be alike.
+            let before = self.committed.borrow().last().map(|&(r, _)| r).filter(|_| alike);
             self.committed.borrow_mut().push((q, n));
+            self.committed_alike.borrow_mut().push(alike);
             if !pod.anti_affinity().is_empty() {
                 *self.committed_repelling.borrow_mut() += 1;
             }
@@ -498,9 +591,11 @@ impl<'a> Joint<'a> {
             }
             if !self.term_index.borrow().listening.is_empty() {
                 let generation = self.term_index.borrow().generation;
+                // A memo of the current generation is of the pod committed just before.
                 let memo = self.last_commit.borrow_mut().take().filter(|(last, g, _)| {
                     let other = &self.snap.pods[*last];
-                    *g == generation && other.key.namespace == pod.key.namespace && other.labels == pod.labels
+                    *g == generation
+                        && (alike || (other.key.namespace == pod.key.namespace && other.labels == pod.labels))
                 });
                 let ids = match memo {
                     Some((_, _, ids)) => ids,
@@ -513,24 +608,37 @@ impl<'a> Joint<'a> {
                     let shared = self.terms.borrow()[id].clone();
                     let mut e = shared.borrow_mut();
                     undo(&mut e, |st, q, n, sign| self.count_term(st, q, n, sign));
-                    self.count_term(&mut e.state, q, n, 1);
+                    self.count_term_like(&mut e.state, q, before, n, 1);
                 }
                 *self.last_commit.borrow_mut() = Some((q, generation, ids));
             }
             if !pod.anti_affinity().is_empty() && !self.repel_index.borrow().listening.is_empty() {
-                let repel_anchors: Vec<u64> = pod
-                    .anti_affinity()
-                    .iter()
-                    .filter_map(|t| term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()))
-                    .flatten()
-                    .collect();
-                let ids = self.repel_index.borrow().listeners(&repel_anchors);
-                for id in ids {
+                let generation = self.repel_index.borrow().generation;
+                let memo = self.last_repel_commit.borrow_mut().take().filter(|(last, g, _)| {
+                    *g == generation
+                        && (alike || self.snap.pods[*last].anti_affinity() == pod.anti_affinity())
+                });
+                let ids = match memo {
+                    Some((_, _, ids)) => ids,
+                    None => {
+                        let repel_anchors: Vec<u64> = pod
+                            .anti_affinity()
+                            .iter()
+                            .filter_map(|t| {
+                                term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref())
+                            })
+                            .flatten()
+                            .collect();
+                        self.repel_index.borrow().listeners(&repel_anchors)
+                    }
+                };
+                for &id in &ids {
                     let shared = self.repels.borrow()[id].clone();
                     let mut e = shared.borrow_mut();
-                    undo(&mut e, |st, q, n, sign| self.count_repel(caches, st, q, n, sign));
-                    self.count_repel(caches, &mut e.state, q, n, 1);
+                    undo(&mut e, |st, q, n, sign| self.count_repel(st, q, n, sign));
+                    self.count_repel_like(&mut e.state, q, before, n, 1);
                 }
+                *self.last_repel_commit.borrow_mut() = Some((q, generation, ids));
             }
             if !pod.host_ports().is_empty()
                 && let Some(ports) = self.ports.borrow().as_ref()
@@ -545,28 +653,73 @@ impl<'a> Joint<'a> {
     /// Indexes the committed placements not indexed yet by their anchors (for classes made from
     /// now on: a placement already committed reaches them through the index, later ones by push).
     fn index_committed(&self) {
+        let pods = &self.snap.pods;
         let committed = self.committed.borrow();
-        let mut anchors = Vec::new();
+        let alike = self.committed_alike.borrow();
         let (mut terms, mut repels) = (self.term_index.borrow_mut(), self.repel_index.borrow_mut());
+        let (mut by_labels, mut by_anti) = (self.label_groups.borrow_mut(), self.repel_groups.borrow_mut());
+        let same_labels = |a: &Pod, b: &Pod| a.key.namespace == b.key.namespace && a.labels == b.labels;
         for at in terms.indexed..committed.len() {
-            let pod = &self.snap.pods[committed[at].0];
-            pod_anchors_into(&pod.key.namespace, &pod.labels, &mut anchors);
-            for &a in &anchors {
-                terms.committed.entry(a).or_default().push(at);
-            }
-            for t in pod.anti_affinity() {
-                for a in
-                    term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()).into_iter().flatten()
-                {
-                    let list = repels.committed.entry(a).or_default();
-                    if list.last() != Some(&at) {
-                        list.push(at);
-                    }
+            let q = committed[at].0;
+            let pod = &pods[q];
+            // The last filed is the placement just before: alike, it is of the same group.
+            let known = terms.last.filter(|&(r, _)| alike[at] || same_labels(&pods[r], pod)).map(|(_, g)| g);
+            if known.is_some() {
+                terms.file(at, q, known, Vec::new);
+            } else {
+                let alike = by_labels.entry(hash_of(&(&pod.key.namespace, &pod.labels))).or_default();
+                let found = alike.iter().find(|&&(r, _)| same_labels(&pods[r], pod)).map(|&(_, g)| g);
+                let g = terms.file(at, q, found, || pod_anchors(&pod.key.namespace, &pod.labels));
+                if found.is_none() {
+                    alike.push((q, g));
                 }
+            }
+            let anti = pod.anti_affinity();
+            if anti.is_empty() {
+                continue;
+            }
+            let known =
+                repels.last.filter(|&(r, _)| alike[at] || pods[r].anti_affinity() == anti).map(|(_, g)| g);
+            if known.is_some() {
+                repels.file(at, q, known, Vec::new);
+                continue;
+            }
+            let alike = by_anti.entry(hash_of(&anti)).or_default();
+            let found = alike.iter().find(|&&(r, _)| pods[r].anti_affinity() == anti).map(|&(_, g)| g);
+            let g = repels.file(at, q, found, || {
+                anti.iter()
+                    .filter_map(|t| term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()))
+                    .flatten()
+                    .collect()
+            });
+            if found.is_none() {
+                alike.push((q, g));
             }
         }
         terms.indexed = committed.len();
         repels.indexed = committed.len();
+    }
+
+    /// The domains of topology key `key`, made once a cycle: ids in the order nodes first have a
+    /// value, found by a hash of the value (no sort, no name kept).
+    fn domains(&self, key: &str) -> Rc<Domains> {
+        if let Some(d) = self.domains.borrow().get(key) {
+            return d.clone();
+        }
+        let mut ids: HashMap<&str, u32, std::hash::BuildHasherDefault<Fnv>> =
+            HashMap::with_capacity_and_hasher(self.snap.nodes.len(), Default::default());
+        let node_domain = (self.snap.nodes.iter())
+            .map(|n| match n.labels.get(key) {
+                Some(v) => {
+                    let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+                    *ids.entry(v.as_str()).or_insert(next)
+                }
+                None => u32::MAX,
+            })
+            .collect();
+        let d = Rc::new(Domains { node_domain, count: ids.len() });
+        self.domains.borrow_mut().insert(key.to_string(), d.clone());
+        d
     }
 
     /// The snapshot's usage (added up once when it carries none); `None` in the reference cycle,
@@ -594,24 +747,30 @@ impl<'a> Joint<'a> {
         self.snap.namespaces.get(namespace).unwrap_or(&self.none)
     }
 
-    /// Whether term `t` selects pod `q`.
+    /// Whether term `t` selects pod `q` (its namespace's labels looked up only for a term with a
+    /// `namespaceSelector`).
     fn selects(&self, t: &AffinityTerm, q: &Pod) -> bool {
-        t.selects(&q.key.namespace, &q.labels, self.namespace_labels(&q.key.namespace))
+        let namespace = &q.key.namespace;
+        let labels = if t.any_namespace() { self.namespace_labels(namespace) } else { &self.none };
+        t.selects(namespace, &q.labels, labels)
     }
 
     /// The inter-pod filters for pod `p` with `tentative` placed before it; `None` when none can
     /// keep it off a node (it asks nothing of the kind and no placed pod's anti-affinity selects
     /// it): then its placement is the inter-pod filters' no business.
-    pub fn view(&self, caches: &Caches<'_>, p: usize, tentative: Tentative<'_>) -> Option<View<'_>> {
+    pub fn view(&self, p: usize, tentative: Tentative<'_>) -> Option<View<'_>> {
+        if !self.active {
+            return None;
+        }
         let pod = &self.snap.pods[p];
         let own = pod.terms().filter(|t| t.depends_on_others());
         let terms = own
             .filter(|t| {
                 !t.affinity.is_empty() || !t.anti_affinity.is_empty() || t.hard_spread().next().is_some()
             })
-            .map(|_| self.term_state(caches, p, tentative));
+            .map(|_| self.term_state(p, tentative));
         let ports = own.filter(|t| !t.host_ports.is_empty()).map(|_| self.port_state(tentative));
-        let repel = self.repel_state(caches, p, tentative);
+        let repel = self.repel_state(p, tentative);
         if terms.is_none() && ports.is_none() && repel.is_none() {
             return None;
         }
@@ -630,24 +789,78 @@ impl<'a> Joint<'a> {
 
     /// The pods on nodes that may count for `p`'s class: those of the namespaces its terms read
     /// (every pod, when a term has a `namespaceSelector`, or in the reference cycle).
+    ///
+    /// A selector is looked up by the label it needs (its first `matchLabels` entry, an `In`
+    /// or `Exists` requirement) among the pods on nodes of the namespace by that label, so a
+    /// class costs the pods it may count, not the namespace.
     fn candidates_for(&self, p: usize) -> Vec<usize> {
         let pod = &self.snap.pods[p];
         let all = || (0..self.snap.pods.len()).collect::<Vec<_>>();
         let Some(usage) = self.usage() else { return all() };
         let Some(terms) = pod.terms() else { return Vec::new() };
-        let mut namespaces: BTreeSet<&str> = BTreeSet::new();
-        for t in terms.affinity.iter().chain(&terms.anti_affinity) {
-            if t.any_namespace() {
+        let own = std::slice::from_ref(&pod.key.namespace);
+        let looks = terms
+            .affinity
+            .iter()
+            .chain(&terms.anti_affinity)
+            .map(|t| (t.any_namespace(), &t.namespaces[..], t.selector.as_ref()))
+            // An empty spread selector counts no pod (see `SpreadConstraint::counts`).
+            .chain(terms.hard_spread().map(|c| (false, own, c.selector.as_ref().filter(|s| !s.is_empty()))));
+        let mut out = Vec::new();
+        for (any, namespaces, selector) in looks {
+            let Some(selector) = selector else { continue };
+            if any {
                 return all();
             }
-            namespaces.extend(t.namespaces.iter().map(String::as_str));
+            for ns in namespaces {
+                self.bound_selected_into(usage, ns, selector, &mut out);
+            }
         }
-        if terms.hard_spread().next().is_some() {
-            namespaces.insert(&pod.key.namespace);
-        }
-        let mut out: Vec<usize> = namespaces.into_iter().flat_map(|ns| usage.in_namespace(ns)).collect();
         out.sort_unstable();
+        out.dedup();
         out
+    }
+
+    /// Adds the pods on nodes of `namespace` that `selector` may select to `out` (a superset:
+    /// every count checks the selector itself).
+    fn bound_selected_into(
+        &self,
+        usage: &Usage,
+        namespace: &str,
+        selector: &LabelSelector,
+        out: &mut Vec<usize>,
+    ) {
+        let by = |key: &str| self.bound_by_label(usage, namespace, key);
+        let value = |k: &str, v: &str| anchor(namespace, Some(k), Some(v));
+        if let Some((k, v)) = selector.match_labels.iter().next() {
+            out.extend(by(k).get(&value(k, v)).into_iter().flatten());
+        } else if let Some(r) = selector.match_expressions.iter().find(|r| r.operator == LabelOperator::In) {
+            let index = by(&r.key);
+            out.extend(r.values.iter().filter_map(|v| index.get(&value(&r.key, v))).flatten());
+        } else if let Some(r) =
+            selector.match_expressions.iter().find(|r| r.operator == LabelOperator::Exists)
+        {
+            out.extend(by(&r.key).values().flatten());
+        } else {
+            out.extend(usage.in_namespace(namespace));
+        }
+    }
+
+    /// The pods on nodes of `namespace` by the [`anchor`] of their value of label `key`.
+    fn bound_by_label(&self, usage: &Usage, namespace: &str, key: &str) -> Rc<ByAnchor> {
+        let names = (namespace.to_string(), key.to_string());
+        if let Some(index) = self.bound_by_label.borrow().get(&names) {
+            return index.clone();
+        }
+        let mut index = ByAnchor::default();
+        for q in usage.in_namespace(namespace) {
+            if let Some(v) = self.snap.pods[q].labels.get(key) {
+                index.entry(anchor(namespace, Some(key), Some(v))).or_default().push(q);
+            }
+        }
+        let index = Rc::new(index);
+        self.bound_by_label.borrow_mut().insert(names, index.clone());
+        index
     }
 
     fn term_key(&self, p: usize) -> TermKey {
@@ -702,7 +915,7 @@ impl<'a> Joint<'a> {
     }
 
     /// Pod `p`'s class state, in step with the cycle and `tentative`.
-    fn term_state(&self, caches: &Caches<'_>, p: usize, tentative: Tentative<'_>) -> Shared<TermState> {
+    fn term_state(&self, p: usize, tentative: Tentative<'_>) -> Shared<TermState> {
         let shared = if self.fast {
             let known =
                 self.term_of.borrow().get(&p).copied().or_else(|| self.like_last(&self.last_term, p, false));
@@ -714,7 +927,7 @@ impl<'a> Joint<'a> {
                     let id = match found {
                         Some(id) => id,
                         None => {
-                            let state = self.new_term_state(caches, p);
+                            let state = self.new_term_state(p);
                             let mut terms = self.terms.borrow_mut();
                             terms.push(Rc::new(RefCell::new(Entry { state, applied: Vec::new() })));
                             let id = terms.len() - 1;
@@ -730,7 +943,7 @@ impl<'a> Joint<'a> {
             *self.last_term.borrow_mut() = Some((p, id));
             self.terms.borrow()[id].clone()
         } else {
-            Rc::new(RefCell::new(Entry { state: self.new_term_state(caches, p), applied: Vec::new() }))
+            Rc::new(RefCell::new(Entry { state: self.new_term_state(p), applied: Vec::new() }))
         };
         {
             let mut e = shared.borrow_mut();
@@ -740,7 +953,7 @@ impl<'a> Joint<'a> {
     }
 
     /// A class state counting the pods on nodes and those committed so far.
-    fn new_term_state(&self, caches: &Caches<'_>, p: usize) -> TermState {
+    fn new_term_state(&self, p: usize) -> TermState {
         let pod = &self.snap.pods[p];
         let terms = pod.terms().cloned().unwrap_or_default();
         let hard: Vec<&SpreadConstraint> = terms.hard_spread().collect();
@@ -748,7 +961,7 @@ impl<'a> Joint<'a> {
         let spread = hard
             .iter()
             .map(|c| {
-                let topo = caches.topology(&c.topology_key);
+                let topo = self.domains(&c.topology_key);
                 let eligible = self.eligible(pod, &keys, c, &topo);
                 let mut levels = BTreeMap::new();
                 if eligible.domains > 0 {
@@ -759,10 +972,11 @@ impl<'a> Joint<'a> {
             .collect();
         let mut state = TermState {
             rep: p,
-            affinity: terms.affinity.iter().map(|t| Counts::new(caches.topology(&t.topology_key))).collect(),
+            affinity: terms.affinity.iter().map(|t| Counts::new(self.domains(&t.topology_key))).collect(),
             affinity_any: 0,
-            anti: terms.anti_affinity.iter().map(|t| Counts::new(caches.topology(&t.topology_key))).collect(),
+            anti: terms.anti_affinity.iter().map(|t| Counts::new(self.domains(&t.topology_key))).collect(),
             spread,
+            seen: None,
         };
         for q in self.candidates_for(p) {
             if let Some(n) = self.on_node(q) {
@@ -787,7 +1001,7 @@ impl<'a> Joint<'a> {
 
     /// The nodes that count for spread constraint `c` of `pod` (`keys`: all its `DoNotSchedule`
     /// topology keys), and the domains they make.
-    fn eligible(&self, pod: &Pod, keys: &[String], c: &SpreadConstraint, topo: &Topology) -> Rc<Eligible> {
+    fn eligible(&self, pod: &Pod, keys: &[String], c: &SpreadConstraint, topo: &Domains) -> Rc<Eligible> {
         let key = EligibleKey {
             keys: keys.to_vec(),
             key: c.topology_key.clone(),
@@ -801,7 +1015,7 @@ impl<'a> Joint<'a> {
             return e.clone();
         }
         let mut node = vec![false; self.snap.nodes.len()];
-        let mut domain = vec![false; topo.domains.len()];
+        let mut domain = vec![false; topo.count];
         for (n, nd) in self.snap.nodes.iter().enumerate() {
             let counts = keys.iter().all(|k| nd.labels.contains_key(k))
                 && (c.node_affinity_policy == Inclusion::Ignore || matches_node_affinity(nd, pod))
@@ -826,28 +1040,42 @@ impl<'a> Joint<'a> {
 
     /// Counts pod `q` on node `n` (`sign` -1: takes it back) for the class of `st.rep`.
     fn count_term(&self, st: &mut TermState, q: usize, n: usize, sign: i64) {
-        let rep = &self.snap.pods[st.rep];
-        let Some(terms) = rep.terms() else { return };
-        let pod = &self.snap.pods[q];
-        if !terms.affinity.is_empty() && terms.affinity.iter().all(|t| self.selects(t, pod)) {
+        self.count_term_like(st, q, None, n, sign);
+    }
+
+    /// [`Joint::count_term`], `like` being a pod known to be alike to `q` (one namespace and
+    /// labels): what counts it is what counted that one, when that one was the last counted.
+    fn count_term_like(&self, st: &mut TermState, q: usize, like: Option<usize>, n: usize, sign: i64) {
+        let known = st.seen.take().filter(|(r, _)| *r == q || like == Some(*r)).map(|(_, c)| c);
+        let counted = known.unwrap_or_else(|| {
+            let rep = &self.snap.pods[st.rep];
+            let pod = &self.snap.pods[q];
+            let Some(terms) = rep.terms() else { return Counted::default() };
+            let spread = pod.key.namespace == rep.key.namespace && !pod.deleting;
+            Counted {
+                affinity: !terms.affinity.is_empty() && terms.affinity.iter().all(|t| self.selects(t, pod)),
+                anti: terms.anti_affinity.iter().map(|t| self.selects(t, pod)).collect(),
+                spread: terms.hard_spread().map(|c| spread && c.counts(&pod.labels)).collect(),
+            }
+        });
+        if counted.affinity {
             for c in &mut st.affinity {
                 if c.add(n, sign) {
                     st.affinity_any += sign;
                 }
             }
         }
-        for (t, c) in terms.anti_affinity.iter().zip(&mut st.anti) {
-            if self.selects(t, pod) {
+        for (&yes, c) in counted.anti.iter().zip(&mut st.anti) {
+            if yes {
                 c.add(n, sign);
             }
         }
-        if pod.key.namespace == rep.key.namespace && !pod.deleting {
-            for (c, s) in terms.hard_spread().zip(&mut st.spread) {
-                if c.counts(&pod.labels) {
-                    s.add(n, sign);
-                }
+        for (&yes, s) in counted.spread.iter().zip(&mut st.spread) {
+            if yes {
+                s.add(n, sign);
             }
         }
+        st.seen = Some((q, counted));
     }
 
     /// Whether a pod with required anti-affinity may be on a node by now: on nodes (for pods of
@@ -863,7 +1091,7 @@ impl<'a> Joint<'a> {
     }
 
     /// The anti-affinity of placed pods that selects pod `p`, in step; `None` when none does.
-    fn repel_state(&self, caches: &Caches<'_>, p: usize, tentative: Tentative<'_>) -> Option<Shared<Repel>> {
+    fn repel_state(&self, p: usize, tentative: Tentative<'_>) -> Option<Shared<Repel>> {
         let pod = &self.snap.pods[p];
         if !self.any_repelling(&pod.key.namespace, tentative) {
             return None;
@@ -877,7 +1105,7 @@ impl<'a> Joint<'a> {
             let id = match found {
                 Some(id) => id,
                 None => {
-                    let state = self.new_repel(caches, p);
+                    let state = self.new_repel(p);
                     let mut repels = self.repels.borrow_mut();
                     repels.push(Rc::new(RefCell::new(Entry { state, applied: Vec::new() })));
                     let id = repels.len() - 1;
@@ -890,11 +1118,11 @@ impl<'a> Joint<'a> {
             *self.last_repel.borrow_mut() = Some((p, id));
             self.repels.borrow()[id].clone()
         } else {
-            Rc::new(RefCell::new(Entry { state: self.new_repel(caches, p), applied: Vec::new() }))
+            Rc::new(RefCell::new(Entry { state: self.new_repel(p), applied: Vec::new() }))
         };
         let total = {
             let mut e = shared.borrow_mut();
-            sync(&mut e, tentative, |st, q, n, sign| self.count_repel(caches, st, q, n, sign));
+            sync(&mut e, tentative, |st, q, n, sign| self.count_repel(st, q, n, sign));
             e.state.total
         };
         (total > 0).then_some(shared)
@@ -902,9 +1130,9 @@ impl<'a> Joint<'a> {
 
     /// The anti-affinity selecting `p`'s namespace and labels, of the pods on nodes and those
     /// committed so far.
-    fn new_repel(&self, caches: &Caches<'_>, p: usize) -> Repel {
+    fn new_repel(&self, p: usize) -> Repel {
         let pod = &self.snap.pods[p];
-        let mut state = Repel { rep: p, by_key: Vec::new(), total: 0 };
+        let mut state = Repel { rep: p, by_key: Vec::new(), total: 0, seen: None };
         let mut from: Vec<usize> = match self.usage() {
             Some(u) => u.repelling(&pod.key.namespace).collect(),
             None => (0..self.snap.pods.len()).collect(),
@@ -913,7 +1141,7 @@ impl<'a> Joint<'a> {
         from.dedup();
         for q in from {
             if let Some(n) = self.on_node(q) {
-                self.count_repel(caches, &mut state, q, n, 1);
+                self.count_repel(&mut state, q, n, 1);
             }
         }
         if self.fast {
@@ -927,28 +1155,43 @@ impl<'a> Joint<'a> {
         };
         for at in placed {
             let (q, n) = committed[at];
-            self.count_repel(caches, &mut state, q, n, 1);
+            self.count_repel(&mut state, q, n, 1);
         }
         state
     }
 
-    fn count_repel(&self, caches: &Caches<'_>, st: &mut Repel, q: usize, n: usize, sign: i64) {
-        let target = &self.snap.pods[st.rep];
-        for t in self.snap.pods[q].anti_affinity() {
-            if !self.selects(t, target) {
-                continue;
-            }
-            let at = match st.by_key.iter().position(|(k, _)| *k == t.topology_key) {
-                Some(i) => i,
-                None => {
-                    st.by_key.push((t.topology_key.clone(), Counts::new(caches.topology(&t.topology_key))));
-                    st.by_key.len() - 1
+    fn count_repel(&self, st: &mut Repel, q: usize, n: usize, sign: i64) {
+        self.count_repel_like(st, q, None, n, sign);
+    }
+
+    /// [`Joint::count_repel`], `like` being a pod known to have the anti-affinity of `q`.
+    fn count_repel_like(&self, st: &mut Repel, q: usize, like: Option<usize>, n: usize, sign: i64) {
+        let known = st.seen.take().filter(|(r, _)| *r == q || like == Some(*r)).map(|(_, at)| at);
+        let keys = known.unwrap_or_else(|| {
+            let target = &self.snap.pods[st.rep];
+            let mut keys = Vec::new();
+            for t in self.snap.pods[q].anti_affinity() {
+                if !self.selects(t, target) {
+                    continue;
                 }
-            };
+                let at = match st.by_key.iter().position(|(k, _)| *k == t.topology_key) {
+                    Some(i) => i,
+                    None => {
+                        let counts = Counts::new(self.domains(&t.topology_key));
+                        st.by_key.push((t.topology_key.clone(), counts));
+                        st.by_key.len() - 1
+                    }
+                };
+                keys.push(at);
+            }
+            keys
+        });
+        for &at in &keys {
             if st.by_key[at].1.add(n, sign) {
                 st.total += sign;
             }
         }
+        st.seen = Some((q, keys));
     }
 
     /// The host ports in use, in step.
@@ -998,17 +1241,10 @@ impl<'a> Joint<'a> {
 
     /// The placed pods (on nodes, committed, `tentative`) that make `block` of pod `p` at node
     /// `n`: for messages that name who is in the way.
-    pub fn blockers(
-        &self,
-        p: usize,
-        n: usize,
-        block: &Block,
-        tentative: Tentative<'_>,
-        caches: &Caches<'_>,
-    ) -> Vec<usize> {
+    pub fn blockers(&self, p: usize, n: usize, block: &Block, tentative: Tentative<'_>) -> Vec<usize> {
         let pod = &self.snap.pods[p];
         let same_domain = |key: &str, m: usize| {
-            let topo = caches.topology(key);
+            let topo = self.domains(key);
             let (a, b) = (topo.node_domain[n], topo.node_domain[m]);
             a != u32::MAX && a == b
         };
@@ -1041,6 +1277,18 @@ impl<'a> Joint<'a> {
 }
 
 impl View<'_> {
+    /// Whether `block` (an answer of [`View::allows`]) may lift as more pods alike to this one
+    /// are placed: only a skew their placements count may fall. Anything else only grows
+    /// (anti-affinity either way, host ports) or never changes (labels, what they do not count).
+    /// So does a missing affinity: once any pod meets the terms, the pods go only where the
+    /// counts are already above 0, so a domain at 0 stays there.
+    pub fn may_lift(&self, block: &Block) -> bool {
+        match block {
+            Block::Skew(i) => self.spread.iter().any(|&(j, counts_self)| j == *i && counts_self),
+            _ => false,
+        }
+    }
+
     /// Whether the inter-pod filters let the pod onto node `n`; else the first reason, in
     /// kube-scheduler's order (`NodePorts`, `PodTopologySpread`, `InterPodAffinity`: affinity,
     /// anti-affinity, the placed pods' anti-affinity).

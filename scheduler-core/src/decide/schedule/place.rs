@@ -13,15 +13,16 @@
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
 pub(super) use super::cache::Ask;
 pub(super) use super::cache::Feasible;
-use super::cache::{Caches, Filter, NodeKey, Topology};
+use super::cache::{Caches, Filter, NodeKey, Prehashed, Topology};
 use super::exclusive::{self, job_of};
 pub(super) use super::joint::Tentative;
-use super::joint::{Block, Joint};
+use super::joint::{Block, Joint, View};
 use super::ledger::{Demands, Ledger, Txn};
 use super::members::Members;
 use crate::model::{Gang, GangMode};
@@ -112,9 +113,15 @@ struct Work {
 
 impl<'a> Placer<'a> {
     /// A placer for `snap`; `node_index` is the cycle's (node name → index), copied rather than
-    /// built again.
-    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
-        let joint = Joint::new(snap, fast, node_index.clone());
+    /// built again; `inter_pod`: whether the inter-pod filters may keep any pod off a node.
+    pub fn new(
+        snap: &'a Snapshot,
+        config: &Config,
+        fast: bool,
+        node_index: HashMap<&'a str, usize>,
+        inter_pod: bool,
+    ) -> Self {
+        let joint = Joint::new(snap, fast, node_index.clone(), inter_pod);
         Placer { snap, caches: Caches::new(snap, config, fast, node_index), joint, fast }
     }
 
@@ -122,14 +129,21 @@ impl<'a> Placer<'a> {
     /// domains they hold, and the pods on nodes the inter-pod filters count.
     pub fn committed(&self, bindings: &[(usize, usize)]) {
         self.caches.committed(bindings);
-        self.joint.committed(&self.caches, bindings);
+        self.joint.committed(bindings, false);
+    }
+
+    /// [`Placer::committed`] for one binding of a run of alike pods, `next` when the pod
+    /// committed just before is of the same run.
+    fn committed_in_run(&self, binding: (usize, usize), next: bool) {
+        self.caches.committed(&[binding]);
+        self.joint.committed(&[binding], next);
     }
 
     /// Whether the inter-pod filters may keep pod `p` off a node, with `tentative` placed before
     /// it (its own host ports, affinity, anti-affinity or spread, or a placed pod's anti-affinity
     /// selecting it): such a pod is placed on its own, never in a run of alike pods.
     pub fn constrained(&self, p: usize, tentative: Tentative<'_>) -> bool {
-        self.joint.view(&self.caches, p, tentative).is_some()
+        self.joint.view(p, tentative).is_some()
     }
 
     /// For each node, why the inter-pod filters keep pod `p` off it with `tentative` placed before
@@ -137,7 +151,7 @@ impl<'a> Placer<'a> {
     /// first by key among those in the way on the first 3 of its nodes by name); `None` when they cannot keep it off any node. For
     /// messages.
     pub fn blocks(&self, p: usize, tentative: Tentative<'_>) -> Option<Blocks> {
-        let view = self.joint.view(&self.caches, p, tentative)?;
+        let view = self.joint.view(p, tentative)?;
         let per_node: Vec<Option<Block>> = (0..self.snap.nodes.len()).map(|n| view.allows(n).err()).collect();
         drop(view);
         let mut who: HashMap<Block, (usize, Vec<usize>)> = HashMap::new();
@@ -156,7 +170,7 @@ impl<'a> Placer<'a> {
                 continue;
             }
             *looked += 1;
-            for q in self.joint.blockers(p, n, block, tentative, &self.caches) {
+            for q in self.joint.blockers(p, n, block, tentative) {
                 if !names.contains(&q) {
                     names.push(q);
                 }
@@ -188,7 +202,13 @@ impl<'a> Placer<'a> {
     ) -> Vec<(usize, usize)> {
         let Some(&p) = run.first() else { return Vec::new() };
         let pod = &self.snap.pods[p];
-        if pod.nominated_node.is_some() || reserved.contains_key(&p) || self.constrained(p, Tentative::NONE) {
+        let view = self.joint.view(p, Tentative::NONE);
+        let own_node = pod.nominated_node.is_some() || reserved.contains_key(&p);
+        let constrained = view.is_some();
+        if let Some(view) = view.filter(|_| self.fast && !own_node) {
+            return self.constrained_run(ledger, demand, run, &view);
+        }
+        if own_node || constrained {
             let mut placed = Vec::new();
             for &q in run {
                 let mut txn = Txn::default();
@@ -211,6 +231,80 @@ impl<'a> Placer<'a> {
         placed
     }
 
+    /// Places a run of alike pods the inter-pod filters concern (`view`: the first's), each on the
+    /// best node it fits and they allow — as [`Placer::best_node`] would place them one after
+    /// another, each committed, without walking again, pod after pod, past the nodes the run
+    /// itself filled or closed (a Deployment's replicas kept apart pass over one more node each).
+    /// Each placement is committed to the inter-pod filters as it is made, to `ledger` at the end.
+    ///
+    /// The run draws nodes best first from its class's order, in batches that double, into a
+    /// heap of its own, and keeps them re-keyed as it fills them; every node not drawn yet is
+    /// worse than the last drawn. A node the filters refuse is dropped for the rest of the run
+    /// when no placement of the run can lift the refusal (what the placed pods' anti-affinity,
+    /// host ports or spread the run does not count asks only grows), else set aside until the
+    /// next placement. One view serves the whole run: the states it reads are shared with the
+    /// cycle's and kept in step as each pod is committed; the pods' own anti-affinity covers
+    /// whatever symmetry they bring (the same terms, both ways).
+    fn constrained_run(
+        &self,
+        ledger: &mut Ledger,
+        demand: &Demands,
+        run: &[usize],
+        view: &View<'_>,
+    ) -> Vec<(usize, usize)> {
+        let Some(&p) = run.first() else { return Vec::new() };
+        let pod = &self.snap.pods[p];
+        let d = &demand[p];
+        let feasible = self.caches.feasible(p);
+        // The run's placements, committed to `ledger` at its end.
+        let mut txn = Txn::default();
+        let mut drawn: HashSet<usize, BuildHasherDefault<Prehashed>> = HashSet::default();
+        let mut heap: BinaryHeap<Reverse<(NodeKey, usize)>> = BinaryHeap::new();
+        let mut set_aside: Vec<(NodeKey, usize)> = Vec::new();
+        // The worst node drawn so far, and whether any node is left to draw.
+        let mut last: Option<NodeKey> = None;
+        let mut more = true;
+        let mut placed = Vec::new();
+        for &q in run {
+            let found = loop {
+                let behind = match heap.peek() {
+                    None => true,
+                    Some(Reverse((key, _))) => last.is_none_or(|l| *key > l),
+                };
+                if more && behind {
+                    let want = drawn.len().max(8);
+                    let ask = Ask { demand: d, pod, feasible: &feasible, filter: None };
+                    let fresh = |n: usize| !drawn.contains(&n);
+                    let batch = self.caches.candidates_where(ledger, &txn, ask, want, Some(&fresh));
+                    more = batch.len() == want;
+                    if let Some(&(key, _)) = batch.last() {
+                        last = Some(key);
+                    }
+                    drawn.extend(batch.iter().map(|&(_, n)| n));
+                    heap.extend(batch.into_iter().map(Reverse));
+                    continue;
+                }
+                let Some(Reverse((key, n))) = heap.pop() else { break None };
+                match view.allows(n) {
+                    Ok(()) => break Some(n),
+                    Err(block) if view.may_lift(&block) => set_aside.push((key, n)),
+                    Err(_) => {}
+                }
+            };
+            // The next pods are alike and nothing changed: they find no node either.
+            let Some(n) = found else { break };
+            ledger.take(&mut txn, n, d);
+            self.committed_in_run((q, n), !placed.is_empty());
+            placed.push((q, n));
+            if ledger.fits(&txn, n, d).is_ok() {
+                heap.push(Reverse((self.caches.node_key(ledger, &txn, d, pod, n), n)));
+            }
+            heap.extend(set_aside.drain(..).map(Reverse));
+        }
+        ledger.commit(txn);
+        placed
+    }
+
     /// Nodes that pass every capacity-independent check for pod `p` (see [`Caches::feasible`]).
     pub fn feasible(&self, p: usize) -> Rc<Feasible> {
         self.caches.feasible(p)
@@ -228,7 +322,7 @@ impl<'a> Placer<'a> {
         let Spot { filter, reserved, before: tentative } = at;
         let feasible = self.caches.feasible(p);
         let d = &demand[p];
-        let view = self.joint.view(&self.caches, p, tentative);
+        let view = self.joint.view(p, tentative);
         let joint = |n: usize| view.as_ref().is_none_or(|v| v.allows(n).is_ok());
         let allowed = |n: usize| {
             feasible.mask[n]
