@@ -227,7 +227,11 @@ impl<'a> Placer<'a> {
         let mut txn = Txn::default();
         let placed = self.alike(ledger, &mut txn, ask, run);
         ledger.commit(txn);
-        self.committed(&placed);
+        if let Some((&first, rest)) = placed.split_first() {
+            self.caches.committed(&placed);
+            self.joint.committed(&[first], false);
+            self.joint.committed(rest, true);
+        }
         placed
     }
 
@@ -296,10 +300,16 @@ impl<'a> Placer<'a> {
             ledger.take(&mut txn, n, d);
             self.committed_in_run((q, n), !placed.is_empty());
             placed.push((q, n));
-            if ledger.fits(&txn, n, d).is_ok() {
-                heap.push(Reverse((self.caches.node_key(ledger, &txn, d, pod, n), n)));
-            }
             heap.extend(set_aside.drain(..).map(Reverse));
+            // The node itself, as the placement leaves it (kept apart, it is closed for good).
+            if ledger.fits(&txn, n, d).is_ok() {
+                let key = self.caches.node_key(ledger, &txn, d, pod, n);
+                match view.allows(n) {
+                    Ok(()) => heap.push(Reverse((key, n))),
+                    Err(block) if view.may_lift(&block) => set_aside.push((key, n)),
+                    Err(_) => {}
+                }
+            }
         }
         ledger.commit(txn);
         placed
