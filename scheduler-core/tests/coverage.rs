@@ -97,3 +97,25 @@ fn a_pod_that_sets_a_waiting_field_waits_naming_it_and_no_other_field_holds_it_b
         .collect();
     assert_eq!(waiting, ["resourceClaims"], "a waiting field the reader does not look for");
 }
+
+/// The README's table of what the cycle evaluates is rendered from the lists (rewrite it with
+/// `COVERAGE=overwrite cargo test -p scheduler-core --test coverage`).
+#[test]
+fn the_readme_says_field_by_field_what_the_lists_say() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let (start, end) =
+        ("<!-- coverage: generated from scheduler-core/src/read/coverage.rs -->\n", "<!-- /coverage -->");
+    let from = readme.find(start).expect("the README's coverage table markers") + start.len();
+    let to = from + readme[from..].find(end).expect("the README's coverage table end marker");
+    let table = coverage::markdown();
+    if readme[from..to] != table && std::env::var("COVERAGE").as_deref() == Ok("overwrite") {
+        std::fs::write(path, format!("{}{table}{}", &readme[..from], &readme[to..])).unwrap();
+        return;
+    }
+    assert_eq!(
+        readme[from..to],
+        table,
+        "README.md's coverage table is out of date: COVERAGE=overwrite cargo test -p scheduler-core --test coverage"
+    );
+}

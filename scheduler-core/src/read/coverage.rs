@@ -240,3 +240,43 @@ pub fn needs(path: &str) -> Option<&'static str> {
     }
     path.strip_prefix("spec.").and_then(|field| waits_for(POD_SPEC, field))
 }
+
+/// The lists as the README's table (between `<!-- coverage -->` markers, held equal by
+/// `tests/coverage.rs`): every field kube-scheduler reads to place a pod, where it is and what the
+/// cycle does with it. Fields kube-scheduler does not read are left out; rows that only point to
+/// another list are that list's rows.
+pub fn markdown() -> String {
+    let parts: [(&str, &[Field]); 8] = [
+        ("spec.", POD_SPEC),
+        ("spec.affinity.", AFFINITY),
+        ("spec.affinity.pod(Anti)Affinity.required…[].", AFFINITY_TERM),
+        ("spec.topologySpreadConstraints[].", SPREAD),
+        ("containers[], initContainers[]: ", CONTAINER),
+        ("containers[].ports[].", CONTAINER_PORT),
+        ("containers[].resources.", RESOURCES),
+        ("spec.volumes[].", VOLUME),
+    ];
+    let mut out = String::from("| field | what the cycle does |\n|---|---|\n");
+    for (prefix, list) in parts {
+        for f in list {
+            let what = match f.coverage {
+                Filter(plugin) => format!("filters, as kube-scheduler's {plugin}"),
+                Score(plugin) => {
+                    format!(
+                        "never keeps a pod off a node (kube-scheduler's {plugin} only scores by it; the cycle does not)"
+                    )
+                }
+                Cycle(what) if what.starts_with("see ") => continue,
+                Cycle(what) => what.to_string(),
+                Waits(plugin) => {
+                    format!(
+                        "**waits**: the pod is not placed and its gang's message names the field (needs {plugin})"
+                    )
+                }
+                NotScheduling => continue,
+            };
+            out.push_str(&format!("| `{prefix}{}` | {what} |\n", f.field));
+        }
+    }
+    out
+}
