@@ -28,6 +28,17 @@ pub struct Place {
     pub node: String,
 }
 
+/// A member already on a node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OnNode {
+    /// `namespace/name`.
+    pub pod: String,
+    pub node: String,
+    /// `bound` (a scheduler bound it, or it runs), or `pinned` (created with `spec.nodeName`:
+    /// no scheduler places it; the kubelet of that node admits it or not).
+    pub how: &'static str,
+}
+
 /// A pod the gang would preempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Victim {
@@ -50,6 +61,10 @@ pub struct GangResult {
     pub reason: String,
     pub message: String,
     pub placements: Vec<Place>,
+    /// Members already on a node: bound, or created with `spec.nodeName` (pinned), each with its
+    /// node — they count toward the gang and are not placed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub on_nodes: Vec<OnNode>,
     pub preemptions: Vec<Victim>,
     /// What the gang would ask the cluster autoscaler for (policy `provisioning`): node shapes ×
     /// counts, from the core's `provision::asks`, the function the scheduler writes requests from.
@@ -326,6 +341,9 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                             meta.insert("uid".into(), Value::String(format!("simulated-{ns}-{name}")));
                             meta.insert("creationTimestamp".into(), stamp.clone());
                         }
+                        // What the API server merges into a pod it creates (label keys of
+                        // affinity terms and spread constraints).
+                        workload::pod_created(&mut p);
                         if let Some(m) = p.as_object_mut() {
                             m.insert("status".into(), json!({"phase": "Pending"}));
                         }
@@ -509,6 +527,20 @@ pub fn simulate_owned<H: Held>(
     };
     let member_of: HashMap<&scheduler_core::PodKey, &GangKey> =
         snapshot.pods.iter().filter_map(|p| p.gang.as_ref().map(|m| (&p.key, &m.gang))).collect();
+    // Members on nodes already, grouped in one pass over the pods.
+    let mut on_nodes: HashMap<&GangKey, Vec<OnNode>> = HashMap::new();
+    for p in snapshot.pods.iter().filter(|p| p.uses_node()) {
+        if let (Some(m), Some(node)) = (&p.gang, &p.node_name) {
+            // A pod of the input that names its node was created with it.
+            let pinned = submitted_pod(&p.key.namespace, &p.key.name);
+            let how = if pinned { "pinned" } else { "bound" };
+            on_nodes.entry(&m.gang).or_default().push(OnNode {
+                pod: p.key.to_string(),
+                node: node.clone(),
+                how,
+            });
+        }
+    }
     // Each gang's placements and preemptions, grouped in one pass over the plan.
     let mut places: HashMap<&GangKey, Vec<Place>> = HashMap::new();
     let placed = plan
@@ -540,6 +572,7 @@ pub fn simulate_owned<H: Held>(
                 reason: Reason::WaitingForMembers.as_str().into(),
                 message: "the gang has no members in this simulation".into(),
                 placements: Vec::new(),
+                on_nodes: Vec::new(),
                 preemptions: Vec::new(),
                 provisioning: None,
                 object: object_of(&key),
@@ -549,6 +582,8 @@ pub fn simulate_owned<H: Held>(
         let mut placements = places.remove(&key).unwrap_or_default();
         placements.sort_by(|a, b| a.pod.cmp(&b.pod));
         let preemptions = victims.remove(&key).unwrap_or_default();
+        let mut held = on_nodes.remove(&key).unwrap_or_default();
+        held.sort_by(|a, b| a.pod.cmp(&b.pod));
         let schedulable = matches!(outcome.reason, Reason::Scheduled | Reason::Running | Reason::Preempting);
         sim.gangs.push(GangResult {
             namespace: key.namespace.clone(),
@@ -557,6 +592,7 @@ pub fn simulate_owned<H: Held>(
             reason: outcome.reason.as_str().into(),
             message: outcome.message.clone(),
             placements,
+            on_nodes: held,
             preemptions,
             provisioning: plan.provisioning_for(&key).map(Ask::of),
             object: object_of(&key),
@@ -602,6 +638,14 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
             let mut grid = Grid::new(&["POD", "NODE"]);
             for p in &g.placements {
                 grid.row([p.pod.clone(), p.node.clone()]);
+            }
+            out.push_str(&grid.render(no_headers, color, 2));
+        }
+        if !g.on_nodes.is_empty() {
+            let _ = writeln!(out, "  already on nodes:");
+            let mut grid = Grid::new(&["POD", "NODE", "HOW"]);
+            for p in &g.on_nodes {
+                grid.row([p.pod.clone(), p.node.clone(), p.how.to_string()]);
             }
             out.push_str(&grid.render(no_headers, color, 2));
         }

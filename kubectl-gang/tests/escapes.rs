@@ -5,7 +5,7 @@
 use std::io::Write as _;
 
 use clap::Parser as _;
-use kubectl_gang::simulate::{Ask, AskedPods, GangResult, Place, Simulation, Victim};
+use kubectl_gang::simulate::{Ask, AskedPods, GangResult, OnNode, Place, Simulation, Victim};
 use kubectl_gang::{COLOURS, Cli, error_text, may_colour, run, write_escaped};
 use proptest::prelude::*;
 use scheduler_core::cluster::Cluster;
@@ -160,6 +160,7 @@ proptest! {
             gangs: vec![GangResult {
                 namespace: s.clone(), name: s.clone(), schedulable: false, reason: s.clone(), message: s.clone(),
                 placements: vec![Place { pod: s.clone(), node: s.clone() }],
+                on_nodes: vec![OnNode { pod: s.clone(), node: s.clone(), how: "pinned" }],
                 preemptions: vec![Victim { pod: s.clone(), node: s.clone(), violates: Some(s.clone()) }],
                 provisioning: Some(Ask { class: s.clone(), pod_sets: vec![AskedPods {
                     count: 1, requests: s.clone(), node_selector: [(s.clone(), s.clone())].into(), pods: vec![s.clone()],

@@ -73,6 +73,7 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, node: Option<Str
         labels: Default::default(),
         exclusive_topology: None,
         persisted: None,
+        terms: None,
     }
 }
 

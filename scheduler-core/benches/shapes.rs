@@ -14,6 +14,11 @@
 //!   `read_dump` bench).
 //! - scaling: S1's pod mix at 1,000 / 5,000 / 15,000 nodes (10 pending pods per node) — cost
 //!   should grow about linearly.
+//! - S1-terms, S4-terms, scaling-terms: the same shapes with 30% of the pods carrying inter-pod
+//!   terms (required anti-affinity to their own replicas by hostname, or a DoNotSchedule spread of
+//!   them over zones): each within 1.5× of the shape without, S1 still ≥ 2M pods/s at 5,000 nodes,
+//!   S4 still ≤ 5 ms, and linear from 1,000 to 15,000 nodes. In S4-terms the pending gang's 16
+//!   members all carry both (no two on one node, spread over zones).
 //!
 //! Criterion reports throughput in elements (pods) per second for every case. Snapshots carry
 //! their node usage and open pods (`model::Usage`), as the scheduler's (`cluster::Live`) and the
@@ -24,6 +29,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use scheduler_core::labels;
+use scheduler_core::model::terms::{AffinityTerm, Inclusion, PodTerms, SpreadConstraint, Unsatisfiable};
 use scheduler_core::model::*;
 use scheduler_core::resources::Resources;
 use scheduler_core::{Config, Plan, schedule};
@@ -73,6 +79,7 @@ fn pod(
         labels: Default::default(),
         exclusive_topology: None,
         persisted: None,
+        terms: None,
     }
 }
 
@@ -207,6 +214,111 @@ fn s4_exclusive(mixed: bool) -> Snapshot {
     snap
 }
 
+const HOSTNAME: &str = "kubernetes.io/hostname";
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// `app=<app>`.
+fn app(app: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: BTreeMap::from([("app".to_string(), app.to_string())]),
+        match_expressions: vec![],
+    }
+}
+
+/// Required anti-affinity to the pods of `app` (in `namespace`) by hostname: one per node.
+fn apart(namespace: &str, of: &str) -> AffinityTerm {
+    AffinityTerm {
+        selector: Some(app(of)),
+        namespaces: vec![namespace.to_string()],
+        namespace_selector: None,
+        topology_key: HOSTNAME.into(),
+    }
+}
+
+/// A DoNotSchedule spread of the pods of `app` over zones, maxSkew 1.
+fn spread(of: &str) -> SpreadConstraint {
+    SpreadConstraint {
+        max_skew: 1,
+        topology_key: ZONE.into(),
+        when_unsatisfiable: Unsatisfiable::DoNotSchedule,
+        selector: Some(app(of)),
+        min_domains: 1,
+        node_affinity_policy: Inclusion::Honor,
+        node_taints_policy: Inclusion::Ignore,
+    }
+}
+
+/// Gives pod `p` (the `i`-th of its kind) the terms of a replica of deployment `d`: every other
+/// deployment keeps its replicas on separate nodes, the rest spreads them over zones.
+fn replica_of(p: &mut Pod, d: usize) {
+    let name = format!("d{d:04}");
+    p.labels = BTreeMap::from([("app".to_string(), name.clone())]).into();
+    let terms = if d.is_multiple_of(2) {
+        PodTerms { anti_affinity: vec![apart(&p.key.namespace, &name)], ..PodTerms::default() }
+    } else {
+        PodTerms { spread: vec![spread(&name)], ..PodTerms::default() }
+    };
+    p.terms = Some(Box::new(terms));
+}
+
+/// Labels every node with its hostname and one of three zones.
+fn zoned(snap: &mut Snapshot) {
+    for (i, n) in snap.nodes.iter_mut().enumerate() {
+        n.labels.insert(HOSTNAME.into(), n.name.clone());
+        n.labels.entry(ZONE.into()).or_insert_with(|| format!("zone-{}", i % 3));
+    }
+}
+
+/// S1 with 30% of every pod carrying terms: the pending ones in deployments of 50 replicas
+/// (kept apart by hostname, or spread over zones), placed before the rest; of the bound ones,
+/// as many again, each kept apart from its own.
+fn s1_terms(nodes: usize, pending: usize) -> Snapshot {
+    let mut snap = s1(nodes, pending);
+    zoned(&mut snap);
+    let with_terms = pending * 3 / 10;
+    let mut d = 0;
+    for (i, p) in snap.pods.iter_mut().enumerate() {
+        if p.node_name.is_some() {
+            if i % 10 < 3 {
+                replica_of(p, 10_000 + i % 50);
+            }
+            continue;
+        }
+        let k = i - nodes;
+        if k < with_terms {
+            // Named ahead of the plain pods (`pod-…`), so they come first in the cycle's order.
+            p.key.name = format!("dep-{:06}", k);
+            if k.is_multiple_of(50) {
+                d += 1;
+            }
+            replica_of(p, d);
+        }
+    }
+    snap
+}
+
+/// S4 with the pending gang's 16 members kept on 16 nodes and spread over zones, and 30% of the
+/// 140,000 bound pods carrying terms of their own.
+fn s4_terms() -> Snapshot {
+    let mut snap = s4();
+    zoned(&mut snap);
+    for (i, p) in snap.pods.iter_mut().enumerate() {
+        if p.node_name.is_some() {
+            if i % 10 < 3 {
+                replica_of(p, i % 400);
+            }
+        } else {
+            p.labels = BTreeMap::from([("app".to_string(), "trainer".to_string())]).into();
+            p.terms = Some(Box::new(PodTerms {
+                anti_affinity: vec![apart("ml", "trainer")],
+                spread: vec![spread("trainer")],
+                ..PodTerms::default()
+            }));
+        }
+    }
+    snap
+}
+
 /// The snapshot with its node usage added up, as an assembled snapshot carries it.
 fn carried(mut snap: Snapshot) -> Snapshot {
     snap.usage = Some(Usage::of(&snap.pods));
@@ -324,13 +436,80 @@ fn bench_scaling(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_s4_exclusive, bench_scaling);
+fn bench_terms(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S1-terms");
+    group.sample_size(10);
+    for nodes in [5_000, 15_000] {
+        let snap = carried(s1_terms(nodes, 50_000));
+        check_terms(&snap, 50_000);
+        group.throughput(Throughput::Elements(50_000));
+        let id = BenchmarkId::from_parameter(format!("{nodes}n-50000p-30pct-terms"));
+        group.bench_with_input(id, &snap, |b, s| {
+            b.iter(|| schedule(black_box(s), &config(), Time::from_secs(1_000)))
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("S4-terms");
+    group.sample_size(10);
+    let snap = carried(s4_terms());
+    check_terms(&snap, 16);
+    group.throughput(Throughput::Elements(16));
+    group.bench_function("4000n-140000bound-16x4gpu-apart-spread", |b| {
+        b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000)))
+    });
+    group.finish();
+    let mut group = c.benchmark_group("scaling-terms");
+    group.sample_size(10);
+    for nodes in [1_000, 5_000, 15_000] {
+        let snap = carried(s1_terms(nodes, nodes * 10));
+        check_terms(&snap, nodes * 10);
+        group.throughput(Throughput::Elements((nodes * 10) as u64));
+        let id = BenchmarkId::from_parameter(format!("{nodes}n-{}p-30pct-terms", nodes * 10));
+        group.bench_with_input(id, &snap, |b, s| {
+            b.iter(|| schedule(black_box(s), &config(), Time::from_secs(1_000)))
+        });
+    }
+    group.finish();
+}
+
+/// [`check`], and that the terms hold: no two replicas kept apart share a node, and each spread
+/// deployment's zones differ by at most one.
+fn check_terms(snap: &Snapshot, want_bound: usize) {
+    let plan = check(snap, want_bound);
+    let pods: std::collections::HashMap<&PodKey, &Pod> = snap.pods.iter().map(|p| (&p.key, p)).collect();
+    let zone: std::collections::HashMap<&str, &str> =
+        snap.nodes.iter().map(|n| (n.name.as_str(), n.labels[ZONE].as_str())).collect();
+    let mut apart: std::collections::HashSet<(String, &str)> = std::collections::HashSet::new();
+    let mut zones: BTreeMap<(String, &str), usize> = BTreeMap::new();
+    for b in &plan.bindings {
+        let p = pods[&b.pod];
+        let Some(terms) = p.terms() else { continue };
+        let app = p.labels.get("app").unwrap_or("").to_string();
+        if !terms.anti_affinity.is_empty() {
+            assert!(apart.insert((app.clone(), b.node.as_str())), "{app}: two replicas on {}", b.node);
+        }
+        if !terms.spread.is_empty() {
+            *zones.entry((app, zone[b.node.as_str()])).or_default() += 1;
+        }
+    }
+    let mut by_app: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for ((app, _), n) in &zones {
+        by_app.entry(app.as_str()).or_default().push(*n);
+    }
+    for (app, counts) in by_app {
+        let (lo, hi) = (counts.iter().min().unwrap_or(&0), counts.iter().max().unwrap_or(&0));
+        assert!(hi - lo <= 1 || counts.len() < 3, "{app}: zones {counts:?}");
+    }
+}
+
+criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_s4_exclusive, bench_scaling, bench_terms);
 
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
 /// `perf stat -e instructions:u` (run it with `n` and with 0; the difference over `n` is one cycle,
 /// and instruction counts do not depend on what else the machine runs). Cases: `S1-5000`,
 /// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`,
-/// `S4-exclusive-mixed`, `scaling-15000`.
+/// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
+/// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -341,6 +520,12 @@ fn runs(spec: &str) {
         "S4-exclusive" => carried(s4_exclusive(false)),
         "S4-exclusive-mixed" => carried(s4_exclusive(true)),
         "scaling-15000" => carried(s1(15_000, 150_000)),
+        "S1-terms-5000" => carried(s1_terms(5_000, 50_000)),
+        "S1-terms-15000" => carried(s1_terms(15_000, 50_000)),
+        "S4-terms" => carried(s4_terms()),
+        "scaling-terms-1000" => carried(s1_terms(1_000, 10_000)),
+        "scaling-terms-5000" => carried(s1_terms(5_000, 50_000)),
+        "scaling-terms-15000" => carried(s1_terms(15_000, 150_000)),
         "S2-3000x3" => carried(racks(3_000, 3, false)),
         "S2-9x1000" => carried(racks(9, 1_000, false)),
         "S3-1500x4-rack" => carried(racks(1_500, 4, true)),

@@ -23,8 +23,8 @@ pub mod rules;
 // are how the crate is organised inside, not something its users need to spell.
 pub use decide::{config, plan, provision, schedule, sim};
 pub use read::{
-    cluster, convert, crd, dialect, duration, error, labels, model, object, quantity, resources, tree,
-    workload,
+    cluster, convert, coverage, crd, dialect, duration, error, labels, model, object, quantity, resources,
+    tree, workload,
 };
 pub use rules::{admit, validate};
 

@@ -116,6 +116,158 @@ fn pods_priority_affinity_and_errors() {
     assert!(paths.contains(&"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator"), "{paths:?}");
 }
 
+/// A pod from its spec, converted.
+fn converted(spec: serde_json::Value, labels: serde_json::Value) -> scheduler_core::Pod {
+    let p: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "p", "namespace": "ml", "labels": labels}, "spec": spec}),
+    )
+    .unwrap();
+    convert::pod(&p, &PriorityClasses::default()).unwrap()
+}
+
+#[test]
+fn host_ports_of_containers_and_sidecars_with_the_api_servers_defaults() {
+    let mut sidecar = json!({"name": "proxy", "restartPolicy": "Always", "ports": [{"containerPort": 15001, "hostPort": 15001}]});
+    sidecar["ports"][0]["protocol"] = json!("UDP");
+    let p = converted(
+        json!({"containers": [{"name": "app", "ports": [
+                    {"containerPort": 8080},
+                    {"containerPort": 8443, "hostPort": 443, "hostIP": "10.0.0.1"}]}],
+               "initContainers": [sidecar, {"name": "init", "ports": [{"containerPort": 9, "hostPort": 9}]}]}),
+        json!({}),
+    );
+    let ports: Vec<String> = p.host_ports().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        ports,
+        ["UDP/15001", "TCP/10.0.0.1:443"],
+        "sidecars first; an init container's port is gone by then"
+    );
+    // Under hostNetwork each port binds its containerPort on the node.
+    let p = converted(
+        json!({"hostNetwork": true, "containers": [{"name": "app", "ports": [{"containerPort": 8080}]}]}),
+        json!({}),
+    );
+    assert_eq!(p.host_ports()[0].to_string(), "TCP/8080");
+    assert!(
+        converted(json!({"containers": [{"name": "app"}]}), json!({})).terms.is_none(),
+        "most pods ask nothing"
+    );
+}
+
+#[test]
+fn pod_affinity_terms_read_their_namespaces_as_kube_scheduler_does() {
+    let p = converted(
+        json!({"containers": [], "affinity": {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}},
+                {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}, "namespaces": ["data"]},
+                {"topologyKey": "zone", "namespaceSelector": {}}],
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": {"topologyKey": "x"}}]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}]}}}),
+        json!({}),
+    );
+    let t = p.terms().unwrap();
+    assert_eq!(t.affinity.len(), 3, "preferred terms are not read (they only score)");
+    assert_eq!(t.affinity[0].namespaces, ["ml"], "no namespaces named: the pod's own");
+    assert_eq!(t.affinity[1].namespaces, ["data"]);
+    assert!(t.affinity[2].namespaces.is_empty() && t.affinity[2].any_namespace());
+    assert!(t.affinity[2].selector.is_none(), "no labelSelector: selects nothing");
+    assert_eq!(t.anti_affinity[0].topology_key, "kubernetes.io/hostname");
+    let bad: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "affinity": {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "zone", "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Near"}]}}]}}}}))
+    .unwrap();
+    let errors = convert::pod(&bad, &PriorityClasses::default()).unwrap_err();
+    assert_eq!(
+        errors[0].path,
+        "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator"
+    );
+}
+
+#[test]
+fn spread_constraints_get_kube_schedulers_defaults_and_their_match_label_keys_merged() {
+    use scheduler_core::model::terms::{Inclusion, Unsatisfiable};
+    let p = converted(
+        json!({"containers": [], "topologySpreadConstraints": [
+            {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["pod-template-hash", "absent"]},
+            {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+             "minDomains": 3, "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"}]}),
+        json!({"app": "web", "pod-template-hash": "abc"}),
+    );
+    let t = p.terms().unwrap();
+    let (a, b) = (&t.spread[0], &t.spread[1]);
+    assert_eq!(
+        (a.min_domains, a.node_affinity_policy, a.node_taints_policy),
+        (1, Inclusion::Honor, Inclusion::Ignore)
+    );
+    let merged = a.selector.as_ref().unwrap();
+    assert_eq!(merged.match_expressions.len(), 1, "a key the pod lacks adds nothing: {merged:?}");
+    assert_eq!(merged.match_expressions[0].values, ["abc"]);
+    assert_eq!((b.when_unsatisfiable, b.min_domains), (Unsatisfiable::ScheduleAnyway, 3));
+    assert!(b.selector.is_none(), "no labelSelector: counts nothing");
+    assert_eq!(t.hard_spread().count(), 1, "ScheduleAnyway never filters");
+    let bad: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [],
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "Sometimes"}]}}))
+    .unwrap();
+    let errors = convert::pod(&bad, &PriorityClasses::default()).unwrap_err();
+    assert_eq!(errors[0].path, "spec.topologySpreadConstraints[0].whenUnsatisfiable");
+    assert!(errors[0].message.contains("\"DoNotSchedule\", \"ScheduleAnyway\""), "{}", errors[0]);
+}
+
+#[test]
+fn pod_level_requests_replace_the_containers_for_cpu_memory_and_hugepages() {
+    // Containers ask 1 cpu, 1Gi, 2 GPUs; the pod 4 cpu for all of them: cpu is the pod's, the rest
+    // the containers'; overhead on top.
+    let s = spec(
+        json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}}}],
+        "resources": {"requests": {"cpu": "4"}}, "overhead": {"cpu": "100m"}}),
+    );
+    let r = effective_requests(&s).unwrap();
+    assert_eq!((r.get("cpu"), r.get("memory"), r.get("nvidia.com/gpu")), (4100, 1 << 30, 2));
+    // Pod-level limits only: the API server defaults the pod's requests to them (cpu, memory);
+    // hugepages the containers ask for stay theirs.
+    let s = spec(
+        json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "hugepages-2Mi": "4Mi"}}}],
+        "resources": {"limits": {"cpu": "2", "memory": "2Gi", "hugepages-2Mi": "8Mi"}}}),
+    );
+    let r = effective_requests(&s).unwrap();
+    assert_eq!((r.get("cpu"), r.get("memory"), r.get("hugepages-2Mi")), (2000, 2 << 30, 4 << 20));
+    // An extended resource at pod level is not the pod's to set.
+    let s = spec(json!({"containers": [{"name": "a", "resources": {"requests": {"nvidia.com/gpu": "1"}}}],
+        "resources": {"requests": {"nvidia.com/gpu": "8"}}}));
+    assert_eq!(effective_requests(&s).unwrap().get("nvidia.com/gpu"), 1);
+    let bad = spec(json!({"containers": [], "resources": {"requests": {"cpu": "lots"}}}));
+    assert_eq!(effective_requests(&bad).unwrap_err()[0].path, "spec.resources.requests[cpu]");
+}
+
+#[test]
+fn fields_the_cycle_does_not_evaluate_are_named() {
+    let p = converted(
+        json!({"containers": [{"name": "a", "resources": {"claims": [{"name": "gpu"}]}}],
+               "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}],
+               "volumes": [{"name": "cfg", "configMap": {"name": "x"}}, {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
+                           {"name": "scratch", "ephemeral": {}}, {"name": "inline", "csi": {"driver": "x"}}]}),
+        json!({}),
+    );
+    assert_eq!(
+        p.unevaluated(),
+        [
+            "spec.volumes[1].persistentVolumeClaim",
+            "spec.volumes[2].ephemeral",
+            "spec.volumes[3].csi",
+            "spec.resourceClaims",
+            "spec.containers[0].resources.claims"
+        ]
+    );
+    assert!(
+        converted(json!({"containers": [], "volumes": [{"name": "t", "projected": {}}]}), json!({}))
+            .terms
+            .is_none()
+    );
+}
+
 #[test]
 fn a_pod_the_kubelet_refused_carries_why() {
     let pcs = PriorityClasses::default();
@@ -317,14 +469,75 @@ mod raw_pods {
     }
 
     fn container() -> BoxedStrategy<Value> {
+        let port = object(vec![
+            (
+                "containerPort",
+                some(prop_oneof![8 => Just(json!(8080)), 2 => Just(json!(0)), 1 => odd()].boxed()),
+            ),
+            ("hostPort", some(prop_oneof![8 => Just(json!(80)), 2 => Just(json!(0)), 1 => odd()].boxed())),
+            ("protocol", some(text(&["TCP", "UDP", ""]))),
+            ("hostIP", some(text(&["10.0.0.1", ""]))),
+            ("name", some(text(&["http"]))),
+        ]);
+        let claim = object(vec![("name", some(text(&["gpu"]))), ("request", some(text(&["one"])))]);
         let resources = object(vec![
             ("requests", some(map_of(&["cpu", "memory", "nvidia.com/gpu"], quantity()))),
             ("limits", some(map_of(&["cpu", "memory", "nvidia.com/gpu"], quantity()))),
+            ("claims", prop::option::weighted(0.1, list(claim)).boxed()),
         ]);
         // Fields the model does not read (a container's name, image, …) are left out: the raw
         // read does not check them (see `pod_from_raw`), so one of the wrong type converts there
         // and is refused by the typed decode.
-        object(vec![("resources", some(resources)), ("restartPolicy", some(text(&["Always", "Never"])))])
+        object(vec![
+            ("resources", some(resources)),
+            ("restartPolicy", some(text(&["Always", "Never"]))),
+            ("ports", prop::option::weighted(0.3, list(port)).boxed()),
+        ])
+    }
+
+    fn selector() -> BoxedStrategy<Value> {
+        let expression = object(vec![
+            ("key", some(text(&["app", "tier"]))),
+            ("operator", some(text(&["In", "NotIn", "Exists", "Near"]))),
+            ("values", some(list(text(&["web", "db"])))),
+        ]);
+        object(vec![
+            ("matchLabels", some(map_of(&["app", "tier"], text(&["web", "db"])))),
+            ("matchExpressions", some(list(expression))),
+        ])
+    }
+
+    fn affinity_term() -> BoxedStrategy<Value> {
+        object(vec![
+            ("labelSelector", some(selector())),
+            ("namespaceSelector", prop::option::weighted(0.3, selector()).boxed()),
+            ("namespaces", some(list(text(&["ml", "data"])))),
+            ("topologyKey", some(text(&["zone", ""]))),
+            ("matchLabelKeys", prop::option::weighted(0.2, list(text(&["app"]))).boxed()),
+        ])
+    }
+
+    fn spread() -> BoxedStrategy<Value> {
+        object(vec![
+            ("maxSkew", some(prop_oneof![8 => Just(json!(1)), 1 => odd()].boxed())),
+            ("topologyKey", some(text(&["zone"]))),
+            ("whenUnsatisfiable", some(text(&["DoNotSchedule", "ScheduleAnyway", "Sometimes"]))),
+            ("labelSelector", some(selector())),
+            ("matchLabelKeys", some(list(text(&["app", "pod-template-hash"])))),
+            ("minDomains", prop::option::weighted(0.3, prop_oneof![Just(json!(2)), odd()].boxed()).boxed()),
+            ("nodeAffinityPolicy", some(text(&["Honor", "Ignore", "Maybe"]))),
+            ("nodeTaintsPolicy", some(text(&["Ignore", "Honor"]))),
+        ])
+    }
+
+    fn volume() -> BoxedStrategy<Value> {
+        // Sources as empty objects: their insides are not read (see `pod_from_raw`).
+        object(vec![
+            ("name", some(text(&["v"]))),
+            ("persistentVolumeClaim", prop::option::weighted(0.3, Just(json!({})).boxed()).boxed()),
+            ("configMap", prop::option::weighted(0.3, Just(json!({})).boxed()).boxed()),
+            ("csi", prop::option::weighted(0.1, Just(json!({})).boxed()).boxed()),
+        ])
     }
 
     fn requirement() -> BoxedStrategy<Value> {
@@ -352,13 +565,33 @@ mod raw_pods {
             ("matchExpressions", some(list(requirement()))),
             ("matchFields", some(list(requirement()))),
         ]);
-        let affinity = object(vec![(
-            "nodeAffinity",
-            some(object(vec![(
-                "requiredDuringSchedulingIgnoredDuringExecution",
-                some(object(vec![("nodeSelectorTerms", some(list(term)))])),
-            )])),
-        )]);
+        let pod_affinity = || {
+            object(vec![
+                ("requiredDuringSchedulingIgnoredDuringExecution", some(list(affinity_term()))),
+                (
+                    "preferredDuringSchedulingIgnoredDuringExecution",
+                    prop::option::weighted(
+                        0.2,
+                        list(object(vec![
+                            ("weight", some(prop_oneof![Just(json!(10)), odd()].boxed())),
+                            ("podAffinityTerm", some(affinity_term())),
+                        ])),
+                    )
+                    .boxed(),
+                ),
+            ])
+        };
+        let affinity = object(vec![
+            (
+                "nodeAffinity",
+                some(object(vec![(
+                    "requiredDuringSchedulingIgnoredDuringExecution",
+                    some(object(vec![("nodeSelectorTerms", some(list(term)))])),
+                )])),
+            ),
+            ("podAffinity", prop::option::weighted(0.3, pod_affinity()).boxed()),
+            ("podAntiAffinity", prop::option::weighted(0.3, pod_affinity()).boxed()),
+        ]);
         let toleration = object(vec![
             ("key", some(text(&["gpu"]))),
             ("operator", some(text(&["Exists", "Equal", "", "Sometimes"]))),
@@ -380,6 +613,34 @@ mod raw_pods {
             ("schedulerName", some(text(&["gang-scheduler", ""]))),
             ("preemptionPolicy", some(text(&["Never", "PreemptLowerPriority", "", "Sometimes"]))),
             ("schedulingGates", some(list(gate))),
+            (
+                "hostNetwork",
+                prop::option::weighted(0.2, prop_oneof![Just(json!(true)), odd()].boxed()).boxed(),
+            ),
+            ("topologySpreadConstraints", prop::option::weighted(0.3, list(spread())).boxed()),
+            (
+                "resources",
+                prop::option::weighted(
+                    0.2,
+                    object(vec![
+                        ("requests", some(map_of(&["cpu", "memory", "hugepages-2Mi"], quantity()))),
+                        ("limits", some(map_of(&["cpu", "memory"], quantity()))),
+                    ]),
+                )
+                .boxed(),
+            ),
+            ("volumes", prop::option::weighted(0.3, list(volume())).boxed()),
+            (
+                "resourceClaims",
+                prop::option::weighted(
+                    0.1,
+                    list(object(vec![
+                        ("name", some(text(&["gpu"]))),
+                        ("resourceClaimName", some(text(&["c"]))),
+                    ])),
+                )
+                .boxed(),
+            ),
         ]);
         let status = object(vec![
             ("phase", some(text(&["Pending", "Running", "Failed", "Succeeded", "Unknown", "", "Lost"]))),

@@ -65,6 +65,16 @@ fn pod(name: &str, cpu: &str, gang: u8, min: Option<&str>, bound: Option<&str>, 
     }
     let mut spec = json!({"schedulerName": "gang-scheduler",
         "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]});
+    // Some pods keep others off their node, or bind a host port: what the usage indexes.
+    match name {
+        "p0" | "p3" => {
+            spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"kube-gang.io/gang": "g1"}}},
+                {"topologyKey": "zone", "namespaceSelector": {}, "labelSelector": {}}]}});
+        }
+        "p1" => spec["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 80}]),
+        _ => {}
+    }
     if let Some(n) = bound {
         spec["nodeName"] = json!(n);
     }
@@ -106,6 +116,9 @@ enum Op {
     /// A PodDisruptionBudget over gang `g`'s pods allowing `n` disruptions (`-1`: a bad selector).
     Budget(u8, i32),
     DeleteBudget(u8),
+    /// Namespace `ml` with label `team` set to this (none when `None`).
+    Namespace(Option<&'static str>),
+    DeleteNamespace,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -125,6 +138,8 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::DeleteClass),
         (0u8..2, -1i32..3).prop_map(|(b, n)| Op::Budget(b, n)),
         (0u8..2).prop_map(Op::DeleteBudget),
+        prop::option::of(prop_oneof![Just("a"), Just("b")]).prop_map(Op::Namespace),
+        Just(Op::DeleteNamespace),
     ]
 }
 
@@ -152,6 +167,11 @@ fn act(op: &Op) -> Result<Value, (&'static str, &'static str, String)> {
                 "status": {"disruptionsAllowed": n.max(&0)}}))
         }
         Op::DeleteBudget(b) => Err(("policy/v1", "PodDisruptionBudget", format!("b{b}"))),
+        Op::Namespace(team) => {
+            let labels = team.map_or_else(|| json!({}), |t| json!({"team": t}));
+            Ok(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": labels}}))
+        }
+        Op::DeleteNamespace => Err(("v1", "Namespace", "ml".into())),
     }
 }
 
@@ -171,7 +191,7 @@ proptest! {
                     prop_assert_eq!(live.push(obj).is_ok(), pushed);
                 }
                 Err((api_version, kind, name)) => {
-                    let ns = if kind == "Node" || kind == "PriorityClass" { "" } else { "ml" };
+                    let ns = if matches!(kind, "Node" | "PriorityClass" | "Namespace") { "" } else { "ml" };
                     cluster.remove_named(api_version, kind, ns, &name);
                     compact.remove_named(api_version, kind, ns, &name);
                     live.remove(api_version, kind, ns, &name);
@@ -326,7 +346,7 @@ fn last(ops: &[Op]) -> Vec<Value> {
                 last.insert(ObjectRef::of(&obj), obj);
             }
             Err((api_version, kind, name)) => {
-                let ns = if kind == "Node" || kind == "PriorityClass" { "" } else { "ml" };
+                let ns = if matches!(kind, "Node" | "PriorityClass" | "Namespace") { "" } else { "ml" };
                 last.remove(&ObjectRef::new(api_version, kind, ns, name));
             }
         }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use proptest::prelude::*;
 use scheduler_core::config::{Config, Scoring};
+use scheduler_core::model::terms::{self, PodTerms};
 use scheduler_core::model::*;
 use scheduler_core::resources::Resources;
 use scheduler_core::{Reason, schedule};
@@ -19,6 +20,8 @@ struct GangSpec {
     priority: i32,
     topology: bool,
     subgroups: bool,
+    /// What its members ask of the pods around them (see [`terms_of`]); 0 nothing.
+    terms: u8,
 }
 
 fn gang_spec() -> impl Strategy<Value = GangSpec> {
@@ -30,8 +33,9 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
         0i32..3,
         any::<bool>(),
         any::<bool>(),
+        prop_oneof![4 => Just(0u8), 6 => 1u8..9],
     )
-        .prop_map(|(members, min, gpus, cpu, priority, topology, subgroups)| GangSpec {
+        .prop_map(|(members, min, gpus, cpu, priority, topology, subgroups, terms)| GangSpec {
             members,
             min: min.clamp(1, members),
             gpus,
@@ -39,6 +43,7 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
             priority: priority * 100,
             topology,
             subgroups,
+            terms,
         })
 }
 
@@ -63,7 +68,8 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
                 .with("cpu", cpus * 1000)
                 .with("nvidia.com/gpu", gpus)
                 .with("pods", 20),
-            labels: [("rack".to_string(), format!("r{rack}"))].into(),
+            labels: [("rack".to_string(), format!("r{rack}")), (HOSTNAME.to_string(), format!("n{i:02}"))]
+                .into(),
             taints: vec![],
             unschedulable: false,
             ready: true,
@@ -77,14 +83,19 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
         if *g < nodes[node].0 && *c + 1000 <= nodes[node].1 * 1000 {
             *g += 1;
             *c += 1000;
-            snap.pods.push(pod(
-                &format!("bg-{j}"),
-                None,
-                1,
-                1000,
-                priority * 100,
-                Some(format!("n{node:02}")),
-            ));
+            let mut p = pod(&format!("bg-{j}"), None, 1, 1000, priority * 100, Some(format!("n{node:02}")));
+            // Someone else's pods: labelled like gang 0's or 1's members now and then, and some
+            // keep gang 0's members out of their rack, or bind the port gangs ask for.
+            p.labels = labels(&[("app", &format!("g{}", j % 3))]);
+            p.terms = match j % 4 {
+                1 => Some(Box::new(PodTerms {
+                    anti_affinity: vec![term("rack", "g0", None)],
+                    ..PodTerms::default()
+                })),
+                3 => Some(Box::new(PodTerms { host_ports: vec![port(80)], ..PodTerms::default() })),
+                _ => None,
+            };
+            snap.pods.push(p);
         }
     }
     for (i, g) in gangs.iter().enumerate() {
@@ -135,11 +146,74 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
             if let (Some(s), Some(mem)) = (sub, p.gang.as_mut()) {
                 mem.subgroup = Some(s.into());
             }
+            p.labels = labels(&[("app", &format!("g{i}"))]);
+            p.terms = terms_of(g.terms, i, m);
             snap.pods.push(p);
         }
         snap.gangs.push(gang);
     }
     snap
+}
+
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    Labels::new(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+}
+
+/// A required term of `key` selecting `app=<app>` in the pods' namespace (`ns`), or in the
+/// namespaces a selector matches.
+fn term(key: &str, app: &str, namespace_selector: Option<LabelSelector>) -> terms::AffinityTerm {
+    terms::AffinityTerm {
+        selector: Some(LabelSelector {
+            match_labels: [("app".to_string(), app.to_string())].into(),
+            match_expressions: vec![],
+        }),
+        namespaces: if namespace_selector.is_some() { vec![] } else { vec!["ns".into()] },
+        namespace_selector,
+        topology_key: key.into(),
+    }
+}
+
+fn port(n: i32) -> terms::HostPort {
+    terms::HostPort { protocol: "TCP".into(), ip: terms::BIND_ALL.into(), port: n }
+}
+
+fn spread_of(key: &str, app: &str, max_skew: i32, min_domains: i32) -> terms::SpreadConstraint {
+    terms::SpreadConstraint {
+        max_skew,
+        topology_key: key.into(),
+        when_unsatisfiable: terms::Unsatisfiable::DoNotSchedule,
+        selector: term(key, app, None).selector,
+        min_domains,
+        node_affinity_policy: terms::Inclusion::Honor,
+        node_taints_policy: terms::Inclusion::Ignore,
+    }
+}
+
+/// What member `m` of gang `g` asks of the pods around it, by kind `kind` (0: nothing).
+fn terms_of(kind: u8, g: usize, m: u32) -> Option<Box<PodTerms>> {
+    let app = format!("g{g}");
+    let t = match kind {
+        1 => PodTerms { anti_affinity: vec![term(HOSTNAME, &app, None)], ..PodTerms::default() },
+        2 => PodTerms { anti_affinity: vec![term("rack", &app, None)], ..PodTerms::default() },
+        3 => PodTerms { spread: vec![spread_of("rack", &app, 1, 1)], ..PodTerms::default() },
+        4 => PodTerms { host_ports: vec![port(80 + (m % 2) as i32)], ..PodTerms::default() },
+        5 => PodTerms { affinity: vec![term("rack", &app, None)], ..PodTerms::default() },
+        // Affinity to another gang's members (or someone else's pods labelled like them).
+        6 => PodTerms {
+            affinity: vec![term("rack", &format!("g{}", (g + 1) % 3), None)],
+            ..PodTerms::default()
+        },
+        7 => PodTerms {
+            spread: vec![spread_of(HOSTNAME, &app, 1, 3)],
+            anti_affinity: vec![term("rack", "g0", Some(LabelSelector::default()))],
+            ..PodTerms::default()
+        },
+        8 => PodTerms { unevaluated: vec!["spec.resourceClaims".into()], ..PodTerms::default() },
+        _ => return None,
+    };
+    Some(Box::new(t))
 }
 
 fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, node: Option<String>) -> Pod {
@@ -164,7 +238,72 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
         labels: Default::default(),
         exclusive_topology: None,
         persisted: None,
+        terms: None,
     }
+}
+
+/// What the inter-pod filters promise of every pod a plan binds, checked from the plan alone: no
+/// two host ports in conflict on a node; no required anti-affinity term, the new pod's or a pod's
+/// beside it, selecting a pod in its domain; a pod with required affinity shares each term's
+/// domain with a pod its terms all select (or selects itself: the first of a group); and no pod
+/// asking for what the cycle does not evaluate is bound.
+fn inter_pod_invariants(snap: &Snapshot, plan: &scheduler_core::Plan) -> Result<(), TestCaseError> {
+    let by_key: HashMap<&PodKey, &Pod> = snap.pods.iter().map(|p| (&p.key, p)).collect();
+    let node: HashMap<&str, &Node> = snap.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut on: Vec<(&Pod, &Node, bool)> = snap
+        .pods
+        .iter()
+        .filter(|p| p.uses_node())
+        .filter_map(|p| Some((p, *node.get(p.node_name.as_deref()?)?, false)))
+        .collect();
+    on.extend(plan.bindings.iter().map(|b| (by_key[&b.pod], node[b.node.as_str()], true)));
+    let none = Labels::default();
+    let selects = |t: &terms::AffinityTerm, q: &Pod| t.selects(&q.key.namespace, &q.labels, &none);
+    let same =
+        |key: &str, a: &Node, b: &Node| a.labels.get(key).is_some_and(|v| b.labels.get(key) == Some(v));
+    for &(a, na, new_a) in &on {
+        if new_a {
+            prop_assert!(
+                a.unevaluated().is_empty(),
+                "{} asks for {:?} and was bound",
+                a.key,
+                a.unevaluated()
+            );
+        }
+        for &(b, nb, new_b) in &on {
+            if a.key == b.key || !(new_a || new_b) {
+                continue;
+            }
+            if na.name == nb.name {
+                for pa in a.host_ports() {
+                    prop_assert!(
+                        !b.host_ports().iter().any(|pb| pa.conflicts(pb)),
+                        "{} and {} both bind {pa} on {}",
+                        a.key,
+                        b.key,
+                        na.name
+                    );
+                }
+            }
+            for t in a.anti_affinity() {
+                prop_assert!(
+                    !(same(&t.topology_key, na, nb) && selects(t, b)),
+                    "{}'s anti-affinity ({}) selects {} beside it",
+                    a.key,
+                    t.topology_key,
+                    b.key
+                );
+            }
+        }
+        let affinity = a.terms().map_or(&[][..], |t| &t.affinity[..]);
+        if new_a && !affinity.is_empty() && !affinity.iter().all(|t| selects(t, a)) {
+            let found = on.iter().any(|&(b, nb, _)| {
+                b.key != a.key && affinity.iter().all(|t| selects(t, b) && same(&t.topology_key, na, nb))
+            });
+            prop_assert!(found, "{} was bound with no pod its affinity selects in its domain", a.key);
+        }
+    }
+    Ok(())
 }
 
 /// A pod of someone else's on a node, as a busy cluster has them: any size (overcommitting its
@@ -246,6 +385,8 @@ proptest! {
             }
         }
 
+        inter_pod_invariants(&snap, &plan)?;
+
         // Victims are strictly lower priority than their preemptor.
         for e in &plan.evictions {
             let victim = pods[&e.pod].priority;
@@ -265,6 +406,7 @@ proptest! {
     fn shortcuts_never_change_a_plan(
         (nodes, gangs, running) in cluster(),
         singles in prop::collection::vec((prop_oneof![Just(0i64), Just(1), Just(4)], 1i64..4), 0..12),
+        single_terms in 0u8..9,
         others in prop::collection::vec(other_pod(), 0..8),
         carried in any::<bool>(),
         spread in any::<bool>(),
@@ -291,6 +433,10 @@ proptest! {
         for (j, &(gpus, cpu)) in singles.iter().enumerate() {
             let mut p = pod(&format!("single-{j:02}"), None, gpus, cpu * 1000, 0, None);
             p.scheduler_name = "gang-scheduler".into();
+            // Replicas of one kind, with terms of their own (runs of alike pods the inter-pod
+            // filters concern), labelled like gang 1's members.
+            p.labels = labels(&[("app", "g1")]);
+            p.terms = terms_of(single_terms, 1, j as u32);
             if exclusive && j % 3 == 0 {
                 p.labels = job_key(format!("single-{j}"));
             }
@@ -313,6 +459,7 @@ proptest! {
         let now = Time::from_secs(1_000);
         let plan = schedule(&snap, &config, now);
         prop_assert_eq!(&plan, &scheduler_core::schedule_reference(&snap, &config, now));
+        inter_pod_invariants(&snap, &plan)?;
 
         // JobSet's exclusive anti-affinity, both ways, over every pair with a pod newly bound.
         let rack_of: HashMap<&str, &str> = snap.nodes.iter()

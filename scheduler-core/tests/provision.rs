@@ -46,6 +46,7 @@ fn member(gang: &str, name: &str, gpus: i64) -> Pod {
         labels: Default::default(),
         exclusive_topology: None,
         persisted: None,
+        terms: None,
     }
 }
 
@@ -257,6 +258,7 @@ fn pod(name: &str, gang: &GangKey, gpus: i64, cores: i64, pool: Option<u8>, prio
         labels: Default::default(),
         exclusive_topology: None,
         persisted: None,
+        terms: None,
     }
 }
 

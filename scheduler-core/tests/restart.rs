@@ -71,6 +71,7 @@ fn pod(gang: &GangKey, name: String, cpu: i64, created: Time) -> Pod {
         labels: Default::default(),
         exclusive_topology: None,
         persisted: None,
+        terms: None,
     }
 }
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use scheduler_core::config::Config;
+use scheduler_core::model::terms::{self, PodTerms};
 use scheduler_core::model::*;
 use scheduler_core::resources::Resources;
 use scheduler_core::{Plan, schedule, sim};
@@ -29,6 +30,9 @@ struct Scenario {
     /// PodDisruptionBudgets.
     #[serde(default)]
     budgets: Vec<Budget>,
+    /// Namespaces and their labels (what a pod affinity term's `namespaceSelector` matches).
+    #[serde(default)]
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
     expect: Expect,
     #[serde(default)]
     then: Vec<Step>,
@@ -172,6 +176,143 @@ struct FPod {
     exclusive_topology: Option<String>,
     /// The state of its gang the pod keeps (annotation `kube-gang.io/state`).
     kept: Option<GangState>,
+    /// Host ports: `TCP/8080`, `UDP/10.0.0.1:53`.
+    #[serde(default)]
+    host_ports: Vec<String>,
+    /// Required pod affinity terms.
+    #[serde(default)]
+    pod_affinity: Vec<FTerm>,
+    /// Required pod anti-affinity terms.
+    #[serde(default)]
+    pod_anti_affinity: Vec<FTerm>,
+    /// Topology spread constraints.
+    #[serde(default)]
+    spread: Vec<FSpread>,
+    /// Scheduling fields the cycle does not evaluate (field paths).
+    #[serde(default)]
+    unevaluated: Vec<String>,
+}
+
+/// A label selector: `matchLabels` and `matchExpressions` as `key Op v1,v2`.
+#[derive(Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FSelector {
+    #[serde(default)]
+    match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    match_expressions: Vec<String>,
+}
+
+impl FSelector {
+    fn model(&self) -> LabelSelector {
+        LabelSelector {
+            match_labels: self.match_labels.clone(),
+            match_expressions: self
+                .match_expressions
+                .iter()
+                .map(|e| {
+                    let mut parts = e.split_whitespace();
+                    let key = parts.next().expect("key").to_string();
+                    let operator = serde_json::from_value(serde_json::Value::String(
+                        parts.next().expect("operator").into(),
+                    ))
+                    .expect("label operator");
+                    let values =
+                        parts.next().map(|v| v.split(',').map(String::from).collect()).unwrap_or_default();
+                    LabelRequirement { key, operator, values }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A required pod (anti-)affinity term.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FTerm {
+    topology_key: String,
+    /// `None`: no `labelSelector` (selects nothing).
+    selector: Option<FSelector>,
+    #[serde(default)]
+    namespaces: Vec<String>,
+    namespace_selector: Option<FSelector>,
+}
+
+/// A topology spread constraint (kube-scheduler's defaults where left out).
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FSpread {
+    max_skew: i32,
+    topology_key: String,
+    #[serde(default = "do_not_schedule")]
+    when_unsatisfiable: terms::Unsatisfiable,
+    selector: Option<FSelector>,
+    #[serde(default)]
+    match_label_keys: Vec<String>,
+    min_domains: Option<i32>,
+    node_affinity_policy: Option<terms::Inclusion>,
+    node_taints_policy: Option<terms::Inclusion>,
+}
+
+fn do_not_schedule() -> terms::Unsatisfiable {
+    terms::Unsatisfiable::DoNotSchedule
+}
+
+/// The model's terms of a fixture pod in `namespace` with `labels`.
+fn pod_terms(f: &FPod) -> Option<Box<PodTerms>> {
+    let term = |t: &FTerm| terms::AffinityTerm {
+        selector: t.selector.as_ref().map(FSelector::model),
+        namespaces: if t.namespaces.is_empty() && t.namespace_selector.is_none() {
+            vec![f.namespace.clone()]
+        } else {
+            t.namespaces.clone()
+        },
+        namespace_selector: t.namespace_selector.as_ref().map(FSelector::model),
+        topology_key: t.topology_key.clone(),
+    };
+    let spread = |c: &FSpread| {
+        let mut selector = c.selector.as_ref().map(FSelector::model);
+        if let Some(sel) = &mut selector {
+            for key in &c.match_label_keys {
+                if let Some(v) = f.labels.get(key) {
+                    sel.match_expressions.push(LabelRequirement {
+                        key: key.clone(),
+                        operator: LabelOperator::In,
+                        values: vec![v.clone()],
+                    });
+                }
+            }
+        }
+        terms::SpreadConstraint {
+            max_skew: c.max_skew,
+            topology_key: c.topology_key.clone(),
+            when_unsatisfiable: c.when_unsatisfiable,
+            selector,
+            min_domains: c.min_domains.unwrap_or(1),
+            node_affinity_policy: c.node_affinity_policy.unwrap_or(terms::Inclusion::Honor),
+            node_taints_policy: c.node_taints_policy.unwrap_or(terms::Inclusion::Ignore),
+        }
+    };
+    let t = PodTerms {
+        host_ports: f
+            .host_ports
+            .iter()
+            .map(|s| {
+                let (protocol, rest) = s.split_once('/').expect("PROTOCOL/[ip:]port");
+                let (ip, port) = rest.rsplit_once(':').unwrap_or((terms::BIND_ALL, rest));
+                terms::HostPort {
+                    protocol: protocol.into(),
+                    ip: ip.into(),
+                    port: port.parse().expect("port"),
+                }
+            })
+            .collect(),
+        affinity: f.pod_affinity.iter().map(term).collect(),
+        anti_affinity: f.pod_anti_affinity.iter().map(term).collect(),
+        spread: f.spread.iter().map(spread).collect(),
+        unevaluated: f.unevaluated.clone(),
+    };
+    (!t.is_empty()).then(|| Box::new(t))
 }
 
 fn ours() -> String {
@@ -189,6 +330,8 @@ struct Expect {
     bound_to: Option<BTreeMap<String, Vec<String>>>,
     /// All bindings of these pods land in one domain of `label`.
     same_domain: Option<SameDomain>,
+    /// These pods are bound, so many in each domain of `label`.
+    domain_counts: Option<DomainCounts>,
     /// Exactly these pods are evicted.
     evictions: Option<BTreeSet<String>>,
     nominations: Option<BTreeMap<String, String>>,
@@ -199,6 +342,14 @@ struct Expect {
     kept: Option<BTreeSet<String>>,
     #[serde(default)]
     outcomes: BTreeMap<String, FOutcome>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DomainCounts {
+    label: String,
+    pods: Vec<String>,
+    counts: BTreeMap<String, usize>,
 }
 
 #[derive(Deserialize)]
@@ -310,6 +461,7 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
             persisted: f.kept.as_ref().zip(f.gang.as_ref()).map(|(state, g)| {
                 Box::new(Persisted { gang: ObjectKey::new(&f.namespace, g), uid: None, state: state.clone() })
             }),
+            terms: pod_terms(f),
         })
         .collect()
 }
@@ -369,7 +521,8 @@ fn snapshot(s: &Scenario) -> Snapshot {
         })
         .collect();
     let pods = s.pods.iter().flat_map(|p| pods(p, s.now)).collect();
-    Snapshot { nodes, pods, gangs, budgets: s.budgets.clone(), ..Snapshot::default() }
+    let namespaces = s.namespaces.iter().map(|(k, v)| (k.clone(), Labels::new(v.clone()))).collect();
+    Snapshot { nodes, pods, gangs, budgets: s.budgets.clone(), namespaces, ..Snapshot::default() }
 }
 
 /// What a restarted scheduler starts from: what the cluster keeps of each gang's state — a
@@ -420,6 +573,20 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
             .collect();
         if domains.len() != 1 {
             fail(format!("pods span {} domains of {}: {domains:?}", domains.len(), sd.label));
+        }
+    }
+    if let Some(dc) = &e.domain_counts {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for p in &dc.pods {
+            let Some(node) = got.get(p) else {
+                fail(format!("{p} not bound"));
+                continue;
+            };
+            let domain = snap.nodes.iter().find(|n| &n.name == node).and_then(|n| n.labels.get(&dc.label));
+            *counts.entry(domain.cloned().unwrap_or_default()).or_default() += 1;
+        }
+        if counts != dc.counts {
+            fail(format!("per {} domain: want {:?}, got {counts:?}", dc.label, dc.counts));
         }
     }
     if let Some(want) = &e.evictions {
@@ -503,6 +670,16 @@ fn scenarios() {
         let mut now = s.now;
         let plan = schedule(&snap, &config, now);
         assert_eq!(plan, schedule(&snap, &config, now), "{}: same input, same plan", file.display());
+        assert_eq!(
+            plan,
+            scheduler_core::schedule_reference(&snap, &config, now),
+            "{}: the cycle's shortcuts change no plan",
+            file.display()
+        );
+        // As the scheduler hands it over: the pods on nodes summed and indexed, read only there.
+        let mut carried = snap.clone();
+        carried.usage = Some(scheduler_core::model::Usage::of(&carried.pods));
+        assert_eq!(plan, schedule(&carried, &config, now), "{}: carried usage, same plan", file.display());
         failures.extend(check(&file, "cycle 1", &snap, &plan, &s.expect));
         let mut plan = plan;
         for (i, step) in s.then.iter().enumerate() {

@@ -37,7 +37,8 @@ pub struct Args {
     #[arg(long, env = "GANG_SCHEDULER_PERIOD", default_value = "1s", value_parser = parse_duration)]
     pub period: Duration,
     /// Scheduling policy file (YAML; every key in docs/reference.md): schedulerName, scoring,
-    /// defaultTimeout, timeoutAction, staleGracePeriod, preemption, provisioning.
+    /// defaultTimeout, timeoutAction, staleGracePeriod, preemption, provisioning,
+    /// podTopologySpread.
     #[arg(long, env = "GANG_SCHEDULER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address of the plain-HTTP probe server: /healthz, /readyz, /metrics. /readyz is 200 once the

@@ -34,8 +34,13 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde_json::{Map, Value};
 
 /// Keys whose list values admission never reads: read past, kept as `[]`.
-pub const SKIPPED: [&str; 5] =
-    ["containers", "initContainers", "ephemeralContainers", "volumes", "managedFields"];
+pub const SKIPPED: [&str; 3] = ["ephemeralContainers", "volumes", "managedFields"];
+
+/// Keys whose list values are containers: each kept as the fields of it admission reads.
+pub const CONTAINERS: [&str; 2] = ["containers", "initContainers"];
+
+/// The fields of a container admission reads.
+const CONTAINER_KEEPS: &[&str] = &["name", "ports"];
 
 /// Reads `body` as JSON, the values of [`SKIPPED`] keys read past.
 pub fn from_slice(body: &[u8]) -> Result<Value, serde_json::Error> {
@@ -96,6 +101,106 @@ impl<'de> DeserializeSeed<'de> for Skim {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(TreeVisitor { skim: true, keep: None, first: None })
+    }
+}
+
+/// A list of containers: each element a map whose keys other than [`CONTAINER_KEEPS`] are
+/// dropped (their values read past); anything else (never sent by the API server) kept as it is.
+struct Containers;
+
+impl<'de> DeserializeSeed<'de> for Containers {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(ContainerList)
+    }
+}
+
+struct ContainerList;
+
+impl<'de> Visitor<'de> for ContainerList {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of containers")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(Container)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        TreeVisitor { skim: false, keep: None, first: None }.visit_map(map)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
+/// One container: its [`CONTAINER_KEEPS`] fields, the others dropped (read past).
+struct Container;
+
+impl<'de> DeserializeSeed<'de> for Container {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(ContainerFields)
+    }
+}
+
+struct ContainerFields;
+
+impl<'de> Visitor<'de> for ContainerFields {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a container")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if CONTAINER_KEEPS.contains(&key.as_str()) {
+                let v = map.next_value_seed(Tree)?;
+                out.insert(key, v);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(Value::Object(out))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        TreeVisitor { skim: false, keep: None, first: None }.visit_seq(seq)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 }
 
@@ -168,6 +273,8 @@ impl<'de> Visitor<'de> for TreeVisitor {
                 }
             } else if SKIPPED.contains(&key.as_str()) {
                 map.next_value_seed(Skim)?
+            } else if CONTAINERS.contains(&key.as_str()) {
+                map.next_value_seed(Containers)?
             } else if key == "replicatedJobs" {
                 map.next_value_seed(First(MAX_JOBSET_ROLES + 1))?
             } else if key == "workerGroupSpecs" {
@@ -202,10 +309,16 @@ mod tests {
         let read = from_slice(&serde_json::to_vec(&object).unwrap()).unwrap();
         let mut expected = object;
         expected["metadata"]["managedFields"] = json!([]);
-        for key in ["containers", "initContainers", "volumes"] {
-            expected["spec"]["template"]["spec"][key] = json!([]);
-        }
+        expected["spec"]["template"]["spec"]["volumes"] = json!([]);
+        // Containers keep their names and ports only (the API server's rules on ports apply).
+        expected["spec"]["template"]["spec"]["containers"] = json!([{"name": "c"}]);
         assert_eq!(read, expected);
+        let ports = json!({"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80, "hostPort": 80}]}]});
+        let read = from_slice(&serde_json::to_vec(&ports).unwrap()).unwrap();
+        assert_eq!(
+            read,
+            json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]})
+        );
         // A skipped key that holds something other than a list is kept as it is.
         assert_eq!(from_slice(br#"{"volumes": {"a": 1}}"#).unwrap(), json!({"volumes": {"a": 1}}));
     }

@@ -32,7 +32,7 @@ pub const CORE: &Table = &[
     (
         "read",
         &[
-            &["error", "labels", "duration", "quantity", "object"],
+            &["error", "labels", "coverage", "duration", "quantity", "object"],
             &["resources"],
             &["model"],
             &["tree", "crd"],
@@ -41,7 +41,7 @@ pub const CORE: &Table = &[
             &["cluster"],
         ],
     ),
-    ("rules", &[&["validate"], &["admit"]]),
+    ("rules", &[&["podspec"], &["validate"], &["admit"]]),
     ("decide", &[&["config"], &["plan"], &["provision"], &["schedule"], &["sim"]]),
 ];
 

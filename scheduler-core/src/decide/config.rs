@@ -62,6 +62,119 @@ pub struct Config {
     /// default): off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provisioning: Option<Provisioning>,
+    /// The cluster's default spread constraints, as kube-scheduler's `PodTopologySpreadArgs`
+    /// holds them. `None`: kube-scheduler's default (`defaultingType: System`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_topology_spread: Option<PodTopologySpread>,
+}
+
+/// kube-scheduler's `PodTopologySpreadArgs`: the spread constraints a pod that sets none of its
+/// own is given. kube-scheduler takes their selector from the Services, ReplicaSets,
+/// StatefulSets and ReplicationControllers that select the pod; the scheduler reads none of
+/// those, so a `DoNotSchedule` default (a filter) is refused by name. `ScheduleAnyway` defaults,
+/// `System`'s included, only score in kube-scheduler and never keep a pod off a node: they are
+/// accepted, and the cycle (which does not score by spread) is what they leave it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct PodTopologySpread {
+    pub defaulting_type: Defaulting,
+    pub default_constraints: Vec<DefaultConstraint>,
+}
+
+/// `defaultingType`: kube-scheduler's built-in defaults, or `defaultConstraints`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Defaulting {
+    /// Spread by hostname (maxSkew 3) and zone (maxSkew 5), `ScheduleAnyway`.
+    #[default]
+    System,
+    List,
+}
+
+/// One of `defaultConstraints`: a `TopologySpreadConstraint`, its fields as the pod's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct DefaultConstraint {
+    pub max_skew: i32,
+    pub topology_key: String,
+    pub when_unsatisfiable: String,
+    /// Forbidden (kube-scheduler deduces it per pod); kept to be refused by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_domains: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_affinity_policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_taints_policy: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub match_label_keys: Vec<String>,
+}
+
+impl PodTopologySpread {
+    /// kube-scheduler's `ValidatePodTopologySpreadArgs`, then what the scheduler cannot do: each
+    /// error names its field under `podTopologySpread`.
+    fn check(&self) -> Result<(), PolicyError> {
+        let at = "podTopologySpread";
+        if self.defaulting_type == Defaulting::System && !self.default_constraints.is_empty() {
+            return Err(PolicyError(format!(
+                "{at}.defaultingType: Invalid value: \"System\": when .defaultConstraints are not empty"
+            )));
+        }
+        for (i, c) in self.default_constraints.iter().enumerate() {
+            let at = format!("{at}.defaultConstraints[{i}]");
+            if c.max_skew <= 0 {
+                return Err(PolicyError(format!(
+                    "{at}.maxSkew: Invalid value: {}: not in valid range (0, inf)",
+                    c.max_skew
+                )));
+            }
+            if c.topology_key.is_empty() {
+                return Err(PolicyError(format!("{at}.topologyKey: Required value: can not be empty")));
+            }
+            if let Err(e) = crate::labels::check_label_key(&c.topology_key) {
+                return Err(PolicyError(format!("{at}.topologyKey: {e}")));
+            }
+            match c.when_unsatisfiable.as_str() {
+                "" => {
+                    return Err(PolicyError(format!(
+                        "{at}.whenUnsatisfiable: Required value: can not be empty"
+                    )));
+                }
+                "ScheduleAnyway" => {}
+                "DoNotSchedule" => {
+                    return Err(PolicyError(format!(
+                        "{at}.whenUnsatisfiable: DoNotSchedule is not supported: kube-scheduler \
+                         selects the pods such a default counts by the Services, ReplicaSets, \
+                         StatefulSets and ReplicationControllers selecting each pod, which the \
+                         scheduler does not read (ScheduleAnyway defaults are accepted; they \
+                         never keep a pod off a node)"
+                    )));
+                }
+                other => {
+                    return Err(PolicyError(format!(
+                        "{at}.whenUnsatisfiable: Unsupported value: {other:?}: supported values: \
+                         \"DoNotSchedule\", \"ScheduleAnyway\""
+                    )));
+                }
+            }
+            if c.label_selector.is_some() {
+                return Err(PolicyError(format!(
+                    "{at}.labelSelector: Forbidden: constraint must not define a selector, as they \
+                     deduced for each pod"
+                )));
+            }
+            let repeated = self.default_constraints[..i]
+                .iter()
+                .any(|o| o.topology_key == c.topology_key && o.when_unsatisfiable == c.when_unsatisfiable);
+            if repeated {
+                return Err(PolicyError(format!(
+                    "podTopologySpread.defaultConstraints[{i}]: Duplicate value: \"{{{}, {}}}\"",
+                    c.topology_key, c.when_unsatisfiable
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `ProvisioningRequest` class names defined by cluster-autoscaler
@@ -159,6 +272,7 @@ impl Default for Config {
             stale_grace_period: Duration::from_secs(60),
             preemption: true,
             provisioning: None,
+            pod_topology_spread: None,
         }
     }
 }
@@ -211,6 +325,9 @@ impl Config {
             return Err(PolicyError(format!("defaultTimeout: {e}")));
         }
         if let Some(p) = &config.provisioning {
+            p.check()?;
+        }
+        if let Some(p) = &config.pod_topology_spread {
             p.check()?;
         }
         Ok(config)
@@ -298,6 +415,74 @@ mod tests {
         let one = Config::from_policy(json!({"defaultTimeout": 1})).unwrap();
         assert_eq!(one.default_timeout, Some(Duration::from_secs(1)));
         assert_eq!(Config::from_policy(json!({"defaultTimeout": null})).unwrap().default_timeout, None);
+    }
+
+    #[test]
+    fn default_spread_constraints_are_held_to_kube_schedulers_rules_and_filters_are_refused() {
+        let system = Config::from_policy(json!({"podTopologySpread": {}})).unwrap();
+        assert_eq!(system.pod_topology_spread.unwrap().defaulting_type, Defaulting::System);
+        let list = Config::from_policy(json!({"podTopologySpread": {"defaultingType": "List",
+            "defaultConstraints": [
+                {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"},
+                {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+                 "minDomains": 2, "nodeTaintsPolicy": "Honor"}]}}))
+        .unwrap()
+        .pod_topology_spread
+        .unwrap();
+        assert_eq!(list.default_constraints.len(), 2);
+        assert_eq!(list.default_constraints[1].min_domains, Some(2));
+        let err = |doc: Value| Config::from_policy(doc).unwrap_err().to_string();
+        let zone = |extra: Value| {
+            let mut c = json!({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"});
+            for (k, v) in extra.as_object().unwrap() {
+                c[k] = v.clone();
+            }
+            json!({"podTopologySpread": {"defaultingType": "List", "defaultConstraints": [c]}})
+        };
+        for (doc, want) in [
+            (
+                json!({"podTopologySpread": {"defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                    "whenUnsatisfiable": "ScheduleAnyway"}]}}),
+                "podTopologySpread.defaultingType: Invalid value: \"System\": when .defaultConstraints are not empty",
+            ),
+            (
+                zone(json!({"maxSkew": 0})),
+                "defaultConstraints[0].maxSkew: Invalid value: 0: not in valid range (0, inf)",
+            ),
+            (zone(json!({"topologyKey": ""})), "defaultConstraints[0].topologyKey: Required value"),
+            (
+                zone(json!({"topologyKey": "a/b/c"})),
+                "defaultConstraints[0].topologyKey: \"a/b/c\" is not a valid label key",
+            ),
+            (
+                zone(json!({"whenUnsatisfiable": ""})),
+                "defaultConstraints[0].whenUnsatisfiable: Required value",
+            ),
+            (zone(json!({"whenUnsatisfiable": "Never"})), "whenUnsatisfiable: Unsupported value: \"Never\""),
+            (
+                zone(json!({"whenUnsatisfiable": "DoNotSchedule"})),
+                "whenUnsatisfiable: DoNotSchedule is not supported",
+            ),
+            (
+                zone(json!({"labelSelector": {"matchLabels": {"app": "x"}}})),
+                "defaultConstraints[0].labelSelector: Forbidden",
+            ),
+            (
+                json!({"podTopologySpread": {"defaultingType": "Sometimes"}}),
+                "podTopologySpread: unknown variant `Sometimes`",
+            ),
+            (
+                json!({"podTopologySpread": {"defaultConstraint": []}}),
+                "podTopologySpread: unknown field `defaultConstraint`",
+            ),
+        ] {
+            let got = err(doc);
+            assert!(got.contains(want), "{got}\nwant: {want}");
+        }
+        let twice = json!({"podTopologySpread": {"defaultingType": "List", "defaultConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
+            {"maxSkew": 3, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}});
+        assert!(err(twice).contains("defaultConstraints[1]: Duplicate value: \"{zone, ScheduleAnyway}\""));
     }
 
     #[test]

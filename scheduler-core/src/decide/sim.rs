@@ -552,6 +552,7 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         labels: Default::default(),
         exclusive_topology: None,
         persisted: None,
+        terms: None,
     };
     let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
         at_secs,

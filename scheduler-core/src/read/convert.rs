@@ -5,21 +5,27 @@
 //! or a silent default. Gang membership is not read here; the dialects resolve it
 //! ([`crate::cluster`]).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
 
+use crate::coverage::{self, POD_SPEC, RESOURCES, VOLUME};
 use crate::error::FieldError;
+use crate::model::terms::{
+    AffinityTerm, BIND_ALL, HostPort, Inclusion, PodTerms, SpreadConstraint, Unsatisfiable,
+};
 use crate::model::{
     Budget, LabelOperator, LabelRequirement, LabelSelector, Node, NodeSelectorOperator,
     NodeSelectorRequirement, NodeSelectorTerm, ObjectKey, Pod, PodPhase, PreemptionPolicy, Taint,
     TaintEffect, Time, Toleration, TolerationOperator,
 };
 use crate::resources::{
-    ContainerResources, PODS, Quantities, Resources, effective_requests_of, resource_list,
+    ContainerResources, PODS, PodLevel, Quantities, Resources, effective_requests_of, resource_list,
 };
 
 /// Priority class name → value, and the global default.
@@ -75,8 +81,10 @@ fn typed<'de, T: serde::Deserialize<'de>>(v: &'de Value) -> Result<T, Vec<FieldE
 /// The pod spec at `spec` (a pod template's), decoded as the API server decodes it (an error names
 /// the exact field, under `path`: `spec.template.spec.volumes[0].configMap.defaultMode`), with
 /// only the fields the scheduler reads ([`pod`], [`effective_requests`]: containers' and init
-/// containers' names, resources and restart policy, overhead, node selector, node affinity,
-/// tolerations, priority, preemption policy, scheduler, node name, scheduling gates) and the
+/// containers' names, resources, ports and restart policy, overhead, pod-level resources, node
+/// selector, node and pod affinity, topology spread constraints, host network, tolerations,
+/// priority, preemption policy, scheduler, node name, scheduling gates, the volumes and resource
+/// claims that make a pod wait) and the
 /// dialects read (`schedulingGroup`; 1.35's `workloadRef`, kept as written) — what `simulate`
 /// stamps its pods from, so that a pod costs its scheduling fields, not its template (a 100 KB
 /// template of environment variables, copied for 2,000 pods, was 443 MB). Converting the result
@@ -90,17 +98,31 @@ pub fn scheduling_spec(spec: Option<&Value>, path: &str) -> Result<Value, Vec<Fi
         name: c.name.clone(),
         resources: c.resources.clone(),
         restart_policy: c.restart_policy.clone(),
+        ports: c.ports.clone(),
         ..core::Container::default()
     };
-    let node_affinity = full.affinity.as_ref().and_then(|a| a.node_affinity.clone());
+    let affinity = full.affinity.as_ref().map(|a| core::Affinity {
+        node_affinity: a.node_affinity.clone(),
+        pod_affinity: a.pod_affinity.clone(),
+        pod_anti_affinity: a.pod_anti_affinity.clone(),
+    });
     let pruned = core::PodSpec {
         containers: full.containers.iter().map(slim).collect(),
         init_containers: full.init_containers.as_ref().map(|cs| cs.iter().map(slim).collect()),
         overhead: full.overhead.clone(),
         node_selector: full.node_selector.clone(),
-        affinity: node_affinity
-            .map(|n| core::Affinity { node_affinity: Some(n), ..core::Affinity::default() }),
+        affinity,
         tolerations: full.tolerations.clone(),
+        host_network: full.host_network,
+        topology_spread_constraints: full.topology_spread_constraints.clone(),
+        resources: full.resources.clone(),
+        resource_claims: full.resource_claims.clone(),
+        // Only the volumes the cycle reads (those it does not evaluate, which make the pod wait).
+        volumes: full
+            .volumes
+            .as_ref()
+            .map(|vs| vs.iter().filter(|v| waiting_sources(v).next().is_some()).cloned().collect::<Vec<_>>())
+            .filter(|vs| !vs.is_empty()),
         priority: full.priority,
         priority_class_name: full.priority_class_name.clone(),
         preemption_policy: full.preemption_policy.clone(),
@@ -311,6 +333,78 @@ struct PodFields<'a> {
     nominated: Option<&'a str>,
     reason: Option<&'a str>,
     message: Option<&'a str>,
+    /// `spec.hostNetwork`: each port's `hostPort` defaults to its `containerPort`.
+    host_network: bool,
+    /// The ports of the sidecars, then of the containers, that bind a host port.
+    ports: Vec<PortFields<'a>>,
+    /// `spec.affinity.podAffinity` and `podAntiAffinity`, decoded (borrowed from a typed pod; a
+    /// raw one decodes just these, which few pods have).
+    pod_affinity: Option<Cow<'a, core::PodAffinity>>,
+    pod_anti_affinity: Option<Cow<'a, core::PodAntiAffinity>>,
+    /// `spec.topologySpreadConstraints`, decoded the same way.
+    spread: Option<Cow<'a, [core::TopologySpreadConstraint]>>,
+    /// Pod-level `spec.resources`.
+    pod_level: PodLevel<'a>,
+    /// Volumes with a source the cycle does not evaluate: (index, source).
+    waiting_volumes: Vec<(usize, &'a str)>,
+    /// `spec.resourceClaims` names claims.
+    resource_claims: bool,
+}
+
+/// A container port that binds a port of the node: `hostPort`, or `containerPort` under
+/// `hostNetwork` (which the API server defaults `hostPort` to).
+#[derive(Clone, Copy, Debug, Default)]
+struct PortFields<'a> {
+    container_port: i32,
+    host_port: i32,
+    protocol: Option<&'a str>,
+    host_ip: Option<&'a str>,
+}
+
+impl PortFields<'_> {
+    /// The node's port it binds (0: none).
+    fn bound(&self, host_network: bool) -> i32 {
+        if self.host_port == 0 && host_network { self.container_port } else { self.host_port }
+    }
+}
+
+/// The sources of a volume, by their JSON names, that the cycle does not evaluate.
+fn waiting_sources(v: &core::Volume) -> impl Iterator<Item = &'static str> + '_ {
+    [
+        ("awsElasticBlockStore", v.aws_elastic_block_store.is_some()),
+        ("azureDisk", v.azure_disk.is_some()),
+        ("azureFile", v.azure_file.is_some()),
+        ("cephfs", v.cephfs.is_some()),
+        ("cinder", v.cinder.is_some()),
+        ("configMap", v.config_map.is_some()),
+        ("csi", v.csi.is_some()),
+        ("downwardAPI", v.downward_api.is_some()),
+        ("emptyDir", v.empty_dir.is_some()),
+        ("ephemeral", v.ephemeral.is_some()),
+        ("fc", v.fc.is_some()),
+        ("flexVolume", v.flex_volume.is_some()),
+        ("flocker", v.flocker.is_some()),
+        ("gcePersistentDisk", v.gce_persistent_disk.is_some()),
+        ("gitRepo", v.git_repo.is_some()),
+        ("glusterfs", v.glusterfs.is_some()),
+        ("hostPath", v.host_path.is_some()),
+        ("image", v.image.is_some()),
+        ("iscsi", v.iscsi.is_some()),
+        ("nfs", v.nfs.is_some()),
+        ("persistentVolumeClaim", v.persistent_volume_claim.is_some()),
+        ("photonPersistentDisk", v.photon_persistent_disk.is_some()),
+        ("portworxVolume", v.portworx_volume.is_some()),
+        ("projected", v.projected.is_some()),
+        ("quobyte", v.quobyte.is_some()),
+        ("rbd", v.rbd.is_some()),
+        ("scaleIO", v.scale_io.is_some()),
+        ("secret", v.secret.is_some()),
+        ("storageos", v.storageos.is_some()),
+        ("vsphereVolume", v.vsphere_volume.is_some()),
+    ]
+    .into_iter()
+    .filter(|&(name, set)| set && coverage::waits(VOLUME, name))
+    .map(|(name, _)| name)
 }
 
 fn requirement_of(r: &core::NodeSelectorRequirement) -> Requirement<'_> {
@@ -343,6 +437,8 @@ impl<'a> PodFields<'a> {
                     })
                     .collect()
             });
+        let affinity = spec.and_then(|s| s.affinity.as_ref());
+        let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
         PodFields {
             name: meta.name.as_deref(),
             namespace: meta.namespace.as_deref(),
@@ -400,6 +496,47 @@ impl<'a> PodFields<'a> {
             nominated: status.and_then(|s| s.nominated_node_name.as_deref()),
             reason: status.and_then(|s| s.reason.as_deref()),
             message: status.and_then(|s| s.message.as_deref()),
+            host_network,
+            ports: spec
+                .into_iter()
+                .flat_map(|s| {
+                    let sidecars = s
+                        .init_containers
+                        .iter()
+                        .flatten()
+                        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+                    sidecars.chain(&s.containers)
+                })
+                .flat_map(|c| c.ports.iter().flatten())
+                .map(|p| PortFields {
+                    container_port: p.container_port,
+                    host_port: p.host_port.unwrap_or(0),
+                    protocol: p.protocol.as_deref(),
+                    host_ip: p.host_ip.as_deref(),
+                })
+                .filter(|p| p.bound(host_network) > 0)
+                .collect(),
+            pod_affinity: affinity.and_then(|a| a.pod_affinity.as_ref()).map(Cow::Borrowed),
+            pod_anti_affinity: affinity.and_then(|a| a.pod_anti_affinity.as_ref()).map(Cow::Borrowed),
+            spread: spec.and_then(|s| s.topology_spread_constraints.as_deref()).map(Cow::Borrowed),
+            pod_level: PodLevel {
+                requests: spec
+                    .and_then(|s| s.resources.as_ref())
+                    .and_then(|r| r.requests.as_ref())
+                    .map(quantities),
+                limits: spec
+                    .and_then(|s| s.resources.as_ref())
+                    .and_then(|r| r.limits.as_ref())
+                    .map(quantities),
+            },
+            waiting_volumes: spec
+                .and_then(|s| s.volumes.as_ref())
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .flat_map(|(i, v)| waiting_sources(v).map(move |source| (i, source)))
+                .collect(),
+            resource_claims: spec.and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()),
         }
     }
 
@@ -428,10 +565,17 @@ impl<'a> PodFields<'a> {
                 .map(|c| {
                     let c = Some(c.as_object().ok_or(Odd)?);
                     let resources = raw::object(c, "resources")?;
+                    let claims = raw::array(resources, "claims")?;
+                    for claim in claims {
+                        let claim = Some(claim.as_object().ok_or(Odd)?);
+                        raw::string(claim, "name")?;
+                        raw::string(claim, "request")?;
+                    }
                     Ok(ContainerResources {
                         requests: raw::quantities(resources, "requests")?,
                         limits: raw::quantities(resources, "limits")?,
                         sidecar: raw::string(c, "restartPolicy")? == Some("Always"),
+                        claims: !claims.is_empty(),
                     })
                 })
                 .collect()
@@ -495,6 +639,63 @@ impl<'a> PodFields<'a> {
             .iter()
             .map(|g| raw::string(Some(g.as_object().ok_or(Odd)?), "name").map(Option::unwrap_or_default))
             .collect::<Result<Vec<_>, Odd>>()?;
+        let host_network = raw::boolean(spec, "hostNetwork")?.unwrap_or(false);
+        let mut ports = Vec::new();
+        // Sidecars first, then containers, as kube-scheduler lists them; every port is read, as
+        // the typed decode reads them.
+        for (key, always) in [("initContainers", false), ("containers", true)] {
+            for c in raw::array(spec, key)? {
+                let c = Some(c.as_object().ok_or(Odd)?);
+                let runs = always || raw::string(c, "restartPolicy")? == Some("Always");
+                for p in raw::array(c, "ports")? {
+                    let p = Some(p.as_object().ok_or(Odd)?);
+                    raw::string(p, "name")?;
+                    let port = PortFields {
+                        container_port: raw::int32(p, "containerPort")?.unwrap_or(0),
+                        host_port: raw::int32(p, "hostPort")?.unwrap_or(0),
+                        protocol: raw::string(p, "protocol")?,
+                        host_ip: raw::string(p, "hostIP")?,
+                    };
+                    if runs && port.bound(host_network) > 0 {
+                        ports.push(port);
+                    }
+                }
+            }
+        }
+        fn decoded<'a, T: serde::Deserialize<'a>>(v: Option<&'a Value>) -> Result<Option<T>, Odd> {
+            v.map(|v| T::deserialize(v).map_err(|_| Odd)).transpose()
+        }
+        let pod_affinity = decoded::<core::PodAffinity>(raw::field(affinity, "podAffinity"))?;
+        let pod_anti_affinity = decoded::<core::PodAntiAffinity>(raw::field(affinity, "podAntiAffinity"))?;
+        let spread =
+            decoded::<Vec<core::TopologySpreadConstraint>>(raw::field(spec, "topologySpreadConstraints"))?;
+        let resources = raw::object(spec, "resources")?;
+        for claim in raw::array(resources, "claims")? {
+            let claim = Some(claim.as_object().ok_or(Odd)?);
+            raw::string(claim, "name")?;
+            raw::string(claim, "request")?;
+        }
+        let mut waiting_volumes = Vec::new();
+        for (i, v) in raw::array(spec, "volumes")?.iter().enumerate() {
+            let v = v.as_object().ok_or(Odd)?;
+            raw::string(Some(v), "name")?;
+            for (source, x) in v {
+                if x.is_null() || !coverage::waits(VOLUME, source) {
+                    continue;
+                }
+                if !x.is_object() {
+                    return Err(Odd);
+                }
+                waiting_volumes.push((i, source.as_str()));
+            }
+        }
+        let claims = raw::array(spec, "resourceClaims")?;
+        for c in claims {
+            let c = Some(c.as_object().ok_or(Odd)?);
+            for key in ["name", "resourceClaimName", "resourceClaimTemplateName"] {
+                raw::string(c, key)?;
+            }
+        }
         Ok(PodFields {
             name: raw::string(meta, "name")?,
             namespace: raw::string(meta, "namespace")?,
@@ -522,6 +723,17 @@ impl<'a> PodFields<'a> {
             nominated: raw::string(status, "nominatedNodeName")?,
             reason: raw::string(status, "reason")?,
             message: raw::string(status, "message")?,
+            host_network,
+            ports,
+            pod_affinity: pod_affinity.map(Cow::Owned),
+            pod_anti_affinity: pod_anti_affinity.map(Cow::Owned),
+            spread: spread.map(Cow::Owned),
+            pod_level: PodLevel {
+                requests: raw::quantities(resources, "requests")?,
+                limits: raw::quantities(resources, "limits")?,
+            },
+            waiting_volumes,
+            resource_claims: !claims.is_empty(),
         })
     }
 }
@@ -579,6 +791,10 @@ mod raw {
         Ok(Some(list))
     }
 
+    pub fn boolean(m: Fields<'_>, key: &str) -> Result<Option<bool>, Odd> {
+        field(m, key).map(|v| v.as_bool().ok_or(Odd)).transpose()
+    }
+
     pub fn int32(m: Fields<'_>, key: &str) -> Result<Option<i32>, Odd> {
         field(m, key).map(|v| v.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or(Odd)).transpose()
     }
@@ -597,11 +813,12 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
         errors.push(FieldError::new("metadata.name", "required"));
     }
     let namespace = f.namespace.filter(|n| !n.is_empty()).unwrap_or("default").to_string();
-    let requests = effective_requests_of(&f.containers, &f.init_containers, f.overhead.as_deref())
-        .unwrap_or_else(|e| {
-            errors.extend(e);
-            Resources::new()
-        });
+    let requests =
+        effective_requests_of(&f.containers, &f.init_containers, &f.pod_level, f.overhead.as_deref())
+            .unwrap_or_else(|e| {
+                errors.extend(e);
+                Resources::new()
+            });
     let priority = priorities.resolve_of(f.priority, f.priority_class_name).unwrap_or_else(|e| {
         errors.push(e);
         0
@@ -684,6 +901,7 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
             PreemptionPolicy::PreemptLowerPriority
         }
     };
+    let terms = pod_terms(&f, &namespace, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -717,7 +935,184 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
             .filter(|k| !k.is_empty() && !f.node_selector_strategy)
             .map(str::to_string),
         persisted: f.state.and_then(crate::model::Persisted::from_text).map(Box::new),
+        terms: (!terms.is_empty()).then(|| Box::new(terms)),
     })
+}
+
+/// What the pod asks of the pods around it, and what of it the cycle does not evaluate
+/// ([`PodTerms`]); errors are pushed to `errors`, each with its field path.
+fn pod_terms(f: &PodFields<'_>, namespace: &str, errors: &mut Vec<FieldError>) -> PodTerms {
+    let mut terms = PodTerms {
+        host_ports: f
+            .ports
+            .iter()
+            .map(|p| HostPort {
+                protocol: p.protocol.filter(|s| !s.is_empty()).unwrap_or("TCP").to_string(),
+                ip: p.host_ip.filter(|s| !s.is_empty()).unwrap_or(BIND_ALL).to_string(),
+                port: p.bound(f.host_network),
+            })
+            .collect(),
+        ..PodTerms::default()
+    };
+    let base = "spec.affinity";
+    if let Some(a) = f.pod_affinity.as_deref() {
+        let path = format!("{base}.podAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+        let list = a.required_during_scheduling_ignored_during_execution.iter().flatten();
+        terms.affinity = affinity_terms(list, namespace, &path, errors);
+    }
+    if let Some(a) = f.pod_anti_affinity.as_deref() {
+        let path = format!("{base}.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+        let list = a.required_during_scheduling_ignored_during_execution.iter().flatten();
+        terms.anti_affinity = affinity_terms(list, namespace, &path, errors);
+    }
+    let labels = f.labels.as_ref();
+    for (i, c) in f.spread.as_deref().unwrap_or_default().iter().enumerate() {
+        let path = format!("spec.topologySpreadConstraints[{i}]");
+        if let Some(c) = spread_constraint(c, labels, &path, errors) {
+            terms.spread.push(c);
+        }
+    }
+    let mut waiting = f.waiting_volumes.clone();
+    waiting.sort_unstable();
+    terms.unevaluated.extend(waiting.iter().map(|(i, source)| format!("spec.volumes[{i}].{source}")));
+    if f.resource_claims && coverage::waits(POD_SPEC, "resourceClaims") {
+        terms.unevaluated.push("spec.resourceClaims".into());
+    }
+    if coverage::waits(RESOURCES, "claims") {
+        for (kind, list) in [("containers", &f.containers), ("initContainers", &f.init_containers)] {
+            for (i, _) in list.iter().enumerate().filter(|(_, c)| c.claims) {
+                terms.unevaluated.push(format!("spec.{kind}[{i}].resources.claims"));
+            }
+        }
+    }
+    terms
+}
+
+/// Required pod affinity (or anti-affinity) terms, as kube-scheduler reads them: a term that names
+/// neither `namespaces` nor a `namespaceSelector` reads the pod's own namespace. The
+/// `matchLabelKeys` and `mismatchLabelKeys` are not merged here: the API server merges them into
+/// `labelSelector` when it creates the pod (and `kubectl gang simulate` when it creates one).
+fn affinity_terms<'t>(
+    list: impl Iterator<Item = &'t core::PodAffinityTerm>,
+    namespace: &str,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Vec<AffinityTerm> {
+    list.enumerate()
+        .map(|(i, t)| {
+            let path = format!("{path}[{i}]");
+            let named = t.namespaces.as_ref().is_some_and(|n| !n.is_empty());
+            AffinityTerm {
+                selector: t
+                    .label_selector
+                    .as_ref()
+                    .map(|s| label_selector(s, &format!("{path}.labelSelector"), errors)),
+                namespaces: if named || t.namespace_selector.is_some() {
+                    t.namespaces.clone().unwrap_or_default()
+                } else {
+                    vec![namespace.to_string()]
+                },
+                namespace_selector: t
+                    .namespace_selector
+                    .as_ref()
+                    .map(|s| label_selector(s, &format!("{path}.namespaceSelector"), errors)),
+                topology_key: t.topology_key.clone(),
+            }
+        })
+        .collect()
+}
+
+/// One topology spread constraint as kube-scheduler reads it: its defaults applied, the pod's
+/// values of `matchLabelKeys` merged into its selector (as kube-scheduler merges them; a constraint
+/// without a selector selects nothing still). `None` when a value cannot be understood (pushed to
+/// `errors`).
+fn spread_constraint(
+    c: &core::TopologySpreadConstraint,
+    labels: Option<&BTreeMap<String, String>>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<SpreadConstraint> {
+    let before = errors.len();
+    let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => Unsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => Unsatisfiable::ScheduleAnyway,
+        other => {
+            errors.push(FieldError::new(
+                format!("{path}.whenUnsatisfiable"),
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\""
+                ),
+            ));
+            Unsatisfiable::DoNotSchedule
+        }
+    };
+    let mut policy = |value: Option<&str>, field: &str, default: Inclusion| match value {
+        None => default,
+        Some("Honor") => Inclusion::Honor,
+        Some("Ignore") => Inclusion::Ignore,
+        Some(other) => {
+            errors.push(FieldError::new(
+                format!("{path}.{field}"),
+                format!("Unsupported value: {other:?}: supported values: \"Honor\", \"Ignore\""),
+            ));
+            default
+        }
+    };
+    let node_affinity_policy =
+        policy(c.node_affinity_policy.as_deref(), "nodeAffinityPolicy", Inclusion::Honor);
+    let node_taints_policy = policy(c.node_taints_policy.as_deref(), "nodeTaintsPolicy", Inclusion::Ignore);
+    let mut selector =
+        c.label_selector.as_ref().map(|s| label_selector(s, &format!("{path}.labelSelector"), errors));
+    if let Some(selector) = &mut selector {
+        for key in c.match_label_keys.iter().flatten() {
+            if let Some(value) = labels.and_then(|l| l.get(key)) {
+                selector.match_expressions.push(LabelRequirement {
+                    key: key.clone(),
+                    operator: LabelOperator::In,
+                    values: vec![value.clone()],
+                });
+            }
+        }
+    }
+    (errors.len() == before).then(|| SpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: c.topology_key.clone(),
+        when_unsatisfiable,
+        selector,
+        min_domains: c.min_domains.unwrap_or(1),
+        node_affinity_policy,
+        node_taints_policy,
+    })
+}
+
+/// A `metav1.LabelSelector` in the model: an operator other than `In`, `NotIn`, `Exists` and
+/// `DoesNotExist` is an error at `path.matchExpressions[j].operator`.
+fn label_selector(s: &meta::LabelSelector, path: &str, errors: &mut Vec<FieldError>) -> LabelSelector {
+    let mut selector = LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions: Vec::new(),
+    };
+    for (j, r) in s.match_expressions.iter().flatten().enumerate() {
+        let operator = match r.operator.as_str() {
+            "In" => LabelOperator::In,
+            "NotIn" => LabelOperator::NotIn,
+            "Exists" => LabelOperator::Exists,
+            "DoesNotExist" => LabelOperator::DoesNotExist,
+            other => {
+                errors.push(FieldError::new(
+                    format!("{path}.matchExpressions[{j}].operator"),
+                    format!("unknown operator {other:?}"),
+                ));
+                continue;
+            }
+        };
+        selector.match_expressions.push(LabelRequirement {
+            key: r.key.clone(),
+            operator,
+            values: r.values.clone().unwrap_or_default(),
+        });
+    }
+    selector
 }
 
 /// A raw PodDisruptionBudget.
@@ -735,36 +1130,17 @@ pub fn budget(b: &PodDisruptionBudget) -> Result<Budget, Vec<FieldError>> {
         errors.push(FieldError::new("metadata.name", "required"));
     }
     let namespace = meta.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
-    let mut selector = LabelSelector::default();
-    if let Some(s) = b.spec.as_ref().and_then(|s| s.selector.as_ref()) {
-        selector.match_labels = s.match_labels.clone().unwrap_or_default();
-        for (i, r) in s.match_expressions.iter().flatten().enumerate() {
-            let path = format!("spec.selector.matchExpressions[{i}]");
-            let operator = match r.operator.as_str() {
-                "In" => LabelOperator::In,
-                "NotIn" => LabelOperator::NotIn,
-                "Exists" => LabelOperator::Exists,
-                "DoesNotExist" => LabelOperator::DoesNotExist,
-                other => {
-                    errors.push(FieldError::new(
-                        format!("{path}.operator"),
-                        format!("unknown operator {other:?}"),
-                    ));
-                    continue;
-                }
-            };
-            selector.match_expressions.push(LabelRequirement {
-                key: r.key.clone(),
-                operator,
-                values: r.values.clone().unwrap_or_default(),
-            });
-        }
-    }
+    let selector = b
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .map(|s| label_selector(s, "spec.selector", &mut errors))
+        .unwrap_or_default();
     if !errors.is_empty() {
         return Err(errors);
     }
     let status = b.status.as_ref();
-    let empty = selector.match_labels.is_empty() && selector.match_expressions.is_empty();
+    let empty = selector.is_empty();
     Ok(Budget {
         key: ObjectKey::new(namespace, name),
         selector: (!empty).then_some(selector),

@@ -4,12 +4,13 @@
 //! identity, the model itself and its subgroup tree, conversion of core Kubernetes objects, every
 //! gang dialect, opt-in workloads, the `Gang` CRD type and the assembly of a whole cluster.
 //! Nothing here may use the layers above it ([`crate::rules`], [`crate::decide`]), and inside it a
-//! module uses only those of lower rank: `error`, `labels`, `duration`, `quantity`, `object` <
+//! module uses only those of lower rank: `error`, `labels`, `coverage`, `duration`, `quantity`, `object` <
 //! `resources` < `model` < `tree`, `crd` < `convert`, `dialect` < `workload` < `cluster`. The
 //! import check (`cargo xtask tidy`, table `CORE` in `xtask/src/layers.rs`) fails when one does.
 
 pub mod cluster;
 pub mod convert;
+pub mod coverage;
 pub mod crd;
 pub mod dialect;
 pub mod duration;

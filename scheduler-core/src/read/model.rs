@@ -3,7 +3,10 @@
 //!
 //! The model is deliberately plain data: owned strings, sorted maps, no references into Kubernetes
 //! objects. A [`Snapshot`] is what the cycle sees; building one is the adapters' job (see
-//! [`crate::convert`] and [`crate::dialect`]).
+//! [`crate::convert`] and [`crate::dialect`]). What a pod asks of the pods around it (host ports,
+//! pod affinity, topology spread) is in [`terms`].
+
+pub mod terms;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -13,6 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::resources::Resources;
+pub use terms::PodTerms;
 
 /// A point in time, in milliseconds since the Unix epoch. The core never reads a clock: `now` is
 /// always a parameter, and every timestamp in a snapshot comes from the API.
@@ -310,11 +314,16 @@ pub struct Pod {
     /// carries a readable one. Boxed: most pods carry none.
     #[serde(skip)]
     pub persisted: Option<Box<Persisted>>,
+    /// Host ports, required pod affinity and anti-affinity, topology spread constraints, and the
+    /// scheduling fields the cycle does not evaluate ([`PodTerms`]); `None` for a pod that asks
+    /// none of these (most pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<Box<PodTerms>>,
 }
 
 /// A pod's labels, shared: a snapshot is cloned whole (compaction, the CLI), and at 140,000 pods
 /// a clone of every label map would cost more than the rest of the pod. Plain data otherwise.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Labels(Arc<BTreeMap<String, String>>);
 
 impl Labels {
@@ -382,7 +391,7 @@ impl Budget {
 
 /// A `metav1.LabelSelector` (`matchLabels` and `matchExpressions`, ANDed). Never empty: an
 /// empty selector is read as `None` where it means "nothing" (see [`Budget::selector`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -392,7 +401,7 @@ pub struct LabelSelector {
 }
 
 /// One `matchExpressions` entry: `In`, `NotIn`, `Exists` or `DoesNotExist`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LabelRequirement {
     pub key: String,
     pub operator: LabelOperator,
@@ -400,7 +409,7 @@ pub struct LabelRequirement {
     pub values: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LabelOperator {
     In,
     NotIn,
@@ -409,6 +418,11 @@ pub enum LabelOperator {
 }
 
 impl LabelSelector {
+    /// No requirement at all: it selects everything (apimachinery's `Selector.Empty()`).
+    pub fn is_empty(&self) -> bool {
+        self.match_labels.is_empty() && self.match_expressions.is_empty()
+    }
+
     /// apimachinery's rules: every `matchLabels` pair present, every requirement met (`NotIn`
     /// and `DoesNotExist` hold when the key is absent).
     pub fn matches(&self, labels: &Labels) -> bool {
@@ -459,6 +473,27 @@ impl Pod {
     /// Counts toward its gang's quorum: pending, bound or running, and not being deleted.
     pub fn is_active(&self) -> bool {
         !self.deleting && matches!(self.phase, PodPhase::Pending | PodPhase::Running | PodPhase::Unknown)
+    }
+
+    /// What it asks of the pods around it, and what of it the cycle does not evaluate.
+    pub fn terms(&self) -> Option<&PodTerms> {
+        self.terms.as_deref()
+    }
+
+    /// The field paths of what it asks that the cycle does not evaluate: while there is any, the
+    /// pod is not placed ([`PodTerms::unevaluated`]).
+    pub fn unevaluated(&self) -> &[String] {
+        self.terms.as_deref().map_or(&[], |t| &t.unevaluated)
+    }
+
+    /// Required pod anti-affinity terms: they keep the pods they select out of its domains.
+    pub fn anti_affinity(&self) -> &[terms::AffinityTerm] {
+        self.terms.as_deref().map_or(&[], |t| &t.anti_affinity)
+    }
+
+    /// Host ports it binds.
+    pub fn host_ports(&self) -> &[terms::HostPort] {
+        self.terms.as_deref().map_or(&[], |t| &t.host_ports)
     }
 }
 
@@ -816,6 +851,9 @@ pub struct Snapshot {
     /// PodDisruptionBudgets: preemption prefers victims whose eviction violates none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<Budget>,
+    /// Namespace name → its labels: what a pod affinity term's `namespaceSelector` matches.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespaces: BTreeMap<String, Labels>,
 }
 
 /// What the pods that use each node request, summed per node name, and which pods a cycle must
@@ -827,7 +865,10 @@ pub struct Snapshot {
 /// to its node's sum, exactly (no saturation), so adding and removing pods in any order gives the
 /// same value as [`Usage::of`] the final pods. A pod is *open* when it is pending or names a gang
 /// ([`Usage::is_open`]): the only pods whose demand, membership or wait a cycle reads; the others
-/// only use their node, which the sums say. Open pods are held by their index in
+/// only use their node, which the sums say. The pods that use a node are also indexed where the
+/// inter-pod filters look for them: by namespace (what pod affinity, anti-affinity and spread
+/// terms count), the ones whose required anti-affinity keeps pods away (by the namespaces their
+/// terms name), and the ones that bind host ports. Pods are held by their index in
 /// [`Snapshot::pods`], so whoever moves a pod says so ([`Usage::moved`]). Plain data:
 /// [`crate::cluster`] keeps it current as objects change, and whoever edits a snapshot's pods by
 /// hand recomputes it or sets it to `None`.
@@ -836,6 +877,14 @@ pub struct Usage {
     nodes: HashMap<String, NodeUsage>,
     /// Indices in [`Snapshot::pods`] of the open pods.
     open: BTreeSet<usize>,
+    /// Indices of the pods that use a node, by namespace.
+    namespaced: HashMap<String, BTreeSet<usize>>,
+    /// Indices of the pods that use a node and have required pod anti-affinity, under each
+    /// namespace one of their terms names (`""`: a term with a `namespaceSelector`, which may
+    /// select pods of any namespace).
+    repelling: HashMap<String, BTreeSet<usize>>,
+    /// Indices of the pods that use a node and bind host ports.
+    ports: BTreeSet<usize>,
 }
 
 /// The sum over the pods that use one node.
@@ -866,24 +915,29 @@ impl Usage {
     /// Counts `pod`, at index `at` of the snapshot's pods.
     pub fn add(&mut self, at: usize, pod: &Pod) {
         self.change(pod, 1);
+        self.index(at, pod, true);
         self.reread(at, pod);
     }
 
     /// Stops counting `pod` at index `at` (as [`Usage::add`] counted it); the index is free.
     pub fn remove(&mut self, at: usize, pod: &Pod) {
         self.change(pod, -1);
+        self.index(at, pod, false);
         self.open.remove(&at);
     }
 
-    /// The pod at index `from` is now at `to` (a `swap_remove` moved it into a freed index).
-    pub fn moved(&mut self, from: usize, to: usize) {
+    /// `pod`, which was at index `from`, is now at `to` (a `swap_remove` moved it into a freed
+    /// index).
+    pub fn moved(&mut self, from: usize, to: usize, pod: &Pod) {
         if self.open.remove(&from) {
             self.open.insert(to);
         }
+        self.index(from, pod, false);
+        self.index(to, pod, true);
     }
 
-    /// `pod`, at index `at`, changed in a way that leaves its node and requests alone (its gang,
-    /// say): whether it is open is judged again.
+    /// `pod`, at index `at`, changed in a way that leaves its node, requests, namespace, labels
+    /// and terms alone (its gang, say): whether it is open is judged again.
     pub fn reread(&mut self, at: usize, pod: &Pod) {
         if Usage::is_open(pod) {
             self.open.insert(at);
@@ -921,6 +975,46 @@ impl Usage {
         }
     }
 
+    /// Files (or, with `insert` false, unfiles) the pod at `at` where the inter-pod filters look.
+    fn index(&mut self, at: usize, pod: &Pod, insert: bool) {
+        if !pod.uses_node() {
+            return;
+        }
+        fn file(map: &mut HashMap<String, BTreeSet<usize>>, key: &str, at: usize, insert: bool) {
+            if insert {
+                match map.get_mut(key) {
+                    Some(set) => {
+                        set.insert(at);
+                    }
+                    None => {
+                        map.insert(key.to_string(), BTreeSet::from([at]));
+                    }
+                }
+            } else if let Some(set) = map.get_mut(key) {
+                set.remove(&at);
+                if set.is_empty() {
+                    map.remove(key);
+                }
+            }
+        }
+        file(&mut self.namespaced, &pod.key.namespace, at, insert);
+        for term in pod.anti_affinity() {
+            for ns in &term.namespaces {
+                file(&mut self.repelling, ns, at, insert);
+            }
+            if term.any_namespace() {
+                file(&mut self.repelling, "", at, insert);
+            }
+        }
+        if !pod.host_ports().is_empty() {
+            if insert {
+                self.ports.insert(at);
+            } else {
+                self.ports.remove(&at);
+            }
+        }
+    }
+
     /// The usage of the node named `name` (`None`: no pod uses it).
     pub fn node(&self, name: &str) -> Option<&NodeUsage> {
         self.nodes.get(name)
@@ -929,6 +1023,29 @@ impl Usage {
     /// Every node some pod uses, with its usage (in no particular order).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &NodeUsage)> {
         self.nodes.iter().map(|(n, u)| (n.as_str(), u))
+    }
+
+    /// The indices of the pods of `namespace` that use a node, in increasing order.
+    pub fn in_namespace(&self, namespace: &str) -> impl Iterator<Item = usize> + '_ {
+        self.namespaced.get(namespace).into_iter().flatten().copied()
+    }
+
+    /// The indices of the pods that use a node and whose required anti-affinity may select pods
+    /// of `namespace` (a term names it, or has a `namespaceSelector`), in no particular order and
+    /// possibly twice.
+    pub fn repelling(&self, namespace: &str) -> impl Iterator<Item = usize> + '_ {
+        let named = self.repelling.get(namespace).filter(|_| !namespace.is_empty());
+        named.into_iter().chain(self.repelling.get("")).flatten().copied()
+    }
+
+    /// Whether any pod that uses a node has required pod anti-affinity.
+    pub fn any_repelling(&self) -> bool {
+        self.repelling.values().any(|pods| !pods.is_empty())
+    }
+
+    /// The indices of the pods that use a node and bind host ports, in increasing order.
+    pub fn with_ports(&self) -> impl Iterator<Item = usize> + '_ {
+        self.ports.iter().copied()
     }
 }
 
@@ -958,6 +1075,7 @@ mod tests {
             labels: Labels::default(),
             exclusive_topology: None,
             persisted: None,
+            terms: None,
         }
     }
 
@@ -977,7 +1095,9 @@ mod tests {
         for at in [1, 0, 1] {
             let gone = pods.swap_remove(at);
             usage.remove(at, &gone);
-            usage.moved(pods.len(), at);
+            if let Some(moved) = pods.get(at) {
+                usage.moved(pods.len(), at, moved);
+            }
             assert_eq!(usage, Usage::of(&pods), "after removing index {at}");
         }
         pods.push(pod("f", None, false));
@@ -987,5 +1107,46 @@ mod tests {
         assert_eq!(usage, Usage::of(&pods));
         assert_eq!(usage.open().collect::<Vec<_>>(), [0, 1, 2], "d now names a gang, f is pending");
         assert_eq!(usage.node("n1").map(|u| u.pods), Some(1), "a left n1, c is still on it");
+    }
+
+    /// The pods on nodes are found by namespace, by the namespaces their anti-affinity reads, and
+    /// by their host ports — and stay found as pods move about.
+    #[test]
+    fn pods_on_nodes_are_indexed_where_the_inter_pod_filters_look() {
+        use terms::{AffinityTerm, HostPort};
+        let anti = |namespaces: Vec<&str>, any: bool| {
+            Some(Box::new(PodTerms {
+                anti_affinity: vec![AffinityTerm {
+                    selector: Some(LabelSelector::default()),
+                    namespaces: namespaces.into_iter().map(String::from).collect(),
+                    namespace_selector: any.then(LabelSelector::default),
+                    topology_key: "zone".into(),
+                }],
+                ..PodTerms::default()
+            }))
+        };
+        let mut pods = vec![pod("a", Some("n1"), false), pod("b", Some("n1"), false), pod("c", None, false)];
+        pods[0].terms = anti(vec!["ns", "data"], false);
+        pods[1].key.namespace = "other".into();
+        pods[1].terms = Some(Box::new(PodTerms {
+            host_ports: vec![HostPort { protocol: "TCP".into(), ip: terms::BIND_ALL.into(), port: 80 }],
+            ..PodTerms::default()
+        }));
+        pods[2].terms = anti(vec![], true);
+        let mut usage = Usage::of(&pods);
+        assert_eq!(usage.in_namespace("ns").collect::<Vec<_>>(), [0], "c is pending: not on a node");
+        assert_eq!(usage.repelling("data").collect::<Vec<_>>(), [0]);
+        assert_eq!(usage.with_ports().collect::<Vec<_>>(), [1]);
+        pods[2].node_name = Some("n2".into());
+        pods[2].phase = PodPhase::Running;
+        usage.add(2, &pods[2]);
+        let mut anywhere: Vec<usize> = usage.repelling("elsewhere").collect();
+        anywhere.sort_unstable();
+        assert_eq!(anywhere, [2], "a namespace selector may select any namespace");
+        let gone = pods.swap_remove(0);
+        usage.remove(0, &gone);
+        usage.moved(pods.len(), 0, &pods[0]);
+        assert_eq!(usage, Usage::of(&pods));
+        assert_eq!(usage.repelling("data").count(), 1, "only c's selector is left");
     }
 }

@@ -204,6 +204,8 @@ pub(crate) struct ContainerResources<'a> {
     pub limits: Option<Quantities<'a>>,
     /// An init container with `restartPolicy: Always` (a sidecar).
     pub sidecar: bool,
+    /// `resources.claims` names DRA claims (which the cycle does not evaluate yet).
+    pub claims: bool,
 }
 
 impl<'a> ContainerResources<'a> {
@@ -216,6 +218,7 @@ impl<'a> ContainerResources<'a> {
             requests: list(res.and_then(|r| r.requests.as_ref())),
             limits: list(res.and_then(|r| r.limits.as_ref())),
             sidecar: c.restart_policy.as_deref() == Some("Always"),
+            claims: res.and_then(|r| r.claims.as_ref()).is_some_and(|c| !c.is_empty()),
         }
     }
 }
@@ -250,24 +253,47 @@ fn container_requests(
     if errors.is_empty() { Ok(requests) } else { Err(errors) }
 }
 
+/// Pod-level `spec.resources` (KEP-2837), borrowed: `requests` and `limits`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PodLevel<'a> {
+    pub requests: Option<Quantities<'a>>,
+    pub limits: Option<Quantities<'a>>,
+}
+
+/// Whether `spec.resources` may set `name` for the whole pod: cpu, memory and hugepages.
+fn pod_level(name: &str) -> bool {
+    name == CPU || name == MEMORY || name.starts_with("hugepages-")
+}
+
 /// Effective pod requests exactly as kube-scheduler computes them (`PodRequests` with sidecars):
 /// regular containers and restartable init containers (sidecars, `restartPolicy: Always`) run
 /// together; each regular init container runs alone beside the sidecars started before it; per
-/// resource the pod needs the larger of the two, plus `spec.overhead`.
+/// resource the pod needs the larger of the two; pod-level `spec.resources` requests replace
+/// that for cpu, memory and hugepages; plus `spec.overhead`.
 pub fn effective_requests(
     spec: &k8s_openapi::api::core::v1::PodSpec,
 ) -> Result<Resources, Vec<crate::error::FieldError>> {
     let containers: Vec<_> = spec.containers.iter().map(ContainerResources::of).collect();
     let init: Vec<_> = spec.init_containers.iter().flatten().map(ContainerResources::of).collect();
-    let overhead: Option<Quantities<'_>> =
-        spec.overhead.as_ref().map(|o| o.iter().map(|(k, q)| (k.as_str(), q.0.as_str())).collect());
-    effective_requests_of(&containers, &init, overhead.as_deref())
+    fn list(
+        l: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    ) -> Option<Quantities<'_>> {
+        l.map(|o| o.iter().map(|(k, q)| (k.as_str(), q.0.as_str())).collect())
+    }
+    let overhead = list(spec.overhead.as_ref());
+    let res = spec.resources.as_ref();
+    let pod = PodLevel {
+        requests: list(res.and_then(|r| r.requests.as_ref())),
+        limits: list(res.and_then(|r| r.limits.as_ref())),
+    };
+    effective_requests_of(&containers, &init, &pod, overhead.as_deref())
 }
 
 /// [`effective_requests`] of what it reads.
 pub(crate) fn effective_requests_of(
     containers: &[ContainerResources<'_>],
     init_containers: &[ContainerResources<'_>],
+    pod: &PodLevel<'_>,
     overhead: Option<&[(&str, &str)]>,
 ) -> Result<Resources, Vec<crate::error::FieldError>> {
     let mut errors = Vec::new();
@@ -299,6 +325,14 @@ pub(crate) fn effective_requests_of(
         }
     }
     running.max_with(&init_peak);
+    match pod_requests(pod, &running) {
+        Ok(whole) => {
+            for (name, amount) in whole {
+                running.set(name, amount);
+            }
+        }
+        Err(e) => errors.extend(e),
+    }
     if let Some(overhead) = overhead {
         match quantities("spec.overhead", overhead.iter().copied()) {
             Ok(o) => running.add(&o),
@@ -306,6 +340,37 @@ pub(crate) fn effective_requests_of(
         }
     }
     if errors.is_empty() { Ok(running) } else { Err(errors) }
+}
+
+/// The pod-level requests that replace the containers' sum (`aggregated`) for cpu, memory and
+/// hugepages, when `spec.resources` sets any of them (empty otherwise); with the API server's
+/// defaulting applied (objects read from files have not been through it): when pod-level limits
+/// are set, a hugepages request the pod does not set is the containers' sum, and any other it
+/// does not set is its limit. A request written as zero is kept (it replaces the sum too).
+fn pod_requests(
+    pod: &PodLevel<'_>,
+    aggregated: &Resources,
+) -> Result<Vec<(String, i64)>, Vec<crate::error::FieldError>> {
+    let read = |path: &str, list: &Option<Quantities<'_>>| match list {
+        Some(l) => quantities(path, l.iter().copied()),
+        None => Ok(Resources::new()),
+    };
+    let (requests, limits) =
+        match (read("spec.resources.requests", &pod.requests), read("spec.resources.limits", &pod.limits)) {
+            (Ok(r), Ok(l)) => (r, l),
+            (r, l) => return Err(r.err().into_iter().chain(l.err()).flatten().collect()),
+        };
+    let mut whole: BTreeMap<String, i64> =
+        pod.requests.iter().flatten().map(|&(k, _)| (k.to_string(), requests.get(k))).collect();
+    if pod.limits.as_ref().is_some_and(|l| !l.is_empty()) {
+        for (name, amount) in aggregated.iter().filter(|(n, _)| n.starts_with("hugepages-")) {
+            whole.entry(name.to_string()).or_insert(amount);
+        }
+        for &(name, _) in pod.limits.iter().flatten().filter(|(n, _)| pod_level(n)) {
+            whole.entry(name.to_string()).or_insert_with(|| limits.get(name));
+        }
+    }
+    Ok(whole.into_iter().filter(|(k, _)| pod_level(k)).collect())
 }
 
 #[cfg(test)]

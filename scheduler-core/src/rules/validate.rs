@@ -384,6 +384,8 @@ fn annotation_field(dialect: crate::model::Dialect, crd_path: &str) -> String {
 }
 
 fn validate_pod(pod: &Value, v: &mut Findings) {
+    // What the API server refuses in the inter-pod scheduling fields.
+    v.errors.extend(super::podspec::errors(pod.at("/spec"), "spec"));
     // Every claim error (each dialect's, and conflicts), and the checks below on the claims that
     // could be read.
     let (claims, claim_errors) = crate::dialect::pod_claims_all(pod);
@@ -507,6 +509,9 @@ fn validate_workload(
             }
         }
         template_gang_errors(template, &shape.namespace, &path, v);
+        // The controller's pods would be refused for these (the API server checks the templates
+        // of built-in kinds itself; of custom ones, only each pod as it is created).
+        v.errors.extend(super::podspec::errors(template.at("/spec"), &format!("{path}.spec")));
     }
     if shape.kind == "Job"
         && obj.at("/spec/completions").and_then(Value::as_u64).is_some_and(|c| c > u64::from(total))

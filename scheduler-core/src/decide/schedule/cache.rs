@@ -7,7 +7,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
@@ -86,6 +86,35 @@ struct Class {
     index: Option<ClassIndex>,
 }
 
+/// A hasher for keys that are hashes already, or indices (of nodes, of pods): cheaper than
+/// SipHash, and no one chooses them.
+#[derive(Default)]
+pub(super) struct Prehashed(u64);
+
+impl std::hash::Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_usize(n as usize);
+    }
+    fn write_usize(&mut self, n: usize) {
+        // An index: spread over the bits (hash tables read the top ones too).
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by node index.
+type ByNode<V> = HashMap<usize, V, std::hash::BuildHasherDefault<Prehashed>>;
+
 /// The nodes in a class's scope that fit its demand in the committed state, best first. Built on
 /// a class's second use (filter and score once per class, not a node scan per member) and kept
 /// in step by replaying the state's change log, so a commit costs a re-key of the nodes it
@@ -93,7 +122,7 @@ struct Class {
 #[derive(Debug)]
 struct ClassIndex {
     order: BTreeSet<(NodeKey, usize)>,
-    keys: HashMap<usize, NodeKey>,
+    keys: ByNode<NodeKey>,
     /// How much of the state's change log is reflected.
     synced: usize,
 }
@@ -431,20 +460,20 @@ impl<'a> Caches<'a> {
         if let Some(t) = self.topologies.borrow().get(key) {
             return t.clone();
         }
-        let mut by_value: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (i, n) in self.snap.nodes.iter().enumerate() {
-            if let Some(v) = n.labels.get(key) {
-                by_value.entry(v.as_str()).or_default().push(i);
-            }
-        }
+        // Domains in value order, each's nodes in node order: sorted once, not a tree of vectors
+        // (a hostname makes a domain per node).
+        let mut labelled: Vec<(&str, usize)> = (self.snap.nodes.iter().enumerate())
+            .filter_map(|(i, n)| Some((n.labels.get(key)?.as_str(), i)))
+            .collect();
+        labelled.sort_unstable();
         let mut node_domain = vec![u32::MAX; self.snap.nodes.len()];
-        let mut domains = Vec::new();
-        for (d, (value, nodes)) in by_value.into_iter().enumerate() {
-            let id = u32::try_from(d).unwrap_or(u32::MAX);
-            for &n in &nodes {
-                node_domain[n] = id;
+        let mut domains: Vec<(String, Vec<usize>)> = Vec::new();
+        for (value, n) in labelled {
+            match domains.last_mut() {
+                Some((last, nodes)) if last == value => nodes.push(n),
+                _ => domains.push((value.to_string(), vec![n])),
             }
-            domains.push((value.to_string(), nodes));
+            node_domain[n] = u32::try_from(domains.len() - 1).unwrap_or(u32::MAX);
         }
         let t = Rc::new(Topology { node_domain, domains });
         self.topologies.borrow_mut().insert(key.to_string(), t.clone());
@@ -485,13 +514,29 @@ impl<'a> Caches<'a> {
     /// untouched nodes of its committed order, merged with the nodes `txn` touched (re-keyed), are
     /// exactly the `k` best — without visiting the rest of the cluster.
     pub fn candidates(&self, state: &Ledger, txn: &Txn, ask: Ask<'_>, k: usize) -> Vec<(NodeKey, usize)> {
+        self.candidates_where(state, txn, ask, k, None)
+    }
+
+    /// [`Caches::candidates`] among the nodes `also` allows too (the inter-pod filters, whose
+    /// answer depends on what is placed): the class's order is walked from its best node until
+    /// `k` are allowed, so a query costs the nodes it passes over, not the cluster.
+    pub fn candidates_where(
+        &self,
+        state: &Ledger,
+        txn: &Txn,
+        ask: Ask<'_>,
+        k: usize,
+        also: Option<&dyn Fn(usize) -> bool>,
+    ) -> Vec<(NodeKey, usize)> {
         let Ask { demand: d, pod, feasible, filter } = ask;
         if k == 0 {
             return Vec::new();
         }
         let scope = filter.and_then(|f| f.last());
         let allowed = |n: usize| {
-            feasible.mask[n] && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+            feasible.mask[n]
+                && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+                && also.is_none_or(|a| a(n))
         };
         let scope_nodes = || -> Box<dyn Iterator<Item = usize> + '_> {
             match scope {
@@ -530,7 +575,7 @@ impl<'a> Caches<'a> {
             if self.indexed.get().saturating_add(size) <= MAX_INDEXED {
                 self.indexed.set(self.indexed.get() + size);
                 let mut order = BTreeSet::new();
-                let mut keys = HashMap::with_capacity(size);
+                let mut keys = ByNode::with_capacity_and_hasher(size, Default::default());
                 for n in scope_nodes() {
                     if state.fits(&committed, n, d).is_ok() {
                         let kn = self.node_key(state, &committed, d, pod, n);
@@ -576,7 +621,7 @@ impl<'a> Caches<'a> {
         let mut best: BinaryHeap<(NodeKey, usize)> =
             BinaryHeap::with_capacity(k.min(feasible.list.len()) + 1);
         for n in scope_nodes() {
-            if !allowed(n) || state.fits(txn, n, d).is_err() {
+            if state.fits(txn, n, d).is_err() || !allowed(n) {
                 continue;
             }
             let kn = self.node_key(state, txn, d, pod, n);

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
 use super::filter::{Static, static_fit};
+use super::joint::Block;
 use super::ledger::{Demand, Ledger, ResourceIndex, Txn};
 use super::members::Members;
 use super::place::{Feasible, Placement};
@@ -87,6 +88,10 @@ pub(super) fn unplaced(
     if m.foreign > 0 {
         parts.push(format!("{} member(s) name another scheduler in spec.schedulerName", m.foreign));
     }
+    if let Some(first) = m.first_unevaluated.and_then(|p| pods.get(p)) {
+        let waiting: u32 = m.unevaluated.values().sum();
+        parts.push(format!("{waiting} member(s) {}", super::members::unevaluated_note(first)));
+    }
     if parts.is_empty() {
         parts.push(format!("cannot place the minimum of {total_min} member(s)"));
     }
@@ -131,27 +136,39 @@ pub(super) struct FitSummaries {
 }
 
 impl FitSummaries {
-    /// The summary for `pod` (its `demand`, its `feasible` nodes) as `ledger` stands.
+    /// The summary for `pod` (its `demand`, its `feasible` nodes) as `ledger` stands; `blocks`
+    /// says, per node, why the inter-pod filters keep it off (with the pods in the way), when they
+    /// can (then the summary is the pod's own, not its shape's).
+    #[allow(clippy::too_many_arguments)]
     pub fn get(
         &self,
         nodes: &[Node],
+        pods: &[Pod],
         pod: &Pod,
         demand: &Demand,
         feasible: &Feasible,
         ledger: &Ledger,
         res: &ResourceIndex,
+        blocks: Option<super::place::Blocks>,
     ) -> String {
+        if let Some((per_node, who)) = blocks {
+            return summary(nodes, pod, demand, feasible, ledger, res, Some((pods, &per_node, &who)));
+        }
         let shape = (std::ptr::from_ref(feasible) as usize, demand.clone());
         if let Some((version, text)) = self.by_shape.borrow().get(&shape)
             && *version == ledger.version
         {
             return text.clone();
         }
-        let text = summary(nodes, pod, demand, feasible, ledger, res);
+        let text = summary(nodes, pod, demand, feasible, ledger, res, None);
         self.by_shape.borrow_mut().insert(shape, (ledger.version, text.clone()));
         text
     }
 }
+
+/// Every pod (to name them), per node the inter-pod filters' reason, and per reason the pods in
+/// its way.
+type Blocks<'b> = (&'b [Pod], &'b [Option<Block>], &'b HashMap<Block, Vec<usize>>);
 
 fn summary(
     nodes: &[Node],
@@ -160,6 +177,7 @@ fn summary(
     feasible: &Feasible,
     ledger: &Ledger,
     res: &ResourceIndex,
+    blocks: Option<Blocks<'_>>,
 ) -> String {
     let txn = Txn::default();
     let mut fit: Vec<&str> = Vec::new();
@@ -175,10 +193,15 @@ fn summary(
                 feasible.excluded.clone().unwrap_or_else(|| "are left out".to_string())
             }
             Ok(()) => match ledger.fits(&txn, i, demand) {
-                Ok(()) => {
-                    fit.push(&node.name);
-                    continue;
-                }
+                Ok(()) => match blocks.and_then(|(pods, b, who)| Some((pods, b.get(i)?.as_ref()?, who))) {
+                    Some((pods, block, who)) => {
+                        blocked(pod, pods, block, who.get(block).map_or(&[], Vec::as_slice))
+                    }
+                    None => {
+                        fit.push(&node.name);
+                        continue;
+                    }
+                },
                 Err(None) => "have no free pod slots".to_string(),
                 Err(Some(r)) => {
                     let name = &res.names[r];
@@ -205,6 +228,54 @@ fn summary(
         out.push_str(&format!("; {n} {why}"));
     }
     out
+}
+
+/// Why the inter-pod filters keep `pod` off a node, naming the pods in the way (`who`): members of
+/// its own gang by name, other pods by key.
+fn blocked(pod: &Pod, pods: &[Pod], block: &Block, who: &[usize]) -> String {
+    let names: Vec<String> = who
+        .iter()
+        .filter_map(|&q| pods.get(q))
+        .map(|q| {
+            let same_gang =
+                q.gang.is_some() && q.gang.as_ref().map(|m| &m.gang) == pod.gang.as_ref().map(|m| &m.gang);
+            if same_gang { format!("member {}", q.key.name) } else { format!("pod {}", q.key) }
+        })
+        .collect();
+    let with = if names.is_empty() { String::new() } else { format!(" with {}", names.join(", ")) };
+    let terms = pod.terms();
+    let spread = |i: usize| terms.and_then(|t| t.spread.get(i));
+    let key = |list: Option<&Vec<crate::model::terms::AffinityTerm>>, i: usize| {
+        list.and_then(|l| l.get(i)).map_or("", |t| t.topology_key.as_str()).to_string()
+    };
+    match block {
+        Block::Port(hp) => format!("have host port {hp} in use{}", with.replacen(" with", " by", 1)),
+        Block::SpreadLabel(i) => format!(
+            "lack label {} (topologySpreadConstraints[{i}])",
+            spread(*i).map_or("", |c| c.topology_key.as_str())
+        ),
+        Block::Skew(i) => match spread(*i) {
+            Some(c) => format!(
+                "would exceed maxSkew {} of topologySpreadConstraints[{i}] ({})",
+                c.max_skew, c.topology_key
+            ),
+            None => format!("would exceed the maxSkew of topologySpreadConstraints[{i}]"),
+        },
+        Block::AffinityLabel(i) => {
+            format!("lack label {} (required pod affinity term [{i}])", key(terms.map(|t| &t.affinity), *i))
+        }
+        Block::Affinity(i) => format!(
+            "have no pod its required pod affinity term [{i}] selects in their {} domain",
+            key(terms.map(|t| &t.affinity), *i)
+        ),
+        Block::AntiAffinity(i) => {
+            format!("are taken by pod anti-affinity ({}){with}", key(terms.map(|t| &t.anti_affinity), *i))
+        }
+        Block::Repelled(k) => {
+            let by = if names.is_empty() { "a pod there".to_string() } else { names.join(", ") };
+            format!("are refused by the required anti-affinity ({k}) of {by}")
+        }
+    }
 }
 
 fn topology(key: &str, a: &Placement) -> String {

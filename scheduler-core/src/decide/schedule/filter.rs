@@ -44,6 +44,22 @@ pub(crate) fn static_fit(node: &Node, pod: &Pod) -> Result<(), Static> {
     Ok(())
 }
 
+/// Whether `node` matches the pod's `nodeSelector` and required node affinity: kube-scheduler's
+/// `GetRequiredNodeAffinity(pod).Match(node)`, which topology spread's `nodeAffinityPolicy: Honor`
+/// asks about the nodes whose domains count.
+pub(crate) fn matches_node_affinity(node: &Node, pod: &Pod) -> bool {
+    pod.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
+        && (pod.affinity.is_empty() || pod.affinity.iter().any(|t| term_matches(t, node)))
+}
+
+/// Whether `node` has a `NoSchedule` or `NoExecute` taint the tolerations do not tolerate: what
+/// topology spread's `nodeTaintsPolicy: Honor` asks about the nodes whose domains count.
+pub(crate) fn untolerated_taint(node: &Node, tolerations: &[Toleration]) -> bool {
+    node.taints.iter().filter(|t| t.effect != TaintEffect::PreferNoSchedule).any(|taint| {
+        !tolerations.iter().any(|t| tolerates(t, &taint.key, taint.value.as_deref(), taint.effect))
+    })
+}
+
 /// How many `PreferNoSchedule` taints of `node` the pod does not tolerate (lowers the score).
 pub(crate) fn soft_taints(node: &Node, pod: &Pod) -> usize {
     node.taints

@@ -382,6 +382,7 @@ mod tests {
             labels: Default::default(),
             exclusive_topology: None,
             persisted: None,
+            terms: None,
         }
     }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use super::decision::Decision;
 use super::explain::{self, FitSummaries};
 use super::ledger::{Ledger, Txn};
-use super::place::{Ask, Placement, PlacementRequest, Placer};
+use super::place::{Placement, PlacementRequest, Placer};
 use super::preempt;
 use super::{Facts, PodFacts};
 use crate::config::TimeoutAction;
@@ -92,25 +92,10 @@ impl Progress {
     }
 
     /// Pods of ours outside any gang, shaped alike ([`PodFacts::alike`]): each on the best node it
-    /// fits, if any, in order — one look at the nodes for the whole run.
+    /// fits, if any, in order ([`Placer::singles`]).
     pub fn singles(&mut self, index: &PodFacts<'_>, placer: &Placer<'_>, run: &[usize]) {
-        let Some(&p) = run.first() else { return };
-        let mut txn = Txn::default();
-        let pod = &index.pods[p];
-        if pod.nominated_node.is_some() || index.reserved.contains_key(&p) {
-            // A node of its own to prefer: placed alone.
-            if let Some(node) =
-                placer.best_node(&self.ledger, &txn, &index.demand, p, None, index.reserved.get(&p))
-            {
-                self.ledger.take(&mut txn, node, &index.demand[p]);
-                self.singles.push((p, node));
-            }
-        } else {
-            let feasible = placer.feasible(p);
-            let ask = Ask { demand: &index.demand[p], pod, feasible: &feasible, filter: None };
-            self.singles.extend(placer.alike(&self.ledger, &mut txn, ask, run));
-        }
-        self.ledger.commit(txn);
+        let placed = placer.singles(&mut self.ledger, &index.demand, &index.reserved, run);
+        self.singles.extend(placed);
     }
 
     /// Decides a gang group (usually one gang): all of its gangs are placed in this cycle, or none.
@@ -304,7 +289,7 @@ impl View<'_, '_> {
             st.waiting_since = None;
             return Err(Box::new(Decision::new(g, Reason::WaitingForMembers, Phase::Pending, msg, st)));
         }
-        if let Some(msg) = super::members::gated_wait(gang, m) {
+        if let Some(msg) = super::members::gated_wait(gang, m, &f.input.snap.pods) {
             st.waiting_since = None;
             return Err(Box::new(Decision::new(g, Reason::WaitingForMembers, Phase::Pending, msg, st)));
         }
@@ -420,6 +405,7 @@ impl View<'_, '_> {
             reserved: &f.pods.reserved,
             txn,
             extras,
+            siblings,
             earlier: &|visit: &mut dyn FnMut(usize, usize)| {
                 for &(p, n) in self.placed.iter().chain(siblings) {
                     visit(p, n);
@@ -455,11 +441,13 @@ impl View<'_, '_> {
         let why = explain::unplaced(gang, &f.gangs.members[g], &f.input.snap.pods, &attempt, |p| {
             self.summaries.get(
                 &f.input.snap.nodes,
+                &f.input.snap.pods,
                 &f.input.snap.pods[p],
                 &f.pods.demand[p],
                 self.placer.feasible(p).as_ref(),
                 self.ledger,
                 &f.pods.res,
+                self.placer.blocks(p, super::place::Tentative::of(&attempt.siblings, &attempt.bindings)),
             )
         });
 

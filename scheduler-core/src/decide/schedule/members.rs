@@ -28,6 +28,11 @@ pub(super) struct Members {
     pub gated: LeafCounts,
     /// Gate name → how many pending members it holds back.
     pub gates: BTreeMap<String, u32>,
+    /// Pending members that ask for a scheduling feature the cycle does not evaluate, per leaf:
+    /// they exist (toward the quorum) but are never placed ([`crate::model::Pod::unevaluated`]).
+    pub unevaluated: LeafCounts,
+    /// The first such member, in pod-key order, for the message.
+    pub first_unevaluated: Option<usize>,
     /// Pending members that name another scheduler.
     pub foreign: usize,
     /// Members whose subgroup is missing or not a leaf of the gang (an inner subgroup, say).
@@ -90,6 +95,9 @@ pub(super) fn count(snap: &Snapshot, scheduler_name: &str, mut claimed: Vec<(usi
             for gate in p.scheduling_gates.iter().collect::<BTreeSet<_>>() {
                 *entry.gates.entry(gate.clone()).or_default() += 1;
             }
+        } else if p.is_pending() && !p.unevaluated().is_empty() {
+            bump(&mut entry.unevaluated);
+            entry.first_unevaluated.get_or_insert(i);
         } else if p.is_pending() {
             if p.scheduler_name == scheduler_name {
                 entry.pending.entry(leaf.to_string()).or_default().push(i);
@@ -146,15 +154,21 @@ pub(super) fn keeps(pod: &crate::model::Pod, kept: &crate::model::Persisted, gan
 }
 
 /// `2 of 8 members gated by kueue.x-k8s.io/admission` when the gang cannot be satisfied without
-/// members that `spec.schedulingGates` hold back: it waits, as it waits for members that do not
-/// exist yet, and its timeout does not run. A gang with members already on nodes is not held
+/// members that `spec.schedulingGates` hold back, or that ask for a scheduling feature the cycle
+/// does not evaluate (`… ask for spec.volumes[0].persistentVolumeClaim (ml/w-0), which the
+/// scheduler does not evaluate yet (VolumeBinding, …)`): it waits, as it waits for members that do
+/// not exist yet, and its timeout does not run. A gang with members already on nodes is not held
 /// here: it goes on to placement, where a half-bound gang is completed or released.
-pub(super) fn gated_wait(gang: &crate::model::Gang, m: &Members) -> Option<String> {
-    if m.gated.is_empty() || m.held.values().any(|&n| n > 0) {
+pub(super) fn gated_wait(
+    gang: &crate::model::Gang,
+    m: &Members,
+    pods: &[crate::model::Pod],
+) -> Option<String> {
+    if (m.gated.is_empty() && m.unevaluated.is_empty()) || m.held.values().any(|&n| n > 0) {
         return None;
     }
     let mut placeable = m.exist.clone();
-    for (leaf, n) in &m.gated {
+    for (leaf, n) in m.gated.iter().chain(&m.unevaluated) {
         if let Some(c) = placeable.get_mut(leaf) {
             *c = c.saturating_sub(*n);
         }
@@ -162,12 +176,34 @@ pub(super) fn gated_wait(gang: &crate::model::Gang, m: &Members) -> Option<Strin
     if tree::satisfied(gang, &placeable) {
         return None;
     }
-    let gated: u32 = m.gated.values().sum();
     let need = gang.min_pods().unwrap_or(u64::from(gang.min_member));
-    let by = if m.gates.len() == 1 {
-        m.gates.keys().map(String::as_str).collect::<String>()
-    } else {
-        m.gates.iter().map(|(gate, n)| format!("{gate} ({n})")).collect::<Vec<_>>().join(", ")
-    };
-    Some(format!("{gated} of {need} members gated by {by}"))
+    let mut parts = Vec::new();
+    let gated: u32 = m.gated.values().sum();
+    if gated > 0 {
+        let by = if m.gates.len() == 1 {
+            m.gates.keys().map(String::as_str).collect::<String>()
+        } else {
+            m.gates.iter().map(|(gate, n)| format!("{gate} ({n})")).collect::<Vec<_>>().join(", ")
+        };
+        parts.push(format!("{gated} of {need} members gated by {by}"));
+    }
+    if let Some(first) = m.first_unevaluated.and_then(|p| pods.get(p)) {
+        let waiting: u32 = m.unevaluated.values().sum();
+        parts.push(format!("{waiting} of {need} members {}", unevaluated_note(first)));
+    }
+    Some(parts.join("; "))
+}
+
+/// `ask for spec.volumes[0].persistentVolumeClaim (pod ml/w-0), which the scheduler does not
+/// evaluate yet (VolumeBinding, …): they wait` — said of members like `pod`.
+pub(super) fn unevaluated_note(pod: &crate::model::Pod) -> String {
+    let fields = pod.unevaluated();
+    let first = fields.first().map(String::as_str).unwrap_or_default();
+    let more =
+        if fields.len() > 1 { format!(" and {} more field(s)", fields.len() - 1) } else { String::new() };
+    let needs = crate::coverage::needs(first).map(|p| format!(" ({p})")).unwrap_or_default();
+    format!(
+        "ask for {first}{more} (pod {}), which the scheduler does not evaluate yet{needs}: they wait",
+        pod.key
+    )
 }

@@ -26,6 +26,7 @@ mod decision;
 mod exclusive;
 mod explain;
 mod filter;
+mod joint;
 mod ledger;
 mod lifecycle;
 mod members;
@@ -86,6 +87,8 @@ struct PodFacts<'a> {
     node_index: HashMap<&'a str, usize>,
     /// Pod index → reserved node, for `NonStrict` reservations in effect.
     reserved: HashMap<usize, usize>,
+    /// Whether the inter-pod filters may keep any pod off a node (see `PodScan::inter_pod`).
+    inter_pod: bool,
     /// What preemption asks of every pod, built on a cycle's first preemption only (a cycle that
     /// preempts nothing costs what is pending).
     places: OnceCell<Places>,
@@ -142,7 +145,9 @@ impl PodFacts<'_> {
     }
 
     /// Whether pods `p` and `q` are placed alike: `q` is `p`, or neither has a node of its own
-    /// to prefer (nominated or reserved) and both have one demand and one set of constraints.
+    /// to prefer (nominated or reserved) and both have one demand and one set of constraints —
+    /// one namespace and labels too, when the inter-pod filters are about (the anti-affinity of
+    /// pods placed may select them).
     fn alike(&self, p: usize, q: usize) -> bool {
         let (a, b) = (&self.pods[p], &self.pods[q]);
         p == q
@@ -154,7 +159,9 @@ impl PodFacts<'_> {
                 && a.node_selector == b.node_selector
                 && a.affinity == b.affinity
                 && a.tolerations == b.tolerations
-                && same_jobset_side(a, b))
+                && a.terms == b.terms
+                && (!self.inter_pod || (a.key.namespace == b.key.namespace && a.labels == b.labels))
+                && (!exclusive::is_jobset_pod(a) || same_jobset_side(a, b)))
     }
 }
 
@@ -194,7 +201,15 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     let reserved = take_reservations(snap, &node_index, &gang_index, &demand, &mut ledger);
     let facts = Facts {
         input: Input { snap, config, now },
-        pods: PodFacts { pods: &snap.pods, res, demand, node_index, reserved, places: OnceCell::new() },
+        pods: PodFacts {
+            pods: &snap.pods,
+            res,
+            demand,
+            node_index,
+            reserved,
+            inter_pod: scan.inter_pod,
+            places: OnceCell::new(),
+        },
         gangs: GangFacts { gang_index, members, priorities, states },
     };
 
@@ -203,7 +218,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     let groups = order::gang_groups(snap, &facts.gangs.priorities, &facts.gangs.gang_index);
 
     // 4. Decide.
-    let placer = place::Placer::new(snap, config, fast, facts.pods.node_index.clone());
+    let placer = place::Placer::new(snap, config, fast, facts.pods.node_index.clone(), scan.inter_pod);
     let mut progress = lifecycle::Progress::new(ledger);
     let mut done = vec![false; snap.gangs.len()];
     let mut rest = units.as_slice();
@@ -251,6 +266,10 @@ struct PodScan {
     claimed: Vec<(usize, usize)>,
     /// Pods of ours outside any gang, pending and not gated: each is a gang of one.
     singles: Vec<usize>,
+    /// Whether the inter-pod filters may keep any pod off a node: a pod read asks for host
+    /// ports, required pod affinity or anti-affinity or a `DoNotSchedule` spread, or a pod on a
+    /// node has required anti-affinity (see [`joint`]).
+    inter_pod: bool,
 }
 
 /// One pass over the pods: their demands, their gangs and the pods of ours outside any gang. When
@@ -265,8 +284,12 @@ fn scan_pods(
     res: &mut ResourceIndex,
     fast: bool,
 ) -> PodScan {
-    let mut scan =
-        PodScan { demand: Demands::new(snap.pods.len()), claimed: Vec::new(), singles: Vec::new() };
+    let mut scan = PodScan {
+        demand: Demands::new(snap.pods.len()),
+        claimed: Vec::new(),
+        singles: Vec::new(),
+        inter_pod: snap.usage.as_ref().is_some_and(|u| fast && u.any_repelling()),
+    };
     // `take_usage` checks (in debug builds) that the carried open pods are current.
     let open: &mut dyn Iterator<Item = usize> = match &snap.usage {
         Some(u) if fast => &mut u.open(),
@@ -275,13 +298,19 @@ fn scan_pods(
     for i in open {
         let Some(p) = snap.pods.get(i) else { continue };
         scan.demand.read(&snap.pods, i, res);
+        scan.inter_pod |= p.terms().is_some_and(|t| t.depends_on_others());
         match &p.gang {
             Some(m) => {
                 if let Some(&g) = gang_index.get(&m.gang) {
                     scan.claimed.push((i, g));
                 }
             }
-            None if p.is_pending() && !p.is_gated() && p.scheduler_name == scheduler_name => {
+            // A pod asking for what the cycle does not evaluate is not placed (it waits).
+            None if p.is_pending()
+                && !p.is_gated()
+                && p.scheduler_name == scheduler_name
+                && p.unevaluated().is_empty() =>
+            {
                 scan.singles.push(i);
             }
             None => {}

@@ -13,13 +13,16 @@
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
 pub(super) use super::cache::Ask;
 pub(super) use super::cache::Feasible;
-use super::cache::{Caches, Filter, NodeKey, Topology};
+use super::cache::{Caches, Filter, NodeKey, Prehashed, Topology};
 use super::exclusive::{self, job_of};
+pub(super) use super::joint::Tentative;
+use super::joint::{Block, Joint, View};
 use super::ledger::{Demands, Ledger, Txn};
 use super::members::Members;
 use crate::model::{Gang, GangMode};
@@ -31,6 +34,8 @@ use crate::{Config, Snapshot};
 pub(super) struct Placer<'a> {
     snap: &'a Snapshot,
     caches: Caches<'a>,
+    /// The inter-pod filters, with what is placed so far.
+    joint: Joint<'a>,
     /// Take the shortcuts (class indices, domain pruning). Off only for the reference cycle the
     /// property tests hold them to.
     fast: bool,
@@ -42,6 +47,19 @@ pub(super) struct Placer<'a> {
 struct Pass {
     cap: bool,
     keep_partial: bool,
+}
+
+/// Why the inter-pod filters keep a pod off each node, and who is in the way per reason (see
+/// [`Placer::blocks`]).
+pub(super) type Blocks = (Vec<Option<Block>>, HashMap<Block, Vec<usize>>);
+
+/// Where a member may go, besides its feasible nodes: within `filter`'s domains, with `before`
+/// placed ahead of it, its `reserved` node preferred.
+#[derive(Clone, Copy)]
+pub(super) struct Spot<'s> {
+    pub filter: Option<&'s Filter>,
+    pub reserved: Option<&'s usize>,
+    pub before: Tentative<'s>,
 }
 
 /// Visits (pod, node) bindings, each with the visitor given.
@@ -60,6 +78,9 @@ pub(super) struct PlacementRequest<'r> {
     /// Visits the (pod, node) bindings decided earlier in this cycle, when a placement needs to
     /// know which pods go where beside the bound ones (exclusive topology); not called otherwise.
     pub earlier: &'r Earlier<'r>,
+    /// The (pod, node) bindings of its gang group placed before it in the same step: the
+    /// inter-pod filters count them as placed.
+    pub siblings: &'r [(usize, usize)],
 }
 
 /// The result of trying to place one gang.
@@ -79,6 +100,8 @@ pub(super) struct Placement {
     pub domain_report: Vec<(String, usize)>,
     /// Why exclusive placement fell short (one domain per member group), when it did.
     pub exclusive_note: Option<String>,
+    /// The bindings of its gang group placed before it in the step: they were in its way too.
+    pub siblings: Vec<(usize, usize)>,
 }
 
 #[derive(Clone, Debug)]
@@ -90,14 +113,206 @@ struct Work {
 
 impl<'a> Placer<'a> {
     /// A placer for `snap`; `node_index` is the cycle's (node name → index), copied rather than
-    /// built again.
-    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
-        Placer { snap, caches: Caches::new(snap, config, fast, node_index), fast }
+    /// built again; `inter_pod`: whether the inter-pod filters may keep any pod off a node.
+    pub fn new(
+        snap: &'a Snapshot,
+        config: &Config,
+        fast: bool,
+        node_index: HashMap<&'a str, usize>,
+        inter_pod: bool,
+    ) -> Self {
+        let joint = Joint::new(snap, fast, node_index.clone(), inter_pod);
+        Placer { snap, caches: Caches::new(snap, config, fast, node_index), joint, fast }
     }
 
-    /// Notes bindings committed this cycle (see [`Caches::committed`]).
+    /// Notes bindings committed this cycle (see [`Caches::committed`]): JobSet's exclusive
+    /// domains they hold, and the pods on nodes the inter-pod filters count.
     pub fn committed(&self, bindings: &[(usize, usize)]) {
         self.caches.committed(bindings);
+        self.joint.committed(bindings, false);
+    }
+
+    /// [`Placer::committed`] for one binding of a run of alike pods, `next` when the pod
+    /// committed just before is of the same run.
+    fn committed_in_run(&self, binding: (usize, usize), next: bool) {
+        self.caches.committed(&[binding]);
+        self.joint.committed(&[binding], next);
+    }
+
+    /// Whether the inter-pod filters may keep pod `p` off a node, with `tentative` placed before
+    /// it (its own host ports, affinity, anti-affinity or spread, or a placed pod's anti-affinity
+    /// selecting it): such a pod is placed on its own, never in a run of alike pods.
+    pub fn constrained(&self, p: usize, tentative: Tentative<'_>) -> bool {
+        self.joint.view(p, tentative).is_some()
+    }
+
+    /// For each node, why the inter-pod filters keep pod `p` off it with `tentative` placed before
+    /// it (`None`: they let it on), and for each reason up to 3 of the placed pods in the way (the
+    /// first by key among those in the way on the first 3 of its nodes by name); `None` when they cannot keep it off any node. For
+    /// messages.
+    pub fn blocks(&self, p: usize, tentative: Tentative<'_>) -> Option<Blocks> {
+        let view = self.joint.view(p, tentative)?;
+        let per_node: Vec<Option<Block>> = (0..self.snap.nodes.len()).map(|n| view.allows(n).err()).collect();
+        drop(view);
+        let mut who: HashMap<Block, (usize, Vec<usize>)> = HashMap::new();
+        // Nodes in name order, the pods in the way in key order: the same snapshot in any order
+        // names the same pods.
+        let mut order: Vec<usize> = (0..per_node.len()).collect();
+        order.sort_by(|&a, &b| self.snap.nodes[a].name.cmp(&self.snap.nodes[b].name));
+        let pods = &self.snap.pods;
+        for n in order {
+            let Some(block) = &per_node[n] else { continue };
+            if !matches!(block, Block::AntiAffinity(_) | Block::Repelled(_) | Block::Port(_)) {
+                continue;
+            }
+            let (looked, names) = who.entry(block.clone()).or_default();
+            if *looked >= 3 {
+                continue;
+            }
+            *looked += 1;
+            for q in self.joint.blockers(p, n, block, tentative) {
+                if !names.contains(&q) {
+                    names.push(q);
+                }
+            }
+        }
+        let who = who
+            .into_iter()
+            .map(|(b, (_, mut names))| {
+                names.sort_by(|&x, &y| pods[x].key.cmp(&pods[y].key));
+                names.truncate(3);
+                (b, names)
+            })
+            .collect();
+        Some((per_node, who))
+    }
+
+    /// Places a run of pods of ours outside any gang, alike for placement ([`super::PodFacts::alike`]),
+    /// each on the best node it fits, if any, in order, and commits each to `ledger` (and to the
+    /// cycle's placements, [`Placer::committed`]): returns the (pod, node) bindings. A run whose pods
+    /// the inter-pod filters concern, or with a node of its own to prefer, is placed and committed
+    /// pod by pod (each is a gang of one: committed, it costs the next no more than any placement
+    /// before it); any other from one look at the nodes.
+    pub fn singles(
+        &self,
+        ledger: &mut Ledger,
+        demand: &Demands,
+        reserved: &HashMap<usize, usize>,
+        run: &[usize],
+    ) -> Vec<(usize, usize)> {
+        let Some(&p) = run.first() else { return Vec::new() };
+        let pod = &self.snap.pods[p];
+        let view = self.joint.view(p, Tentative::NONE);
+        let own_node = pod.nominated_node.is_some() || reserved.contains_key(&p);
+        let constrained = view.is_some();
+        if let Some(view) = view.filter(|_| self.fast && !own_node) {
+            return self.constrained_run(ledger, demand, run, &view);
+        }
+        if own_node || constrained {
+            let mut placed = Vec::new();
+            for &q in run {
+                let mut txn = Txn::default();
+                let at = Spot { filter: None, reserved: reserved.get(&q), before: Tentative::NONE };
+                if let Some(n) = self.best_node(ledger, &txn, demand, q, at) {
+                    ledger.take(&mut txn, n, &demand[q]);
+                    ledger.commit(txn);
+                    self.committed(&[(q, n)]);
+                    placed.push((q, n));
+                }
+            }
+            return placed;
+        }
+        let feasible = self.caches.feasible(p);
+        let ask = Ask { demand: &demand[p], pod, feasible: &feasible, filter: None };
+        let mut txn = Txn::default();
+        let placed = self.alike(ledger, &mut txn, ask, run);
+        ledger.commit(txn);
+        if let Some((&first, rest)) = placed.split_first() {
+            self.caches.committed(&placed);
+            self.joint.committed(&[first], false);
+            self.joint.committed(rest, true);
+        }
+        placed
+    }
+
+    /// Places a run of alike pods the inter-pod filters concern (`view`: the first's), each on the
+    /// best node it fits and they allow — as [`Placer::best_node`] would place them one after
+    /// another, each committed, without walking again, pod after pod, past the nodes the run
+    /// itself filled or closed (a Deployment's replicas kept apart pass over one more node each).
+    /// Each placement is committed to the inter-pod filters as it is made, to `ledger` at the end.
+    ///
+    /// The run draws nodes best first from its class's order, in batches that double, into a
+    /// heap of its own, and keeps them re-keyed as it fills them; every node not drawn yet is
+    /// worse than the last drawn. A node the filters refuse is dropped for the rest of the run
+    /// when no placement of the run can lift the refusal (what the placed pods' anti-affinity,
+    /// host ports or spread the run does not count asks only grows), else set aside until the
+    /// next placement. One view serves the whole run: the states it reads are shared with the
+    /// cycle's and kept in step as each pod is committed; the pods' own anti-affinity covers
+    /// whatever symmetry they bring (the same terms, both ways).
+    fn constrained_run(
+        &self,
+        ledger: &mut Ledger,
+        demand: &Demands,
+        run: &[usize],
+        view: &View<'_>,
+    ) -> Vec<(usize, usize)> {
+        let Some(&p) = run.first() else { return Vec::new() };
+        let pod = &self.snap.pods[p];
+        let d = &demand[p];
+        let feasible = self.caches.feasible(p);
+        // The run's placements, committed to `ledger` at its end.
+        let mut txn = Txn::default();
+        let mut drawn: HashSet<usize, BuildHasherDefault<Prehashed>> = HashSet::default();
+        let mut heap: BinaryHeap<Reverse<(NodeKey, usize)>> = BinaryHeap::new();
+        let mut set_aside: Vec<(NodeKey, usize)> = Vec::new();
+        // The worst node drawn so far, and whether any node is left to draw.
+        let mut last: Option<NodeKey> = None;
+        let mut more = true;
+        let mut placed = Vec::new();
+        for &q in run {
+            let found = loop {
+                let behind = match heap.peek() {
+                    None => true,
+                    Some(Reverse((key, _))) => last.is_none_or(|l| *key > l),
+                };
+                if more && behind {
+                    let want = drawn.len().max(8);
+                    let ask = Ask { demand: d, pod, feasible: &feasible, filter: None };
+                    let fresh = |n: usize| !drawn.contains(&n);
+                    let batch = self.caches.candidates_where(ledger, &txn, ask, want, Some(&fresh));
+                    more = batch.len() == want;
+                    if let Some(&(key, _)) = batch.last() {
+                        last = Some(key);
+                    }
+                    drawn.extend(batch.iter().map(|&(_, n)| n));
+                    heap.extend(batch.into_iter().map(Reverse));
+                    continue;
+                }
+                let Some(Reverse((key, n))) = heap.pop() else { break None };
+                match view.allows(n) {
+                    Ok(()) => break Some(n),
+                    Err(block) if view.may_lift(&block) => set_aside.push((key, n)),
+                    Err(_) => {}
+                }
+            };
+            // The next pods are alike and nothing changed: they find no node either.
+            let Some(n) = found else { break };
+            ledger.take(&mut txn, n, d);
+            self.committed_in_run((q, n), !placed.is_empty());
+            placed.push((q, n));
+            heap.extend(set_aside.drain(..).map(Reverse));
+            // The node itself, as the placement leaves it (kept apart, it is closed for good).
+            if ledger.fits(&txn, n, d).is_ok() {
+                let key = self.caches.node_key(ledger, &txn, d, pod, n);
+                match view.allows(n) {
+                    Ok(()) => heap.push(Reverse((key, n))),
+                    Err(block) if view.may_lift(&block) => set_aside.push((key, n)),
+                    Err(_) => {}
+                }
+            }
+        }
+        ledger.commit(txn);
+        placed
     }
 
     /// Nodes that pass every capacity-independent check for pod `p` (see [`Caches::feasible`]).
@@ -105,32 +320,35 @@ impl<'a> Placer<'a> {
         self.caches.feasible(p)
     }
 
-    /// The best node for pod `p` under `filter`, preferring its reserved or nominated node.
+    /// The best node for pod `p` within `at`, preferring its reserved or nominated node.
     pub fn best_node(
         &self,
         state: &Ledger,
         txn: &Txn,
         demand: &Demands,
         p: usize,
-        filter: Option<&Filter>,
-        reserved: Option<&usize>,
+        at: Spot<'_>,
     ) -> Option<usize> {
+        let Spot { filter, reserved, before: tentative } = at;
         let feasible = self.caches.feasible(p);
         let d = &demand[p];
+        let view = self.joint.view(p, tentative);
+        let joint = |n: usize| view.as_ref().is_none_or(|v| v.allows(n).is_ok());
         let allowed = |n: usize| {
-            feasible.mask[n] && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+            feasible.mask[n]
+                && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
+                && joint(n)
         };
         let pod = &self.snap.pods[p];
         let nominated = pod.nominated_node.as_deref().and_then(|name| self.caches.node_of(name));
         for n in reserved.copied().into_iter().chain(nominated) {
-            if allowed(n) && state.fits(txn, n, d).is_ok() {
+            if state.fits(txn, n, d).is_ok() && allowed(n) {
                 return Some(n);
             }
         }
-        self.caches
-            .candidates(state, txn, Ask { demand: d, pod, feasible: &feasible, filter }, 1)
-            .first()
-            .map(|&(_, n)| n)
+        let ask = Ask { demand: d, pod, feasible: &feasible, filter };
+        let also: Option<&dyn Fn(usize) -> bool> = if view.is_some() { Some(&joint) } else { None };
+        self.caches.candidates_where(state, txn, ask, 1, also).first().map(|&(_, n)| n)
     }
 
     /// Tries to place gang `r.gang` as the request says.
@@ -215,6 +433,7 @@ impl<'a> Placer<'a> {
             topology_failed: false,
             domain_report: report,
             exclusive_note: None,
+            siblings: r.siblings.to_vec(),
         }
     }
 
@@ -303,8 +522,14 @@ impl<'a> Placer<'a> {
                     )
                     .unwrap_or("")
                     .to_string();
-                    match self.best_node(r.ledger, &trial.txn, r.demand, p, Some(&filter), r.reserved.get(&p))
-                    {
+                    let before = Tentative::of(r.siblings, &trial.bindings);
+                    match self.best_node(
+                        r.ledger,
+                        &trial.txn,
+                        r.demand,
+                        p,
+                        Spot { filter: Some(&filter), reserved: r.reserved.get(&p), before },
+                    ) {
                         Some(n) => self.place(r, &mut trial, &leaf, p, n),
                         None => {
                             whole = false;
@@ -545,7 +770,14 @@ impl<'a> Placer<'a> {
                 if placed.contains(&p) {
                     continue;
                 }
-                if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, f, r.reserved.get(&p)) {
+                let before = Tentative::of(r.siblings, &w.bindings);
+                if let Some(n) = self.best_node(
+                    r.ledger,
+                    &w.txn,
+                    r.demand,
+                    p,
+                    Spot { filter: f, reserved: r.reserved.get(&p), before },
+                ) {
                     self.place(r, w, &leaf, p, n);
                     short -= 1;
                 }
@@ -578,8 +810,15 @@ impl<'a> Placer<'a> {
             }
             let p = todo[i];
             let pinned = self.snap.pods[p].nominated_node.is_some() || r.reserved.contains_key(&p);
-            if pinned {
-                if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, filter, r.reserved.get(&p)) {
+            if pinned || self.constrained(p, Tentative::of(r.siblings, &w.bindings)) {
+                let before = Tentative::of(r.siblings, &w.bindings);
+                if let Some(n) = self.best_node(
+                    r.ledger,
+                    &w.txn,
+                    r.demand,
+                    p,
+                    Spot { filter, reserved: r.reserved.get(&p), before },
+                ) {
                     self.place(r, w, leaf, p, n);
                 }
                 i += 1;
@@ -594,7 +833,8 @@ impl<'a> Placer<'a> {
                 let alike = r.demand.same(q, p)
                     && Rc::ptr_eq(&self.caches.feasible(q), &feasible)
                     && self.snap.pods[q].nominated_node.is_none()
-                    && !r.reserved.contains_key(&q);
+                    && !r.reserved.contains_key(&q)
+                    && !self.constrained(q, Tentative::of(r.siblings, &w.bindings));
                 if !alike {
                     break;
                 }

@@ -31,7 +31,7 @@ const MAX_CANDIDATES: usize = 512;
 pub(super) enum Found {
     /// Evict these pods; the preemptor then goes where `placement` says. `violating`: the
     /// victims whose eviction violates a budget (pod, budget), a last resort.
-    Evict { victims: Vec<usize>, placement: Placement, violating: Vec<(usize, usize)> },
+    Evict { victims: Vec<usize>, placement: Box<Placement>, violating: Vec<(usize, usize)> },
     /// Victims of an earlier preemption are still terminating on the nominated nodes.
     Waiting(usize),
     /// Preemption cannot help (or is not allowed).
@@ -177,7 +177,7 @@ pub(super) fn try_preempt(
     let victims: Vec<usize> = chosen.iter().flat_map(|u| u.pods.iter().copied()).collect();
     let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
     let violating = victims.iter().filter_map(|&p| Some((p, allowance.take(&snap.pods[p])?))).collect();
-    Found::Evict { victims, placement, violating }
+    Found::Evict { victims, placement: Box::new(placement), violating }
 }
 
 /// `; 1 of them violates PodDisruptionBudget ml/web` for the outcome's message, or nothing.

@@ -73,6 +73,7 @@ impl Assembly {
         }
         a.all_pods(cluster);
         a.read_budgets(cluster);
+        a.read_namespaces(cluster);
         for key in cluster.gang_objects.keys() {
             a.gang_object(cluster, key);
         }
@@ -132,6 +133,26 @@ impl Assembly {
                 Err(errors) => self.budget_problems.push(Problem { object: describe(&v), errors }),
             }
         }
+    }
+
+    /// Reads the namespaces' labels again (what pod affinity terms' `namespaceSelector` match):
+    /// they are few, so any change reads them all. A namespace whose labels cannot be read has
+    /// none (namespaces are read for their labels only; the webhook reads the same labels).
+    fn read_namespaces<H: Held>(&mut self, cluster: &Cluster<H>) {
+        self.snapshot.namespaces = cluster
+            .namespaces
+            .iter()
+            .map(|(name, held)| {
+                let v = held.value();
+                let labels: BTreeMap<String, String> = at(&v, "/metadata/labels")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()
+                    })
+                    .unwrap_or_default();
+                (name.clone(), labels.into())
+            })
+            .collect();
     }
 
     /// Brings node `name` in line with the cluster (converted, replaced or gone).
@@ -241,7 +262,9 @@ impl Assembly {
         let pod = self.snapshot.pods.swap_remove(i);
         if let Some(usage) = &mut self.snapshot.usage {
             usage.remove(i, &pod);
-            usage.moved(self.snapshot.pods.len(), i);
+            if let Some(moved) = self.snapshot.pods.get(i) {
+                usage.moved(self.snapshot.pods.len(), i, moved);
+            }
         }
         if !self.claims.swap_remove(i).is_empty() {
             self.stale = true;
@@ -505,6 +528,7 @@ struct Batch {
     pods_changed: usize,
     all_pods: bool,
     budgets: bool,
+    namespaces: bool,
     classes: bool,
     gangs: Vec<GangAt>,
 }
@@ -519,7 +543,7 @@ impl Batch {
                     self.pods.push(pod_key(r));
                 }
             }
-            Filed::Namespace => {}
+            Filed::Namespace => self.namespaces = true,
             Filed::Budget => self.budgets = true,
             Filed::PriorityClass => self.classes = true,
             Filed::Other => {
@@ -627,7 +651,7 @@ impl Live {
         match t {
             Touched::Node(name) => a.node(cluster, &name),
             Touched::Pod(key) => a.pod(cluster, &key, before),
-            Touched::Namespace => {}
+            Touched::Namespace => a.read_namespaces(cluster),
             Touched::Budget => a.read_budgets(cluster),
             Touched::PriorityClass => {
                 if a.read_priorities(cluster) {
@@ -709,6 +733,9 @@ impl Live {
         }
         if batch.budgets {
             a.read_budgets(cluster);
+        }
+        if batch.namespaces {
+            a.read_namespaces(cluster);
         }
         for key in &batch.gangs {
             a.gang_object(cluster, key);

@@ -23,11 +23,13 @@ use crate::labels::{
     JOB_NAME, JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_JOB_INDEX, JOBSET_NAME, JOBSET_REPLICATED_JOB,
 };
 pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
+mod create;
 mod expand;
 mod inject;
 mod names;
 mod staged;
 
+pub use create::pod_created;
 pub use expand::*;
 pub use inject::*;
 pub use names::*;
