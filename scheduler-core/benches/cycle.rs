@@ -72,6 +72,8 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, node: Option<Str
         scheduling_gates: Vec::new(),
         labels: Default::default(),
         exclusive_topology: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 

@@ -72,6 +72,8 @@ fn pod(
         scheduling_gates: Vec::new(),
         labels: Default::default(),
         exclusive_topology: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 

@@ -24,7 +24,7 @@ pub mod rules;
 pub use decide::{config, plan, provision, schedule, sim};
 pub use read::{
     cluster, convert, crd, dialect, duration, error, labels, model, object, quantity, resources, tree,
-    workload,
+    volume, workload,
 };
 pub use rules::{admit, validate};
 

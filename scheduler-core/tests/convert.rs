@@ -367,6 +367,48 @@ mod raw_pods {
             ("tolerationSeconds", some(prop_oneof![8 => Just(json!(30)), 1 => odd()].boxed())),
         ]);
         let gate = object(vec![("name", some(text(&["kueue.x-k8s.io/admission"])))]);
+        // A volume always has a source the model reads (the raw read skips the others, as it skips
+        // container fields it does not read).
+        let always = |s: BoxedStrategy<Value>| s.prop_map(Some).boxed();
+        let volume = prop_oneof![
+            object(vec![
+                ("name", some(text(&["data"]))),
+                ("persistentVolumeClaim", always(object(vec![("claimName", some(text(&["c0", ""])))]))),
+            ]),
+            object(vec![
+                ("name", some(text(&["scratch"]))),
+                ("ephemeral", always(object(vec![("volumeClaimTemplate", some(object(vec![])))]))),
+            ]),
+            object(vec![
+                ("name", some(text(&["pd"]))),
+                (
+                    "gcePersistentDisk",
+                    always(object(vec![
+                        ("pdName", some(text(&["disk-1"]))),
+                        ("readOnly", some(prop_oneof![Just(json!(true)), odd()].boxed())),
+                    ])),
+                ),
+            ]),
+            object(vec![
+                ("name", some(text(&["ceph"]))),
+                (
+                    "rbd",
+                    always(object(vec![
+                        ("monitors", some(list(text(&["m1", "m2"])))),
+                        ("image", some(text(&["img"]))),
+                        ("pool", some(text(&["rbd", "fast"]))),
+                    ])),
+                ),
+            ]),
+        ]
+        .boxed();
+        let claim = object(vec![
+            ("name", some(text(&["gpu", "nic"]))),
+            ("resourceClaimName", some(text(&["shared"]))),
+            ("resourceClaimTemplateName", some(text(&["t"]))),
+        ]);
+        let claim_status =
+            object(vec![("name", some(text(&["gpu"]))), ("resourceClaimName", some(text(&["p-gpu-x", ""])))]);
         let spec = object(vec![
             ("containers", some(list(container()))),
             ("initContainers", some(list(container()))),
@@ -380,12 +422,15 @@ mod raw_pods {
             ("schedulerName", some(text(&["gang-scheduler", ""]))),
             ("preemptionPolicy", some(text(&["Never", "PreemptLowerPriority", "", "Sometimes"]))),
             ("schedulingGates", some(list(gate))),
+            ("volumes", some(list(volume))),
+            ("resourceClaims", some(list(claim))),
         ]);
         let status = object(vec![
             ("phase", some(text(&["Pending", "Running", "Failed", "Succeeded", "Unknown", "", "Lost"]))),
             ("nominatedNodeName", some(text(&["n2", ""]))),
             ("reason", some(text(&["OutOfcpu", ""]))),
             ("message", some(text(&["no room", ""]))),
+            ("resourceClaimStatuses", some(list(claim_status))),
         ]);
         object(vec![
             ("apiVersion", prop::option::weighted(0.9, text(&["v1"])).boxed()),

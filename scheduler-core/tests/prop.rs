@@ -163,6 +163,8 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
         scheduling_gates: Vec::new(),
         labels: Default::default(),
         exclusive_topology: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 

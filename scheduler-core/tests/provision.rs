@@ -45,6 +45,8 @@ fn member(gang: &str, name: &str, gpus: i64) -> Pod {
         scheduling_gates: vec![],
         labels: Default::default(),
         exclusive_topology: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 
@@ -255,6 +257,8 @@ fn pod(name: &str, gang: &GangKey, gpus: i64, cores: i64, pool: Option<u8>, prio
         scheduling_gates: vec![],
         labels: Default::default(),
         exclusive_topology: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 

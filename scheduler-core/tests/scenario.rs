@@ -294,6 +294,8 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
             scheduling_gates: f.gates.clone(),
             labels: f.labels.clone().into(),
             exclusive_topology: f.exclusive_topology.clone(),
+            volumes: Vec::new(),
+            resource_claims: Vec::new(),
         })
         .collect()
 }

@@ -239,6 +239,11 @@ pub fn kind_name(plural: &str) -> String {
         "tfjobs" => "TFJob".into(),
         "rayclusters" => "RayCluster".into(),
         "statefulsets" => "StatefulSet".into(),
+        "persistentvolumeclaims" => "PersistentVolumeClaim".into(),
+        "persistentvolumes" => "PersistentVolume".into(),
+        "storageclasses" => "StorageClass".into(),
+        "csinodes" => "CSINode".into(),
+        "resourceclaims" => "ResourceClaim".into(),
         other => {
             let singular = other.strip_suffix("ies").map(|s| format!("{s}y")).unwrap_or_else(|| {
                 other
@@ -269,6 +274,10 @@ mod tests {
             ("PodDisruptionBudget", "poddisruptionbudgets"),
             ("Gang", "gangs"),
             ("Lease", "leases"),
+            ("PersistentVolumeClaim", "persistentvolumeclaims"),
+            ("StorageClass", "storageclasses"),
+            ("CSINode", "csinodes"),
+            ("ResourceClaim", "resourceclaims"),
         ] {
             assert_eq!(resource_of("v1", kind).1, plural);
             assert_eq!(kind_name(plural), kind);

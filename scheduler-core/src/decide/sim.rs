@@ -543,6 +543,8 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         scheduling_gates: vec![],
         labels: Default::default(),
         exclusive_topology: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     };
     let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
         at_secs,

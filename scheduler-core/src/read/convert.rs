@@ -13,6 +13,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde_json::Value;
 
 use crate::error::FieldError;
+use crate::model::volume::{PodResourceClaim, PodVolume};
 use crate::model::{
     Budget, LabelOperator, LabelRequirement, LabelSelector, Node, NodeSelectorOperator,
     NodeSelectorRequirement, NodeSelectorTerm, ObjectKey, Pod, PodPhase, PreemptionPolicy, Taint,
@@ -21,6 +22,7 @@ use crate::model::{
 use crate::resources::{
     ContainerResources, PODS, Quantities, Resources, effective_requests_of, resource_list,
 };
+use crate::volume;
 
 /// Priority class name → value, and the global default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -76,8 +78,8 @@ fn typed<'de, T: serde::Deserialize<'de>>(v: &'de Value) -> Result<T, Vec<FieldE
 /// the exact field, under `path`: `spec.template.spec.volumes[0].configMap.defaultMode`), with
 /// only the fields the scheduler reads ([`pod`], [`effective_requests`]: containers' and init
 /// containers' names, resources and restart policy, overhead, node selector, node affinity,
-/// tolerations, priority, preemption policy, scheduler, node name, scheduling gates) and the
-/// dialects read (`schedulingGroup`; 1.35's `workloadRef`, kept as written) — what `simulate`
+/// tolerations, priority, preemption policy, scheduler, node name, scheduling gates, the volumes
+/// and resource claims the volume filters read) and the dialects read (`schedulingGroup`; 1.35's `workloadRef`, kept as written) — what `simulate`
 /// stamps its pods from, so that a pod costs its scheduling fields, not its template (a 100 KB
 /// template of environment variables, copied for 2,000 pods, was 443 MB). Converting the result
 /// gives the pod that converting the whole spec would (`scheduling_spec_converts_as_the_whole_spec`).
@@ -108,6 +110,8 @@ pub fn scheduling_spec(spec: Option<&Value>, path: &str) -> Result<Value, Vec<Fi
         node_name: full.node_name.clone(),
         scheduling_gates: full.scheduling_gates.clone(),
         scheduling_group: full.scheduling_group.clone(),
+        volumes: volume::scheduling_volumes(full.volumes.as_ref()),
+        resource_claims: full.resource_claims.clone(),
         ..core::PodSpec::default()
     };
     let mut out = serde_json::to_value(pruned).map_err(|e| vec![FieldError::new(path, e.to_string())])?;
@@ -230,16 +234,11 @@ pub fn node(n: &core::Node) -> Result<Node, Vec<FieldError>> {
 }
 
 fn requirement(path: &str, r: &Requirement<'_>) -> Result<NodeSelectorRequirement, FieldError> {
-    let operator = match r.operator {
-        "In" => NodeSelectorOperator::In,
-        "NotIn" => NodeSelectorOperator::NotIn,
-        "Exists" => NodeSelectorOperator::Exists,
-        "DoesNotExist" => NodeSelectorOperator::DoesNotExist,
-        "Gt" => NodeSelectorOperator::Gt,
-        "Lt" => NodeSelectorOperator::Lt,
-        other => {
-            return Err(FieldError::new(format!("{path}.operator"), format!("unknown operator {other:?}")));
-        }
+    let Some(operator) = NodeSelectorOperator::parse(r.operator) else {
+        return Err(FieldError::new(
+            format!("{path}.operator"),
+            format!("unknown operator {:?}", r.operator),
+        ));
     };
     Ok(NodeSelectorRequirement {
         key: r.key.to_string(),
@@ -309,6 +308,9 @@ struct PodFields<'a> {
     nominated: Option<&'a str>,
     reason: Option<&'a str>,
     message: Option<&'a str>,
+    /// `spec.volumes` and `spec.resourceClaims`, as the volume filters read them ([`volume`]).
+    volumes: Vec<PodVolume>,
+    resource_claims: Vec<PodResourceClaim>,
 }
 
 fn requirement_of(r: &core::NodeSelectorRequirement) -> Requirement<'_> {
@@ -393,6 +395,14 @@ impl<'a> PodFields<'a> {
             nominated: status.and_then(|s| s.nominated_node_name.as_deref()),
             reason: status.and_then(|s| s.reason.as_deref()),
             message: status.and_then(|s| s.message.as_deref()),
+            volumes: volume::pod_volumes(
+                meta.name.as_deref().unwrap_or_default(),
+                spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default(),
+            ),
+            resource_claims: volume::pod_resource_claims(
+                spec.and_then(|s| s.resource_claims.as_deref()).unwrap_or_default(),
+                status.and_then(|s| s.resource_claim_statuses.as_deref()).unwrap_or_default(),
+            ),
         }
     }
 
@@ -514,6 +524,9 @@ impl<'a> PodFields<'a> {
             nominated: raw::string(status, "nominatedNodeName")?,
             reason: raw::string(status, "reason")?,
             message: raw::string(status, "message")?,
+            volumes: volume::pod_volumes_raw(raw::string(meta, "name")?.unwrap_or_default(), spec)
+                .ok_or(Odd)?,
+            resource_claims: volume::pod_resource_claims_raw(spec, status).ok_or(Odd)?,
         })
     }
 }
@@ -708,6 +721,8 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
             .exclusive_topology
             .filter(|k| !k.is_empty() && !f.node_selector_strategy)
             .map(str::to_string),
+        volumes: f.volumes,
+        resource_claims: f.resource_claims,
     })
 }
 

@@ -3,7 +3,10 @@
 //!
 //! The model is deliberately plain data: owned strings, sorted maps, no references into Kubernetes
 //! objects. A [`Snapshot`] is what the cycle sees; building one is the adapters' job (see
-//! [`crate::convert`] and [`crate::dialect`]).
+//! [`crate::convert`] and [`crate::dialect`]). The storage and device objects the volume filters
+//! read are in [`volume`].
+
+pub mod volume;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -214,6 +217,21 @@ pub enum NodeSelectorOperator {
     Lt,
 }
 
+impl NodeSelectorOperator {
+    /// The operator named `s`, as the API spells it.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "In" => Some(NodeSelectorOperator::In),
+            "NotIn" => Some(NodeSelectorOperator::NotIn),
+            "Exists" => Some(NodeSelectorOperator::Exists),
+            "DoesNotExist" => Some(NodeSelectorOperator::DoesNotExist),
+            "Gt" => Some(NodeSelectorOperator::Gt),
+            "Lt" => Some(NodeSelectorOperator::Lt),
+            _ => None,
+        }
+    }
+}
+
 /// One `nodeSelectorTerm`: all its requirements must hold. Terms are ORed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeSelectorTerm {
@@ -306,6 +324,13 @@ pub struct Pod {
     /// lands whole in a domain of this label that holds no other child Job's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusive_topology: Option<String>,
+    /// `spec.volumes` the volume filters read: PVCs (ephemeral ones by the name their controller
+    /// gives them) and inline disks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<volume::PodVolume>,
+    /// `spec.resourceClaims` (DRA), each with the ResourceClaim it names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<volume::PodResourceClaim>,
 }
 
 /// A pod's labels, shared: a snapshot is cloned whole (compaction, the CLI), and at 140,000 pods
@@ -703,6 +728,9 @@ pub struct Snapshot {
     /// PodDisruptionBudgets: preemption prefers victims whose eviction violates none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<Budget>,
+    /// PVCs, PVs, StorageClasses, CSINodes and ResourceClaims, for the volume filters.
+    #[serde(default, skip_serializing_if = "volume::Storage::is_empty")]
+    pub storage: volume::Storage,
 }
 
 /// What the pods that use each node request, summed per node name, and which pods a cycle must
@@ -844,6 +872,8 @@ mod tests {
             scheduling_gates: Vec::new(),
             labels: Labels::default(),
             exclusive_topology: None,
+            volumes: Vec::new(),
+            resource_claims: Vec::new(),
         }
     }
 

@@ -381,6 +381,8 @@ mod tests {
             scheduling_gates: Vec::new(),
             labels: Default::default(),
             exclusive_topology: None,
+            volumes: Vec::new(),
+            resource_claims: Vec::new(),
         }
     }
 
