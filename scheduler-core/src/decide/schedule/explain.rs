@@ -10,6 +10,7 @@ use super::filter::{Static, static_fit};
 use super::ledger::{Demand, Ledger, ResourceIndex, Txn};
 use super::members::Members;
 use super::place::{Feasible, Placement};
+use super::volumes::{Block, Volumes};
 use crate::model::{Gang, Node, Pod};
 use crate::resources::Resources;
 use crate::tree;
@@ -120,46 +121,68 @@ fn names(list: &[&str]) -> String {
     s
 }
 
+/// What a summary is remembered by: the feasible set (by address), the demand, and the pod when
+/// it has volumes (its summary is its own).
+type Shape = (usize, Demand, Option<usize>);
+
 /// Why each node can or cannot take a pod, as a message ("3 of 12 nodes fit (…); 7 lack
 /// nvidia.com/gpu"), remembered per pod shape (feasible set and demand) while the ledger is
 /// unchanged: once a cluster is full, every waiting gang of the same shape gets the same summary
-/// without another pass over the nodes.
+/// without another pass over the nodes. A pod with volumes has a summary of its own.
 #[derive(Debug, Default)]
 pub(super) struct FitSummaries {
-    /// (feasible set, demand) → (ledger version, summary).
-    by_shape: RefCell<HashMap<(usize, Demand), (u64, String)>>,
+    /// (feasible set, demand, the pod when it has volumes) → (ledger version, summary).
+    by_shape: RefCell<HashMap<Shape, (u64, String)>>,
 }
 
 impl FitSummaries {
-    /// The summary for `pod` (its `demand`, its `feasible` nodes) as `ledger` stands.
+    /// The summary for pod `p` (its `demand`, its `feasible` nodes) as `ledger` stands.
+    #[allow(clippy::too_many_arguments)]
     pub fn get(
         &self,
         nodes: &[Node],
-        pod: &Pod,
+        (p, pod): (usize, &Pod),
         demand: &Demand,
         feasible: &Feasible,
         ledger: &Ledger,
         res: &ResourceIndex,
+        volumes: &Volumes<'_>,
     ) -> String {
-        let shape = (std::ptr::from_ref(feasible) as usize, demand.clone());
+        let own = !(pod.volumes.is_empty() && pod.resource_claims.is_empty());
+        let shape = (std::ptr::from_ref(feasible) as usize, demand.clone(), own.then_some(p));
         if let Some((version, text)) = self.by_shape.borrow().get(&shape)
             && *version == ledger.version
         {
             return text.clone();
         }
-        let text = summary(nodes, pod, demand, feasible, ledger, res);
+        let text = match volumes.wait(p) {
+            Some(wait) => wait,
+            None => summary(nodes, (p, pod), demand, feasible, ledger, res, volumes),
+        };
         self.by_shape.borrow_mut().insert(shape, (ledger.version, text.clone()));
         text
     }
 }
 
+/// Why a node that has room refuses the pod's volumes, given what other placements took.
+fn refused(block: &Block) -> String {
+    match block {
+        Block::NoVolume(_) => "did not find available persistent volumes to bind".into(),
+        Block::Chosen(claim, _) => format!("cannot use the volume chosen for PVC {claim}"),
+        Block::Rwop(claim, _) => format!("cannot take ReadWriteOncePod PVC {claim}, in use"),
+        Block::Disk(_) => "have no available disk".into(),
+        Block::Limit(driver, limit) => format!("exceed max volume count ({limit} {driver})"),
+    }
+}
+
 fn summary(
     nodes: &[Node],
-    pod: &Pod,
+    (p, pod): (usize, &Pod),
     demand: &Demand,
     feasible: &Feasible,
     ledger: &Ledger,
     res: &ResourceIndex,
+    volumes: &Volumes<'_>,
 ) -> String {
     let txn = Txn::default();
     let mut fit: Vec<&str> = Vec::new();
@@ -171,14 +194,18 @@ fn summary(
             Err(Static::Taint(t)) => format!("have taint {t}"),
             Err(Static::NodeSelector) => "do not match the nodeSelector".to_string(),
             Err(Static::Affinity) => "do not match the required node affinity".to_string(),
-            Ok(()) if !feasible.mask.get(i).copied().unwrap_or(true) => {
-                feasible.excluded.clone().unwrap_or_else(|| "are left out".to_string())
-            }
+            Ok(()) if !feasible.mask.get(i).copied().unwrap_or(true) => volumes
+                .why(p, i)
+                .or_else(|| feasible.excluded.clone())
+                .unwrap_or_else(|| "are left out".to_string()),
             Ok(()) => match ledger.fits(&txn, i, demand) {
-                Ok(()) => {
-                    fit.push(&node.name);
-                    continue;
-                }
+                Ok(()) => match volumes.fits(p, i, ledger, &txn) {
+                    Ok(()) => {
+                        fit.push(&node.name);
+                        continue;
+                    }
+                    Err(block) => refused(&block),
+                },
                 Err(None) => "have no free pod slots".to_string(),
                 Err(Some(r)) => {
                     let name = &res.names[r];

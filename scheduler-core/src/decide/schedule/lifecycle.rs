@@ -13,6 +13,7 @@ use super::explain::{self, FitSummaries};
 use super::ledger::{Ledger, Txn};
 use super::place::{Ask, Placement, PlacementRequest, Placer};
 use super::preempt;
+use super::volumes::Work;
 use super::{Facts, PodFacts};
 use crate::config::TimeoutAction;
 use crate::model::{GangMode, Pod, PodPhase};
@@ -48,6 +49,8 @@ pub(super) struct Progress {
     decisions: Vec<Decision>,
     /// Pods outside any gang bound: (pod, node).
     singles: Vec<(usize, usize)>,
+    /// Pods outside any gang placed, whose claims are bound first (see [`Decision::volumes`]).
+    single_volumes: Vec<Work>,
 }
 
 impl Progress {
@@ -59,12 +62,14 @@ impl Progress {
             summaries: FitSummaries::default(),
             decisions: Vec::new(),
             singles: Vec::new(),
+            single_volumes: Vec::new(),
         }
     }
 
-    /// The decisions made, and the pods outside any gang bound.
-    pub fn into_decisions(self) -> (Vec<Decision>, Vec<(usize, usize)>) {
-        (self.decisions, self.singles)
+    /// The decisions made, the pods outside any gang bound, and those placed whose claims are
+    /// bound first.
+    pub fn into_decisions(self) -> (Vec<Decision>, Vec<(usize, usize)>, Vec<Work>) {
+        (self.decisions, self.singles, self.single_volumes)
     }
 
     fn view<'v, 'a>(&'v self, facts: &'v Facts<'a>, placer: &'v Placer<'a>) -> View<'v, 'a> {
@@ -97,13 +102,18 @@ impl Progress {
         let Some(&p) = run.first() else { return };
         let mut txn = Txn::default();
         let pod = &index.pods[p];
-        if pod.nominated_node.is_some() || index.reserved.contains_key(&p) {
-            // A node of its own to prefer: placed alone.
+        if pod.nominated_node.is_some() || index.reserved.contains_key(&p) || placer.volume_dynamic(p) {
+            // A node of its own to prefer, or volumes that depend on other placements: alone.
             if let Some(node) =
                 placer.best_node(&self.ledger, &txn, &index.demand, p, None, index.reserved.get(&p))
             {
-                self.ledger.take(&mut txn, node, &index.demand[p]);
-                self.singles.push((p, node));
+                placer.take(&self.ledger, &mut txn, &index.demand, p, node);
+                let work = placer.volumes().work(&[(p, node)], &self.ledger, &txn);
+                if work.is_empty() {
+                    self.singles.push((p, node));
+                } else {
+                    self.single_volumes.extend(work);
+                }
             }
         } else {
             let feasible = placer.feasible(p);
@@ -294,11 +304,17 @@ impl View<'_, '_> {
     fn extras(&self, g: usize) -> Decision {
         let f = self.facts;
         let attempt = self.place_gang(g, &Txn::default(), true, &[]);
-        let n = u32::try_from(attempt.bindings.len()).unwrap_or(u32::MAX);
+        // Members whose claims are bound first are placed (their room is kept this cycle) but
+        // bound in a later one: they count once bound.
+        let work = self.placer.volumes().work(&attempt.bindings, self.ledger, &attempt.txn);
+        let waiting: BTreeSet<usize> = work.iter().map(|w| w.pod).collect();
+        let bindings: Vec<(usize, usize)> =
+            attempt.bindings.iter().copied().filter(|(p, _)| !waiting.contains(p)).collect();
+        let n = u32::try_from(bindings.len()).unwrap_or(u32::MAX);
         let gang = &f.input.snap.gangs[g];
         let m = &f.gangs.members[g];
         let mut held = m.held.clone();
-        for &(p, _) in &attempt.bindings {
+        for &(p, _) in &bindings {
             if let Some(leaf) =
                 tree::leaf_of(gang, f.input.snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()))
             {
@@ -307,9 +323,19 @@ impl View<'_, '_> {
         }
         let mut st = gang.state.clone();
         st.waiting_since = None;
-        let decide = |reason, phase, msg, st| {
-            let mut d = Decision::new(g, reason, phase, msg, st);
-            d.bindings.clone_from(&attempt.bindings);
+        let note = if waiting.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} more member(s) wait while PVCs are bound: {}",
+                waiting.len(),
+                self.placer.volumes().describe_work(&work)
+            )
+        };
+        let decide = |reason, phase, msg: String, st| {
+            let mut d = Decision::new(g, reason, phase, format!("{msg}{note}"), st);
+            d.bindings.clone_from(&bindings);
+            d.volumes.clone_from(&work);
             d.txn = attempt.txn.clone();
             d
         };
@@ -390,10 +416,26 @@ impl View<'_, '_> {
         })
     }
 
-    /// A gang placed whole (its capacity is committed by the caller, with its group's).
+    /// A gang placed whole (its capacity is committed by the caller, with its group's): bound, or
+    /// — when members have unbound claims — waiting while those are bound, none of it bound yet.
     fn placed(&self, g: usize, p: Placement) -> Decision {
         let gang = &self.facts.input.snap.gangs[g];
         let n = p.bindings.len();
+        let volumes = self.placer.volumes();
+        let work = volumes.work(&p.bindings, self.ledger, &Txn::default());
+        if !work.is_empty() {
+            let mut st = gang.state.clone();
+            st.waiting_since.get_or_insert(self.facts.input.now);
+            let claims: BTreeSet<&crate::model::ObjectKey> = work.iter().map(|w| &w.claim).collect();
+            let msg = format!(
+                "placed {n} member(s); binding {} of their PVC(s) first: {}; the members are bound once every one is",
+                claims.len(),
+                volumes.describe_work(&work)
+            );
+            let mut d = Decision::new(g, Reason::WaitingForVolumes, Phase::Pending, msg, st);
+            d.volumes = work;
+            return d;
+        }
         let mut st = gang.state.clone();
         st.waiting_since = None;
         st.was_satisfied = true;
@@ -416,14 +458,20 @@ impl View<'_, '_> {
         let since = *st.waiting_since.get_or_insert(f.input.now);
         let timeout = gang.timeout.or(f.input.config.default_timeout);
         let why = explain::unplaced(gang, &f.gangs.members[g], &f.input.snap.pods, &attempt, |p| {
-            self.summaries.get(
+            let volumes = self.placer.volumes();
+            let fit = self.summaries.get(
                 &f.input.snap.nodes,
-                &f.input.snap.pods[p],
+                (p, &f.input.snap.pods[p]),
                 &f.pods.demand[p],
                 self.placer.feasible(p).as_ref(),
                 self.ledger,
                 &f.pods.res,
-            )
+                volumes,
+            );
+            match volumes.noted(p) {
+                Some(note) => format!("{fit}; {note}"),
+                None => fit,
+            }
         });
 
         // Half-bound: members hold nodes (a crash mid-binding, or a race) but the gang cannot be

@@ -21,6 +21,7 @@
 //! 6. **Ask** the cluster autoscaler, when the policy says so, for the members of unplaceable
 //!    gangs that have no room ([`crate::provision::asks`]).
 
+mod booked;
 mod cache;
 mod decision;
 mod exclusive;
@@ -32,6 +33,7 @@ mod members;
 mod order;
 mod place;
 mod preempt;
+mod volumes;
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
@@ -152,6 +154,7 @@ impl PodFacts<'_> {
                 && a.node_selector == b.node_selector
                 && a.affinity == b.affinity
                 && a.tolerations == b.tolerations
+                && volumes::alike(a, b)
                 && same_jobset_side(a, b))
     }
 }
@@ -209,10 +212,15 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
             order::Unit::Single(p) => {
                 // Pods of ours outside any gang come in runs alike (a Deployment's replicas):
                 // a run is placed from one look at the nodes (the reference places them one by one).
+                // Pods whose volumes depend on other placements go one at a time.
                 let run: Vec<usize> = rest
                     .iter()
                     .map_while(|u| match *u {
-                        order::Unit::Single(q) if (q == p || fast) && facts.pods.alike(p, q) => Some(q),
+                        order::Unit::Single(q)
+                            if q == p || fast && facts.pods.alike(p, q) && !placer.volume_dynamic(q) =>
+                        {
+                            Some(q)
+                        }
                         _ => None,
                     })
                     .collect();
@@ -233,8 +241,8 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     }
 
     // 5. Assemble.
-    let (decisions, singles) = progress.into_decisions();
-    let mut plan = decision::assemble(snap, &facts.gangs.members, decisions, &singles);
+    let (decisions, singles, single_volumes) = progress.into_decisions();
+    let mut plan = decision::assemble(snap, &facts.gangs.members, decisions, &singles, &single_volumes);
     // 6. Ask the autoscaler for what has no room (policy `provisioning`; off by default).
     plan.provisioning =
         crate::provision::asks(snap, config, &plan, |node, pod| filter::static_fit(node, pod).is_ok());

@@ -22,6 +22,7 @@ use super::cache::{Caches, Filter, NodeKey, Topology};
 use super::exclusive::{self, job_of};
 use super::ledger::{Demands, Ledger, Txn};
 use super::members::Members;
+use super::volumes::Volumes;
 use crate::model::{Gang, GangMode};
 use crate::tree::{self, LeafCounts};
 use crate::{Config, Snapshot};
@@ -105,6 +106,22 @@ impl<'a> Placer<'a> {
         self.caches.feasible(p)
     }
 
+    /// The volume filters of this cycle.
+    pub fn volumes(&self) -> &Volumes<'a> {
+        self.caches.volumes()
+    }
+
+    /// Whether pod `p`'s volumes depend on other placements: it is placed alone, never in a run.
+    pub fn volume_dynamic(&self, p: usize) -> bool {
+        self.caches.volumes().dynamic(p)
+    }
+
+    /// Takes what pod `p` needs on node `n` inside `txn`: its demand, and its volumes.
+    pub fn take(&self, ledger: &Ledger, txn: &mut Txn, demand: &Demands, p: usize, n: usize) {
+        ledger.take(txn, n, &demand[p]);
+        self.caches.volumes().take(p, n, ledger, txn);
+    }
+
     /// The best node for pod `p` under `filter`, preferring its reserved or nominated node.
     pub fn best_node(
         &self,
@@ -121,16 +138,42 @@ impl<'a> Placer<'a> {
             feasible.mask[n] && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
         };
         let pod = &self.snap.pods[p];
+        let volumes = self.caches.volumes();
+        let dynamic = volumes.dynamic(p);
+        let fits =
+            |n: usize| state.fits(txn, n, d).is_ok() && (!dynamic || volumes.fits(p, n, state, txn).is_ok());
         let nominated = pod.nominated_node.as_deref().and_then(|name| self.caches.node_of(name));
         for n in reserved.copied().into_iter().chain(nominated) {
-            if allowed(n) && state.fits(txn, n, d).is_ok() {
+            if allowed(n) && fits(n) {
                 return Some(n);
             }
         }
-        self.caches
-            .candidates(state, txn, Ask { demand: d, pod, feasible: &feasible, filter }, 1)
-            .first()
-            .map(|&(_, n)| n)
+        let ask = Ask { demand: d, pod, feasible: &feasible, filter };
+        if !dynamic {
+            return self.caches.candidates(state, txn, ask, 1).first().map(|&(_, n)| n);
+        }
+        // Its volumes depend on what others took: the best node whose volumes also fit, looking
+        // at more of the best each time (most often the first fits).
+        let mut k = 1;
+        let mut first_block = None;
+        loop {
+            let best = self.caches.candidates(state, txn, ask, k);
+            for &(_, n) in &best {
+                match volumes.fits(p, n, state, txn) {
+                    Ok(()) => return Some(n),
+                    Err(b) => {
+                        first_block.get_or_insert(b);
+                    }
+                }
+            }
+            if best.len() < k {
+                if let Some(b) = first_block {
+                    volumes.note(p, b);
+                }
+                return None;
+            }
+            k = k.saturating_mul(4);
+        }
     }
 
     /// Tries to place gang `r.gang` as the request says.
@@ -577,7 +620,9 @@ impl<'a> Placer<'a> {
                 break;
             }
             let p = todo[i];
-            let pinned = self.snap.pods[p].nominated_node.is_some() || r.reserved.contains_key(&p);
+            let pinned = self.snap.pods[p].nominated_node.is_some()
+                || r.reserved.contains_key(&p)
+                || self.volume_dynamic(p);
             if pinned {
                 if let Some(n) = self.best_node(r.ledger, &w.txn, r.demand, p, filter, r.reserved.get(&p)) {
                     self.place(r, w, leaf, p, n);
@@ -594,7 +639,8 @@ impl<'a> Placer<'a> {
                 let alike = r.demand.same(q, p)
                     && Rc::ptr_eq(&self.caches.feasible(q), &feasible)
                     && self.snap.pods[q].nominated_node.is_none()
-                    && !r.reserved.contains_key(&q);
+                    && !r.reserved.contains_key(&q)
+                    && !self.volume_dynamic(q);
                 if !alike {
                     break;
                 }
@@ -607,7 +653,7 @@ impl<'a> Placer<'a> {
     }
 
     fn place(&self, r: &PlacementRequest<'_>, w: &mut Work, leaf: &str, p: usize, n: usize) {
-        r.ledger.take(&mut w.txn, n, &r.demand[p]);
+        self.take(r.ledger, &mut w.txn, r.demand, p, n);
         w.bindings.push((p, n));
         *w.counts.entry(leaf.to_string()).or_default() += 1;
     }
