@@ -191,6 +191,15 @@ impl FakeApi {
         }
     }
 
+    /// Runs the PV controller (and a CSI provisioner) from now on: claims are bound and provisioned
+    /// as the scheduler's binder asks ([`crate::volumes::pv_controller`]); done at once for what
+    /// is stored.
+    pub fn run_pv_controller(&self) {
+        let mut s = self.store();
+        s.on_storage_change = Some(crate::volumes::pv_controller);
+        crate::volumes::pv_controller(&mut s);
+    }
+
     /// Moves the fake's clock forward: pods whose grace period ends by then are removed.
     pub fn advance(&self, by: Duration) {
         let mut s = self.store();

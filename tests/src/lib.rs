@@ -16,6 +16,9 @@
 //! - [`disruption`]: the disruption controller's PodDisruptionBudget status, when a test runs it;
 //! - [`provisioning`]: cluster-autoscaler's ProvisioningRequest and PodTemplates, checked as
 //!   the CRD's schema and the API server check them;
+//! - [`volumes`]: PVCs, PVs and StorageClasses as the API server validates their updates (a
+//!   PVC's spec immutable but for `volumeName` set once, a PV's source), and the PV controller's
+//!   and a provisioner's part of binding, when a test runs them;
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
 //!
 //! Every request is recorded (method, path, query, body, when, `User-Agent`, the status it got)
@@ -36,6 +39,7 @@ pub mod subresources;
 pub mod times;
 pub mod tools;
 pub mod validation;
+pub mod volumes;
 pub mod watch;
 
 pub use api::{Answer, FakeApi};

@@ -73,6 +73,9 @@ pub struct Store {
     /// ([`DISRUPTION_WATCHED`]): the disruption controller, when a test runs it
     /// ([`crate::FakeApi::run_disruption_controller`]).
     pub on_pod_change: Option<fn(&mut Store, &str)>,
+    /// Called after a PVC or PV changed: the PV controller, when a test runs it
+    /// ([`crate::FakeApi::run_pv_controller`]).
+    pub on_storage_change: Option<fn(&mut Store)>,
     /// Pods with a `deletionTimestamp`, kept by [`Store::commit`]: what the kubelet's part of
     /// graceful deletion ([`crate::subresources::reap`]) looks at, so it never walks every pod.
     pub terminating: BTreeSet<Key>,
@@ -97,6 +100,7 @@ impl Store {
             clock_offset: Duration::ZERO,
             generated: 0,
             on_pod_change: None,
+            on_storage_change: None,
             terminating: BTreeSet::new(),
             counts: BTreeMap::new(),
             changes,
@@ -168,6 +172,13 @@ impl Store {
             let namespace =
                 obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
             hook(self, &namespace);
+        }
+        // Taken while it runs: its own writes do not call it again.
+        if crate::volumes::watched(res)
+            && let Some(hook) = self.on_storage_change.take()
+        {
+            hook(self);
+            self.on_storage_change = Some(hook);
         }
         obj
     }

@@ -160,6 +160,16 @@ pub enum Kind {
     /// cluster-autoscaler's `autoscaling.x-k8s.io/v1` ProvisioningRequest CRD (schema checks in
     /// [`crate::provisioning`]).
     ProvisioningRequest,
+    /// `core/v1` PersistentVolumeClaim ([`crate::volumes`]).
+    PersistentVolumeClaim,
+    /// `core/v1` PersistentVolume ([`crate::volumes`]).
+    PersistentVolume,
+    /// `storage.k8s.io/v1` StorageClass.
+    StorageClass,
+    /// `storage.k8s.io/v1` CSINode.
+    CsiNode,
+    /// `resource.k8s.io` ResourceClaim (`v1`, `v1beta2`, `v1beta1`).
+    ResourceClaim,
     /// Any other custom resource: metadata checked, the rest taken as it comes.
     Custom,
 }
@@ -179,6 +189,16 @@ impl Kind {
             ("/apis/kube-gang.io/v1alpha1", "gangs") => Kind::Gang,
             ("/api/v1", "podtemplates") => Kind::PodTemplate,
             ("/apis/autoscaling.x-k8s.io/v1", "provisioningrequests") => Kind::ProvisioningRequest,
+            ("/api/v1", "persistentvolumeclaims") => Kind::PersistentVolumeClaim,
+            ("/api/v1", "persistentvolumes") => Kind::PersistentVolume,
+            ("/apis/storage.k8s.io/v1", "storageclasses") => Kind::StorageClass,
+            ("/apis/storage.k8s.io/v1", "csinodes") => Kind::CsiNode,
+            (
+                "/apis/resource.k8s.io/v1"
+                | "/apis/resource.k8s.io/v1beta2"
+                | "/apis/resource.k8s.io/v1beta1",
+                "resourceclaims",
+            ) => Kind::ResourceClaim,
             _ => Kind::Custom,
         }
     }
@@ -191,7 +211,16 @@ impl Kind {
 
     /// Whether the kind has a `/status` subresource that owns `.status`.
     pub fn has_status(self) -> bool {
-        !matches!(self, Kind::Event | Kind::CoreEvent | Kind::Lease | Kind::PriorityClass | Kind::PodTemplate)
+        !matches!(
+            self,
+            Kind::Event
+                | Kind::CoreEvent
+                | Kind::Lease
+                | Kind::PriorityClass
+                | Kind::PodTemplate
+                | Kind::StorageClass
+                | Kind::CsiNode
+        )
     }
 
     /// `Kind.group` as `NewInvalid` qualifies it.
@@ -208,6 +237,11 @@ impl Kind {
             Kind::Gang => "Gang.kube-gang.io".into(),
             Kind::PodTemplate => "PodTemplate".into(),
             Kind::ProvisioningRequest => "ProvisioningRequest.autoscaling.x-k8s.io".into(),
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim".into(),
+            Kind::PersistentVolume => "PersistentVolume".into(),
+            Kind::StorageClass => "StorageClass.storage.k8s.io".into(),
+            Kind::CsiNode => "CSINode.storage.k8s.io".into(),
+            Kind::ResourceClaim => "ResourceClaim.resource.k8s.io".into(),
             Kind::Custom => fallback.into(),
         }
     }
@@ -225,6 +259,11 @@ impl Kind {
             Kind::Gang => "Gang",
             Kind::PodTemplate => "PodTemplate",
             Kind::ProvisioningRequest => "ProvisioningRequest",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::PersistentVolume => "PersistentVolume",
+            Kind::StorageClass => "StorageClass",
+            Kind::CsiNode => "CSINode",
+            Kind::ResourceClaim => "ResourceClaim",
             Kind::Custom => "object",
         }
     }
@@ -257,7 +296,15 @@ impl Kind {
             // A custom resource's times are its schema's `format: date-time` ([`crate::schema`]).
             Kind::Gang => &[],
             Kind::ProvisioningRequest => &[("status.conditions[].lastTransitionTime", Stamp::Time)],
-            Kind::Namespace | Kind::PriorityClass | Kind::PodTemplate | Kind::Custom => &[],
+            Kind::Namespace
+            | Kind::PriorityClass
+            | Kind::PodTemplate
+            | Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume
+            | Kind::StorageClass
+            | Kind::CsiNode
+            | Kind::ResourceClaim
+            | Kind::Custom => &[],
         }
     }
 }
@@ -355,6 +402,15 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
         }
         Kind::PodTemplate => typed::<api::core::v1::PodTemplate>(obj),
         Kind::ProvisioningRequest => crate::provisioning::decode(obj),
+        Kind::PersistentVolumeClaim => typed::<api::core::v1::PersistentVolumeClaim>(obj),
+        Kind::PersistentVolume => typed::<api::core::v1::PersistentVolume>(obj),
+        Kind::StorageClass => typed::<api::storage::v1::StorageClass>(obj),
+        Kind::CsiNode => typed::<api::storage::v1::CSINode>(obj),
+        Kind::ResourceClaim => match version {
+            "v1" => typed::<api::resource::v1::ResourceClaim>(obj),
+            "v1beta2" => typed::<api::resource::v1beta2::ResourceClaim>(obj),
+            _ => typed::<api::resource::v1beta1::ResourceClaim>(obj),
+        },
         Kind::Custom => {
             if obj.is_object() {
                 Ok(())
@@ -626,6 +682,9 @@ pub fn update(kind: Kind, fallback_kind: &str, current: &Value, new: &Value) -> 
         Kind::ProvisioningRequest => crate::provisioning::immutable(current, new, &mut errs),
         Kind::Pod => errs.extend(crate::pod_update::errors(current, new)),
         Kind::Event => event_update(current, new, &mut errs),
+        Kind::PersistentVolumeClaim => crate::volumes::claim_update(current, new, &mut errs),
+        Kind::PersistentVolume => crate::volumes::volume_update(current, new, &mut errs),
+        Kind::StorageClass => crate::volumes::class_update(current, new, &mut errs),
         _ => {}
     }
     if errs.is_empty() {
@@ -674,6 +733,8 @@ pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -
                 }
             }
         }
+        Kind::PersistentVolumeClaim => crate::volumes::claim(obj, &mut errs),
+        Kind::PersistentVolume => crate::volumes::volume(obj, &mut errs),
         Kind::Lease => {
             for f in ["leaseDurationSeconds", "leaseTransitions"] {
                 if let Some(n) = obj.pointer(&format!("/spec/{f}")).and_then(Value::as_i64) {
