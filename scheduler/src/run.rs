@@ -255,6 +255,7 @@ pub async fn run(
     ));
     let mut blocked: std::collections::BTreeMap<PodKey, String> = std::collections::BTreeMap::new();
     let mut provisioner = crate::provision::Provisioner::new(settings.discovery_period);
+    let mut volumes = crate::volumes::Binder::new();
 
     let mut log_problems: Option<Instant> = None;
     let mut tick = tokio::time::interval(settings.period);
@@ -343,6 +344,9 @@ pub async fn run(
         }
         // Every cycle says which evictions it wants now; the evictor drops the rest.
         evict_tx.send_replace(writes.evictions);
+        // Claims the plan binds first (their gangs' pods are bound in a later cycle, once they are).
+        let claims = volumes.plan(&plan.volumes, &index);
+        volumes.send(&loop_client, &standing, claims, concurrency).await;
         let bound = bind_all(&loop_client, writes.bindings, concurrency, &standing).await;
         metrics.pods_bound.inc_by(bound.made.len() as u64);
         for pod in &bound.made {

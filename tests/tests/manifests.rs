@@ -235,6 +235,9 @@ fn rbac_is_least_privilege() {
         ("", "podtemplates", "create"),
         ("", "podtemplates", "delete"),
         ("", "pods", "patch"),
+        // Claims bound before their pods: a PV's claimRef, a claim's volumeName or selected node.
+        ("", "persistentvolumes", "patch"),
+        ("", "persistentvolumeclaims", "patch"),
     ] {
         assert!(can(g, r, v), "the scheduler needs {v} {g}/{r}");
     }
@@ -255,6 +258,10 @@ fn rbac_is_least_privilege() {
         "the scheduler never replaces pods (it patches consume annotations only)"
     );
     assert!(!can("", "pods", "delete") && !can("", "nodes", "patch"));
+    assert!(
+        !can("", "persistentvolumes", "update") && !can("", "persistentvolumeclaims", "create"),
+        "claims and volumes are patched where a binder binds them, never replaced or made"
+    );
     // The webhook reads Gangs (its gang lookup) and nothing else: one binding, to a role that
     // grants get/list/watch on gangs only; the token is mounted into its pods alone.
     let sa: ServiceAccount = one(&objects, "ServiceAccount", "gang-webhook");

@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::dialect;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, PodKey, Snapshot};
-pub use crate::object::{ApiKind, GANG, NODE, POD, READ};
+pub use crate::object::{ApiKind, GANG, NODE, POD, PV, PVC, READ};
 use crate::object::{Filed, ObjectRef, StoredKind, describe_named};
 use assembly::Assembly;
 pub use assembly::{Live, Overlay, Stats};

@@ -42,6 +42,10 @@ const fn builtin(
 pub const NODE: ApiKind = builtin("", "v1", "Node", "nodes");
 /// Pods (`v1`).
 pub const POD: ApiKind = builtin("", "v1", "Pod", "pods");
+/// PersistentVolumeClaims (`v1`).
+pub const PVC: ApiKind = builtin("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims");
+/// PersistentVolumes (`v1`).
+pub const PV: ApiKind = builtin("", "v1", "PersistentVolume", "persistentvolumes");
 /// kube-gang's own `Gang` (`kube-gang.io/v1alpha1`: `crate::GROUP`, `crate::VERSION`; a test
 /// holds them equal).
 pub const GANG: ApiKind = api_kind("kube-gang.io", "v1alpha1", "Gang", "gangs");
@@ -55,8 +59,8 @@ pub const READ: &[ApiKind] = &[
     builtin("", "v1", "Namespace", "namespaces"),
     builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
     builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
-    builtin("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
-    builtin("", "v1", "PersistentVolume", "persistentvolumes"),
+    PVC,
+    PV,
     builtin("storage.k8s.io", "v1", "StorageClass", "storageclasses"),
     builtin("storage.k8s.io", "v1", "CSINode", "csinodes"),
     // DRA claims, preferred version first (GA `v1` from 1.34; `v1beta2` 1.33, `v1beta1` 1.32): a
