@@ -430,7 +430,7 @@ mod tests {
         );
         for i in 0..25 {
             text.push_str(&format!(
-                "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{namespace: ns{i}}}\n"
+                "---\napiVersion: kube-gang.io/v1alpha1\nkind: Gang\nmetadata: {{namespace: ns{i}}}\n"
             ));
         }
         // Kinds nothing reads are counted by kind, in one line.
@@ -446,10 +446,7 @@ mod tests {
         ]);
         let world = load(&cli.global, None).unwrap();
         assert_eq!(world.warnings.len(), UNREADABLE_SHOWN + 2, "{:#?}", world.warnings);
-        assert_eq!(
-            world.warnings[0],
-            "skipped PersistentVolumeClaim ns0/: metadata.name: missing on PersistentVolumeClaim"
-        );
+        assert_eq!(world.warnings[0], "skipped Gang ns0/: metadata.name: missing on Gang");
         assert_eq!(world.warnings[UNREADABLE_SHOWN], "… and 5 more objects skipped");
         assert_eq!(
             world.warnings[UNREADABLE_SHOWN + 1],

@@ -5,7 +5,7 @@
 use std::io::Write as _;
 
 use clap::Parser as _;
-use kubectl_gang::simulate::{Ask, AskedPods, GangResult, Place, Simulation, Victim};
+use kubectl_gang::simulate::{Ask, AskedPods, ClaimPlace, GangResult, Place, Simulation, Victim};
 use kubectl_gang::{COLOURS, Cli, error_text, may_colour, run, write_escaped};
 use proptest::prelude::*;
 use scheduler_core::cluster::Cluster;
@@ -161,6 +161,7 @@ proptest! {
                 namespace: s.clone(), name: s.clone(), schedulable: false, reason: s.clone(), message: s.clone(),
                 placements: vec![Place { pod: s.clone(), node: s.clone() }],
                 preemptions: vec![Victim { pod: s.clone(), node: s.clone(), violates: Some(s.clone()) }],
+                volumes: vec![ClaimPlace { claim: s.clone(), node: s.clone(), volume: Some(s.clone()) }],
                 provisioning: Some(Ask { class: s.clone(), pod_sets: vec![AskedPods {
                     count: 1, requests: s.clone(), node_selector: [(s.clone(), s.clone())].into(), pods: vec![s.clone()],
                 }] }),

@@ -361,3 +361,50 @@ fn volume_fixtures() {
     }
     assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
 }
+
+/// What `simulate` adds beside the pods it expands: a StatefulSet's claims, one per template and
+/// pod (`<template>-<set>-<ordinal>`, the pod's volume pointing at it, replacing a template volume
+/// of that name), and the claims the ephemeral volume controller makes (`<pod>-<volume>`, owned by
+/// the pod).
+#[test]
+fn controllers_claims_are_what_their_controllers_make() {
+    let set = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ml"},
+        "spec": {"replicas": 2, "podManagementPolicy": "Parallel",
+                 "template": {"spec": {"containers": [{"name": "c"}], "volumes": [{"name": "data", "emptyDir": {}}]}},
+                 "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": {"app": "db"}},
+                                           "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"]}}]}});
+    let out = scheduler_core::workload::expand_admitted(&set).unwrap();
+    let kinds: Vec<&str> = out.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["Pod", "Pod", "PersistentVolumeClaim", "PersistentVolumeClaim"]);
+    assert_eq!(
+        out[1]["spec"]["volumes"],
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-1"}}])
+    );
+    assert_eq!(out[3]["metadata"]["name"], "data-db-1");
+    assert_eq!(out[3]["metadata"]["labels"]["app"], "db");
+    assert_eq!(out[3]["spec"]["storageClassName"], "fast");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0", "namespace": "ml", "uid": "u"},
+        "spec": {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}},
+                             {"name": "cfg", "configMap": {"name": "c"}}]}});
+    let claims = scheduler_core::volume::ephemeral_claims(&pod);
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0]["metadata"]["name"], "w-0-scratch");
+    assert_eq!(claims[0]["metadata"]["ownerReferences"][0]["uid"], "u");
+    assert_eq!(claims[0]["metadata"]["ownerReferences"][0]["controller"], true);
+    // The pod reads it as its own.
+    let mut cluster = Cluster::new();
+    cluster.push(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1", "pods": "1"}}})).unwrap();
+    let mut p = pod.clone();
+    p["spec"]["schedulerName"] = json!("gang-scheduler");
+    p["spec"]["containers"] = json!([{"name": "c"}]);
+    p["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] =
+        json!("missing");
+    cluster.push(p).unwrap();
+    for c in claims {
+        cluster.push(c).unwrap();
+    }
+    let snap = cluster.snapshot().snapshot;
+    let plan = schedule(&snap, &Config::default(), Time::from_secs(0));
+    assert!(plan.bindings.is_empty());
+    assert!(snap.storage.claims.contains_key(&scheduler_core::model::ObjectKey::new("ml", "w-0-scratch")));
+}

@@ -553,6 +553,39 @@ pub fn scheduling_volumes(volumes: Option<&Vec<core::Volume>>) -> Option<Vec<cor
     (!kept.is_empty()).then_some(kept)
 }
 
+/// The PVCs the ephemeral volume controller creates for `pod`'s generic ephemeral volumes (what
+/// `kubectl gang simulate` adds beside the pods it expands): `<pod>-<volume>` in the pod's
+/// namespace, owned by the pod, with the labels, annotations and spec of the volume's
+/// `volumeClaimTemplate`.
+pub fn ephemeral_claims(pod: &Value) -> Vec<Value> {
+    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let namespace = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
+    let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+    let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    volumes
+        .iter()
+        .filter_map(|v| {
+            let template = v.pointer("/ephemeral/volumeClaimTemplate")?;
+            let volume = v.get("name").and_then(Value::as_str)?;
+            let mut metadata = serde_json::Map::new();
+            for key in ["labels", "annotations"] {
+                if let Some(m) = template.pointer(&format!("/metadata/{key}")).filter(|m| m.is_object()) {
+                    metadata.insert(key.into(), m.clone());
+                }
+            }
+            metadata.insert("name".into(), Value::String(ephemeral_claim(name, volume)));
+            metadata.insert("namespace".into(), Value::String(namespace.into()));
+            metadata.insert(
+                "ownerReferences".into(),
+                serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid,
+                                    "controller": true, "blockOwnerDeletion": true}]),
+            );
+            Some(serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": metadata, "spec": template.get("spec").cloned().unwrap_or(Value::Null)}))
+        })
+        .collect()
+}
+
 /// A pod's `spec.resourceClaims`, each with the claim it names: a template's from the pod's
 /// `status.resourceClaimStatuses` (`resourceclaim.Name`).
 pub fn pod_resource_claims(
