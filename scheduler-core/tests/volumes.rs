@@ -300,6 +300,14 @@ fn check(file: &Path, step: &str, plan: &Plan, e: &Expect) -> Vec<String> {
     if let Some(b) = plan.bindings.iter().find(|b| waiting.contains(b.pod.name.as_str())) {
         fail(format!("{} bound while its claims are bound first", b.pod));
     }
+    // A claim shared by pods is bound once: one PV, or one node to provision on.
+    let mut choice: BTreeMap<&String, BTreeSet<String>> = BTreeMap::new();
+    for v in &plan.volumes {
+        choice.entry(&v.claim.name).or_default().insert(v.volume.clone().unwrap_or_else(|| v.node.clone()));
+    }
+    if let Some((claim, chosen)) = choice.iter().find(|(_, c)| c.len() > 1) {
+        fail(format!("claim {claim} given more than one volume or node: {chosen:?}"));
+    }
     let pvs: Vec<&String> = plan.volumes.iter().filter_map(|v| v.volume.as_ref()).collect();
     let distinct: BTreeSet<&&String> = pvs.iter().collect();
     let claims: BTreeSet<&String> =

@@ -118,7 +118,15 @@ impl Progress {
         } else {
             let feasible = placer.feasible(p);
             let ask = Ask { demand: &index.demand[p], pod, feasible: &feasible, filter: None };
-            self.singles.extend(placer.alike(&self.ledger, &mut txn, ask, run));
+            for (p, node) in placer.alike(&self.ledger, &mut txn, ask, run) {
+                // Claims provisioned wherever the pod goes are bound first, as above.
+                let work = placer.volumes().work(&[(p, node)], &self.ledger, &txn);
+                if work.is_empty() {
+                    self.singles.push((p, node));
+                } else {
+                    self.single_volumes.extend(work);
+                }
+            }
         }
         self.ledger.commit(txn);
     }

@@ -142,7 +142,8 @@ impl PodFacts<'_> {
     }
 
     /// Whether pods `p` and `q` are placed alike: `q` is `p`, or neither has a node of its own
-    /// to prefer (nominated or reserved) and both have one demand and one set of constraints.
+    /// to prefer (nominated or reserved) and both have one demand and one set of constraints
+    /// (their volumes are the placer's to compare: [`volumes::Volumes::alike`]).
     fn alike(&self, p: usize, q: usize) -> bool {
         let (a, b) = (&self.pods[p], &self.pods[q]);
         p == q
@@ -154,7 +155,6 @@ impl PodFacts<'_> {
                 && a.node_selector == b.node_selector
                 && a.affinity == b.affinity
                 && a.tolerations == b.tolerations
-                && volumes::alike(a, b)
                 && same_jobset_side(a, b))
     }
 }
@@ -204,6 +204,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
 
     // 4. Decide.
     let placer = place::Placer::new(snap, config, fast, facts.pods.node_index.clone());
+    placer.volumes().pending(scan.with_claims);
     let mut progress = lifecycle::Progress::new(ledger);
     let mut done = vec![false; snap.gangs.len()];
     let mut rest = units.as_slice();
@@ -217,7 +218,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
                     .iter()
                     .map_while(|u| match *u {
                         order::Unit::Single(q)
-                            if q == p || fast && facts.pods.alike(p, q) && !placer.volume_dynamic(q) =>
+                            if q == p || fast && facts.pods.alike(p, q) && placer.volumes().alike(p, q) =>
                         {
                             Some(q)
                         }
@@ -256,6 +257,8 @@ struct PodScan {
     claimed: Vec<(usize, usize)>,
     /// Pods of ours outside any gang, pending and not gated: each is a gang of one.
     singles: Vec<usize>,
+    /// Pending pods with volumes (any scheduler's), for the claims several of them share.
+    with_claims: Vec<usize>,
 }
 
 /// One pass over the pods: their demands, their gangs and the pods of ours outside any gang. When
@@ -270,8 +273,12 @@ fn scan_pods(
     res: &mut ResourceIndex,
     fast: bool,
 ) -> PodScan {
-    let mut scan =
-        PodScan { demand: Demands::new(snap.pods.len()), claimed: Vec::new(), singles: Vec::new() };
+    let mut scan = PodScan {
+        demand: Demands::new(snap.pods.len()),
+        claimed: Vec::new(),
+        singles: Vec::new(),
+        with_claims: Vec::new(),
+    };
     // `take_usage` checks (in debug builds) that the carried open pods are current.
     let open: &mut dyn Iterator<Item = usize> = match &snap.usage {
         Some(u) if fast => &mut u.open(),
@@ -280,6 +287,9 @@ fn scan_pods(
     for i in open {
         let Some(p) = snap.pods.get(i) else { continue };
         scan.demand.read(&snap.pods, i, res);
+        if !p.volumes.is_empty() && p.is_pending() {
+            scan.with_claims.push(i);
+        }
         match &p.gang {
             Some(m) => {
                 if let Some(&g) = gang_index.get(&m.gang) {

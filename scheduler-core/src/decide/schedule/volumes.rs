@@ -20,15 +20,15 @@
 //! volumes of the pods on nodes only when a pending pod's needs depend on them (one pass).
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
 use super::booked::{Attached, Choice};
 use super::filter::term_matches;
 use super::ledger::{Ledger, Txn};
 use crate::model::volume::{
-    AccessMode, Attachable, BindingMode, ClaimName, CsiNode, Disk, PodVolume, Pvc, RESERVED_FOR_MAX,
-    csi_driver_of,
+    AccessMode, Attachable, BindingMode, ClaimName, CsiNode, Disk, PodVolume, Pv, Pvc, RESERVED_FOR_MAX,
+    Storage, csi_driver_of,
 };
 use crate::model::{NodeSelectorOperator, NodeSelectorTerm, ObjectKey, PodKey, Snapshot};
 
@@ -53,7 +53,7 @@ fn ga_label(key: &str) -> &str {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Rule {
     /// A bound PVC's PV: its `nodeAffinity`.
-    PvAffinity { pv: String, terms: Vec<NodeSelectorTerm> },
+    PvAffinity { pv: String },
     /// `VolumeZone`: a PVC's PV carries zone or region label `key`; a node that has any of those
     /// labels must carry one of `values` there.
     Zone { pv: String, key: String, values: Vec<String> },
@@ -65,7 +65,7 @@ enum Rule {
     /// An unbound WaitForFirstConsumer claim no static PV fits: its class provisions there.
     Provisionable { class: String },
     /// An allocated ResourceClaim: its allocation's `nodeSelector`.
-    Allocation { claim: ObjectKey, terms: Vec<NodeSelectorTerm> },
+    Allocation { claim: ObjectKey },
 }
 
 /// What one pod asks of volumes.
@@ -75,7 +75,8 @@ pub(super) struct Needs {
     wait: Option<String>,
     rules: Vec<Rule>,
     /// Unbound WaitForFirstConsumer claims, smallest request first (then by name), as
-    /// `findMatchingVolumes` takes them.
+    /// `findMatchingVolumes` takes them. One that no static PV fits and no other pending pod
+    /// uses is provisioned wherever the pod goes: it does not make the pod [`Needs::dynamic`].
     unbound: Vec<ObjectKey>,
     /// ReadWriteOncePod claims.
     rwop: Vec<ObjectKey>,
@@ -84,6 +85,8 @@ pub(super) struct Needs {
     attach: Vec<Attachable>,
     /// Whether placing it depends on other placements.
     dynamic: bool,
+    /// The nodes its rules allow ([`Volumes::allowed`]), once asked.
+    allowed: OnceCell<Option<Rc<[usize]>>>,
 }
 
 /// The static PVs an unbound claim may be bound to (`FindMatchingVolume` less node affinity and
@@ -98,6 +101,15 @@ struct Candidates {
     by_node: HashMap<usize, Vec<usize>>,
     /// Indices in `pvs` of those allowed on every node.
     anywhere: Vec<usize>,
+}
+
+/// The PVs unbound claims may take, found in one pass over the PVs (kube-scheduler's PV cache
+/// indexes them by class): Available unclaimed ones by class, and Available ones whose `claimRef`
+/// names a pending pod's claim by that claim; each list in name order.
+#[derive(Debug, Default)]
+struct PvIndex {
+    by_class: HashMap<Option<String>, Vec<String>>,
+    by_claim: HashMap<ObjectKey, Vec<String>>,
 }
 
 /// The volumes of the pods on nodes, for the filters that count them.
@@ -149,16 +161,27 @@ pub(super) struct Volumes<'a> {
     /// Node indices in name order (no reference into the snapshot is kept in a cell: the placer
     /// stays covariant in its lifetime).
     by_name: OnceCell<Vec<usize>>,
-    needs: RefCell<HashMap<usize, Rc<Needs>>>,
+    /// Pod index → its needs, once read (sized on first use).
+    needs: RefCell<Vec<Option<Rc<Needs>>>>,
     none: Rc<Needs>,
     /// A rule → the nodes it allows (`None`: every node).
     rule_nodes: RefCell<HashMap<Rule, Option<Rc<[usize]>>>>,
-    /// A pod's rules → the nodes they allow together.
-    allowed: RefCell<HashMap<Vec<Rule>, Rc<[usize]>>>,
     /// Nothing allowed: pods that wait.
     nowhere: Rc<[usize]>,
     /// Label key → value → nodes.
     labels: RefCell<HashMap<String, Rc<LabelIndex>>>,
+    /// Label key → lookups by it so far, before its index is built.
+    label_lookups: RefCell<HashMap<String, u32>>,
+    /// PV → the nodes its affinity allows (`None`: every node).
+    pv_nodes: RefCell<HashMap<String, Option<Rc<[usize]>>>>,
+    pv_index: OnceCell<PvIndex>,
+    /// The pending pods with volumes, as the cycle's pass over the pods found them.
+    pending: OnceCell<Vec<usize>>,
+    /// [`quick_hash`]es of the claims the pending pods use, and of those more than one of them
+    /// uses (each sorted).
+    claims: OnceCell<(Vec<u64>, Vec<u64>)>,
+    /// Node lists by content: pods whose rules allow the same nodes share one list.
+    lists: RefCell<HashSet<Rc<[usize]>>>,
     candidates: RefCell<HashMap<ObjectKey, Rc<Candidates>>>,
     on_nodes: OnceCell<OnNodes>,
     /// Whether any node states an attach limit.
@@ -193,6 +216,35 @@ fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
     out
 }
 
+/// A cheap hash of a namespaced name (FxHash's mixing, a word at a time), for sets where a false
+/// match only costs work: one pass over many PVs or pods stays a few nanoseconds per object.
+fn quick_hash(namespace: &str, name: &str) -> u64 {
+    fn mix(h: u64, word: u64) -> u64 {
+        (h.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95)
+    }
+    let mut h = 0;
+    for s in [namespace, name] {
+        let bytes = s.as_bytes();
+        h = mix(h, bytes.len() as u64);
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            h = mix(h, u64::from_le_bytes(b));
+        }
+        h = mix(h, words.remainder().iter().fold(0u64, |w, &b| (w << 8) | u64::from(b)));
+    }
+    h
+}
+
+/// The PVs `names` names, with their names.
+fn named<'s>(
+    storage: &'s Storage,
+    names: Option<&'s Vec<String>>,
+) -> impl Iterator<Item = (&'s String, &'s Pv)> {
+    names.into_iter().flatten().filter_map(|n| storage.volumes.get(n).map(|pv| (n, pv)))
+}
+
 /// The handle of a volume not provisioned yet, for counting it against an attach limit: unique
 /// per claim, never a real handle (kube-scheduler's is a random prefix and the claim's name).
 fn pending_handle(claim: &ObjectKey) -> String {
@@ -206,12 +258,17 @@ impl<'a> Volumes<'a> {
         Volumes {
             snap,
             by_name: OnceCell::new(),
-            needs: RefCell::new(HashMap::new()),
+            needs: RefCell::new(Vec::new()),
             none: Rc::new(Needs::default()),
             rule_nodes: RefCell::new(HashMap::new()),
-            allowed: RefCell::new(HashMap::new()),
             nowhere: Rc::from(Vec::new()),
             labels: RefCell::new(HashMap::new()),
+            label_lookups: RefCell::new(HashMap::new()),
+            pv_nodes: RefCell::new(HashMap::new()),
+            pv_index: OnceCell::new(),
+            pending: OnceCell::new(),
+            claims: OnceCell::new(),
+            lists: RefCell::new(HashSet::new()),
             candidates: RefCell::new(HashMap::new()),
             on_nodes: OnceCell::new(),
             limits,
@@ -235,11 +292,15 @@ impl<'a> Volumes<'a> {
         if pod.volumes.is_empty() && pod.resource_claims.is_empty() {
             return self.none.clone();
         }
-        if let Some(n) = self.needs.borrow().get(&p) {
+        if let Some(Some(n)) = self.needs.borrow().get(p) {
             return n.clone();
         }
         let n = Rc::new(self.read_needs(p));
-        self.needs.borrow_mut().insert(p, n.clone());
+        let mut all = self.needs.borrow_mut();
+        if all.is_empty() {
+            all.resize(self.snap.pods.len(), None);
+        }
+        all[p] = Some(n.clone());
         n
     }
 
@@ -258,14 +319,15 @@ impl<'a> Volumes<'a> {
     /// Pods whose rules are alike share one list.
     pub fn allowed(&self, p: usize) -> Option<Rc<[usize]>> {
         let needs = self.needs(p);
+        needs.allowed.get_or_init(|| self.read_allowed(&needs)).clone()
+    }
+
+    fn read_allowed(&self, needs: &Needs) -> Option<Rc<[usize]>> {
         if needs.wait.is_some() {
             return Some(self.nowhere.clone());
         }
         if needs.rules.is_empty() {
             return None;
-        }
-        if let Some(a) = self.allowed.borrow().get(&needs.rules) {
-            return Some(a.clone());
         }
         let mut out: Option<Vec<usize>> = None;
         for rule in &needs.rules {
@@ -275,12 +337,17 @@ impl<'a> Volumes<'a> {
                 Some(so_far) => intersect(&so_far, &nodes),
             });
         }
-        let list: Rc<[usize]> = match out {
-            Some(v) => Rc::from(v),
-            None => Rc::from((0..self.snap.nodes.len()).collect::<Vec<_>>()),
-        };
-        self.allowed.borrow_mut().insert(needs.rules.clone(), list.clone());
-        Some(list)
+        // Rules that each allow every node leave the pod's nodes as they are.
+        let list = out?;
+        let mut lists = self.lists.borrow_mut();
+        Some(match lists.get(list.as_slice()) {
+            Some(l) => l.clone(),
+            None => {
+                let l: Rc<[usize]> = Rc::from(list);
+                lists.insert(l.clone());
+                l
+            }
+        })
     }
 
     /// Why pod `p`'s volumes refuse node `n` whatever else is placed, as a message's
@@ -317,7 +384,13 @@ impl<'a> Volumes<'a> {
         let nodes = &self.snap.nodes;
         let storage = &self.snap.storage;
         let list: Option<Vec<usize>> = match rule {
-            Rule::PvAffinity { terms, .. } | Rule::Allocation { terms, .. } => self.matching(terms),
+            Rule::PvAffinity { pv } => return self.pv_nodes(pv),
+            Rule::Allocation { claim } => storage
+                .resource_claims
+                .get(claim)
+                .and_then(|c| c.allocation.as_ref())
+                .and_then(|a| a.node_selector.as_deref())
+                .and_then(|terms| self.matching(terms)),
             Rule::Zone { key, values, .. } => Some(
                 (0..nodes.len())
                     .filter(|&n| {
@@ -407,10 +480,17 @@ impl<'a> Volumes<'a> {
         if let [term] = terms {
             match (term.match_expressions.as_slice(), term.match_fields.as_slice()) {
                 ([r], []) if r.operator == NodeSelectorOperator::In => {
-                    let index = self.label_index(&r.key);
-                    return Some(
-                        r.values.iter().flat_map(|v| index.get(v).into_iter().flatten().copied()).collect(),
-                    );
+                    let nodes = &self.snap.nodes;
+                    return Some(match self.label_index(&r.key) {
+                        Some(index) => r
+                            .values
+                            .iter()
+                            .flat_map(|v| index.get(v).into_iter().flatten().copied())
+                            .collect(),
+                        None => (0..nodes.len())
+                            .filter(|&n| nodes[n].labels.get(&r.key).is_some_and(|v| r.values.contains(v)))
+                            .collect(),
+                    });
                 }
                 ([], [r]) if r.operator == NodeSelectorOperator::In && r.key == "metadata.name" => {
                     return Some(r.values.iter().filter_map(|v| self.node_of(v)).collect());
@@ -422,10 +502,23 @@ impl<'a> Volumes<'a> {
         Some((0..nodes.len()).filter(|&n| terms.iter().any(|t| term_matches(t, &nodes[n]))).collect())
     }
 
-    /// Value → nodes, of node label `key`.
-    fn label_index(&self, key: &str) -> Rc<LabelIndex> {
+    /// Value → nodes, of node label `key`; `None` for its first few lookups (a scan of the nodes
+    /// costs less than building the index, when a cycle looks a key up only a few times).
+    fn label_index(&self, key: &str) -> Option<Rc<LabelIndex>> {
+        const SCANS: u32 = 4;
         if let Some(i) = self.labels.borrow().get(key) {
-            return i.clone();
+            return Some(i.clone());
+        }
+        {
+            let mut lookups = self.label_lookups.borrow_mut();
+            let seen = match lookups.get_mut(key) {
+                Some(n) => n,
+                None => lookups.entry(key.to_string()).or_default(),
+            };
+            *seen += 1;
+            if *seen <= SCANS {
+                return None;
+            }
         }
         let mut index = LabelIndex::new();
         for (n, node) in self.snap.nodes.iter().enumerate() {
@@ -435,13 +528,22 @@ impl<'a> Volumes<'a> {
         }
         let index = Rc::new(index);
         self.labels.borrow_mut().insert(key.to_string(), index.clone());
-        index
+        Some(index)
     }
 
-    /// The nodes PV `pv`'s affinity allows (`None`: every node).
+    /// The nodes PV `pv`'s affinity allows (sorted; `None`: every node), once per cycle.
     fn pv_nodes(&self, pv: &str) -> Option<Rc<[usize]>> {
-        let terms = self.snap.storage.volumes.get(pv).and_then(|v| v.node_affinity.clone())?;
-        self.rule_nodes(&Rule::PvAffinity { pv: pv.to_string(), terms })
+        if let Some(n) = self.pv_nodes.borrow().get(pv) {
+            return n.clone();
+        }
+        let terms = self.snap.storage.volumes.get(pv).and_then(|v| v.node_affinity.as_deref());
+        let list = terms.and_then(|t| self.matching(t)).map(|mut v| {
+            v.sort_unstable();
+            v.dedup();
+            Rc::<[usize]>::from(v)
+        });
+        self.pv_nodes.borrow_mut().insert(pv.to_string(), list.clone());
+        list
     }
 
     fn pv_allows(&self, pv: &str, n: usize) -> bool {
@@ -456,21 +558,21 @@ impl<'a> Volumes<'a> {
         let storage = &self.snap.storage;
         let mut out = Candidates::default();
         if let Some(c) = storage.claims.get(claim) {
+            let index = self.pv_index();
+            let fits = |pv: &Pv| {
+                pv.class == c.class
+                    && pv.capacity >= c.storage
+                    && pv.volume_mode == c.volume_mode
+                    && !pv.deleting
+            };
+            out.prebound = named(storage, index.by_claim.get(claim))
+                .find(|(_, pv)| pv.bound_to(c) && fits(pv))
+                .map(|(n, _)| n.clone());
             let mut pvs: Vec<(i64, &str)> = Vec::new();
-            for (name, pv) in &storage.volumes {
-                if pv.class != c.class || pv.claim_ref.is_some() && !pv.bound_to(c) {
-                    continue;
-                }
-                if pv.capacity < c.storage || pv.volume_mode != c.volume_mode || pv.deleting {
-                    continue;
-                }
-                if pv.bound_to(c) {
-                    out.prebound.get_or_insert_with(|| name.clone());
-                    continue;
-                }
+            for (name, pv) in named(storage, index.by_class.get(&c.class)) {
                 let selected = c.selector.as_ref().is_none_or(|s| s.matches(&pv.labels.clone().into()));
                 let modes = c.access_modes.iter().all(|m| pv.access_modes.contains(m));
-                if pv.available && selected && modes {
+                if fits(pv) && pv.available && selected && modes {
                     pvs.push((pv.capacity, name));
                 }
             }
@@ -490,6 +592,108 @@ impl<'a> Volumes<'a> {
         let out = Rc::new(out);
         self.candidates.borrow_mut().insert(claim.clone(), out.clone());
         out
+    }
+
+    /// The PVs unbound claims may take ([`PvIndex`]; one pass over the PVs, the first time a
+    /// claim asks).
+    fn pv_index(&self) -> &PvIndex {
+        self.pv_index.get_or_init(|| {
+            let storage = &self.snap.storage;
+            // Only the pending pods' claims ask (a bound one's entries go unread).
+            let asking = &self.claims().0;
+            let mut out = PvIndex::default();
+            for (name, pv) in &storage.volumes {
+                // Only an Available PV is free or pre-bound: the PV controller keeps a PV whose
+                // claimRef names a claim not bound yet Available (bound-by-controller ones too,
+                // until it binds the claim). Skipping the rest reads one flag of each, not its
+                // claimRef; what it misses is the instant between the controller marking a PV
+                // Bound and binding its claim, after which the claim reads bound.
+                if !pv.available {
+                    continue;
+                }
+                match &pv.claim_ref {
+                    None if !pv.deleting => {
+                        out.by_class.entry(pv.class.clone()).or_default().push(name.clone());
+                    }
+                    // A false match only adds a PV the claim's own check refuses.
+                    Some(r) if asking.binary_search(&quick_hash(&r.namespace, &r.name)).is_ok() => {
+                        let key = ObjectKey::new(r.namespace.as_str(), r.name.as_str());
+                        out.by_claim.entry(key).or_default().push(name.clone());
+                    }
+                    None | Some(_) => {}
+                }
+            }
+            out
+        })
+    }
+
+    /// Tells the pending pods with volumes (see [`Volumes::shared`]); once per cycle.
+    pub fn pending(&self, pods: Vec<usize>) {
+        let _ = self.pending.set(pods);
+    }
+
+    /// Whether claim `key` is used by more than one pending pod (a false match only places a pod
+    /// one at a time).
+    fn shared(&self, key: &ObjectKey) -> bool {
+        self.claims().1.binary_search(&quick_hash(&key.namespace, &key.name)).is_ok()
+    }
+
+    /// The claims the pending pods use, and those more than one of them uses, as [`quick_hash`]es
+    /// (one pass over those pods, the first time a claim asks). The pods are those
+    /// [`Volumes::pending`] told, else every pod is read.
+    fn claims(&self) -> &(Vec<u64>, Vec<u64>) {
+        self.claims.get_or_init(|| {
+            let pods = &self.snap.pods;
+            let told = self.pending.get();
+            let every: Vec<usize>;
+            let list = match told {
+                Some(l) => l,
+                None => {
+                    every = (0..pods.len()).filter(|&p| pods[p].is_pending()).collect();
+                    &every
+                }
+            };
+            let (mut all, mut named) = (Vec::new(), Vec::new());
+            for &p in list {
+                let pod = &pods[p];
+                for v in &pod.volumes {
+                    if let PodVolume::Claim { claim, ephemeral } = v {
+                        let h = quick_hash(&pod.key.namespace, claim);
+                        all.push(h);
+                        // An ephemeral claim is its pod's alone.
+                        if !ephemeral {
+                            named.push(h);
+                        }
+                    }
+                }
+            }
+            all.sort_unstable();
+            all.dedup();
+            named.sort_unstable();
+            let mut shared: Vec<u64> = named.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+            shared.dedup();
+            (all, shared)
+        })
+    }
+
+    /// Whether pods `p` and `q` may be placed in one run as far as their volumes go: neither
+    /// depends on other placements, and their volumes allow the same nodes (one list, shared).
+    pub fn alike(&self, p: usize, q: usize) -> bool {
+        let none = |p: usize| {
+            let pod = &self.snap.pods[p];
+            pod.volumes.is_empty() && pod.resource_claims.is_empty()
+        };
+        if none(p) && none(q) {
+            return true;
+        }
+        if self.dynamic(p) || self.dynamic(q) {
+            return false;
+        }
+        match (self.allowed(p), self.allowed(q)) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Rc::ptr_eq(&a, &b),
+            _ => false,
+        }
     }
 
     /// The volumes of the pods on nodes (one pass over the pods, the first time one is needed).
@@ -577,6 +781,8 @@ impl<'a> Volumes<'a> {
         let ns = pod.key.namespace.as_str();
         let mut needs = Needs::default();
         let mut unbound: Vec<(i64, ObjectKey)> = Vec::new();
+        // Whether an unbound claim's volume depends on other placements.
+        let mut choices = false;
         let wait = |needs: &mut Needs, why: String| {
             needs.wait.get_or_insert(why);
         };
@@ -584,7 +790,9 @@ impl<'a> Volumes<'a> {
             let (claim, ephemeral) = match v {
                 PodVolume::Disk(d) => {
                     needs.disks.push(d.clone());
-                    needs.attach.extend(d.attachable());
+                    if self.limits {
+                        needs.attach.extend(d.attachable());
+                    }
                     continue;
                 }
                 PodVolume::Claim { claim, ephemeral } => (claim, *ephemeral),
@@ -622,7 +830,9 @@ impl<'a> Volumes<'a> {
                     _ => needs.rwop.push(key.clone()),
                 }
             }
-            needs.attach.extend(self.claim_attachable(&key, c));
+            if self.limits {
+                needs.attach.extend(self.claim_attachable(&key, c));
+            }
             if !ephemeral && let Some(pv) = c.volume_name.as_deref().and_then(|n| storage.volumes.get(n)) {
                 for zone in ZONE_LABELS {
                     if let Some(value) = pv.labels.get(zone) {
@@ -648,8 +858,8 @@ impl<'a> Volumes<'a> {
                         wait(&mut needs, format!("PVC {key} is bound to PV {name}, which does not exist"))
                     }
                     Some(pv) => {
-                        if let Some(terms) = &pv.node_affinity {
-                            needs.rules.push(Rule::PvAffinity { pv: pv.name.clone(), terms: terms.clone() });
+                        if pv.node_affinity.is_some() {
+                            needs.rules.push(Rule::PvAffinity { pv: pv.name.clone() });
                         }
                     }
                 }
@@ -676,7 +886,6 @@ impl<'a> Volumes<'a> {
                 wait(&mut needs, why);
                 continue;
             }
-            unbound.push((c.storage, key.clone()));
             let rule = match c.selected_node.as_deref() {
                 Some(node) => Rule::SelectedNode { claim: key.clone(), node: node.to_string() },
                 None => {
@@ -684,10 +893,15 @@ impl<'a> Volumes<'a> {
                     if cands.prebound.is_none() && cands.pvs.is_empty() {
                         Rule::Provisionable { class: class_name.unwrap_or_default().to_string() }
                     } else {
+                        // Which static PV it gets depends on what others took.
+                        choices = true;
                         Rule::Bindable { claim: key.clone() }
                     }
                 }
             };
+            // A claim other pending pods use goes where the first of them is placed.
+            choices |= !ephemeral && self.shared(&key);
+            unbound.push((c.storage, key));
             needs.rules.push(rule);
         }
         for rc in &pod.resource_claims {
@@ -741,15 +955,15 @@ impl<'a> Volumes<'a> {
                             ),
                         );
                     }
-                    if let Some(terms) = &a.node_selector {
-                        needs.rules.push(Rule::Allocation { claim: key.clone(), terms: terms.clone() });
+                    if a.node_selector.is_some() {
+                        needs.rules.push(Rule::Allocation { claim: key.clone() });
                     }
                 }
             }
         }
         unbound.sort();
         needs.unbound = unbound.into_iter().map(|(_, k)| k).collect();
-        needs.dynamic = !needs.unbound.is_empty()
+        needs.dynamic = choices
             || !needs.rwop.is_empty()
             || !needs.disks.is_empty()
             || (self.limits && !needs.attach.is_empty());
@@ -769,7 +983,9 @@ impl<'a> Volumes<'a> {
             debug_assert!(false, "pod {p} taken on node {n} without fitting there");
             return;
         };
-        self.notes.borrow_mut().remove(&p);
+        if !self.notes.borrow().is_empty() {
+            self.notes.borrow_mut().remove(&p);
+        }
         for b in bookings {
             match b {
                 Booking::Choose(claim, choice) => txn.volumes_mut().choose(claim, choice, p),
@@ -964,11 +1180,3 @@ impl<'a> Volumes<'a> {
 /// The allocatable a node once stated its attach limit per CSI driver in (kube-scheduler still
 /// reads it where the CSINode states none).
 const ATTACH_PREFIX: &str = "attachable-volumes-csi-";
-
-/// Whether pods `a` and `b` ask the same of volumes (the cycle places pods alike in one run):
-/// both none, or the same volumes and claims in one namespace.
-pub(super) fn alike(a: &crate::model::Pod, b: &crate::model::Pod) -> bool {
-    a.volumes == b.volumes
-        && a.resource_claims == b.resource_claims
-        && ((a.volumes.is_empty() && a.resource_claims.is_empty()) || a.key.namespace == b.key.namespace)
-}
