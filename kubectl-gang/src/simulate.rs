@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use scheduler_core::cluster::{Cluster, Compact, Held, describe};
 use scheduler_core::model::GangKey;
 use scheduler_core::names::LABEL_ENABLED;
+use scheduler_core::object::ObjectRef;
 use scheduler_core::plan::Reason;
 use scheduler_core::{Config, Time, admit_with, dialect, schedule, workload};
 use serde::Serialize;
@@ -66,6 +67,10 @@ pub struct GangResult {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub on_nodes: Vec<OnNode>,
     pub preemptions: Vec<Victim>,
+    /// Claims bound before the members (reason `WaitingForVolumes`): to a static PV, or
+    /// provisioned for the member's node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<ClaimPlace>,
     /// What the gang would ask the cluster autoscaler for (policy `provisioning`): node shapes ×
     /// counts, from the core's `provision::asks`, the function the scheduler writes requests from.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,6 +78,15 @@ pub struct GangResult {
     /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
     #[serde(skip)]
     pub object: String,
+}
+
+/// A claim bound before its member is: to `volume`, or (none) provisioned for `node`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClaimPlace {
+    pub claim: String,
+    pub node: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
 }
 
 /// One ProvisioningRequest the gang would write.
@@ -316,6 +330,12 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                         continue;
                     }
                     for mut p in pods {
+                        if p.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim") {
+                            // A claim the controller would make (a StatefulSet's): the cluster's
+                            // own, when it has it, is kept (see [`simulate_owned`]).
+                            out.objects.push(Compact::new(&p));
+                            continue;
+                        }
                         if p.get("kind").and_then(Value::as_str) != Some("Pod") {
                             // A gang object the workload's controller would make (Volcano's PodGroup).
                             let ns = p
@@ -371,7 +391,8 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                 out.gang_objects.insert(GangKey::new(ns, name));
             }
             out.objects.push(Compact::new(&obj));
-        } else if cluster_scoped {
+        } else if cluster_scoped || scheduler_core::cluster::reads(&ObjectRef::of(&obj)) {
+            // Nodes, and what the filters read (PVCs, PVs, StorageClasses, …) the input brings.
             if let Some(e) = unreadable(&obj) {
                 errors.push(format!("{}: {what}: {e}", source));
                 continue;
@@ -471,11 +492,29 @@ pub fn simulate_owned<H: Held>(
         .chain(prepared.gang_objects.iter().map(|k| format!("PodGroup {k}")))
         .collect();
     let Prepared { objects, pods, gang_objects, .. } = prepared;
+    // The claims controllers make for the pods — a StatefulSet's (expanded with them), the
+    // ephemeral volume controller's — unless the cluster has them already.
+    let mut claims = Vec::new();
     for o in objects {
         let o = o.decode();
         let what = describe(&o);
+        if o.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim") {
+            claims.push(o);
+            continue;
+        }
+        if o.get("kind").and_then(Value::as_str) == Some("Pod") {
+            claims.extend(scheduler_core::volume::ephemeral_claims(&o));
+        }
         if let Err(e) = cluster.push(o) {
             sim.warnings.push(format!("{what}: {e}"));
+        }
+    }
+    for c in claims {
+        if cluster.get_ref(&ObjectRef::of(&c)).is_none() {
+            let what = describe(&c);
+            if let Err(e) = cluster.push(c) {
+                sim.warnings.push(format!("{what}: {e}"));
+            }
         }
     }
     let assembled = cluster.snapshot();
@@ -543,11 +582,25 @@ pub fn simulate_owned<H: Held>(
     }
     // Each gang's placements and preemptions, grouped in one pass over the plan.
     let mut places: HashMap<&GangKey, Vec<Place>> = HashMap::new();
+    // Members whose claims are bound first are placed as well (bound in a later cycle).
+    let mut waiting: BTreeMap<&scheduler_core::PodKey, &String> = BTreeMap::new();
+    let mut claims: HashMap<&GangKey, Vec<ClaimPlace>> = HashMap::new();
+    for v in &plan.volumes {
+        waiting.insert(&v.pod, &v.node);
+        if let Some(g) = member_of.get(&v.pod) {
+            let list = claims.entry(g).or_default();
+            let c = ClaimPlace { claim: v.claim.to_string(), node: v.node.clone(), volume: v.volume.clone() };
+            if !list.contains(&c) {
+                list.push(c);
+            }
+        }
+    }
     let placed = plan
         .bindings
         .iter()
         .map(|b| (&b.pod, &b.node))
-        .chain(plan.nominations.iter().map(|n| (&n.pod, &n.node)));
+        .chain(plan.nominations.iter().map(|n| (&n.pod, &n.node)))
+        .chain(waiting);
     for (pod, node) in placed {
         if let Some(g) = member_of.get(pod) {
             places.entry(g).or_default().push(Place { pod: pod.to_string(), node: node.clone() });
@@ -574,6 +627,7 @@ pub fn simulate_owned<H: Held>(
                 placements: Vec::new(),
                 on_nodes: Vec::new(),
                 preemptions: Vec::new(),
+                volumes: Vec::new(),
                 provisioning: None,
                 object: object_of(&key),
             });
@@ -584,7 +638,12 @@ pub fn simulate_owned<H: Held>(
         let preemptions = victims.remove(&key).unwrap_or_default();
         let mut held = on_nodes.remove(&key).unwrap_or_default();
         held.sort_by(|a, b| a.pod.cmp(&b.pod));
-        let schedulable = matches!(outcome.reason, Reason::Scheduled | Reason::Running | Reason::Preempting);
+        let schedulable = matches!(
+            outcome.reason,
+            Reason::Scheduled | Reason::Running | Reason::Preempting | Reason::WaitingForVolumes
+        );
+        let mut volumes = claims.remove(&key).unwrap_or_default();
+        volumes.sort_by(|a, b| a.claim.cmp(&b.claim));
         sim.gangs.push(GangResult {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
@@ -594,6 +653,7 @@ pub fn simulate_owned<H: Held>(
             placements,
             on_nodes: held,
             preemptions,
+            volumes,
             provisioning: plan.provisioning_for(&key).map(Ask::of),
             object: object_of(&key),
         });
@@ -646,6 +706,15 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
             let mut grid = Grid::new(&["POD", "NODE", "HOW"]);
             for p in &g.on_nodes {
                 grid.row([p.pod.clone(), p.node.clone(), p.how.to_string()]);
+            }
+            out.push_str(&grid.render(no_headers, color, 2));
+        }
+        if !g.volumes.is_empty() {
+            let _ = writeln!(out, "  would bind these claims first (the members once they are bound):");
+            let mut grid = Grid::new(&["CLAIM", "VOLUME", "NODE"]);
+            for c in &g.volumes {
+                let volume = c.volume.clone().unwrap_or_else(|| "(provisioned)".into());
+                grid.row([c.claim.clone(), volume, c.node.clone()]);
             }
             out.push_str(&grid.render(no_headers, color, 2));
         }

@@ -226,6 +226,7 @@ fn waiting_for(
         },
         Reason::Reserved => "more room (reserving)".into(),
         Reason::WaitingForGangGroup => "its gang group".into(),
+        Reason::WaitingForVolumes => "its PVCs to be bound".into(),
         Reason::Degraded => "members to return".into(),
         Reason::Stale => "eviction".into(),
         Reason::InvalidSpec => "a valid spec".into(),

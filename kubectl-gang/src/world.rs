@@ -2,11 +2,13 @@
 //! ProvisioningRequests, the namespace and the time commands evaluate against, and the policy
 //! file.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
 use scheduler_core::Time;
 use scheduler_core::cluster::{Cluster, Compact};
+use scheduler_core::object::ObjectRef;
 use serde_json::Value;
 
 use crate::cli::Global;
@@ -28,6 +30,21 @@ pub struct World {
     /// Warnings met while reading (objects that could not be stored), the first
     /// [`UNREADABLE_SHOWN`] of them and a count of the rest.
     pub warnings: Vec<String>,
+    /// Objects of kinds nothing here reads (a dump of a whole namespace's `Service`s,
+    /// `ConfigMap`s, …), counted by kind: left out, and said so in one warning.
+    pub unread: BTreeMap<String, usize>,
+}
+
+/// `skipped 5 objects nothing here reads: 3 ConfigMap, 2 Service`, or nothing when none were.
+fn unread_line(unread: &BTreeMap<String, usize>) -> Option<String> {
+    let total: usize = unread.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut kinds: Vec<(&String, &usize)> = unread.iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let each: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    Some(format!("skipped {total} object(s) nothing here reads: {}", each.join(", ")))
 }
 
 /// `--now`, or the clock.
@@ -57,6 +74,7 @@ pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
         events: Vec::new(),
         requests: Vec::new(),
         warnings: Vec::new(),
+        unread: BTreeMap::new(),
     };
     let mut skipped = 0;
     let context_ns = match &g.cluster {
@@ -101,6 +119,9 @@ pub fn load(g: &Global, events_for: Option<&str>) -> anyhow::Result<World> {
     if skipped > UNREADABLE_SHOWN {
         world.warnings.push(format!("… and {} more objects skipped", skipped - UNREADABLE_SHOWN));
     }
+    if let Some(line) = unread_line(&world.unread) {
+        world.warnings.push(line);
+    }
     world.namespace = g.namespace.clone().or(context_ns).unwrap_or_else(|| "default".to_string());
     Ok(world)
 }
@@ -126,6 +147,12 @@ impl World {
             _ => {}
         }
         let what = scheduler_core::cluster::describe(&o);
+        let identity = ObjectRef::of(&o);
+        let listed = o.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
+        if !listed && !identity.kind.is_empty() && !scheduler_core::cluster::reads(&identity) {
+            *self.unread.entry(identity.kind.into_owned()).or_default() += 1;
+            return;
+        }
         if let Err(e) = self.cluster.push(o) {
             *skipped += 1;
             if *skipped <= UNREADABLE_SHOWN {
@@ -171,7 +198,8 @@ pub fn unreadable(obj: &Value) -> Option<String> {
             scheduler_core::convert::pod_from_value(obj, &scheduler_core::convert::PriorityClasses::default())
                 .err()
         }
-        _ => None,
+        // PVCs, PVs, StorageClasses, CSINodes, ResourceClaims.
+        _ => scheduler_core::volume::from_value(obj).and_then(Result::err),
     }?;
     let text: Vec<String> =
         errors.iter().filter(|e| e.path != "spec.priorityClassName").map(ToString::to_string).collect();
@@ -192,8 +220,14 @@ mod tests {
             "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '8'}}\n",
         );
         for i in 0..25 {
-            text.push_str(&format!("---\nkind: ConfigMap\nmetadata: {{namespace: ns{i}}}\n"));
+            text.push_str(&format!(
+                "---\napiVersion: kube-gang.io/v1alpha1\nkind: Gang\nmetadata: {{namespace: ns{i}}}\n"
+            ));
         }
+        // Kinds nothing reads are counted by kind, in one line.
+        text.push_str("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: ml}\n");
+        text.push_str("---\napiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: ml}\n");
+        text.push_str("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: d, namespace: ml}\n");
         std::fs::write(&path, text).unwrap();
         let cli = <Cli as clap::Parser>::parse_from([
             "kubectl-gang",
@@ -202,9 +236,13 @@ mod tests {
             path.to_str().unwrap(),
         ]);
         let world = load(&cli.global, None).unwrap();
-        assert_eq!(world.warnings.len(), UNREADABLE_SHOWN + 1, "{:#?}", world.warnings);
-        assert_eq!(world.warnings[0], "skipped ConfigMap ns0/: metadata.name: missing on ConfigMap");
+        assert_eq!(world.warnings.len(), UNREADABLE_SHOWN + 2, "{:#?}", world.warnings);
+        assert_eq!(world.warnings[0], "skipped Gang ns0/: metadata.name: missing on Gang");
         assert_eq!(world.warnings[UNREADABLE_SHOWN], "… and 5 more objects skipped");
+        assert_eq!(
+            world.warnings[UNREADABLE_SHOWN + 1],
+            "skipped 3 object(s) nothing here reads: 2 ConfigMap, 1 Service"
+        );
         assert_eq!(world.cluster.count(&scheduler_core::cluster::NODE), 1);
     }
 }

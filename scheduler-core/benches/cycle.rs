@@ -74,6 +74,8 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, node: Option<Str
         exclusive_topology: None,
         persisted: None,
         terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 

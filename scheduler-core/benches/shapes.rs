@@ -19,6 +19,10 @@
 //!   them over zones): each within 1.5× of the shape without, S1 still ≥ 2M pods/s at 5,000 nodes,
 //!   S4 still ≤ 5 ms, and linear from 1,000 to 15,000 nodes. In S4-terms the pending gang's 16
 //!   members all carry both (no two on one node, spread over zones).
+//! - S1-volumes, S4-volumes: S1 and S4 with one pod in ten carrying a PVC (pending ones and, in
+//!   S4, bound ones), half of them bound to a local PV on one node (node affinity), half
+//!   WaitForFirstConsumer claims provisioned where the class allows: within 1.5× of the case
+//!   without.
 //!
 //! Criterion reports throughput in elements (pods) per second for every case. Snapshots carry
 //! their node usage and open pods (`model::Usage`), as the scheduler's (`cluster::Live`) and the
@@ -80,6 +84,8 @@ fn pod(
         exclusive_topology: None,
         persisted: None,
         terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 
@@ -319,6 +325,101 @@ fn s4_terms() -> Snapshot {
     snap
 }
 
+/// `snap` with one pod in `every` carrying a PVC: pending ones, and with `bound`, the pods on nodes
+/// too. Alternately a claim bound to a local PV on one node (the pod's own node; for a pending pod,
+/// the node the cycle picks for it without volumes, so every pod still fits), and an unbound
+/// WaitForFirstConsumer claim of a class that provisions on every node. Nodes get their
+/// `kubernetes.io/hostname` label, as kubelets write it.
+fn with_volumes(mut snap: Snapshot, every: usize, bound: bool) -> Snapshot {
+    use scheduler_core::model::volume::*;
+    let picked: BTreeMap<PodKey, String> =
+        schedule(&carried(snap.clone()), &config(), Time::from_secs(1_000))
+            .bindings
+            .into_iter()
+            .map(|b| (b.pod, b.node))
+            .collect();
+    for n in &mut snap.nodes {
+        n.labels.insert("kubernetes.io/hostname".into(), n.name.clone());
+    }
+    let nodes: Vec<String> = snap.nodes.iter().map(|n| n.name.clone()).collect();
+    let st = &mut snap.storage;
+    st.classes.insert(
+        "wffc".into(),
+        StorageClass {
+            name: "wffc".into(),
+            provisioner: "ebs.csi.aws.com".into(),
+            binding_mode: BindingMode::WaitForFirstConsumer,
+            allowed_topologies: vec![],
+        },
+    );
+    let mut k = 0usize;
+    for (i, p) in snap.pods.iter_mut().enumerate() {
+        if i % every != 0 || (!bound && !p.is_pending()) {
+            continue;
+        }
+        k += 1;
+        let claim = format!("data-{}", p.key.name);
+        let key = ObjectKey::new(p.key.namespace.as_str(), claim.as_str());
+        let local = k.is_multiple_of(2) || !p.is_pending();
+        let mut pvc = Pvc {
+            key: key.clone(),
+            uid: format!("uid-{claim}"),
+            class: Some("wffc".into()),
+            access_modes: [AccessMode::ReadWriteOnce].into(),
+            storage: 10 << 30,
+            selector: None,
+            volume_mode: VolumeMode::Filesystem,
+            volume_name: None,
+            bind_completed: false,
+            selected_node: None,
+            deleting: false,
+            lost: false,
+            owner: None,
+        };
+        if local {
+            let on = p
+                .node_name
+                .clone()
+                .or_else(|| picked.get(&p.key).cloned())
+                .unwrap_or_else(|| nodes[i % nodes.len()].clone());
+            let pv = format!("local-{claim}");
+            st.volumes.insert(
+                pv.clone(),
+                Pv {
+                    name: pv.clone(),
+                    class: Some("local".into()),
+                    capacity: 100 << 30,
+                    access_modes: [AccessMode::ReadWriteOnce].into(),
+                    volume_mode: VolumeMode::Filesystem,
+                    node_affinity: Some(vec![NodeSelectorTerm {
+                        match_expressions: vec![NodeSelectorRequirement {
+                            key: "kubernetes.io/hostname".into(),
+                            operator: NodeSelectorOperator::In,
+                            values: vec![on],
+                        }],
+                        match_fields: vec![],
+                    }]),
+                    labels: BTreeMap::new(),
+                    claim_ref: Some(ClaimRef {
+                        namespace: key.namespace.clone(),
+                        name: claim.clone(),
+                        uid: pvc.uid.clone(),
+                    }),
+                    available: false,
+                    deleting: false,
+                    attach: None,
+                },
+            );
+            pvc.class = Some("local".into());
+            pvc.volume_name = Some(pv);
+            pvc.bind_completed = true;
+        }
+        st.claims.insert(key, pvc);
+        p.volumes = vec![PodVolume::Claim { claim, ephemeral: false }];
+    }
+    snap
+}
+
 /// The snapshot with its node usage added up, as an assembled snapshot carries it.
 fn carried(mut snap: Snapshot) -> Snapshot {
     snap.usage = Some(Usage::of(&snap.pods));
@@ -336,6 +437,25 @@ fn check(snap: &Snapshot, want_bound: usize) -> Plan {
     plan
 }
 
+/// [`check`] for the cases with volumes: every pending pod is bound, or placed with its claim
+/// bound first (singles); `gang_placed`: the gang's outcome says it placed them all.
+fn check_volumes(snap: &Snapshot, want_placed: usize, gang_placed: bool) -> Plan {
+    let plan = schedule(snap, &config(), Time::from_secs(1_000));
+    let waiting: std::collections::BTreeSet<&PodKey> = plan.volumes.iter().map(|v| &v.pod).collect();
+    assert!(!plan.volumes.is_empty(), "some claims are bound first");
+    if gang_placed {
+        let o = &plan.outcomes[0];
+        assert!(o.message.contains(&format!("placed {want_placed} member(s)")), "{}", o.message);
+    } else {
+        assert_eq!(
+            plan.bindings.len() + waiting.len(),
+            want_placed,
+            "every pending pod of the case is placed"
+        );
+    }
+    plan
+}
+
 fn bench_s1(c: &mut Criterion) {
     let mut group = c.benchmark_group("S1");
     group.sample_size(10);
@@ -348,6 +468,24 @@ fn bench_s1(c: &mut Criterion) {
             b.iter(|| schedule(black_box(s), &config(), Time::from_secs(1_000)))
         });
     }
+    group.finish();
+}
+
+fn bench_volumes(c: &mut Criterion) {
+    let mut group = c.benchmark_group("volumes");
+    group.sample_size(10);
+    let s1 = carried(with_volumes(s1(5_000, 50_000), 10, false));
+    check_volumes(&s1, 50_000, false);
+    group.throughput(Throughput::Elements(50_000));
+    group.bench_function("S1-5000n-50000p-10pct-pvc", |b| {
+        b.iter(|| schedule(black_box(&s1), &config(), Time::from_secs(1_000)))
+    });
+    let s4 = carried(with_volumes(s4(), 10, true));
+    check_volumes(&s4, 16, true);
+    group.throughput(Throughput::Elements(16));
+    group.bench_function("S4-4000n-140000bound-16x4gpu-10pct-pvc", |b| {
+        b.iter(|| schedule(black_box(&s4), &config(), Time::from_secs(1_000)))
+    });
     group.finish();
 }
 
@@ -502,14 +640,24 @@ fn check_terms(snap: &Snapshot, want_bound: usize) {
     }
 }
 
-criterion_group!(benches, bench_s1, bench_racks, bench_s4, bench_s4_exclusive, bench_scaling, bench_terms);
+criterion_group!(
+    benches,
+    bench_s1,
+    bench_racks,
+    bench_s4,
+    bench_s4_exclusive,
+    bench_scaling,
+    bench_terms,
+    bench_volumes
+);
 
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
 /// `perf stat -e instructions:u` (run it with `n` and with 0; the difference over `n` is one cycle,
 /// and instruction counts do not depend on what else the machine runs). Cases: `S1-5000`,
 /// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`,
 /// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
-/// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`.
+/// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`, `S1-5000-volumes`,
+/// `S4-volumes`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -529,6 +677,8 @@ fn runs(spec: &str) {
         "S2-3000x3" => carried(racks(3_000, 3, false)),
         "S2-9x1000" => carried(racks(9, 1_000, false)),
         "S3-1500x4-rack" => carried(racks(1_500, 4, true)),
+        "S1-5000-volumes" => carried(with_volumes(s1(5_000, 50_000), 10, false)),
+        "S4-volumes" => carried(with_volumes(s4(), 10, true)),
         other => panic!("SHAPES_RUNS: unknown case {other}"),
     };
     for _ in 0..n {

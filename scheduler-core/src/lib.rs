@@ -24,7 +24,7 @@ pub mod rules;
 pub use decide::{config, plan, provision, schedule, sim};
 pub use read::{
     cluster, convert, coverage, crd, dialect, duration, error, labels, model, object, quantity, resources,
-    tree, workload,
+    tree, volume, workload,
 };
 pub use rules::{admit, validate};
 

@@ -251,16 +251,9 @@ fn fields_the_cycle_does_not_evaluate_are_named() {
                            {"name": "scratch", "ephemeral": {}}, {"name": "inline", "csi": {"driver": "x"}}]}),
         json!({}),
     );
-    assert_eq!(
-        p.unevaluated(),
-        [
-            "spec.volumes[1].persistentVolumeClaim",
-            "spec.volumes[2].ephemeral",
-            "spec.volumes[3].csi",
-            "spec.resourceClaims",
-            "spec.containers[0].resources.claims"
-        ]
-    );
+    // Claims, PVCs and ephemeral volumes are evaluated (the volume filters, DRA's allocated
+    // claims); an inline CSI volume is not.
+    assert_eq!(p.unevaluated(), ["spec.volumes[3].csi"]);
     assert!(
         converted(json!({"containers": [], "volumes": [{"name": "t", "projected": {}}]}), json!({}))
             .terms
@@ -530,16 +523,6 @@ mod raw_pods {
         ])
     }
 
-    fn volume() -> BoxedStrategy<Value> {
-        // Sources as empty objects: their insides are not read (see `pod_from_raw`).
-        object(vec![
-            ("name", some(text(&["v"]))),
-            ("persistentVolumeClaim", prop::option::weighted(0.3, Just(json!({})).boxed()).boxed()),
-            ("configMap", prop::option::weighted(0.3, Just(json!({})).boxed()).boxed()),
-            ("csi", prop::option::weighted(0.1, Just(json!({})).boxed()).boxed()),
-        ])
-    }
-
     fn requirement() -> BoxedStrategy<Value> {
         object(vec![
             ("key", some(text(&["metadata.name", "gen", "zone"]))),
@@ -600,6 +583,48 @@ mod raw_pods {
             ("tolerationSeconds", some(prop_oneof![8 => Just(json!(30)), 1 => odd()].boxed())),
         ]);
         let gate = object(vec![("name", some(text(&["kueue.x-k8s.io/admission"])))]);
+        // A volume always has a source the model reads (the raw read skips the others, as it skips
+        // container fields it does not read).
+        let always = |s: BoxedStrategy<Value>| s.prop_map(Some).boxed();
+        let volume = prop_oneof![
+            object(vec![
+                ("name", some(text(&["data"]))),
+                ("persistentVolumeClaim", always(object(vec![("claimName", some(text(&["c0", ""])))]))),
+            ]),
+            object(vec![
+                ("name", some(text(&["scratch"]))),
+                ("ephemeral", always(object(vec![("volumeClaimTemplate", some(object(vec![])))]))),
+            ]),
+            object(vec![
+                ("name", some(text(&["pd"]))),
+                (
+                    "gcePersistentDisk",
+                    always(object(vec![
+                        ("pdName", some(text(&["disk-1"]))),
+                        ("readOnly", some(prop_oneof![Just(json!(true)), odd()].boxed())),
+                    ])),
+                ),
+            ]),
+            object(vec![
+                ("name", some(text(&["ceph"]))),
+                (
+                    "rbd",
+                    always(object(vec![
+                        ("monitors", some(list(text(&["m1", "m2"])))),
+                        ("image", some(text(&["img"]))),
+                        ("pool", some(text(&["rbd", "fast"]))),
+                    ])),
+                ),
+            ]),
+        ]
+        .boxed();
+        let claim = object(vec![
+            ("name", some(text(&["gpu", "nic"]))),
+            ("resourceClaimName", some(text(&["shared"]))),
+            ("resourceClaimTemplateName", some(text(&["t"]))),
+        ]);
+        let claim_status =
+            object(vec![("name", some(text(&["gpu"]))), ("resourceClaimName", some(text(&["p-gpu-x", ""])))]);
         let spec = object(vec![
             ("containers", some(list(container()))),
             ("initContainers", some(list(container()))),
@@ -629,24 +654,15 @@ mod raw_pods {
                 )
                 .boxed(),
             ),
-            ("volumes", prop::option::weighted(0.3, list(volume())).boxed()),
-            (
-                "resourceClaims",
-                prop::option::weighted(
-                    0.1,
-                    list(object(vec![
-                        ("name", some(text(&["gpu"]))),
-                        ("resourceClaimName", some(text(&["c"]))),
-                    ])),
-                )
-                .boxed(),
-            ),
+            ("volumes", prop::option::weighted(0.5, list(volume)).boxed()),
+            ("resourceClaims", prop::option::weighted(0.3, list(claim)).boxed()),
         ]);
         let status = object(vec![
             ("phase", some(text(&["Pending", "Running", "Failed", "Succeeded", "Unknown", "", "Lost"]))),
             ("nominatedNodeName", some(text(&["n2", ""]))),
             ("reason", some(text(&["OutOfcpu", ""]))),
             ("message", some(text(&["no room", ""]))),
+            ("resourceClaimStatuses", some(list(claim_status))),
         ]);
         object(vec![
             ("apiVersion", prop::option::weighted(0.9, text(&["v1"])).boxed()),

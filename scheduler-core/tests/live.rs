@@ -1,10 +1,11 @@
 //! `Live` (a snapshot patched object by object) always equals `Cluster::snapshot` (assembled in
 //! one pass) of the same objects: after any sequence of adds, updates and deletes of nodes, pods,
-//! priority classes and gang objects of several dialects, broken ones included. So does a
+//! priority classes, gang objects of several dialects and what the volume filters read (PVCs, PVs,
+//! StorageClasses, CSINodes, ResourceClaims at two versions), broken ones included. So does a
 //! `Cluster` holding the same objects as compact JSON (what the CLI holds).
 
 use proptest::prelude::*;
-use scheduler_core::cluster::{ApiKind, Cluster, Live, Overlay, Problem, READ};
+use scheduler_core::cluster::{ApiKind, Cluster, GANG, Live, NODE, Overlay, POD, Problem, READ};
 use scheduler_core::model::{GangState, Persisted, PodKey, Reservation, Snapshot, Time, Usage};
 use scheduler_core::object::ObjectRef;
 use serde_json::{Value, json};
@@ -42,6 +43,20 @@ fn node(name: &str, cpu: &str) -> Value {
 /// A pod of namespace `ml`. `gang`: 0 none, 1 label `kube-gang.io/gang: g1`, 2 label `g2`,
 /// 3 Volcano's annotation for `pg`, 4 both a kube-gang label and Volcano's annotation (two claims).
 fn pod(name: &str, cpu: &str, gang: u8, min: Option<&str>, bound: Option<&str>, class: bool) -> Value {
+    pod_with(name, cpu, gang, min, bound, class, 0)
+}
+
+/// [`pod`] with volumes: 0 none, 1 PVC `c0`, 2 PVC `c1` and an ephemeral volume, 3 a GCE disk
+/// and a DRA claim from a template (named in its status), 4 a volume of the wrong type.
+fn pod_with(
+    name: &str,
+    cpu: &str,
+    gang: u8,
+    min: Option<&str>,
+    bound: Option<&str>,
+    class: bool,
+    volumes: u8,
+) -> Value {
     let mut labels = serde_json::Map::new();
     let mut annotations = serde_json::Map::new();
     match gang {
@@ -81,10 +96,91 @@ fn pod(name: &str, cpu: &str, gang: u8, min: Option<&str>, bound: Option<&str>, 
     if class {
         spec["priorityClassName"] = json!("high");
     }
+    let mut status = json!({"phase": if bound.is_some() { "Running" } else { "Pending" }});
+    match volumes {
+        1 => spec["volumes"] = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "c0"}}]),
+        2 => {
+            spec["volumes"] = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "c1"}},
+                                     {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}])
+        }
+        3 => {
+            spec["volumes"] = json!([{"name": "pd", "gcePersistentDisk": {"pdName": "disk-1"}}]);
+            spec["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": "t"}]);
+            status["resourceClaimStatuses"] = json!([{"name": "gpu", "resourceClaimName": "rc0"}]);
+        }
+        4 => spec["volumes"] = json!([{"name": "data", "persistentVolumeClaim": {"claimName": 7}}]),
+        _ => {}
+    }
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": "ml", "labels": labels, "annotations": annotations,
                         "creationTimestamp": "2026-01-01T00:00:00Z"},
-           "spec": spec, "status": {"phase": if bound.is_some() { "Running" } else { "Pending" }}})
+           "spec": spec, "status": status})
+}
+
+/// A PVC `c{i}`: 0 unbound of class `fast`, 1 bound to `v{i}`, 2 ReadWriteOncePod and selected
+/// for `n0`, 3 unreadable (a storage request that is not a quantity).
+fn pvc(i: u8, variant: u8) -> Value {
+    let mut c = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": format!("c{i}"), "namespace": "ml", "uid": format!("cu{i}")},
+        "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    match variant {
+        1 => {
+            c["spec"]["volumeName"] = json!(format!("v{i}"));
+            c["metadata"]["annotations"] = json!({"pv.kubernetes.io/bind-completed": "yes"});
+        }
+        2 => {
+            c["spec"]["accessModes"] = json!(["ReadWriteOncePod"]);
+            c["metadata"]["annotations"] = json!({"volume.kubernetes.io/selected-node": "n0"});
+        }
+        3 => c["spec"]["resources"]["requests"]["storage"] = json!("lots"),
+        _ => {}
+    }
+    c
+}
+
+/// A PV `v{i}`: 0 local on node `n{i}`, 1 CSI and claimed by `c{i}`, 2 unreadable (an unknown
+/// node affinity operator).
+fn pv(i: u8, variant: u8) -> Value {
+    let mut v = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": format!("v{i}")},
+        "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}},
+        "status": {"phase": "Available"}});
+    let op = if variant == 2 { "Near" } else { "In" };
+    match variant {
+        1 => {
+            v["spec"]["csi"] = json!({"driver": "d.example.com", "volumeHandle": format!("h{i}")});
+            v["spec"]["claimRef"] = json!({"namespace": "ml", "name": format!("c{i}")});
+        }
+        _ => {
+            v["spec"]["local"] = json!({"path": "/mnt"});
+            v["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": op, "values": [format!("n{i}")]}]}]}});
+        }
+    }
+    v
+}
+
+/// StorageClass `fast`: 0 WaitForFirstConsumer with allowed topologies, 1 Immediate, 2 unreadable.
+fn storage_class(variant: u8) -> Value {
+    let mode = ["WaitForFirstConsumer", "Immediate", "Eventually"][usize::from(variant % 3)];
+    json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"},
+           "provisioner": "d.example.com", "volumeBindingMode": mode,
+           "allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": ["a"]}]}]})
+}
+
+fn csi_node(n: u8, count: i64) -> Value {
+    json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": format!("n{n}")},
+           "spec": {"drivers": [{"name": "d.example.com", "nodeID": "x", "allocatable": {"count": count}}]}})
+}
+
+/// ResourceClaim `rc{i}` at `resource.k8s.io/{version}`, allocated to `n0` or not.
+fn resource_claim(i: u8, version: &str, allocated: bool) -> Value {
+    let mut c = json!({"apiVersion": format!("resource.k8s.io/{version}"), "kind": "ResourceClaim",
+        "metadata": {"name": format!("rc{i}"), "namespace": "ml"}, "spec": {}});
+    if allocated {
+        c["status"] = json!({"allocation": {"nodeSelector": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]}]}}});
+    }
+    c
 }
 
 fn kube_gang(name: &str, min: i64) -> Value {
@@ -104,7 +200,7 @@ fn class(value: i64) -> Value {
 #[derive(Clone, Debug)]
 enum Op {
     Node(u8, &'static str),
-    Pod(u8, &'static str, u8, Option<&'static str>, Option<u8>, bool),
+    Pod(u8, &'static str, u8, Option<&'static str>, Option<u8>, bool, u8),
     Gang(u8, i64),
     Volcano(i64),
     Class(i64),
@@ -119,6 +215,17 @@ enum Op {
     /// Namespace `ml` with label `team` set to this (none when `None`).
     Namespace(Option<&'static str>),
     DeleteNamespace,
+    Pvc(u8, u8),
+    DeletePvc(u8),
+    Pv(u8, u8),
+    DeletePv(u8),
+    StorageClass(u8),
+    DeleteStorageClass,
+    CsiNode(u8, i64),
+    DeleteCsiNode(u8),
+    /// A ResourceClaim at `resource.k8s.io/v1` (`true`) or `v1beta1`, allocated or not.
+    ResourceClaim(u8, bool, bool),
+    DeleteResourceClaim(u8, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -126,8 +233,8 @@ fn op() -> impl Strategy<Value = Op> {
     let min = prop::option::of(prop_oneof![Just("1"), Just("2"), Just("3"), Just("zero")]);
     prop_oneof![
         (0u8..3, cpu.clone()).prop_map(|(n, c)| Op::Node(n, c)),
-        (0u8..6, cpu, 0u8..5, min, prop::option::of(0u8..3), any::<bool>())
-            .prop_map(|(p, c, g, m, b, k)| Op::Pod(p, c, g, m, b, k)),
+        (0u8..6, cpu, 0u8..5, min, prop::option::of(0u8..3), any::<bool>(), 0u8..5)
+            .prop_map(|(p, c, g, m, b, k, v)| Op::Pod(p, c, g, m, b, k, v)),
         (1u8..3, -1i64..4).prop_map(|(g, m)| Op::Gang(g, m)),
         (0i64..4).prop_map(Op::Volcano),
         (-5i64..5).prop_map(Op::Class),
@@ -140,16 +247,35 @@ fn op() -> impl Strategy<Value = Op> {
         (0u8..2).prop_map(Op::DeleteBudget),
         prop::option::of(prop_oneof![Just("a"), Just("b")]).prop_map(Op::Namespace),
         Just(Op::DeleteNamespace),
+        (0u8..2, 0u8..4).prop_map(|(i, v)| Op::Pvc(i, v)),
+        (0u8..2).prop_map(Op::DeletePvc),
+        (0u8..2, 0u8..3).prop_map(|(i, v)| Op::Pv(i, v)),
+        (0u8..2).prop_map(Op::DeletePv),
+        (0u8..3).prop_map(Op::StorageClass),
+        Just(Op::DeleteStorageClass),
+        (0u8..3, -1i64..3).prop_map(|(n, c)| Op::CsiNode(n, c)),
+        (0u8..3).prop_map(Op::DeleteCsiNode),
+        (0u8..2, any::<bool>(), any::<bool>()).prop_map(|(i, v1, a)| Op::ResourceClaim(i, v1, a)),
+        (0u8..2, any::<bool>()).prop_map(|(i, v1)| Op::DeleteResourceClaim(i, v1)),
     ]
+}
+
+fn rc_version(v1: bool) -> &'static str {
+    if v1 { "resource.k8s.io/v1" } else { "resource.k8s.io/v1beta1" }
+}
+
+/// Whether objects of `kind` are cluster-scoped.
+fn cluster_scoped(kind: &str) -> bool {
+    matches!(kind, "Node" | "PriorityClass" | "Namespace" | "PersistentVolume" | "StorageClass" | "CSINode")
 }
 
 /// The object an op writes, or the (apiVersion, kind, name) it deletes.
 fn act(op: &Op) -> Result<Value, (&'static str, &'static str, String)> {
     match op {
         Op::Node(n, cpu) => Ok(node(&format!("n{n}"), cpu)),
-        Op::Pod(p, cpu, gang, min, bound, k) => {
+        Op::Pod(p, cpu, gang, min, bound, k, v) => {
             let on = bound.map(|n| format!("n{n}"));
-            Ok(pod(&format!("p{p}"), cpu, *gang, *min, on.as_deref(), *k))
+            Ok(pod_with(&format!("p{p}"), cpu, *gang, *min, on.as_deref(), *k, *v))
         }
         Op::Gang(g, min) => Ok(kube_gang(&format!("g{g}"), *min)),
         Op::Volcano(min) => Ok(volcano(*min)),
@@ -172,6 +298,18 @@ fn act(op: &Op) -> Result<Value, (&'static str, &'static str, String)> {
             Ok(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": labels}}))
         }
         Op::DeleteNamespace => Err(("v1", "Namespace", "ml".into())),
+        Op::Pvc(i, v) => Ok(pvc(*i, *v)),
+        Op::DeletePvc(i) => Err(("v1", "PersistentVolumeClaim", format!("c{i}"))),
+        Op::Pv(i, v) => Ok(pv(*i, *v)),
+        Op::DeletePv(i) => Err(("v1", "PersistentVolume", format!("v{i}"))),
+        Op::StorageClass(v) => Ok(storage_class(*v)),
+        Op::DeleteStorageClass => Err(("storage.k8s.io/v1", "StorageClass", "fast".into())),
+        Op::CsiNode(n, c) => Ok(csi_node(*n, *c)),
+        Op::DeleteCsiNode(n) => Err(("storage.k8s.io/v1", "CSINode", format!("n{n}"))),
+        Op::ResourceClaim(i, v1, a) => {
+            Ok(resource_claim(*i, rc_version(*v1).trim_start_matches("resource.k8s.io/"), *a))
+        }
+        Op::DeleteResourceClaim(i, v1) => Err((rc_version(*v1), "ResourceClaim", format!("rc{i}"))),
     }
 }
 
@@ -191,7 +329,7 @@ proptest! {
                     prop_assert_eq!(live.push(obj).is_ok(), pushed);
                 }
                 Err((api_version, kind, name)) => {
-                    let ns = if matches!(kind, "Node" | "PriorityClass" | "Namespace") { "" } else { "ml" };
+                    let ns = if cluster_scoped(kind) { "" } else { "ml" };
                     cluster.remove_named(api_version, kind, ns, &name);
                     compact.remove_named(api_version, kind, ns, &name);
                     live.remove(api_version, kind, ns, &name);
@@ -334,8 +472,40 @@ fn a_gang_follows_its_source_pods_annotations() {
 }
 
 /// The kinds the ops write, as a watch lists them (indices into `READ`): nodes, pods,
-/// namespaces, priority classes, budgets, Gangs, Volcano PodGroups.
-const KINDS: [usize; 7] = [0, 1, 2, 3, 4, 5, 13];
+/// namespaces, priority classes, budgets, what the volume filters read, Gangs, Volcano PodGroups.
+/// (ResourceClaims are listed at one version: a cluster serving two lists every claim at both,
+/// which the ops' writes at either version are not.)
+fn kinds() -> Vec<usize> {
+    let wanted: [(&str, &str, &str); 12] = [
+        ("", "v1", "Node"),
+        ("", "v1", "Pod"),
+        ("", "v1", "Namespace"),
+        ("scheduling.k8s.io", "v1", "PriorityClass"),
+        ("policy", "v1", "PodDisruptionBudget"),
+        ("", "v1", "PersistentVolumeClaim"),
+        ("", "v1", "PersistentVolume"),
+        ("storage.k8s.io", "v1", "StorageClass"),
+        ("storage.k8s.io", "v1", "CSINode"),
+        ("resource.k8s.io", "v1", "ResourceClaim"),
+        ("kube-gang.io", "v1alpha1", "Gang"),
+        ("scheduling.volcano.sh", "v1beta1", "PodGroup"),
+    ];
+    wanted
+        .iter()
+        .map(|&(g, v, k)| READ.iter().position(|r| (r.group, r.version, r.kind) == (g, v, k)).unwrap())
+        .collect()
+}
+
+/// The ops, ResourceClaims written at `v1` only (see [`kinds`]).
+fn at_one_version(ops: Vec<Op>) -> Vec<Op> {
+    ops.into_iter()
+        .map(|op| match op {
+            Op::ResourceClaim(i, _, a) => Op::ResourceClaim(i, true, a),
+            Op::DeleteResourceClaim(i, _) => Op::DeleteResourceClaim(i, true),
+            other => other,
+        })
+        .collect()
+}
 
 /// Each object's last version among `ops`' writes.
 fn last(ops: &[Op]) -> Vec<Value> {
@@ -346,7 +516,7 @@ fn last(ops: &[Op]) -> Vec<Value> {
                 last.insert(ObjectRef::of(&obj), obj);
             }
             Err((api_version, kind, name)) => {
-                let ns = if matches!(kind, "Node" | "PriorityClass" | "Namespace") { "" } else { "ml" };
+                let ns = if cluster_scoped(kind) { "" } else { "ml" };
                 last.remove(&ObjectRef::new(api_version, kind, ns, name));
             }
         }
@@ -389,15 +559,15 @@ proptest! {
     #[test]
     fn lists_in_any_order_equal_one_at_a_time(
         ops in prop::collection::vec(op(), 1..40),
-        order in Just(KINDS.to_vec()).prop_shuffle(),
+        order in Just(kinds()).prop_shuffle(),
         later in prop::collection::vec(op(), 0..20),
     ) {
+        let (ops, later) = (at_one_version(ops), at_one_version(later));
         let objects = last(&ops);
         let mut live = Live::new();
         for &i in &order {
             let _ = live.replace(&READ[i], list_of(&READ[i], &objects));
         }
-        assert_eq!(READ[13].group, "scheduling.volcano.sh", "KINDS names the kinds the ops write");
         same(&assembled(&objects), &mut live)?;
         let objects = last(&[ops, later].concat());
         for &i in order.iter().rev() {
@@ -422,7 +592,7 @@ fn many(n: usize) -> (Vec<Value>, Vec<Value>) {
 #[test]
 fn a_list_of_one_kind_converts_that_kind_only() {
     let (nodes, pods) = many(3_000);
-    let (node_kind, pod_kind, gang_kind) = (&READ[0], &READ[1], &READ[5]);
+    let (node_kind, pod_kind, gang_kind) = (&NODE, &POD, &GANG);
     for pods_first in [true, false] {
         let mut live = Live::new();
         if pods_first {
@@ -465,4 +635,38 @@ fn a_list_of_one_kind_converts_that_kind_only() {
         }
         same(&cluster, &mut live).unwrap();
     }
+}
+
+#[test]
+fn storage_objects_are_read_into_the_snapshot_and_unreadable_ones_listed() {
+    let mut live = Live::new();
+    for obj in [
+        pvc(0, 1),
+        pvc(1, 3),
+        pv(0, 0),
+        pv(1, 2),
+        storage_class(0),
+        csi_node(0, 2),
+        resource_claim(0, "v1beta1", true),
+        resource_claim(0, "v1", false),
+        pod_with("p0", "1", 0, None, None, false, 3),
+    ] {
+        live.push(obj).unwrap();
+    }
+    live.refresh();
+    let s = &live.snapshot().storage;
+    let c0 = &s.claims[&scheduler_core::model::ObjectKey::new("ml", "c0")];
+    assert_eq!((c0.volume_name.as_deref(), c0.bound()), (Some("v0"), true));
+    assert!(s.volumes.contains_key("v0") && !s.volumes.contains_key("v1"));
+    assert_eq!(s.classes["fast"].allowed_topologies.len(), 1);
+    assert_eq!(s.csi_nodes["n0"].limits["d.example.com"], 2);
+    let rc = &s.resource_claims[&scheduler_core::model::ObjectKey::new("ml", "rc0")];
+    assert!(rc.allocation.is_none(), "the v1 copy is kept, whichever arrived last");
+    assert_eq!(live.snapshot().pods[0].resource_claims.len(), 1);
+    assert_eq!(live.snapshot().pods[0].volumes.len(), 1);
+    let problems: Vec<String> = live.problems().iter().map(|p| p.object.clone()).collect();
+    assert_eq!(problems, ["PersistentVolumeClaim ml/c1", "PersistentVolume v1"]);
+    live.remove("v1", "PersistentVolumeClaim", "ml", "c0");
+    live.refresh();
+    assert!(live.snapshot().storage.claims.is_empty());
 }

@@ -239,6 +239,8 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
         exclusive_topology: None,
         persisted: None,
         terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 
@@ -594,6 +596,248 @@ proptest! {
         }
         if plan.evictions.iter().any(|e| e.budget.is_some()) {
             prop_assert!(outcome.message.contains("PodDisruptionBudget ns/web"), "{}", outcome.message);
+        }
+    }
+}
+
+/// What a member or a pod of ours outside any gang asks of volumes, in [`volume_snapshot`]:
+/// 0 nothing; 1 a claim bound to a local PV on node `k`; 2 a claim of its own, WaitForFirstConsumer,
+/// with static PVs on some nodes and a class that provisions on racks r0 and r1; 3 the one
+/// ReadWriteOncePod claim; 4 an inline GCE disk, read-write; 5 an EBS CSI volume of its own,
+/// counted against node limits; 6 the one unbound claim every such pod shares.
+type VolumeAsk = (u8, usize);
+
+fn volume_ask() -> impl Strategy<Value = VolumeAsk> {
+    (prop_oneof![3 => Just(0u8), 1 => 1u8..7], 0usize..10)
+}
+
+/// `snap` with storage: local PVs, static PVs for the WaitForFirstConsumer claims on `statics`
+/// nodes, CSINodes with an EBS limit of `limit` on every node; and each pod asking as `asks` says
+/// (in pod order, cycling).
+fn volume_snapshot(
+    mut snap: Snapshot,
+    asks: &[VolumeAsk],
+    statics: &[usize],
+    limit: i64,
+    provisions: bool,
+) -> Snapshot {
+    use scheduler_core::model::volume::*;
+    let n = snap.nodes.len();
+    let st = &mut snap.storage;
+    let class = |name: &str, provisioner: &str, racks: &[&str]| StorageClass {
+        name: name.into(),
+        provisioner: provisioner.into(),
+        binding_mode: BindingMode::WaitForFirstConsumer,
+        allowed_topologies: if racks.is_empty() {
+            vec![]
+        } else {
+            vec![TopologyTerm {
+                match_label_expressions: vec![("rack".into(), racks.iter().map(|r| r.to_string()).collect())],
+            }]
+        },
+    };
+    let provisioner = if provisions { "csi.example.com" } else { NO_PROVISIONER };
+    st.classes.insert("wffc".into(), class("wffc", provisioner, &["r0", "r1"]));
+    st.classes.insert("shared".into(), class("shared", "csi.example.com", &[]));
+    let on = |node: usize| {
+        Some(vec![NodeSelectorTerm {
+            match_expressions: vec![NodeSelectorRequirement {
+                key: "kubernetes.io/hostname".into(),
+                operator: NodeSelectorOperator::In,
+                values: vec![format!("n{node:02}")],
+            }],
+            match_fields: vec![],
+        }])
+    };
+    let pv = |name: String, class: Option<&str>, affinity, attach: Option<Attachable>| Pv {
+        name,
+        class: class.map(String::from),
+        capacity: 1 << 30,
+        access_modes: [AccessMode::ReadWriteOnce, AccessMode::ReadWriteOncePod].into(),
+        volume_mode: VolumeMode::Filesystem,
+        node_affinity: affinity,
+        labels: BTreeMap::new(),
+        claim_ref: None,
+        available: true,
+        deleting: false,
+        attach,
+    };
+    for &s in statics {
+        let name = format!("static-{s}");
+        st.volumes.insert(name.clone(), pv(name, Some("wffc"), on(s % n), None));
+    }
+    for node in 0..n {
+        st.csi_nodes.insert(
+            format!("n{node:02}"),
+            CsiNode {
+                name: format!("n{node:02}"),
+                limits: [("ebs.csi.aws.com".to_string(), limit)].into(),
+                migrated: Default::default(),
+            },
+        );
+    }
+    let claim = |name: &str, class: Option<&str>, mode: AccessMode, volume: Option<String>| Pvc {
+        key: ObjectKey::new("ns", name),
+        uid: format!("uid-{name}"),
+        class: class.map(String::from),
+        access_modes: [mode].into(),
+        storage: 1 << 30,
+        selector: None,
+        volume_mode: VolumeMode::Filesystem,
+        bind_completed: volume.is_some(),
+        volume_name: volume,
+        selected_node: None,
+        deleting: false,
+        lost: false,
+        owner: None,
+    };
+    st.claims.insert(
+        ObjectKey::new("ns", "rwop"),
+        claim("rwop", None, AccessMode::ReadWriteOncePod, Some("rwop".into())),
+    );
+    st.volumes.insert("rwop".into(), pv("rwop".into(), None, None, None));
+    st.claims.insert(
+        ObjectKey::new("ns", "everyone"),
+        claim("everyone", Some("shared"), AccessMode::ReadWriteMany, None),
+    );
+    let pods = snap.pods.iter_mut().filter(|p| p.is_pending()).enumerate();
+    for (i, p) in pods {
+        let (ask, k) = asks.get(i % asks.len().max(1)).copied().unwrap_or((0, 0));
+        let own = format!("c-{}", p.key.name);
+        let volume = match ask {
+            1 => {
+                let pv_name = format!("local-{own}");
+                snap.storage.volumes.insert(pv_name.clone(), pv(pv_name.clone(), None, on(k % n), None));
+                snap.storage.claims.insert(
+                    ObjectKey::new("ns", own.as_str()),
+                    claim(&own, None, AccessMode::ReadWriteOnce, Some(pv_name)),
+                );
+                PodVolume::Claim { claim: own, ephemeral: false }
+            }
+            2 => {
+                snap.storage.claims.insert(
+                    ObjectKey::new("ns", own.as_str()),
+                    claim(&own, Some("wffc"), AccessMode::ReadWriteOnce, None),
+                );
+                PodVolume::Claim { claim: own, ephemeral: false }
+            }
+            3 => PodVolume::Claim { claim: "rwop".into(), ephemeral: false },
+            4 => PodVolume::Disk(Disk::GcePd { pd_name: format!("pd-{}", k % 3), read_only: false }),
+            5 => {
+                let pv_name = format!("ebs-{own}");
+                let attach =
+                    Attachable { driver: "ebs.csi.aws.com".into(), handle: pv_name.clone(), in_tree: None };
+                snap.storage.volumes.insert(pv_name.clone(), pv(pv_name.clone(), None, None, Some(attach)));
+                snap.storage.claims.insert(
+                    ObjectKey::new("ns", own.as_str()),
+                    claim(&own, None, AccessMode::ReadWriteOnce, Some(pv_name)),
+                );
+                PodVolume::Claim { claim: own, ephemeral: false }
+            }
+            6 => PodVolume::Claim { claim: "everyone".into(), ephemeral: false },
+            _ => continue,
+        };
+        p.volumes = vec![volume];
+    }
+    for node in &mut snap.nodes {
+        node.labels.insert("kubernetes.io/hostname".into(), node.name.clone());
+    }
+    snap
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// With volumes about — local PVs, static PVs and provisioning for WaitForFirstConsumer
+    /// claims, one ReadWriteOncePod claim, inline disks, attach limits, one claim everyone shares
+    /// — the shortcuts still choose what the plain algorithm chooses, and the plan keeps the
+    /// volume rules jointly: no static PV given twice, no pod bound while a claim of its is bound
+    /// first, no gang half bound and half waiting for volumes, the ReadWriteOncePod claim used by
+    /// one pod at most, local PVs' nodes kept to, attach limits and disk conflicts respected.
+    #[test]
+    fn volume_rules_hold_jointly_and_shortcuts_keep_them(
+        (nodes, gangs, running) in cluster(),
+        singles in prop::collection::vec((prop_oneof![Just(0i64), Just(1)], 1i64..3), 0..6),
+        asks in prop::collection::vec(volume_ask(), 1..12),
+        statics in prop::collection::vec(0usize..10, 0..8),
+        limit in 1i64..3,
+        provisions in any::<bool>(),
+    ) {
+        let mut snap = build(&nodes, &gangs, &running);
+        for (j, &(gpus, cpu)) in singles.iter().enumerate() {
+            let mut p = pod(&format!("single-{j:02}"), None, gpus, cpu * 1000, 0, None);
+            p.scheduler_name = "gang-scheduler".into();
+            snap.pods.push(p);
+        }
+        let snap = volume_snapshot(snap, &asks, &statics, limit, provisions);
+        let config = Config::default();
+        let now = Time::from_secs(1_000);
+        let plan = schedule(&snap, &config, now);
+        prop_assert_eq!(&plan, &scheduler_core::schedule_reference(&snap, &config, now));
+
+        let by_key: HashMap<&PodKey, &Pod> = snap.pods.iter().map(|p| (&p.key, p)).collect();
+        let waiting: std::collections::BTreeSet<&PodKey> = plan.volumes.iter().map(|v| &v.pod).collect();
+        let mut placed: Vec<(&Pod, &str)> = plan.bindings.iter().map(|b| (by_key[&b.pod], b.node.as_str())).collect();
+        for b in &plan.bindings {
+            prop_assert!(!waiting.contains(&b.pod), "{} bound while its claims are bound first", b.pod);
+        }
+        for v in &plan.volumes {
+            if !placed.iter().any(|(p, _)| p.key == v.pod) {
+                placed.push((by_key[&v.pod], v.node.as_str()));
+            }
+        }
+        let mut pvs = std::collections::BTreeMap::new();
+        let mut claims = std::collections::BTreeMap::new();
+        for v in &plan.volumes {
+            // A claim shared by pods is given one volume, on one node, for all of them.
+            let choice = (v.volume.clone(), v.volume.is_none().then(|| v.node.clone()));
+            let prev = claims.insert(v.claim.clone(), choice.clone());
+            prop_assert!(prev.is_none_or(|c| c == choice), "claim {} given two volumes", v.claim);
+            if let Some(pv) = &v.volume {
+                let prev = pvs.insert(pv.clone(), v.claim.clone());
+                prop_assert!(prev.is_none_or(|c| c == v.claim), "PV {pv} given to two claims");
+                let pinned = snap.storage.volumes[pv].node_affinity.as_ref()
+                    .map(|t| t[0].match_expressions[0].values[0].clone());
+                prop_assert!(pinned.is_none_or(|n| n == v.node), "PV {pv} on the wrong node");
+            }
+        }
+        for g in &snap.gangs {
+            let mine = |k: &PodKey| by_key[k].gang.as_ref().is_some_and(|m| m.gang == g.key);
+            let bound = plan.bindings.iter().any(|b| mine(&b.pod));
+            let held = plan.volumes.iter().any(|v| mine(&v.pod));
+            prop_assert!(!(bound && held), "{} half bound, half waiting for volumes", g.key);
+        }
+        let on_node = snap.pods.iter().filter(|p| p.uses_node()).map(|p| (p, p.node_name.as_deref().unwrap()));
+        let everything: Vec<(&Pod, &str)> = on_node.chain(placed.iter().copied()).collect();
+        let rwop = everything.iter().filter(|(p, _)| p.volumes.iter().any(|v| matches!(v, scheduler_core::model::volume::PodVolume::Claim { claim, .. } if claim == "rwop"))).count();
+        prop_assert!(rwop <= 1, "the ReadWriteOncePod claim used by {rwop} pods");
+        let mut attached: HashMap<&str, std::collections::BTreeSet<String>> = HashMap::new();
+        let mut disks: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (p, node) in &everything {
+            for v in &p.volumes {
+                match v {
+                    scheduler_core::model::volume::PodVolume::Claim { claim, .. } => {
+                        let c = &snap.storage.claims[&ObjectKey::new("ns", claim.as_str())];
+                        if let Some(pv) = c.volume_name.as_ref().map(|n| &snap.storage.volumes[n]) {
+                            if let Some(a) = &pv.attach {
+                                attached.entry(node).or_default().insert(a.handle.clone());
+                            }
+                            if let Some(t) = &pv.node_affinity {
+                                prop_assert_eq!(&t[0].match_expressions[0].values[0], &node.to_string(), "{} off its local PV", p.key);
+                            }
+                        }
+                    }
+                    scheduler_core::model::volume::PodVolume::Disk(scheduler_core::model::volume::Disk::GcePd { pd_name, .. }) => {
+                        let on = disks.entry(node).or_default();
+                        prop_assert!(!on.contains(&pd_name.as_str()), "disk {pd_name} mounted twice read-write on {node}");
+                        on.push(pd_name);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (node, handles) in &attached {
+            prop_assert!(handles.len() as i64 <= limit, "{node}: {} EBS volumes > {limit}", handles.len());
         }
     }
 }

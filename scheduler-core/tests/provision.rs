@@ -47,6 +47,8 @@ fn member(gang: &str, name: &str, gpus: i64) -> Pod {
         exclusive_topology: None,
         persisted: None,
         terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 
@@ -259,6 +261,8 @@ fn pod(name: &str, gang: &GangKey, gpus: i64, cores: i64, pool: Option<u8>, prio
         exclusive_topology: None,
         persisted: None,
         terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 

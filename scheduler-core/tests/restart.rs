@@ -72,6 +72,8 @@ fn pod(gang: &GangKey, name: String, cpu: i64, created: Time) -> Pod {
         exclusive_topology: None,
         persisted: None,
         terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     }
 }
 

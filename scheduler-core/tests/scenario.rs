@@ -462,6 +462,8 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
                 Box::new(Persisted { gang: ObjectKey::new(&f.namespace, g), uid: None, state: state.clone() })
             }),
             terms: pod_terms(f),
+            volumes: Vec::new(),
+            resource_claims: Vec::new(),
         })
         .collect()
 }

@@ -3,8 +3,8 @@
 //! The binary is a thin adapter around `scheduler-core`: the cluster is watched into a synchronous
 //! [`index::Index`]; a cycle takes a snapshot of it and calls `schedule`; [`apply`] turns the plan
 //! into typed writes (bindings, evictions, status changes, events) that [`run`] dispatches by
-//! type — bindings in the loop, evictions to [`evict`] (off the loop), status and events to a
-//! background reporter. Everything that decides is pure and tested without a cluster.
+//! type — claims the plan binds first to [`volumes`] then bindings, in the loop; evictions to
+//! [`evict`] (off the loop), status and events to a background reporter. Everything that decides is pure and tested without a cluster.
 
 pub mod apply;
 mod clock;
@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod provision;
 pub mod ratelimit;
 pub mod run;
+pub mod volumes;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -262,6 +262,8 @@ struct Loop {
     /// Victims whose eviction the API server refuses for now, and why.
     blocked: BTreeMap<PodKey, String>,
     provisioner: crate::provision::Provisioner,
+    /// Claims the plans bind before their pods.
+    volumes: crate::volumes::Binder,
     log_problems: Option<Instant>,
 }
 
@@ -356,6 +358,7 @@ impl Loop {
             limiter: EventLimiter::default(),
             blocked: BTreeMap::new(),
             provisioner,
+            volumes: crate::volumes::Binder::new(),
             log_problems: None,
         })
     }
@@ -430,7 +433,8 @@ impl Loop {
     /// 4. **Provision**: each gang waiting for capacity says what its request does.
     /// 5. **Write**: status writes, gang states kept on pods and events to the reporter,
     ///    evictions to the evictor.
-    /// 6. **Bind**: the plan's bindings, gang by gang, and again those of unknown outcome.
+    /// 6. **Bind**: the plan's claims first (their gangs' pods are bound in a later cycle, once
+    ///    they are), then its bindings, gang by gang, and again those of unknown outcome.
     /// 7. **Book**: what the bindings came to, into the index, and each gang's state carried.
     /// 8. **Reconcile**: capacity requests brought in line with the plan.
     async fn cycle(&mut self) {
@@ -491,6 +495,8 @@ impl Loop {
 
         // 6. Bind.
         let concurrency = self.settings.bind_concurrency.max(1);
+        let claims = self.volumes.plan(&plan.volumes, index);
+        self.volumes.send(&w.loop_client, &w.standing, claims, concurrency).await;
         let mut binds = writes.bindings;
         binds.extend(again);
         let bound = bind_all(&w.loop_client, binds, concurrency, &w.standing).await;

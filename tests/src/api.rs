@@ -33,7 +33,9 @@ pub struct Answer {
 
 impl FakeApi {
     /// Starts a fake serving the core kinds (nodes, pods, namespaces, events in both APIs, leases,
-    /// priority classes, PodDisruptionBudgets, PodTemplates) plus `extra` resources as `(prefix, plural)`.
+    /// priority classes, PodDisruptionBudgets, PodTemplates, PVCs, PVs, StorageClasses, CSINodes)
+    /// plus `extra` resources as `(prefix, plural)` (ResourceClaims among them, when a test's
+    /// cluster has DRA).
     pub async fn start(extra: &[(&str, &str)]) -> FakeApi {
         let (changes, _) = broadcast::channel(1 << 16);
         let mut served: Vec<Resource> = [
@@ -46,6 +48,10 @@ impl FakeApi {
             ("/apis/coordination.k8s.io/v1", "leases"),
             ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
             ("/apis/policy/v1", "poddisruptionbudgets"),
+            ("/api/v1", "persistentvolumeclaims"),
+            ("/api/v1", "persistentvolumes"),
+            ("/apis/storage.k8s.io/v1", "storageclasses"),
+            ("/apis/storage.k8s.io/v1", "csinodes"),
         ]
         .iter()
         .map(|(p, r)| (p.to_string(), r.to_string()))
@@ -196,6 +202,15 @@ impl FakeApi {
         for ns in namespaces {
             disruption::reconcile(&mut s, &ns);
         }
+    }
+
+    /// Runs the PV controller (and a CSI provisioner) from now on: claims are bound and provisioned
+    /// as the scheduler's binder asks ([`crate::pv_controller::pv_controller`]); done at once for what
+    /// is stored.
+    pub fn run_pv_controller(&self) {
+        let mut s = self.store();
+        s.on_storage_change = Some(crate::pv_controller::pv_controller);
+        crate::pv_controller::pv_controller(&mut s);
     }
 
     /// Moves the fake's clock forward: pods whose grace period ends by then are removed.

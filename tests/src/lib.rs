@@ -21,6 +21,10 @@
 //! - [`names`]: name and label syntax (DNS-1123, qualified names, label values);
 //! - [`config_objects`]: Secrets and admission webhook configurations, as the API server
 //!   validates them (what the webhook's certificate management writes);
+//! - [`volumes`]: PVCs, PVs and StorageClasses as the API server validates their updates (a
+//!   PVC's spec immutable but for `volumeName` set once, a PV's source);
+//! - [`pv_controller`]: the PV controller's and a provisioner's part of binding, when a test runs
+//!   them;
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
 //!
 //! Every request is recorded (method, path, query, body, when, `User-Agent`, the status it got)
@@ -35,6 +39,7 @@ pub mod names;
 pub mod patch;
 pub mod pod_update;
 pub mod provisioning;
+pub mod pv_controller;
 pub mod route;
 pub mod schema;
 pub mod server;
@@ -44,6 +49,7 @@ pub mod subresources;
 pub mod times;
 pub mod tools;
 pub mod validation;
+pub mod volumes;
 pub mod watch;
 
 pub use api::{Answer, FakeApi};

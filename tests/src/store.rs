@@ -73,6 +73,9 @@ pub struct Store {
     /// ([`DISRUPTION_WATCHED`]): the disruption controller, when a test runs it
     /// ([`crate::FakeApi::run_disruption_controller`]).
     pub on_pod_change: Option<fn(&mut Store, &str)>,
+    /// Called after a PVC or PV changed: the PV controller, when a test runs it
+    /// ([`crate::FakeApi::run_pv_controller`]).
+    pub on_storage_change: Option<fn(&mut Store)>,
     /// Pods with a `deletionTimestamp`, kept by [`Store::commit`]: what the kubelet's part of
     /// graceful deletion ([`crate::subresources::reap`]) looks at, so it never walks every pod.
     pub terminating: BTreeSet<Key>,
@@ -97,6 +100,7 @@ impl Store {
             clock_offset: Duration::ZERO,
             generated: 0,
             on_pod_change: None,
+            on_storage_change: None,
             terminating: BTreeSet::new(),
             counts: BTreeMap::new(),
             changes,
@@ -169,6 +173,13 @@ impl Store {
                 obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
             hook(self, &namespace);
         }
+        // Taken while it runs: its own writes do not call it again.
+        if pv_controller_watches(res)
+            && let Some(hook) = self.on_storage_change.take()
+        {
+            hook(self);
+            self.on_storage_change = Some(hook);
+        }
         obj
     }
 
@@ -239,6 +250,11 @@ pub fn kind_name(plural: &str) -> String {
         "tfjobs" => "TFJob".into(),
         "rayclusters" => "RayCluster".into(),
         "statefulsets" => "StatefulSet".into(),
+        "persistentvolumeclaims" => "PersistentVolumeClaim".into(),
+        "persistentvolumes" => "PersistentVolume".into(),
+        "storageclasses" => "StorageClass".into(),
+        "csinodes" => "CSINode".into(),
+        "resourceclaims" => "ResourceClaim".into(),
         other => {
             let singular = other.strip_suffix("ies").map(|s| format!("{s}y")).unwrap_or_else(|| {
                 other
@@ -257,6 +273,11 @@ pub fn api_version(prefix: &str) -> String {
     prefix.trim_start_matches("/apis/").trim_start_matches("/api/").to_string()
 }
 
+/// Whether a change to `res` is one the PV controller reacts to (PVCs and PVs).
+fn pv_controller_watches(res: &Resource) -> bool {
+    res.0 == "/api/v1" && (res.1 == "persistentvolumeclaims" || res.1 == "persistentvolumes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,6 +290,10 @@ mod tests {
             ("PodDisruptionBudget", "poddisruptionbudgets"),
             ("Gang", "gangs"),
             ("Lease", "leases"),
+            ("PersistentVolumeClaim", "persistentvolumeclaims"),
+            ("StorageClass", "storageclasses"),
+            ("CSINode", "csinodes"),
+            ("ResourceClaim", "resourceclaims"),
         ] {
             assert_eq!(resource_of("v1", kind).1, plural);
             assert_eq!(kind_name(plural), kind);

@@ -70,6 +70,16 @@ pub enum Kind {
     MutatingWebhookConfiguration,
     /// `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration.
     ValidatingWebhookConfiguration,
+    /// `core/v1` PersistentVolumeClaim ([`crate::volumes`]).
+    PersistentVolumeClaim,
+    /// `core/v1` PersistentVolume ([`crate::volumes`]).
+    PersistentVolume,
+    /// `storage.k8s.io/v1` StorageClass.
+    StorageClass,
+    /// `storage.k8s.io/v1` CSINode.
+    CsiNode,
+    /// `resource.k8s.io` ResourceClaim (`v1`, `v1beta2`, `v1beta1`).
+    ResourceClaim,
     /// Any other custom resource: metadata checked, the rest taken as it comes.
     Custom,
 }
@@ -96,6 +106,16 @@ impl Kind {
             ("/apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations") => {
                 Kind::ValidatingWebhookConfiguration
             }
+            ("/api/v1", "persistentvolumeclaims") => Kind::PersistentVolumeClaim,
+            ("/api/v1", "persistentvolumes") => Kind::PersistentVolume,
+            ("/apis/storage.k8s.io/v1", "storageclasses") => Kind::StorageClass,
+            ("/apis/storage.k8s.io/v1", "csinodes") => Kind::CsiNode,
+            (
+                "/apis/resource.k8s.io/v1"
+                | "/apis/resource.k8s.io/v1beta2"
+                | "/apis/resource.k8s.io/v1beta1",
+                "resourceclaims",
+            ) => Kind::ResourceClaim,
             _ => Kind::Custom,
         }
     }
@@ -118,6 +138,8 @@ impl Kind {
                 | Kind::Secret
                 | Kind::MutatingWebhookConfiguration
                 | Kind::ValidatingWebhookConfiguration
+                | Kind::StorageClass
+                | Kind::CsiNode
         )
     }
 
@@ -142,6 +164,11 @@ impl Kind {
             Kind::ValidatingWebhookConfiguration => {
                 "ValidatingWebhookConfiguration.admissionregistration.k8s.io".into()
             }
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim".into(),
+            Kind::PersistentVolume => "PersistentVolume".into(),
+            Kind::StorageClass => "StorageClass.storage.k8s.io".into(),
+            Kind::CsiNode => "CSINode.storage.k8s.io".into(),
+            Kind::ResourceClaim => "ResourceClaim.resource.k8s.io".into(),
             Kind::Custom => fallback.into(),
         }
     }
@@ -162,6 +189,11 @@ impl Kind {
             Kind::Secret => "Secret",
             Kind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
             Kind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::PersistentVolume => "PersistentVolume",
+            Kind::StorageClass => "StorageClass",
+            Kind::CsiNode => "CSINode",
+            Kind::ResourceClaim => "ResourceClaim",
             Kind::Custom => "object",
         }
     }
@@ -200,6 +232,11 @@ impl Kind {
             | Kind::Secret
             | Kind::MutatingWebhookConfiguration
             | Kind::ValidatingWebhookConfiguration
+            | Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume
+            | Kind::StorageClass
+            | Kind::CsiNode
+            | Kind::ResourceClaim
             | Kind::Custom => &[],
         }
     }
@@ -308,6 +345,15 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
             .and_then(|()| typed::<api::admissionregistration::v1::MutatingWebhookConfiguration>(obj)),
         Kind::ValidatingWebhookConfiguration => crate::config_objects::decode_webhook_configuration(obj)
             .and_then(|()| typed::<api::admissionregistration::v1::ValidatingWebhookConfiguration>(obj)),
+        Kind::PersistentVolumeClaim => typed::<api::core::v1::PersistentVolumeClaim>(obj),
+        Kind::PersistentVolume => typed::<api::core::v1::PersistentVolume>(obj),
+        Kind::StorageClass => typed::<api::storage::v1::StorageClass>(obj),
+        Kind::CsiNode => typed::<api::storage::v1::CSINode>(obj),
+        Kind::ResourceClaim => match version {
+            "v1" => typed::<api::resource::v1::ResourceClaim>(obj),
+            "v1beta2" => typed::<api::resource::v1beta2::ResourceClaim>(obj),
+            _ => typed::<api::resource::v1beta1::ResourceClaim>(obj),
+        },
         Kind::Custom => {
             if obj.is_object() {
                 Ok(())
@@ -584,6 +630,9 @@ pub fn update(kind: Kind, fallback_kind: &str, current: &Value, new: &Value) -> 
             crate::config_objects::normalize_secret(&mut merged);
             crate::config_objects::secret_update(current, &merged, &mut errs);
         }
+        Kind::PersistentVolumeClaim => crate::volumes::claim_update(current, new, &mut errs),
+        Kind::PersistentVolume => crate::volumes::volume_update(current, new, &mut errs),
+        Kind::StorageClass => crate::volumes::class_update(current, new, &mut errs),
         _ => {}
     }
     if errs.is_empty() {
@@ -644,6 +693,8 @@ pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -
         Kind::ValidatingWebhookConfiguration => {
             crate::config_objects::validate_webhook_configuration(obj, false, &mut errs)
         }
+        Kind::PersistentVolumeClaim => crate::volumes::claim(obj, &mut errs),
+        Kind::PersistentVolume => crate::volumes::volume(obj, &mut errs),
         Kind::Lease => {
             for f in ["leaseDurationSeconds", "leaseTransitions"] {
                 if let Some(n) = obj.pointer(&format!("/spec/{f}")).and_then(Value::as_i64) {

@@ -244,6 +244,9 @@ fn rbac_is_least_privilege() {
         ("", "podtemplates", "create"),
         ("", "podtemplates", "delete"),
         ("", "pods", "patch"),
+        // Claims bound before their pods: a PV's claimRef, a claim's volumeName or selected node.
+        ("", "persistentvolumes", "patch"),
+        ("", "persistentvolumeclaims", "patch"),
     ] {
         assert!(can(g, r, v), "the scheduler needs {v} {g}/{r}");
     }
@@ -264,6 +267,10 @@ fn rbac_is_least_privilege() {
         "the scheduler never replaces pods (it patches consume annotations only)"
     );
     assert!(!can("", "pods", "delete") && !can("", "nodes", "patch"));
+    assert!(
+        !can("", "persistentvolumes", "update") && !can("", "persistentvolumeclaims", "create"),
+        "claims and volumes are patched where a binder binds them, never replaced or made"
+    );
     // The webhook reads Gangs (its gang lookup) and keeps its own certificate, nothing else: a
     // cluster role of get/list/watch on gangs only, and the certificate's roles, each rule naming
     // one object (webhook/tests/managed_certs.rs holds its requests to them); the token is mounted

@@ -35,7 +35,7 @@ pub const CORE: &Table = &[
             &["error", "labels", "coverage", "duration", "quantity", "object"],
             &["resources"],
             &["model"],
-            &["tree", "crd"],
+            &["tree", "crd", "volume"],
             &["convert", "dialect"],
             &["workload"],
             &["cluster"],

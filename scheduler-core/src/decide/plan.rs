@@ -52,6 +52,20 @@ pub struct Eviction {
     pub budget: Option<ObjectKey>,
 }
 
+/// Before `pod` is bound to `node`, its PVC `claim` (unbound, WaitForFirstConsumer) is bound: to
+/// the static PV `volume` (the PV's `spec.claimRef`, then the claim's `spec.volumeName`, as the
+/// PV controller expects), or — `volume` absent — provisioned for the node (the claim's
+/// `volume.kubernetes.io/selected-node` annotation). The pod, and every other member of its gang
+/// placed with it, is bound in a later cycle, once each of their claims is bound.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VolumeBinding {
+    pub pod: PodKey,
+    pub node: String,
+    pub claim: ObjectKey,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
+}
+
 /// `pod` will go to `node` once the victims are gone (written as `status.nominatedNodeName`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Nomination {
@@ -83,6 +97,9 @@ pub enum Reason {
     Reserved,
     /// Part of a gang group whose other gangs are not satisfiable this cycle.
     WaitingForGangGroup,
+    /// Placed, but its members' PVCs are bound or provisioned first (volume bindings in the
+    /// plan); they are bound once every one is.
+    WaitingForVolumes,
     /// Active members fell below the minimum; evicted after the grace period.
     Degraded,
     /// Degraded past its grace period: remaining members evicted.
@@ -108,6 +125,7 @@ impl Reason {
             Reason::BackingOff => "BackingOff",
             Reason::Reserved => "Reserved",
             Reason::WaitingForGangGroup => "WaitingForGangGroup",
+            Reason::WaitingForVolumes => "WaitingForVolumes",
             Reason::Degraded => "Degraded",
             Reason::Stale => "Stale",
             Reason::InvalidSpec => "InvalidSpec",
@@ -272,6 +290,9 @@ pub struct Plan {
     /// Gang states to write on member pods that do not carry them yet, in pod-key order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keep: Vec<Keep>,
+    /// PVCs to bind or provision before the pods placed on them are bound (in a later cycle).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeBinding>,
 }
 
 /// A gang's state to keep on one of its active member pods (annotation `kube-gang.io/state`,

@@ -553,6 +553,8 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         exclusive_topology: None,
         persisted: None,
         terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
     };
     let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
         at_secs,

@@ -26,8 +26,8 @@ use serde_json::Value;
 use crate::dialect;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, PodKey, Snapshot};
-pub use crate::object::{ApiKind, GANG, NODE, POD, READ};
-use crate::object::{Filed, ObjectRef, describe_named};
+pub use crate::object::{ApiKind, GANG, NODE, POD, PV, PVC, READ};
+use crate::object::{Filed, ObjectRef, StoredKind, describe_named};
 use assembly::Assembly;
 pub use assembly::{Live, Overlay, Stats};
 
@@ -38,6 +38,13 @@ fn preference(obj: &Value) -> usize {
     let kind = str_at(obj, "/kind");
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     READ.iter().position(|k| k.group == group && k.version == version && k.kind == kind).unwrap_or(usize::MAX)
+}
+
+/// Whether the cluster view reads objects of `r`'s kind: nodes, pods, namespaces, priority
+/// classes, budgets, what the volume filters read and every dialect's gang objects. A front door
+/// handed other objects (a dump of a whole namespace) says it skipped them.
+pub fn reads(r: &ObjectRef) -> bool {
+    !matches!(r.filed(), Filed::Other) || dialect::is_gang_kind(&r.group, &r.kind)
 }
 
 /// One object that could not be read, and why.
@@ -95,6 +102,26 @@ impl GangAt {
     /// `Kind namespace/name`, as [`describe`] names the object filed here.
     fn describe(&self) -> String {
         describe_named(&self.kind, &self.namespace, &self.name)
+    }
+}
+
+/// Where the cluster files a storage or device object (what the volume filters read): its kind
+/// (any version: a ResourceClaim served at two versions is one object), namespace (`""` for
+/// cluster-scoped kinds) and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct StoredAt {
+    kind: StoredKind,
+    namespace: String,
+    name: String,
+}
+
+impl StoredAt {
+    fn of(kind: StoredKind, r: &ObjectRef) -> Self {
+        let namespace = match kind {
+            StoredKind::Pvc | StoredKind::ResourceClaim => r.pod_namespace().to_string(),
+            StoredKind::Pv | StoredKind::StorageClass | StoredKind::CsiNode => String::new(),
+        };
+        StoredAt { kind, namespace, name: r.name.clone() }
     }
 }
 
@@ -159,6 +186,8 @@ pub struct Cluster<H = Value> {
     /// PodDisruptionBudgets by (namespace, name).
     budgets: BTreeMap<ObjectKey, H>,
     gang_objects: BTreeMap<GangAt, H>,
+    /// PVCs, PVs, StorageClasses, CSINodes and ResourceClaims.
+    storage: BTreeMap<StoredAt, H>,
     /// Objects of kinds the cluster view does not use (Jobs, Services, …), kept for callers.
     pub others: Vec<H>,
 }
@@ -172,6 +201,7 @@ impl<H> Default for Cluster<H> {
             namespaces: BTreeMap::new(),
             budgets: BTreeMap::new(),
             gang_objects: BTreeMap::new(),
+            storage: BTreeMap::new(),
             others: Vec::new(),
         }
     }
@@ -286,6 +316,14 @@ impl<H: Held> Cluster<H> {
             Filed::Budget => {
                 self.budgets.insert(into_pod_key(r), H::hold(obj));
             }
+            Filed::Storage(kind) => {
+                let key = StoredAt::of(kind, &r);
+                // A ResourceClaim served at two versions arrives twice: the preferred one stays.
+                if self.storage.get(&key).is_some_and(|held| preference(&held.value()) < preference(&obj)) {
+                    return Ok(());
+                }
+                self.storage.insert(key, H::hold(obj));
+            }
             Filed::Other if dialect::is_gang_kind(&r.group, &r.kind) => {
                 let ObjectRef { group, kind, namespace, name, .. } = r;
                 let key = GangAt { group, kind, namespace, name };
@@ -331,6 +369,9 @@ impl<H: Held> Cluster<H> {
             }
             Filed::Budget => {
                 self.budgets.remove(&pod_key(r));
+            }
+            Filed::Storage(kind) => {
+                self.storage.remove(&StoredAt::of(kind, r));
             }
             Filed::Other => {
                 self.gang_objects.remove(&GangAt::of(r));
@@ -379,6 +420,7 @@ impl<H: Held> Cluster<H> {
             Filed::Namespace => self.namespaces.get(&r.name),
             Filed::PriorityClass => self.priority_classes.get(&r.name),
             Filed::Budget => self.budgets.get(&pod_key(r)),
+            Filed::Storage(kind) => self.storage.get(&StoredAt::of(kind, r)),
             Filed::Other => self.gang_objects.get(&GangAt::of(r)),
         }
     }
@@ -391,8 +433,15 @@ impl<H: Held> Cluster<H> {
             Filed::Namespace => !self.namespaces.is_empty(),
             Filed::PriorityClass => !self.priority_classes.is_empty(),
             Filed::Budget => !self.budgets.is_empty(),
+            Filed::Storage(kind) => self.stored(kind).next().is_some(),
             Filed::Other => !self.gang_objects.is_empty(),
         }
+    }
+
+    /// The storage objects of `kind` held, in key order.
+    fn stored(&self, kind: StoredKind) -> impl Iterator<Item = (&StoredAt, &H)> {
+        let from = StoredAt { kind, namespace: String::new(), name: String::new() };
+        self.storage.range(from..).take_while(move |(k, _)| k.kind == kind)
     }
 
     /// How many objects of `kind` are held.
@@ -403,6 +452,7 @@ impl<H: Held> Cluster<H> {
             Filed::Namespace => self.namespaces.len(),
             Filed::PriorityClass => self.priority_classes.len(),
             Filed::Budget => self.budgets.len(),
+            Filed::Storage(k) => self.stored(k).count(),
             Filed::Other => {
                 self.gang_objects.keys().filter(|g| g.group == kind.group && g.kind == kind.kind).count()
             }

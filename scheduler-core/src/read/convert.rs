@@ -19,6 +19,7 @@ use crate::error::FieldError;
 use crate::model::terms::{
     AffinityTerm, BIND_ALL, HostPort, Inclusion, PodTerms, SpreadConstraint, Unsatisfiable,
 };
+use crate::model::volume::{PodResourceClaim, PodVolume};
 use crate::model::{
     Budget, LabelOperator, LabelRequirement, LabelSelector, Node, NodeSelectorOperator,
     NodeSelectorRequirement, NodeSelectorTerm, ObjectKey, Pod, PodPhase, PreemptionPolicy, Taint,
@@ -27,6 +28,7 @@ use crate::model::{
 use crate::resources::{
     ContainerResources, PODS, PodLevel, Quantities, Resources, effective_requests_of, resource_list,
 };
+use crate::volume;
 
 /// Priority class name → value, and the global default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -84,7 +86,7 @@ fn typed<'de, T: serde::Deserialize<'de>>(v: &'de Value) -> Result<T, Vec<FieldE
 /// containers' names, resources, ports and restart policy, overhead, pod-level resources, node
 /// selector, node and pod affinity, topology spread constraints, host network, tolerations,
 /// priority, preemption policy, scheduler, node name, scheduling gates, the volumes and resource
-/// claims that make a pod wait) and the
+/// claims the volume filters read or that make a pod wait) and the
 /// dialects read (`schedulingGroup`; 1.35's `workloadRef`, kept as written) — what `simulate`
 /// stamps its pods from, so that a pod costs its scheduling fields, not its template (a 100 KB
 /// template of environment variables, copied for 2,000 pods, was 443 MB). Converting the result
@@ -116,12 +118,21 @@ pub fn scheduling_spec(spec: Option<&Value>, path: &str) -> Result<Value, Vec<Fi
         host_network: full.host_network,
         topology_spread_constraints: full.topology_spread_constraints.clone(),
         resources: full.resources.clone(),
-        resource_claims: full.resource_claims.clone(),
-        // Only the volumes the cycle reads (those it does not evaluate, which make the pod wait).
+        // Only the volumes the cycle reads: those the volume filters read (their sources alone),
+        // and those it does not evaluate, which make the pod wait — in their order.
         volumes: full
             .volumes
             .as_ref()
-            .map(|vs| vs.iter().filter(|v| waiting_sources(v).next().is_some()).cloned().collect::<Vec<_>>())
+            .map(|vs| {
+                vs.iter()
+                    .filter_map(|v| {
+                        if waiting_sources(v).next().is_some() {
+                            return Some(v.clone());
+                        }
+                        volume::scheduling_volumes(Some(&vec![v.clone()]))?.pop()
+                    })
+                    .collect::<Vec<_>>()
+            })
             .filter(|vs| !vs.is_empty()),
         priority: full.priority,
         priority_class_name: full.priority_class_name.clone(),
@@ -130,6 +141,7 @@ pub fn scheduling_spec(spec: Option<&Value>, path: &str) -> Result<Value, Vec<Fi
         node_name: full.node_name.clone(),
         scheduling_gates: full.scheduling_gates.clone(),
         scheduling_group: full.scheduling_group.clone(),
+        resource_claims: full.resource_claims.clone(),
         ..core::PodSpec::default()
     };
     let mut out = serde_json::to_value(pruned).map_err(|e| vec![FieldError::new(path, e.to_string())])?;
@@ -252,16 +264,11 @@ pub fn node(n: &core::Node) -> Result<Node, Vec<FieldError>> {
 }
 
 fn requirement(path: &str, r: &Requirement<'_>) -> Result<NodeSelectorRequirement, FieldError> {
-    let operator = match r.operator {
-        "In" => NodeSelectorOperator::In,
-        "NotIn" => NodeSelectorOperator::NotIn,
-        "Exists" => NodeSelectorOperator::Exists,
-        "DoesNotExist" => NodeSelectorOperator::DoesNotExist,
-        "Gt" => NodeSelectorOperator::Gt,
-        "Lt" => NodeSelectorOperator::Lt,
-        other => {
-            return Err(FieldError::new(format!("{path}.operator"), format!("unknown operator {other:?}")));
-        }
+    let Some(operator) = NodeSelectorOperator::parse(r.operator) else {
+        return Err(FieldError::new(
+            format!("{path}.operator"),
+            format!("unknown operator {:?}", r.operator),
+        ));
     };
     Ok(NodeSelectorRequirement {
         key: r.key.to_string(),
@@ -347,8 +354,9 @@ struct PodFields<'a> {
     pod_level: PodLevel<'a>,
     /// Volumes with a source the cycle does not evaluate: (index, source).
     waiting_volumes: Vec<(usize, &'a str)>,
-    /// `spec.resourceClaims` names claims.
-    resource_claims: bool,
+    /// `spec.volumes` and `spec.resourceClaims`, as the volume filters read them ([`volume`]).
+    volumes: Vec<PodVolume>,
+    resource_claims: Vec<PodResourceClaim>,
 }
 
 /// A container port that binds a port of the node: `hostPort`, or `containerPort` under
@@ -536,7 +544,14 @@ impl<'a> PodFields<'a> {
                 .enumerate()
                 .flat_map(|(i, v)| waiting_sources(v).map(move |source| (i, source)))
                 .collect(),
-            resource_claims: spec.and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()),
+            volumes: volume::pod_volumes(
+                meta.name.as_deref().unwrap_or_default(),
+                spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default(),
+            ),
+            resource_claims: volume::pod_resource_claims(
+                spec.and_then(|s| s.resource_claims.as_deref()).unwrap_or_default(),
+                status.and_then(|s| s.resource_claim_statuses.as_deref()).unwrap_or_default(),
+            ),
         }
     }
 
@@ -680,13 +695,16 @@ impl<'a> PodFields<'a> {
             let v = v.as_object().ok_or(Odd)?;
             raw::string(Some(v), "name")?;
             for (source, x) in v {
-                if x.is_null() || !coverage::waits(VOLUME, source) {
+                if x.is_null() || source == "name" {
                     continue;
                 }
+                // A source of the wrong type is refused by the typed read, whatever the source.
                 if !x.is_object() {
                     return Err(Odd);
                 }
-                waiting_volumes.push((i, source.as_str()));
+                if coverage::waits(VOLUME, source) {
+                    waiting_volumes.push((i, source.as_str()));
+                }
             }
         }
         let claims = raw::array(spec, "resourceClaims")?;
@@ -733,7 +751,9 @@ impl<'a> PodFields<'a> {
                 limits: raw::quantities(resources, "limits")?,
             },
             waiting_volumes,
-            resource_claims: !claims.is_empty(),
+            volumes: volume::pod_volumes_raw(raw::string(meta, "name")?.unwrap_or_default(), spec)
+                .ok_or(Odd)?,
+            resource_claims: volume::pod_resource_claims_raw(spec, status).ok_or(Odd)?,
         })
     }
 }
@@ -936,6 +956,8 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
             .map(str::to_string),
         persisted: f.state.and_then(crate::model::Persisted::from_text).map(Box::new),
         terms: (!terms.is_empty()).then(|| Box::new(terms)),
+        volumes: f.volumes,
+        resource_claims: f.resource_claims,
     })
 }
 
@@ -975,7 +997,7 @@ fn pod_terms(f: &PodFields<'_>, namespace: &str, errors: &mut Vec<FieldError>) -
     let mut waiting = f.waiting_volumes.clone();
     waiting.sort_unstable();
     terms.unevaluated.extend(waiting.iter().map(|(i, source)| format!("spec.volumes[{i}].{source}")));
-    if f.resource_claims && coverage::waits(POD_SPEC, "resourceClaims") {
+    if !f.resource_claims.is_empty() && coverage::waits(POD_SPEC, "resourceClaims") {
         terms.unevaluated.push("spec.resourceClaims".into());
     }
     if coverage::waits(RESOURCES, "claims") {

@@ -66,7 +66,12 @@ pub const POD_SPEC: &[Field] = &[
     f("priority", Cycle("PrioritySort and DefaultPreemption")),
     f("priorityClassName", Cycle("PrioritySort and DefaultPreemption, through the class's value")),
     f("readinessGates", NotScheduling),
-    f("resourceClaims", Waits("DynamicResources")),
+    f(
+        "resourceClaims",
+        Filter(
+            "DynamicResources: an allocated claim's node selector; a claim still to allocate waits, named",
+        ),
+    ),
     f(
         "resources",
         Filter("NodeResourcesFit: pod-level requests replace the containers' for cpu, memory, hugepages"),
@@ -176,40 +181,40 @@ pub const CONTAINER_PORT: &[Field] = &[
 
 /// A container's `resources`.
 pub const RESOURCES: &[Field] = &[
-    f("claims", Waits("DynamicResources")),
+    f("claims", Cycle("DynamicResources: through the pod's resourceClaims")),
     f("limits", Filter("NodeResourcesFit: a limit without a request requests the limit")),
     f("requests", Filter("NodeResourcesFit")),
 ];
 
 /// A volume (`spec.volumes[]`), by its source.
 pub const VOLUME: &[Field] = &[
-    f("awsElasticBlockStore", Waits("VolumeRestrictions and NodeVolumeLimits")),
-    f("azureDisk", Waits("NodeVolumeLimits")),
+    f("awsElasticBlockStore", Filter("VolumeRestrictions and NodeVolumeLimits")),
+    f("azureDisk", Filter("NodeVolumeLimits")),
     f("azureFile", Waits("NodeVolumeLimits")),
     f("cephfs", NotScheduling),
-    f("cinder", Waits("NodeVolumeLimits")),
+    f("cinder", Filter("NodeVolumeLimits")),
     f("configMap", NotScheduling),
     f("csi", Waits("NodeVolumeLimits")),
     f("downwardAPI", NotScheduling),
     f("emptyDir", NotScheduling),
-    f("ephemeral", Waits("VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits")),
+    f("ephemeral", Filter("VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits")),
     f("fc", NotScheduling),
     f("flexVolume", NotScheduling),
     f("flocker", NotScheduling),
-    f("gcePersistentDisk", Waits("VolumeRestrictions and NodeVolumeLimits")),
+    f("gcePersistentDisk", Filter("VolumeRestrictions and NodeVolumeLimits")),
     f("gitRepo", NotScheduling),
     f("glusterfs", NotScheduling),
     f("hostPath", NotScheduling),
     f("image", NotScheduling),
-    f("iscsi", Waits("VolumeRestrictions")),
+    f("iscsi", Filter("VolumeRestrictions")),
     f("name", NotScheduling),
     f("nfs", NotScheduling),
-    f("persistentVolumeClaim", Waits("VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits")),
+    f("persistentVolumeClaim", Filter("VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits")),
     f("photonPersistentDisk", NotScheduling),
     f("portworxVolume", Waits("NodeVolumeLimits")),
     f("projected", NotScheduling),
     f("quobyte", NotScheduling),
-    f("rbd", Waits("VolumeRestrictions and NodeVolumeLimits")),
+    f("rbd", Filter("VolumeRestrictions and NodeVolumeLimits")),
     f("scaleIO", NotScheduling),
     f("secret", NotScheduling),
     f("storageos", NotScheduling),

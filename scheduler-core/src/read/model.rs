@@ -4,9 +4,11 @@
 //! The model is deliberately plain data: owned strings, sorted maps, no references into Kubernetes
 //! objects. A [`Snapshot`] is what the cycle sees; building one is the adapters' job (see
 //! [`crate::convert`] and [`crate::dialect`]). What a pod asks of the pods around it (host ports,
-//! pod affinity, topology spread) is in [`terms`].
+//! pod affinity, topology spread) is in [`terms`]; the storage and device objects the volume
+//! filters read are in [`volume`].
 
 pub mod terms;
+pub mod volume;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -218,6 +220,21 @@ pub enum NodeSelectorOperator {
     Lt,
 }
 
+impl NodeSelectorOperator {
+    /// The operator named `s`, as the API spells it.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "In" => Some(NodeSelectorOperator::In),
+            "NotIn" => Some(NodeSelectorOperator::NotIn),
+            "Exists" => Some(NodeSelectorOperator::Exists),
+            "DoesNotExist" => Some(NodeSelectorOperator::DoesNotExist),
+            "Gt" => Some(NodeSelectorOperator::Gt),
+            "Lt" => Some(NodeSelectorOperator::Lt),
+            _ => None,
+        }
+    }
+}
+
 /// One `nodeSelectorTerm`: all its requirements must hold. Terms are ORed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeSelectorTerm {
@@ -319,6 +336,13 @@ pub struct Pod {
     /// none of these (most pods).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terms: Option<Box<PodTerms>>,
+    /// `spec.volumes` the volume filters read: PVCs (ephemeral ones by the name their controller
+    /// gives them) and inline disks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<volume::PodVolume>,
+    /// `spec.resourceClaims` (DRA), each with the ResourceClaim it names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<volume::PodResourceClaim>,
 }
 
 /// A pod's labels, shared: a snapshot is cloned whole (compaction, the CLI), and at 140,000 pods
@@ -854,6 +878,9 @@ pub struct Snapshot {
     /// Namespace name → its labels: what a pod affinity term's `namespaceSelector` matches.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub namespaces: BTreeMap<String, Labels>,
+    /// PVCs, PVs, StorageClasses, CSINodes and ResourceClaims, for the volume filters.
+    #[serde(default, skip_serializing_if = "volume::Storage::is_empty")]
+    pub storage: volume::Storage,
 }
 
 /// What the pods that use each node request, summed per node name, and which pods a cycle must
@@ -1076,6 +1103,8 @@ mod tests {
             exclusive_topology: None,
             persisted: None,
             terms: None,
+            volumes: Vec::new(),
+            resource_claims: Vec::new(),
         }
     }
 

@@ -42,18 +42,32 @@ const fn builtin(
 pub const NODE: ApiKind = builtin("", "v1", "Node", "nodes");
 /// Pods (`v1`).
 pub const POD: ApiKind = builtin("", "v1", "Pod", "pods");
+/// PersistentVolumeClaims (`v1`).
+pub const PVC: ApiKind = builtin("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims");
+/// PersistentVolumes (`v1`).
+pub const PV: ApiKind = builtin("", "v1", "PersistentVolume", "persistentvolumes");
 /// kube-gang's own `Gang` (`kube-gang.io/v1alpha1`: `crate::GROUP`, `crate::VERSION`; a test
 /// holds them equal).
 pub const GANG: ApiKind = api_kind("kube-gang.io", "v1alpha1", "Gang", "gangs");
 
 /// Everything [`crate::cluster::Cluster`] understands: nodes, pods, namespaces, priority classes,
-/// PodDisruptionBudgets and every gang dialect's objects.
+/// PodDisruptionBudgets, what the volume filters read (PVCs, PVs, StorageClasses, CSINodes, DRA
+/// ResourceClaims) and every gang dialect's objects.
 pub const READ: &[ApiKind] = &[
     NODE,
     POD,
     builtin("", "v1", "Namespace", "namespaces"),
     builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"),
     builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
+    PVC,
+    PV,
+    builtin("storage.k8s.io", "v1", "StorageClass", "storageclasses"),
+    builtin("storage.k8s.io", "v1", "CSINode", "csinodes"),
+    // DRA claims, preferred version first (GA `v1` from 1.34; `v1beta2` 1.33, `v1beta1` 1.32): a
+    // cluster without DRA serves none, and one served twice is kept once, as PodGroups are.
+    api_kind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims"),
+    api_kind("resource.k8s.io", "v1beta2", "ResourceClaim", "resourceclaims"),
+    api_kind("resource.k8s.io", "v1beta1", "ResourceClaim", "resourceclaims"),
     GANG,
     // PodGroups, preferred version first: 1.37 serves v1beta1 and v1alpha3 (either may be
     // enabled alone), 1.36 v1alpha2 only; 1.35 has Workloads pods point at. A cluster serving two
@@ -92,8 +106,21 @@ pub enum Filed {
     PriorityClass,
     /// A `policy/v1` PodDisruptionBudget.
     Budget,
+    /// What the volume filters read.
+    Storage(StoredKind),
     /// Anything else: a gang object of some dialect, or a kind the cluster view does not use.
     Other,
+}
+
+/// The storage and device kinds the cluster view files (see [`crate::model::volume`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StoredKind {
+    Pvc,
+    Pv,
+    StorageClass,
+    CsiNode,
+    /// A DRA ResourceClaim, at any version of `resource.k8s.io`.
+    ResourceClaim,
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -144,6 +171,13 @@ fn filed(group: &str, version: &str, kind: &str) -> Filed {
         ("", "v1", "Namespace") => Filed::Namespace,
         ("scheduling.k8s.io", _, "PriorityClass") => Filed::PriorityClass,
         ("policy", "v1", "PodDisruptionBudget") => Filed::Budget,
+        ("", "v1", "PersistentVolumeClaim") => Filed::Storage(StoredKind::Pvc),
+        ("", "v1", "PersistentVolume") => Filed::Storage(StoredKind::Pv),
+        ("storage.k8s.io", "v1", "StorageClass") => Filed::Storage(StoredKind::StorageClass),
+        ("storage.k8s.io", "v1", "CSINode") => Filed::Storage(StoredKind::CsiNode),
+        ("resource.k8s.io", "v1" | "v1beta2" | "v1beta1", "ResourceClaim") => {
+            Filed::Storage(StoredKind::ResourceClaim)
+        }
         _ => Filed::Other,
     }
 }

@@ -14,6 +14,7 @@ use std::rc::Rc;
 use super::exclusive::{self, Blocks};
 use super::filter::{soft_taints, static_fit};
 use super::ledger::{Demand, Ledger, Txn};
+use super::volumes::Volumes;
 use crate::config::Scoring;
 use crate::model::Pod;
 use crate::{Config, Snapshot};
@@ -183,6 +184,10 @@ pub(super) struct Caches<'a> {
     jobset_pods: std::cell::OnceCell<Rc<[JobSetPod]>>,
     /// JobSet priorities (see [`exclusive::priority_of`]) → a small id.
     priority_ids: RefCell<HashMap<String, u32>>,
+    /// The volume filters: each pod's feasible nodes are less those its volumes refuse.
+    volumes: Volumes<'a>,
+    /// (static feasible set, nodes a pod's volumes allow) → the feasible set of both.
+    restricted: RefCell<HashMap<(usize, usize), Rc<Feasible>>>,
     /// Keep per-class node orders. Off only for the reference cycle.
     fast: bool,
 }
@@ -222,8 +227,15 @@ impl<'a> Caches<'a> {
             totals: RefCell::new(HashMap::new()),
             jobset_pods: std::cell::OnceCell::new(),
             priority_ids: RefCell::new(HashMap::new()),
+            volumes: Volumes::new(snap),
+            restricted: RefCell::new(HashMap::new()),
             fast,
         }
+    }
+
+    /// The volume filters of this cycle.
+    pub fn volumes(&self) -> &Volumes<'a> {
+        &self.volumes
     }
 
     /// The pods on nodes (bound, or being bound) labelled as some JobSet's child job
@@ -425,7 +437,35 @@ impl<'a> Caches<'a> {
         f
     }
 
+    /// The nodes that pass the static checks for pod `p` and its volumes' rules.
     fn feasible_uncached(&self, p: usize) -> Rc<Feasible> {
+        let base = self.feasible_static(p);
+        match self.volumes.allowed(p) {
+            None => base,
+            Some(allowed) => self.restrict(base, &allowed),
+        }
+    }
+
+    /// `base` less the nodes not in `allowed` (sorted), once per pair (both outlive the cycle in
+    /// their caches, so their addresses name them).
+    fn restrict(&self, base: Rc<Feasible>, allowed: &Rc<[usize]>) -> Rc<Feasible> {
+        let key = (Rc::as_ptr(&base) as usize, Rc::as_ptr(allowed).cast::<usize>() as usize);
+        if let Some(f) = self.restricted.borrow().get(&key) {
+            return f.clone();
+        }
+        let list: Vec<usize> =
+            allowed.iter().copied().filter(|&n| base.mask.get(n).copied().unwrap_or(false)).collect();
+        let mut mask = vec![false; base.mask.len()];
+        for &n in &list {
+            mask[n] = true;
+        }
+        let f = Rc::new(Feasible { list, mask, excluded: base.excluded.clone() });
+        self.restricted.borrow_mut().insert(key, f.clone());
+        f
+    }
+
+    /// The nodes that pass the static checks (readiness, taints, selectors, affinity) for pod `p`.
+    fn feasible_static(&self, p: usize) -> Rc<Feasible> {
         let pod = &self.snap.pods[p];
         let mut h = DefaultHasher::new();
         pod.node_selector.hash(&mut h);

@@ -8,8 +8,9 @@
 use super::GangFacts;
 use super::ledger::Txn;
 use super::preempt::Allowance;
+use super::volumes::Work;
 use crate::model::{GangState, Persisted, Reservation};
-use crate::plan::{Binding, Eviction, EvictionReason, Keep, Nomination, Outcome, Phase};
+use crate::plan::{Binding, Eviction, EvictionReason, Keep, Nomination, Outcome, Phase, VolumeBinding};
 use crate::{Plan, Reason, Snapshot};
 
 /// What the cycle decided for one gang.
@@ -32,6 +33,8 @@ pub(super) struct Decision {
     pub reservations: Vec<(usize, usize)>,
     /// The capacity the bindings and reservations take, committed to the ledger.
     pub txn: Txn,
+    /// Claims bound first: their pods are placed (their capacity taken) but not bound yet.
+    pub volumes: Vec<Work>,
 }
 
 impl Decision {
@@ -48,6 +51,7 @@ impl Decision {
             nominations: Vec::new(),
             reservations: Vec::new(),
             txn: Txn::default(),
+            volumes: Vec::new(),
         }
     }
 }
@@ -127,12 +131,14 @@ fn keep(
 
 /// The plan of a cycle, from the snapshot, each gang's members and starting state (`gangs`,
 /// indexed like `snap.gangs`), every decision (in the order made), the pods outside any gang
-/// bound as `singles` (pod, node), and the cycle's `now`. Lists are sorted; outcomes are in gang-key order.
+/// bound as `singles` (pod, node), those whose claims are bound first (`single_volumes`), and the
+/// cycle's `now`. Lists are sorted; outcomes are in gang-key order.
 pub(super) fn assemble(
     snap: &Snapshot,
     gangs_facts: &GangFacts<'_>,
     decisions: Vec<Decision>,
     singles: &[(usize, usize)],
+    single_volumes: &[Work],
     now: crate::Time,
 ) -> Plan {
     let members = &gangs_facts.members;
@@ -148,10 +154,18 @@ pub(super) fn assemble(
     let mut allowance = Allowance::new(snap, std::iter::empty());
     plan.bindings.reserve_exact(singles.len() + decisions.iter().map(|d| d.bindings.len()).sum::<usize>());
     plan.bindings.extend(singles.iter().map(|&(p, n)| binding(p, n)));
+    let volume = |w: &Work| VolumeBinding {
+        pod: pods[w.pod].key.clone(),
+        node: nodes[w.node].name.clone(),
+        claim: w.claim.clone(),
+        volume: w.volume.clone(),
+    };
+    plan.volumes.extend(single_volumes.iter().map(volume));
     for d in decisions {
         let gang = &gangs[d.gang];
         tracing::debug!(gang = %gang.key, reason = %d.reason, "gang decided");
         plan.bindings.extend(d.bindings.iter().map(|&(p, n)| binding(p, n)));
+        plan.volumes.extend(d.volumes.iter().map(volume));
         for &(p, reason) in &d.evictions {
             let pod = &pods[p];
             let Some(node) = pod.node_name.clone() else { continue };
@@ -208,6 +222,8 @@ pub(super) fn assemble(
     plan.nominations.dedup();
     plan.reservations.sort();
     plan.reservations.dedup();
+    plan.volumes.sort();
+    plan.volumes.dedup();
     plan.outcomes.sort_by(|a, b| a.gang.cmp(&b.gang));
     plan.keep.sort();
     plan

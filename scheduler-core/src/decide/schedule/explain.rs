@@ -11,6 +11,7 @@ use super::joint::Block;
 use super::ledger::{Demand, Ledger, ResourceIndex, Txn};
 use super::members::Members;
 use super::place::{Feasible, Placement};
+use super::volumes::{Block as VolumeBlock, Volumes};
 use crate::model::{Gang, Node, Pod};
 use crate::resources::Resources;
 use crate::tree;
@@ -125,42 +126,53 @@ fn names(list: &[&str]) -> String {
     s
 }
 
+/// What a summary is remembered by: the feasible set (by address), the demand, and the pod when
+/// it has volumes (its summary is its own).
+type Shape = (usize, Demand, Option<usize>);
+
 /// Why each node can or cannot take a pod, as a message ("3 of 12 nodes fit (…); 7 lack
 /// nvidia.com/gpu"), remembered per pod shape (feasible set and demand) while the ledger is
 /// unchanged: once a cluster is full, every waiting gang of the same shape gets the same summary
-/// without another pass over the nodes.
+/// without another pass over the nodes. A pod with volumes has a summary of its own.
 #[derive(Debug, Default)]
 pub(super) struct FitSummaries {
-    /// (feasible set, demand) → (ledger version, summary).
-    by_shape: RefCell<HashMap<(usize, Demand), (u64, String)>>,
+    /// (feasible set, demand, the pod when it has volumes) → (ledger version, summary).
+    by_shape: RefCell<HashMap<Shape, (u64, String)>>,
 }
 
 impl FitSummaries {
-    /// The summary for `pod` (its `demand`, its `feasible` nodes) as `ledger` stands; `blocks`
+    /// The summary for pod `p` (its `demand`, its `feasible` nodes) as `ledger` stands; `blocks`
     /// says, per node, why the inter-pod filters keep it off (with the pods in the way), when they
-    /// can (then the summary is the pod's own, not its shape's).
+    /// can (then the summary is the pod's own, not its shape's); `volumes`, why its volumes do.
     #[allow(clippy::too_many_arguments)]
     pub fn get(
         &self,
         nodes: &[Node],
         pods: &[Pod],
-        pod: &Pod,
+        (p, pod): (usize, &Pod),
         demand: &Demand,
         feasible: &Feasible,
         ledger: &Ledger,
         res: &ResourceIndex,
         blocks: Option<super::place::Blocks>,
+        volumes: &Volumes<'_>,
     ) -> String {
-        if let Some((per_node, who)) = blocks {
-            return summary(nodes, pod, demand, feasible, ledger, res, Some((pods, &per_node, &who)));
+        if let Some(wait) = volumes.wait(p) {
+            return wait;
         }
-        let shape = (std::ptr::from_ref(feasible) as usize, demand.clone());
+        if let Some((per_node, who)) = blocks {
+            let blocks = Some((pods, per_node.as_slice(), &who));
+            return summary(nodes, (p, pod), demand, feasible, ledger, res, Refusals { blocks, volumes });
+        }
+        let own = !(pod.volumes.is_empty() && pod.resource_claims.is_empty());
+        let shape = (std::ptr::from_ref(feasible) as usize, demand.clone(), own.then_some(p));
         if let Some((version, text)) = self.by_shape.borrow().get(&shape)
             && *version == ledger.version
         {
             return text.clone();
         }
-        let text = summary(nodes, pod, demand, feasible, ledger, res, None);
+        let text =
+            summary(nodes, (p, pod), demand, feasible, ledger, res, Refusals { blocks: None, volumes });
         self.by_shape.borrow_mut().insert(shape, (ledger.version, text.clone()));
         text
     }
@@ -170,14 +182,32 @@ impl FitSummaries {
 /// its way.
 type Blocks<'b> = (&'b [Pod], &'b [Option<Block>], &'b HashMap<Block, Vec<usize>>);
 
+/// What else keeps a pod off a node that has room: the inter-pod filters (`blocks`) and its
+/// volumes.
+struct Refusals<'b, 'v> {
+    blocks: Option<Blocks<'b>>,
+    volumes: &'b Volumes<'v>,
+}
+
+/// Why a node that has room refuses the pod's volumes, given what other placements took.
+fn refused(block: &VolumeBlock) -> String {
+    match block {
+        VolumeBlock::NoVolume(_) => "did not find available persistent volumes to bind".into(),
+        VolumeBlock::Chosen(claim, _) => format!("cannot use the volume chosen for PVC {claim}"),
+        VolumeBlock::Rwop(claim, _) => format!("cannot take ReadWriteOncePod PVC {claim}, in use"),
+        VolumeBlock::Disk(_) => "have no available disk".into(),
+        VolumeBlock::Limit(driver, limit) => format!("exceed max volume count ({limit} {driver})"),
+    }
+}
+
 fn summary(
     nodes: &[Node],
-    pod: &Pod,
+    (p, pod): (usize, &Pod),
     demand: &Demand,
     feasible: &Feasible,
     ledger: &Ledger,
     res: &ResourceIndex,
-    blocks: Option<Blocks<'_>>,
+    Refusals { blocks, volumes }: Refusals<'_, '_>,
 ) -> String {
     let txn = Txn::default();
     let mut fit: Vec<&str> = Vec::new();
@@ -189,18 +219,22 @@ fn summary(
             Err(Static::Taint(t)) => format!("have taint {t}"),
             Err(Static::NodeSelector) => "do not match the nodeSelector".to_string(),
             Err(Static::Affinity) => "do not match the required node affinity".to_string(),
-            Ok(()) if !feasible.mask.get(i).copied().unwrap_or(true) => {
-                feasible.excluded.clone().unwrap_or_else(|| "are left out".to_string())
-            }
+            Ok(()) if !feasible.mask.get(i).copied().unwrap_or(true) => volumes
+                .why(p, i)
+                .or_else(|| feasible.excluded.clone())
+                .unwrap_or_else(|| "are left out".to_string()),
             Ok(()) => match ledger.fits(&txn, i, demand) {
                 Ok(()) => match blocks.and_then(|(pods, b, who)| Some((pods, b.get(i)?.as_ref()?, who))) {
                     Some((pods, block, who)) => {
                         blocked(pod, pods, block, who.get(block).map_or(&[], Vec::as_slice))
                     }
-                    None => {
-                        fit.push(&node.name);
-                        continue;
-                    }
+                    None => match volumes.fits(p, i, ledger, &txn) {
+                        Ok(()) => {
+                            fit.push(&node.name);
+                            continue;
+                        }
+                        Err(block) => refused(&block),
+                    },
                 },
                 Err(None) => "have no free pod slots".to_string(),
                 Err(Some(r)) => {

@@ -91,7 +91,7 @@ pub(crate) fn tolerates(t: &Toleration, key: &str, value: Option<&str>, effect: 
     }
 }
 
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
+pub(super) fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
     // An empty term matches nothing, as in Kubernetes.
     if term.match_expressions.is_empty() && term.match_fields.is_empty() {
         return false;

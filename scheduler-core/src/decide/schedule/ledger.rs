@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::booked::{self, Booked};
 use crate::model::{Node, NodeUsage, Pod};
 use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 
@@ -151,6 +152,8 @@ pub(crate) struct Ledger {
     /// Every node changed since the state was built, in order: what is derived from the state
     /// (the placer's per-class node orders) catches up by replaying the part it has not seen.
     log: Vec<usize>,
+    /// What the placements committed took of volumes (see [`Booked`]).
+    volumes: Booked,
 }
 
 impl Ledger {
@@ -175,7 +178,7 @@ impl Ledger {
                 }
             }
         }
-        Ledger { version: 0, width, free, pods, log: Vec::new() }
+        Ledger { version: 0, width, free, pods, log: Vec::new(), volumes: Booked::default() }
     }
 
     fn amount(&self, node: usize, r: usize) -> i64 {
@@ -214,9 +217,17 @@ impl Ledger {
         &self.log
     }
 
+    /// What the placements committed took of volumes.
+    pub fn volumes(&self) -> &Booked {
+        &self.volumes
+    }
+
     pub fn commit(&mut self, txn: Txn) {
-        if !txn.changes.is_empty() {
+        if !txn.changes.is_empty() || txn.volumes.is_some() {
             self.version += 1;
+        }
+        if let Some(taken) = txn.volumes {
+            self.volumes.absorb(*taken);
         }
         for (node, (free, pods)) in txn.changes {
             for (r, a) in free.into_iter().enumerate() {
@@ -294,12 +305,28 @@ impl Ledger {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Txn {
     changes: BTreeMap<usize, (Vec<i64>, i64)>,
+    /// What the placements in it took of volumes; none until one takes some (most never do, and
+    /// transactions are cloned for every trial).
+    volumes: Option<Box<Booked>>,
 }
 
 impl Txn {
     /// Applies `other` on top of this one (a nested attempt that succeeded).
     pub fn absorb(&mut self, other: Txn) {
         self.changes.extend(other.changes);
+        if let Some(taken) = other.volumes {
+            self.volumes_mut().absorb(*taken);
+        }
+    }
+
+    /// What the placements in it took of volumes.
+    pub fn volumes(&self) -> &Booked {
+        self.volumes.as_deref().unwrap_or(&booked::NOTHING)
+    }
+
+    /// What the placements in it took of volumes, to add to.
+    pub fn volumes_mut(&mut self) -> &mut Booked {
+        self.volumes.get_or_insert_with(Box::default)
     }
 
     /// Whether the transaction changed `node`.
@@ -383,6 +410,8 @@ mod tests {
             exclusive_topology: None,
             persisted: None,
             terms: None,
+            volumes: Vec::new(),
+            resource_claims: Vec::new(),
         }
     }
 

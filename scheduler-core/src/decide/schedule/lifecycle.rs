@@ -13,6 +13,7 @@ use super::explain::{self, FitSummaries};
 use super::ledger::{Ledger, Txn};
 use super::place::{Placement, PlacementRequest, Placer};
 use super::preempt;
+use super::volumes::Work;
 use super::{Facts, PodFacts};
 use crate::config::TimeoutAction;
 use crate::model::{GangMode, GangState, Pod, PodPhase};
@@ -48,6 +49,8 @@ pub(super) struct Progress {
     decisions: Vec<Decision>,
     /// Pods outside any gang bound: (pod, node).
     singles: Vec<(usize, usize)>,
+    /// Pods outside any gang placed, whose claims are bound first (see [`Decision::volumes`]).
+    single_volumes: Vec<Work>,
 }
 
 impl Progress {
@@ -59,12 +62,14 @@ impl Progress {
             summaries: FitSummaries::default(),
             decisions: Vec::new(),
             singles: Vec::new(),
+            single_volumes: Vec::new(),
         }
     }
 
-    /// The decisions made, and the pods outside any gang bound.
-    pub fn into_decisions(self) -> (Vec<Decision>, Vec<(usize, usize)>) {
-        (self.decisions, self.singles)
+    /// The decisions made, the pods outside any gang bound, and those placed whose claims are
+    /// bound first.
+    pub fn into_decisions(self) -> (Vec<Decision>, Vec<(usize, usize)>, Vec<Work>) {
+        (self.decisions, self.singles, self.single_volumes)
     }
 
     fn view<'v, 'a>(&'v self, facts: &'v Facts<'a>, placer: &'v Placer<'a>) -> View<'v, 'a> {
@@ -94,8 +99,9 @@ impl Progress {
     /// Pods of ours outside any gang, shaped alike ([`PodFacts::alike`]): each on the best node it
     /// fits, if any, in order ([`Placer::singles`]).
     pub fn singles(&mut self, index: &PodFacts<'_>, placer: &Placer<'_>, run: &[usize]) {
-        let placed = placer.singles(&mut self.ledger, &index.demand, &index.reserved, run);
+        let (placed, work) = placer.singles(&mut self.ledger, &index.demand, &index.reserved, run);
         self.singles.extend(placed);
+        self.single_volumes.extend(work);
     }
 
     /// Decides a gang group (usually one gang): all of its gangs are placed in this cycle, or none.
@@ -302,11 +308,16 @@ impl View<'_, '_> {
         Ok(Attempt::Whole)
     }
 
-    /// Places members beyond the minimum of a satisfied gang: whatever fits.
+    /// Places members beyond the minimum of a satisfied gang: whatever fits. Members whose claims
+    /// are bound first are placed (their room is kept this cycle) but bound in a later one.
     fn extras(&self, g: usize) -> Decision {
         let f = self.facts;
         let attempt = self.place_gang(g, &Txn::default(), true, &[]);
-        let n = u32::try_from(attempt.bindings.len()).unwrap_or(u32::MAX);
+        let work = self.placer.volumes().work(&attempt.bindings, self.ledger, &attempt.txn);
+        let waiting: BTreeSet<usize> = work.iter().map(|w| w.pod).collect();
+        let bindings: Vec<(usize, usize)> =
+            attempt.bindings.iter().copied().filter(|(p, _)| !waiting.contains(p)).collect();
+        let n = u32::try_from(bindings.len()).unwrap_or(u32::MAX);
         let gang = &f.input.snap.gangs[g];
         let m = &f.gangs.members[g];
         let mut st = f.gangs.states[g].clone();
@@ -316,7 +327,7 @@ impl View<'_, '_> {
         let (reason, msg) = if n > 0 {
             (Reason::Scheduled, format!("placed {n} more member(s); minimum {} satisfied", gang.min_member))
         } else {
-            let pending: usize = m.pending.values().map(Vec::len).sum();
+            let pending: usize = m.pending.values().map(Vec::len).sum::<usize>() - waiting.len();
             let msg = if pending > 0 {
                 format!("minimum satisfied; {pending} member(s) beyond the minimum wait for room")
             } else {
@@ -324,8 +335,18 @@ impl View<'_, '_> {
             };
             (Reason::Running, msg)
         };
-        let mut d = Decision::new(g, reason, self.placed_phase(g), msg, st);
-        d.bindings = attempt.bindings;
+        let note = if waiting.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} more member(s) wait while PVCs are bound: {}",
+                waiting.len(),
+                self.placer.volumes().describe_work(&work)
+            )
+        };
+        let mut d = Decision::new(g, reason, self.placed_phase(g), format!("{msg}{note}"), st);
+        d.bindings = bindings;
+        d.volumes = work;
         d.txn = attempt.txn;
         d
     }
@@ -414,10 +435,38 @@ impl View<'_, '_> {
         })
     }
 
-    /// A gang placed whole (its capacity is committed by the caller, with its group's).
+    /// A gang placed whole (its capacity is committed by the caller, with its group's): bound, or
+    /// — when members have unbound claims — waiting while those are bound, none of it bound yet.
     fn placed(&self, g: usize, p: Placement) -> Decision {
         let gang = &self.facts.input.snap.gangs[g];
         let n = p.bindings.len();
+        let volumes = self.placer.volumes();
+        let work = volumes.work(&p.bindings, self.ledger, &Txn::default());
+        if !work.is_empty() {
+            let mut st = self.facts.gangs.states[g].clone();
+            if self.bound(g).is_empty() {
+                st.waiting_since.get_or_insert(self.facts.input.now);
+            } else {
+                // Members on nodes while the rest wait for their claims: still held to the grace
+                // period, never half-bound for longer.
+                let why = "the rest wait for their PVCs to be bound";
+                if let Some(d) = self.incomplete(g, st.clone(), why)
+                    && d.reason == Reason::Stale
+                {
+                    return d;
+                }
+                st.degraded_since.get_or_insert(self.facts.input.now);
+            }
+            let claims: BTreeSet<&crate::model::ObjectKey> = work.iter().map(|w| &w.claim).collect();
+            let msg = format!(
+                "placed {n} member(s); binding {} of their PVC(s) first: {}; the members are bound once every one is",
+                claims.len(),
+                volumes.describe_work(&work)
+            );
+            let mut d = Decision::new(g, Reason::WaitingForVolumes, Phase::Pending, msg, st);
+            d.volumes = work;
+            return d;
+        }
         let mut st = self.facts.gangs.states[g].clone();
         st.waiting_since = None;
         st.was_satisfied = true;
@@ -439,16 +488,22 @@ impl View<'_, '_> {
         let mut st = f.gangs.states[g].clone();
         let timeout = gang.timeout.or(f.input.config.default_timeout);
         let why = explain::unplaced(gang, &f.gangs.members[g], &f.input.snap.pods, &attempt, |p| {
-            self.summaries.get(
+            let volumes = self.placer.volumes();
+            let fit = self.summaries.get(
                 &f.input.snap.nodes,
                 &f.input.snap.pods,
-                &f.input.snap.pods[p],
+                (p, &f.input.snap.pods[p]),
                 &f.pods.demand[p],
                 self.placer.feasible(p).as_ref(),
                 self.ledger,
                 &f.pods.res,
                 self.placer.blocks(p, super::place::Tentative::of(&attempt.siblings, &attempt.bindings)),
-            )
+                volumes,
+            );
+            match volumes.noted(p) {
+                Some(note) => format!("{fit}; {note}"),
+                None => fit,
+            }
         });
 
         // Members hold nodes (a binding that failed, a crash mid-binding, members lost) but the

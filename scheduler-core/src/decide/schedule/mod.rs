@@ -21,6 +21,7 @@
 //! 6. **Ask** the cluster autoscaler, when the policy says so, for the members of unplaceable
 //!    gangs that have no room ([`crate::provision::asks`]).
 
+mod booked;
 mod cache;
 mod decision;
 mod exclusive;
@@ -33,6 +34,7 @@ mod members;
 mod order;
 mod place;
 mod preempt;
+mod volumes;
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
@@ -147,7 +149,8 @@ impl PodFacts<'_> {
     /// Whether pods `p` and `q` are placed alike: `q` is `p`, or neither has a node of its own
     /// to prefer (nominated or reserved) and both have one demand and one set of constraints —
     /// one namespace and labels too, when the inter-pod filters are about (the anti-affinity of
-    /// pods placed may select them).
+    /// pods placed may select them). Their volumes are the placer's to compare
+    /// ([`volumes::Volumes::alike`]).
     fn alike(&self, p: usize, q: usize) -> bool {
         let (a, b) = (&self.pods[p], &self.pods[q]);
         p == q
@@ -219,6 +222,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
 
     // 4. Decide.
     let placer = place::Placer::new(snap, config, fast, facts.pods.node_index.clone(), scan.inter_pod);
+    placer.volumes().pending(scan.with_claims);
     let mut progress = lifecycle::Progress::new(ledger);
     let mut done = vec![false; snap.gangs.len()];
     let mut rest = units.as_slice();
@@ -227,10 +231,15 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
             order::Unit::Single(p) => {
                 // Pods of ours outside any gang come in runs alike (a Deployment's replicas):
                 // a run is placed from one look at the nodes (the reference places them one by one).
+                // Pods whose volumes depend on other placements go one at a time.
                 let run: Vec<usize> = rest
                     .iter()
                     .map_while(|u| match *u {
-                        order::Unit::Single(q) if (q == p || fast) && facts.pods.alike(p, q) => Some(q),
+                        order::Unit::Single(q)
+                            if q == p || fast && facts.pods.alike(p, q) && placer.volumes().alike(p, q) =>
+                        {
+                            Some(q)
+                        }
                         _ => None,
                     })
                     .collect();
@@ -251,8 +260,8 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     }
 
     // 5. Assemble.
-    let (decisions, singles) = progress.into_decisions();
-    let mut plan = decision::assemble(snap, &facts.gangs, decisions, &singles, now);
+    let (decisions, singles, single_volumes) = progress.into_decisions();
+    let mut plan = decision::assemble(snap, &facts.gangs, decisions, &singles, &single_volumes, now);
     // 6. Ask the autoscaler for what has no room (policy `provisioning`; off by default).
     plan.provisioning =
         crate::provision::asks(snap, config, &plan, |node, pod| filter::static_fit(node, pod).is_ok());
@@ -270,6 +279,8 @@ struct PodScan {
     /// ports, required pod affinity or anti-affinity or a `DoNotSchedule` spread, or a pod on a
     /// node has required anti-affinity (see [`joint`]).
     inter_pod: bool,
+    /// Pending pods with volumes (any scheduler's), for the claims several of them share.
+    with_claims: Vec<usize>,
 }
 
 /// One pass over the pods: their demands, their gangs and the pods of ours outside any gang. When
@@ -289,6 +300,7 @@ fn scan_pods(
         claimed: Vec::new(),
         singles: Vec::new(),
         inter_pod: snap.usage.as_ref().is_some_and(|u| fast && u.any_repelling()),
+        with_claims: Vec::new(),
     };
     // `take_usage` checks (in debug builds) that the carried open pods are current.
     let open: &mut dyn Iterator<Item = usize> = match &snap.usage {
@@ -299,6 +311,9 @@ fn scan_pods(
         let Some(p) = snap.pods.get(i) else { continue };
         scan.demand.read(&snap.pods, i, res);
         scan.inter_pod |= p.terms().is_some_and(|t| t.depends_on_others());
+        if !p.volumes.is_empty() && p.is_pending() {
+            scan.with_claims.push(i);
+        }
         match &p.gang {
             Some(m) => {
                 if let Some(&g) = gang_index.get(&m.gang) {

@@ -25,6 +25,7 @@ pub(super) use super::joint::Tentative;
 use super::joint::{Block, Joint, View};
 use super::ledger::{Demands, Ledger, Txn};
 use super::members::Members;
+use super::volumes::{Volumes, Work as VolumeWork};
 use crate::model::{Gang, GangMode};
 use crate::tree::{self, LeafCounts};
 use crate::{Config, Snapshot};
@@ -189,7 +190,9 @@ impl<'a> Placer<'a> {
 
     /// Places a run of pods of ours outside any gang, alike for placement ([`super::PodFacts::alike`]),
     /// each on the best node it fits, if any, in order, and commits each to `ledger` (and to the
-    /// cycle's placements, [`Placer::committed`]): returns the (pod, node) bindings. A run whose pods
+    /// cycle's placements, [`Placer::committed`]): returns the (pod, node) bindings, and the claims
+    /// to bind first for pods placed whose claims are not bound yet (those pods are bound in a
+    /// later cycle, once the claims are). A run whose pods
     /// the inter-pod filters concern, or with a node of its own to prefer, is placed and committed
     /// pod by pod (each is a gang of one: committed, it costs the next no more than any placement
     /// before it); any other from one look at the nodes.
@@ -199,40 +202,58 @@ impl<'a> Placer<'a> {
         demand: &Demands,
         reserved: &HashMap<usize, usize>,
         run: &[usize],
-    ) -> Vec<(usize, usize)> {
-        let Some(&p) = run.first() else { return Vec::new() };
+    ) -> (Vec<(usize, usize)>, Vec<VolumeWork>) {
+        let Some(&p) = run.first() else { return (Vec::new(), Vec::new()) };
         let pod = &self.snap.pods[p];
         let view = self.joint.view(p, Tentative::NONE);
         let own_node = pod.nominated_node.is_some() || reserved.contains_key(&p);
+        // Volumes that depend on other placements: placed alone (such a pod is never in a run).
+        let dynamic = self.volume_dynamic(p);
         let constrained = view.is_some();
-        if let Some(view) = view.filter(|_| self.fast && !own_node) {
-            return self.constrained_run(ledger, demand, run, &view);
-        }
-        if own_node || constrained {
-            let mut placed = Vec::new();
+        let placed = if let Some(view) = view.filter(|_| self.fast && !own_node && !dynamic) {
+            self.constrained_run(ledger, demand, run, &view)
+        } else if own_node || constrained || dynamic {
+            let (mut placed, mut work) = (Vec::new(), Vec::new());
             for &q in run {
                 let mut txn = Txn::default();
                 let at = Spot { filter: None, reserved: reserved.get(&q), before: Tentative::NONE };
                 if let Some(n) = self.best_node(ledger, &txn, demand, q, at) {
-                    ledger.take(&mut txn, n, &demand[q]);
+                    self.take(ledger, &mut txn, demand, q, n);
+                    let claims = self.volumes().work(&[(q, n)], ledger, &txn);
                     ledger.commit(txn);
                     self.committed(&[(q, n)]);
-                    placed.push((q, n));
+                    if claims.is_empty() {
+                        placed.push((q, n));
+                    } else {
+                        work.extend(claims);
+                    }
                 }
             }
-            return placed;
+            return (placed, work);
+        } else {
+            let feasible = self.caches.feasible(p);
+            let ask = Ask { demand: &demand[p], pod, feasible: &feasible, filter: None };
+            let mut txn = Txn::default();
+            let placed = self.alike(ledger, &mut txn, ask, run);
+            ledger.commit(txn);
+            if let Some((&first, rest)) = placed.split_first() {
+                self.caches.committed(&placed);
+                self.joint.committed(&[first], false);
+                self.joint.committed(rest, true);
+            }
+            placed
+        };
+        // Claims provisioned wherever a pod goes are bound first; the pod in a later cycle.
+        let (mut bound, mut work) = (Vec::with_capacity(placed.len()), Vec::new());
+        for (q, n) in placed {
+            let claims = self.volumes().work(&[(q, n)], ledger, &Txn::default());
+            if claims.is_empty() {
+                bound.push((q, n));
+            } else {
+                work.extend(claims);
+            }
         }
-        let feasible = self.caches.feasible(p);
-        let ask = Ask { demand: &demand[p], pod, feasible: &feasible, filter: None };
-        let mut txn = Txn::default();
-        let placed = self.alike(ledger, &mut txn, ask, run);
-        ledger.commit(txn);
-        if let Some((&first, rest)) = placed.split_first() {
-            self.caches.committed(&placed);
-            self.joint.committed(&[first], false);
-            self.joint.committed(rest, true);
-        }
-        placed
+        (bound, work)
     }
 
     /// Places a run of alike pods the inter-pod filters concern (`view`: the first's), each on the
@@ -320,6 +341,22 @@ impl<'a> Placer<'a> {
         self.caches.feasible(p)
     }
 
+    /// The volume filters of this cycle.
+    pub fn volumes(&self) -> &Volumes<'a> {
+        self.caches.volumes()
+    }
+
+    /// Whether pod `p`'s volumes depend on other placements: it is placed alone, never in a run.
+    pub fn volume_dynamic(&self, p: usize) -> bool {
+        self.caches.volumes().dynamic(p)
+    }
+
+    /// Takes what pod `p` needs on node `n` inside `txn`: its demand, and its volumes.
+    pub fn take(&self, ledger: &Ledger, txn: &mut Txn, demand: &Demands, p: usize, n: usize) {
+        ledger.take(txn, n, &demand[p]);
+        self.caches.volumes().take(p, n, ledger, txn);
+    }
+
     /// The best node for pod `p` within `at`, preferring its reserved or nominated node.
     pub fn best_node(
         &self,
@@ -340,15 +377,43 @@ impl<'a> Placer<'a> {
                 && joint(n)
         };
         let pod = &self.snap.pods[p];
+        let volumes = self.caches.volumes();
+        let dynamic = volumes.dynamic(p);
+        let fits =
+            |n: usize| state.fits(txn, n, d).is_ok() && (!dynamic || volumes.fits(p, n, state, txn).is_ok());
         let nominated = pod.nominated_node.as_deref().and_then(|name| self.caches.node_of(name));
         for n in reserved.copied().into_iter().chain(nominated) {
-            if state.fits(txn, n, d).is_ok() && allowed(n) {
+            if allowed(n) && fits(n) {
                 return Some(n);
             }
         }
         let ask = Ask { demand: d, pod, feasible: &feasible, filter };
         let also: Option<&dyn Fn(usize) -> bool> = if view.is_some() { Some(&joint) } else { None };
-        self.caches.candidates_where(state, txn, ask, 1, also).first().map(|&(_, n)| n)
+        if !dynamic {
+            return self.caches.candidates_where(state, txn, ask, 1, also).first().map(|&(_, n)| n);
+        }
+        // Its volumes depend on what others took: the best node whose volumes also fit, looking
+        // at more of the best each time (most often the first fits).
+        let mut k = 1;
+        let mut first_block = None;
+        loop {
+            let best = self.caches.candidates_where(state, txn, ask, k, also);
+            for &(_, n) in &best {
+                match volumes.fits(p, n, state, txn) {
+                    Ok(()) => return Some(n),
+                    Err(b) => {
+                        first_block.get_or_insert(b);
+                    }
+                }
+            }
+            if best.len() < k {
+                if let Some(b) = first_block {
+                    volumes.note(p, b);
+                }
+                return None;
+            }
+            k = k.saturating_mul(4);
+        }
     }
 
     /// Tries to place gang `r.gang` as the request says.
@@ -809,7 +874,9 @@ impl<'a> Placer<'a> {
                 break;
             }
             let p = todo[i];
-            let pinned = self.snap.pods[p].nominated_node.is_some() || r.reserved.contains_key(&p);
+            let pinned = self.snap.pods[p].nominated_node.is_some()
+                || r.reserved.contains_key(&p)
+                || self.volume_dynamic(p);
             if pinned || self.constrained(p, Tentative::of(r.siblings, &w.bindings)) {
                 let before = Tentative::of(r.siblings, &w.bindings);
                 if let Some(n) = self.best_node(
@@ -834,6 +901,7 @@ impl<'a> Placer<'a> {
                     && Rc::ptr_eq(&self.caches.feasible(q), &feasible)
                     && self.snap.pods[q].nominated_node.is_none()
                     && !r.reserved.contains_key(&q)
+                    && !self.volume_dynamic(q)
                     && !self.constrained(q, Tentative::of(r.siblings, &w.bindings));
                 if !alike {
                     break;
@@ -847,7 +915,7 @@ impl<'a> Placer<'a> {
     }
 
     fn place(&self, r: &PlacementRequest<'_>, w: &mut Work, leaf: &str, p: usize, n: usize) {
-        r.ledger.take(&mut w.txn, n, &r.demand[p]);
+        self.take(r.ledger, &mut w.txn, r.demand, p, n);
         w.bindings.push((p, n));
         *w.counts.entry(leaf.to_string()).or_default() += 1;
     }

@@ -14,12 +14,15 @@ use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::resolve::{Claimant, resolve};
-use super::{Assembled, Cluster, GangAt, Held, Problem, describe, pod_key, str_at};
+use super::{Assembled, Cluster, GangAt, Held, Problem, StoredAt, describe, pod_key, str_at};
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
-use crate::model::{GangKey, GangState, Membership, Persisted, Pod, PodKey, Reservation, Snapshot, Usage};
-use crate::object::{ApiKind, Filed, ObjectRef, at};
+use crate::model::{
+    GangKey, GangState, Membership, ObjectKey, Persisted, Pod, PodKey, Reservation, Snapshot, Usage,
+};
+use crate::object::{ApiKind, Filed, ObjectRef, StoredKind, at};
+use crate::volume::{self, Stored};
 
 /// Where the cluster files a pod.
 type PodAt = PodKey;
@@ -38,6 +41,8 @@ pub(super) struct Assembly {
     priorities: PriorityClasses,
     class_problems: Vec<Problem>,
     budget_problems: Vec<Problem>,
+    /// Storage and device objects that could not be read.
+    storage_problems: BTreeMap<StoredAt, Problem>,
     node_problems: BTreeMap<String, Problem>,
     pod_problems: BTreeMap<PodAt, Problem>,
     /// Every gang-defining object, read.
@@ -74,6 +79,9 @@ impl Assembly {
         a.all_pods(cluster);
         a.read_budgets(cluster);
         a.read_namespaces(cluster);
+        for key in cluster.storage.keys() {
+            a.stored(cluster, key);
+        }
         for key in cluster.gang_objects.keys() {
             a.gang_object(cluster, key);
         }
@@ -88,12 +96,13 @@ impl Assembly {
         Assembled { snapshot: self.snapshot, problems }
     }
 
-    /// Every problem met, in a stable order: priority classes, budgets, nodes, gang objects,
-    /// pods, claims.
+    /// Every problem met, in a stable order: priority classes, budgets, nodes, storage objects,
+    /// gang objects, pods, claims.
     fn problems(&self) -> Vec<Problem> {
         let mut out = self.class_problems.clone();
         out.extend(self.budget_problems.iter().cloned());
         out.extend(self.node_problems.values().cloned());
+        out.extend(self.storage_problems.values().cloned());
         out.extend(self.object_problems.iter().cloned());
         out.extend(self.pod_problems.values().cloned());
         out.extend(self.claim_problems.iter().cloned());
@@ -153,6 +162,35 @@ impl Assembly {
                 (name.clone(), labels.into())
             })
             .collect();
+    }
+
+    /// Brings the storage or device object at `key` in line with the cluster (read, replaced or
+    /// gone): one entry of the snapshot's [`crate::model::volume::Storage`] changes.
+    fn stored<H: Held>(&mut self, cluster: &Cluster<H>, key: &StoredAt) {
+        self.storage_problems.remove(key);
+        let storage = &mut self.snapshot.storage;
+        let object = ObjectKey::new(key.namespace.as_str(), key.name.as_str());
+        match key.kind {
+            StoredKind::Pvc => drop(storage.claims.remove(&object)),
+            StoredKind::Pv => drop(storage.volumes.remove(&key.name)),
+            StoredKind::StorageClass => drop(storage.classes.remove(&key.name)),
+            StoredKind::CsiNode => drop(storage.csi_nodes.remove(&key.name)),
+            StoredKind::ResourceClaim => drop(storage.resource_claims.remove(&object)),
+        }
+        let Some(held) = cluster.storage.get(key) else { return };
+        let v = held.value();
+        match volume::from_value(&v) {
+            Some(Ok(Stored::Pvc(c))) => drop(storage.claims.insert(object, c)),
+            Some(Ok(Stored::Pv(p))) => drop(storage.volumes.insert(key.name.clone(), p)),
+            Some(Ok(Stored::Class(c))) => drop(storage.classes.insert(key.name.clone(), c)),
+            Some(Ok(Stored::CsiNode(n))) => drop(storage.csi_nodes.insert(key.name.clone(), n)),
+            Some(Ok(Stored::ResourceClaim(c))) => drop(storage.resource_claims.insert(object, c)),
+            Some(Err(errors)) => {
+                self.storage_problems.insert(key.clone(), Problem { object: describe(&v), errors });
+            }
+            // Filed by its kind, so read by it: not reached.
+            None => {}
+        }
     }
 
     /// Brings node `name` in line with the cluster (converted, replaced or gone).
@@ -502,6 +540,7 @@ enum Touched {
     Budget,
     PriorityClass,
     Gang(GangAt),
+    Stored(StoredAt),
     Other,
 }
 
@@ -513,6 +552,7 @@ impl Touched {
             Filed::Namespace => Touched::Namespace,
             Filed::Budget => Touched::Budget,
             Filed::PriorityClass => Touched::PriorityClass,
+            Filed::Storage(kind) => Touched::Stored(StoredAt::of(kind, r)),
             Filed::Other if dialect::is_gang_kind(&r.group, &r.kind) => Touched::Gang(GangAt::of(r)),
             Filed::Other => Touched::Other,
         }
@@ -531,6 +571,7 @@ struct Batch {
     namespaces: bool,
     classes: bool,
     gangs: Vec<GangAt>,
+    stored: Vec<StoredAt>,
 }
 
 impl Batch {
@@ -545,6 +586,7 @@ impl Batch {
             }
             Filed::Namespace => self.namespaces = true,
             Filed::Budget => self.budgets = true,
+            Filed::Storage(kind) => self.stored.push(StoredAt::of(kind, r)),
             Filed::PriorityClass => self.classes = true,
             Filed::Other => {
                 if dialect::is_gang_kind(&r.group, &r.kind) {
@@ -659,6 +701,7 @@ impl Live {
                 }
             }
             Touched::Gang(key) => a.gang_object(cluster, &key),
+            Touched::Stored(key) => a.stored(cluster, &key),
             Touched::Other => {}
         }
     }
@@ -737,6 +780,9 @@ impl Live {
         if batch.namespaces {
             a.read_namespaces(cluster);
         }
+        for key in &batch.stored {
+            a.stored(cluster, key);
+        }
         for key in &batch.gangs {
             a.gang_object(cluster, key);
         }
@@ -754,6 +800,7 @@ impl Live {
             Filed::Namespace => c.namespaces.len(),
             Filed::PriorityClass => c.priority_classes.len(),
             Filed::Budget => c.budgets.len(),
+            Filed::Storage(kind) => c.stored(kind).count(),
             Filed::Other => c.gang_objects.len(),
         };
         if held == 0 {
@@ -764,6 +811,9 @@ impl Live {
             .iter()
             .map(|(r, _)| match filed {
                 Filed::Pod | Filed::Budget => (r.pod_namespace(), r.name.as_str()),
+                Filed::Storage(StoredKind::Pvc | StoredKind::ResourceClaim) => {
+                    (r.pod_namespace(), r.name.as_str())
+                }
                 Filed::Other => (r.namespace.as_str(), r.name.as_str()),
                 _ => ("", r.name.as_str()),
             })
@@ -786,6 +836,11 @@ impl Live {
             Filed::PriorityClass => named(&c.priority_classes),
             Filed::Pod => keyed(&c.pods),
             Filed::Budget => keyed(&c.budgets),
+            Filed::Storage(k) => c
+                .stored(k)
+                .filter(|(at, _)| !listed.contains(&(at.namespace.as_str(), at.name.as_str())))
+                .map(|(at, _)| ObjectRef::of_kind(kind, at.namespace.as_str(), at.name.as_str()))
+                .collect(),
             Filed::Other => c
                 .gang_objects
                 .keys()

@@ -1,5 +1,5 @@
-//! Expansion: the pods a workload's controllers would create (and a Volcano Job's PodGroup), as
-//! `kubectl gang simulate` adds them to a cluster.
+//! Expansion: the pods a workload's controllers would create (and a Volcano Job's PodGroup, a
+//! StatefulSet's claims), as `kubectl gang simulate` adds them to a cluster.
 
 use super::*;
 
@@ -99,7 +99,8 @@ pub fn expanded_count(shape: &WorkloadShape) -> Result<u64, Vec<FieldError>> {
 }
 
 /// The pods the controller of `obj` — as admission left it: nothing is injected here — would
-/// create (`simulate`), and for a Volcano Job its PodGroup. Each pod is what the pod webhook
+/// create (`simulate`), and for a Volcano Job its PodGroup, for a StatefulSet the claims of its
+/// `volumeClaimTemplates` (after the pods). Each pod is what the pod webhook
 /// admits: a pod that claims a gang gets our `schedulerName` when it names none.
 ///
 /// Cost: each role's template is decoded once, and its pods share one copy of what the scheduler
@@ -133,6 +134,7 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
         return Ok(expand_volcano(obj, &shape, &stamps));
     }
     let mut pods = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    let mut claims = Vec::new();
     for (role, stamp) in shape.roles.iter().zip(&stamps) {
         let Some(stamp) = stamp else { continue };
         let per_group = match shape.group_size {
@@ -166,11 +168,49 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
                         labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
                     }
                 }
+                if shape.kind == "StatefulSet" {
+                    claims.extend(statefulset_claims(obj, &shape, i, &mut spec));
+                }
                 pods.push(pod_of(metadata, spec));
             }
         }
     }
+    pods.extend(claims);
     Ok(pods)
+}
+
+/// What the StatefulSet controller does for pod `i` (`<set>-<i>`) of a set with
+/// `volumeClaimTemplates`: a volume per template naming the claim `<template>-<set>-<i>` in the
+/// pod's spec (in place of a template volume of that name), and the claims themselves, with the
+/// template's labels, annotations and spec. Returns the claims.
+fn statefulset_claims(obj: &Value, shape: &WorkloadShape, i: u32, spec: &mut Value) -> Vec<Value> {
+    let templates =
+        obj.at("/spec/volumeClaimTemplates").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let mut claims = Vec::new();
+    for t in templates {
+        let Some(template) = t.at("/metadata/name").and_then(Value::as_str) else { continue };
+        let claim = format!("{template}-{}-{i}", shape.name);
+        if let Some(volumes) = map_at(spec, &[]).map(|s| s.entry("volumes").or_insert_with(|| json!([]))) {
+            if !volumes.is_array() {
+                *volumes = json!([]);
+            }
+            if let Some(list) = volumes.as_array_mut() {
+                list.retain(|v| v.get("name").and_then(Value::as_str) != Some(template));
+                list.push(json!({"name": template, "persistentVolumeClaim": {"claimName": claim}}));
+            }
+        }
+        let mut metadata = Map::new();
+        for key in ["labels", "annotations"] {
+            if let Some(m) = t.at(&format!("/metadata/{key}")).filter(|m| m.is_object()) {
+                metadata.insert(key.into(), m.clone());
+            }
+        }
+        metadata.insert("name".into(), Value::String(claim));
+        metadata.insert("namespace".into(), Value::String(shape.namespace.clone()));
+        claims.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata,
+                           "spec": t.get("spec").cloned().unwrap_or(Value::Null)}));
+    }
+    claims
 }
 
 /// What every pod of one role starts from: the template's labels and annotations, and the

@@ -1,0 +1,778 @@
+//! Kubernetes storage and device objects → the model's [`crate::model::volume`]: PVCs, PVs,
+//! StorageClasses, CSINodes and DRA ResourceClaims, each decoded as the API server decodes it
+//! (an error names the exact field), keeping only what the volume filters read; and a pod's
+//! `spec.volumes` and `spec.resourceClaims`, from the typed `PodSpec` or straight from its raw
+//! JSON (the assembly's path, [`crate::convert::pod_from_raw`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::storage::v1 as storage;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::error::{FieldError, Wording, decode};
+use crate::model::volume::{
+    AccessMode, Allocation, Attachable, BETA_STORAGE_CLASS, BIND_COMPLETED, BindingMode, ClaimName, ClaimRef,
+    CsiNode, Disk, MIGRATED_PLUGINS, PodResourceClaim, PodVolume, Pv, Pvc, ResourceClaim, SELECTED_NODE,
+    StorageClass, TopologyTerm, VolumeMode,
+};
+use crate::model::{
+    LabelOperator, LabelRequirement, LabelSelector, NodeSelectorOperator, NodeSelectorRequirement,
+    NodeSelectorTerm, ObjectKey,
+};
+
+/// What one storage or device object reads as.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stored {
+    Pvc(Pvc),
+    Pv(Pv),
+    Class(StorageClass),
+    CsiNode(CsiNode),
+    ResourceClaim(ResourceClaim),
+}
+
+/// The object read by its `apiVersion` and `kind`, if it is a kind this module reads.
+pub fn from_value(v: &Value) -> Option<Result<Stored, Vec<FieldError>>> {
+    let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Some(match (group, version, kind) {
+        ("", "v1", "PersistentVolumeClaim") => pvc_from_value(v).map(Stored::Pvc),
+        ("", "v1", "PersistentVolume") => pv_from_value(v).map(Stored::Pv),
+        ("storage.k8s.io", "v1", "StorageClass") => class_from_value(v).map(Stored::Class),
+        ("storage.k8s.io", "v1", "CSINode") => csi_node_from_value(v).map(Stored::CsiNode),
+        ("resource.k8s.io", version, "ResourceClaim") => {
+            resource_claim_from_value(version, v).map(Stored::ResourceClaim)
+        }
+        _ => return None,
+    })
+}
+
+fn typed<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, Vec<FieldError>> {
+    decode(v, "", Wording::BuiltIn)
+}
+
+/// The UID of the controlling owner (`ownerReferences[].controller: true`).
+fn controller(meta: &meta::ObjectMeta) -> Option<String> {
+    meta.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.clone())
+}
+
+fn required_name(meta: &meta::ObjectMeta, errors: &mut Vec<FieldError>) -> String {
+    let name = meta.name.clone().unwrap_or_default();
+    if name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "required"));
+    }
+    name
+}
+
+/// A storage class named by the beta annotation, else by the field; `""` names none.
+fn class_of(meta: &meta::ObjectMeta, field: Option<&String>) -> Option<String> {
+    let annotated = meta.annotations.as_ref().and_then(|a| a.get(BETA_STORAGE_CLASS));
+    annotated.or(field).filter(|c| !c.is_empty()).cloned()
+}
+
+fn access_modes(
+    path: &str,
+    modes: Option<&Vec<String>>,
+    errors: &mut Vec<FieldError>,
+) -> BTreeSet<AccessMode> {
+    let mut out = BTreeSet::new();
+    for (i, m) in modes.into_iter().flatten().enumerate() {
+        match AccessMode::parse(m) {
+            Some(mode) => {
+                out.insert(mode);
+            }
+            None => errors.push(FieldError::new(
+                format!("{path}[{i}]"),
+                format!(
+                    "Unsupported value: {m:?}: supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\""
+                ),
+            )),
+        }
+    }
+    out
+}
+
+fn volume_mode(path: &str, mode: Option<&str>, errors: &mut Vec<FieldError>) -> VolumeMode {
+    match mode {
+        None | Some("Filesystem") => VolumeMode::Filesystem,
+        Some("Block") => VolumeMode::Block,
+        Some(other) => {
+            errors.push(FieldError::new(
+                path,
+                format!("Unsupported value: {other:?}: supported values: \"Block\", \"Filesystem\""),
+            ));
+            VolumeMode::Filesystem
+        }
+    }
+}
+
+/// The `storage` amount of a resource list, in bytes (0 when absent).
+fn storage_bytes(
+    path: &str,
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    errors: &mut Vec<FieldError>,
+) -> i64 {
+    let Some(q) = list.and_then(|l| l.get("storage")) else { return 0 };
+    match crate::resources::amount("storage", &q.0) {
+        Ok(n) if n >= 0 => n,
+        Ok(_) => {
+            errors.push(FieldError::new(
+                format!("{path}[storage]"),
+                format!("must not be negative, got {:?}", q.0),
+            ));
+            0
+        }
+        Err(e) => {
+            errors.push(FieldError::new(format!("{path}[storage]"), e.to_string()));
+            0
+        }
+    }
+}
+
+/// `metav1.LabelSelector` (`None` when absent; an empty one selects everything, as
+/// `LabelSelectorAsSelector` reads it).
+fn label_selector(
+    path: &str,
+    s: Option<&meta::LabelSelector>,
+    errors: &mut Vec<FieldError>,
+) -> Option<LabelSelector> {
+    let s = s?;
+    let mut out = LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        ..LabelSelector::default()
+    };
+    for (i, r) in s.match_expressions.iter().flatten().enumerate() {
+        let operator = match r.operator.as_str() {
+            "In" => LabelOperator::In,
+            "NotIn" => LabelOperator::NotIn,
+            "Exists" => LabelOperator::Exists,
+            "DoesNotExist" => LabelOperator::DoesNotExist,
+            other => {
+                errors.push(FieldError::new(
+                    format!("{path}.matchExpressions[{i}].operator"),
+                    format!("unknown operator {other:?}"),
+                ));
+                continue;
+            }
+        };
+        out.match_expressions.push(LabelRequirement {
+            key: r.key.clone(),
+            operator,
+            values: r.values.clone().unwrap_or_default(),
+        });
+    }
+    Some(out)
+}
+
+/// `nodeSelectorTerms` of a PV's node affinity or a ResourceClaim's allocation.
+fn node_selector_terms(
+    path: &str,
+    terms: &[core::NodeSelectorTerm],
+    errors: &mut Vec<FieldError>,
+) -> Vec<NodeSelectorTerm> {
+    let requirement = |p: String, r: &core::NodeSelectorRequirement, errors: &mut Vec<FieldError>| {
+        let Some(operator) = NodeSelectorOperator::parse(&r.operator) else {
+            errors
+                .push(FieldError::new(format!("{p}.operator"), format!("unknown operator {:?}", r.operator)));
+            return None;
+        };
+        Some(NodeSelectorRequirement {
+            key: r.key.clone(),
+            operator,
+            values: r.values.clone().unwrap_or_default(),
+        })
+    };
+    let mut out = Vec::new();
+    for (i, t) in terms.iter().enumerate() {
+        let mut term = NodeSelectorTerm::default();
+        for (j, r) in t.match_expressions.iter().flatten().enumerate() {
+            term.match_expressions.extend(requirement(
+                format!("{path}[{i}].matchExpressions[{j}]"),
+                r,
+                errors,
+            ));
+        }
+        for (j, r) in t.match_fields.iter().flatten().enumerate() {
+            let p = format!("{path}[{i}].matchFields[{j}]");
+            if r.key != "metadata.name" {
+                errors.push(FieldError::new(
+                    format!("{p}.key"),
+                    format!("{:?} is not a supported field (only metadata.name)", r.key),
+                ));
+                continue;
+            }
+            term.match_fields.extend(requirement(p, r, errors));
+        }
+        out.push(term);
+    }
+    out
+}
+
+/// A raw PersistentVolumeClaim.
+pub fn pvc_from_value(v: &Value) -> Result<Pvc, Vec<FieldError>> {
+    pvc(&typed::<core::PersistentVolumeClaim>(v)?)
+}
+
+/// A PersistentVolumeClaim, as the volume filters read it.
+pub fn pvc(c: &core::PersistentVolumeClaim) -> Result<Pvc, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let meta = &c.metadata;
+    let name = required_name(meta, &mut errors);
+    let namespace = meta.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
+    let spec = c.spec.clone().unwrap_or_default();
+    let annotations = meta.annotations.as_ref();
+    let out = Pvc {
+        key: ObjectKey::new(namespace, name),
+        uid: meta.uid.clone().unwrap_or_default(),
+        class: class_of(meta, spec.storage_class_name.as_ref()),
+        access_modes: access_modes("spec.accessModes", spec.access_modes.as_ref(), &mut errors),
+        storage: storage_bytes(
+            "spec.resources.requests",
+            spec.resources.as_ref().and_then(|r| r.requests.as_ref()),
+            &mut errors,
+        ),
+        selector: label_selector("spec.selector", spec.selector.as_ref(), &mut errors),
+        volume_mode: volume_mode("spec.volumeMode", spec.volume_mode.as_deref(), &mut errors),
+        volume_name: spec.volume_name.clone().filter(|n| !n.is_empty()),
+        bind_completed: annotations.is_some_and(|a| a.contains_key(BIND_COMPLETED)),
+        selected_node: annotations.and_then(|a| a.get(SELECTED_NODE)).filter(|n| !n.is_empty()).cloned(),
+        deleting: meta.deletion_timestamp.is_some(),
+        lost: c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost"),
+        owner: controller(meta),
+    };
+    if errors.is_empty() { Ok(out) } else { Err(errors) }
+}
+
+/// A raw PersistentVolume.
+pub fn pv_from_value(v: &Value) -> Result<Pv, Vec<FieldError>> {
+    pv(&typed::<core::PersistentVolume>(v)?)
+}
+
+/// What a node attaches for a PV's source, for `NodeVolumeLimits`.
+fn pv_attachable(spec: &core::PersistentVolumeSpec) -> Option<Attachable> {
+    if let Some(csi) = &spec.csi {
+        return Some(Attachable {
+            driver: csi.driver.clone(),
+            handle: csi.volume_handle.clone(),
+            in_tree: None,
+        });
+    }
+    let disk = if let Some(s) = &spec.aws_elastic_block_store {
+        Disk::AwsEbs { volume_id: s.volume_id.clone() }
+    } else if let Some(s) = &spec.gce_persistent_disk {
+        Disk::GcePd { pd_name: s.pd_name.clone(), read_only: false }
+    } else if let Some(s) = &spec.azure_disk {
+        Disk::Other { plugin: "kubernetes.io/azure-disk".into(), handle: s.disk_uri.clone() }
+    } else if let Some(s) = &spec.cinder {
+        Disk::Other { plugin: "kubernetes.io/cinder".into(), handle: s.volume_id.clone() }
+    } else {
+        return None;
+    };
+    disk.attachable()
+}
+
+/// A PersistentVolume, as the volume filters read it.
+pub fn pv(p: &core::PersistentVolume) -> Result<Pv, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let meta = &p.metadata;
+    let name = required_name(meta, &mut errors);
+    let spec = p.spec.clone().unwrap_or_default();
+    let node_affinity = spec.node_affinity.as_ref().and_then(|a| a.required.as_ref()).map(|sel| {
+        node_selector_terms(
+            "spec.nodeAffinity.required.nodeSelectorTerms",
+            &sel.node_selector_terms,
+            &mut errors,
+        )
+    });
+    let claim_ref = spec.claim_ref.as_ref().map(|r| ClaimRef {
+        namespace: r.namespace.clone().unwrap_or_default(),
+        name: r.name.clone().unwrap_or_default(),
+        uid: r.uid.clone().unwrap_or_default(),
+    });
+    let out = Pv {
+        name,
+        class: class_of(meta, spec.storage_class_name.as_ref()),
+        capacity: storage_bytes("spec.capacity", spec.capacity.as_ref(), &mut errors),
+        access_modes: access_modes("spec.accessModes", spec.access_modes.as_ref(), &mut errors),
+        volume_mode: volume_mode("spec.volumeMode", spec.volume_mode.as_deref(), &mut errors),
+        node_affinity,
+        labels: meta.labels.clone().unwrap_or_default(),
+        claim_ref,
+        available: p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available"),
+        deleting: meta.deletion_timestamp.is_some(),
+        attach: pv_attachable(&spec),
+    };
+    if errors.is_empty() { Ok(out) } else { Err(errors) }
+}
+
+/// A raw StorageClass.
+pub fn class_from_value(v: &Value) -> Result<StorageClass, Vec<FieldError>> {
+    class(&typed::<storage::StorageClass>(v)?)
+}
+
+/// A StorageClass, as the volume filters read it. A `volumeBindingMode` the API server would not
+/// have stored is an error (it defaults an absent one to `Immediate`).
+pub fn class(c: &storage::StorageClass) -> Result<StorageClass, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let name = required_name(&c.metadata, &mut errors);
+    let binding_mode = match c.volume_binding_mode.as_deref() {
+        None | Some("Immediate") => BindingMode::Immediate,
+        Some("WaitForFirstConsumer") => BindingMode::WaitForFirstConsumer,
+        Some(other) => {
+            errors.push(FieldError::new(
+                "volumeBindingMode",
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"Immediate\", \"WaitForFirstConsumer\""
+                ),
+            ));
+            BindingMode::Immediate
+        }
+    };
+    let allowed_topologies = c
+        .allowed_topologies
+        .iter()
+        .flatten()
+        .map(|t| TopologyTerm {
+            match_label_expressions: t
+                .match_label_expressions
+                .iter()
+                .flatten()
+                .map(|r| (r.key.clone(), r.values.clone()))
+                .collect(),
+        })
+        .collect();
+    let out = StorageClass { name, provisioner: c.provisioner.clone(), binding_mode, allowed_topologies };
+    if errors.is_empty() { Ok(out) } else { Err(errors) }
+}
+
+/// A raw CSINode.
+pub fn csi_node_from_value(v: &Value) -> Result<CsiNode, Vec<FieldError>> {
+    let n: storage::CSINode = typed(v)?;
+    let mut errors = Vec::new();
+    let name = required_name(&n.metadata, &mut errors);
+    let mut limits = BTreeMap::new();
+    for (i, d) in n.spec.drivers.iter().enumerate() {
+        if let Some(count) = d.allocatable.as_ref().and_then(|a| a.count) {
+            if count < 0 {
+                errors.push(FieldError::new(
+                    format!("spec.drivers[{i}].allocatable.count"),
+                    format!("must be greater than or equal to 0, got {count}"),
+                ));
+                continue;
+            }
+            limits.insert(d.name.clone(), i64::from(count));
+        }
+    }
+    let migrated = n
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MIGRATED_PLUGINS))
+        .map(|s| s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect())
+        .unwrap_or_default();
+    if errors.is_empty() { Ok(CsiNode { name, limits, migrated }) } else { Err(errors) }
+}
+
+/// The parts of a ResourceClaim the cycle reads: the same at every version of `resource.k8s.io`
+/// (`v1`, `v1beta2`, `v1beta1`), so one reading serves them all; the rest of the object is checked
+/// by its version's type.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimParts {
+    metadata: meta::ObjectMeta,
+    #[serde(default)]
+    status: Option<ClaimStatusParts>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimStatusParts {
+    #[serde(default)]
+    allocation: Option<AllocationParts>,
+    #[serde(default)]
+    reserved_for: Option<Vec<ConsumerParts>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AllocationParts {
+    #[serde(default)]
+    node_selector: Option<core::NodeSelector>,
+}
+
+#[derive(Deserialize)]
+struct ConsumerParts {
+    #[serde(default)]
+    uid: String,
+}
+
+/// A raw ResourceClaim of `resource.k8s.io/{version}`, checked against its version's type.
+pub fn resource_claim_from_value(version: &str, v: &Value) -> Result<ResourceClaim, Vec<FieldError>> {
+    use k8s_openapi::api::resource;
+    match version {
+        "v1" => drop(typed::<resource::v1::ResourceClaim>(v)?),
+        "v1beta2" => drop(typed::<resource::v1beta2::ResourceClaim>(v)?),
+        "v1beta1" => drop(typed::<resource::v1beta1::ResourceClaim>(v)?),
+        other => {
+            return Err(vec![FieldError::new("apiVersion", format!("resource.k8s.io/{other} is not read"))]);
+        }
+    }
+    let parts: ClaimParts = typed(v)?;
+    let mut errors = Vec::new();
+    let meta = &parts.metadata;
+    let name = required_name(meta, &mut errors);
+    let namespace = meta.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
+    let status = parts.status.as_ref();
+    let allocation = status.and_then(|s| s.allocation.as_ref()).map(|a| Allocation {
+        node_selector: a.node_selector.as_ref().map(|sel| {
+            node_selector_terms(
+                "status.allocation.nodeSelector.nodeSelectorTerms",
+                &sel.node_selector_terms,
+                &mut errors,
+            )
+        }),
+    });
+    let out = ResourceClaim {
+        key: ObjectKey::new(namespace, name),
+        uid: meta.uid.clone().unwrap_or_default(),
+        deleting: meta.deletion_timestamp.is_some(),
+        owner: controller(meta),
+        allocation,
+        reserved_for: status
+            .and_then(|s| s.reserved_for.as_ref())
+            .map(|r| r.iter().map(|c| c.uid.clone()).collect())
+            .unwrap_or_default(),
+    };
+    if errors.is_empty() { Ok(out) } else { Err(errors) }
+}
+
+/// The name of the PVC an ephemeral volume's controller creates for it (`ephemeral.VolumeClaimName`).
+pub fn ephemeral_claim(pod: &str, volume: &str) -> String {
+    format!("{pod}-{volume}")
+}
+
+/// A pod's `spec.volumes` the volume filters read, in order. `pod` names the pod (ephemeral
+/// volumes' PVCs are named after it).
+pub fn pod_volumes(pod: &str, volumes: &[core::Volume]) -> Vec<PodVolume> {
+    volumes.iter().filter_map(|v| pod_volume(pod, v)).collect()
+}
+
+fn pod_volume(pod: &str, v: &core::Volume) -> Option<PodVolume> {
+    if let Some(c) = &v.persistent_volume_claim {
+        return Some(PodVolume::Claim { claim: c.claim_name.clone(), ephemeral: false });
+    }
+    if v.ephemeral.is_some() {
+        return Some(PodVolume::Claim { claim: ephemeral_claim(pod, &v.name), ephemeral: true });
+    }
+    let disk = if let Some(s) = &v.gce_persistent_disk {
+        Disk::GcePd { pd_name: s.pd_name.clone(), read_only: s.read_only.unwrap_or(false) }
+    } else if let Some(s) = &v.aws_elastic_block_store {
+        Disk::AwsEbs { volume_id: s.volume_id.clone() }
+    } else if let Some(s) = &v.rbd {
+        Disk::Rbd {
+            monitors: s.monitors.clone(),
+            pool: s.pool.clone().unwrap_or_else(|| "rbd".into()),
+            image: s.image.clone(),
+            read_only: s.read_only.unwrap_or(false),
+        }
+    } else if let Some(s) = &v.iscsi {
+        Disk::Iscsi { iqn: s.iqn.clone(), read_only: s.read_only.unwrap_or(false) }
+    } else if let Some(s) = &v.azure_disk {
+        Disk::Other { plugin: "kubernetes.io/azure-disk".into(), handle: s.disk_uri.clone() }
+    } else if let Some(s) = &v.cinder {
+        Disk::Other { plugin: "kubernetes.io/cinder".into(), handle: s.volume_id.clone() }
+    } else {
+        return None;
+    };
+    Some(PodVolume::Disk(disk))
+}
+
+/// The sources of a raw volume this module reads, by their JSON names.
+const READ_SOURCES: [&str; 8] = [
+    "persistentVolumeClaim",
+    "ephemeral",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "rbd",
+    "iscsi",
+    "azureDisk",
+    "cinder",
+];
+
+/// [`pod_volumes`] straight from a raw pod's `spec` map: only volumes with a source this module
+/// reads are decoded (each into its typed `Volume`, the source checked as the typed decode checks
+/// it). `None` when one of them is not of the type the typed decode reads: the caller leaves the
+/// pod to the typed decode, for its error.
+pub fn pod_volumes_raw(pod: &str, spec: Option<&Map<String, Value>>) -> Option<Vec<PodVolume>> {
+    let Some(list) = spec.and_then(|s| s.get("volumes")).filter(|v| !v.is_null()) else {
+        return Some(Vec::new());
+    };
+    let mut out = Vec::new();
+    for v in list.as_array()? {
+        let m = v.as_object()?;
+        if !READ_SOURCES.iter().any(|s| m.get(*s).is_some_and(|x| !x.is_null())) {
+            continue;
+        }
+        let typed = core::Volume::deserialize(v).ok()?;
+        out.extend(pod_volume(pod, &typed));
+    }
+    Some(out)
+}
+
+/// Only the volumes a scheduler reads, with only the sources it reads: what `simulate` stamps a
+/// workload's pods from (see [`crate::convert::scheduling_spec`]).
+pub fn scheduling_volumes(volumes: Option<&Vec<core::Volume>>) -> Option<Vec<core::Volume>> {
+    let kept: Vec<core::Volume> = volumes?
+        .iter()
+        .filter(|v| {
+            v.persistent_volume_claim.is_some()
+                || v.ephemeral.is_some()
+                || v.gce_persistent_disk.is_some()
+                || v.aws_elastic_block_store.is_some()
+                || v.rbd.is_some()
+                || v.iscsi.is_some()
+                || v.azure_disk.is_some()
+                || v.cinder.is_some()
+        })
+        .map(|v| core::Volume {
+            name: v.name.clone(),
+            persistent_volume_claim: v.persistent_volume_claim.clone(),
+            ephemeral: v.ephemeral.clone(),
+            gce_persistent_disk: v.gce_persistent_disk.clone(),
+            aws_elastic_block_store: v.aws_elastic_block_store.clone(),
+            rbd: v.rbd.clone(),
+            iscsi: v.iscsi.clone(),
+            azure_disk: v.azure_disk.clone(),
+            cinder: v.cinder.clone(),
+            ..core::Volume::default()
+        })
+        .collect();
+    (!kept.is_empty()).then_some(kept)
+}
+
+/// The PVCs the ephemeral volume controller creates for `pod`'s generic ephemeral volumes (what
+/// `kubectl gang simulate` adds beside the pods it expands): `<pod>-<volume>` in the pod's
+/// namespace, owned by the pod, with the labels, annotations and spec of the volume's
+/// `volumeClaimTemplate`.
+pub fn ephemeral_claims(pod: &Value) -> Vec<Value> {
+    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let namespace = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
+    let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+    let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    volumes
+        .iter()
+        .filter_map(|v| {
+            let template = v.pointer("/ephemeral/volumeClaimTemplate")?;
+            let volume = v.get("name").and_then(Value::as_str)?;
+            let mut metadata = serde_json::Map::new();
+            for key in ["labels", "annotations"] {
+                if let Some(m) = template.pointer(&format!("/metadata/{key}")).filter(|m| m.is_object()) {
+                    metadata.insert(key.into(), m.clone());
+                }
+            }
+            metadata.insert("name".into(), Value::String(ephemeral_claim(name, volume)));
+            metadata.insert("namespace".into(), Value::String(namespace.into()));
+            metadata.insert(
+                "ownerReferences".into(),
+                serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid,
+                                    "controller": true, "blockOwnerDeletion": true}]),
+            );
+            Some(serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": metadata, "spec": template.get("spec").cloned().unwrap_or(Value::Null)}))
+        })
+        .collect()
+}
+
+/// A pod's `spec.resourceClaims`, each with the claim it names: a template's from the pod's
+/// `status.resourceClaimStatuses` (`resourceclaim.Name`).
+pub fn pod_resource_claims(
+    claims: &[core::PodResourceClaim],
+    statuses: &[core::PodResourceClaimStatus],
+) -> Vec<PodResourceClaim> {
+    claims
+        .iter()
+        .map(|c| {
+            let claim = match (&c.resource_claim_name, &c.resource_claim_template_name) {
+                (Some(name), _) => ClaimName::Named(name.clone()),
+                (None, _) => match statuses.iter().find(|s| s.name == c.name) {
+                    Some(s) => match &s.resource_claim_name {
+                        Some(name) => ClaimName::Generated(name.clone()),
+                        None => ClaimName::NotNeeded,
+                    },
+                    None => ClaimName::NotCreated,
+                },
+            };
+            PodResourceClaim { name: c.name.clone(), claim }
+        })
+        .collect()
+}
+
+/// [`pod_resource_claims`] from a raw pod's `spec` and `status` maps; `None` when they are not
+/// of the types the typed decode reads.
+pub fn pod_resource_claims_raw(
+    spec: Option<&Map<String, Value>>,
+    status: Option<&Map<String, Value>>,
+) -> Option<Vec<PodResourceClaim>> {
+    fn list<'a>(m: Option<&'a Map<String, Value>>, key: &str) -> Option<&'a Value> {
+        m.and_then(|m| m.get(key)).filter(|v| !v.is_null())
+    }
+    // Both decoded whenever present, as the typed decode decodes them.
+    let statuses: Vec<core::PodResourceClaimStatus> = match list(status, "resourceClaimStatuses") {
+        None => Vec::new(),
+        Some(v) => Vec::deserialize(v).ok()?,
+    };
+    let claims: Vec<core::PodResourceClaim> = match list(spec, "resourceClaims") {
+        None => return Some(Vec::new()),
+        Some(v) => Vec::deserialize(v).ok()?,
+    };
+    Some(pod_resource_claims(&claims, &statuses))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_claims_class_is_the_beta_annotation_else_the_field_and_empty_names_none() {
+        let c = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "ml", "uid": "u1",
+                         "annotations": {"volume.beta.kubernetes.io/storage-class": "old",
+                                         "volume.kubernetes.io/selected-node": "n1",
+                                         "pv.kubernetes.io/bind-completed": "yes"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "w-0", "uid": "pod-uid", "controller": true}]},
+            "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOncePod"], "volumeName": "pv-1",
+                     "resources": {"requests": {"storage": "10Gi"}}, "selector": {}},
+            "status": {"phase": "Lost"}});
+        let p = pvc_from_value(&c).unwrap();
+        assert_eq!(p.class.as_deref(), Some("old"));
+        assert_eq!(p.storage, 10 << 30);
+        assert!(p.access_modes.contains(&AccessMode::ReadWriteOncePod));
+        assert!(p.bound() && p.lost && p.selected_node.as_deref() == Some("n1"));
+        assert_eq!(p.owner.as_deref(), Some("pod-uid"));
+        assert_eq!(p.selector, Some(LabelSelector::default()), "an empty selector selects everything");
+        let mut none = c.clone();
+        none["metadata"]["annotations"] = json!({});
+        none["spec"]["storageClassName"] = json!("");
+        assert_eq!(pvc_from_value(&none).unwrap().class, None);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let c = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "d"},
+            "spec": {"accessModes": ["Sometimes"], "volumeMode": "Tape", "resources": {"requests": {"storage": "lots"}}}});
+        let e = pvc_from_value(&c).unwrap_err();
+        let paths: Vec<&str> = e.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["spec.accessModes[0]", "spec.resources.requests[storage]", "spec.volumeMode"]);
+        let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "p"},
+            "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Near"}]}]}}}});
+        assert_eq!(
+            pv_from_value(&pv).unwrap_err()[0].path,
+            "spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].operator"
+        );
+        let sc = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "s"},
+            "provisioner": "x", "volumeBindingMode": "Later"});
+        assert_eq!(class_from_value(&sc).unwrap_err()[0].path, "volumeBindingMode");
+        let wrong_type = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "p"}, "spec": {"capacity": 3}});
+        assert_eq!(pv_from_value(&wrong_type).unwrap_err()[0].path, "spec.capacity");
+    }
+
+    #[test]
+    fn a_pv_attaches_its_csi_volume_or_the_driver_its_in_tree_plugin_migrates_to() {
+        let pv = |source: Value| {
+            let mut spec = source;
+            spec["capacity"] = json!({"storage": "1Gi"});
+            pv_from_value(&json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "p"}, "spec": spec}))
+                .unwrap()
+                .attach
+        };
+        let csi = pv(json!({"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"}})).unwrap();
+        assert_eq!(
+            (csi.driver.as_str(), csi.handle.as_str(), csi.in_tree),
+            ("ebs.csi.aws.com", "vol-1", None)
+        );
+        let ebs = pv(json!({"awsElasticBlockStore": {"volumeID": "vol-2"}})).unwrap();
+        assert_eq!(
+            (ebs.driver.as_str(), ebs.in_tree.as_deref()),
+            ("ebs.csi.aws.com", Some("kubernetes.io/aws-ebs"))
+        );
+        assert_eq!(pv(json!({"nfs": {"server": "s", "path": "/"}})), None);
+    }
+
+    #[test]
+    fn raw_pod_volumes_are_the_typed_ones() {
+        let spec = json!({"volumes": [
+            {"name": "cfg", "configMap": {"name": "c"}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}},
+            {"name": "pd", "gcePersistentDisk": {"pdName": "disk-1", "readOnly": true}},
+            {"name": "ceph", "rbd": {"monitors": ["m1"], "image": "img"}}]});
+        let typed: core::PodSpec = serde_json::from_value(spec.clone()).unwrap();
+        let want = pod_volumes("w-0", typed.volumes.as_deref().unwrap_or_default());
+        assert_eq!(pod_volumes_raw("w-0", spec.as_object()), Some(want.clone()));
+        assert_eq!(want.len(), 4);
+        assert_eq!(want[1], PodVolume::Claim { claim: "w-0-scratch".into(), ephemeral: true });
+        assert_eq!(
+            want[3],
+            PodVolume::Disk(Disk::Rbd {
+                monitors: vec!["m1".into()],
+                pool: "rbd".into(),
+                image: "img".into(),
+                read_only: false
+            })
+        );
+        let odd = json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": 7}}]});
+        assert_eq!(pod_volumes_raw("w-0", odd.as_object()), None, "left to the typed decode for its error");
+    }
+
+    #[test]
+    fn a_template_claim_is_named_by_the_pods_status() {
+        let spec = json!({"resourceClaims": [
+            {"name": "gpu", "resourceClaimTemplateName": "t"},
+            {"name": "shared", "resourceClaimName": "pool"},
+            {"name": "later", "resourceClaimTemplateName": "t"},
+            {"name": "none", "resourceClaimTemplateName": "t"}]});
+        let status = json!({"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "w-0-gpu-x7k"}, {"name": "none"}]});
+        let got = pod_resource_claims_raw(spec.as_object(), status.as_object()).unwrap();
+        let claims: Vec<ClaimName> = got.into_iter().map(|c| c.claim).collect();
+        assert_eq!(
+            claims,
+            [
+                ClaimName::Generated("w-0-gpu-x7k".into()),
+                ClaimName::Named("pool".into()),
+                ClaimName::NotCreated,
+                ClaimName::NotNeeded
+            ]
+        );
+    }
+
+    #[test]
+    fn a_resource_claim_of_any_served_version_reads_its_allocation() {
+        for version in ["v1", "v1beta2", "v1beta1"] {
+            let claim = json!({"apiVersion": format!("resource.k8s.io/{version}"), "kind": "ResourceClaim",
+                "metadata": {"name": "gpu", "namespace": "ml", "uid": "c1"},
+                "spec": {},
+                "status": {"allocation": {"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}},
+                           "reservedFor": [{"resource": "pods", "name": "w-0", "uid": "p1"}]}});
+            let Some(Ok(Stored::ResourceClaim(c))) = from_value(&claim) else { panic!("{version}: {claim}") };
+            assert_eq!(c.reserved_for, ["p1"]);
+            let terms = c.allocation.and_then(|a| a.node_selector).unwrap();
+            assert_eq!(terms[0].match_fields[0].values, ["n1"]);
+        }
+    }
+
+    #[test]
+    fn a_csi_nodes_limits_and_migrated_plugins() {
+        let n = json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": "n1", "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/aws-ebs,kubernetes.io/gce-pd"}},
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-1", "allocatable": {"count": 25}},
+                                 {"name": "other", "nodeID": "x"}]}});
+        let c = csi_node_from_value(&n).unwrap();
+        assert_eq!(c.limits.get("ebs.csi.aws.com"), Some(&25));
+        assert!(!c.limits.contains_key("other"));
+        assert!(c.migrated.contains("kubernetes.io/gce-pd"));
+    }
+}
