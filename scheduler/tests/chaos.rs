@@ -161,10 +161,17 @@ struct Replica {
 impl Drop for Replica {
     fn drop(&mut self) {
         if let Some(c) = &mut self.child {
-            let _ = c.kill();
-            let _ = c.wait();
+            sigkill(c);
         }
     }
+}
+
+/// SIGKILLs a replica's whole process group: under `faketime` the scheduler is the wrapper's
+/// child, and killing the wrapper alone left it running (and every run left replicas behind).
+fn sigkill(c: &mut Child) {
+    let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", c.id())]).status();
+    let _ = c.kill();
+    let _ = c.wait();
 }
 
 fn spawn(kubeconfig: &Path, config: &Path, name: &str, skew: bool, log: &Path) -> Child {
@@ -177,6 +184,8 @@ fn spawn(kubeconfig: &Path, config: &Path, name: &str, skew: bool, log: &Path) -
         Command::new(bin)
     };
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+    // A process group of its own, killed whole (see [`sigkill`]).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd.args([
         "--probe-listen=127.0.0.1:0",
         "--period=200ms",
@@ -366,8 +375,7 @@ async fn no_gang_stays_half_bound_and_no_node_is_overcommitted_under_chaos() {
                         .unwrap_or(0);
                     let r = &mut replicas[target];
                     if let Some(mut c) = r.child.take() {
-                        let _ = c.kill();
-                        let _ = c.wait();
+                        sigkill(&mut c);
                         r.down_since = Some(Instant::now());
                         figures.kills += 1;
                         if held.starts_with(&format!("{}_", r.name)) {
