@@ -468,7 +468,11 @@ impl View<'_, '_> {
             return d;
         }
         let mut st = self.facts.gangs.states[g].clone();
-        st.waiting_since = None;
+        // The wait ends once the bindings are seen made (the next cycle finds the gang satisfied,
+        // `extras`), not when they are sent: a binding lost leaves the gang waiting since it
+        // began, as a restarted scheduler reading the state kept on its members sees it (that
+        // copy is not written again for a placement: the members hold nodes, so their wait no
+        // longer matters).
         st.was_satisfied = true;
         st.degraded_since = None;
         let mut msg = format!("placed {n} member(s)");
