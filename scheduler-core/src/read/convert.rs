@@ -129,7 +129,7 @@ pub fn scheduling_spec(spec: Option<&Value>, path: &str) -> Result<Value, Vec<Fi
                         if waiting_sources(v).next().is_some() {
                             return Some(v.clone());
                         }
-                        volume::scheduling_volumes(Some(&vec![v.clone()]))?.pop()
+                        volume::scheduling_volume(v)
                     })
                     .collect::<Vec<_>>()
             })
@@ -1107,34 +1107,9 @@ fn spread_constraint(
     })
 }
 
-/// A `metav1.LabelSelector` in the model: an operator other than `In`, `NotIn`, `Exists` and
-/// `DoesNotExist` is an error at `path.matchExpressions[j].operator`.
+/// A `metav1.LabelSelector` in the model ([`volume::selector`]).
 fn label_selector(s: &meta::LabelSelector, path: &str, errors: &mut Vec<FieldError>) -> LabelSelector {
-    let mut selector = LabelSelector {
-        match_labels: s.match_labels.clone().unwrap_or_default(),
-        match_expressions: Vec::new(),
-    };
-    for (j, r) in s.match_expressions.iter().flatten().enumerate() {
-        let operator = match r.operator.as_str() {
-            "In" => LabelOperator::In,
-            "NotIn" => LabelOperator::NotIn,
-            "Exists" => LabelOperator::Exists,
-            "DoesNotExist" => LabelOperator::DoesNotExist,
-            other => {
-                errors.push(FieldError::new(
-                    format!("{path}.matchExpressions[{j}].operator"),
-                    format!("unknown operator {other:?}"),
-                ));
-                continue;
-            }
-        };
-        selector.match_expressions.push(LabelRequirement {
-            key: r.key.clone(),
-            operator,
-            values: r.values.clone().unwrap_or_default(),
-        });
-    }
-    selector
+    volume::selector(s, path, errors)
 }
 
 /// A raw PodDisruptionBudget.

@@ -139,7 +139,12 @@ fn label_selector(
     s: Option<&meta::LabelSelector>,
     errors: &mut Vec<FieldError>,
 ) -> Option<LabelSelector> {
-    let s = s?;
+    Some(selector(s?, path, errors))
+}
+
+/// A `metav1.LabelSelector` in the model: an operator other than `In`, `NotIn`, `Exists` and
+/// `DoesNotExist` is an error at `path.matchExpressions[j].operator` (the requirement left out).
+pub(crate) fn selector(s: &meta::LabelSelector, path: &str, errors: &mut Vec<FieldError>) -> LabelSelector {
     let mut out = LabelSelector {
         match_labels: s.match_labels.clone().unwrap_or_default(),
         ..LabelSelector::default()
@@ -164,7 +169,7 @@ fn label_selector(
             values: r.values.clone().unwrap_or_default(),
         });
     }
-    Some(out)
+    out
 }
 
 /// `nodeSelectorTerms` of a PV's node affinity or a ResourceClaim's allocation.
@@ -525,32 +530,32 @@ pub fn pod_volumes_raw(pod: &str, spec: Option<&Map<String, Value>>) -> Option<V
 /// Only the volumes a scheduler reads, with only the sources it reads: what `simulate` stamps a
 /// workload's pods from (see [`crate::convert::scheduling_spec`]).
 pub fn scheduling_volumes(volumes: Option<&Vec<core::Volume>>) -> Option<Vec<core::Volume>> {
-    let kept: Vec<core::Volume> = volumes?
-        .iter()
-        .filter(|v| {
-            v.persistent_volume_claim.is_some()
-                || v.ephemeral.is_some()
-                || v.gce_persistent_disk.is_some()
-                || v.aws_elastic_block_store.is_some()
-                || v.rbd.is_some()
-                || v.iscsi.is_some()
-                || v.azure_disk.is_some()
-                || v.cinder.is_some()
-        })
-        .map(|v| core::Volume {
-            name: v.name.clone(),
-            persistent_volume_claim: v.persistent_volume_claim.clone(),
-            ephemeral: v.ephemeral.clone(),
-            gce_persistent_disk: v.gce_persistent_disk.clone(),
-            aws_elastic_block_store: v.aws_elastic_block_store.clone(),
-            rbd: v.rbd.clone(),
-            iscsi: v.iscsi.clone(),
-            azure_disk: v.azure_disk.clone(),
-            cinder: v.cinder.clone(),
-            ..core::Volume::default()
-        })
-        .collect();
+    let kept: Vec<core::Volume> = volumes?.iter().filter_map(scheduling_volume).collect();
     (!kept.is_empty()).then_some(kept)
+}
+
+/// `v` with only the sources the volume filters read, or `None` when it has none of them.
+pub fn scheduling_volume(v: &core::Volume) -> Option<core::Volume> {
+    let read = v.persistent_volume_claim.is_some()
+        || v.ephemeral.is_some()
+        || v.gce_persistent_disk.is_some()
+        || v.aws_elastic_block_store.is_some()
+        || v.rbd.is_some()
+        || v.iscsi.is_some()
+        || v.azure_disk.is_some()
+        || v.cinder.is_some();
+    read.then(|| core::Volume {
+        name: v.name.clone(),
+        persistent_volume_claim: v.persistent_volume_claim.clone(),
+        ephemeral: v.ephemeral.clone(),
+        gce_persistent_disk: v.gce_persistent_disk.clone(),
+        aws_elastic_block_store: v.aws_elastic_block_store.clone(),
+        rbd: v.rbd.clone(),
+        iscsi: v.iscsi.clone(),
+        azure_disk: v.azure_disk.clone(),
+        cinder: v.cinder.clone(),
+        ..core::Volume::default()
+    })
 }
 
 /// The PVCs the ephemeral volume controller creates for `pod`'s generic ephemeral volumes (what

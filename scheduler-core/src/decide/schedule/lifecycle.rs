@@ -327,7 +327,8 @@ impl View<'_, '_> {
         let (reason, msg) = if n > 0 {
             (Reason::Scheduled, format!("placed {n} more member(s); minimum {} satisfied", gang.min_member))
         } else {
-            let pending: usize = m.pending.values().map(Vec::len).sum::<usize>() - waiting.len();
+            let pending: usize =
+                m.pending.values().map(Vec::len).sum::<usize>().saturating_sub(waiting.len());
             let msg = if pending > 0 {
                 format!("minimum satisfied; {pending} member(s) beyond the minimum wait for room")
             } else {

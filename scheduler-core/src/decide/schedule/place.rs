@@ -246,6 +246,10 @@ impl<'a> Placer<'a> {
         // Claims provisioned wherever a pod goes are bound first; the pod in a later cycle.
         let (mut bound, mut work) = (Vec::with_capacity(placed.len()), Vec::new());
         for (q, n) in placed {
+            if self.snap.pods[q].volumes.is_empty() {
+                bound.push((q, n));
+                continue;
+            }
             let claims = self.volumes().work(&[(q, n)], ledger, &Txn::default());
             if claims.is_empty() {
                 bound.push((q, n));
