@@ -43,8 +43,14 @@ pub fn candidates(global: &Global, words: &[String]) -> anyhow::Result<Output> {
         Some("-n" | "--namespace") => {
             let g = scoped(global, before);
             if let Ok(world) = load(&g, None) {
-                let mut ns: Vec<String> =
-                    world.cluster.snapshot().snapshot.pods.iter().map(|p| p.key.namespace.clone()).collect();
+                let mut ns: Vec<String> = world
+                    .cluster
+                    .snapshot()
+                    .snapshot
+                    .pods
+                    .iter()
+                    .map(|p| p.key.namespace.to_string())
+                    .collect();
                 ns.sort();
                 ns.dedup();
                 out.extend(ns);
@@ -74,7 +80,7 @@ pub fn candidates(global: &Global, words: &[String]) -> anyhow::Result<Output> {
                         snap.gangs
                             .iter()
                             .filter(|x| x.key.namespace == world.namespace)
-                            .map(|x| x.key.name.clone()),
+                            .map(|x| x.key.name.to_string()),
                     );
                 }
             }

@@ -153,7 +153,7 @@ fn nodes_table(cluster: &Cluster, color: bool) -> String {
             .map(|t| format!("{}={}:{:?}", t.key, t.value.clone().unwrap_or_default(), t.effect))
             .collect();
         grid.row([
-            n.name.clone(),
+            n.name.to_string(),
             n.labels.get("kube-gang.io/rack").cloned().unwrap_or_else(|| "-".into()),
             gpu_cell,
             cpu_free.to_string(),
@@ -186,7 +186,7 @@ fn replay(base: &Cluster, config: &Config, now: Time, color: bool) -> anyhow::Re
         let keys: Vec<GangKey> = s
             .pods
             .iter()
-            .filter(|p| prepared.pods.contains(&(p.key.namespace.clone(), p.key.name.clone())))
+            .filter(|p| prepared.pods.contains(&(p.key.namespace.to_string(), p.key.name.to_string())))
             .filter_map(|p| p.gang.as_ref().map(|m| m.gang.clone()))
             .collect();
         let Some(key) = keys.first() else { continue };

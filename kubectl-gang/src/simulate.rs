@@ -583,13 +583,14 @@ pub fn simulate_owned<H: Held>(
     // Each gang's placements and preemptions, grouped in one pass over the plan.
     let mut places: HashMap<&GangKey, Vec<Place>> = HashMap::new();
     // Members whose claims are bound first are placed as well (bound in a later cycle).
-    let mut waiting: BTreeMap<&scheduler_core::PodKey, &String> = BTreeMap::new();
+    let mut waiting: BTreeMap<&scheduler_core::PodKey, &scheduler_core::SmolStr> = BTreeMap::new();
     let mut claims: HashMap<&GangKey, Vec<ClaimPlace>> = HashMap::new();
     for v in &plan.volumes {
         waiting.insert(&v.pod, &v.node);
         if let Some(g) = member_of.get(&v.pod) {
             let list = claims.entry(g).or_default();
-            let c = ClaimPlace { claim: v.claim.to_string(), node: v.node.clone(), volume: v.volume.clone() };
+            let c =
+                ClaimPlace { claim: v.claim.to_string(), node: v.node.to_string(), volume: v.volume.clone() };
             if !list.contains(&c) {
                 list.push(c);
             }
@@ -603,7 +604,7 @@ pub fn simulate_owned<H: Held>(
         .chain(waiting);
     for (pod, node) in placed {
         if let Some(g) = member_of.get(pod) {
-            places.entry(g).or_default().push(Place { pod: pod.to_string(), node: node.clone() });
+            places.entry(g).or_default().push(Place { pod: pod.to_string(), node: node.to_string() });
         }
     }
     let mut victims: HashMap<&GangKey, Vec<Victim>> = HashMap::new();
@@ -611,7 +612,7 @@ pub fn simulate_owned<H: Held>(
         if let Some(g) = &e.preemptor {
             victims.entry(g).or_default().push(Victim {
                 pod: e.pod.to_string(),
-                node: e.node.clone(),
+                node: e.node.to_string(),
                 violates: e.budget.as_ref().map(ToString::to_string),
             });
         }
@@ -619,8 +620,8 @@ pub fn simulate_owned<H: Held>(
     for key in gangs {
         let Some(outcome) = plan.outcome(&key) else {
             sim.gangs.push(GangResult {
-                namespace: key.namespace.clone(),
-                name: key.name.clone(),
+                namespace: key.namespace.to_string(),
+                name: key.name.to_string(),
                 schedulable: false,
                 reason: Reason::WaitingForMembers.as_str().into(),
                 message: "the gang has no members in this simulation".into(),
@@ -645,8 +646,8 @@ pub fn simulate_owned<H: Held>(
         let mut volumes = claims.remove(&key).unwrap_or_default();
         volumes.sort_by(|a, b| a.claim.cmp(&b.claim));
         sim.gangs.push(GangResult {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
+            namespace: key.namespace.to_string(),
+            name: key.name.to_string(),
             schedulable,
             reason: outcome.reason.as_str().into(),
             message: outcome.message.clone(),

@@ -99,8 +99,8 @@ pub fn row(
     };
     let waiting_for = waiting_for(g, pods, ours, outcome, u64::from(members), min, now);
     Row {
-        namespace: g.key.namespace.clone(),
-        name: g.key.name.clone(),
+        namespace: g.key.namespace.to_string(),
+        name: g.key.name.to_string(),
         source: source(g),
         phase,
         min_member: min,
@@ -314,7 +314,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
         }
         let pods = view.members.get(&gang.key).cloned().unwrap_or_default();
         if g.selector.is_some() {
-            let matched = match objects.get(&(gang.key.namespace.clone(), gang.key.name.clone())) {
+            let matched = match objects.get(&(gang.key.namespace.to_string(), gang.key.name.to_string())) {
                 Some(labels) => selector.matches(labels),
                 None => pods
                     .iter()
@@ -490,7 +490,7 @@ fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color
         for p in pods {
             let phase = format!("{:?}", p.phase);
             grid.toned(vec![
-                (p.key.name.clone(), Tone::Plain),
+                (p.key.name.to_string(), Tone::Plain),
                 (p.gang.as_ref().and_then(|m| m.subgroup.clone()).unwrap_or_else(|| "-".into()), Tone::Plain),
                 (p.node_name.clone().unwrap_or_else(|| "<none>".into()), Tone::Plain),
                 (phase.clone(), Tone::of(&phase)),

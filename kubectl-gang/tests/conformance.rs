@@ -172,7 +172,7 @@ fn check(path: &Path, cluster: &Cluster) -> Vec<String> {
     let members = snapshot
         .pods
         .iter()
-        .filter(|p| prepared.pods.contains(&(p.key.namespace.clone(), p.key.name.clone())))
+        .filter(|p| prepared.pods.contains(&(p.key.namespace.to_string(), p.key.name.to_string())))
         .filter(|p| p.gang.as_ref().is_some_and(|m| gangs.contains(&m.gang.to_string())))
         .count();
     let min: u64 = snapshot

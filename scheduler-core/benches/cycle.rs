@@ -19,7 +19,7 @@ fn cluster(nodes: usize, gangs: usize, size: u32) -> Snapshot {
     let mut snap = Snapshot::default();
     for i in 0..nodes {
         snap.nodes.push(Node {
-            name: format!("node-{i:05}"),
+            name: format!("node-{i:05}").into(),
             allocatable: Resources::new()
                 .with("cpu", 96_000)
                 .with("memory", 1 << 40)
@@ -54,7 +54,7 @@ fn cluster(nodes: usize, gangs: usize, size: u32) -> Snapshot {
 fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, node: Option<String>) -> Pod {
     Pod {
         key: ObjectKey::new("ml", name),
-        uid: name.to_string(),
+        uid: name.into(),
         requests: Resources::new().with("nvidia.com/gpu", gpus).with("cpu", cpu).with("memory", 64 << 30),
         node_selector: BTreeMap::new(),
         affinity: vec![],

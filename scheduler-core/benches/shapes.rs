@@ -46,7 +46,7 @@ fn node(name: String, cpu: i64, memory: i64, gpus: i64, labels: &[(&str, String)
         allocatable.set("nvidia.com/gpu", gpus);
     }
     Node {
-        name,
+        name: name.into(),
         allocatable,
         labels: labels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
         taints: vec![],
@@ -64,7 +64,7 @@ fn pod(
 ) -> Pod {
     Pod {
         key: ObjectKey::new(namespace, name.clone()),
-        uid: name,
+        uid: name.into(),
         requests,
         node_selector: BTreeMap::new(),
         affinity: vec![],
@@ -270,7 +270,7 @@ fn replica_of(p: &mut Pod, d: usize) {
 /// Labels every node with its hostname and one of three zones.
 fn zoned(snap: &mut Snapshot) {
     for (i, n) in snap.nodes.iter_mut().enumerate() {
-        n.labels.insert(HOSTNAME.into(), n.name.clone());
+        n.labels.insert(HOSTNAME.into(), n.name.to_string());
         n.labels.entry(ZONE.into()).or_insert_with(|| format!("zone-{}", i % 3));
     }
 }
@@ -293,7 +293,7 @@ fn s1_terms(nodes: usize, pending: usize) -> Snapshot {
         let k = i - nodes;
         if k < with_terms {
             // Named ahead of the plain pods (`pod-…`), so they come first in the cycle's order.
-            p.key.name = format!("dep-{:06}", k);
+            p.key.name = format!("dep-{:06}", k).into();
             if k.is_multiple_of(50) {
                 d += 1;
             }
@@ -332,16 +332,16 @@ fn s4_terms() -> Snapshot {
 /// `kubernetes.io/hostname` label, as kubelets write it.
 fn with_volumes(mut snap: Snapshot, every: usize, bound: bool) -> Snapshot {
     use scheduler_core::model::volume::*;
-    let picked: BTreeMap<PodKey, String> =
+    let picked: BTreeMap<PodKey, SmolStr> =
         schedule(&carried(snap.clone()), &config(), Time::from_secs(1_000))
             .bindings
             .into_iter()
             .map(|b| (b.pod, b.node))
             .collect();
     for n in &mut snap.nodes {
-        n.labels.insert("kubernetes.io/hostname".into(), n.name.clone());
+        n.labels.insert("kubernetes.io/hostname".into(), n.name.to_string());
     }
-    let nodes: Vec<String> = snap.nodes.iter().map(|n| n.name.clone()).collect();
+    let nodes: Vec<String> = snap.nodes.iter().map(|n| n.name.to_string()).collect();
     let st = &mut snap.storage;
     st.classes.insert(
         "wffc".into(),
@@ -380,7 +380,7 @@ fn with_volumes(mut snap: Snapshot, every: usize, bound: bool) -> Snapshot {
             let on = p
                 .node_name
                 .clone()
-                .or_else(|| picked.get(&p.key).cloned())
+                .or_else(|| picked.get(&p.key).map(|n| n.to_string()))
                 .unwrap_or_else(|| nodes[i % nodes.len()].clone());
             let pv = format!("local-{claim}");
             st.volumes.insert(
@@ -401,7 +401,7 @@ fn with_volumes(mut snap: Snapshot, every: usize, bound: bool) -> Snapshot {
                     }]),
                     labels: BTreeMap::new(),
                     claim_ref: Some(ClaimRef {
-                        namespace: key.namespace.clone(),
+                        namespace: key.namespace.to_string(),
                         name: claim.clone(),
                         uid: pvc.uid.clone(),
                     }),

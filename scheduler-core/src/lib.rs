@@ -31,7 +31,7 @@ pub use rules::{admit, validate};
 pub use admit::{GangSet, Gangs, NoGangs, admit, admit_with, opted_in};
 pub use config::Config;
 pub use error::{FieldError, FieldErrors};
-pub use model::{Gang, GangKey, Node, Pod, PodKey, Snapshot, Time};
+pub use model::{Gang, GangKey, Node, Pod, PodKey, SmolStr, Snapshot, Time};
 pub use plan::{Outcome, Plan, Reason};
 pub use schedule::schedule;
 #[doc(hidden)]

@@ -35,7 +35,7 @@ fn members(snap: &Snapshot, gang: &str) -> Vec<(String, Option<String>)> {
     snap.pods
         .iter()
         .filter(|p| p.gang.as_ref().is_some_and(|m| m.gang == key))
-        .map(|p| (p.key.name.clone(), p.gang.as_ref().and_then(|m| m.subgroup.clone())))
+        .map(|p| (p.key.name.to_string(), p.gang.as_ref().and_then(|m| m.subgroup.clone())))
         .collect()
 }
 

@@ -359,7 +359,7 @@ fn an_overlay_lasts_while_it_is_handed_in_and_survives_a_new_version_of_the_pod(
         reservations: vec![reservation.clone()],
         held_back: [(PodKey::new("ml", "p0"), "example.com/refused".to_string())].into(),
         nominated: [(PodKey::new("ml", "p0"), "n0".to_string())].into(),
-        kept: [(PodKey::new("ml", "p0"), (uid.clone(), Box::new(kept.clone())))].into(),
+        kept: [(PodKey::new("ml", "p0"), (uid.clone().into(), Box::new(kept.clone())))].into(),
     };
     live.refresh_with(&overlay);
     assert_eq!(live.snapshot().pods[0].node_name.as_deref(), Some("n0"));

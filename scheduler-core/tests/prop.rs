@@ -63,7 +63,7 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
     let mut snap = Snapshot::default();
     for (i, &(gpus, cpus, rack)) in nodes.iter().enumerate() {
         snap.nodes.push(Node {
-            name: format!("n{i:02}"),
+            name: format!("n{i:02}").into(),
             allocatable: Resources::new()
                 .with("cpu", cpus * 1000)
                 .with("nvidia.com/gpu", gpus)
@@ -219,7 +219,7 @@ fn terms_of(kind: u8, g: usize, m: u32) -> Option<Box<PodTerms>> {
 fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, node: Option<String>) -> Pod {
     Pod {
         key: ObjectKey::new("ns", name),
-        uid: format!("uid-{name}"),
+        uid: format!("uid-{name}").into(),
         requests: Resources::new().with("nvidia.com/gpu", gpus).with("cpu", cpu),
         node_selector: BTreeMap::new(),
         affinity: vec![],
@@ -532,7 +532,7 @@ fn budget_snapshot(case: &BudgetCase) -> Snapshot {
     for (i, pods) in case.nodes.iter().enumerate() {
         let name = format!("n{i:02}");
         snap.nodes.push(Node {
-            name: name.clone(),
+            name: name.as_str().into(),
             allocatable: Resources::new().with("cpu", 64_000).with("nvidia.com/gpu", 8).with("pods", 20),
             labels: BTreeMap::new(),
             taints: vec![],
@@ -541,7 +541,7 @@ fn budget_snapshot(case: &BudgetCase) -> Snapshot {
         });
         let gpus = 8 / pods.len() as i64;
         for (j, &(web, priority)) in pods.iter().enumerate() {
-            let mut p = pod(&format!("bg-{i}-{j}"), None, gpus, 1000, priority, Some(name.clone()));
+            let mut p = pod(&format!("bg-{i}-{j}"), None, gpus, 1000, priority, Some(name.to_string()));
             let app = if web { "web" } else { "batch" };
             p.labels = BTreeMap::from([("app".to_string(), app.to_string())]).into();
             snap.pods.push(p);
@@ -740,7 +740,7 @@ fn volume_snapshot(
         p.volumes = vec![volume];
     }
     for node in &mut snap.nodes {
-        node.labels.insert("kubernetes.io/hostname".into(), node.name.clone());
+        node.labels.insert("kubernetes.io/hostname".into(), node.name.to_string());
     }
     snap
 }

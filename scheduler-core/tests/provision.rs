@@ -27,7 +27,7 @@ fn gpu_node(name: &str, gpus: i64) -> Node {
 fn member(gang: &str, name: &str, gpus: i64) -> Pod {
     Pod {
         key: ObjectKey::new("ml", name),
-        uid: format!("uid-{name}"),
+        uid: format!("uid-{name}").into(),
         requests: Resources::new().with("nvidia.com/gpu", gpus).with("cpu", 1000),
         node_selector: BTreeMap::new(),
         affinity: vec![],
@@ -228,7 +228,7 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
 
 fn node(name: String, gpus: i64, cores: i64, pool: u8) -> Node {
     Node {
-        name,
+        name: name.into(),
         allocatable: Resources::new().with("nvidia.com/gpu", gpus).with("cpu", cores * 1000).with("pods", 8),
         labels: [("pool".to_string(), format!("p{pool}")), ("zone".to_string(), format!("z{}", pool % 2))]
             .into(),
@@ -241,7 +241,7 @@ fn node(name: String, gpus: i64, cores: i64, pool: u8) -> Node {
 fn pod(name: &str, gang: &GangKey, gpus: i64, cores: i64, pool: Option<u8>, priority: i32) -> Pod {
     Pod {
         key: ObjectKey::new("ml", name),
-        uid: format!("uid-{name}"),
+        uid: format!("uid-{name}").into(),
         requests: Resources::new().with("nvidia.com/gpu", gpus).with("cpu", cores * 1000),
         node_selector: pool.map(|p| [("pool".to_string(), format!("p{p}"))].into()).unwrap_or_default(),
         affinity: vec![],

@@ -23,6 +23,7 @@ const ALLOWED: &[&str] = &[
     "schemars",
     "thiserror",
     "tracing",
+    "smol_str",
 ];
 
 /// Crates that do I/O (or exist to); none may be reachable from scheduler-core.

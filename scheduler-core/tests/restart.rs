@@ -52,7 +52,7 @@ fn gang_spec() -> impl Strategy<Value = GangSpec> {
 fn pod(gang: &GangKey, name: String, cpu: i64, created: Time) -> Pod {
     Pod {
         key: ObjectKey::new("ml", &name),
-        uid: format!("uid-{name}"),
+        uid: format!("uid-{name}").into(),
         requests: Resources::new().with("cpu", cpu),
         node_selector: Default::default(),
         affinity: vec![],
@@ -81,7 +81,7 @@ fn build(nodes: &[i64], gangs: &[GangSpec], start: Time) -> Snapshot {
     let mut snap = Snapshot::default();
     for (i, &cpus) in nodes.iter().enumerate() {
         snap.nodes.push(Node {
-            name: format!("n{i}"),
+            name: format!("n{i}").into(),
             allocatable: Resources::new().with("cpu", cpus * 1000).with("pods", 20),
             labels: Default::default(),
             taints: vec![],
@@ -139,7 +139,7 @@ fn restart(snap: &mut Snapshot) {
 fn decided(plan: &Plan) -> (Vec<String>, Vec<String>, Vec<String>) {
     (
         plan.bindings.iter().map(|b| format!("{}→{}", b.pod.name, b.node)).collect(),
-        plan.evictions.iter().map(|e| e.pod.name.clone()).collect(),
+        plan.evictions.iter().map(|e| e.pod.name.to_string()).collect(),
         plan.outcomes.iter().map(|o| format!("{}: {} {}", o.gang.name, o.reason, o.phase)).collect(),
     )
 }

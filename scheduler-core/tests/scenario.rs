@@ -430,7 +430,7 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
         .into_iter()
         .map(|name| Pod {
             key: ObjectKey::new(&f.namespace, &name),
-            uid: format!("uid-{name}"),
+            uid: format!("uid-{name}").into(),
             requests: resources(&f.resources),
             node_selector: f.node_selector.clone(),
             affinity: if f.affinity.is_empty() {
@@ -478,7 +478,7 @@ fn snapshot(s: &Scenario) -> Snapshot {
                 allocatable.set("pods", 110);
             }
             Node {
-                name: n.name.clone(),
+                name: n.name.as_str().into(),
                 allocatable,
                 labels: n.labels.clone(),
                 taints: n.taints.iter().map(|t| taint(t)).collect(),
@@ -548,7 +548,7 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
     let mut failures = Vec::new();
     let mut fail = |m: String| failures.push(format!("{}: {step}: {m}", file.display()));
     let got: BTreeMap<String, String> =
-        plan.bindings.iter().map(|b| (b.pod.name.clone(), b.node.clone())).collect();
+        plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
     if let Some(want) = &e.bindings
         && &got != want
     {
@@ -570,7 +570,7 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
             .iter()
             .map(|p| {
                 let node = got.get(p).unwrap_or_else(|| panic!("{}: {p} not bound", file.display()));
-                snap.nodes.iter().find(|n| &n.name == node).and_then(|n| n.labels.get(&sd.label))
+                snap.nodes.iter().find(|n| n.name == node).and_then(|n| n.labels.get(&sd.label))
             })
             .collect();
         if domains.len() != 1 {
@@ -584,7 +584,7 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
                 fail(format!("{p} not bound"));
                 continue;
             };
-            let domain = snap.nodes.iter().find(|n| &n.name == node).and_then(|n| n.labels.get(&dc.label));
+            let domain = snap.nodes.iter().find(|n| n.name == node).and_then(|n| n.labels.get(&dc.label));
             *counts.entry(domain.cloned().unwrap_or_default()).or_default() += 1;
         }
         if counts != dc.counts {
@@ -592,7 +592,7 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
         }
     }
     if let Some(want) = &e.evictions {
-        let got: BTreeSet<String> = plan.evictions.iter().map(|e| e.pod.name.clone()).collect();
+        let got: BTreeSet<String> = plan.evictions.iter().map(|e| e.pod.name.to_string()).collect();
         if &got != want {
             fail(format!("evictions: want {want:?}, got {got:?}"));
         }
@@ -601,7 +601,7 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
         let got: BTreeMap<String, String> = plan
             .evictions
             .iter()
-            .filter_map(|e| Some((e.pod.name.clone(), e.budget.as_ref()?.to_string())))
+            .filter_map(|e| Some((e.pod.name.to_string(), e.budget.as_ref()?.to_string())))
             .collect();
         if &got != want {
             fail(format!("violating: want {want:?}, got {got:?}"));
@@ -609,7 +609,7 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
     }
     if let Some(want) = &e.nominations {
         let got: BTreeMap<String, String> =
-            plan.nominations.iter().map(|n| (n.pod.name.clone(), n.node.clone())).collect();
+            plan.nominations.iter().map(|n| (n.pod.name.to_string(), n.node.to_string())).collect();
         if &got != want {
             fail(format!("nominations: want {want:?}, got {got:?}"));
         }
@@ -620,13 +620,13 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
         fail(format!("reservations: want {n}, got {:?}", plan.reservations));
     }
     if let Some(want) = &e.kept {
-        let got: BTreeSet<String> = plan.keep.iter().map(|k| k.pod.name.clone()).collect();
+        let got: BTreeSet<String> = plan.keep.iter().map(|k| k.pod.name.to_string()).collect();
         if &got != want {
             fail(format!("kept: want {want:?}, got {got:?}"));
         }
     }
     for (gang, want) in &e.outcomes {
-        let Some(o) = plan.outcomes.iter().find(|o| &o.gang.name == gang) else {
+        let Some(o) = plan.outcomes.iter().find(|o| o.gang.name == gang) else {
             fail(format!("no outcome for gang {gang}"));
             continue;
         };
@@ -687,12 +687,12 @@ fn scenarios() {
         for (i, step) in s.then.iter().enumerate() {
             sim::apply(&mut snap, &plan);
             now = now.plus(Duration::from_secs(step.advance_seconds));
-            snap.pods.retain(|p| !step.delete_pods.contains(&p.key.name));
+            snap.pods.retain(|p| !step.delete_pods.iter().any(|d| *d == p.key.name));
             for p in &mut snap.pods {
-                if let Some(phase) = step.set_phase.get(&p.key.name) {
+                if let Some(phase) = step.set_phase.get(p.key.name.as_str()) {
                     p.phase = *phase;
                 }
-                if step.ungate.contains(&p.key.name) {
+                if step.ungate.iter().any(|d| *d == p.key.name) {
                     p.scheduling_gates.clear();
                 }
             }

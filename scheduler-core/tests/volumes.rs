@@ -214,14 +214,15 @@ fn plan_of(w: &World, file: &Path, step: &str) -> (scheduler_core::Snapshot, Pla
 /// its PV, or provisioned (a PV `pv-{claim}` of its size and class, on its node) and bound.
 fn apply(w: &mut World, plan: &Plan) {
     for b in &plan.bindings {
-        let k = ("Pod".to_string(), b.pod.namespace.clone(), b.pod.name.clone());
+        let k = ("Pod".to_string(), b.pod.namespace.to_string(), b.pod.name.to_string());
         if let Some(p) = w.get_mut(&k) {
             p["spec"]["nodeName"] = json!(b.node);
             p["status"]["phase"] = json!("Running");
         }
     }
     for v in &plan.volumes {
-        let ck = ("PersistentVolumeClaim".to_string(), v.claim.namespace.clone(), v.claim.name.clone());
+        let ck =
+            ("PersistentVolumeClaim".to_string(), v.claim.namespace.to_string(), v.claim.name.to_string());
         let Some(claim) = w.get(&ck).cloned() else { continue };
         let pv = match &v.volume {
             Some(pv) => pv.clone(),
@@ -256,7 +257,7 @@ fn check(file: &Path, step: &str, plan: &Plan, e: &Expect) -> Vec<String> {
     let mut failures = Vec::new();
     let mut fail = |m: String| failures.push(format!("{}: {step}: {m}", file.display()));
     let got: BTreeMap<String, String> =
-        plan.bindings.iter().map(|b| (b.pod.name.clone(), b.node.clone())).collect();
+        plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
     if let Some(want) = &e.bindings
         && &got != want
     {
@@ -282,7 +283,9 @@ fn check(file: &Path, step: &str, plan: &Plan, e: &Expect) -> Vec<String> {
     let volumes: BTreeMap<String, String> = plan
         .volumes
         .iter()
-        .map(|v| (v.claim.name.clone(), v.volume.clone().unwrap_or_else(|| format!("provision@{}", v.node))))
+        .map(|v| {
+            (v.claim.name.to_string(), v.volume.clone().unwrap_or_else(|| format!("provision@{}", v.node)))
+        })
         .collect();
     if let Some(want) = &e.volumes
         && &volumes != want
@@ -301,22 +304,25 @@ fn check(file: &Path, step: &str, plan: &Plan, e: &Expect) -> Vec<String> {
         fail(format!("{} bound while its claims are bound first", b.pod));
     }
     // A claim shared by pods is bound once: one PV, or one node to provision on.
-    let mut choice: BTreeMap<&String, BTreeSet<String>> = BTreeMap::new();
+    let mut choice: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for v in &plan.volumes {
-        choice.entry(&v.claim.name).or_default().insert(v.volume.clone().unwrap_or_else(|| v.node.clone()));
+        choice
+            .entry(v.claim.name.as_str())
+            .or_default()
+            .insert(v.volume.clone().unwrap_or_else(|| v.node.to_string()));
     }
     if let Some((claim, chosen)) = choice.iter().find(|(_, c)| c.len() > 1) {
         fail(format!("claim {claim} given more than one volume or node: {chosen:?}"));
     }
     let pvs: Vec<&String> = plan.volumes.iter().filter_map(|v| v.volume.as_ref()).collect();
     let distinct: BTreeSet<&&String> = pvs.iter().collect();
-    let claims: BTreeSet<&String> =
-        plan.volumes.iter().filter(|v| v.volume.is_some()).map(|v| &v.claim.name).collect();
+    let claims: BTreeSet<&str> =
+        plan.volumes.iter().filter(|v| v.volume.is_some()).map(|v| v.claim.name.as_str()).collect();
     if distinct.len() != claims.len() {
         fail(format!("a static PV given to two claims: {:?}", plan.volumes));
     }
     for (gang, want) in &e.outcomes {
-        let Some(o) = plan.outcomes.iter().find(|o| &o.gang.name == gang) else {
+        let Some(o) = plan.outcomes.iter().find(|o| o.gang.name == gang) else {
             fail(format!("no outcome for gang {gang}"));
             continue;
         };

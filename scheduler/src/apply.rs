@@ -453,7 +453,7 @@ pub fn event(
     Event {
         metadata: ObjectMeta {
             name: Some(event_name(&pod.key.name, now)),
-            namespace: Some(pod.key.namespace.clone()),
+            namespace: Some(pod.key.namespace.to_string()),
             ..ObjectMeta::default()
         },
         event_time: Some(MicroTime(micro)),
@@ -466,9 +466,9 @@ pub fn event(
         regarding: Some(ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
-            name: Some(pod.key.name.clone()),
-            namespace: Some(pod.key.namespace.clone()),
-            uid: Some(pod.uid.clone()).filter(|u| !u.is_empty()),
+            name: Some(pod.key.name.to_string()),
+            namespace: Some(pod.key.namespace.to_string()),
+            uid: Some(pod.uid.to_string()).filter(|u| !u.is_empty()),
             ..ObjectReference::default()
         }),
         related: related.cloned(),
@@ -502,8 +502,8 @@ pub fn gang_object(gang: &Gang, current: &impl Current) -> Option<ObjectReferenc
         Some(ObjectReference {
             api_version: api_version.or_else(|| Some(format!("{}/{}", k.group, k.version))),
             kind: Some(kind.to_string()),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.to_string()),
+            namespace: Some(key.namespace.to_string()),
             uid: obj.pointer("/metadata/uid").and_then(Value::as_str).map(String::from),
             ..ObjectReference::default()
         })
@@ -594,7 +594,7 @@ pub fn writes(
             out.statuses.push(StatusWrite {
                 target: Target::Pod(n.pod.clone()),
                 resource_version: pod.resource_version.map(String::from),
-                change: StatusChange::Nominate(n.node.clone()),
+                change: StatusChange::Nominate(n.node.to_string()),
             });
         }
     }

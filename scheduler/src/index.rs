@@ -293,7 +293,7 @@ impl Index {
 
     /// Records a binding sent to the API: the next cycle sees the node as used.
     pub fn assume(&mut self, b: &Binding) {
-        self.overlay.assumed.insert(b.pod.clone(), b.node.clone());
+        self.overlay.assumed.insert(b.pod.clone(), b.node.to_string());
         self.sent.entry(b.pod.clone()).or_insert_with(Instant::now);
     }
 
@@ -377,7 +377,7 @@ impl Index {
                 if let StatusChange::Keep(keep) = &w.change
                     && let Some(p) = Persisted::from_text(&keep.text)
                 {
-                    self.overlay.kept.insert(k.clone(), (keep.uid.clone(), Box::new(p)));
+                    self.overlay.kept.insert(k.clone(), (keep.uid.to_string(), Box::new(p)));
                     self.keeping.insert(k.clone(), Keeping { keep: (**keep).clone(), fate: Fate::Sent });
                 }
                 return;

@@ -118,11 +118,11 @@ impl Map {
     fn take(&mut self, key: &GangKey) -> bool {
         let Some((_, w)) = self.gangs.remove(key) else { return false };
         self.weight -= w;
-        if let Some(ns) = self.namespaces.get_mut(&key.namespace) {
+        if let Some(ns) = self.namespaces.get_mut(key.namespace.as_str()) {
             ns.weight -= w;
             ns.keys.remove(key);
             if ns.keys.is_empty() {
-                self.namespaces.remove(&key.namespace);
+                self.namespaces.remove(key.namespace.as_str());
             }
         }
         true
@@ -144,7 +144,7 @@ impl Map {
         self.take(&key);
         let Some(gang) = gang else { return Ok(Vec::new()) };
         let refused = |map: &mut Map, why: NotHeld| {
-            *map.not_held.entry(key.namespace.clone()).or_default() += 1;
+            *map.not_held.entry(key.namespace.to_string()).or_default() += 1;
             Err(why)
         };
         if gang.subgroups.len() > MAX_SUBGROUPS_HELD {
@@ -157,7 +157,7 @@ impl Map {
         let limit = self.limit.unwrap_or(MAX_HELD_WEIGHT);
         let mut let_go = Vec::new();
         while self.weight + w > limit {
-            let own = self.namespaces.get(&key.namespace).map_or(0, |ns| ns.weight);
+            let own = self.namespaces.get(key.namespace.as_str()).map_or(0, |ns| ns.weight);
             let Some((largest, most)) = self.largest().map(|(n, w)| (n.to_string(), w)) else {
                 return refused(self, NotHeld::Full);
             };
@@ -171,7 +171,7 @@ impl Map {
             *self.not_held.entry(largest).or_default() += 1;
             let_go.push(victim);
         }
-        let ns = self.namespaces.entry(key.namespace.clone()).or_default();
+        let ns = self.namespaces.entry(key.namespace.to_string()).or_default();
         ns.weight += w;
         ns.keys.insert(key.clone());
         self.gangs.insert(key, (Arc::new(gang), w));
@@ -220,7 +220,7 @@ impl Gangs for GangLookup {
     fn not_held(&self, key: &GangKey) -> Option<String> {
         let known = self.known.as_ref()?;
         let maps = known.read().unwrap_or_else(PoisonError::into_inner);
-        let n: u64 = maps.iter().filter_map(|m| m.not_held.get(&key.namespace)).sum();
+        let n: u64 = maps.iter().filter_map(|m| m.not_held.get(key.namespace.as_str())).sum();
         (n > 0).then(|| {
             format!(
                 "the webhook's gang lookup does not hold {n} gang(s) of namespace {} (over a size limit, or past the namespace's share of the lookup), and may not hold this one",

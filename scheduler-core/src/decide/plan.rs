@@ -10,15 +10,17 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::crd;
-use crate::model::{GangKey, GangState, NodeSelectorTerm, ObjectKey, PodKey, Reservation, Time, Toleration};
+use crate::model::{
+    GangKey, GangState, NodeSelectorTerm, ObjectKey, PodKey, Reservation, SmolStr, Time, Toleration,
+};
 use crate::resources::Resources;
 
 /// Bind `pod` (with `uid`) to `node`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Binding {
     pub pod: PodKey,
-    pub uid: String,
-    pub node: String,
+    pub uid: SmolStr,
+    pub node: SmolStr,
 }
 
 /// Why a pod is evicted.
@@ -36,8 +38,8 @@ pub enum EvictionReason {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Eviction {
     pub pod: PodKey,
-    pub uid: String,
-    pub node: String,
+    pub uid: SmolStr,
+    pub node: SmolStr,
     pub reason: EvictionReason,
     /// The victim's gang (`None` for a pod outside any gang).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +62,7 @@ pub struct Eviction {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct VolumeBinding {
     pub pod: PodKey,
-    pub node: String,
+    pub node: SmolStr,
     pub claim: ObjectKey,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<String>,
@@ -70,7 +72,7 @@ pub struct VolumeBinding {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Nomination {
     pub pod: PodKey,
-    pub node: String,
+    pub node: SmolStr,
 }
 
 /// A machine-readable reason for a gang's outcome. Stable: it appears in conditions, events,
@@ -303,7 +305,7 @@ pub struct Plan {
 pub struct Keep {
     pub pod: PodKey,
     /// The pod's UID: written only to this pod, not to another of the same name.
-    pub uid: String,
+    pub uid: SmolStr,
     /// The state's revision.
     pub rev: u64,
     /// The annotation's value.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Config;
 use std::collections::{BTreeSet, HashMap};
 
+use crate::model::SmolStr;
 use crate::model::{Gang, GangKey, GangState, Node, Pod, PodKey, PodPhase, Snapshot, Time};
 use crate::plan::Plan;
 
@@ -102,7 +103,7 @@ impl Pool {
         self.coming = still;
         for (_, name) in now_ready {
             let mut node = a.node.clone();
-            node.name = name.clone();
+            node.name = SmolStr::new(&name);
             snap.nodes.push(node);
             self.ready.insert(name, None);
         }
@@ -120,7 +121,7 @@ impl Pool {
             }
         }
         if !gone.is_empty() {
-            snap.nodes.retain(|n| !gone.contains(&n.name));
+            snap.nodes.retain(|n| !gone.contains(n.name.as_str()));
             self.ready.retain(|n, _| !gone.contains(n));
             snap.usage = None;
         }
@@ -205,7 +206,7 @@ impl Pool {
     /// Free GPUs on the pool's ready nodes.
     fn idle_gpus(&self, snap: &Snapshot) -> i64 {
         let mut idle = 0;
-        for n in snap.nodes.iter().filter(|n| self.ready.contains_key(&n.name)) {
+        for n in snap.nodes.iter().filter(|n| self.ready.contains_key(n.name.as_str())) {
             let used: i64 = snap
                 .pods
                 .iter()
@@ -533,7 +534,7 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
     };
     let member = |gang: &str, i: u32| Pod {
         key: ObjectKey::new("ml", format!("{gang}-{i}")),
-        uid: format!("uid-{gang}-{i}"),
+        uid: format!("uid-{gang}-{i}").into(),
         requests: Resources::new().with(GPU, 8).with(crate::resources::CPU, 8_000),
         node_selector: Default::default(),
         affinity: vec![],
@@ -592,7 +593,7 @@ mod tests {
     use super::*;
 
     fn starts(r: &Report) -> Vec<(String, Option<u64>)> {
-        r.gangs.iter().map(|g| (g.gang.name.clone(), g.started_secs)).collect()
+        r.gangs.iter().map(|g| (g.gang.name.to_string(), g.started_secs)).collect()
     }
 
     #[test]

@@ -259,7 +259,7 @@ fn pod_key(r: &ObjectRef) -> PodKey {
 /// [`pod_key`], taking the identity's strings rather than copying them.
 fn into_pod_key(r: ObjectRef) -> PodKey {
     let namespace = if r.namespace.is_empty() { "default".to_string() } else { r.namespace };
-    PodKey { namespace, name: r.name }
+    PodKey::new(namespace, r.name)
 }
 
 impl Cluster<Value> {

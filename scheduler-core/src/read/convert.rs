@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::coverage::{self, POD_SPEC, RESOURCES, VOLUME};
 use crate::error::FieldError;
+use crate::model::SmolStr;
 use crate::model::terms::{
     AffinityTerm, BIND_ALL, HostPort, Inclusion, PodTerms, SpreadConstraint, Unsatisfiable,
 };
@@ -254,7 +255,7 @@ pub fn node(n: &core::Node) -> Result<Node, Vec<FieldError>> {
         return Err(errors);
     }
     Ok(Node {
-        name,
+        name: name.into(),
         allocatable,
         labels: n.metadata.labels.clone().unwrap_or_default(),
         taints,
@@ -928,7 +929,7 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
     let bound = f.node_name.is_some_and(|n| !n.is_empty());
     Ok(Pod {
         key: ObjectKey::new(namespace, name),
-        uid: f.uid.unwrap_or_default().to_string(),
+        uid: SmolStr::new(f.uid.unwrap_or_default()),
         requests,
         node_selector: f.node_selector.unwrap_or_default(),
         affinity,

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+pub use smol_str::SmolStr;
 
 use crate::resources::Resources;
 pub use terms::PodTerms;
@@ -102,13 +103,13 @@ impl<'de> Deserialize<'de> for Time {
 /// `namespace/name` of a namespaced object. Ordered by namespace, then name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: SmolStr,
+    pub name: SmolStr,
 }
 
 impl ObjectKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        ObjectKey { namespace: namespace.into(), name: name.into() }
+    pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> Self {
+        ObjectKey { namespace: SmolStr::new(namespace), name: SmolStr::new(name) }
     }
 
     /// Parses `namespace/name`; a bare `name` takes `default_namespace`.
@@ -184,7 +185,7 @@ pub enum TolerationOperator {
 /// A node's readiness and schedulability as the scheduler sees them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Node {
-    pub name: String,
+    pub name: SmolStr,
     /// Allocatable resources, including `pods` (the pod-count limit).
     pub allocatable: Resources,
     #[serde(default)]
@@ -276,7 +277,7 @@ pub struct Membership {
 pub struct Pod {
     pub key: PodKey,
     #[serde(default)]
-    pub uid: String,
+    pub uid: SmolStr,
     /// Effective requests as kube-scheduler computes them (see [`crate::resources::effective_requests`]).
     /// The `pods` resource is not included: every pod takes one pod slot.
     #[serde(default)]
@@ -848,7 +849,7 @@ pub(crate) mod opt_secs {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Reservation {
     pub pod: PodKey,
-    pub node: String,
+    pub node: SmolStr,
     pub gang: GangKey,
 }
 

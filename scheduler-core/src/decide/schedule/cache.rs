@@ -15,6 +15,7 @@ use super::exclusive::{self, Blocks};
 use super::filter::{soft_taints, static_fit};
 use super::ledger::{Demand, Ledger, Txn};
 use super::volumes::Volumes;
+use super::{NodeIndex, PodSlots};
 use crate::config::Scoring;
 use crate::model::Pod;
 use crate::{Config, Snapshot};
@@ -155,10 +156,10 @@ pub(super) struct Caches<'a> {
     rank: Vec<usize>,
     scoring: Scoring,
     /// Node name → index.
-    node_index: HashMap<&'a str, usize>,
+    node_index: NodeIndex<'a>,
     feasible: RefCell<FeasibleCache>,
     /// Pod index → its feasible set, once looked up (pods outside JobSets).
-    by_pod: RefCell<Vec<Option<Rc<Feasible>>>>,
+    by_pod: RefCell<PodSlots<Rc<Feasible>>>,
     /// The same for JobSet pods, whose sets change as exclusive child Jobs are committed.
     by_jobset_pod: RefCell<HashMap<usize, JobSetFeasible>>,
     /// Domains exclusive child Jobs hold (bound, or committed this cycle), built when the first
@@ -199,7 +200,7 @@ impl std::fmt::Debug for Caches<'_> {
 }
 
 impl<'a> Caches<'a> {
-    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: HashMap<&'a str, usize>) -> Self {
+    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: NodeIndex<'a>) -> Self {
         Caches {
             snap,
             rank: {
@@ -214,7 +215,7 @@ impl<'a> Caches<'a> {
             scoring: config.scoring,
             node_index,
             feasible: RefCell::new(HashMap::new()),
-            by_pod: RefCell::new(vec![None; snap.pods.len()]),
+            by_pod: RefCell::new(PodSlots::new()),
             by_jobset_pod: RefCell::new(HashMap::new()),
             blocks: RefCell::new(None),
             committed: RefCell::new(Vec::new()),
@@ -325,15 +326,13 @@ impl<'a> Caches<'a> {
     /// of its priority holds, exclusive or not ([`super::place`]), a superset of what folding
     /// would take out.
     pub fn feasible(&self, p: usize) -> Rc<Feasible> {
-        if let Some(Some(f)) = self.by_pod.borrow().get(p) {
+        if let Some(f) = self.by_pod.borrow().get(p) {
             return f.clone();
         }
         let pod = &self.snap.pods[p];
         if !exclusive::is_jobset_pod(pod) {
             let f = self.feasible_uncached(p);
-            if let Some(slot) = self.by_pod.borrow_mut().get_mut(p) {
-                *slot = Some(f.clone());
-            }
+            self.by_pod.borrow_mut().set(p, self.snap.pods.len(), f.clone());
             return f;
         }
         let generation = self.with_blocks(|b| b.generation);

@@ -9,6 +9,7 @@ use super::GangFacts;
 use super::ledger::Txn;
 use super::preempt::Allowance;
 use super::volumes::Work;
+use crate::model::SmolStr;
 use crate::model::{GangState, Persisted, Reservation};
 use crate::plan::{Binding, Eviction, EvictionReason, Keep, Nomination, Outcome, Phase, VolumeBinding};
 use crate::{Plan, Reason, Snapshot};
@@ -168,7 +169,7 @@ pub(super) fn assemble(
         plan.volumes.extend(d.volumes.iter().map(volume));
         for &(p, reason) in &d.evictions {
             let pod = &pods[p];
-            let Some(node) = pod.node_name.clone() else { continue };
+            let Some(node) = pod.node_name.as_deref().map(SmolStr::new) else { continue };
             let violated = allowance.take(pod);
             let budget =
                 violated.filter(|_| reason == EvictionReason::Preempted).map(|b| snap.budgets[b].key.clone());

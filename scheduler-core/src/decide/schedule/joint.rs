@@ -22,6 +22,8 @@ use std::rc::Rc;
 
 use super::cache::Prehashed;
 use super::filter::{matches_node_affinity, untolerated_taint};
+use super::{Fx, NodeIndex};
+use crate::model::SmolStr;
 use crate::model::terms::{AffinityTerm, HostPort, Inclusion, SpreadConstraint};
 use crate::model::{
     LabelOperator, LabelSelector, Labels, NodeSelectorTerm, Pod, Snapshot, Toleration, Usage,
@@ -254,7 +256,7 @@ type Shared<S> = Rc<RefCell<Entry<S>>>;
 /// What a pod's class counts: its namespace and terms (and what decides its spread domains).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct TermKey {
-    namespace: String,
+    namespace: SmolStr,
     affinity: Vec<AffinityTerm>,
     anti: Vec<AffinityTerm>,
     spread: Vec<SpreadConstraint>,
@@ -295,27 +297,6 @@ fn hash_of(x: &impl std::hash::Hash) -> u64 {
 
 /// Pod index → a state's id.
 type ByPod = HashMap<usize, usize, std::hash::BuildHasherDefault<Prehashed>>;
-
-/// FNV-1a, for label values (see [`anchor`]): cheaper than SipHash for short strings, and the
-/// cycle's own tables are no one's to attack.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
 
 /// Where a term looks: the anchors every pod it selects has. `None`: it selects no pod.
 fn term_anchors(
@@ -441,7 +422,7 @@ pub(super) struct Joint<'a> {
     fast: bool,
     /// Whether any pod asks what these filters evaluate, or a pod on a node repels others.
     active: bool,
-    node_index: HashMap<&'a str, usize>,
+    node_index: NodeIndex<'a>,
     none: Labels,
     /// The snapshot's usage, or one added up here when it carries none.
     usage: OnceCell<Option<Usage>>,
@@ -465,7 +446,7 @@ pub(super) struct Joint<'a> {
     /// Term states by the anchors their terms look at; committed pods by theirs.
     term_index: RefCell<Index>,
     repels: RefCell<Vec<Shared<Repel>>>,
-    repel_keys: RefCell<HashMap<(String, Labels), usize>>,
+    repel_keys: RefCell<HashMap<(SmolStr, Labels), usize>>,
     repel_of: RefCell<ByPod>,
     last_repel: RefCell<Option<(usize, usize)>>,
     /// Symmetry states by the anchors of the pods they stand for; committed pods with
@@ -531,7 +512,7 @@ fn sync<S>(e: &mut Entry<S>, tentative: Tentative<'_>, mut apply: impl FnMut(&mu
 impl<'a> Joint<'a> {
     /// The inter-pod filters of a cycle on `snap`; `active`: whether they may keep any pod off a
     /// node at all (when not, they cost nothing).
-    pub fn new(snap: &'a Snapshot, fast: bool, node_index: HashMap<&'a str, usize>, active: bool) -> Self {
+    pub fn new(snap: &'a Snapshot, fast: bool, node_index: NodeIndex<'a>, active: bool) -> Self {
         Joint {
             snap,
             fast,
@@ -706,7 +687,7 @@ impl<'a> Joint<'a> {
         if let Some(d) = self.domains.borrow().get(key) {
             return d.clone();
         }
-        let mut ids: HashMap<&str, u32, std::hash::BuildHasherDefault<Fnv>> =
+        let mut ids: HashMap<&str, u32, std::hash::BuildHasherDefault<Fx>> =
             HashMap::with_capacity_and_hasher(self.snap.nodes.len(), Default::default());
         let node_domain = (self.snap.nodes.iter())
             .map(|n| match n.labels.get(key) {
@@ -798,7 +779,8 @@ impl<'a> Joint<'a> {
         let all = || (0..self.snap.pods.len()).collect::<Vec<_>>();
         let Some(usage) = self.usage() else { return all() };
         let Some(terms) = pod.terms() else { return Vec::new() };
-        let own = std::slice::from_ref(&pod.key.namespace);
+        let own = [pod.key.namespace.to_string()];
+        let own = &own[..];
         let looks = terms
             .affinity
             .iter()
@@ -899,7 +881,8 @@ impl<'a> Joint<'a> {
     fn class_anchors(&self, p: usize) -> Vec<u64> {
         let pod = &self.snap.pods[p];
         let Some(terms) = pod.terms() else { return Vec::new() };
-        let own = std::slice::from_ref(&pod.key.namespace);
+        let own = [pod.key.namespace.to_string()];
+        let own = &own[..];
         terms
             .affinity
             .iter()

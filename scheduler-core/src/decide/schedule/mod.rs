@@ -86,7 +86,7 @@ struct PodFacts<'a> {
     res: ResourceIndex,
     /// Pod index → its demand (empty for pods that are not pending: only those are placed).
     demand: Demands,
-    node_index: HashMap<&'a str, usize>,
+    node_index: NodeIndex<'a>,
     /// Pod index → reserved node, for `NonStrict` reservations in effect.
     reserved: HashMap<usize, usize>,
     /// Whether the inter-pod filters may keep any pod off a node (see `PodScan::inter_pod`).
@@ -181,12 +181,88 @@ fn same_jobset_side(a: &Pod, b: &Pod) -> bool {
     }
 }
 
+/// A word-at-a-time hash (rustc's Fx: rotate, xor, multiply) for label values and node names:
+/// several times cheaper than SipHash on short strings, and the cycle's own tables are no one's
+/// to attack (their keys are the nodes' names and labels, the cluster admin's).
+#[derive(Default)]
+pub(super) struct Fx(u64);
+
+impl Fx {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut word = [0; 8];
+            word.copy_from_slice(c);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+        }
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.add(u64::from(b));
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+}
+
+/// Pod index → a value of the cycle's (the nodes a pod may use, what it asks of volumes), for
+/// the few pods a cycle asks about among all the snapshot's: a zeroed index (untouched entries
+/// cost no page, dropping it visits none) into the values set.
+#[derive(Debug)]
+pub(super) struct PodSlots<T> {
+    of: Vec<u32>,
+    values: Vec<T>,
+}
+
+impl<T> PodSlots<T> {
+    pub fn new() -> Self {
+        PodSlots { of: Vec::new(), values: Vec::new() }
+    }
+
+    pub fn get(&self, p: usize) -> Option<&T> {
+        let at = *self.of.get(p)?;
+        at.checked_sub(1).and_then(|at| self.values.get(at as usize))
+    }
+
+    /// Sets pod `p`'s value (`pods`: how many the snapshot has; `p` beyond them is not kept).
+    pub fn set(&mut self, p: usize, pods: usize, value: T) {
+        if self.of.is_empty() {
+            self.of = vec![0; pods];
+        }
+        let Some(slot) = self.of.get_mut(p) else { return };
+        match slot.checked_sub(1) {
+            Some(at) => self.values[at as usize] = value,
+            None => {
+                self.values.push(value);
+                *slot = u32::try_from(self.values.len()).unwrap_or(u32::MAX);
+            }
+        }
+    }
+}
+
+/// Node name → index in [`Snapshot::nodes`], made once a cycle and shared by its parts.
+pub(super) type NodeIndex<'a> = std::rc::Rc<HashMap<&'a str, usize, std::hash::BuildHasherDefault<Fx>>>;
+
 fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     // 1. Index.
     let mut res = ResourceIndex::default();
     let mut ledger = Ledger::new(&snap.nodes, &mut res);
-    let node_index: HashMap<&str, usize> =
-        snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let node_index: NodeIndex<'_> =
+        std::rc::Rc::new(snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect());
     let gang_index: HashMap<&GangKey, usize> =
         snap.gangs.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
     let scan = scan_pods(snap, &config.scheduler_name, &gang_index, &mut res, fast);
@@ -336,7 +412,7 @@ fn scan_pods(
 
 /// Takes what the pods on each node use, from the snapshot's [`Usage`] (added up here when the
 /// snapshot carries none): the cost follows the nodes in use, not the pods on them.
-fn take_usage(snap: &Snapshot, node_index: &HashMap<&str, usize>, ledger: &mut Ledger, res: &ResourceIndex) {
+fn take_usage(snap: &Snapshot, node_index: &NodeIndex<'_>, ledger: &mut Ledger, res: &ResourceIndex) {
     let added;
     let usage = match &snap.usage {
         Some(u) => {
@@ -358,7 +434,7 @@ fn take_usage(snap: &Snapshot, node_index: &HashMap<&str, usize>, ledger: &mut L
 /// Takes every pod's demand on its node, one by one: what [`take_usage`] must always equal.
 fn take_pod_by_pod(
     snap: &Snapshot,
-    node_index: &HashMap<&str, usize>,
+    node_index: &NodeIndex<'_>,
     ledger: &mut Ledger,
     res: &mut ResourceIndex,
 ) {
@@ -374,7 +450,7 @@ fn take_pod_by_pod(
 /// Returns pod index → reserved node.
 fn take_reservations(
     snap: &Snapshot,
-    node_index: &HashMap<&str, usize>,
+    node_index: &NodeIndex<'_>,
     gang_index: &HashMap<&GangKey, usize>,
     demand: &Demands,
     ledger: &mut Ledger,

@@ -17,6 +17,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
+use super::NodeIndex;
 pub(super) use super::cache::Ask;
 pub(super) use super::cache::Feasible;
 use super::cache::{Caches, Filter, NodeKey, Prehashed, Topology};
@@ -119,7 +120,7 @@ impl<'a> Placer<'a> {
         snap: &'a Snapshot,
         config: &Config,
         fast: bool,
-        node_index: HashMap<&'a str, usize>,
+        node_index: NodeIndex<'a>,
         inter_pod: bool,
     ) -> Self {
         let joint = Joint::new(snap, fast, node_index.clone(), inter_pod);

@@ -220,7 +220,7 @@ impl<'s> Allowance<'s> {
         self.budgets
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.selects(pod) && !b.disrupted_pods.contains(&pod.key.name))
+            .filter(|(_, b)| b.selects(pod) && !b.disrupted_pods.contains(pod.key.name.as_str()))
             .map(|(i, _)| i)
     }
 

@@ -23,6 +23,7 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
+use super::PodSlots;
 use super::booked::{Attached, Choice};
 use super::filter::term_matches;
 use super::ledger::{Ledger, Txn};
@@ -162,7 +163,7 @@ pub(super) struct Volumes<'a> {
     /// stays covariant in its lifetime).
     by_name: OnceCell<Vec<usize>>,
     /// Pod index → its needs, once read (sized on first use).
-    needs: RefCell<Vec<Option<Rc<Needs>>>>,
+    needs: RefCell<PodSlots<Rc<Needs>>>,
     none: Rc<Needs>,
     /// A rule → the nodes it allows (`None`: every node).
     rule_nodes: RefCell<HashMap<Rule, Option<Rc<[usize]>>>>,
@@ -258,7 +259,7 @@ impl<'a> Volumes<'a> {
         Volumes {
             snap,
             by_name: OnceCell::new(),
-            needs: RefCell::new(Vec::new()),
+            needs: RefCell::new(PodSlots::new()),
             none: Rc::new(Needs::default()),
             rule_nodes: RefCell::new(HashMap::new()),
             nowhere: Rc::from(Vec::new()),
@@ -292,15 +293,11 @@ impl<'a> Volumes<'a> {
         if pod.volumes.is_empty() && pod.resource_claims.is_empty() {
             return self.none.clone();
         }
-        if let Some(Some(n)) = self.needs.borrow().get(p) {
+        if let Some(n) = self.needs.borrow().get(p) {
             return n.clone();
         }
         let n = Rc::new(self.read_needs(p));
-        let mut all = self.needs.borrow_mut();
-        if all.is_empty() {
-            all.resize(self.snap.pods.len(), None);
-        }
-        all[p] = Some(n.clone());
+        self.needs.borrow_mut().set(p, self.snap.pods.len(), n.clone());
         n
     }
 
@@ -760,7 +757,7 @@ impl<'a> Volumes<'a> {
     }
 
     fn csi_node(&self, n: usize) -> Option<&CsiNode> {
-        self.snap.storage.csi_nodes.get(&self.snap.nodes[n].name)
+        self.snap.storage.csi_nodes.get(self.snap.nodes[n].name.as_str())
     }
 
     /// Node `n`'s attach limit for `driver`: its CSINode's `allocatable.count`, else the node's
@@ -945,7 +942,7 @@ impl<'a> Volumes<'a> {
                     ),
                 ),
                 Some(a) => {
-                    let reserved = claim.reserved_for.iter().any(|u| u == &pod.uid);
+                    let reserved = claim.reserved_for.iter().any(|u| u == pod.uid);
                     if !reserved && claim.reserved_for.len() >= RESERVED_FOR_MAX {
                         wait(
                             &mut needs,
@@ -1147,7 +1144,7 @@ impl<'a> Volumes<'a> {
     /// Whether the claim of `w` is being provisioned for its node already (the annotation is set).
     pub fn asked(&self, w: &Work) -> bool {
         let node = &self.snap.nodes[w.node].name;
-        self.snap.storage.claims.get(&w.claim).and_then(|c| c.selected_node.as_ref()) == Some(node)
+        self.snap.storage.claims.get(&w.claim).and_then(|c| c.selected_node.as_deref()) == Some(node.as_str())
     }
 
     /// `PVC ml/data-0 to PV local-3, PVC ml/scratch-1 provisioned for node n2 (asked), …`: what

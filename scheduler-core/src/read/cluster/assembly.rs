@@ -18,6 +18,7 @@ use super::{Assembled, Cluster, GangAt, Held, Problem, StoredAt, describe, pod_k
 use crate::convert::{self, PriorityClasses};
 use crate::dialect::{self, Claim, GangObject};
 use crate::error::FieldError;
+use crate::model::SmolStr;
 use crate::model::{
     GangKey, GangState, Membership, ObjectKey, Persisted, Pod, PodKey, Reservation, Snapshot, Usage,
 };
@@ -34,7 +35,7 @@ pub(super) struct Assembly {
     snapshot: Snapshot,
     /// Keep `node_at` and `pod_at`, to patch objects later (a one-pass assembly needs neither).
     indexed: bool,
-    node_at: HashMap<String, usize>,
+    node_at: HashMap<SmolStr, usize>,
     pod_at: HashMap<PodAt, usize>,
     /// Parallel to `snapshot.pods`: each pod's gang claims.
     claims: Vec<Vec<Claim>>,
@@ -207,7 +208,7 @@ impl Assembly {
                 Some(&i) => self.snapshot.nodes[i] = n,
                 None => {
                     if self.indexed {
-                        self.node_at.insert(name.to_string(), self.snapshot.nodes.len());
+                        self.node_at.insert(SmolStr::new(name), self.snapshot.nodes.len());
                     }
                     self.snapshot.nodes.push(n);
                 }

@@ -587,16 +587,16 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
             gang.min_member = root.min.unwrap_or(top);
             for m in members.iter().filter(|m| m.key != root_key) {
                 let n = u32::try_from(children(&m.key.name)).unwrap_or(u32::MAX);
-                let parent = m.parent.clone().filter(|p| p != &root_key.name);
+                let parent = m.parent.clone().filter(|p| p != root_key.name);
                 gang.subgroups.push(SubGroup {
-                    name: m.key.name.clone(),
+                    name: m.key.name.to_string(),
                     parent,
                     min_member: if m.kind == "PodGroup" { m.min.unwrap_or(1) } else { m.min.unwrap_or(n) },
                     pod_floor: 0,
                     topology_key: m.topology_key.clone(),
                 });
                 if m.kind == "PodGroup" {
-                    resolution.insert(m.key.clone(), (root_key.clone(), Some(m.key.name.clone())));
+                    resolution.insert(m.key.clone(), (root_key.clone(), Some(m.key.name.to_string())));
                 }
             }
             gang.subgroups.sort_by(|a, b| a.name.cmp(&b.name));
