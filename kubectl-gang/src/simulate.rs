@@ -617,14 +617,25 @@ pub fn simulate_owned<H: Held>(
             });
         }
     }
+    // Pods naming each gang, for the gangs the cycle decided nothing about.
+    let mut naming: HashMap<&GangKey, usize> = HashMap::new();
+    for g in member_of.values() {
+        *naming.entry(g).or_default() += 1;
+    }
     for key in gangs {
         let Some(outcome) = plan.outcome(&key) else {
+            let message = match naming.get(&key).copied().unwrap_or(0) {
+                0 => "the gang has no members in this simulation".to_string(),
+                n => format!(
+                    "{n} pod(s) name this gang, but no object defines it (neither in the input nor in the cluster): they wait until it is created"
+                ),
+            };
             sim.gangs.push(GangResult {
                 namespace: key.namespace.to_string(),
                 name: key.name.to_string(),
                 schedulable: false,
                 reason: Reason::WaitingForMembers.as_str().into(),
-                message: "the gang has no members in this simulation".into(),
+                message,
                 placements: Vec::new(),
                 on_nodes: Vec::new(),
                 preemptions: Vec::new(),

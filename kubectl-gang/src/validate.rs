@@ -176,7 +176,23 @@ fn refused(obj: &Value) -> Vec<String> {
     match obj.get("kind").and_then(Value::as_str) {
         Some("Node") => return convert::node_from_value(obj).err().map(|e| shown(e, "")).unwrap_or_default(),
         Some("Pod") => {
-            return convert::pod_from_value(obj, &classes).err().map(|e| shown(e, "")).unwrap_or_default();
+            // The API server names a Pod created with only `generateName` (as it does any object):
+            // it is read as the pod it becomes.
+            let named;
+            let pod = if workload::named_after_mutation(obj) {
+                let mut with_name = obj.clone();
+                let prefix = obj.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("");
+                with_name["metadata"]["name"] = Value::String(workload::generated_name(prefix, prefix));
+                named = with_name;
+                &named
+            } else {
+                obj
+            };
+            let mut errors = convert::pod_from_value(pod, &classes).err().unwrap_or_default();
+            for e in errors.iter_mut().filter(|e| e.path == "metadata.name") {
+                e.message = "Required value: name or generateName is required".into();
+            }
+            return shown(errors, "");
         }
         _ => {}
     }

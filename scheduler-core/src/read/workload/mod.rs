@@ -371,6 +371,14 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         min_member = volcano_min_available(obj, &roles, total, &mut errors);
         volcano_dag(obj, &roles, &mut errors);
         volcano_templates(obj, &roles, namespace, &mut errors);
+        volcano_policies(obj.at("/spec/policies"), "spec.policies", &mut errors);
+        for i in 0..roles.len() {
+            volcano_policies(
+                obj.at(&format!("/spec/tasks/{i}/policies")),
+                &format!("spec.tasks[{i}].policies"),
+                &mut errors,
+            );
+        }
     }
     // The workload may ask for less than all of its pods (an elastic gang): its own
     // `kube-gang.io/min-member` annotation wins over the derived minimum.
@@ -549,6 +557,136 @@ fn volcano_dag(obj: &Value, roles: &[Role], errors: &mut Vec<FieldError>) {
                 "tasks {} wait on each other in a cycle, so none of them is ever created: Volcano refuses a job whose task dependencies do not form a directed acyclic graph (DAG)",
                 names.join(", ")
             ),
+        ));
+    }
+}
+
+/// The lifecycle-policy events a Volcano Job may name, and the actions it may take on them
+/// (Volcano's job admission, `pkg/webhooks/admission/jobs/validate`: the events and actions it
+/// allows for external use; the others are its controller's own).
+const VOLCANO_EVENTS: &[&str] =
+    &["*", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "TaskFailed", "JobUpdated"];
+const VOLCANO_ACTIONS: &[&str] =
+    &["AbortJob", "RestartJob", "RestartTask", "TerminateJob", "CompleteJob", "ResumeJob"];
+
+/// Volcano's rules for one list of lifecycle policies (a Job's `spec.policies` or a task's), as its
+/// job admission refuses them: a policy names events (`event`, `events`) or an `exitCode`, not
+/// both and not neither; events and actions are ones it allows; no event is handled by two
+/// policies of the list; `*` stands alone; an exit code is not 0 and not handled twice. The list
+/// is at most as long as the object is big; each check is a set lookup.
+fn volcano_policies(list: Option<&Value>, at: &str, errors: &mut Vec<FieldError>) {
+    let policies = match list {
+        None | Some(Value::Null) => return,
+        Some(Value::Array(p)) => p,
+        Some(v) => {
+            errors.push(FieldError::new(at, format!("must be a list of policies, got {v}")));
+            return;
+        }
+    };
+    let mut events: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut codes: BTreeMap<i64, usize> = BTreeMap::new();
+    for (i, policy) in policies.iter().enumerate() {
+        let here = format!("{at}[{i}]");
+        let mut named: Vec<(&str, String)> = Vec::new();
+        match policy.get("event") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(e)) if e.is_empty() => {}
+            Some(Value::String(e)) => named.push((e, format!("{here}.event"))),
+            Some(v) => {
+                errors.push(FieldError::new(format!("{here}.event"), format!("must be a string, got {v}")))
+            }
+        }
+        match policy.get("events") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(list)) => {
+                for (k, e) in list.iter().enumerate() {
+                    match e.as_str() {
+                        Some(e) => named.push((e, format!("{here}.events[{k}]"))),
+                        None => errors.push(FieldError::new(
+                            format!("{here}.events[{k}]"),
+                            format!("must be a string, got {e}"),
+                        )),
+                    }
+                }
+            }
+            Some(v) => {
+                errors.push(FieldError::new(format!("{here}.events"), format!("must be a list, got {v}")))
+            }
+        }
+        let code = policy.get("exitCode").filter(|v| !v.is_null());
+        match (named.is_empty(), code) {
+            (false, Some(_)) => {
+                errors.push(FieldError::new(
+                    format!("{here}.exitCode"),
+                    "a policy names events or an exit code, not both: Volcano refuses the job",
+                ));
+                continue;
+            }
+            (true, None) => {
+                errors.push(FieldError::new(
+                    &here,
+                    "names neither an event nor an exit code: Volcano refuses the job",
+                ));
+                continue;
+            }
+            (true, Some(v)) => {
+                match v.as_i64().filter(|c| i32::try_from(*c).is_ok()) {
+                    Some(0) => errors.push(FieldError::new(
+                        format!("{here}.exitCode"),
+                        "0 is not an error code: Volcano refuses the job",
+                    )),
+                    Some(c) => {
+                        if let Some(first) = codes.insert(c, i) {
+                            errors.push(FieldError::new(
+                                format!("{here}.exitCode"),
+                                format!("exit code {c} is handled by {at}[{first}] already: Volcano refuses the job"),
+                            ));
+                        }
+                    }
+                    None => errors.push(FieldError::new(
+                        format!("{here}.exitCode"),
+                        format!("must be a 32-bit integer, got {v}"),
+                    )),
+                }
+                continue;
+            }
+            (false, None) => {}
+        }
+        let action = policy.get("action").and_then(Value::as_str).unwrap_or("");
+        if !VOLCANO_ACTIONS.contains(&action) {
+            errors.push(FieldError::new(
+                format!("{here}.action"),
+                format!(
+                    "{action:?} is not an action a policy may take: Volcano allows {}",
+                    VOLCANO_ACTIONS.join(", ")
+                ),
+            ));
+        }
+        // One policy may name an event twice (Volcano counts it once); two policies may not.
+        let mut own = std::collections::BTreeSet::new();
+        for (event, path) in named {
+            if !own.insert(event) {
+                continue;
+            }
+            if !VOLCANO_EVENTS.contains(&event) {
+                errors.push(FieldError::new(
+                    path,
+                    format!("{event:?} is not a policy event: Volcano allows {}", VOLCANO_EVENTS.join(", ")),
+                ));
+            } else if let Some(first) = events.insert(event, i) {
+                errors.push(FieldError::new(
+                    path,
+                    format!(
+                        "event {event} is handled by {at}[{first}] already: Volcano refuses an event in two policies of one list"
+                    ),
+                ));
+            }
+        }
+    }
+    if events.contains_key("*") && events.len() > 1 {
+        errors.push(FieldError::new(
+            at,
+            "a policy for every event (\"*\") must be the only event of the list: Volcano refuses the job",
         ));
     }
 }
