@@ -263,6 +263,13 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
             }));
             continue;
         }
+        // Kueue's mutating webhook creates a Job submitted to a queue suspended (its own
+        // admission unsuspends it later): modelled here as the webhook beside ours.
+        if workload::kueue_suspends(&obj)
+            && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+        {
+            spec.insert("suspend".into(), Value::Bool(true));
+        }
         let verdict = admit_with(&mut obj, None, Some(&opted_in), &gangs);
         let denied = !verdict.allowed();
         errors.extend(verdict.errors.iter().map(|e| format!("{}: {what}: {e}", source)));

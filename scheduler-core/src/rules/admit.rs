@@ -234,6 +234,7 @@ fn is_ours(object: &Value, namespace_labels: Option<&BTreeMap<String, String>>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::KUEUE_QUEUE_NAME;
     use crate::names::{ANNOTATION_MIN_MEMBER, LABEL_ENABLED, LABEL_GANG};
     use serde_json::json;
 
@@ -425,6 +426,22 @@ mod tests {
         chosen["metadata"]["name"] = json!("train-final");
         let c = admit(&mut chosen, None, None);
         assert!(c.warnings.is_empty() && !c.changes.is_empty(), "{c:?}");
+        // Submitted to a Kueue queue (label or annotation): Kueue's webhook creates it suspended
+        // and gives it its gang when it admits it, so nothing to warn about — unless a controller
+        // owns it (its owner is Kueue's to suspend), or it is not a batch/v1 Job.
+        let queued = generated(json!({LABEL_ENABLED: "true", KUEUE_QUEUE_NAME: "q"}), plain.clone());
+        assert!(workload::kueue_suspends(&queued));
+        assert!(admit(&mut queued.clone(), None, None).warnings.is_empty());
+        let mut annotated = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
+        annotated["metadata"]["annotations"] = json!({KUEUE_QUEUE_NAME: "q"});
+        assert!(workload::kueue_suspends(&annotated));
+        let mut owned = queued.clone();
+        owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": true}]);
+        assert!(!workload::kueue_suspends(&owned));
+        assert_eq!(admit(&mut owned, None, None).warnings.len(), 1);
+        let mut empty_queue = generated(json!({LABEL_ENABLED: "true", KUEUE_QUEUE_NAME: ""}), plain.clone());
+        assert!(!workload::kueue_suspends(&empty_queue));
+        assert_eq!(admit(&mut empty_queue, None, None).warnings.len(), 1);
         // A Job that asked for no gang: nothing to say.
         let mut not_ours = generated(json!({}), plain.clone());
         assert_eq!(admit(&mut not_ours, None, None), Verdict::default());

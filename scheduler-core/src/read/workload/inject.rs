@@ -106,6 +106,27 @@ pub fn injection_named(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
 /// notStarted`; `validatePodTemplateUpdate`: labels, annotations, node selector,
 /// affinity, tolerations and scheduling gates of a suspended Job that never ran; not
 /// `schedulerName`) — the update in which Kueue admits a Job.
+/// Whether Kueue's mutating webhook creates `obj` suspended: a `batch/v1` Job submitted to a
+/// queue (label `kueue.x-k8s.io/queue-name`, or the annotation of the same name Kueue still
+/// reads) that no controller owns (a Job owned by a workload Kueue manages is that workload's to
+/// suspend): Kueue's `jobframework` `WorkloadShouldBeSuspended` on create. Such a Job gets its gang
+/// in the update by which Kueue admits (unsuspends) it, as one created suspended does.
+pub fn kueue_suspends(obj: &Value) -> bool {
+    let is_job = obj.get("kind").and_then(Value::as_str) == Some("Job")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("batch/v1");
+    let queued = ["/metadata/labels", "/metadata/annotations"].iter().any(|at| {
+        obj.at(at)
+            .and_then(|m| m.get(crate::labels::KUEUE_QUEUE_NAME))
+            .and_then(Value::as_str)
+            .is_some_and(|q| !q.is_empty())
+    });
+    let owned = obj
+        .at("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| refs.iter().any(|r| r.get("controller").and_then(Value::as_bool) == Some(true)));
+    is_job && queued && !owned
+}
+
 pub fn template_still_mutable(old: &Value, new: &Value) -> bool {
     let job = |o: &Value| {
         o.get("kind").and_then(Value::as_str) == Some("Job")

@@ -58,7 +58,8 @@ pub fn named_after_mutation(obj: &Value) -> bool {
 /// their gang in any dialect: no gang named after it can be injected, so its pods run without
 /// one. `None` for anything else: a workload with a name, a Volcano Job (its controller names its
 /// PodGroup after the name the API server gave it), templates that name their own gang, a
-/// suspended Job (injected when it is unsuspended).
+/// suspended Job or one Kueue creates suspended ([`super::kueue_suspends`]; injected when it is
+/// unsuspended).
 pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
     if !shape.named_late || shape.volcano() {
         return None;
@@ -67,7 +68,7 @@ pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
     // is known and its template still mutable (`template_still_mutable`): nothing to warn about.
     if shape.kind == "Job"
         && shape.group == "batch"
-        && obj.at("/spec/suspend").and_then(Value::as_bool) == Some(true)
+        && (obj.at("/spec/suspend").and_then(Value::as_bool) == Some(true) || super::kueue_suspends(obj))
     {
         return None;
     }
