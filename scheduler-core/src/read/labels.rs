@@ -127,6 +127,13 @@ pub const ANNOTATION_PROVISIONING_CLASS: &str = "autoscaling.x-k8s.io/provisioni
 
 // Kueue's names (kubernetes-sigs/kueue `pkg/controller/constants`, `pkg/controller/jobs/pod`).
 
+// KAI-Scheduler's pod grouper (kai-scheduler/KAI-Scheduler `pkg/podgrouper`, the Job and JobSet
+// groupers).
+
+/// Annotation on a `batch/v1` Job or a JobSet: its PodGroup's minimum (KAI's groupers give such a
+/// workload a minimum of 1 without it).
+pub const KAI_BATCH_MIN_MEMBER: &str = "kai.scheduler/batch-min-member";
+
 /// Workload label: the Kueue LocalQueue the workload is submitted to.
 pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 /// Scheduling gate Kueue puts on pods it has not admitted yet.

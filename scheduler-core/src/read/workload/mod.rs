@@ -381,9 +381,20 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         }
     }
     // The workload may ask for less than all of its pods (an elastic gang): its own
-    // `kube-gang.io/min-member` annotation wins over the derived minimum.
-    let field = format!("metadata.annotations[{ANNOTATION_MIN_MEMBER}]");
-    if let Some(v) = meta.and_then(|m| m.at("/annotations")).and_then(|a| a.get(ANNOTATION_MIN_MEMBER)) {
+    // `kube-gang.io/min-member` annotation wins over the derived minimum; on a Job or a JobSet,
+    // KAI's `kai.scheduler/batch-min-member` says the same where ours is absent (what a workload
+    // written for KAI's pod grouper asks; its value read as KAI reads it, a base-10 integer).
+    let annotations = meta.and_then(|m| m.at("/annotations"));
+    let kai = matches!((group, kind), ("batch", "Job") | ("jobset.x-k8s.io", "JobSet"));
+    let asked = annotations.and_then(|a| {
+        a.get(ANNOTATION_MIN_MEMBER).map(|v| (ANNOTATION_MIN_MEMBER, v)).or_else(|| {
+            a.get(crate::labels::KAI_BATCH_MIN_MEMBER)
+                .filter(|_| kai)
+                .map(|v| (crate::labels::KAI_BATCH_MIN_MEMBER, v))
+        })
+    });
+    if let Some((key, v)) = asked {
+        let field = format!("metadata.annotations[{key}]");
         match v.as_str().map(|s| s.trim().parse::<u32>()) {
             Some(Ok(0)) => errors.push(FieldError::new(field, "must be at least 1")),
             Some(Ok(n)) if n > min_member => errors.push(FieldError::new(
