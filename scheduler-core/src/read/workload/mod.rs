@@ -583,8 +583,9 @@ const VOLCANO_ACTIONS: &[&str] =
 /// Volcano's rules for one list of lifecycle policies (a Job's `spec.policies` or a task's), as its
 /// job admission refuses them: a policy names events (`event`, `events`) or an `exitCode`, not
 /// both and not neither; events and actions are ones it allows; no event is handled by two
-/// policies of the list; `*` stands alone; an exit code is not 0 and not handled twice. The list
-/// is at most as long as the object is big; each check is a set lookup.
+/// policies of the list; `*` stands alone; an exit code is not 0 and not handled twice. As
+/// Volcano does, a list is judged up to its first policy in error, so what is said of a list stays
+/// a few lines however long it is (each check is a set lookup).
 fn volcano_policies(list: Option<&Value>, at: &str, errors: &mut Vec<FieldError>) {
     let policies = match list {
         None | Some(Value::Null) => return,
@@ -596,7 +597,11 @@ fn volcano_policies(list: Option<&Value>, at: &str, errors: &mut Vec<FieldError>
     };
     let mut events: BTreeMap<&str, usize> = BTreeMap::new();
     let mut codes: BTreeMap<i64, usize> = BTreeMap::new();
+    let before = errors.len();
     for (i, policy) in policies.iter().enumerate() {
+        if errors.len() > before {
+            return;
+        }
         let here = format!("{at}[{i}]");
         let mut named: Vec<(&str, String)> = Vec::new();
         match policy.get("event") {
@@ -694,7 +699,7 @@ fn volcano_policies(list: Option<&Value>, at: &str, errors: &mut Vec<FieldError>
             }
         }
     }
-    if events.contains_key("*") && events.len() > 1 {
+    if errors.len() == before && events.contains_key("*") && events.len() > 1 {
         errors.push(FieldError::new(
             at,
             "a policy for every event (\"*\") must be the only event of the list: Volcano refuses the job",
