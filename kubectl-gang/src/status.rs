@@ -128,15 +128,7 @@ pub fn object_name(g: &Gang, cluster: &Cluster<impl Held>) -> Option<String> {
     if g.source.dialect == Dialect::Upstream && g.source.kind == "Workload" {
         return workload_of(g, cluster).map(|w| format!("workload.scheduling.k8s.io/{w}"));
     }
-    let group = match g.source.dialect {
-        Dialect::KubeGang => scheduler_core::GROUP,
-        Dialect::Upstream => "scheduling.k8s.io",
-        Dialect::Coscheduling => "scheduling.x-k8s.io",
-        Dialect::Volcano => "scheduling.volcano.sh",
-        Dialect::Kai => "scheduling.run.ai",
-        Dialect::Koordinator if g.source.kind == "PodGroup" => "scheduling.sigs.k8s.io",
-        Dialect::Koordinator | Dialect::KubeGangAnnotations => return None,
-    };
+    let group = scheduler_core::dialect::object_group(g.source.dialect, &g.source.kind)?;
     Some(format!("{}.{group}/{}", g.source.kind.to_lowercase(), g.key.name))
 }
 

@@ -17,7 +17,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{self as meta, MicroTime, ObjectMeta};
 use scheduler_core::cluster::{GANG, POD};
 use scheduler_core::crd::GangStatus;
-use scheduler_core::model::{Dialect, Gang, GangKey, Pod, PodKey, Snapshot, Time};
+use scheduler_core::model::{Gang, GangKey, Pod, PodKey, Snapshot, Time};
 use scheduler_core::object::ObjectRef;
 use scheduler_core::plan::{Binding, Eviction, EvictionReason, Keep, Outcome};
 use scheduler_core::{Plan, Reason};
@@ -476,25 +476,12 @@ pub fn event(
     }
 }
 
-/// The API group of a dialect's gang objects (`None`: its gangs live in pod annotations).
-fn group_of(dialect: Dialect) -> Option<&'static str> {
-    use scheduler_core::dialect::{coscheduling, kai, upstream, volcano};
-    match dialect {
-        Dialect::KubeGang => Some(scheduler_core::GROUP),
-        Dialect::Upstream => Some(upstream::GROUP),
-        Dialect::Coscheduling => Some(coscheduling::GROUP),
-        Dialect::Volcano => Some(volcano::GROUP),
-        Dialect::Kai => Some(kai::GROUP),
-        Dialect::KubeGangAnnotations | Dialect::Koordinator => None,
-    }
-}
-
 /// A reference to the object a gang was read from (its `Gang` or PodGroup), as the watch last
 /// reported it: an event's `related`. `None` for gangs of pod annotations, and for an object not
 /// (or no longer) known.
 pub fn gang_object(gang: &Gang, current: &impl Current) -> Option<ObjectReference> {
-    let group = group_of(gang.source.dialect)?;
     let (key, kind) = (&gang.key, gang.source.kind.as_str());
+    let group = scheduler_core::dialect::object_group(gang.source.dialect, kind)?;
     scheduler_core::cluster::READ.iter().filter(|k| k.group == group && k.kind == kind).find_map(|k| {
         let obj = current.object(&ObjectRef::of_kind(k, key.namespace.as_str(), key.name.as_str()))?;
         // The version of the copy held (one object may be served at two).

@@ -591,7 +591,16 @@ fn again(bindings: Vec<scheduler_core::plan::Binding>, snapshot: &scheduler_core
 /// Sends status writes and events as they come, `concurrency` at a time, while this replica may
 /// act, and tells the loop which status writes were made (and the version they made) and which
 /// were not (refused, failed, or not sent): those are forgotten by the index (see
-/// [`Index::unwrite`]), so the next cycle writes them again. Returns when the loop closes the queue and everything queued was handled.
+/// [`Index::unwrite`]), so the next cycle writes them again. Returns when the loop closes the
+/// queue and everything queued was handled.
+///
+/// Writes to one object go out one at a time, in the order they were made (a newer state never
+/// overtaken by an older one still being retried); writes to different objects never wait for
+/// one another. A write the API server keeps refusing with 429 or 503 is retried by the client
+/// for seconds: queued behind it, a gang's state (when it fell short) once waited 8 s unwritten,
+/// and a leader killed meanwhile took it along, so its successor started the grace period again
+/// (the chaos suite's seed 1795702929154432673). Events go out beside them, after the writes
+/// waiting to start.
 async fn report(
     client: kube::Client,
     mut batches: mpsc::UnboundedReceiver<Report>,
@@ -600,42 +609,86 @@ async fn report(
     standing: watch::Receiver<Standing>,
     metrics: Metrics,
 ) {
-    while let Some(batch) = batches.recv().await {
-        let statuses = futures::stream::iter(batch.statuses).for_each_concurrent(concurrency, |w| {
-            let (client, tx, standing) = (&client, &tx, &standing);
-            async move {
-                let msg = match may_send(client, standing, &w.http()).await {
-                    Some(Ok(answer)) => {
-                        let version = answer.pointer("/metadata/resourceVersion").and_then(Value::as_str);
-                        Msg::Written(w.target, version.map(String::from))
-                    }
-                    Some(Err(e)) => {
-                        tracing::debug!(object = ?w.target, error = %e, "status write failed; the next cycle retries");
-                        Msg::Unwritten(w.target)
-                    }
-                    None => Msg::Unwritten(w.target),
-                };
-                let _ = tx.send(msg);
-            }
-        });
-        statuses.await;
-        futures::stream::iter(batch.events)
-            .for_each_concurrent(concurrency, |e| {
-                let (client, standing, metrics) = (&client, &standing, &metrics);
-                async move {
-                    let result = match may_send(client, standing, &apply::event_request(&e)).await {
-                        Some(Ok(_)) => "sent",
-                        Some(Err(err)) => {
-                            // Events are best effort, but a refused one is a defect worth seeing.
-                            tracing::warn!(reason = ?e.reason, error = %err, "event refused");
-                            "refused"
-                        }
-                        None => return,
-                    };
-                    metrics.events.get_or_create(&ResultLabel { result: result.into() }).inc();
+    use std::collections::{HashSet, VecDeque};
+    use std::future::Future;
+    use std::pin::Pin;
+
+    type Sending<'a> = Pin<Box<dyn Future<Output = Option<Target>> + Send + 'a>>;
+    let concurrency = concurrency.max(1);
+    let (client, tx, standing, metrics) = (&client, &tx, &standing, &metrics);
+    let status = |w: StatusWrite| -> Sending<'_> {
+        Box::pin(async move {
+            let msg = match may_send(client, standing, &w.http()).await {
+                Some(Ok(answer)) => {
+                    let version = answer.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+                    Msg::Written(w.target.clone(), version.map(String::from))
                 }
-            })
-            .await;
+                Some(Err(e)) => {
+                    tracing::debug!(object = ?w.target, error = %e, "status write failed; the next cycle retries");
+                    Msg::Unwritten(w.target.clone())
+                }
+                None => Msg::Unwritten(w.target.clone()),
+            };
+            let _ = tx.send(msg);
+            Some(w.target)
+        })
+    };
+    let event = |e: k8s_openapi::api::events::v1::Event| -> Sending<'_> {
+        Box::pin(async move {
+            let result = match may_send(client, standing, &apply::event_request(&e)).await {
+                Some(Ok(_)) => "sent",
+                Some(Err(err)) => {
+                    // Events are best effort, but a refused one is a defect worth seeing.
+                    tracing::warn!(reason = ?e.reason, error = %err, "event refused");
+                    "refused"
+                }
+                None => return None,
+            };
+            metrics.events.get_or_create(&ResultLabel { result: result.into() }).inc();
+            None
+        })
+    };
+    let mut writes: VecDeque<StatusWrite> = VecDeque::new();
+    let mut events = VecDeque::new();
+    // Objects with a write being sent.
+    let mut busy: HashSet<Target> = HashSet::new();
+    let mut sending = futures::stream::FuturesUnordered::new();
+    let mut open = true;
+    loop {
+        // Start what may start: the oldest write of each object not being written, then events.
+        let mut at = 0;
+        while sending.len() < concurrency && at < writes.len() {
+            if busy.contains(&writes[at].target) {
+                at += 1;
+                continue;
+            }
+            if let Some(w) = writes.remove(at) {
+                busy.insert(w.target.clone());
+                sending.push(status(w));
+            }
+        }
+        while sending.len() < concurrency
+            && let Some(e) = events.pop_front()
+        {
+            sending.push(event(e));
+        }
+        if !open && sending.is_empty() {
+            break;
+        }
+        tokio::select! {
+            batch = batches.recv(), if open => match batch {
+                Some(b) => {
+                    writes.extend(b.statuses);
+                    events.extend(b.events);
+                }
+                None => open = false,
+            },
+            Some(done) = sending.next(), if !sending.is_empty() => {
+                if let Some(target) = done {
+                    busy.remove(&target);
+                }
+            }
+        }
     }
 }
 

@@ -20,7 +20,9 @@
 //!
 //! `cargo test` runs a short plan (30 s of faults). `CHAOS_SECONDS=200` runs a longer one;
 //! `CHAOS_SEED=<n>` replays the plan of a seed (the test prints the seed it drew, and a failing
-//! run names it). The figures of a run are printed at the end.
+//! run names it). The figures of a run are printed at the end. `CHAOS_KEEP=<dir>` keeps the
+//! replicas' logs and the API server's record of requests (`requests.txt`: seconds since the
+//! start, identity, method, path, status) in `<dir>`, to follow one gang through a run.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -530,6 +532,31 @@ async fn no_gang_stays_half_bound_and_no_node_is_overcommitted_under_chaos() {
             (g.clone(), until - *since, released)
         })
         .collect();
+    if let Some(keep) = std::env::var_os("CHAOS_KEEP").map(PathBuf::from) {
+        std::fs::create_dir_all(&keep).unwrap();
+        for l in &logs {
+            std::fs::copy(l, keep.join(l.file_name().unwrap())).unwrap();
+        }
+        let record: String = requests
+            .iter()
+            .map(|r| {
+                let at = r.at.saturating_duration_since(start).as_secs_f64();
+                format!("{at:9.3} {:12} {:6} {} {}\n", identity(r).unwrap_or("-"), r.method, r.path, r.status)
+            })
+            .collect();
+        std::fs::write(keep.join("requests.txt"), record).unwrap();
+        let spells: String = figures
+            .half_bound
+            .iter()
+            .map(|(g, since, until)| {
+                let from = since.saturating_duration_since(start).as_secs_f64();
+                let to = until.unwrap_or(end_of_run).saturating_duration_since(start).as_secs_f64();
+                format!("{g} half-bound from {from:.3} to {to:.3}\n")
+            })
+            .collect();
+        std::fs::write(keep.join("spells.txt"), spells).unwrap();
+        println!("chaos: logs and requests kept in {}", keep.display());
+    }
     let worst = spells.iter().map(|s| s.1).max().unwrap_or_default();
     let worst_decided = spells.iter().map(|s| s.2.map_or(s.1, |r| r.min(s.1))).max().unwrap_or_default();
     println!(

@@ -150,31 +150,86 @@ pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     read_as(group_of(api_version), kind, obj)
 }
 
+/// A kind of object that defines gangs: its API group and kind, the dialect it is written in, and
+/// how it is read.
+#[derive(Debug)]
+pub struct GangKind {
+    pub group: &'static str,
+    pub kind: &'static str,
+    pub dialect: Dialect,
+    read: fn(&Value) -> Result<GangObject, Vec<FieldError>>,
+}
+
+/// Every kind of object that defines gangs, in one table: what reads them ([`read_as`]), what
+/// tells them from other objects ([`is_gang_kind`]) and what names a gang's object to the user and
+/// in events ([`object_group`]) all come from it.
+pub const GANG_KINDS: &[GangKind] = &[
+    GangKind {
+        group: crate::GROUP,
+        kind: "Gang",
+        dialect: Dialect::KubeGang,
+        read: |o| kubegang::read(o).map(GangObject::Gang),
+    },
+    GangKind {
+        group: coscheduling::GROUP,
+        kind: "PodGroup",
+        dialect: Dialect::Coscheduling,
+        read: |o| coscheduling::read(o).map(GangObject::Gang),
+    },
+    GangKind {
+        group: volcano::GROUP,
+        kind: "PodGroup",
+        dialect: Dialect::Volcano,
+        read: |o| volcano::read(o).map(GangObject::Gang),
+    },
+    GangKind {
+        group: kai::GROUP,
+        kind: "PodGroup",
+        dialect: Dialect::Kai,
+        read: |o| kai::read(o).map(GangObject::Gang),
+    },
+    GangKind {
+        group: koordinator::GROUP,
+        kind: "PodGroup",
+        dialect: Dialect::Koordinator,
+        read: |o| koordinator::read(o).map(GangObject::Gang),
+    },
+    GangKind {
+        group: upstream::GROUP,
+        kind: "PodGroup",
+        dialect: Dialect::Upstream,
+        read: |o| upstream::read(o).map(GangObject::UpstreamGroup),
+    },
+    GangKind {
+        group: upstream::GROUP,
+        kind: "CompositePodGroup",
+        dialect: Dialect::Upstream,
+        read: |o| upstream::read(o).map(GangObject::UpstreamGroup),
+    },
+    GangKind {
+        group: upstream::GROUP,
+        kind: "Workload",
+        dialect: Dialect::Upstream,
+        read: |o| upstream::read_workload(o).map(GangObject::Workload),
+    },
+];
+
 /// Reads a gang-defining object whose API group and kind are known already (the identity it
 /// was filed under). `None`: not a gang object.
 pub fn read_as(group: &str, kind: &str, obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
-    match (group, kind) {
-        (crate::GROUP, "Gang") => Some(kubegang::read(obj).map(GangObject::Gang)),
-        (coscheduling::GROUP, "PodGroup") => Some(coscheduling::read(obj).map(GangObject::Gang)),
-        (volcano::GROUP, "PodGroup") => Some(volcano::read(obj).map(GangObject::Gang)),
-        (kai::GROUP, "PodGroup") => Some(kai::read(obj).map(GangObject::Gang)),
-        (koordinator::GROUP, "PodGroup") => Some(koordinator::read(obj).map(GangObject::Gang)),
-        (upstream::GROUP, "PodGroup" | "CompositePodGroup") => {
-            Some(upstream::read(obj).map(GangObject::UpstreamGroup))
-        }
-        (upstream::GROUP, "Workload") => Some(upstream::read_workload(obj).map(GangObject::Workload)),
-        _ => None,
-    }
+    GANG_KINDS.iter().find(|k| k.group == group && k.kind == kind).map(|k| (k.read)(obj))
 }
 
 /// Whether objects of this API group and kind define gangs (without reading one).
 pub fn is_gang_kind(group: &str, kind: &str) -> bool {
-    matches!(
-        (group, kind),
-        (crate::GROUP, "Gang")
-            | (coscheduling::GROUP | volcano::GROUP | kai::GROUP | koordinator::GROUP, "PodGroup")
-            | (upstream::GROUP, "PodGroup" | "CompositePodGroup" | "Workload")
-    )
+    GANG_KINDS.iter().any(|k| k.group == group && k.kind == kind)
+}
+
+/// The API group of the object a gang of `dialect` was read from, an object of `kind`; `None`
+/// for a gang its pods' annotations define (kube-gang's CRD-less gangs, Koordinator's annotation
+/// gangs), which has no object of its own.
+pub fn object_group(dialect: Dialect, kind: &str) -> Option<&'static str> {
+    GANG_KINDS.iter().find(|k| k.dialect == dialect && k.kind == kind).map(|k| k.group)
 }
 
 /// A gang defined by the annotations of its pods (kube-gang CRD-less, Koordinator): built from the
@@ -321,6 +376,26 @@ pub(crate) fn min_resources(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_table_says_which_objects_define_gangs_and_where_each_gang_object_lives() {
+        for k in GANG_KINDS {
+            assert!(is_gang_kind(k.group, k.kind), "{}/{}", k.group, k.kind);
+            // Read by its own reader: an empty object is refused (no name), never taken for another kind.
+            assert!(read_as(k.group, k.kind, &serde_json::json!({})).is_some(), "{}/{}", k.group, k.kind);
+            assert_eq!(object_group(k.dialect, k.kind), Some(k.group), "{:?} {}", k.dialect, k.kind);
+        }
+        // Every (group, kind) is in the table once.
+        let mut seen = std::collections::BTreeSet::new();
+        assert!(GANG_KINDS.iter().all(|k| seen.insert((k.group, k.kind))));
+        // Koordinator's PodGroup is an object (events and `status` name it); its annotation gangs,
+        // like kube-gang's CRD-less ones, have none.
+        assert_eq!(object_group(Dialect::Koordinator, "PodGroup"), Some("scheduling.sigs.k8s.io"));
+        assert_eq!(object_group(Dialect::Koordinator, "Pod"), None);
+        assert_eq!(object_group(Dialect::KubeGangAnnotations, "Pod"), None);
+        assert!(!is_gang_kind("batch", "Job"));
+        assert!(read_as("scheduling.x-k8s.io", "Gang", &serde_json::json!({})).is_none());
+    }
     use serde_json::json;
 
     #[test]
