@@ -384,6 +384,14 @@ mod tests {
             // Read by its own reader: an empty object is refused (no name), never taken for another kind.
             assert!(read_as(k.group, k.kind, &serde_json::json!({})).is_some(), "{}/{}", k.group, k.kind);
             assert_eq!(object_group(k.dialect, k.kind), Some(k.group), "{:?} {}", k.dialect, k.kind);
+            // Watched by the scheduler (and so allowed by its RBAC: `tests/tests/manifests.rs`
+            // holds the ClusterRole to `READ`).
+            assert!(
+                crate::object::READ.iter().any(|r| r.group == k.group && r.kind == k.kind),
+                "{}/{} is not in READ",
+                k.group,
+                k.kind
+            );
         }
         // Every (group, kind) is in the table once.
         let mut seen = std::collections::BTreeSet::new();
