@@ -883,13 +883,15 @@ async fn a_budget_that_allows_no_disruption_blocks_the_only_victim_and_the_gang_
     fake.put(high);
     let (stop, handle) = start(&fake, false).await;
     // The eviction is the API server's own 429 (nothing injected), and the gang says which budget.
+    // The gang's status and its member's are written independently: wait for both.
     let names_budget = |f: &FakeApi| {
         gang_message(f, "high").contains("The disruption budget web needs 1 healthy pods and has 1 currently")
+            && scheduled_message(f, "high-0").contains("eviction of ml/web-0 refused for now")
     };
     assert!(
         fake.wait_for(Duration::from_secs(15), names_budget).await,
         "{:?} {:#?}",
-        gang_message(&fake, "high"),
+        (gang_message(&fake, "high"), scheduled_message(&fake, "high-0")),
         fake.requests_to("POST", "/eviction")
     );
     let tries = fake.requests_to("POST", "/pods/web-0/eviction");
@@ -897,7 +899,6 @@ async fn a_budget_that_allows_no_disruption_blocks_the_only_victim_and_the_gang_
     let status = fake.requests_to("PATCH", "/gangs/high/status").last().unwrap().body["status"].clone();
     assert_eq!(status["phase"], "Pending", "{status:#}");
     assert_eq!(status["conditions"][0]["reason"], "Preempting", "{status:#}");
-    assert!(scheduled_message(&fake, "high-0").contains("eviction of ml/web-0 refused for now"));
     assert!(fake.get("v1", "Pod", "ml", "web-0").is_some(), "the protected pod stays");
     assert_eq!(bound(&fake, "ml", "high-0"), None);
     stop.cancel();

@@ -8,7 +8,7 @@
 //! gang of its first claim whose gang exists, else of its first claim (and waits for it).
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
@@ -173,7 +173,9 @@ pub(super) fn resolve<'a, H: Held>(
     }
 
     // Each claiming pod's gang: the claim whose gang exists, else its first.
-    let mut missing: BTreeSet<GangKey> = BTreeSet::new();
+    // Gangs named but not defined: the problem that says so (on the first pod naming it), and how
+    // many pods name it.
+    let mut missing: BTreeMap<GangKey, (usize, u32)> = BTreeMap::new();
     let mut memberships = Vec::with_capacity(claimed.len());
     for (j, c) in claimed.iter().enumerate() {
         let i = c.at;
@@ -189,17 +191,32 @@ pub(super) fn resolve<'a, H: Held>(
         let chosen = resolved.iter().find(|m| defined.contains_key(&m.gang)).or(resolved.first()).cloned();
         if let Some(m) = &chosen
             && !defined.contains_key(&m.gang)
-            && missing.insert(m.gang.clone())
         {
-            problems.push(Problem {
-                object: describe(&c.raw.value()),
-                errors: vec![FieldError::new(
-                    claims_of(j).first().map(|c| c.path.clone()).unwrap_or_default(),
-                    format!("gang {} does not exist (yet): its members wait for it", m.gang),
-                )],
-            });
+            match missing.get_mut(&m.gang) {
+                Some((_, n)) => *n = n.saturating_add(1),
+                None => {
+                    missing.insert(m.gang.clone(), (problems.len(), 1));
+                    problems.push(Problem {
+                        object: describe(&c.raw.value()),
+                        errors: vec![FieldError::new(
+                            claims_of(j).first().map(|c| c.path.clone()).unwrap_or_default(),
+                            String::new(),
+                        )],
+                    });
+                }
+            }
         }
         memberships.push((i, chosen));
+    }
+    for (gang, (at, n)) in missing {
+        let waits = if n == 1 {
+            "1 pod names it and waits until it is created".to_string()
+        } else {
+            format!("{n} pods name it and wait until it is created")
+        };
+        if let Some(e) = problems.get_mut(at).and_then(|p| p.errors.first_mut()) {
+            e.message = format!("gang {gang} does not exist (yet): {waits}");
+        }
     }
     let mut gangs: Vec<Gang> = defined.into_values().collect();
     gangs.sort_unstable_by(|a, b| a.key.cmp(&b.key));
