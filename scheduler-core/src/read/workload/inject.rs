@@ -100,12 +100,6 @@ pub fn injection_named(obj: &Value) -> Result<Vec<Change>, Vec<FieldError>> {
     injection_of(obj, true)
 }
 
-/// True when an UPDATE may still change the labels and annotations of the Job's pod template:
-/// the old Job is suspended and has never started (`status.startTime` unset). Kubernetes allows
-/// it then (`pkg/registry/batch/job/strategy.go`: `AllowMutableSchedulingDirectives = suspended &&
-/// notStarted`; `validatePodTemplateUpdate`: labels, annotations, node selector,
-/// affinity, tolerations and scheduling gates of a suspended Job that never ran; not
-/// `schedulerName`) — the update in which Kueue admits a Job.
 /// Whether Kueue's mutating webhook creates `obj` suspended: a `batch/v1` Job submitted to a
 /// queue (label `kueue.x-k8s.io/queue-name`, or the annotation of the same name Kueue still
 /// reads) that no controller owns (a Job owned by a workload Kueue manages is that workload's to
@@ -127,6 +121,12 @@ pub fn kueue_suspends(obj: &Value) -> bool {
     is_job && queued && !owned
 }
 
+/// True when an UPDATE may still change the labels and annotations of the Job's pod template:
+/// the old Job is suspended and has never started (`status.startTime` unset). Kubernetes allows
+/// it then (`pkg/registry/batch/job/strategy.go`: `AllowMutableSchedulingDirectives = suspended &&
+/// notStarted`; `validatePodTemplateUpdate`: labels, annotations, node selector,
+/// affinity, tolerations and scheduling gates of a suspended Job that never ran; not
+/// `schedulerName`) — the update in which Kueue admits a Job.
 pub fn template_still_mutable(old: &Value, new: &Value) -> bool {
     let job = |o: &Value| {
         o.get("kind").and_then(Value::as_str) == Some("Job")
