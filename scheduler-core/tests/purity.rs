@@ -24,6 +24,7 @@ const ALLOWED: &[&str] = &[
     "thiserror",
     "tracing",
     "smol_str",
+    "sha1",
 ];
 
 /// Crates that do I/O (or exist to); none may be reachable from scheduler-core.

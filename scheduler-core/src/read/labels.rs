@@ -150,6 +150,25 @@ pub const KUEUE_JOB_MIN_PARALLELISM: &str = "kueue.x-k8s.io/job-min-parallelism"
 pub const LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
 /// LeaderWorkerSet's pod label carrying the set's name.
 pub const LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+/// LeaderWorkerSet's pod label carrying the pod's index in its group (0: the leader).
+pub const LWS_WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+/// LeaderWorkerSet's pod label naming the group uniquely (SHA-1 of `<namespace>/<leader pod>`):
+/// what the exclusive-placement terms select.
+pub const LWS_GROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/group-key";
+/// LeaderWorkerSet's pod label carrying the pod's subgroup index (`subGroupPolicy`).
+pub const LWS_SUBGROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/subgroup-index";
+/// LeaderWorkerSet's pod label naming the subgroup uniquely (SHA-1 of `<leader pod>/<index>`).
+pub const LWS_SUBGROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/subgroup-key";
+/// LeaderWorkerSet annotation (value: a node label key): each group gets a domain of its own.
+pub const LWS_EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
+/// LeaderWorkerSet annotation (value: a node label key): each subgroup gets a domain of its own.
+pub const LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology";
+/// LeaderWorkerSet's pod annotations: the group size, the subgroup size and policy type, and on
+/// workers their leader's name.
+pub const LWS_SIZE: &str = "leaderworkerset.sigs.k8s.io/size";
+pub const LWS_SUBGROUP_SIZE: &str = "leaderworkerset.sigs.k8s.io/subgroup-size";
+pub const LWS_SUBGROUP_POLICY_TYPE: &str = "leaderworkerset.sigs.k8s.io/subgroup-policy-type";
+pub const LWS_LEADER_NAME: &str = "leaderworkerset.sigs.k8s.io/leader-name";
 /// JobSet's exclusive placement annotation (value: a node label key): each child Job gets a domain
 /// of that label of its own. The JobSet controller copies it onto each Job and its pod template.
 pub const JOBSET_EXCLUSIVE_TOPOLOGY: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";

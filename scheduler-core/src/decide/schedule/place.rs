@@ -113,6 +113,11 @@ struct Work {
     counts: LeafCounts,
 }
 
+/// Trial placements of member groups in one [`Placer::anchored`] pass: its cost is bounded by
+/// this many placements of a group (plus sorting the domains of each group's key once), whatever
+/// the cluster's size and the gang's.
+pub const MAX_ANCHOR_TRIALS: usize = 256;
+
 impl<'a> Placer<'a> {
     /// A placer for `snap`; `node_index` is the cycle's (node name → index), copied rather than
     /// built again; `inter_pod`: whether the inter-pod filters may keep any pod off a node.
@@ -436,7 +441,12 @@ impl<'a> Placer<'a> {
             return self.exclusive(r, key, start);
         }
         let Some(key) = gang.topology_key.as_deref() else {
-            let w = self.whole(r, start, &Vec::new(), keep_partial);
+            let w = self.whole(r, start.clone(), &Vec::new(), keep_partial);
+            if !tree::satisfied(gang, &w.counts)
+                && let Some(grouped) = self.anchored(r, start, keep_partial)
+            {
+                return self.finish(r, grouped, None, Vec::new());
+            }
             return self.finish(r, w, None, Vec::new());
         };
 
@@ -484,6 +494,101 @@ impl<'a> Placer<'a> {
                 p
             }
         }
+    }
+
+    /// A second try for a gang the member-by-member pass could not place, when some of its
+    /// members must share a domain: members with one required pod affinity term that selects
+    /// themselves (LeaderWorkerSet's group and subgroup keys, any "all of these in one rack").
+    /// The first of such a group goes wherever the best node is, and its domain may have no
+    /// room for the rest (kube-scheduler places it the same way, one pod at a time). Here each
+    /// group, in member order, goes whole into the least free domain of the term's key that
+    /// takes all of it (at most [`MAX_ANCHOR_TRIALS`] trial placements of a group in all, domains
+    /// without the room for its scarcest resource skipped unvisited, and none after a group that
+    /// fits nowhere); the other members then go as before.
+    /// The members' own terms (anti-affinity to other groups included) hold throughout: every
+    /// node is chosen by [`Placer::best_node`]. `None` when no member is in such a group or the
+    /// result is no better (not satisfied).
+    fn anchored(&self, r: &PlacementRequest<'_>, start: Work, keep_partial: bool) -> Option<Work> {
+        let pods = &self.snap.pods;
+        let none = crate::model::Labels::default();
+        let selects = |t: &crate::model::terms::AffinityTerm, q: usize| {
+            let pod = &pods[q];
+            let ns = &pod.key.namespace;
+            let ns_labels = if t.any_namespace() {
+                self.snap.namespaces.get(ns.as_str()).unwrap_or(&none)
+            } else {
+                &none
+            };
+            t.selects(ns, &pod.labels, ns_labels)
+        };
+        // Groups (term, members) in member order; a member joins the first group whose term it
+        // carries and that selects it.
+        let mut groups: Vec<(&crate::model::terms::AffinityTerm, Vec<usize>)> = Vec::new();
+        for &p in r.members.pending.values().flatten() {
+            let Some(terms) = pods[p].terms() else { continue };
+            let Some(t) = terms.affinity.iter().find(|t| selects(t, p)) else { continue };
+            match groups.iter_mut().find(|(g, _)| *g == t) {
+                Some((_, members)) => members.push(p),
+                None => groups.push((t, vec![p])),
+            }
+        }
+        groups.retain(|(_, members)| members.len() > 1);
+        if groups.is_empty() {
+            return None;
+        }
+        let scarce = Self::scarce(r);
+        let mut w = start;
+        let mut budget = MAX_ANCHOR_TRIALS;
+        for (term, members) in &groups {
+            let topo = self.caches.topology(&term.topology_key);
+            let need = members
+                .iter()
+                .map(|&p| match scarce {
+                    Some(res) => r.demand[p].0.iter().find(|(x, _)| *x == res).map_or(0, |&(_, a)| a),
+                    None => 1,
+                })
+                .fold(0i64, i64::saturating_add);
+            let domains = (0..topo.domains.len()).collect();
+            let mut placed = false;
+            for (free, d) in self.by_free(r, &topo, domains, &w) {
+                if free < need {
+                    continue;
+                }
+                if budget == 0 {
+                    return None;
+                }
+                budget -= 1;
+                let filter: Filter = vec![(topo.clone(), u32::try_from(d).unwrap_or(u32::MAX))];
+                let mut trial = w.clone();
+                let whole = members.iter().all(|&p| {
+                    let leaf =
+                        tree::leaf_of(r.gang, pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()))
+                            .unwrap_or("")
+                            .to_string();
+                    let before = Tentative::of(r.siblings, &trial.bindings);
+                    let at = Spot { filter: Some(&filter), reserved: r.reserved.get(&p), before };
+                    match self.best_node(r.ledger, &trial.txn, r.demand, p, at) {
+                        Some(n) => {
+                            self.place(r, &mut trial, &leaf, p, n);
+                            true
+                        }
+                        None => false,
+                    }
+                });
+                if whole {
+                    w = trial;
+                    placed = true;
+                    break;
+                }
+            }
+            // A group that fits no domain whole: the gang's minimum is all of it more often than
+            // not; what is left of the budget is not spent on the groups after it.
+            if !placed {
+                return None;
+            }
+        }
+        let w = self.whole(r, w, &Vec::new(), keep_partial);
+        tree::satisfied(r.gang, &w.counts).then_some(w)
     }
 
     fn finish(

@@ -133,46 +133,30 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     if shape.volcano() {
         return Ok(expand_volcano(obj, &shape, &stamps));
     }
+    if shape.kind == "LeaderWorkerSet" {
+        return Ok(expand_lws(obj, &shape, &stamps));
+    }
     let mut pods = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     let mut claims = Vec::new();
     for (role, stamp) in shape.roles.iter().zip(&stamps) {
         let Some(stamp) = stamp else { continue };
-        let per_group = match shape.group_size {
-            Some(_) => role.pods / shape.groups.max(1),
-            None => role.pods,
-        };
-        for g in 0..shape.groups {
-            for i in 0..per_group {
-                let mut name = shape.name.clone();
-                if shape.group_size.is_some() {
-                    name.push_str(&format!("-{g}"));
-                }
-                if !role.name.is_empty() {
-                    name.push_str(&format!("-{}", role.name));
-                }
-                name.push_str(&format!("-{i}"));
-                let mut metadata = stamp.metadata.clone();
-                metadata.insert("name".into(), Value::String(name));
-                metadata.insert("namespace".into(), Value::String(shape.namespace.clone()));
-                let mut spec = stamp.spec.clone();
-                if shape.kind == "JobSet" {
-                    jobset_child_job(obj, (&shape.name, &shape.namespace), role, i, &mut metadata, &mut spec);
-                }
-                if shape.group_size.is_some() {
-                    let labels = metadata.entry("labels").or_insert_with(|| json!({}));
-                    if !labels.is_object() {
-                        *labels = json!({});
-                    }
-                    if let Some(labels) = labels.as_object_mut() {
-                        labels.insert(LWS_NAME.into(), Value::String(label_value_for(&shape.name)));
-                        labels.insert(LWS_GROUP_INDEX.into(), Value::String(g.to_string()));
-                    }
-                }
-                if shape.kind == "StatefulSet" {
-                    claims.extend(statefulset_claims(obj, &shape, i, &mut spec));
-                }
-                pods.push(pod_of(metadata, spec));
+        for i in 0..role.pods {
+            let mut name = shape.name.clone();
+            if !role.name.is_empty() {
+                name.push_str(&format!("-{}", role.name));
             }
+            name.push_str(&format!("-{i}"));
+            let mut metadata = stamp.metadata.clone();
+            metadata.insert("name".into(), Value::String(name));
+            metadata.insert("namespace".into(), Value::String(shape.namespace.clone()));
+            let mut spec = stamp.spec.clone();
+            if shape.kind == "JobSet" {
+                jobset_child_job(obj, (&shape.name, &shape.namespace), role, i, &mut metadata, &mut spec);
+            }
+            if shape.kind == "StatefulSet" {
+                claims.extend(statefulset_claims(obj, &shape, i, &mut spec));
+            }
+            pods.push(pod_of(metadata, spec));
         }
     }
     pods.extend(claims);
@@ -296,6 +280,31 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
     })];
     out.extend(pods);
     out
+}
+
+/// The pods of a LeaderWorkerSet, group by group, leader first ([`lws`]): the leader from the
+/// leader template (the worker template when there is none), the workers from the worker template.
+fn expand_lws(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> Vec<Value> {
+    let (leader, worker) = match stamps {
+        [leader, worker] => (leader.as_ref(), worker.as_ref()),
+        [worker] => (worker.as_ref(), worker.as_ref()),
+        _ => return Vec::new(),
+    };
+    let size = shape.group_size.unwrap_or(1);
+    let mut pods =
+        Vec::with_capacity(usize::try_from(u64::from(shape.groups) * u64::from(size)).unwrap_or(0));
+    for group in 0..shape.groups {
+        for w in 0..size {
+            let Some(stamp) = (if w == 0 { leader } else { worker }) else { continue };
+            let mut metadata = stamp.metadata.clone();
+            let mut spec = stamp.spec.clone();
+            let member =
+                lws::Member { set: &shape.name, namespace: &shape.namespace, group, worker: w, size };
+            lws::stamp(obj, &member, &mut metadata, &mut spec);
+            pods.push(pod_of(metadata, spec));
+        }
+    }
+    pods
 }
 
 /// The map at `keys` under `obj`, created (or made from a `null`) on the way: for the copies

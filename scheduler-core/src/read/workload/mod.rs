@@ -26,6 +26,7 @@ pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
 mod create;
 mod expand;
 mod inject;
+pub mod lws;
 mod names;
 mod staged;
 
@@ -247,6 +248,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => {
             groups = int_at(obj, "/spec/replicas", 1, &mut errors);
             let size = int_at(obj, "/spec/leaderWorkerTemplate/size", 1, &mut errors);
+            lws::check(obj, groups, size, &mut errors);
             group_size = Some(size);
             if obj.at("/spec/leaderWorkerTemplate/leaderTemplate").is_some_and(|t| !t.is_null()) {
                 roles.push(Role {

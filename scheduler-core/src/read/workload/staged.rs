@@ -100,7 +100,7 @@ fn exclusive_leaders_first(obj: &Value, shape: &WorkloadShape) -> Option<(String
 }
 
 /// Staged creation in `obj` (StatefulSet `OrderedReady`, JobSet `startupPolicyOrder: InOrder` and
-/// `dependsOn`, LeaderWorkerSet `startupPolicy: LeaderReady`, MPIJob
+/// `dependsOn`, LeaderWorkerSet `startupPolicy: LeaderReady` and exclusive placement, MPIJob
 /// `launcherCreationPolicy: WaitForWorkersReady`, Volcano task `dependsOn`, JobSet exclusive
 /// placement by pod affinity): the first stage's pod
 /// count against the pods the gang needs at once. That is the gang the pod templates name: the
@@ -183,16 +183,29 @@ pub fn staged_creation(
                 );
             }
         }
-        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
-            if str_at("/spec/startupPolicy") == Some("LeaderReady")
-                && shape.group_size.is_some_and(|g| g > 1) =>
-        {
-            stage(
-                "spec.startupPolicy",
-                "LeaderReady creates a group's workers only once its leader is Ready",
-                1,
-                "use startupPolicy: LeaderCreated (the default)",
-            );
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") if shape.group_size.is_some_and(|g| g > 1) => {
+            let exclusive = obj
+                .at("/metadata/annotations")
+                .and_then(|a| a.get(crate::labels::LWS_EXCLUSIVE_TOPOLOGY))
+                .and_then(Value::as_str)
+                .filter(|k| !k.is_empty());
+            if str_at("/spec/startupPolicy") == Some("LeaderReady") {
+                stage(
+                    "spec.startupPolicy",
+                    "LeaderReady creates a group's workers only once its leader is Ready",
+                    1,
+                    "use startupPolicy: LeaderCreated (the default)",
+                );
+            } else if let Some(key) = exclusive {
+                stage(
+                    &format!("metadata.annotations[{}]", crate::labels::LWS_EXCLUSIVE_TOPOLOGY),
+                    "exclusive placement: LeaderWorkerSet creates a group's workers only once its leader is scheduled (and pins them to the leader's domain)",
+                    1,
+                    &format!(
+                        "gang only the leader (kube-gang.io/min-member: \"1\"), or give the group a topology instead (kube-gang.io/topology-key: {key} on the pod templates)"
+                    ),
+                );
+            }
         }
         ("kubeflow.org", "MPIJob")
             if str_at("/spec/launcherCreationPolicy") == Some("WaitForWorkersReady") =>
