@@ -24,6 +24,10 @@
 //!   WaitForFirstConsumer claims provisioned where the class allows: within 1.5× of the case
 //!   without.
 //!
+//! - anchored: a gang of 500 pairs that must each share a node, placed by the group-by-group
+//!   pass (every pair) or refused by it (its trial budget spent on the first pair): the cost of
+//!   the second pass, bounded.
+//!
 //! Criterion reports throughput in elements (pods) per second for every case. Snapshots carry
 //! their node usage and open pods (`model::Usage`), as the scheduler's (`cluster::Live`) and the
 //! one-pass assembly's do.
@@ -421,6 +425,64 @@ fn with_volumes(mut snap: Snapshot, every: usize, bound: bool) -> Snapshot {
 }
 
 /// The snapshot with its node usage added up, as an assembled snapshot carries it.
+/// A gang of 1,000 members in 500 pairs, each pair's required affinity selecting itself on
+/// hostname (LeaderWorkerSet subgroups of 2 on `kubernetes.io/hostname`), on 5,000 nodes of 4 CPU
+/// of which every other one runs a pod of 3 CPU: member by member, a pair's first goes to the
+/// fullest node and its partner finds no room there, so every pair is placed by the second,
+/// group-by-group pass. `memory`: each member's memory; at 20Gi no node holds a pair (32Gi
+/// each), and the second pass spends its whole trial budget on the first pair and gives up.
+fn anchored(memory: i64) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for i in 0..5_000 {
+        let name = format!("node-{i:05}");
+        snap.nodes.push(node(name.clone(), 4_000, 32 << 30, 0, &[(HOSTNAME, name.clone())]));
+        if i % 2 == 0 {
+            let busy = Resources::new().with("cpu", 3_000).with("memory", 1 << 30);
+            snap.pods.push(pod("other", format!("busy-{i:05}"), busy, Some(name), None));
+        }
+    }
+    let key = GangKey::new("serve", "disagg");
+    snap.gangs.push(gang("serve", "disagg".into(), 1_000));
+    for i in 0..1_000 {
+        let requests = Resources::new().with("cpu", 1_000).with("memory", memory);
+        let mut p = pod("serve", format!("disagg-{i:04}"), requests, None, Some(&key));
+        let pair = format!("p{:03}", i / 2);
+        p.labels = BTreeMap::from([("pair".to_string(), pair.clone())]).into();
+        let selector = LabelSelector {
+            match_labels: BTreeMap::from([("pair".to_string(), pair)]),
+            match_expressions: vec![],
+        };
+        p.terms = Some(Box::new(PodTerms {
+            affinity: vec![AffinityTerm {
+                selector: Some(selector),
+                namespaces: vec!["serve".into()],
+                namespace_selector: None,
+                topology_key: HOSTNAME.into(),
+            }],
+            ..PodTerms::default()
+        }));
+        snap.pods.push(p);
+    }
+    snap
+}
+
+fn bench_anchored(c: &mut Criterion) {
+    let mut group = c.benchmark_group("anchored");
+    group.sample_size(10);
+    let fits = carried(anchored(1 << 30));
+    check(&fits, 1_000);
+    group.throughput(Throughput::Elements(1_000));
+    group.bench_function("5000n-500pairs-fit", |b| {
+        b.iter(|| schedule(black_box(&fits), &config(), Time::from_secs(1_000)))
+    });
+    let never = carried(anchored(20 << 30));
+    check(&never, 0);
+    group.bench_function("5000n-500pairs-never", |b| {
+        b.iter(|| schedule(black_box(&never), &config(), Time::from_secs(1_000)))
+    });
+    group.finish();
+}
+
 fn carried(mut snap: Snapshot) -> Snapshot {
     snap.usage = Some(Usage::of(&snap.pods));
     snap
@@ -648,7 +710,8 @@ criterion_group!(
     bench_s4_exclusive,
     bench_scaling,
     bench_terms,
-    bench_volumes
+    bench_volumes,
+    bench_anchored
 );
 
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
@@ -657,7 +720,7 @@ criterion_group!(
 /// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`,
 /// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
 /// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`, `S1-5000-volumes`,
-/// `S4-volumes`.
+/// `S4-volumes`, `anchored-fit`, `anchored-never`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -679,6 +742,8 @@ fn runs(spec: &str) {
         "S3-1500x4-rack" => carried(racks(1_500, 4, true)),
         "S1-5000-volumes" => carried(with_volumes(s1(5_000, 50_000), 10, false)),
         "S4-volumes" => carried(with_volumes(s4(), 10, true)),
+        "anchored-fit" => carried(anchored(1 << 30)),
+        "anchored-never" => carried(anchored(20 << 30)),
         other => panic!("SHAPES_RUNS: unknown case {other}"),
     };
     for _ in 0..n {

@@ -113,9 +113,9 @@ struct Work {
     counts: LeafCounts,
 }
 
-/// Trial placements of member groups in one [`Placer::anchored`] pass: its cost is bounded by
-/// this many placements of a group (plus sorting the domains of each group's key once), whatever
-/// the cluster's size and the gang's.
+/// Failed trial placements of member groups in one [`Placer::anchored`] pass: its cost is
+/// bounded by one placement per group plus this many (and sorting the domains of each group's
+/// key once), whatever the cluster's size.
 pub const MAX_ANCHOR_TRIALS: usize = 256;
 
 impl<'a> Placer<'a> {
@@ -441,12 +441,10 @@ impl<'a> Placer<'a> {
             return self.exclusive(r, key, start);
         }
         let Some(key) = gang.topology_key.as_deref() else {
-            let w = self.whole(r, start.clone(), &Vec::new(), keep_partial);
-            if !tree::satisfied(gang, &w.counts)
-                && let Some(grouped) = self.anchored(r, start, keep_partial)
-            {
+            if let Some(grouped) = self.anchored(r, start.clone(), keep_partial) {
                 return self.finish(r, grouped, None, Vec::new());
             }
+            let w = self.whole(r, start, &Vec::new(), keep_partial);
             return self.finish(r, w, None, Vec::new());
         };
 
@@ -496,18 +494,21 @@ impl<'a> Placer<'a> {
         }
     }
 
-    /// A second try for a gang the member-by-member pass could not place, when some of its
-    /// members must share a domain: members with one required pod affinity term that selects
-    /// themselves (LeaderWorkerSet's group and subgroup keys, any "all of these in one rack").
-    /// The first of such a group goes wherever the best node is, and its domain may have no
-    /// room for the rest (kube-scheduler places it the same way, one pod at a time). Here each
-    /// group, in member order, goes whole into the least free domain of the term's key that
-    /// takes all of it (at most [`MAX_ANCHOR_TRIALS`] trial placements of a group in all, domains
-    /// without the room for its scarcest resource skipped unvisited, and none after a group that
-    /// fits nowhere); the other members then go as before.
+    /// The placement of a gang some of whose members must share a domain: members with one
+    /// required pod affinity term that selects themselves (LeaderWorkerSet's group and subgroup
+    /// keys, any "all of these in one rack"), tried before the member-by-member pass. Member by
+    /// member, the first of such a group goes wherever the best node is, and its domain may have
+    /// no room for the rest (kube-scheduler places it the same way, one pod at a time); and
+    /// each later member walks every node its group's full domain refuses. Here each
+    /// group, in member order, goes whole into the least free domain of the term's key (least
+    /// free as the cycle began) that takes all of it: at most one trial placement per group
+    /// that lands and [`MAX_ANCHOR_TRIALS`] that fail in all, domains without the room for its scarcest resource skipped
+    /// without a trial, none after a group that fits nowhere; the domains of each key sorted once
+    /// (O(groups × domains) comparisons).
+    /// The other members then go as before.
     /// The members' own terms (anti-affinity to other groups included) hold throughout: every
     /// node is chosen by [`Placer::best_node`]. `None` when no member is in such a group or the
-    /// result is no better (not satisfied).
+    /// gang is not satisfied so (the member-by-member pass then has its try).
     fn anchored(&self, r: &PlacementRequest<'_>, start: Work, keep_partial: bool) -> Option<Work> {
         let pods = &self.snap.pods;
         let none = crate::model::Labels::default();
@@ -524,12 +525,16 @@ impl<'a> Placer<'a> {
         // Groups (term, members) in member order; a member joins the first group whose term it
         // carries and that selects it.
         let mut groups: Vec<(&crate::model::terms::AffinityTerm, Vec<usize>)> = Vec::new();
+        let mut index: HashMap<&crate::model::terms::AffinityTerm, usize> = HashMap::new();
         for &p in r.members.pending.values().flatten() {
             let Some(terms) = pods[p].terms() else { continue };
             let Some(t) = terms.affinity.iter().find(|t| selects(t, p)) else { continue };
-            match groups.iter_mut().find(|(g, _)| *g == t) {
-                Some((_, members)) => members.push(p),
-                None => groups.push((t, vec![p])),
+            match index.get(t) {
+                Some(&i) => groups[i].1.push(p),
+                None => {
+                    index.insert(t, groups.len());
+                    groups.push((t, vec![p]));
+                }
             }
         }
         groups.retain(|(_, members)| members.len() > 1);
@@ -539,6 +544,10 @@ impl<'a> Placer<'a> {
         let scarce = Self::scarce(r);
         let mut w = start;
         let mut budget = MAX_ANCHOR_TRIALS;
+        let mut orders: Vec<(&str, Vec<(i64, usize)>)> = Vec::new();
+        // What is left in the domains this pass placed a group in (order, domain): the rest are
+        // as committed, or less free through another key's placements (then a trial finds it).
+        let mut known: HashMap<(usize, usize), i64> = HashMap::new();
         for (term, members) in &groups {
             let topo = self.caches.topology(&term.topology_key);
             let need = members
@@ -548,16 +557,26 @@ impl<'a> Placer<'a> {
                     None => 1,
                 })
                 .fold(0i64, i64::saturating_add);
-            let domains = (0..topo.domains.len()).collect();
+            // Least free first as the cycle's committed state has them, sorted once per key:
+            // what this pass placed only lowers the free capacity of the domains it touched,
+            // so a domain short of `need` committed is short now; a domain a group went to is
+            // judged by what that group left in it.
+            let at = match orders.iter().position(|(k, _)| *k == term.topology_key.as_str()) {
+                Some(i) => i,
+                None => {
+                    let mut order: Vec<(i64, usize)> = (0..topo.domains.len())
+                        .map(|d| (self.caches.domain_free(r.ledger, &topo, scarce, d), d))
+                        .collect();
+                    order.sort_unstable();
+                    orders.push((term.topology_key.as_str(), order));
+                    orders.len() - 1
+                }
+            };
             let mut placed = false;
-            for (free, d) in self.by_free(r, &topo, domains, &w) {
-                if free < need {
+            for &(committed, d) in &orders[at].1 {
+                if known.get(&(at, d)).copied().unwrap_or(committed) < need {
                     continue;
                 }
-                if budget == 0 {
-                    return None;
-                }
-                budget -= 1;
                 let filter: Filter = vec![(topo.clone(), u32::try_from(d).unwrap_or(u32::MAX))];
                 let mut trial = w.clone();
                 let whole = members.iter().all(|&p| {
@@ -577,9 +596,14 @@ impl<'a> Placer<'a> {
                 });
                 if whole {
                     w = trial;
+                    known.insert((at, d), self.leftover(r, &topo, d, &w));
                     placed = true;
                     break;
                 }
+                if budget == 0 {
+                    return None;
+                }
+                budget -= 1;
             }
             // A group that fits no domain whole: the gang's minimum is all of it more often than
             // not; what is left of the budget is not spent on the groups after it.
