@@ -164,7 +164,7 @@ impl PodFacts<'_> {
                 && a.tolerations == b.tolerations
                 && a.terms == b.terms
                 && (!self.inter_pod || (a.key.namespace == b.key.namespace && a.labels == b.labels))
-                && (!exclusive::is_jobset_pod(a) || same_jobset_side(a, b)))
+                && same_jobset_side(a, b))
     }
 }
 
