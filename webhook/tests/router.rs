@@ -389,3 +389,43 @@ async fn a_suspended_job_named_by_the_api_server_is_given_its_gang_in_the_update
     let v = admit("/validate", &review("UPDATE", kind, patched, stored)).await;
     assert_eq!((v["allowed"].as_bool(), v.get("warnings")), (Some(true), None), "{v}");
 }
+
+#[tokio::test]
+async fn a_running_job_named_by_the_api_server_is_a_gang_through_its_pods() {
+    let kind = ("batch", "v1", "Job");
+    let created = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"generateName": "train-", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"parallelism": 2,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}});
+    // CREATE: no name to give the gang; its pods will name it, from the Job controller's label.
+    let m = admit("/mutate", &review("CREATE", kind, created.clone(), Value::Null)).await;
+    assert!(m.get("warnings").is_none(), "{m}");
+    let job = patched(&m, &created);
+    let t = &job["spec"]["template"];
+    assert_eq!(t["metadata"]["annotations"]["kube-gang.io/gang-from"], "batch.kubernetes.io/job-name", "{m}");
+    assert_eq!(t["metadata"]["annotations"]["kube-gang.io/min-member"], "2");
+    assert!(t["metadata"]["labels"].get("kube-gang.io/gang").is_none());
+    assert_eq!(t["spec"]["schedulerName"], "gang-scheduler");
+    // The validating hook sees the generated name: the same verdict, nothing warned.
+    let mut named = job.clone();
+    named["metadata"]["name"] = json!("train-x7kzq");
+    let v = admit("/validate", &review("CREATE", kind, named, Value::Null)).await;
+    assert_eq!((v["allowed"].as_bool(), v.get("warnings")), (Some(true), None), "{v}");
+    // A pod the Job controller makes from the template reaches the pod hooks and is allowed.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "train-x7kzq-", "namespace": "ml",
+                     "labels": {"batch.kubernetes.io/job-name": "train-x7kzq"},
+                     "annotations": t["metadata"]["annotations"].clone()},
+        "spec": {"schedulerName": "gang-scheduler", "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}});
+    let v = admit("/validate", &review("CREATE", ("", "v1", "Pod"), pod.clone(), Value::Null)).await;
+    assert_eq!(v["allowed"].as_bool(), Some(true), "{v}");
+    // One naming a label no controller writes a workload's name in is refused, naming the field.
+    let mut bad = pod;
+    bad["metadata"]["annotations"]["kube-gang.io/gang-from"] = json!("app");
+    let v = admit("/validate", &review("CREATE", ("", "v1", "Pod"), bad, Value::Null)).await;
+    assert_eq!(v["allowed"].as_bool(), Some(false), "{v}");
+    assert!(
+        v["status"]["message"].as_str().unwrap().contains("metadata.annotations[kube-gang.io/gang-from]"),
+        "{v}"
+    );
+}

@@ -35,6 +35,11 @@ pub const ANNOTATION_TIMEOUT: &str = "kube-gang.io/timeout";
 pub const ANNOTATION_TOPOLOGY_KEY: &str = "kube-gang.io/topology-key";
 /// CRD-less gang: comma-separated `namespace/name` gangs that must be satisfied together.
 pub const ANNOTATION_GANG_GROUP: &str = "kube-gang.io/gang-group";
+/// CRD-less gang named after the workload its pods belong to, for a workload whose name mutating
+/// admission did not know (`generateName`): the value is the pod label in which the workload's
+/// controller writes the workload's name ([`GANG_FROM_LABELS`]), and the gang is named after it,
+/// as if the pods carried `kube-gang.io/gang` with that value. Injected by the webhook.
+pub const ANNOTATION_GANG_FROM: &str = "kube-gang.io/gang-from";
 /// Gang (on a `Gang` object or a CRD-less gang's pods): `"true"` or `"false"`, whether it asks the
 /// cluster autoscaler for capacity when the policy turns `provisioning` on.
 pub const ANNOTATION_PROVISIONING: &str = "kube-gang.io/provisioning";
@@ -75,6 +80,7 @@ pub const KNOWN: &[(&str, KeyKind)] = &[
     (ANNOTATION_TOPOLOGY_KEY, KeyKind::Annotation),
     (ANNOTATION_GANG_GROUP, KeyKind::Annotation),
     (ANNOTATION_PROVISIONING, KeyKind::Annotation),
+    (ANNOTATION_GANG_FROM, KeyKind::Annotation),
     (LABEL_METRICS_SCRAPER, KeyKind::Label),
     (ANNOTATION_STATE, KeyKind::Written),
     ("kube-gang.io/gang-name", KeyKind::Written),
@@ -169,6 +175,17 @@ pub const LWS_SIZE: &str = "leaderworkerset.sigs.k8s.io/size";
 pub const LWS_SUBGROUP_SIZE: &str = "leaderworkerset.sigs.k8s.io/subgroup-size";
 pub const LWS_SUBGROUP_POLICY_TYPE: &str = "leaderworkerset.sigs.k8s.io/subgroup-policy-type";
 pub const LWS_LEADER_NAME: &str = "leaderworkerset.sigs.k8s.io/leader-name";
+/// The training-operator's (and mpi-operator's) pod label carrying the job's name
+/// (kubeflow/common `JobNameLabel`).
+pub const KUBEFLOW_JOB_NAME: &str = "training.kubeflow.org/job-name";
+/// KubeRay's pod label carrying the RayCluster's name.
+pub const RAY_CLUSTER: &str = "ray.io/cluster";
+/// The pod labels [`ANNOTATION_GANG_FROM`] may name: each is written on every pod by the
+/// controller of one kind of workload, with the workload's name (the Job controller's
+/// `batch.kubernetes.io/job-name`, JobSet's `jobset-name`, the training-operator's and
+/// mpi-operator's `training.kubeflow.org/job-name`, KubeRay's `ray.io/cluster`, LeaderWorkerSet's
+/// `name`).
+pub const GANG_FROM_LABELS: &[&str] = &[JOB_NAME, JOBSET_NAME, KUBEFLOW_JOB_NAME, RAY_CLUSTER, LWS_NAME];
 /// JobSet's exclusive placement annotation (value: a node label key): each child Job gets a domain
 /// of that label of its own. The JobSet controller copies it onto each Job and its pod template.
 pub const JOBSET_EXCLUSIVE_TOPOLOGY: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";

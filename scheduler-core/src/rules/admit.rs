@@ -203,12 +203,13 @@ pub fn opted_in(object: &Value, namespace_labels: Option<&BTreeMap<String, Strin
 /// [`opted_in`] for a pod.
 fn pod_opted_in(pod: &Value) -> bool {
     use crate::dialect::{CLAIM_MARKERS, Marker};
-    use crate::names::{ANNOTATION_MIN_MEMBER, LABEL_GANG};
+    use crate::names::{ANNOTATION_GANG_FROM, ANNOTATION_MIN_MEMBER, LABEL_GANG};
     let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
     let has_label = |k: &str| labels.is_some_and(|l| l.contains_key(k));
     let has_annotation = |k: &str| annotations.is_some_and(|a| a.contains_key(k));
-    if has_label(LABEL_GANG) || has_annotation(ANNOTATION_MIN_MEMBER) {
+    if has_label(LABEL_GANG) || has_annotation(ANNOTATION_MIN_MEMBER) || has_annotation(ANNOTATION_GANG_FROM)
+    {
         return true;
     }
     let claims = CLAIM_MARKERS.iter().any(|m| match m {
@@ -402,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn a_workload_named_by_the_api_server_gets_no_gang_and_a_warning_only_where_it_asked_for_one() {
+    fn a_workload_named_by_the_api_server_gets_its_gang_from_its_pods_or_a_warning_where_it_cannot() {
         let generated = |labels: Value, template: Value| {
             json!({"apiVersion": "batch/v1", "kind": "Job",
                    "metadata": {"generateName": "train-", "namespace": "ml", "labels": labels},
@@ -410,17 +411,31 @@ mod tests {
         };
         let plain = json!({"spec": {"containers": [{"name": "c"}]}});
         // What the mutating hook and `kubectl gang validate` see: no name.
+        // No gang can be named after the Job: its pods name it, from the label in which the Job
+        // controller writes the Job's name.
         let mut asked = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
         let v = admit(&mut asked, None, None);
-        assert!(v.allowed(), "{v:?}");
-        assert!(v.changes.is_empty(), "no gang can be named: {v:?}");
-        assert_eq!(v.warnings.len(), 1, "{v:?}");
-        assert!(v.warnings[0].starts_with("metadata.generateName: \"train-\""), "{}", v.warnings[0]);
+        assert!(v.allowed() && v.warnings.is_empty(), "{v:?}");
+        let t = &asked["spec"]["template"]["metadata"];
+        assert_eq!(t["annotations"][crate::names::ANNOTATION_GANG_FROM], crate::labels::JOB_NAME, "{v:?}");
+        assert_eq!(t["annotations"][ANNOTATION_MIN_MEMBER], "3");
+        assert!(t["labels"].get(LABEL_GANG).is_none(), "no name to give: {t}");
         // What the validating hook sees: the name the API server generated, the same verdict.
         let mut named = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
         named["metadata"]["name"] = json!(workload::generated_name("train-", "seed"));
         let w = admit(&mut named, None, None);
-        assert_eq!((w.errors, w.warnings, w.changes.len()), (v.errors, v.warnings, 0));
+        assert_eq!(
+            (w.errors, w.warnings, w.changes.len()),
+            (v.errors.clone(), v.warnings.clone(), v.changes.len())
+        );
+        // A kind whose controller writes no such label (a StatefulSet): no gang, and a warning.
+        let mut sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"generateName": "db-", "namespace": "ml", "labels": {LABEL_ENABLED: "true"}},
+            "spec": {"replicas": 2, "podManagementPolicy": "Parallel", "template": plain.clone()}});
+        let st = admit(&mut sts, None, None);
+        assert!(st.changes.is_empty(), "{st:?}");
+        assert_eq!(st.warnings.len(), 1, "{st:?}");
+        assert!(st.warnings[0].starts_with("metadata.generateName: \"db-\""), "{}", st.warnings[0]);
         // A name the user chose beside a generateName is a name.
         let mut chosen = generated(json!({LABEL_ENABLED: "true"}), plain.clone());
         chosen["metadata"]["name"] = json!("train-final");
@@ -438,10 +453,12 @@ mod tests {
         let mut owned = queued.clone();
         owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": true}]);
         assert!(!workload::kueue_suspends(&owned));
-        assert_eq!(admit(&mut owned, None, None).warnings.len(), 1);
+        let o = admit(&mut owned, None, None);
+        assert!(o.warnings.is_empty() && !o.changes.is_empty(), "named from its pods: {o:?}");
         let mut empty_queue = generated(json!({LABEL_ENABLED: "true", KUEUE_QUEUE_NAME: ""}), plain.clone());
         assert!(!workload::kueue_suspends(&empty_queue));
-        assert_eq!(admit(&mut empty_queue, None, None).warnings.len(), 1);
+        let q = admit(&mut empty_queue, None, None);
+        assert!(q.warnings.is_empty() && !q.changes.is_empty(), "named from its pods: {q:?}");
         // A Job that asked for no gang: nothing to say.
         let mut not_ours = generated(json!({}), plain.clone());
         assert_eq!(admit(&mut not_ours, None, None), Verdict::default());

@@ -12,9 +12,16 @@ use crate::model::{Dialect, Gang, GangKey, GangMode, GangState, Source, SubGroup
 use crate::names::*;
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
-    let Some(name) = meta.labels.get(LABEL_GANG) else { return Ok(None) };
+    let (name, path) = match (meta.labels.get(LABEL_GANG), meta.annotations.get(ANNOTATION_GANG_FROM)) {
+        (Some(name), _) => (name, label_path(LABEL_GANG)),
+        (None, Some(from)) => match owner_name(meta, from)? {
+            Some(name) => (name, annotation_path(ANNOTATION_GANG_FROM)),
+            None => return Ok(None),
+        },
+        (None, None) => return Ok(None),
+    };
     if name.is_empty() {
-        return Err(FieldError::new(label_path(LABEL_GANG), "must name a gang"));
+        return Err(FieldError::new(path, "must name a gang"));
     }
     if let Err(e) = crate::labels::check_label_value(name) {
         return Err(FieldError::new(label_path(LABEL_GANG), e));
@@ -41,8 +48,25 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
         dialect,
         gang,
         subgroup: exclusive_job.or(meta.labels.get(LABEL_SUBGROUP)).map(|s| s.to_string()),
-        path: label_path(LABEL_GANG),
+        path,
     }))
+}
+
+/// The name `kube-gang.io/gang-from: <label>` gives the pod's gang: the value of that label, which
+/// the workload's controller writes on each pod it creates. `None` when the pod does not carry the
+/// label (a pod made from the template by something else); an error when the annotation names a
+/// label no controller we know writes a workload's name in.
+fn owner_name<'m>(meta: &Meta<'m>, from: &str) -> Result<Option<&'m str>, FieldError> {
+    if !crate::labels::GANG_FROM_LABELS.contains(&from) {
+        return Err(FieldError::new(
+            annotation_path(ANNOTATION_GANG_FROM),
+            format!(
+                "{from:?} is not a label a workload controller writes its workload's name in; one of: {}",
+                crate::labels::GANG_FROM_LABELS.join(", ")
+            ),
+        ));
+    }
+    Ok(meta.labels.get(from))
 }
 
 /// Reads a `Gang` object (spec and the scheduler's persisted status).

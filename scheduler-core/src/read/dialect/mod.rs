@@ -85,6 +85,7 @@ pub enum Marker {
 /// so that an annotation gang without its label is explained.
 pub const CLAIM_MARKERS: &[Marker] = &[
     Marker::Label(crate::labels::LABEL_GANG),
+    Marker::Annotation(crate::labels::ANNOTATION_GANG_FROM),
     Marker::Label(coscheduling::LABEL),
     Marker::Label(coscheduling::LEGACY_LABEL),
     Marker::Label(kai::ANNOTATION),
@@ -378,6 +379,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pod_of_a_workload_named_late_is_in_the_gang_its_controller_label_names() {
+        let pod = |labels: serde_json::Value, from: &str| {
+            serde_json::json!({"metadata": {"name": "p", "namespace": "ml", "labels": labels,
+                "annotations": {crate::labels::ANNOTATION_GANG_FROM: from, crate::labels::ANNOTATION_MIN_MEMBER: "2"}}})
+        };
+        let job = crate::labels::JOB_NAME;
+        let claims = pod_claims(&pod(serde_json::json!({job: "train-x7kzq"}), job)).unwrap();
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].gang, crate::model::GangKey::new("ml", "train-x7kzq"));
+        assert_eq!(claims[0].dialect, crate::model::Dialect::KubeGangAnnotations);
+        // The gang label wins.
+        let both = pod(serde_json::json!({job: "train-x7kzq", crate::labels::LABEL_GANG: "mine"}), job);
+        assert_eq!(pod_claims(&both).unwrap()[0].gang.name, "mine");
+        // A pod without the label (not made by the controller): no gang.
+        assert!(pod_claims(&pod(serde_json::json!({}), job)).unwrap().is_empty());
+        // A label no workload controller writes a name in: refused, naming the annotation.
+        let e = pod_claims(&pod(serde_json::json!({"app": "x"}), "app")).unwrap_err();
+        assert_eq!(e[0].path, "metadata.annotations[kube-gang.io/gang-from]");
+        // LeaderWorkerSet: one gang per group, as with the gang label.
+        let lws = pod(
+            serde_json::json!({crate::labels::LWS_NAME: "vllm-abcde", crate::labels::LWS_GROUP_INDEX: "1"}),
+            crate::labels::LWS_NAME,
+        );
+        assert_eq!(pod_claims(&lws).unwrap()[0].gang.name, "vllm-abcde-1");
+    }
+
+    #[test]
     fn one_table_says_which_objects_define_gangs_and_where_each_gang_object_lives() {
         for k in GANG_KINDS {
             assert!(is_gang_kind(k.group, k.kind), "{}/{}", k.group, k.kind);
@@ -431,6 +459,11 @@ mod tests {
         for m in CLAIM_MARKERS {
             let pod = match m {
                 Marker::Label(k) => json!({"metadata": {"name": "p", "labels": {*k: "g"}}}),
+                // The gang is named by the label it names: a pod made by the workload's controller.
+                Marker::Annotation(k) if *k == crate::labels::ANNOTATION_GANG_FROM => {
+                    let label = crate::labels::JOB_NAME;
+                    json!({"metadata": {"name": "p", "annotations": {*k: label}, "labels": {label: "g"}}})
+                }
                 Marker::Annotation(k) => json!({"metadata": {"name": "p", "annotations": {*k: "g"}}}),
                 Marker::Spec("schedulingGroup") => {
                     json!({"metadata": {"name": "p"}, "spec": {"schedulingGroup": {"podGroupName": "g"}}})

@@ -136,6 +136,14 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     if shape.kind == "LeaderWorkerSet" {
         return Ok(expand_lws(obj, &shape, &stamps));
     }
+    // The label in which the controller writes the workload's name on each pod (what a gang
+    // injected as `kube-gang.io/gang-from` is named from); JobSet's come with its child Job's.
+    let name_label = match (shape.group.as_str(), shape.kind.as_str()) {
+        ("batch", "Job") => Some(JOB_NAME),
+        ("kubeflow.org", _) => Some(crate::labels::KUBEFLOW_JOB_NAME),
+        ("ray.io", "RayCluster") => Some(crate::labels::RAY_CLUSTER),
+        _ => None,
+    };
     let mut pods = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     let mut claims = Vec::new();
     for (role, stamp) in shape.roles.iter().zip(&stamps) {
@@ -155,6 +163,11 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
             }
             if shape.kind == "StatefulSet" {
                 claims.extend(statefulset_claims(obj, &shape, i, &mut spec));
+            }
+            if let Some(key) = name_label
+                && let Some(labels) = map_at_key(&mut metadata, "labels")
+            {
+                labels.insert(key.into(), Value::String(label_value_for(&shape.name)));
             }
             pods.push(pod_of(metadata, spec));
         }
@@ -305,6 +318,15 @@ fn expand_lws(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> V
         }
     }
     pods
+}
+
+/// The map under `key` in `metadata`, made (or made from a non-map) on the way.
+fn map_at_key<'a>(metadata: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+    let entry = metadata.entry(key).or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    entry.as_object_mut()
 }
 
 /// The map at `keys` under `obj`, created (or made from a `null`) on the way: for the copies

@@ -186,11 +186,24 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
             add_scheduler(template, &role.template, &mut out);
             continue;
         }
-        if shape.named_late {
-            // No name to give the gang (`unnamed_gang` warns): the pods are left as they are.
-            continue;
+        // A workload named after admission: its gang is named after it on each pod, from the
+        // label its controller writes its name in (`late_name_label`); a kind with no such label
+        // gets nothing (`unnamed_gang` warns).
+        let from = match shape.named_late {
+            false => None,
+            true => match late_name_label(obj, &shape) {
+                Some(label) => Some(label),
+                None => continue,
+            },
+        };
+        let mut labels = match from {
+            None => vec![(LABEL_GANG, label_value_for(&shape.name))],
+            Some(_) => Vec::new(),
+        };
+        let mut annotations = annotations.to_vec();
+        if let Some(label) = from {
+            annotations.push((ANNOTATION_GANG_FROM, label.to_string()));
         }
-        let mut labels = vec![(LABEL_GANG, label_value_for(&shape.name))];
         if with_roles && !role.name.is_empty() {
             labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
         }

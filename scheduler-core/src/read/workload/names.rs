@@ -61,7 +61,7 @@ pub fn named_after_mutation(obj: &Value) -> bool {
 /// suspended Job or one Kueue creates suspended ([`super::kueue_suspends`]; injected when it is
 /// unsuspended).
 pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
-    if !shape.named_late || shape.volcano() {
+    if !shape.named_late || shape.volcano() || late_name_label(obj, shape).is_some() {
         return None;
     }
     // A suspended Job (Kueue's way) gets its gang in the update that unsuspends it, when its name
@@ -89,6 +89,34 @@ pub fn unnamed_gang(obj: &Value, shape: &WorkloadShape) -> Option<String> {
         "metadata.generateName: {prefix:?} is turned into a name by the API server only after the mutating webhook has run, so no gang named after the {} can be injected and its pods are scheduled one by one, not as a gang; set metadata.name, or name a gang in the pod template{suspend}",
         shape.kind
     ))
+}
+
+/// For a workload whose name mutating admission did not know ([`WorkloadShape::named_late`]),
+/// the pod label in which its controller writes its name on every pod it creates: the gang is
+/// injected as `kube-gang.io/gang-from: <label>` (with the usual minimum), and each pod's gang is
+/// named after that label's value — the name the API server gave the workload, found the way
+/// KAI's podgrouper and Volcano's controller find a pod's workload, with no lookup. `None` for a
+/// kind whose controller writes no such label (StatefulSet, Deployment, RayJob's cluster), a
+/// Volcano Job (its own controller names its PodGroup), and a suspended Job or one Kueue creates
+/// suspended (named in the update that unsuspends it, [`super::template_still_mutable`]).
+pub fn late_name_label(obj: &Value, shape: &WorkloadShape) -> Option<&'static str> {
+    if !shape.named_late || shape.volcano() {
+        return None;
+    }
+    let job = shape.kind == "Job" && shape.group == "batch";
+    if job && (obj.at("/spec/suspend").and_then(Value::as_bool) == Some(true) || super::kueue_suspends(obj)) {
+        return None;
+    }
+    match (shape.group.as_str(), shape.kind.as_str()) {
+        ("batch", "Job") => Some(JOB_NAME),
+        ("jobset.x-k8s.io", "JobSet") => Some(JOBSET_NAME),
+        ("kubeflow.org", "PyTorchJob" | "TFJob" | "XGBoostJob" | "PaddleJob" | "JAXJob" | "MPIJob") => {
+            Some(crate::labels::KUBEFLOW_JOB_NAME)
+        }
+        ("ray.io", "RayCluster") => Some(crate::labels::RAY_CLUSTER),
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => Some(LWS_NAME),
+        _ => None,
+    }
 }
 
 /// The longest a label value may be.
