@@ -519,6 +519,7 @@ fn admission_cases() -> Vec<(String, String, String, String, Value)> {
         ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
         ("ray.io", "v1", "rayclusters", "RayCluster"),
         ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
+        ("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"),
         ("batch.volcano.sh", "v1alpha1", "jobs", "Job"),
         ("kube-gang.io", "v1alpha1", "gangs", "Gang"),
         ("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"),

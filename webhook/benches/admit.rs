@@ -23,6 +23,30 @@ fn bench(c: &mut Criterion) {
             "request": {"uid": "u", "operation": "CREATE", "namespace": "ml", "object": obj}}))
         .unwrap()
     };
+    // The same PyTorchJob wrapped in an AppWrapper (read twice: as the wrapper's component and
+    // as the kind it wraps), and the widest AppWrapper admission reads whole: 64 components (its
+    // pod-set limit), each a JobSet of one replicated job.
+    let wrapped = json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+        "metadata": {"name": "bert", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"components": [{"template": job}]}});
+    let components: Vec<serde_json::Value> = (0..64)
+        .map(|i| {
+            json!({"template": {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": format!("js-{i}")},
+                "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {
+                    "parallelism": 4, "template": template}}}]}}})
+        })
+        .collect();
+    let widest = json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+        "metadata": {"name": "wide", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"components": components}});
+    let (wrapped, widest) = (body(&wrapped), body(&widest));
+    c.bench_function("admit/mutate_appwrapper_pytorchjob", |b| {
+        b.iter(|| review(Hook::Mutate, black_box(&wrapped), false))
+    });
+    c.bench_function("admit/mutate_appwrapper_64_jobsets", |b| {
+        b.iter(|| review(Hook::Mutate, black_box(&widest), false))
+    });
     let (job, gang) = (body(&job), body(&gang));
     c.bench_function("admit/mutate_pytorchjob", |b| b.iter(|| review(Hook::Mutate, black_box(&job), false)));
     c.bench_function("admit/validate_pytorchjob", |b| {

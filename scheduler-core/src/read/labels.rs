@@ -180,12 +180,15 @@ pub const LWS_LEADER_NAME: &str = "leaderworkerset.sigs.k8s.io/leader-name";
 pub const KUBEFLOW_JOB_NAME: &str = "training.kubeflow.org/job-name";
 /// KubeRay's pod label carrying the RayCluster's name.
 pub const RAY_CLUSTER: &str = "ray.io/cluster";
+/// The AppWrapper controller's label on every pod template it creates: the AppWrapper's name.
+pub const APPWRAPPER_NAME: &str = "workload.codeflare.dev/appwrapper";
 /// The pod labels [`ANNOTATION_GANG_FROM`] may name: each is written on every pod by the
 /// controller of one kind of workload, with the workload's name (the Job controller's
 /// `batch.kubernetes.io/job-name`, JobSet's `jobset-name`, the training-operator's and
 /// mpi-operator's `training.kubeflow.org/job-name`, KubeRay's `ray.io/cluster`, LeaderWorkerSet's
-/// `name`).
-pub const GANG_FROM_LABELS: &[&str] = &[JOB_NAME, JOBSET_NAME, KUBEFLOW_JOB_NAME, RAY_CLUSTER, LWS_NAME];
+/// `name`, the AppWrapper controller's `workload.codeflare.dev/appwrapper`).
+pub const GANG_FROM_LABELS: &[&str] =
+    &[JOB_NAME, JOBSET_NAME, KUBEFLOW_JOB_NAME, RAY_CLUSTER, LWS_NAME, APPWRAPPER_NAME];
 /// JobSet's exclusive placement annotation (value: a node label key): each child Job gets a domain
 /// of that label of its own. The JobSet controller copies it onto each Job and its pod template.
 pub const JOBSET_EXCLUSIVE_TOPOLOGY: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";

@@ -142,6 +142,7 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
         ("batch", "Job") => Some(JOB_NAME),
         ("kubeflow.org", _) => Some(crate::labels::KUBEFLOW_JOB_NAME),
         ("ray.io", "RayCluster") => Some(crate::labels::RAY_CLUSTER),
+        ("workload.codeflare.dev", "AppWrapper") => Some(crate::labels::APPWRAPPER_NAME),
         _ => None,
     };
     let mut pods = Vec::with_capacity(usize::try_from(count).unwrap_or(0));

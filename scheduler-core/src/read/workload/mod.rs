@@ -23,6 +23,7 @@ use crate::labels::{
     JOB_NAME, JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_JOB_INDEX, JOBSET_NAME, JOBSET_REPLICATED_JOB,
 };
 pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
+pub mod appwrapper;
 mod create;
 mod expand;
 mod inject;
@@ -320,6 +321,10 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 let pods = int_at(obj, &format!("/spec/tasks/{i}/replicas"), 0, &mut errors);
                 roles.push(Role { name, pods, template: format!("/spec/tasks/{i}/template") });
             }
+        }
+        ("workload.codeflare.dev", "AppWrapper") => {
+            let namespace = obj.at("/metadata/namespace").and_then(Value::as_str).filter(|n| !n.is_empty());
+            appwrapper::roles(obj, namespace.unwrap_or("default"), &mut roles, &mut errors);
         }
         ("apps", "Deployment" | "ReplicaSet") => {
             // Only a gang when asked: opted in, or its pods already name a gang (the coscheduling

@@ -115,6 +115,7 @@ pub fn late_name_label(obj: &Value, shape: &WorkloadShape) -> Option<&'static st
         }
         ("ray.io", "RayCluster") => Some(crate::labels::RAY_CLUSTER),
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => Some(LWS_NAME),
+        ("workload.codeflare.dev", "AppWrapper") => Some(crate::labels::APPWRAPPER_NAME),
         _ => None,
     }
 }

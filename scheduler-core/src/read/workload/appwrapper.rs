@@ -1,0 +1,253 @@
+//! AppWrapper (`workload.codeflare.dev/v1beta2`, project-codeflare/appwrapper): a list of wrapped
+//! objects (`spec.components[].template`) that Kueue admits, and the AppWrapper controller creates
+//! and watches, as one workload. Its pods are one gang: each component's pod sets — declared
+//! (`podSets[] {path, replicas}`), else inferred from the wrapped kind as the AppWrapper webhook
+//! infers them (`InferPodSets`: a Job's min(parallelism, completions), a JobSet's replicated
+//! jobs, a Kubeflow job's replica specs, a RayCluster's head and worker groups, a Deployment's,
+//! ReplicaSet's or StatefulSet's replicas, a bare Pod) — are its roles, and the gang's minimum is
+//! all their pods. The AppWrapper controller labels every pod template it creates
+//! `workload.codeflare.dev/appwrapper: <name>` (`createComponent`), which names the gang of an
+//! AppWrapper created with only `generateName`.
+//!
+//! Refused as the AppWrapper webhook refuses (`validateAppWrapperCreate`): a nested AppWrapper, a
+//! component in another namespace, a declared pod set without a path or whose path does not lead
+//! to a pod template; and, ours, more components' pod sets than a gang has subgroups.
+
+use serde_json::Value;
+
+use super::{MAX_JOBSET_ROLES, Role, inspect, int_at, path_of};
+use crate::error::FieldError;
+use crate::object::At;
+
+pub use crate::labels::APPWRAPPER_NAME as LABEL;
+
+/// The pod sets an AppWrapper may have in all, bounded as a JobSet's replicated jobs are: each
+/// is a template to inject and a subgroup of the gang.
+pub const MAX_POD_SETS: usize = MAX_JOBSET_ROLES;
+
+/// The roles (pod sets) of AppWrapper `obj` in `namespace`, in component order.
+pub(super) fn roles(obj: &Value, namespace: &str, roles: &mut Vec<Role>, errors: &mut Vec<FieldError>) {
+    let Some(components) = obj.at("/spec/components").and_then(Value::as_array) else {
+        errors.push(FieldError::new("spec.components", "Required value"));
+        return;
+    };
+    if components.len() > MAX_POD_SETS {
+        errors.push(FieldError::new(
+            "spec.components",
+            format!("has {} components; a gang spans at most {MAX_POD_SETS} pod sets", components.len()),
+        ));
+        return;
+    }
+    for (i, c) in components.iter().enumerate() {
+        let base = format!("/spec/components/{i}");
+        let Some(t) = c.get("template").filter(|t| t.is_object()) else {
+            errors.push(FieldError::new(
+                path_of(&format!("{base}/template")),
+                "Required value: the wrapped object",
+            ));
+            continue;
+        };
+        let group = t.get("apiVersion").and_then(Value::as_str).map(crate::dialect::group_of).unwrap_or("");
+        let kind = t.get("kind").and_then(Value::as_str).unwrap_or("");
+        if group == "workload.codeflare.dev" && kind == "AppWrapper" {
+            errors.push(FieldError::new(
+                path_of(&format!("{base}/template")),
+                "Forbidden: Nested AppWrappers are forbidden",
+            ));
+            continue;
+        }
+        if let Some(ns) = t.at("/metadata/namespace").and_then(Value::as_str).filter(|n| !n.is_empty())
+            && ns != namespace
+        {
+            errors.push(FieldError::new(
+                path_of(&format!("{base}/template/metadata/namespace")),
+                "Forbidden: AppWrappers cannot create objects in other namespaces",
+            ));
+            continue;
+        }
+        let declared = c.get("podSets").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        if !declared.is_empty() {
+            for (j, ps) in declared.iter().enumerate() {
+                let at = format!("{base}/podSets/{j}");
+                let path = ps.get("path").and_then(Value::as_str).unwrap_or("");
+                if path.is_empty() {
+                    errors.push(FieldError::new(
+                        path_of(&format!("{at}/path")),
+                        "Required value: podspec must specify path",
+                    ));
+                    continue;
+                }
+                let template = format!("{base}{}", pointer_of(path));
+                if !obj.at(&template).is_some_and(|p| p.get("spec").is_some_and(Value::is_object)) {
+                    errors.push(FieldError::new(
+                        path_of(&format!("{at}/path")),
+                        format!("Invalid value: {path:?}: path does not refer to a v1.PodSpecTemplate"),
+                    ));
+                    continue;
+                }
+                let pods = int_at(obj, &format!("{at}/replicas"), 1, errors);
+                roles.push(Role {
+                    name: role_name(i, kind, &format!("{j}"), declared.len()),
+                    pods,
+                    template,
+                });
+            }
+        } else {
+            inferred(t, kind, group, &base, i, roles, errors);
+        }
+        if roles.len() > MAX_POD_SETS {
+            errors.push(FieldError::new(
+                "spec.components",
+                format!("has more than {MAX_POD_SETS} pod sets in all; a gang spans at most {MAX_POD_SETS}"),
+            ));
+            return;
+        }
+    }
+}
+
+/// The pod sets of a component that declares none, as the AppWrapper webhook infers them.
+fn inferred(
+    t: &Value,
+    kind: &str,
+    group: &str,
+    base: &str,
+    i: usize,
+    roles: &mut Vec<Role>,
+    errors: &mut Vec<FieldError>,
+) {
+    let template = format!("{base}/template");
+    match (group, kind) {
+        ("", "Pod") => roles.push(Role { name: role_name(i, kind, "", 1), pods: 1, template }),
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => {
+            let mut own = Vec::new();
+            let pods = int_at(t, "/spec/replicas", 1, &mut own);
+            errors.extend(own.into_iter().map(|e| prefixed(e, &template)));
+            roles.push(Role {
+                name: role_name(i, kind, "", 1),
+                pods,
+                template: format!("{template}/spec/template"),
+            });
+        }
+        _ => match inspect(t) {
+            Some(Ok(shape)) => {
+                let n = shape.roles.len();
+                for r in shape.roles {
+                    roles.push(Role {
+                        name: role_name(i, kind, &r.name, n),
+                        pods: r.pods,
+                        template: format!("{template}{}", r.template),
+                    });
+                }
+            }
+            Some(Err(e)) => errors.extend(e.into_iter().map(|e| prefixed(e, &template))),
+            // Not a pod-creating kind we know (a Service, a ConfigMap): it adds no member.
+            None => {}
+        },
+    }
+}
+
+/// `e` (a field of the wrapped object) as a field of the AppWrapper, under `template`.
+fn prefixed(e: FieldError, template: &str) -> FieldError {
+    FieldError::new(format!("{}.{}", path_of(template), e.path), e.message)
+}
+
+/// A pod set's role (subgroup) name: the component's index, and the wrapped role's name (or the
+/// pod set's index) when the component has more than one.
+fn role_name(i: usize, kind: &str, role: &str, count: usize) -> String {
+    let kind = kind.to_ascii_lowercase();
+    if count > 1 && !role.is_empty() { format!("{i}-{kind}-{role}") } else { format!("{i}-{kind}") }
+}
+
+/// An AppWrapper pod-set path (`template.spec.replicatedJobs[1].template.spec.template`, relative
+/// to the component) as a JSON pointer (`/template/spec/replicatedJobs/1/template/spec/template`).
+pub fn pointer_of(path: &str) -> String {
+    let mut out = String::new();
+    for part in path.split('.') {
+        let (key, indexes) = match part.find('[') {
+            Some(at) => (&part[..at], &part[at..]),
+            None => (part, ""),
+        };
+        if !key.is_empty() {
+            out.push('/');
+            out.push_str(&key.replace('~', "~0").replace('/', "~1"));
+        }
+        for index in indexes.split('[').filter(|s| !s.is_empty()) {
+            out.push('/');
+            out.push_str(index.trim_end_matches(']'));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn wrapper(components: Value) -> Value {
+        json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+               "metadata": {"name": "aw", "namespace": "ml"}, "spec": {"components": components}})
+    }
+
+    #[test]
+    fn pod_set_paths_are_pointers() {
+        assert_eq!(pointer_of("template.spec.template"), "/template/spec/template");
+        assert_eq!(
+            pointer_of("template.spec.replicatedJobs[1].template.spec.template"),
+            "/template/spec/replicatedJobs/1/template/spec/template"
+        );
+        assert_eq!(pointer_of("template"), "/template");
+    }
+
+    #[test]
+    fn declared_and_inferred_pod_sets_are_the_gang() {
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                         "spec": {"parallelism": 4, "completions": 2, "template": {"spec": {"containers": []}}}});
+        let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                            "spec": {"replicas": 3, "template": {"spec": {"containers": []}}}});
+        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}});
+        let aw = wrapper(json!([
+            {"template": job},
+            {"template": deploy.clone(), "podSets": [{"path": "template.spec.template", "replicas": 2}]},
+            {"template": svc},
+        ]));
+        let shape = inspect(&aw).unwrap().unwrap();
+        let got: Vec<_> =
+            shape.roles.iter().map(|r| (r.name.as_str(), r.pods, r.template.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("0-job", 2, "/spec/components/0/template/spec/template"),
+                ("1-deployment", 2, "/spec/components/1/template/spec/template"),
+            ]
+        );
+        assert_eq!(shape.min_member, 4);
+    }
+
+    #[test]
+    fn refused_as_the_appwrapper_webhook_refuses() {
+        let errors = |aw: &Value| match inspect(aw) {
+            Some(Err(e)) => e.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            other => panic!("expected errors, got {other:?}"),
+        };
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "other"},
+                         "spec": {"containers": []}});
+        let e = errors(&wrapper(json!([{"template": pod}])));
+        assert!(e[0].starts_with("spec.components[0].template.metadata.namespace: Forbidden"), "{e:?}");
+        let nested = wrapper(json!([{"template": wrapper(json!([]))}]));
+        assert!(errors(&nested)[0].contains("Nested AppWrappers are forbidden"));
+        let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                            "spec": {"template": {"spec": {"containers": []}}}});
+        let e = errors(&wrapper(
+            json!([{"template": deploy.clone(), "podSets": [{"path": "template.spec.nope"}]}]),
+        ));
+        assert!(e[0].starts_with("spec.components[0].podSets[0].path: Invalid value"), "{e:?}");
+        let e = errors(&wrapper(json!([{"template": deploy, "podSets": [{"replicas": 1}]}])));
+        assert!(e[0].contains("podspec must specify path"), "{e:?}");
+        // The wrapped object's own errors, under its path in the AppWrapper.
+        let bad = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                         "spec": {"parallelism": -1, "template": {"spec": {"containers": []}}}});
+        let e = errors(&wrapper(json!([{"template": bad}])));
+        assert!(e[0].starts_with("spec.components[0].template.spec.parallelism"), "{e:?}");
+    }
+}
