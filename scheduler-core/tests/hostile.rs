@@ -338,3 +338,69 @@ fn thousands_of_podgroups_under_one_composite_are_one_gang_refused_whole() {
     assert_eq!(outcome.counts.members, n as u32);
     assert!(plan.bindings.is_empty());
 }
+
+/// A value of any JSON type, small: what a hostile field may hold.
+fn any_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        (-4i64..70).prop_map(|n| json!(n)),
+        any::<f64>().prop_map(|f| json!(f)),
+        "[a-zA-Z\\[\\]0-9.~/]{0,24}".prop_map(Value::String),
+        Just(json!([])),
+        Just(json!({})),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A LeaderWorkerSet's subgroup policy of any shape and value: reading, injecting and
+    /// expanding it never panics, and when it is accepted every pod of a group carries a
+    /// subgroup index below the number of subgroups (or none, the leader under LeaderExcluded).
+    #[test]
+    fn lws_subgroups_of_any_shape_are_read_or_refused(
+        size in any_value(), sub in any_value(), replicas in 0i64..4,
+        kind in prop_oneof![any_value(), Just(json!("LeaderWorker")), Just(json!("LeaderExcluded"))],
+    ) {
+        let obj = json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "s", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"},
+                         "annotations": {scheduler_core::labels::LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY: "kubernetes.io/hostname"}},
+            "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size,
+                "subGroupPolicy": {"subGroupSize": sub, "subGroupPolicyType": kind},
+                "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}});
+        let Some(shape) = workload::inspect(&obj) else { return Err(TestCaseError::fail("not read")) };
+        let Ok(shape) = shape else { return Ok(()) };
+        let size = shape.group_size.unwrap_or(1);
+        prop_assume!(u64::from(size) * u64::from(shape.groups) <= 2_000);
+        let pods = workload::expand(&obj).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        prop_assert_eq!(pods.len() as u64, u64::from(size) * u64::from(shape.groups));
+        let sub = obj["spec"]["leaderWorkerTemplate"]["subGroupPolicy"]["subGroupSize"].as_u64().unwrap_or(1);
+        for p in &pods {
+            if let Some(i) = p["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/subgroup-index") {
+                let i: u64 = i.as_str().unwrap().parse().unwrap();
+                prop_assert!(i < u64::from(size).div_ceil(sub.max(1)), "{i} of size {size} by {sub}");
+            }
+        }
+    }
+
+    /// An AppWrapper's pod-set paths and replicas of any shape: read or refused, never a panic, and
+    /// an accepted one's roles all point at a pod template inside it.
+    #[test]
+    fn appwrapper_pod_sets_of_any_shape_are_read_or_refused(path in any_value(), replicas in any_value()) {
+        let obj = json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+            "metadata": {"name": "aw", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"components": [{"podSets": [{"path": path, "replicas": replicas}],
+                "template": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                             "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}}]}});
+        let Some(shape) = workload::inspect(&obj) else { return Err(TestCaseError::fail("not read")) };
+        if let Ok(shape) = shape {
+            for r in &shape.roles {
+                prop_assert!(obj.pointer(&r.template).is_some_and(|t| t["spec"].is_object()), "{}", r.template);
+            }
+            prop_assume!(shape.total_member() <= 2_000);
+            prop_assert!(workload::expand(&obj).is_ok());
+        }
+    }
+}
