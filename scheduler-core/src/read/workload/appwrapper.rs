@@ -2,10 +2,13 @@
 //! objects (`spec.components[].template`) that Kueue admits, and the AppWrapper controller creates
 //! and watches, as one workload. Its pods are one gang: each component's pod sets — declared
 //! (`podSets[] {path, replicas}`), else inferred from the wrapped kind as the AppWrapper webhook
-//! infers them (`InferPodSets`: a Job's min(parallelism, completions), a JobSet's replicated
-//! jobs, a Kubeflow job's replica specs, a RayCluster's head and worker groups, a Deployment's,
-//! ReplicaSet's or StatefulSet's replicas, a bare Pod) — are its roles, and the gang's minimum is
-//! all their pods. The AppWrapper controller labels every pod template it creates
+//! infers them (`InferPodSets`, for its kinds only: a Job's min(parallelism, completions), a
+//! JobSet's replicated jobs, a PyTorchJob's replica specs, a RayCluster's or RayJob's head and
+//! worker groups, a Deployment's or StatefulSet's replicas, a bare Pod; any other kind needs
+//! declared pod sets) — are its roles, and the gang's minimum is all their pods. The pod-set
+//! infos Kueue assigns at admission (`podSetInfos`: labels, annotations, node selector,
+//! tolerations, scheduling gates), which the AppWrapper controller merges into each pod set's
+//! template, are merged into the pods `simulate` expands ([`pod_set_info`]). The AppWrapper controller labels every pod template it creates
 //! `workload.codeflare.dev/appwrapper: <name>` (`createComponent`), which names the gang of an
 //! AppWrapper created with only `generateName`.
 //!
@@ -118,7 +121,7 @@ fn inferred(
     let template = format!("{base}/template");
     match (group, kind) {
         ("", "Pod") => roles.push(Role { name: role_name(i, kind, "", 1), pods: 1, template }),
-        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => {
+        ("apps", "Deployment" | "StatefulSet") => {
             let mut own = Vec::new();
             let pods = int_at(t, "/spec/replicas", 1, &mut own);
             errors.extend(own.into_iter().map(|e| prefixed(e, &template)));
@@ -128,7 +131,10 @@ fn inferred(
                 template: format!("{template}/spec/template"),
             });
         }
-        _ => match inspect(t) {
+        ("batch", "Job")
+        | ("jobset.x-k8s.io", "JobSet")
+        | ("kubeflow.org", "PyTorchJob")
+        | ("ray.io", "RayCluster" | "RayJob") => match inspect(t) {
             Some(Ok(shape)) => {
                 let n = shape.roles.len();
                 for r in shape.roles {
@@ -140,10 +146,26 @@ fn inferred(
                 }
             }
             Some(Err(e)) => errors.extend(e.into_iter().map(|e| prefixed(e, &template))),
-            // Not a pod-creating kind we know (a Service, a ConfigMap): it adds no member.
             None => {}
         },
+        // AppWrapper infers no pod sets for any other kind (a Service, a ConfigMap — or a TFJob,
+        // a ReplicaSet, which need declared ones): the component adds no member, as it adds no
+        // pods to the workload AppWrapper and Kueue account for.
+        _ => {}
     }
+}
+
+/// The `podSetInfos` entry of the role whose template is at `template`, the `j`-th pod set of its
+/// component: where it is, to merge into the pods of that role as the AppWrapper controller does.
+pub fn pod_set_info<'a>(obj: &'a Value, template: &str, j: usize) -> Option<&'a Value> {
+    let rest = template.strip_prefix("/spec/components/")?;
+    let i = rest.split('/').next()?;
+    obj.at(&format!("/spec/components/{i}/podSetInfos/{j}")).filter(|v| v.is_object())
+}
+
+/// The component index of the role whose template is at `template`.
+pub fn component_of(template: &str) -> Option<&str> {
+    template.strip_prefix("/spec/components/")?.split('/').next()
 }
 
 /// `e` (a field of the wrapped object) as a field of the AppWrapper, under `template`.
@@ -222,6 +244,45 @@ mod tests {
             ]
         );
         assert_eq!(shape.min_member, 4);
+        // A kind AppWrapper infers no pod sets for (a TFJob): no member unless declared.
+        let tf = json!({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "t"},
+            "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": []}}}}}});
+        let only_tf = wrapper(json!([{"template": tf.clone()}]));
+        assert!(matches!(inspect(&only_tf), Some(Err(_))), "runs no pods");
+        let declared = wrapper(json!([{"template": tf,
+            "podSets": [{"path": "template.spec.tfReplicaSpecs.Worker.template", "replicas": 2}]}]));
+        assert_eq!(inspect(&declared).unwrap().unwrap().min_member, 2);
+    }
+
+    #[test]
+    fn pod_set_infos_are_merged_into_the_pods_as_the_controller_merges_them() {
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+            "spec": {"parallelism": 2, "template": {"metadata": {"labels": {"app": "mine"}},
+                "spec": {"nodeSelector": {"disk": "ssd"}, "schedulingGates": [{"name": "g1"}],
+                         "containers": [{"name": "c", "image": "x"}]}}}});
+        let info = json!({"labels": {"app": "kueue", "flavor": "a100"}, "annotations": {"a": "b"},
+            "nodeSelector": {"disk": "hdd", "zone": "z1"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "schedulingGates": [{"name": "g1"}, {"name": "kueue.x-k8s.io/topology"}]});
+        let aw = wrapper(json!([{"template": job, "podSetInfos": [info]}]));
+        let pods = super::super::expand_admitted(&aw).unwrap();
+        assert_eq!(pods.len(), 2);
+        for p in &pods {
+            let (m, s) = (&p["metadata"], &p["spec"]);
+            assert_eq!(m["labels"]["app"], "mine", "the template's value stays");
+            assert_eq!(m["labels"]["flavor"], "a100");
+            assert_eq!(m["labels"][LABEL], "aw", "the controller's label");
+            assert_eq!(m["annotations"]["a"], "b");
+            assert_eq!(s["nodeSelector"], json!({"disk": "ssd", "zone": "z1"}));
+            assert_eq!(s["tolerations"][0]["key"], "gpu");
+            assert_eq!(s["schedulingGates"], json!([{"name": "g1"}, {"name": "kueue.x-k8s.io/topology"}]));
+        }
+        // No infos: the template as written.
+        let plain =
+            wrapper(json!([{"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}}]));
+        let pods = super::super::expand_admitted(&plain).unwrap();
+        assert!(pods[0]["spec"].get("tolerations").is_none_or(Value::is_null), "{}", pods[0]);
     }
 
     #[test]

@@ -147,7 +147,20 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     };
     let mut pods = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     let mut claims = Vec::new();
+    let wrapper = shape.kind == "AppWrapper" && shape.group == "workload.codeflare.dev";
+    let mut pod_set = (None, 0usize);
     for (role, stamp) in shape.roles.iter().zip(&stamps) {
+        // An AppWrapper's pod set: the infos Kueue assigned it, merged as its controller merges them.
+        let merged;
+        let mut stamp = stamp.as_ref();
+        if wrapper {
+            let component = appwrapper::component_of(&role.template);
+            pod_set = if pod_set.0 == component { (component, pod_set.1 + 1) } else { (component, 0) };
+            if let (Some(s), Some(info)) = (stamp, appwrapper::pod_set_info(obj, &role.template, pod_set.1)) {
+                merged = with_pod_set_info(s, info);
+                stamp = Some(&merged);
+            }
+        }
         let Some(stamp) = stamp else { continue };
         for i in 0..role.pods {
             let mut name = shape.name.clone();
@@ -319,6 +332,57 @@ fn expand_lws(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> V
         }
     }
     pods
+}
+
+/// `stamp` with an AppWrapper pod set's `podSetInfos` entry merged in, as the AppWrapper controller
+/// merges it into the pod template (`createComponent`): labels, annotations and node selector
+/// added where the template has none of that key (a conflict is the controller's error; here the
+/// template's value stays), tolerations appended, scheduling gates appended unless named already.
+fn with_pod_set_info(stamp: &Stamp, info: &Value) -> Stamp {
+    let mut metadata = stamp.metadata.clone();
+    let mut spec = stamp.spec.clone();
+    for key in ["labels", "annotations"] {
+        if let Some(add) = info.get(key).and_then(Value::as_object)
+            && let Some(m) = map_at_key(&mut metadata, key)
+        {
+            for (k, v) in add {
+                m.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    if let Some(add) = info.get("nodeSelector").and_then(Value::as_object)
+        && let Some(m) = map_at(&mut spec, &["nodeSelector"])
+    {
+        for (k, v) in add {
+            m.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    if let Some(sp) = spec.as_object_mut() {
+        if let Some(add) = info.get("tolerations").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+            let list = sp.entry("tolerations").or_insert_with(|| json!([]));
+            if !list.is_array() {
+                *list = json!([]);
+            }
+            if let Some(list) = list.as_array_mut() {
+                list.extend(add.iter().cloned());
+            }
+        }
+        if let Some(add) = info.get("schedulingGates").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+            let list = sp.entry("schedulingGates").or_insert_with(|| json!([]));
+            if !list.is_array() {
+                *list = json!([]);
+            }
+            if let Some(list) = list.as_array_mut() {
+                for gate in add {
+                    let name = gate.get("name");
+                    if name.is_some() && !list.iter().any(|g| g.get("name") == name) {
+                        list.push(json!({"name": name}));
+                    }
+                }
+            }
+        }
+    }
+    Stamp { metadata, spec }
 }
 
 /// The map under `key` in `metadata`, made (or made from a non-map) on the way.
