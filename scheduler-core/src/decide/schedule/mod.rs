@@ -151,7 +151,9 @@ impl PodFacts<'_> {
     /// one namespace and labels too, when the inter-pod filters are about (the anti-affinity of
     /// pods placed may select them). Their volumes are the placer's to compare
     /// ([`volumes::Volumes::alike`]).
-    fn alike(&self, p: usize, q: usize) -> bool {
+    /// `p_jobset`: whether `p` is a JobSet pod ([`exclusive::is_jobset_pod`]), found once for the
+    /// run `p` heads rather than once per pod compared with it.
+    fn alike(&self, p: usize, p_jobset: bool, q: usize) -> bool {
         let (a, b) = (&self.pods[p], &self.pods[q]);
         p == q
             || (a.nominated_node.is_none()
@@ -164,14 +166,15 @@ impl PodFacts<'_> {
                 && a.tolerations == b.tolerations
                 && a.terms == b.terms
                 && (!self.inter_pod || (a.key.namespace == b.key.namespace && a.labels == b.labels))
-                && same_jobset_side(a, b))
+                && same_jobset_side(a, p_jobset, b))
     }
 }
 
-/// Whether JobSet's exclusive placement sees `a` and `b` alike: neither a JobSet pod, or both of
-/// one child Job and priority (the domains exclusive child Jobs hold keep out other Jobs' pods).
-fn same_jobset_side(a: &Pod, b: &Pod) -> bool {
-    match (exclusive::is_jobset_pod(a), exclusive::is_jobset_pod(b)) {
+/// Whether JobSet's exclusive placement sees `a` (a JobSet pod when `a_jobset`) and `b` alike:
+/// neither a JobSet pod, or both of one child Job and priority (the domains exclusive child Jobs
+/// hold keep out other Jobs' pods). Both sides count: a JobSet pod after a plain one is not alike.
+fn same_jobset_side(a: &Pod, a_jobset: bool, b: &Pod) -> bool {
+    match (a_jobset, exclusive::is_jobset_pod(b)) {
         (false, false) => true,
         (true, true) => {
             exclusive::job_of(a) == exclusive::job_of(b)
@@ -308,11 +311,13 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
                 // Pods of ours outside any gang come in runs alike (a Deployment's replicas):
                 // a run is placed from one look at the nodes (the reference places them one by one).
                 // Pods whose volumes depend on other placements go one at a time.
+                let jobset = exclusive::is_jobset_pod(&snap.pods[p]);
                 let run: Vec<usize> = rest
                     .iter()
                     .map_while(|u| match *u {
                         order::Unit::Single(q)
-                            if q == p || fast && facts.pods.alike(p, q) && placer.volumes().alike(p, q) =>
+                            if q == p
+                                || fast && facts.pods.alike(p, jobset, q) && placer.volumes().alike(p, q) =>
                         {
                             Some(q)
                         }
