@@ -499,13 +499,12 @@ impl<'a> Placer<'a> {
     /// keys, any "all of these in one rack"), tried before the member-by-member pass. Member by
     /// member, the first of such a group goes wherever the best node is, and its domain may have
     /// no room for the rest (kube-scheduler places it the same way, one pod at a time); and
-    /// each later member walks every node its group's full domain refuses. Here each
-    /// group, in member order, goes whole into the least free domain of the term's key (least
-    /// free as the cycle began) that takes all of it: at most one trial placement per group
-    /// that lands and [`MAX_ANCHOR_TRIALS`] that fail in all, domains without the room for its scarcest resource skipped
-    /// without a trial, none after a group that fits nowhere; the domains of each key sorted once
-    /// (O(groups × domains) comparisons).
-    /// The other members then go as before.
+    /// each later member walks every node its group's full domain refuses. Here each group, in
+    /// member order, goes whole into the least free domain of the term's key (least free as the
+    /// cycle began) that takes all of it: at most one trial placement per group that lands and
+    /// [`MAX_ANCHOR_TRIALS`] that fail in all, domains without the room for its scarcest resource
+    /// skipped without a trial, none after a group that fits nowhere; the domains of each key
+    /// sorted once (O(groups × domains) comparisons). The other members then go as before.
     /// The members' own terms (anti-affinity to other groups included) hold throughout: every
     /// node is chosen by [`Placer::best_node`]. `None` when no member is in such a group or the
     /// gang is not satisfied so (the member-by-member pass then has its try).

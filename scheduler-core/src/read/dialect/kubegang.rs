@@ -24,7 +24,7 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
         return Err(FieldError::new(path, "must name a gang"));
     }
     if let Err(e) = crate::labels::check_label_value(name) {
-        return Err(FieldError::new(label_path(LABEL_GANG), e));
+        return Err(FieldError::new(path, e));
     }
     let dialect = if meta.annotations.contains_key(ANNOTATION_MIN_MEMBER) {
         Dialect::KubeGangAnnotations

@@ -137,14 +137,8 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
         return Ok(expand_lws(obj, &shape, &stamps));
     }
     // The label in which the controller writes the workload's name on each pod (what a gang
-    // injected as `kube-gang.io/gang-from` is named from); JobSet's come with its child Job's.
-    let name_label = match (shape.group.as_str(), shape.kind.as_str()) {
-        ("batch", "Job") => Some(JOB_NAME),
-        ("kubeflow.org", _) => Some(crate::labels::KUBEFLOW_JOB_NAME),
-        ("ray.io", "RayCluster") => Some(crate::labels::RAY_CLUSTER),
-        ("workload.codeflare.dev", "AppWrapper") => Some(crate::labels::APPWRAPPER_NAME),
-        _ => None,
-    };
+    // injected as `kube-gang.io/gang-from` is named from).
+    let name_label = controller_name_label(&shape.group, &shape.kind);
     let mut pods = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     let mut claims = Vec::new();
     let wrapper = shape.kind == "AppWrapper" && shape.group == "workload.codeflare.dev";
@@ -320,14 +314,14 @@ fn expand_lws(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> V
     let size = shape.group_size.unwrap_or(1);
     let mut pods =
         Vec::with_capacity(usize::try_from(u64::from(shape.groups) * u64::from(size)).unwrap_or(0));
-    for group in 0..shape.groups {
+    let set = lws::Set::of(obj, &shape.name, &shape.namespace, size);
+    for g in 0..shape.groups {
+        let (leader_name, key) = set.group(g);
         for w in 0..size {
             let Some(stamp) = (if w == 0 { leader } else { worker }) else { continue };
             let mut metadata = stamp.metadata.clone();
             let mut spec = stamp.spec.clone();
-            let member =
-                lws::Member { set: &shape.name, namespace: &shape.namespace, group, worker: w, size };
-            lws::stamp(obj, &member, &mut metadata, &mut spec);
+            set.stamp((g, &leader_name, &key), w, &mut metadata, &mut spec);
             pods.push(pod_of(metadata, spec));
         }
     }

@@ -161,63 +161,90 @@ fn sha1_hex(s: &str) -> String {
     out
 }
 
-/// One pod of group `g` as the LWS controllers and pod webhook write it.
-pub(super) struct Member<'a> {
-    pub set: &'a str,
-    pub namespace: &'a str,
-    pub group: u32,
-    pub worker: u32,
-    pub size: u32,
+/// What every pod of one LeaderWorkerSet gets alike, read once per expansion: its name,
+/// namespace and group size, its subgroup policy and its exclusive-placement keys.
+pub(super) struct Set<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    size: u32,
+    policy: Option<SubGroups>,
+    exclusive: Option<&'a str>,
+    sub_exclusive: Option<&'a str>,
 }
 
-/// Name, labels, annotations and exclusive-placement terms of `m` onto `metadata` and `spec`
-/// (the template's, copied), as LWS writes them; `obj` is the set.
-pub(super) fn stamp(obj: &Value, m: &Member<'_>, metadata: &mut Map<String, Value>, spec: &mut Value) {
-    let leader = format!("{}-{}", m.set, m.group);
-    let name = if m.worker == 0 { leader.clone() } else { format!("{leader}-{}", m.worker) };
-    let group_key = sha1_hex(&format!("{}/{leader}", m.namespace));
-    let policy = subgroups(obj, m.size);
-    let subgroup =
-        policy.and_then(|p| p.of(m.size, m.worker)).map(|i| (i, sha1_hex(&format!("{leader}/{i}"))));
-
-    metadata.insert("name".into(), Value::String(name));
-    metadata.insert("namespace".into(), Value::String(m.namespace.to_string()));
-    let mut labels = take_object(metadata, "labels");
-    labels.insert(LWS_NAME.into(), json!(super::label_value_for(m.set)));
-    labels.insert(LWS_GROUP_INDEX.into(), json!(m.group.to_string()));
-    labels.insert(LWS_WORKER_INDEX.into(), json!(m.worker.to_string()));
-    labels.insert(LWS_GROUP_KEY.into(), json!(group_key));
-    if let Some((i, key)) = &subgroup {
-        labels.insert(LWS_SUBGROUP_INDEX.into(), json!(i.to_string()));
-        labels.insert(LWS_SUBGROUP_KEY.into(), json!(key));
-    }
-    metadata.insert("labels".into(), Value::Object(labels));
-
-    let exclusive = annotation(obj, LWS_EXCLUSIVE_TOPOLOGY);
-    let sub_exclusive = annotation(obj, LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY).filter(|_| policy.is_some());
-    let mut annotations = take_object(metadata, "annotations");
-    annotations.insert(LWS_SIZE.into(), json!(m.size.to_string()));
-    if let Some(key) = exclusive {
-        annotations.insert(LWS_EXCLUSIVE_TOPOLOGY.into(), json!(key));
-    }
-    if let Some(p) = policy {
-        let kind = if p.leader_excluded { "LeaderExcluded" } else { "LeaderWorker" };
-        annotations.insert(LWS_SUBGROUP_POLICY_TYPE.into(), json!(kind));
-        annotations.insert(LWS_SUBGROUP_SIZE.into(), json!(p.size.to_string()));
-        if let Some(key) = sub_exclusive {
-            annotations.insert(LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY.into(), json!(key));
+impl<'a> Set<'a> {
+    pub fn of(obj: &'a Value, name: &'a str, namespace: &'a str, size: u32) -> Self {
+        let policy = subgroups(obj, size);
+        Set {
+            name,
+            namespace,
+            size,
+            policy,
+            exclusive: annotation(obj, LWS_EXCLUSIVE_TOPOLOGY),
+            sub_exclusive: annotation(obj, LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY).filter(|_| policy.is_some()),
         }
     }
-    if m.worker > 0 {
-        annotations.insert(LWS_LEADER_NAME.into(), json!(leader));
-    }
-    metadata.insert("annotations".into(), Value::Object(annotations));
 
-    if let Some(key) = exclusive {
-        exclusive_terms(spec, &group_key, key, LWS_GROUP_KEY);
+    /// Group `g`'s leader (`<set>-<g>`) and key (SHA-1 of `<namespace>/<leader>`).
+    pub fn group(&self, g: u32) -> (String, String) {
+        let leader = format!("{}-{g}", self.name);
+        let key = sha1_hex(&format!("{}/{leader}", self.namespace));
+        (leader, key)
     }
-    if let (Some((_, sub_key)), Some(key)) = (&subgroup, sub_exclusive) {
-        exclusive_terms(spec, sub_key, key, LWS_SUBGROUP_KEY);
+
+    /// Name, labels, annotations and exclusive-placement terms of the pod with worker index
+    /// `worker` (0: the leader) of group `g` (its leader and key from [`Set::group`]) onto
+    /// `metadata` and `spec` (the template's, copied), as LWS writes them.
+    pub fn stamp(
+        &self,
+        (g, leader, group_key): (u32, &str, &str),
+        worker: u32,
+        metadata: &mut Map<String, Value>,
+        spec: &mut Value,
+    ) {
+        let name = if worker == 0 { leader.to_string() } else { format!("{leader}-{worker}") };
+        let subgroup = self
+            .policy
+            .and_then(|p| p.of(self.size, worker))
+            .map(|i| (i, sha1_hex(&format!("{leader}/{i}"))));
+
+        metadata.insert("name".into(), Value::String(name));
+        metadata.insert("namespace".into(), Value::String(self.namespace.to_string()));
+        let mut labels = take_object(metadata, "labels");
+        labels.insert(LWS_NAME.into(), json!(super::label_value_for(self.name)));
+        labels.insert(LWS_GROUP_INDEX.into(), json!(g.to_string()));
+        labels.insert(LWS_WORKER_INDEX.into(), json!(worker.to_string()));
+        labels.insert(LWS_GROUP_KEY.into(), json!(group_key));
+        if let Some((i, key)) = &subgroup {
+            labels.insert(LWS_SUBGROUP_INDEX.into(), json!(i.to_string()));
+            labels.insert(LWS_SUBGROUP_KEY.into(), json!(key));
+        }
+        metadata.insert("labels".into(), Value::Object(labels));
+
+        let mut annotations = take_object(metadata, "annotations");
+        annotations.insert(LWS_SIZE.into(), json!(self.size.to_string()));
+        if let Some(key) = self.exclusive {
+            annotations.insert(LWS_EXCLUSIVE_TOPOLOGY.into(), json!(key));
+        }
+        if let Some(p) = self.policy {
+            let kind = if p.leader_excluded { "LeaderExcluded" } else { "LeaderWorker" };
+            annotations.insert(LWS_SUBGROUP_POLICY_TYPE.into(), json!(kind));
+            annotations.insert(LWS_SUBGROUP_SIZE.into(), json!(p.size.to_string()));
+            if let Some(key) = self.sub_exclusive {
+                annotations.insert(LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY.into(), json!(key));
+            }
+        }
+        if worker > 0 {
+            annotations.insert(LWS_LEADER_NAME.into(), json!(leader));
+        }
+        metadata.insert("annotations".into(), Value::Object(annotations));
+
+        if let Some(key) = self.exclusive {
+            exclusive_terms(spec, group_key, key, LWS_GROUP_KEY);
+        }
+        if let (Some((_, sub_key)), Some(key)) = (&subgroup, self.sub_exclusive) {
+            exclusive_terms(spec, sub_key, key, LWS_SUBGROUP_KEY);
+        }
     }
 }
 

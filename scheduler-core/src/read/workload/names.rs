@@ -107,7 +107,14 @@ pub fn late_name_label(obj: &Value, shape: &WorkloadShape) -> Option<&'static st
     if job && (obj.at("/spec/suspend").and_then(Value::as_bool) == Some(true) || super::kueue_suspends(obj)) {
         return None;
     }
-    match (shape.group.as_str(), shape.kind.as_str()) {
+    controller_name_label(&shape.group, &shape.kind)
+}
+
+/// The pod label in which the controller of a workload of `group`/`kind` writes the workload's
+/// name on every pod it creates (what [`late_name_label`] names a gang from, and what `simulate`'s
+/// expansion writes on the pods); `None` for a kind whose controller writes none.
+pub fn controller_name_label(group: &str, kind: &str) -> Option<&'static str> {
+    match (group, kind) {
         ("batch", "Job") => Some(JOB_NAME),
         ("jobset.x-k8s.io", "JobSet") => Some(JOBSET_NAME),
         ("kubeflow.org", "PyTorchJob" | "TFJob" | "XGBoostJob" | "PaddleJob" | "JAXJob" | "MPIJob") => {
