@@ -321,14 +321,14 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
                 Ok(pods) => {
                     // A pod the scheduler could not read (an invalid quantity) is an input error,
                     // not a workload quietly left out; the first such pod speaks for the rest
-                    // (the pods of one role are alike: only the first of each is read here).
-                    let mut seen_specs = Vec::new();
+                    // (pods alike are read once: a spec is known by a hash of its contents, so
+                    // pods that each differ — LeaderWorkerSet's per-group affinity terms — cost
+                    // a hash each, not a comparison with every spec seen before).
+                    let mut seen_specs = std::collections::HashSet::new();
                     let first_unreadable = pods.iter().find_map(|p| {
-                        let spec = p.get("spec");
-                        if seen_specs.contains(&spec) {
+                        if !seen_specs.insert(spec_hash(p.get("spec"))) {
                             return None;
                         }
-                        seen_specs.push(spec);
                         unreadable(p).map(|e| (p, e))
                     });
                     if let Some((pod, e)) = first_unreadable {
@@ -809,6 +809,36 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
     };
     let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };
     Ok(Output { stdout, stderr, code })
+}
+
+/// A hash of a pod's spec by its contents (keys and values, in order), for telling pods alike
+/// apart from pods that differ in one pass.
+fn spec_hash(spec: Option<&Value>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    fn walk(v: &Value, h: &mut std::collections::hash_map::DefaultHasher) {
+        match v {
+            Value::Null => 0u8.hash(h),
+            Value::Bool(b) => (1u8, b).hash(h),
+            Value::Number(n) => (2u8, n.to_string()).hash(h),
+            Value::String(s) => (3u8, s).hash(h),
+            Value::Array(a) => {
+                (4u8, a.len()).hash(h);
+                a.iter().for_each(|x| walk(x, h));
+            }
+            Value::Object(m) => {
+                (5u8, m.len()).hash(h);
+                for (k, x) in m {
+                    k.hash(h);
+                    walk(x, h);
+                }
+            }
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    if let Some(v) = spec {
+        walk(v, &mut h);
+    }
+    h.finish()
 }
 
 #[cfg(test)]
