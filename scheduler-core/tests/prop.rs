@@ -841,3 +841,147 @@ proptest! {
         }
     }
 }
+
+/// A pod of ours outside any gang for [`runs_resumed_past_other_pods_place_one_after_another`], by
+/// `kind`: 0–4 the run's shape (1 GPU, 2 CPU, `app=web`); 5 another shape (1 CPU); 6 the run's
+/// shape nominated to node `k`; 7 the run's shape with a claim bound to a local PV on node `k`;
+/// 8 another shape with such a claim; 9 the run's shape kept apart from `app=web` by hostname;
+/// 10 a JobSet pod of the run's shape; 11 a claim of its own, WaitForFirstConsumer, provisioned
+/// anywhere; 12 twice the run's CPU, in another namespace with other labels.
+fn resumed_single(snap: &mut Snapshot, j: usize, kind: u8, k: usize) {
+    use scheduler_core::model::volume::*;
+    let name = format!("single-{j:02}");
+    let (gpus, cpu) = match kind {
+        5 | 8 => (0, 1_000),
+        12 => (1, 4_000),
+        _ => (1, 2_000),
+    };
+    let mut p = pod(&name, None, gpus, cpu, 0, None);
+    p.scheduler_name = "gang-scheduler".into();
+    p.labels = labels(&[("app", "web")]);
+    let node = format!("n{:02}", k % snap.nodes.len());
+    let claim = |class: Option<&str>, volume: Option<String>| Pvc {
+        key: ObjectKey::new("ns", format!("c-{name}").as_str()),
+        uid: format!("uid-c-{name}"),
+        class: class.map(String::from),
+        access_modes: [AccessMode::ReadWriteOnce].into(),
+        storage: 1 << 30,
+        selector: None,
+        volume_mode: VolumeMode::Filesystem,
+        bind_completed: volume.is_some(),
+        volume_name: volume,
+        selected_node: None,
+        deleting: false,
+        lost: false,
+        owner: None,
+    };
+    match kind {
+        6 => p.nominated_node = Some(node),
+        7 | 8 => {
+            let pv = format!("local-{name}");
+            snap.storage.volumes.insert(
+                pv.clone(),
+                Pv {
+                    name: pv.clone(),
+                    class: None,
+                    capacity: 1 << 30,
+                    access_modes: [AccessMode::ReadWriteOnce].into(),
+                    volume_mode: VolumeMode::Filesystem,
+                    node_affinity: Some(vec![NodeSelectorTerm {
+                        match_expressions: vec![NodeSelectorRequirement {
+                            key: HOSTNAME.into(),
+                            operator: NodeSelectorOperator::In,
+                            values: vec![node],
+                        }],
+                        match_fields: vec![],
+                    }]),
+                    labels: BTreeMap::new(),
+                    claim_ref: None,
+                    available: false,
+                    deleting: false,
+                    attach: None,
+                },
+            );
+            let c = claim(None, Some(pv));
+            snap.storage.claims.insert(c.key.clone(), c);
+            p.volumes = vec![PodVolume::Claim { claim: format!("c-{name}"), ephemeral: false }];
+        }
+        9 => {
+            p.terms = Some(Box::new(PodTerms {
+                anti_affinity: vec![term(HOSTNAME, "web", None)],
+                ..PodTerms::default()
+            }))
+        }
+        10 => p.labels = labels(&[(scheduler_core::labels::JOBSET_JOB_KEY, "train-0")]),
+        11 => {
+            snap.storage.classes.insert(
+                "wffc".into(),
+                StorageClass {
+                    name: "wffc".into(),
+                    provisioner: "csi.example.com".into(),
+                    binding_mode: BindingMode::WaitForFirstConsumer,
+                    allowed_topologies: vec![],
+                },
+            );
+            let c = claim(Some("wffc"), None);
+            snap.storage.claims.insert(c.key.clone(), c);
+            p.volumes = vec![PodVolume::Claim { claim: format!("c-{name}"), ephemeral: false }];
+        }
+        12 => {
+            p.key = ObjectKey::new("other", name.as_str());
+            p.labels = labels(&[("app", "batch")]);
+        }
+        _ => {}
+    }
+    snap.pods.push(p);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A run of alike pods of ours outside any gang goes on past pods of other shapes between its
+    /// pods (another size, a nominated node, a local volume, a claim to provision): the plan is
+    /// the one placing every pod one after another makes — and pods that end a run (kept apart,
+    /// a JobSet's) still end it.
+    #[test]
+    fn runs_resumed_past_other_pods_place_one_after_another(
+        (nodes, gangs, running) in cluster(),
+        singles in prop::collection::vec((prop_oneof![4 => 0u8..5, 8 => 5u8..13], 0usize..10), 0..40),
+        carried in any::<bool>(),
+        spread in any::<bool>(),
+    ) {
+        let mut snap = build(&nodes, &gangs, &running);
+        for (j, &(kind, k)) in singles.iter().enumerate() {
+            resumed_single(&mut snap, j, kind, k);
+        }
+        if carried {
+            snap.usage = Some(Usage::of(&snap.pods));
+        }
+        let config = config(spread);
+        let now = Time::from_secs(1_000);
+        let plan = schedule(&snap, &config, now);
+        prop_assert_eq!(&plan, &scheduler_core::schedule_reference(&snap, &config, now));
+        inter_pod_invariants(&snap, &plan)?;
+    }
+}
+
+/// The case a resumed run must get right that random clusters seldom make: two pods between a
+/// run's pods take a node outside the run's best nodes until then, which makes it the best (the
+/// fullest) for the run's next pod. Ten nodes of 5 GPUs: the run's first pod takes n00, two
+/// pods with local volumes on n09 take 2 of its GPUs, and the run's second pod goes to n09 (3
+/// left), not n00 (4 left) — as one pod after another.
+#[test]
+fn a_node_taken_between_a_runs_pods_is_the_next_ones_best() {
+    let nodes: Vec<(i64, i64, u8)> = vec![(5, 32, 0); 10];
+    let mut snap = build(&nodes, &[], &[]);
+    for (j, (kind, k)) in [(0, 0), (7, 9), (7, 9), (0, 0)].into_iter().enumerate() {
+        resumed_single(&mut snap, j, kind, k);
+    }
+    let config = Config::default();
+    let now = Time::from_secs(1_000);
+    let plan = schedule(&snap, &config, now);
+    assert_eq!(plan, scheduler_core::schedule_reference(&snap, &config, now));
+    let on: Vec<(&str, &str)> =
+        plan.bindings.iter().map(|b| (b.pod.name.as_str(), b.node.as_str())).collect();
+    assert_eq!(on, [("single-00", "n00"), ("single-01", "n09"), ("single-02", "n09"), ("single-03", "n09")]);
+}

@@ -96,10 +96,16 @@ impl Progress {
         reason
     }
 
-    /// Pods of ours outside any gang, shaped alike ([`PodFacts::alike`]): each on the best node it
-    /// fits, if any, in order ([`Placer::singles`]).
-    pub fn singles(&mut self, index: &PodFacts<'_>, placer: &Placer<'_>, run: &[usize]) {
-        let (placed, work) = placer.singles(&mut self.ledger, &index.demand, &index.reserved, run);
+    /// Pods of ours outside any gang, shaped alike ([`PodFacts::alike`], `true`) with perhaps
+    /// pods of other shapes between them (`false`): each on the best node it fits, if any, in
+    /// order ([`Placer::singles`], [`Placer::singles_resumed`]).
+    pub fn singles(&mut self, index: &PodFacts<'_>, placer: &Placer<'_>, run: &[(usize, bool)]) {
+        let (placed, work) = if run.iter().all(|&(_, alike)| alike) {
+            let pods: Vec<usize> = run.iter().map(|&(p, _)| p).collect();
+            placer.singles(&mut self.ledger, &index.demand, &index.reserved, &pods)
+        } else {
+            placer.singles_resumed(&mut self.ledger, &index.demand, &index.reserved, run)
+        };
         self.singles.extend(placed);
         self.single_volumes.extend(work);
     }

@@ -150,7 +150,7 @@ impl PodFacts<'_> {
     /// to prefer (nominated or reserved) and both have one demand and one set of constraints —
     /// one namespace and labels too, when the inter-pod filters are about (the anti-affinity of
     /// pods placed may select them). Their volumes are the placer's to compare
-    /// ([`volumes::Volumes::alike`]).
+    /// ([`volumes::Volumes::in_run`]).
     /// `p_jobset`: whether `p` is a JobSet pod ([`exclusive::is_jobset_pod`]), found once for the
     /// run `p` heads rather than once per pod compared with it.
     fn alike(&self, p: usize, p_jobset: bool, q: usize) -> bool {
@@ -169,6 +169,10 @@ impl PodFacts<'_> {
                 && same_jobset_side(a, p_jobset, b))
     }
 }
+
+/// Pods of other shapes in a row a run of alike pods goes on past (see [`place::Placer::singles_resumed`]):
+/// beyond them the run ends, so forming runs costs at most this many looks ahead per run.
+const MAX_BETWEEN: usize = 8;
 
 /// Whether JobSet's exclusive placement sees `a` (a JobSet pod when `a_jobset`) and `b` alike:
 /// neither a JobSet pod, or both of one child Job and priority (the domains exclusive child Jobs
@@ -311,20 +315,34 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
                 // Pods of ours outside any gang come in runs alike (a Deployment's replicas):
                 // a run is placed from one look at the nodes (the reference places them one by one).
                 // Pods whose volumes depend on other placements go one at a time.
+                // A run placed from one look at the nodes goes on past a few pods of other shapes
+                // between its pods (placed on their own, in order), when they change nothing it
+                // reads but the room on the nodes they take.
                 let jobset = exclusive::is_jobset_pod(&snap.pods[p]);
-                let run: Vec<usize> = rest
-                    .iter()
-                    .map_while(|u| match *u {
-                        order::Unit::Single(q)
-                            if q == p
-                                || fast && facts.pods.alike(p, jobset, q) && placer.volumes().alike(p, q) =>
-                        {
-                            Some(q)
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                rest = &rest[run.len().max(1)..];
+                let resumable = !jobset && placer.resumable(p, &facts.pods.reserved);
+                let volumes = placer.volumes().run_shape(p);
+                let mut run: Vec<(usize, bool)> = Vec::new();
+                let (mut end, mut between) = (0, 0);
+                for u in rest {
+                    let order::Unit::Single(q) = *u else { break };
+                    if q == p
+                        || fast && facts.pods.alike(p, jobset, q) && placer.volumes().in_run(&volumes, q)
+                    {
+                        run.push((q, true));
+                        (end, between) = (run.len(), 0);
+                    } else if resumable
+                        && between < MAX_BETWEEN
+                        && !exclusive::is_jobset_pod(&snap.pods[q])
+                        && placer.interloper(q)
+                    {
+                        run.push((q, false));
+                        between += 1;
+                    } else {
+                        break;
+                    }
+                }
+                run.truncate(end.max(1));
+                rest = &rest[run.len()..];
                 progress.singles(&facts.pods, &placer, &run);
                 continue;
             }

@@ -249,8 +249,21 @@ impl<'a> Placer<'a> {
             }
             placed
         };
-        // Claims provisioned wherever a pod goes are bound first; the pod in a later cycle.
         let (mut bound, mut work) = (Vec::with_capacity(placed.len()), Vec::new());
+        self.claims_first(ledger, placed, &mut bound, &mut work);
+        (bound, work)
+    }
+
+    /// Sorts placements committed to `ledger` into those bound now (`bound`) and the claims to
+    /// bind first (`work`): claims provisioned wherever a pod goes are bound first, the pod in a
+    /// later cycle.
+    fn claims_first(
+        &self,
+        ledger: &Ledger,
+        placed: impl IntoIterator<Item = (usize, usize)>,
+        bound: &mut Vec<(usize, usize)>,
+        work: &mut Vec<VolumeWork>,
+    ) {
         for (q, n) in placed {
             if self.snap.pods[q].volumes.is_empty() {
                 bound.push((q, n));
@@ -263,6 +276,166 @@ impl<'a> Placer<'a> {
                 work.extend(claims);
             }
         }
+    }
+
+    /// Whether a run of pods alike to `p` may go on past pods of other shapes placed between
+    /// its pods ([`Placer::singles_resumed`]): it is one placed from one look at the nodes — no
+    /// inter-pod filter concerns `p`, it has no node of its own to prefer, and its volumes depend
+    /// on no other placement.
+    pub fn resumable(&self, p: usize, reserved: &HashMap<usize, usize>) -> bool {
+        self.fast
+            && self.snap.pods[p].nominated_node.is_none()
+            && !reserved.contains_key(&p)
+            && !self.volume_dynamic(p)
+            && self.joint.view(p, Tentative::NONE).is_none()
+    }
+
+    /// Whether placing pod `q` changes nothing a resumable run reads but the room on the node it
+    /// takes: no inter-pod filter concerns it (so its placement repels no one), and it books no
+    /// volume another placement depends on. JobSet pods are the caller's to keep out (the
+    /// domains their exclusive jobs hold change other pods' nodes).
+    pub fn interloper(&self, q: usize) -> bool {
+        !self.volume_dynamic(q) && self.joint.view(q, Tentative::NONE).is_none()
+    }
+
+    /// [`Placer::singles`] for a run of pods alike to its head (`true`) with pods of other shapes
+    /// between them (`false`, each an [`Placer::interloper`]; the head [`Placer::resumable`]):
+    /// the alike pods are placed from one look at the nodes, as [`Placer::alike`] places them,
+    /// and each pod between them as [`Placer::singles`] places it on its own, in order — the same
+    /// placements as one pod after another, without a new look at the nodes after each pod
+    /// between (a StatefulSet's replicas each with a local volume of its own, amid a
+    /// Deployment's).
+    ///
+    /// Why one look still suffices: a node's key changes only when a pod lands on it, so the
+    /// alike pods take the nodes nobody has touched in their order before the run; each pod
+    /// between touches one node. So the `alike + between` best nodes before the run, and the
+    /// nodes the pods between took, re-keyed once taken, hold every node an alike pod can get.
+    pub fn singles_resumed(
+        &self,
+        ledger: &mut Ledger,
+        demand: &Demands,
+        reserved: &HashMap<usize, usize>,
+        run: &[(usize, bool)],
+    ) -> (Vec<(usize, usize)>, Vec<VolumeWork>) {
+        let (mut bound, mut work) = (Vec::with_capacity(run.len()), Vec::new());
+        let Some(&(head, _)) = run.first() else { return (bound, work) };
+        let pod = &self.snap.pods[head];
+        let d = &demand[head];
+        let width = d.0.len();
+        let feasible = self.caches.feasible(head);
+        let ask = Ask { demand: d, pod, feasible: &feasible, filter: None };
+        let mut slots = self.caches.candidates(ledger, &Txn::default(), ask, run.len());
+        // Per slot: what its node has left of each demanded resource, then its pod slots (as in
+        // `alike`); its key now (`None`: full for the run); how many of the run it took since
+        // the last commit.
+        let mut left: Vec<i64> = Vec::with_capacity(slots.len() * (width + 1));
+        let room = |ledger: &Ledger, n: usize, left: &mut Vec<i64>| {
+            left.extend(d.0.iter().map(|&(r, _)| ledger.free(&Txn::default(), n, r)));
+            left.push(ledger.free_pods(&Txn::default(), n));
+        };
+        for &(_, n) in &slots {
+            room(ledger, n, &mut left);
+        }
+        let mut current: Vec<Option<NodeKey>> = slots.iter().map(|&(key, _)| Some(key)).collect();
+        let mut slot_of: HashMap<usize, usize, BuildHasherDefault<Prehashed>> =
+            slots.iter().enumerate().map(|(i, &(_, n))| (n, i)).collect();
+        let mut taken = vec![0i64; slots.len()];
+        let mut heap: BinaryHeap<Reverse<(NodeKey, usize)>> =
+            slots.iter().enumerate().map(|(i, &(key, _))| Reverse((key, i))).collect();
+        // The alike pods placed since the last commit.
+        let mut segment: Vec<(usize, usize)> = Vec::new();
+        // The slots the run took since the last commit.
+        let mut dirty: Vec<usize> = Vec::new();
+        let commit = |ledger: &mut Ledger,
+                      slots: &[(NodeKey, usize)],
+                      taken: &mut [i64],
+                      dirty: &mut Vec<usize>,
+                      segment: &mut Vec<(usize, usize)>,
+                      bound: &mut Vec<(usize, usize)>,
+                      work: &mut Vec<VolumeWork>| {
+            let mut txn = Txn::default();
+            for i in dirty.drain(..) {
+                ledger.take_times(&mut txn, slots[i].1, d, taken[i]);
+                taken[i] = 0;
+            }
+            ledger.commit(txn);
+            if let Some((&first, rest)) = segment.split_first() {
+                self.caches.committed(segment);
+                self.joint.committed(&[first], false);
+                self.joint.committed(rest, true);
+            }
+            self.claims_first(ledger, segment.drain(..), bound, work);
+        };
+        for &(q, alike) in run {
+            if !alike {
+                commit(ledger, &slots, &mut taken, &mut dirty, &mut segment, &mut bound, &mut work);
+                let mark = ledger.log().len();
+                let (b, w) = self.singles(ledger, demand, reserved, &[q]);
+                bound.extend(b);
+                work.extend(w);
+                let touched: Vec<usize> = ledger.log()[mark..].to_vec();
+                for n in touched {
+                    let i = match slot_of.get(&n) {
+                        Some(&i) => {
+                            let at = i * (width + 1);
+                            for (slot, &(r, _)) in left[at..at + width].iter_mut().zip(&d.0) {
+                                *slot = ledger.free(&Txn::default(), n, r);
+                            }
+                            left[at + width] = ledger.free_pods(&Txn::default(), n);
+                            i
+                        }
+                        None if feasible.mask[n] => {
+                            slots.push((self.caches.node_key(ledger, &Txn::default(), d, pod, n), n));
+                            room(ledger, n, &mut left);
+                            current.push(None);
+                            taken.push(0);
+                            slot_of.insert(n, slots.len() - 1);
+                            slots.len() - 1
+                        }
+                        None => continue,
+                    };
+                    current[i] = None;
+                    if ledger.fits(&Txn::default(), n, d).is_ok() {
+                        let key = self.caches.node_key(ledger, &Txn::default(), d, pod, n);
+                        current[i] = Some(key);
+                        heap.push(Reverse((key, i)));
+                    }
+                }
+                continue;
+            }
+            // The best node whose entry is current (a node an interloper took is pushed again
+            // with its new key; the old entry is left behind).
+            let top = loop {
+                let Some(top) = heap.peek_mut() else { break None };
+                let Reverse((key, i)) = *top;
+                if current[i] == Some(key) {
+                    break Some(top);
+                }
+                PeekMut::pop(top);
+            };
+            let Some(mut top) = top else { continue };
+            let Reverse((key, i)) = *top;
+            segment.push((q, slots[i].1));
+            if taken[i] == 0 {
+                dirty.push(i);
+            }
+            taken[i] += 1;
+            let room = &mut left[i * (width + 1)..(i + 1) * (width + 1)];
+            for (slot, &(_, a)) in room.iter_mut().zip(&d.0) {
+                *slot = slot.saturating_sub(a);
+            }
+            room[width] = room[width].saturating_sub(1);
+            let fits = room[width] >= 1 && room.iter().zip(&d.0).all(|(&f, &(_, a))| a <= 0 || f >= a);
+            if fits {
+                let key = self.caches.rekey(key, width, room[..width].iter().copied(), room[width]);
+                current[i] = Some(key);
+                *top = Reverse((key, i));
+            } else {
+                current[i] = None;
+                PeekMut::pop(top);
+            }
+        }
+        commit(ledger, &slots, &mut taken, &mut dirty, &mut segment, &mut bound, &mut work);
         (bound, work)
     }
 

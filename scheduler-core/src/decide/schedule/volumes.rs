@@ -664,24 +664,42 @@ impl<'a> Volumes<'a> {
         })
     }
 
-    /// Whether pods `p` and `q` may be placed in one run as far as their volumes go: neither
-    /// depends on other placements, and their volumes allow the same nodes (one list, shared).
-    pub fn alike(&self, p: usize, q: usize) -> bool {
-        let none = |p: usize| {
-            let pod = &self.snap.pods[p];
-            pod.volumes.is_empty() && pod.resource_claims.is_empty()
-        };
-        if none(p) && none(q) {
-            return true;
+    /// What the pods of a run headed by pod `p` share as far as their volumes go (see
+    /// [`Volumes::in_run`]): the nodes their volumes allow (`Some(None)`: every node); `None`
+    /// when `p`'s depend on other placements (it is placed alone). Found once per run, not once
+    /// per pod compared with its head.
+    pub fn run_shape(&self, p: usize) -> Option<Option<Rc<[usize]>>> {
+        if self.none(p) {
+            return Some(None);
         }
-        if self.dynamic(p) || self.dynamic(q) {
+        if self.dynamic(p) {
+            return None;
+        }
+        Some(self.allowed(p))
+    }
+
+    /// Whether pod `q` may be placed in the run whose head's volumes are `shape`
+    /// ([`Volumes::run_shape`]): neither depends on other placements, and their volumes allow
+    /// the same nodes (one list, shared).
+    pub fn in_run(&self, shape: &Option<Option<Rc<[usize]>>>, q: usize) -> bool {
+        let Some(allowed) = shape else { return false };
+        if self.none(q) {
+            return allowed.is_none();
+        }
+        if self.dynamic(q) {
             return false;
         }
-        match (self.allowed(p), self.allowed(q)) {
+        match (allowed, self.allowed(q)) {
             (None, None) => true,
-            (Some(a), Some(b)) => Rc::ptr_eq(&a, &b),
+            (Some(a), Some(b)) => Rc::ptr_eq(a, &b),
             _ => false,
         }
+    }
+
+    /// Whether pod `p` asks nothing of volumes or devices.
+    fn none(&self, p: usize) -> bool {
+        let pod = &self.snap.pods[p];
+        pod.volumes.is_empty() && pod.resource_claims.is_empty()
     }
 
     /// The volumes of the pods on nodes (one pass over the pods, the first time one is needed).
