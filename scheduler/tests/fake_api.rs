@@ -549,6 +549,64 @@ async fn a_gang_crd_installed_later_is_watched_and_its_gangs_placed() {
     handle.await.unwrap();
 }
 
+#[tokio::test]
+async fn a_grove_podgang_is_placed_whole_and_only_once_its_pod_groups_all_fit() {
+    // A Grove PodGang (a frontend, and a scaling group's replica of a leader and two workers) with
+    // its pods as Grove's default backend leaves them, handed to us by the pod hook.
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/scheduler.grove.io/v1alpha1", "podgangs"),
+    ])
+    .await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(node("gpu-2", "64", 8, &[]));
+    fake.put(json!({"apiVersion": "scheduler.grove.io/v1alpha1", "kind": "PodGang",
+        "metadata": {"name": "serve-0", "namespace": "ml"},
+        "spec": {"podgroups": [
+            {"name": "serve-0-frontend", "minReplicas": 1, "podReferences": []},
+            {"name": "serve-0-prefill-0-leader", "minReplicas": 1, "podReferences": []},
+            {"name": "serve-0-prefill-0-worker", "minReplicas": 2, "podReferences": []}],
+         "topologyConstraintGroupConfigs": [{"name": "serve-0-prefill-0",
+            "podGroupNames": ["serve-0-prefill-0-leader", "serve-0-prefill-0-worker"]}]}}));
+    let grove = |name: &str, clique: &str, gpus: u32| {
+        let mut p = gang_pod("ml", name, "unused", gpus);
+        p["metadata"]["labels"] = json!({"grove.io/podgang": "serve-0", "grove.io/podclique": clique});
+        p
+    };
+    // The workers ask for 8 GPUs each, the leader 1, the frontend 1: 18 of 16 GPUs.
+    fake.put(grove("frontend-a", "serve-0-frontend", 1));
+    fake.put(grove("leader-a", "serve-0-prefill-0-leader", 1));
+    fake.put(grove("worker-a", "serve-0-prefill-0-worker", 8));
+    fake.put(grove("worker-b", "serve-0-prefill-0-worker", 8));
+    let (stop, handle) = start(&fake, false).await;
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| !f
+            .requests_to("PATCH", "/pods/worker-a/status")
+            .is_empty())
+            .await
+    );
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "no part of the PodGang is bound");
+    assert!(
+        scheduled_message(&fake, "worker-a").contains("ml/serve-0"),
+        "{}",
+        scheduled_message(&fake, "worker-a")
+    );
+    // Smaller workers: the PodGang fits, and is bound whole.
+    for w in ["worker-a", "worker-b"] {
+        fake.remove("v1", "Pod", "ml", w).unwrap();
+        fake.put(grove(w, "serve-0-prefill-0-worker", 7));
+    }
+    let all = |f: &FakeApi| {
+        ["frontend-a", "leader-a", "worker-a", "worker-b"].iter().all(|p| bound(f, "ml", p).is_some())
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), all).await, "{:#?}", fake.requests());
+    assert_ne!(bound(&fake, "ml", "worker-a"), bound(&fake, "ml", "worker-b"));
+    // Grove's object is Grove's: no status written to it.
+    assert!(fake.requests_to("PATCH", "/podgangs/serve-0/status").is_empty());
+    stop.cancel();
+    handle.await.unwrap();
+}
+
 /// The message of the last `PodScheduled=False` written to `pod`.
 fn scheduled_message(fake: &FakeApi, pod: &str) -> String {
     let writes = fake.requests_to("PATCH", &format!("/pods/{pod}/status"));

@@ -191,10 +191,14 @@ pub struct LookupMetrics {
     pub not_held: Counter,
 }
 
-/// What is watched: `(apiVersion, kind, plural)`, each a map of its own (a Gang and a KAI PodGroup
-/// may share a name; the core tells their pods apart by label).
-pub const WATCHED: [(&str, &str, &str); 2] =
-    [("kube-gang.io/v1alpha1", "Gang", "gangs"), ("scheduling.run.ai/v2alpha2", "PodGroup", "podgroups")];
+/// What is watched: `(apiVersion, kind, plural)`, each a map of its own (a Gang, a KAI PodGroup
+/// and a Grove PodGang may share a name; the core tells their pods apart by label). Every kind
+/// whose pods name a subgroup by label, so that admission can refuse a pod on an inner one.
+pub const WATCHED: [(&str, &str, &str); 3] = [
+    ("kube-gang.io/v1alpha1", "Gang", "gangs"),
+    ("scheduling.run.ai/v2alpha2", "PodGroup", "podgroups"),
+    ("scheduler.grove.io/v1alpha1", "PodGang", "podgangs"),
+];
 
 /// The gangs admission may consult: none when the lookup is off.
 #[derive(Clone, Debug, Default)]

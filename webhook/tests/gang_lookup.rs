@@ -54,6 +54,21 @@ impl Webhook {
 
     /// The validating hook's `response` for a CREATE of `pod`.
     async fn validate(&self, pod: &Value) -> Value {
+        self.review("/validate", pod).await
+    }
+
+    /// The mutating hook's JSON patch for a CREATE of `pod` (empty when it has none).
+    async fn mutate(&self, pod: &Value) -> Vec<Value> {
+        use base64::Engine as _;
+        let response = self.review("/mutate", pod).await;
+        assert_eq!(response["allowed"], true, "{response}");
+        let Some(patch) = response["patch"].as_str() else { return Vec::new() };
+        let bytes = base64::engine::general_purpose::STANDARD.decode(patch).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    /// The `response` of the hook at `path` for a CREATE of `pod`.
+    async fn review(&self, path: &str, pod: &Value) -> Value {
         let body = serde_json::to_vec(&json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "lookup", "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -65,7 +80,7 @@ impl Webhook {
         let exchange = async {
             let mut tls = support::tls(self.0.port, self.0.ca.as_bytes()).await.unwrap();
             let head = format!(
-                "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
             tls.write_all(head.as_bytes()).await.unwrap();
@@ -175,6 +190,44 @@ async fn a_pod_on_an_inner_subgroup_of_a_kai_pod_group_is_denied_too() {
         "metadata.labels[kai.scheduler/subgroup-name]"
     );
     assert_eq!(webhook.validate(&kai("leaf", "decode-workers")).await["allowed"], true);
+    webhook.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grove_pod_on_a_group_config_is_denied_and_one_on_its_pod_group_gets_our_scheduler() {
+    // A Grove PodGang as its operator writes it for a PodCliqueSet replica: a scaling group's
+    // replica (leader + workers) as a group config over two pod groups.
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/scheduler.grove.io/v1alpha1", "podgangs"),
+    ])
+    .await;
+    fake.put(json!({"apiVersion": "scheduler.grove.io/v1alpha1", "kind": "PodGang",
+                    "metadata": {"name": "serve-0", "namespace": "ml"},
+                    "spec": {"podgroups": [
+                        {"name": "serve-0-prefill-0-leader", "minReplicas": 1, "podReferences": []},
+                        {"name": "serve-0-prefill-0-worker", "minReplicas": 2, "podReferences": []}],
+                     "topologyConstraintGroupConfigs": [{"name": "serve-0-prefill-0",
+                        "podGroupNames": ["serve-0-prefill-0-leader", "serve-0-prefill-0-worker"]}]}}));
+    let webhook = Webhook::start(Some(&fake.kubeconfig()), &[]).await;
+    webhook.gangs_known(1).await;
+    let grove = |name: &str, clique: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": "ml",
+                            "labels": {"grove.io/podgang": "serve-0", "grove.io/podclique": clique}},
+               "spec": {"schedulerName": "default-scheduler", "containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    let inner = webhook.validate(&grove("inner", "serve-0-prefill-0")).await;
+    assert_eq!(inner["allowed"], false, "{inner}");
+    assert_eq!(inner["status"]["details"]["causes"][0]["field"], "metadata.labels[grove.io/podclique]");
+    let leaf = webhook.validate(&grove("leaf", "serve-0-prefill-0-worker")).await;
+    assert_eq!(leaf["allowed"], true, "{leaf}");
+    // The mutating hook hands Grove's default-scheduler pod to ours.
+    let patch = webhook.mutate(&grove("leaf", "serve-0-prefill-0-worker")).await;
+    assert!(
+        patch.iter().any(|op| op["path"] == "/spec/schedulerName" && op["value"] == "gang-scheduler"),
+        "{patch:?}"
+    );
     webhook.stop().await;
 }
 

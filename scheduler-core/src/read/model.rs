@@ -549,6 +549,8 @@ pub enum Dialect {
     Koordinator,
     /// KAI-Scheduler `scheduling.run.ai/v2alpha2` PodGroup.
     Kai,
+    /// NVIDIA Grove `scheduler.grove.io/v1alpha1` PodGang.
+    Grove,
 }
 
 impl Dialect {
@@ -561,7 +563,8 @@ impl Dialect {
             | Dialect::Upstream
             | Dialect::Coscheduling
             | Dialect::Volcano
-            | Dialect::Kai => false,
+            | Dialect::Kai
+            | Dialect::Grove => false,
         }
     }
 
@@ -575,6 +578,7 @@ impl Dialect {
             Dialect::Volcano => "volcano",
             Dialect::Koordinator => "koordinator",
             Dialect::Kai => "kai",
+            Dialect::Grove => "grove",
         }
     }
 }

@@ -82,6 +82,7 @@ pub const READ: &[ApiKind] = &[
     api_kind("scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups"),
     api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
     api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
+    api_kind("scheduler.grove.io", "v1alpha1", "PodGang", "podgangs"),
 ];
 
 /// The identity of one Kubernetes object. The type part of a kind in [`READ`] is borrowed from

@@ -132,6 +132,7 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
         match read {
             Ok(crate::dialect::GangObject::Gang(g)) => {
                 v.errors.extend(gang_tree_errors(&g));
+                v.warnings.extend(crate::dialect::object_warnings(new));
                 if let Some(old) = old.and_then(|o| match crate::dialect::read_object(o) {
                     Some(Ok(crate::dialect::GangObject::Gang(g))) => Some(g),
                     _ => None,
@@ -253,7 +254,8 @@ pub fn members_named(obj: &Value) -> Vec<(crate::model::GangKey, u64)> {
 pub fn member_shortfall(gang: &Gang, members: u64) -> Option<FieldError> {
     use crate::model::Dialect;
     let field = match gang.source.dialect {
-        Dialect::Kai | Dialect::KubeGangAnnotations | Dialect::Koordinator => return None,
+        // A PodGang lists the pods Grove made; its pods are made by Grove's controllers.
+        Dialect::Kai | Dialect::KubeGangAnnotations | Dialect::Koordinator | Dialect::Grove => return None,
         Dialect::Upstream if gang.source.kind == "PodGroup" => "spec.schedulingPolicy.gang.minCount",
         Dialect::Upstream => return None,
         Dialect::KubeGang | Dialect::Coscheduling | Dialect::Volcano => "spec.minMember",
@@ -303,6 +305,7 @@ fn subgroup_label(
             Some((crate::labels::LABEL_SUBGROUP, &[Dialect::KubeGang, Dialect::KubeGangAnnotations]))
         }
         Dialect::Kai => Some((crate::dialect::kai::SUBGROUP_LABEL, &[Dialect::Kai])),
+        Dialect::Grove => Some((crate::dialect::grove::SUBGROUP_LABEL, &[Dialect::Grove])),
         _ => None,
     }
 }

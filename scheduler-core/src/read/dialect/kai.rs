@@ -132,10 +132,43 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
 
+/// What a KAI PodGroup asks for that the cycle does not evaluate, each naming its field: a
+/// `topologyConstraint.preferredTopologyLevel`, of the PodGroup or of a subgroup.
+pub fn warnings(obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut preferred = |path: String, t: Option<&Value>| {
+        if let Some(level) = t.and_then(|t| t.get("preferredTopologyLevel")).and_then(Value::as_str) {
+            out.push(format!(
+                "{path}.preferredTopologyLevel: {level:?} is not evaluated yet: members are placed within the required level's domain (or anywhere without one), without trying the preferred level first"
+            ));
+        }
+    };
+    preferred("spec.topologyConstraint".into(), obj.pointer("/spec/topologyConstraint"));
+    let subgroups = obj.pointer("/spec/subGroups").and_then(Value::as_array);
+    for (i, s) in subgroups.into_iter().flatten().enumerate() {
+        preferred(format!("spec.subGroups[{i}].topologyConstraint"), s.get("topologyConstraint"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_preferred_topology_level_is_warned_about_at_its_field() {
+        let pg = json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "p"}, "spec": {"minMember": 2,
+                "topologyConstraint": {"topology": "t", "requiredTopologyLevel": "zone", "preferredTopologyLevel": "rack"},
+                "subGroups": [{"name": "a", "minMember": 1},
+                              {"name": "b", "minMember": 1, "topologyConstraint": {"preferredTopologyLevel": "host"}}]}});
+        let w = warnings(&pg);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].starts_with("spec.topologyConstraint.preferredTopologyLevel: \"rack\""), "{}", w[0]);
+        assert!(w[1].starts_with("spec.subGroups[1].topologyConstraint.preferredTopologyLevel"), "{}", w[1]);
+        assert_eq!(read(&pg).unwrap().topology_key.as_deref(), Some("zone"));
+    }
 
     #[test]
     fn min_member_is_optional_and_defaults_to_one() {

@@ -19,8 +19,10 @@
 //! | Volcano | `scheduling.volcano.sh/v1beta1` `PodGroup` | annotation `scheduling.k8s.io/group-name` |
 //! | Koordinator | `scheduling.sigs.k8s.io/v1alpha1` `PodGroup`, or pod annotations `gang.scheduling.koordinator.sh/*` | annotation `gang.scheduling.koordinator.sh/name`, or label `pod-group.scheduling.sigs.k8s.io` |
 //! | KAI | `scheduling.run.ai/v2alpha2` `PodGroup` | annotation `pod-group-name` (+ label `kai.scheduler/subgroup-name`) |
+//! | Grove | `scheduler.grove.io/v1alpha1` `PodGang` | label `grove.io/podgang` (+ label `grove.io/podclique`) |
 
 pub mod coscheduling;
+pub mod grove;
 pub mod kai;
 pub mod koordinator;
 pub mod kubegang;
@@ -92,6 +94,7 @@ pub const CLAIM_MARKERS: &[Marker] = &[
     Marker::Annotation(volcano::ANNOTATION),
     Marker::Annotation(kai::ANNOTATION),
     Marker::Annotation(koordinator::NAME),
+    Marker::Label(grove::LABEL),
     Marker::Spec("schedulingGroup"),
     Marker::Spec("workloadRef"),
 ];
@@ -121,6 +124,7 @@ fn claims_of(meta: &Meta<'_>, pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
         volcano::claim,
         koordinator::claim,
         kai::claim,
+        grove::claim,
     ] {
         match read(meta, pod) {
             Ok(Some(c)) => claims.push(c),
@@ -196,6 +200,12 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| koordinator::read(o).map(GangObject::Gang),
     },
     GangKind {
+        group: grove::GROUP,
+        kind: grove::KIND,
+        dialect: Dialect::Grove,
+        read: |o| grove::read(o).map(GangObject::Gang),
+    },
+    GangKind {
         group: upstream::GROUP,
         kind: "PodGroup",
         dialect: Dialect::Upstream,
@@ -219,6 +229,19 @@ pub const GANG_KINDS: &[GangKind] = &[
 /// was filed under). `None`: not a gang object.
 pub fn read_as(group: &str, kind: &str, obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     GANG_KINDS.iter().find(|k| k.group == group && k.kind == kind).map(|k| (k.read)(obj))
+}
+
+/// What a gang object asks for that the cycle does not evaluate, each naming its field (a Grove
+/// PodGang's preferred pack levels, a KAI PodGroup's preferred topology level): warnings for
+/// `validate` and `simulate`, never silence.
+pub fn object_warnings(obj: &Value) -> Vec<String> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    match (group_of(api_version), kind) {
+        (grove::GROUP, grove::KIND) => grove::warnings(obj),
+        (kai::GROUP, "PodGroup") => kai::warnings(obj),
+        _ => Vec::new(),
+    }
 }
 
 /// Whether objects of this API group and kind define gangs (without reading one).
