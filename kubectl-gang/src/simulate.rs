@@ -299,9 +299,15 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
             warnings.extend(update.warnings.iter().map(|w| format!("{}: {what}: {w}", source)));
             obj = unsuspended;
         }
-        if kind == "Pod" || workload::is_workload(&obj) {
-            if let Some(Ok(shape)) = workload::inspect(&obj) {
-                match workload::expanded_count(&shape) {
+        let grove = workload::grove::is_pcs(&obj);
+        if kind == "Pod" || grove || workload::is_workload(&obj) {
+            let count = match workload::inspect(&obj) {
+                Some(Ok(shape)) => Some(workload::expanded_count(&shape)),
+                _ if grove => Some(workload::grove::pod_count(&obj)),
+                _ => None,
+            };
+            if let Some(count) = count {
+                match count {
                     Ok(n) if n > budget => {
                         errors.push(format!(
                             "{}: {what}: its {n} pods would make the input's {} pods in all; at most {max_pods} are expanded: simulate fewer workloads at once",

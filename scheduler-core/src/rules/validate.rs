@@ -164,6 +164,12 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
         validate_pod(new, &mut v);
         return v;
     }
+    if crate::workload::grove::is_pcs(new) {
+        let (errors, warnings) = crate::workload::grove::check(new);
+        v.errors.extend(errors);
+        v.warnings.extend(warnings);
+        return v;
+    }
     if let Some(shape) = crate::workload::inspect(new) {
         validate_workload(new, old, shape, gangs, &mut v);
     }

@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::{Claim, Meta, check_dns_label, label_path, typed};
@@ -55,14 +56,15 @@ struct Spec {
     topology_constraint_group_configs: Vec<GroupConfig>,
     #[allow(dead_code)]
     priority_class_name: Option<String>,
-    reuse_reservation_ref: Option<Value>,
+    reuse_reservation_ref: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct PodGroup {
     name: String,
-    pod_references: Vec<Value>,
+    // Counted, not kept: a PodGang may list thousands (the API server's 3 MiB).
+    pod_references: Vec<IgnoredAny>,
     min_replicas: i32,
     topology_constraint: Option<Topology>,
 }

@@ -112,6 +112,9 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     if is_pod {
         return Ok(vec![obj.clone()]);
     }
+    if grove::is_pcs(obj) {
+        return grove::expand(obj);
+    }
     let Some(shape) = inspect(obj) else { return Ok(Vec::new()) };
     let shape = shape?;
     let count = expanded_count(&shape)?;

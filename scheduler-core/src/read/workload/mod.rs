@@ -26,6 +26,7 @@ pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
 pub mod appwrapper;
 mod create;
 mod expand;
+pub mod grove;
 mod inject;
 pub mod lws;
 mod names;
