@@ -241,14 +241,59 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
         s
     };
     // Read before admission changes anything, as `validate` reads them.
-    let gangs = input::gangs_of(sourced().map(defaulted).map(|s| s.object));
+    let mut gangs = input::gangs_of(sourced().map(defaulted).map(|s| s.object));
     let opted_in: BTreeMap<String, String> = [(LABEL_ENABLED.to_string(), "true".to_string())].into();
+    // The runtimes TrainJobs name (Kubeflow Trainer): rendered through them as Trainer's controller does.
+    let runtimes: Vec<Value> =
+        sourced().map(defaulted).map(|s| s.object).filter(workload::trainer::is_runtime).collect();
     let mut budget = max_pods;
-    for (index, Sourced { file: source, object: mut obj }) in sourced().map(defaulted).enumerate() {
+    // What a controller of the input creates (a TrainJob's JobSet and PodGroup) goes through the
+    // same steps as the input, right after the object that made it.
+    // Each with what made it (`TrainJob ml/x through ClusterTrainingRuntime y`), for messages.
+    let mut made: std::collections::VecDeque<(usize, Sourced, String)> = std::collections::VecDeque::new();
+    let mut submitted = sourced().map(defaulted).enumerate();
+    while let Some((index, Sourced { file: source, object: mut obj }, maker)) =
+        made.pop_front().or_else(|| submitted.next().map(|(i, s)| (i, s, String::new())))
+    {
         let file: std::rc::Rc<str> = source.as_str().into();
+        if workload::trainer::is_runtime(&obj) {
+            // Read above; it makes nothing by itself.
+            continue;
+        }
+        if workload::trainer::is_trainjob(&obj) {
+            let what = input::describe(&obj);
+            match workload::trainer::render(&obj, &runtimes) {
+                Ok(Some((objects, said))) => {
+                    warnings.extend(said.iter().map(|w| format!("{source}: {what}: {w}")));
+                    // Its PodGroup is known to admission of its JobSet, as in the cluster.
+                    for o in &objects {
+                        if let Some(Ok(dialect::GangObject::Gang(g))) = dialect::read_object(o) {
+                            gangs.extend([g]);
+                        }
+                    }
+                    for object in objects {
+                        let made_here = Sourced { file: source.clone(), object };
+                        let runtime = obj.pointer("/spec/runtimeRef/name").and_then(Value::as_str).unwrap_or("");
+                        let kind = obj
+                            .pointer("/spec/runtimeRef/kind")
+                            .and_then(Value::as_str)
+                            .unwrap_or("ClusterTrainingRuntime");
+                        made.push_back((index, defaulted(made_here), format!("{what} through {kind} {runtime}")));
+                    }
+                }
+                Ok(None) => warnings.push(format!(
+                    "{source}: {what}: its runtime (spec.runtimeRef) is not in the input: nothing is rendered; add the TrainingRuntime or ClusterTrainingRuntime to simulate it"
+                )),
+                Err(e) => errors.extend(e.iter().map(|e| format!("{source}: {what}: {e}"))),
+            }
+            continue;
+        }
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         let cluster_scoped = matches!(kind.as_str(), "Node" | "Namespace" | "PriorityClass");
         let mut what = input::describe(&obj);
+        if !maker.is_empty() {
+            what = format!("{what} (made by {maker})");
+        }
         // What the API server refuses before any webhook: a label or annotation that is no string.
         let refused = workload::metadata_errors(&obj);
         if !refused.is_empty() {

@@ -164,6 +164,10 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
         validate_pod(new, &mut v);
         return v;
     }
+    if crate::workload::trainer::is_trainjob(new) {
+        v.errors.extend(crate::workload::trainer::check(new));
+        return v;
+    }
     if crate::workload::grove::is_pcs(new) {
         let (errors, warnings) = crate::workload::grove::check(new);
         v.errors.extend(errors);

@@ -31,6 +31,7 @@ mod inject;
 pub mod lws;
 mod names;
 mod staged;
+pub mod trainer;
 
 pub use create::pod_created;
 pub use expand::*;

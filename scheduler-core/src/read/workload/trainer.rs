@@ -1,0 +1,309 @@
+//! Kubeflow Trainer v2's `trainer.kubeflow.org/v1alpha1` `TrainJob`, rendered through its runtime
+//! (a `TrainingRuntime` of its namespace or a `ClusterTrainingRuntime`) into what Trainer's
+//! controller creates: a JobSet named after the TrainJob and, with a `podGroupPolicy`, the PodGroup
+//! its scheduler plugin writes. `simulate` then treats them as objects of the input (admitted,
+//! expanded), so a TrainJob is judged as its JobSet and PodGroup are: a runtime whose trainer step
+//! depends on initializer steps under a PodGroup that counts every step's pods is staged creation
+//! that can never be satisfied, and is refused as such.
+//!
+//! As Trainer's runtime framework renders it (`pkg/runtime/core/trainingruntime.go`, the
+//! `jobset`, `torch`, `plainml`, `coscheduling` and `volcano` plugins):
+//! - each replicated job runs `count` pods: its `parallelism` (1 when unset), but for the trainer
+//!   step (label `trainer.kubeflow.org/trainjob-ancestor-step: trainer`) the TrainJob's
+//!   `trainer.numNodes`, else the runtime's `mlPolicy.numNodes`, else 1; `parallelism` and
+//!   `completions` are set to it, and the trainer step's `replicas` to 1;
+//! - `trainer.resourcesPerNode` is merged key by key into the resources of the trainer step's
+//!   container named `node` (Trainer's strategic merge of two resource maps);
+//! - `podGroupPolicy.coscheduling`: a `scheduling.x-k8s.io` PodGroup named after the TrainJob whose
+//!   `minMember` is every replicated job's `count` added up, `scheduleTimeoutSeconds` the
+//!   policy's (60 when unset), and every pod labelled with it; `podGroupPolicy.volcano`: a Volcano
+//!   PodGroup of the same count, every pod annotated with it.
+//!
+//! Not modelled, said by a warning naming the field: `runtimePatches`, and the PodGroup's
+//! `minResources` (coscheduling's quorum check of free resources; the placement shows the same).
+//! Image, command, arguments and environment do not change where a pod may go.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::FieldError;
+use crate::object::At;
+
+/// The API group of TrainJob and its runtimes.
+pub const GROUP: &str = "trainer.kubeflow.org";
+/// The label Trainer marks a runtime's replicated jobs with, by step.
+pub const ANCESTOR_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
+
+/// Whether `obj` is a TrainJob.
+pub fn is_trainjob(obj: &Value) -> bool {
+    is(obj, "TrainJob")
+}
+
+/// Whether `obj` is a runtime a TrainJob may name.
+pub fn is_runtime(obj: &Value) -> bool {
+    is(obj, "TrainingRuntime") || is(obj, "ClusterTrainingRuntime")
+}
+
+fn is(obj: &Value, kind: &str) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some(kind)
+        && obj.get("apiVersion").and_then(Value::as_str).map(crate::dialect::group_of) == Some(GROUP)
+}
+
+/// What a TrainJob renders as: the objects Trainer's controller creates (the JobSet first), and
+/// warnings naming what is not modelled.
+pub type Rendered = (Vec<Value>, Vec<String>);
+
+/// What Trainer's webhook refuses in a TrainJob alone (its runtime reference, `numNodes`), in its
+/// field paths: what `validate` can say without the runtime.
+pub fn check(trainjob: &Value) -> Vec<FieldError> {
+    render(trainjob, &[]).err().unwrap_or_default()
+}
+
+/// What Trainer's controller creates for `trainjob`: the JobSet, then the PodGroup its
+/// `podGroupPolicy` asks for; and warnings naming what is not modelled. `Ok(None)`: its runtime is
+/// not among `runtimes` (the input's), so nothing can be rendered.
+pub fn render(
+    trainjob: &Value,
+    runtimes: &[Value],
+) -> Result<Option<Rendered>, Vec<FieldError>> {
+    let name = trainjob.at("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let ns = trainjob
+        .at("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
+    let mut errors = Vec::new();
+    if name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "Required value"));
+    }
+    let runtime_name = trainjob.at("/spec/runtimeRef/name").and_then(Value::as_str).unwrap_or("");
+    if runtime_name.is_empty() {
+        errors.push(FieldError::new("spec.runtimeRef.name", "Required value"));
+    }
+    let kind =
+        trainjob.at("/spec/runtimeRef/kind").and_then(Value::as_str).unwrap_or("ClusterTrainingRuntime");
+    if !matches!(kind, "ClusterTrainingRuntime" | "TrainingRuntime") {
+        errors.push(FieldError::new(
+            "spec.runtimeRef.kind",
+            format!("Unsupported value: {kind:?}: supported values: \"ClusterTrainingRuntime\", \"TrainingRuntime\""),
+        ));
+    }
+    let num_nodes = match trainjob.at("/spec/trainer/numNodes") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_i64().filter(|&n| (1..=i64::from(i32::MAX)).contains(&n)) {
+            Some(n) => Some(n),
+            None => {
+                errors.push(FieldError::new("spec.trainer.numNodes", format!("must be at least 1, got {v}")));
+                None
+            }
+        },
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let Some(runtime) = runtimes.iter().find(|r| {
+        is(r, kind)
+            && r.at("/metadata/name").and_then(Value::as_str) == Some(runtime_name)
+            && (kind == "ClusterTrainingRuntime"
+                || r.at("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or("default")
+                    == ns)
+    }) else {
+        return Ok(None);
+    };
+    let mut warnings = Vec::new();
+    if trainjob.at("/spec/runtimePatches").and_then(Value::as_array).is_some_and(|p| !p.is_empty()) {
+        warnings.push(
+            "spec.runtimePatches: not modelled: the JobSet is rendered from the runtime as it is, without the patches"
+                .to_string(),
+        );
+    }
+    let ml_policy = runtime.at("/spec/mlPolicy").filter(|p| p.is_object());
+    let policy_nodes = ml_policy.and_then(|p| p.get("numNodes")).and_then(Value::as_i64).unwrap_or(1);
+    let mut spec = runtime.at("/spec/template/spec").cloned().unwrap_or_else(|| json!({}));
+    let mut total: i64 = 0;
+    let jobs = spec.get_mut("replicatedJobs").and_then(Value::as_array_mut);
+    for job in jobs.into_iter().flatten() {
+        let trainer_step = job
+            .at(&format!("/template/metadata/labels/{}", ANCESTOR_LABEL.replace('/', "~1")))
+            .and_then(Value::as_str)
+            == Some("trainer");
+        let mut count = job.at("/template/spec/parallelism").and_then(Value::as_i64).unwrap_or(1);
+        if trainer_step && ml_policy.is_some() {
+            count = num_nodes.unwrap_or(policy_nodes);
+        }
+        total = total.saturating_add(count);
+        if let Some(t) =
+            job.get_mut("template").and_then(|t| t.get_mut("spec")).and_then(Value::as_object_mut)
+        {
+            t.insert("parallelism".into(), json!(count));
+            t.insert("completions".into(), json!(count));
+        }
+        if trainer_step {
+            if let Some(j) = job.as_object_mut() {
+                j.insert("replicas".into(), json!(1));
+            }
+            if let Some(res) = trainjob.at("/spec/trainer/resourcesPerNode").filter(|r| r.is_object()) {
+                merge_node_resources(job, res);
+            }
+        }
+    }
+    let policy = runtime.at("/spec/podGroupPolicy");
+    let mut out = Vec::new();
+    let mut label = None;
+    let mut annotation = None;
+    if let Some(c) = policy.and_then(|p| p.get("coscheduling")) {
+        let timeout = c.get("scheduleTimeoutSeconds").and_then(Value::as_i64).unwrap_or(60);
+        out.push(json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"minMember": total, "scheduleTimeoutSeconds": timeout}}));
+        label = Some(crate::dialect::coscheduling::LABEL);
+    } else if policy.and_then(|p| p.get("volcano")).is_some() {
+        let queue = runtime
+            .at("/spec/template/metadata/annotations/scheduling.volcano.sh~1queue-name")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        out.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"minMember": total, "queue": queue}}));
+        annotation = Some(crate::dialect::volcano::ANNOTATION);
+    }
+    if label.is_some() || annotation.is_some() {
+        let jobs = spec.get_mut("replicatedJobs").and_then(Value::as_array_mut);
+        for job in jobs.into_iter().flatten() {
+            let Some(meta) = job.pointer_mut("/template/spec/template").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let meta = meta.entry("metadata").or_insert_with(|| json!({}));
+            let (key, field) = match (label, annotation) {
+                (Some(l), _) => (l, "labels"),
+                (None, Some(a)) => (a, "annotations"),
+                (None, None) => continue,
+            };
+            if let Some(m) = meta.as_object_mut() {
+                let map = m.entry(field).or_insert_with(|| json!({}));
+                if let Some(map) = map.as_object_mut() {
+                    map.insert(key.into(), json!(name));
+                }
+            }
+        }
+    }
+    let mut labels =
+        runtime.at("/spec/template/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
+    if let Some(own) = trainjob.at("/metadata/labels").and_then(Value::as_object) {
+        labels.extend(own.clone());
+    }
+    let jobset = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": spec});
+    out.insert(0, jobset);
+    Ok(Some((out, warnings)))
+}
+
+/// Trainer's merge of `resourcesPerNode` into the trainer step's `node` container: each of
+/// `limits` and `requests` key by key, the TrainJob's value winning.
+fn merge_node_resources(job: &mut Value, over: &Value) {
+    let containers = job.pointer_mut("/template/spec/template/spec/containers").and_then(Value::as_array_mut);
+    let Some(node) =
+        containers.into_iter().flatten().find(|c| c.get("name").and_then(Value::as_str) == Some("node"))
+    else {
+        return;
+    };
+    let Some(node) = node.as_object_mut() else { return };
+    let resources = node.entry("resources").or_insert_with(|| json!({}));
+    let Some(resources) = resources.as_object_mut() else { return };
+    for key in ["limits", "requests"] {
+        let Some(add) = over.get(key).and_then(Value::as_object) else { continue };
+        let entry = resources.entry(key).or_insert_with(|| Value::Object(Map::new()));
+        if !entry.is_object() {
+            *entry = Value::Object(Map::new());
+        }
+        if let Some(m) = entry.as_object_mut() {
+            for (k, v) in add {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime(policy: Value) -> Value {
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "torch-distributed"},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "podGroupPolicy": policy,
+                "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {
+                    "metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
+                    "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "pytorch",
+                        "resources": {"limits": {"cpu": "4"}}}]}}}}}]}}}})
+    }
+
+    fn trainjob() -> Value {
+        json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "fine-tune", "namespace": "ml"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"},
+                     "trainer": {"numNodes": 4, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}}}}})
+    }
+
+    #[test]
+    fn a_trainjob_renders_as_its_runtime_says_with_the_podgroup_its_plugin_writes() {
+        let (out, warnings) =
+            render(&trainjob(), &[runtime(json!({"coscheduling": {"scheduleTimeoutSeconds": 120}}))])
+                .unwrap()
+                .unwrap();
+        assert!(warnings.is_empty());
+        let jobset = &out[0];
+        assert_eq!(
+            (jobset["kind"].as_str(), jobset["metadata"]["name"].as_str()),
+            (Some("JobSet"), Some("fine-tune"))
+        );
+        let node = &jobset["spec"]["replicatedJobs"][0];
+        assert_eq!(
+            (node["replicas"].as_i64(), node["template"]["spec"]["parallelism"].as_i64()),
+            (Some(1), Some(4))
+        );
+        assert_eq!(node["template"]["spec"]["completions"], 4);
+        let pod = &node["template"]["spec"]["template"];
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["limits"],
+            json!({"cpu": "4", "nvidia.com/gpu": "8"})
+        );
+        assert_eq!(pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "fine-tune");
+        assert_eq!(out[1]["kind"], "PodGroup");
+        assert_eq!(out[1]["spec"], json!({"minMember": 4, "scheduleTimeoutSeconds": 120}));
+        // Volcano's plugin: its PodGroup, and pods annotated with it.
+        let (out, _) = render(&trainjob(), &[runtime(json!({"volcano": {}}))]).unwrap().unwrap();
+        assert_eq!(out[1]["apiVersion"], "scheduling.volcano.sh/v1beta1");
+        let pod = &out[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"];
+        assert_eq!(pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "fine-tune");
+        // No policy: the JobSet alone; the runtime's numNodes when the TrainJob says none.
+        let mut plain = trainjob();
+        plain["spec"]["trainer"] = json!({});
+        let (out, _) = render(&plain, &[runtime(Value::Null)]).unwrap().unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"], 1);
+    }
+
+    #[test]
+    fn a_runtime_not_in_the_input_renders_nothing_and_bad_references_are_errors() {
+        assert!(render(&trainjob(), &[]).unwrap().is_none());
+        // A TrainingRuntime is looked up in the TrainJob's namespace only.
+        let mut ns_runtime = runtime(Value::Null);
+        ns_runtime["kind"] = json!("TrainingRuntime");
+        ns_runtime["metadata"]["namespace"] = json!("other");
+        let mut tj = trainjob();
+        tj["spec"]["runtimeRef"]["kind"] = json!("TrainingRuntime");
+        assert!(render(&tj, std::slice::from_ref(&ns_runtime)).unwrap().is_none());
+        ns_runtime["metadata"]["namespace"] = json!("ml");
+        assert!(render(&tj, &[ns_runtime]).unwrap().is_some());
+        let mut bad = trainjob();
+        bad["spec"]["runtimeRef"] = json!({"kind": "Runtime"});
+        bad["spec"]["trainer"]["numNodes"] = json!(0);
+        let e = render(&bad, &[]).unwrap_err();
+        let paths: Vec<&str> = e.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["spec.runtimeRef.name", "spec.runtimeRef.kind", "spec.trainer.numNodes"]);
+    }
+}
