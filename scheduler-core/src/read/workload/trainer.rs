@@ -61,10 +61,7 @@ pub fn check(trainjob: &Value) -> Vec<FieldError> {
 /// What Trainer's controller creates for `trainjob`: the JobSet, then the PodGroup its
 /// `podGroupPolicy` asks for; and warnings naming what is not modelled. `Ok(None)`: its runtime is
 /// not among `runtimes` (the input's), so nothing can be rendered.
-pub fn render(
-    trainjob: &Value,
-    runtimes: &[Value],
-) -> Result<Option<Rendered>, Vec<FieldError>> {
+pub fn render(trainjob: &Value, runtimes: &[Value]) -> Result<Option<Rendered>, Vec<FieldError>> {
     let name = trainjob.at("/metadata/name").and_then(Value::as_str).unwrap_or("");
     let ns = trainjob
         .at("/metadata/namespace")
