@@ -105,16 +105,29 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
         if g.topology {
             gang.topology_key = Some("rack".into());
         }
+        // Every third gang prefers one host (within its rack, when it has one).
+        if i % 3 == 0 {
+            gang.topology_preferred = Some(HOSTNAME.into());
+        }
         if g.subgroups && g.members >= 2 {
             gang.min_member = 2;
             gang.subgroups = vec![
-                SubGroup { name: "a".into(), parent: None, min_member: 1, pod_floor: 0, topology_key: None },
+                SubGroup {
+                    name: "a".into(),
+                    parent: None,
+                    min_member: 1,
+                    pod_floor: 0,
+                    topology_key: None,
+                    topology_preferred: None,
+                },
                 SubGroup {
                     name: "b".into(),
                     parent: None,
                     min_member: (g.members - 1).min(g.min).max(1),
                     pod_floor: 0,
-                    // Without a gang-level rack, the larger subgroup wants one of its own.
+                    // Without a gang-level rack, the larger subgroup wants one of its own; in
+                    // every third gang it prefers one host too.
+                    topology_preferred: (i % 3 == 1).then(|| HOSTNAME.to_string()),
                     topology_key: (!g.topology).then(|| "rack".to_string()),
                 },
             ];
@@ -127,6 +140,7 @@ fn build(nodes: &[(i64, i64, u8)], gangs: &[GangSpec], running: &[(usize, i32)])
                     parent: None,
                     min_member: 2,
                     pod_floor: g.members - 1,
+                    topology_preferred: None,
                     topology_key: None,
                 });
                 for s in gang.subgroups.iter_mut().filter(|s| s.name != "mid") {

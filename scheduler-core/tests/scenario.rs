@@ -95,6 +95,8 @@ struct FGang {
     mode: GangMode,
     timeout_seconds: Option<u64>,
     topology_key: Option<String>,
+    /// The preferred level: its domains tried first.
+    topology_preferred: Option<String>,
     /// One domain of this label per member group (pods' `subgroup`), none shared.
     exclusive_topology: Option<String>,
     #[serde(default)]
@@ -129,6 +131,7 @@ struct FSubGroup {
     #[serde(default)]
     pod_floor: u32,
     topology_key: Option<String>,
+    topology_preferred: Option<String>,
 }
 
 #[derive(Clone, Deserialize)]
@@ -505,12 +508,14 @@ fn snapshot(s: &Scenario) -> Snapshot {
                     parent: s.parent.clone(),
                     min_member: s.min_member,
                     pod_floor: s.pod_floor,
+                    topology_preferred: s.topology_preferred.clone(),
                     topology_key: s.topology_key.clone(),
                 })
                 .collect();
             gang.mode = g.mode;
             gang.timeout = g.timeout_seconds.map(Duration::from_secs);
             gang.topology_key = g.topology_key.clone();
+            gang.topology_preferred = g.topology_preferred.clone();
             gang.exclusive_topology = g.exclusive_topology.clone();
             gang.gang_group =
                 g.gang_group.iter().map(|k| ObjectKey::parse(k, &g.namespace).unwrap()).collect();

@@ -73,6 +73,21 @@ fn broken_variants_name_their_fields() {
             "DNS-1123 label",
         ),
         (broken(|v| v["spec"]["topologyKey"] = json!("bad key/")), "spec.topologyKey", "label key"),
+        (
+            broken(|v| v["spec"]["topology"] = json!({"preferred": "bad key/"})),
+            "spec.topology.preferred",
+            "label key",
+        ),
+        (
+            broken(|v| v["spec"]["topology"] = json!({"required": "kube-gang.io/rack"})),
+            "spec.topology.required",
+            "disagrees with spec.topologyKey",
+        ),
+        (
+            broken(|v| v["spec"]["subGroups"][1]["topology"] = json!({"preferred": "bad key/"})),
+            "spec.subGroups[1].topology.preferred",
+            "label key",
+        ),
         (broken(|v| v["spec"]["gangGroup"] = json!(["serving/llm"])), "spec.gangGroup[0]", "itself"),
         (
             broken(|v| v["spec"]["scheduleTimeoutSeconds"] = json!(-5)),
@@ -219,6 +234,22 @@ mod gaps {
             e.iter().any(|e| e.starts_with("metadata.annotations[kube-gang.io/topology-key]: ")),
             "{e:?}"
         );
+        let e = errors(&pod("kube-gang.io/topology-preferred", "bad key/"), None);
+        assert!(
+            e.iter().any(|e| e.starts_with("metadata.annotations[kube-gang.io/topology-preferred]: ")),
+            "{e:?}"
+        );
+        let both = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
+            "labels": {"kube-gang.io/gang": "g"},
+            "annotations": {"kube-gang.io/min-member": "2", "kube-gang.io/topology-key": "zone",
+                            "kube-gang.io/topology-required": "rack"}}});
+        let e = errors(&both, None);
+        assert!(
+            e.iter()
+                .any(|e| e
+                    .starts_with("metadata.annotations[kube-gang.io/topology-required]: \"rack\" disagrees")),
+            "{e:?}"
+        );
         let e = errors(&pod("kube-gang.io/gang-group", "ml/other, ml/g"), None);
         assert!(
             e.iter().any(|e| e
@@ -269,6 +300,7 @@ fn a_pod_floor_above_the_members_that_can_exist_is_denied() {
             parent: None,
             min_member: 2,
             pod_floor: 0,
+            topology_preferred: None,
             topology_key: None,
         })
         .collect();

@@ -76,9 +76,13 @@ pub struct GangSpec {
     #[schemars(range(min = 0))]
     pub schedule_timeout_seconds: Option<i64>,
     /// Every member lands in one domain of this node label (e.g. topology.kubernetes.io/zone).
+    /// The same as topology.required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 317))]
     pub topology_key: Option<String>,
+    /// Topology levels: required (a hard boundary, as topologyKey) and preferred (tried first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologySpec>,
     /// Other gangs (namespace/name) that must be placed in the same scheduling cycle as this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64), inner(length(max = 317)))]
@@ -103,10 +107,29 @@ pub struct SubGroupSpec {
     /// A leaf: pods needed. An inner subgroup: satisfied children needed.
     #[schemars(range(min = 1))]
     pub min_member: i32,
-    /// Every member of this subgroup lands in one domain of this node label.
+    /// Every member of this subgroup lands in one domain of this node label. The same as
+    /// topology.required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 317))]
     pub topology_key: Option<String>,
+    /// Topology levels of this subgroup: required (a hard boundary) and preferred (tried first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologySpec>,
+}
+
+/// Topology levels, as node label keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologySpec {
+    /// Every member lands in one domain of this node label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317))]
+    pub required: Option<String>,
+    /// A narrower node label: the members go into one of its domains (within the required one)
+    /// when one takes them all, else as required allows. Never keeps a member waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317))]
+    pub preferred: Option<String>,
 }
 
 /// What the scheduler last decided, and the state it must keep across restarts.

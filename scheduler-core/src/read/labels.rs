@@ -33,6 +33,10 @@ pub const ANNOTATION_MODE: &str = "kube-gang.io/mode";
 pub const ANNOTATION_TIMEOUT: &str = "kube-gang.io/timeout";
 /// CRD-less gang: required topology key.
 pub const ANNOTATION_TOPOLOGY_KEY: &str = "kube-gang.io/topology-key";
+/// CRD-less gang: required topology key (as `kube-gang.io/topology-key`; both set must agree).
+pub const ANNOTATION_TOPOLOGY_REQUIRED: &str = "kube-gang.io/topology-required";
+/// CRD-less gang: preferred topology key, tried before the required one.
+pub const ANNOTATION_TOPOLOGY_PREFERRED: &str = "kube-gang.io/topology-preferred";
 /// CRD-less gang: comma-separated `namespace/name` gangs that must be satisfied together.
 pub const ANNOTATION_GANG_GROUP: &str = "kube-gang.io/gang-group";
 /// CRD-less gang named after the workload its pods belong to, for a workload whose name mutating
@@ -78,6 +82,8 @@ pub const KNOWN: &[(&str, KeyKind)] = &[
     (ANNOTATION_MODE, KeyKind::Annotation),
     (ANNOTATION_TIMEOUT, KeyKind::Annotation),
     (ANNOTATION_TOPOLOGY_KEY, KeyKind::Annotation),
+    (ANNOTATION_TOPOLOGY_REQUIRED, KeyKind::Annotation),
+    (ANNOTATION_TOPOLOGY_PREFERRED, KeyKind::Annotation),
     (ANNOTATION_GANG_GROUP, KeyKind::Annotation),
     (ANNOTATION_PROVISIONING, KeyKind::Annotation),
     (ANNOTATION_GANG_FROM, KeyKind::Annotation),

@@ -613,6 +613,10 @@ pub struct SubGroup {
     /// Every member under this subgroup lands in one domain of this node label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,
+    /// A narrower node label whose domains are tried first for this subgroup's members: all of
+    /// them in one of its domains if any takes them, else as `topology_key` allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_preferred: Option<String>,
 }
 
 /// The state of a gang that only the API holds between cycles (read from the gang's status; written
@@ -758,6 +762,11 @@ pub struct Gang {
     /// Every member lands in one domain of this node label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,
+    /// A narrower node label whose domains are tried first: the whole gang in one of its domains
+    /// (within the required one) if any takes it, else as `topology_key` allows. Never a reason
+    /// not to place the gang.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_preferred: Option<String>,
     /// Exclusive placement (JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology`): members are
     /// grouped by the subgroup they name (a JobSet's child job); each group lands whole in one
     /// domain of this node label, and no two groups share a domain.
@@ -811,6 +820,7 @@ impl Gang {
             mode: GangMode::Strict,
             timeout: None,
             topology_key: None,
+            topology_preferred: None,
             exclusive_topology: None,
             gang_group: Vec::new(),
             stale_grace: None,

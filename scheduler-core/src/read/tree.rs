@@ -260,6 +260,7 @@ mod tests {
             parent: parent.map(Into::into),
             min_member: min,
             pod_floor: 0,
+            topology_preferred: None,
             topology_key: None,
         }
     }

@@ -386,6 +386,8 @@ fn annotation_field(dialect: crate::model::Dialect, crd_path: &str) -> String {
         (if koord { koordinator::GROUPS } else { ANNOTATION_GANG_GROUP }, rest)
     } else if crd_path == "spec.topologyKey" {
         (ANNOTATION_TOPOLOGY_KEY, "")
+    } else if crd_path == "spec.topology.preferred" {
+        (crate::names::ANNOTATION_TOPOLOGY_PREFERRED, "")
     } else if crd_path == "spec.scheduleTimeoutSeconds" {
         (if koord { koordinator::WAITING_TIME } else { ANNOTATION_TIMEOUT }, "")
     } else if crd_path == "spec.minMember" {
@@ -672,6 +674,11 @@ pub fn gang_tree_errors(gang: &Gang) -> Vec<FieldError> {
     {
         errors.push(FieldError::new("spec.topologyKey", e));
     }
+    if let Some(key) = &gang.topology_preferred
+        && let Err(e) = check_label_key(key)
+    {
+        errors.push(FieldError::new("spec.topology.preferred", e));
+    }
     if let Some(e) = gang.timeout.and_then(timeout_error) {
         errors.push(FieldError::new("spec.scheduleTimeoutSeconds", e));
     }
@@ -725,6 +732,11 @@ fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
             && let Err(e) = check_label_key(key)
         {
             errors.push(FieldError::new(format!("{path}.topologyKey"), e));
+        }
+        if let Some(key) = &s.topology_preferred
+            && let Err(e) = check_label_key(key)
+        {
+            errors.push(FieldError::new(format!("{path}.topology.preferred"), e));
         }
     }
     // Each subgroup's parent as an index (None: top level).

@@ -487,6 +487,9 @@ impl View<'_, '_> {
             msg.push_str(&format!(" in {d}"));
         }
         msg.push_str(&format!("; minimum {} satisfied", gang.min_member));
+        if let Some(note) = &p.preferred_note {
+            msg.push_str(&format!("; {note}"));
+        }
         let mut d = Decision::new(g, Reason::Scheduled, Phase::Scheduled, msg, st);
         d.bindings = p.bindings;
         d

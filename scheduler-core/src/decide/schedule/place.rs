@@ -104,6 +104,8 @@ pub(super) struct Placement {
     pub exclusive_note: Option<String>,
     /// The bindings of its gang group placed before it in the step: they were in its way too.
     pub siblings: Vec<(usize, usize)>,
+    /// Why the gang is not in one domain of its preferred level, when it has one and is not.
+    pub preferred_note: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -613,12 +615,29 @@ impl<'a> Placer<'a> {
         if let Some(key) = exclusive {
             return self.exclusive(r, key, start);
         }
+        // The preferred level first: the whole gang in one of its domains (within one domain of
+        // the required key), best fit; else as the required key alone allows. Extras of a placed
+        // gang go where the required key allows (the preferred level never keeps a pod out).
+        let mut preferred_note = None;
+        if let Some(pkey) =
+            gang.topology_preferred.as_deref().filter(|p| Some(*p) != gang.topology_key.as_deref())
+            && !r.extras
+        {
+            match self.preferred(r, pkey, gang.topology_key.as_deref(), &start) {
+                Ok((domain, w)) => return self.finish(r, w, Some(domain), Vec::new()),
+                Err(note) => preferred_note = Some(note),
+            }
+        }
+        let with_note = |mut p: Placement| {
+            p.preferred_note = preferred_note.clone();
+            p
+        };
         let Some(key) = gang.topology_key.as_deref() else {
             if let Some(grouped) = self.anchored(r, start.clone(), keep_partial) {
-                return self.finish(r, grouped, None, Vec::new());
+                return with_note(self.finish(r, grouped, None, Vec::new()));
             }
             let w = self.whole(r, start, &Vec::new(), keep_partial);
-            return self.finish(r, w, None, Vec::new());
+            return with_note(self.finish(r, w, None, Vec::new()));
         };
 
         let topo = self.caches.topology(key);
@@ -648,7 +667,7 @@ impl<'a> Placer<'a> {
             }
         }
         report.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        match best {
+        with_note(match best {
             Some((_, d, w)) => {
                 let domain = format!("{key}={}", topo.domains[d].0);
                 self.finish(r, w, Some(domain), report)
@@ -664,7 +683,66 @@ impl<'a> Placer<'a> {
                 p.topology_failed = tree::satisfied(gang, &free.counts);
                 p
             }
+        })
+    }
+
+    /// The whole gang in one domain of its preferred key `pkey` — within one domain of the
+    /// required key `rkey`, when it has one: the domain of it the preferred domain's first node is
+    /// in — the one that strands the least (as the required key's domains are chosen, with the
+    /// same bound on the domains tried). `Ok`: the placement and `key=value` of its domains;
+    /// `Err`: why none took it, with the best counts, for the gang's message.
+    fn preferred(
+        &self,
+        r: &PlacementRequest<'_>,
+        pkey: &str,
+        rkey: Option<&str>,
+        start: &Work,
+    ) -> Result<(String, Work), String> {
+        let ptopo = self.caches.topology(pkey);
+        let rtopo = rkey.map(|k| self.caches.topology(k));
+        let mut best: Option<(i64, usize, u32, Work)> = None;
+        let mut report: Vec<(String, usize)> = Vec::new();
+        let most = self.most_taken(r, None);
+        for (free, d) in self.by_free(r, &ptopo, self.candidate_domains(r, &ptopo, None, start), start) {
+            if self.fast && best.as_ref().is_some_and(|(l, _, _, _)| free.saturating_sub(most) > *l) {
+                break;
+            }
+            let mut filter: Filter = vec![(ptopo.clone(), u32::try_from(d).unwrap_or(u32::MAX))];
+            let mut within = u32::MAX;
+            if let Some(rt) = &rtopo {
+                let Some(&first) = ptopo.domains[d].1.first() else { continue };
+                within = rt.node_domain[first];
+                if within == u32::MAX {
+                    continue;
+                }
+                filter.insert(0, (rt.clone(), within));
+            }
+            let w = self.whole(r, start.clone(), &filter, false);
+            report.push((ptopo.domains[d].0.clone(), w.bindings.len()));
+            if tree::satisfied(r.gang, &w.counts) {
+                let left = self.leftover(r, &ptopo, d, &w);
+                if best.as_ref().is_none_or(|(l, bd, _, _)| (left, d) < (*l, *bd)) {
+                    best = Some((left, d, within, w));
+                }
+            }
         }
+        if let Some((_, d, within, w)) = best {
+            let mut domain = format!("{pkey}={} (preferred)", ptopo.domains[d].0);
+            if let (Some(rkey), Some(rt)) = (rkey, &rtopo)
+                && let Some((value, _)) = rt.domains.get(usize::try_from(within).unwrap_or(usize::MAX))
+            {
+                domain = format!("{rkey}={value}, {domain}");
+            }
+            return Ok((domain, w));
+        }
+        report.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let mut note = format!("no single {pkey} domain (its preferred level) has room for all of them");
+        if !report.is_empty() {
+            let each: Vec<String> =
+                report.iter().take(3).map(|(v, n)| format!("{pkey}={v} has room for {n}")).collect();
+            note.push_str(&format!(" (best: {})", each.join(", ")));
+        }
+        Err(note)
     }
 
     /// The placement of a gang some of whose members must share a domain: members with one
@@ -805,6 +883,7 @@ impl<'a> Placer<'a> {
             domain_report: report,
             exclusive_note: None,
             siblings: r.siblings.to_vec(),
+            preferred_note: None,
         }
     }
 
@@ -1064,6 +1143,16 @@ impl<'a> Placer<'a> {
         }
         for child in children {
             let satisfied = |w: &Work| tree::subgroup_satisfied(gang, &child.name, &w.counts, depth);
+            // Its preferred level first: the subtree whole in one of its domains (within one
+            // domain of its required key), best fit; else as its required key alone allows.
+            if let Some(pkey) =
+                child.topology_preferred.as_deref().filter(|p| Some(*p) != child.topology_key.as_deref())
+                && !r.extras
+                && let Some(chosen) = self.child_preferred(r, child, pkey, filter, w, pass, depth)
+            {
+                *w = chosen;
+                continue;
+            }
             match &child.topology_key {
                 Some(key) => {
                     let topo = self.caches.topology(key);
@@ -1106,6 +1195,51 @@ impl<'a> Placer<'a> {
                 }
             }
         }
+    }
+
+    /// The subtree under `child` whole in one domain of its preferred key `pkey` (within one
+    /// domain of its required key, when it has one), the one that strands the least; `None` when
+    /// no such domain satisfies it.
+    #[allow(clippy::too_many_arguments)]
+    fn child_preferred(
+        &self,
+        r: &PlacementRequest<'_>,
+        child: &crate::model::SubGroup,
+        pkey: &str,
+        filter: &Filter,
+        w: &Work,
+        pass: Pass,
+        depth: usize,
+    ) -> Option<Work> {
+        let ptopo = self.caches.topology(pkey);
+        let rtopo = child.topology_key.as_deref().map(|k| self.caches.topology(k));
+        let mut best: Option<(i64, usize, Work)> = None;
+        let most = self.most_taken(r, Some(&child.name));
+        let domains = self.candidate_domains(r, &ptopo, Some(&child.name), w);
+        for (free, d) in self.by_free(r, &ptopo, domains, w) {
+            if self.fast && best.as_ref().is_some_and(|(l, _, _)| free.saturating_sub(most) > *l) {
+                break;
+            }
+            let mut f = filter.clone();
+            if let Some(rt) = &rtopo {
+                let first = ptopo.domains[d].1.first()?;
+                let within = rt.node_domain[*first];
+                if within == u32::MAX {
+                    continue;
+                }
+                f.push((rt.clone(), within));
+            }
+            f.push((ptopo.clone(), u32::try_from(d).unwrap_or(u32::MAX)));
+            let mut trial = w.clone();
+            self.child(r, child, &f, &mut trial, pass, depth);
+            if tree::subgroup_satisfied(r.gang, &child.name, &trial.counts, depth) {
+                let left = self.leftover(r, &ptopo, d, &trial);
+                if best.as_ref().is_none_or(|(l, bd, _)| (left, d) < (*l, *bd)) {
+                    best = Some((left, d, trial));
+                }
+            }
+        }
+        best.map(|(_, _, t)| t)
     }
 
     /// Places the subtree under `child`; when its minimums hold but not its pod floor (KAI's

@@ -10,10 +10,9 @@
 //! groups no config lists stay at the top level; the gang needs every top-level subgroup. A pack
 //! constraint's `required` topology key is the gang's or the subgroup's topology key.
 //!
-//! What is not evaluated, and said where it is written ([`warnings`]): a pack constraint's
-//! `preferred` key (best effort in Grove's own words: members are placed within the required
-//! domain, without trying the preferred level's domains first) and `reuseReservationRef` (a
-//! suggestion by Grove's definition). `priorityClassName` is not read: Grove gives the pods the
+//! A pack constraint's `preferred` key is the preferred level (its domains tried first; best
+//! effort, in Grove's own words). Not evaluated, and said where it is written ([`warnings`]):
+//! `reuseReservationRef` (a suggestion by Grove's definition). `priorityClassName` is not read: Grove gives the pods the
 //! same class, and a gang's priority is its members' ([`Gang::priority`]). `podReferences` counts
 //! the members Grove expects ([`Gang::total_member`]); membership itself is the pods' label.
 
@@ -94,8 +93,8 @@ impl Topology {
         self.pack_constraint.as_ref()?.required.clone()
     }
 
-    fn preferred(&self) -> Option<&str> {
-        self.pack_constraint.as_ref()?.preferred.as_deref()
+    fn preferred(&self) -> Option<String> {
+        self.pack_constraint.as_ref()?.preferred.clone()
     }
 }
 
@@ -142,7 +141,13 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
         }
     };
     gang.topology_key = spec.topology_constraint.as_ref().and_then(Topology::required);
+    gang.topology_preferred = spec.topology_constraint.as_ref().and_then(Topology::preferred);
     key_error("spec.topologyConstraint.packConstraint.required".into(), &gang.topology_key, &mut errors);
+    key_error(
+        "spec.topologyConstraint.packConstraint.preferred".into(),
+        &gang.topology_preferred,
+        &mut errors,
+    );
 
     // Pod group name → its index, and the group config that lists it.
     let mut groups: BTreeMap<&str, usize> = BTreeMap::new();
@@ -189,6 +194,8 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
                 ));
             }
         }
+        let preferred = c.topology_constraint.as_ref().and_then(Topology::preferred);
+        key_error(format!("{path}.topologyConstraint.packConstraint.preferred"), &preferred, &mut errors);
         let required = c.topology_constraint.as_ref().and_then(Topology::required);
         key_error(format!("{path}.topologyConstraint.packConstraint.required"), &required, &mut errors);
         if !c.pod_group_names.is_empty() {
@@ -197,12 +204,19 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
                 parent: None,
                 min_member: u32::try_from(c.pod_group_names.len()).unwrap_or(u32::MAX),
                 pod_floor: 0,
+                topology_preferred: preferred,
                 topology_key: required,
             });
         }
     }
     let mut expected = 0u32;
     for (i, g) in spec.pod_groups.iter().enumerate() {
+        let preferred = g.topology_constraint.as_ref().and_then(Topology::preferred);
+        key_error(
+            format!("spec.podgroups[{i}].topologyConstraint.packConstraint.preferred"),
+            &preferred,
+            &mut errors,
+        );
         let required = g.topology_constraint.as_ref().and_then(Topology::required);
         key_error(
             format!("spec.podgroups[{i}].topologyConstraint.packConstraint.required"),
@@ -215,6 +229,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
             parent: parent.get(g.name.as_str()).map(|p| p.to_string()),
             min_member: u32::try_from(g.min_replicas).unwrap_or(0),
             pod_floor: 0,
+            topology_preferred: preferred,
             topology_key: required,
         });
     }
@@ -228,37 +243,17 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
 
-/// What a PodGang asks for that the cycle does not evaluate, each naming its field: a pack
-/// constraint's `preferred` key, and `reuseReservationRef`. For `validate` and `simulate`.
+/// What a PodGang asks for that the cycle does not evaluate, naming its field:
+/// `reuseReservationRef`. For `validate` and `simulate`.
 pub fn warnings(obj: &Value) -> Vec<String> {
     let Ok(pg) = typed::<PodGang>(obj) else { return Vec::new() };
-    let spec = pg.spec;
-    let mut out = Vec::new();
-    let preferred = |path: String, t: &Option<Topology>, out: &mut Vec<String>| {
-        if let Some(key) = t.as_ref().and_then(Topology::preferred) {
-            out.push(format!(
-                "{path}.packConstraint.preferred: {key:?} is not evaluated yet (best effort in Grove's terms): members are placed within the required domain (or anywhere without one), without trying the preferred level first"
-            ));
-        }
-    };
-    preferred("spec.topologyConstraint".into(), &spec.topology_constraint, &mut out);
-    for (i, c) in spec.topology_constraint_group_configs.iter().enumerate() {
-        preferred(
-            format!("spec.topologyConstraintGroupConfigs[{i}].topologyConstraint"),
-            &c.topology_constraint,
-            &mut out,
-        );
+    if pg.spec.reuse_reservation_ref.is_none() {
+        return Vec::new();
     }
-    for (i, g) in spec.pod_groups.iter().enumerate() {
-        preferred(format!("spec.podgroups[{i}].topologyConstraint"), &g.topology_constraint, &mut out);
-    }
-    if spec.reuse_reservation_ref.is_some() {
-        out.push(
-            "spec.reuseReservationRef: not evaluated (a suggestion in Grove's terms): the gang is placed afresh"
-                .into(),
-        );
-    }
-    out
+    vec![
+        "spec.reuseReservationRef: not evaluated (a suggestion in Grove's terms): the gang is placed afresh"
+            .into(),
+    ]
 }
 
 #[cfg(test)]
@@ -313,9 +308,8 @@ mod tests {
         assert_eq!(g.total_member, Some(6));
         assert_eq!(g.subgroups[0].topology_key.as_deref(), Some("topology.kubernetes.io/rack"));
         assert_eq!(g.subgroups[3].topology_key.as_deref(), Some("kubernetes.io/hostname"));
-        let w = warnings(&base());
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].starts_with("spec.topologyConstraint.packConstraint.preferred:"), "{}", w[0]);
+        assert_eq!(g.topology_preferred.as_deref(), Some("topology.kubernetes.io/rack"));
+        assert!(warnings(&base()).is_empty());
     }
 
     #[test]

@@ -65,6 +65,7 @@ fn one() -> i32 {
 #[serde(rename_all = "camelCase")]
 struct Topology {
     required_topology_level: Option<String>,
+    preferred_topology_level: Option<String>,
 }
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
@@ -90,7 +91,10 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Kai, kind: "PodGroup".into() });
     gang.created = meta.created();
     gang.uid = meta.uid();
-    gang.topology_key = pg.spec.topology_constraint.and_then(|t| t.required_topology_level);
+    if let Some(t) = pg.spec.topology_constraint {
+        gang.topology_key = t.required_topology_level;
+        gang.topology_preferred = t.preferred_topology_level;
+    }
     let mut children: BTreeMap<Option<&str>, u32> = BTreeMap::new();
     for s in &pg.spec.sub_groups {
         *children.entry(s.parent.as_deref()).or_default() += 1;
@@ -114,6 +118,10 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
             parent: s.parent.clone(),
             min_member: min.map_err(|e| errors.push(e)).unwrap_or(0),
             pod_floor: pod_floor.map_err(|e| errors.push(e)).unwrap_or(0),
+            topology_preferred: s
+                .topology_constraint
+                .as_ref()
+                .and_then(|t| t.preferred_topology_level.clone()),
             topology_key: s.topology_constraint.as_ref().and_then(|t| t.required_topology_level.clone()),
         });
     }
@@ -132,42 +140,25 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
 
-/// What a KAI PodGroup asks for that the cycle does not evaluate, each naming its field: a
-/// `topologyConstraint.preferredTopologyLevel`, of the PodGroup or of a subgroup.
-pub fn warnings(obj: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut preferred = |path: String, t: Option<&Value>| {
-        if let Some(level) = t.and_then(|t| t.get("preferredTopologyLevel")).and_then(Value::as_str) {
-            out.push(format!(
-                "{path}.preferredTopologyLevel: {level:?} is not evaluated yet: members are placed within the required level's domain (or anywhere without one), without trying the preferred level first"
-            ));
-        }
-    };
-    preferred("spec.topologyConstraint".into(), obj.pointer("/spec/topologyConstraint"));
-    let subgroups = obj.pointer("/spec/subGroups").and_then(Value::as_array);
-    for (i, s) in subgroups.into_iter().flatten().enumerate() {
-        preferred(format!("spec.subGroups[{i}].topologyConstraint"), s.get("topologyConstraint"));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     #[test]
-    fn a_preferred_topology_level_is_warned_about_at_its_field() {
+    fn required_and_preferred_topology_levels_are_read_for_the_podgroup_and_each_subgroup() {
         let pg = json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
             "metadata": {"name": "p"}, "spec": {"minMember": 2,
                 "topologyConstraint": {"topology": "t", "requiredTopologyLevel": "zone", "preferredTopologyLevel": "rack"},
                 "subGroups": [{"name": "a", "minMember": 1},
                               {"name": "b", "minMember": 1, "topologyConstraint": {"preferredTopologyLevel": "host"}}]}});
-        let w = warnings(&pg);
-        assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].starts_with("spec.topologyConstraint.preferredTopologyLevel: \"rack\""), "{}", w[0]);
-        assert!(w[1].starts_with("spec.subGroups[1].topologyConstraint.preferredTopologyLevel"), "{}", w[1]);
-        assert_eq!(read(&pg).unwrap().topology_key.as_deref(), Some("zone"));
+        let g = read(&pg).unwrap();
+        assert_eq!(
+            (g.topology_key.as_deref(), g.topology_preferred.as_deref()),
+            (Some("zone"), Some("rack"))
+        );
+        assert_eq!(g.subgroups[1].topology_preferred.as_deref(), Some("host"));
+        assert_eq!(g.subgroups[0].topology_preferred, None);
     }
 
     #[test]

@@ -147,6 +147,26 @@ fn schema_errors(schema: &Value, v: &Value, path: &str, out: &mut Vec<FieldError
     }
 }
 
+/// The required and preferred keys of a gang or subgroup at `path`: `topology.required`, or
+/// `topologyKey` (the same meaning; both set must agree), and `topology.preferred`.
+fn topology_of(
+    path: &str,
+    key: Option<&String>,
+    topology: Option<&crd::TopologySpec>,
+    errors: &mut Vec<FieldError>,
+) -> (Option<String>, Option<String>) {
+    let required = topology.and_then(|t| t.required.as_ref());
+    if let (Some(k), Some(r)) = (key, required)
+        && k != r
+    {
+        errors.push(FieldError::new(
+            format!("{path}.topology.required"),
+            format!("{r:?} disagrees with {path}.topologyKey {k:?}: both name the required key; set one"),
+        ));
+    }
+    (required.or(key).cloned(), topology.and_then(|t| t.preferred.clone()))
+}
+
 /// The canonical gang of a typed `Gang`.
 pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
     let meta = &g.metadata;
@@ -168,8 +188,19 @@ pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
                 .map_err(|e| errors.push(e))
                 .unwrap_or(0),
             pod_floor: 0,
-            topology_key: s.topology_key.clone(),
+            topology_preferred: None,
+            topology_key: None,
         });
+        let (required, preferred) = topology_of(
+            &format!("spec.subGroups[{i}]"),
+            s.topology_key.as_ref(),
+            s.topology.as_ref(),
+            &mut errors,
+        );
+        if let Some(last) = gang.subgroups.last_mut() {
+            last.topology_key = required;
+            last.topology_preferred = preferred;
+        }
     }
     match super::min_resources("spec.minResources", spec.min_resources.as_ref()) {
         Ok(r) => gang.min_resources = r,
@@ -178,7 +209,10 @@ pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
     gang.mode = spec.mode.unwrap_or_default();
     gang.timeout = seconds("spec.scheduleTimeoutSeconds", spec.schedule_timeout_seconds, &mut errors);
     gang.stale_grace = seconds("spec.staleGracePeriodSeconds", spec.stale_grace_period_seconds, &mut errors);
-    gang.topology_key = spec.topology_key.clone();
+    let (required, preferred) =
+        topology_of("spec", spec.topology_key.as_ref(), spec.topology.as_ref(), &mut errors);
+    gang.topology_key = required;
+    gang.topology_preferred = preferred;
     for (i, s) in spec.gang_group.iter().enumerate() {
         match GangKey::parse(s, &key.namespace) {
             Some(k) => gang.gang_group.push(k),
@@ -281,9 +315,20 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
             Err(e) => errors.push(FieldError::new(annotation_path(ANNOTATION_TIMEOUT), e)),
         }
     }
-    if let Some(v) = a.get(ANNOTATION_TOPOLOGY_KEY) {
-        gang.topology_key = Some(v.to_string());
+    let key = a.get(ANNOTATION_TOPOLOGY_KEY);
+    let required = a.get(crate::labels::ANNOTATION_TOPOLOGY_REQUIRED);
+    if let (Some(k), Some(r)) = (key, required)
+        && k != r
+    {
+        errors.push(FieldError::new(
+            annotation_path(crate::labels::ANNOTATION_TOPOLOGY_REQUIRED),
+            format!(
+                "{r:?} disagrees with {ANNOTATION_TOPOLOGY_KEY} {k:?}: both name the required key; set one"
+            ),
+        ));
     }
+    gang.topology_key = required.or(key).map(str::to_string);
+    gang.topology_preferred = a.get(crate::labels::ANNOTATION_TOPOLOGY_PREFERRED).map(str::to_string);
     // Under JobSet's node-selector strategy the nodes, labelled and tainted per child Job, keep
     // the Jobs apart: nothing for the scheduler to enforce.
     if let Some(v) = a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY).filter(|v| !v.is_empty())

@@ -593,6 +593,7 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
                     parent,
                     min_member: if m.kind == "PodGroup" { m.min.unwrap_or(1) } else { m.min.unwrap_or(n) },
                     pod_floor: 0,
+                    topology_preferred: None,
                     topology_key: m.topology_key.clone(),
                 });
                 if m.kind == "PodGroup" {

@@ -76,6 +76,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
                     parent: None,
                     min_member: n,
                     pod_floor: 0,
+                    topology_preferred: None,
                     topology_key: None,
                 });
             }
