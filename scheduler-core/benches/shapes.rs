@@ -138,6 +138,43 @@ fn racks(gangs: usize, size: u32, rack_required: bool) -> Snapshot {
     snap
 }
 
+/// S5: 15,000 nodes of 8 GPUs in four levels (3 zones > 30 blocks > 750 racks of 20 hosts), 30%
+/// of them busy (every GPU taken), and 1,000 pending gangs of 8–64 members of 2 GPUs each; with
+/// `levels`, each gang requires one block and prefers one rack, else none of it.
+fn s5(levels: bool) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for i in 0..15_000usize {
+        let name = format!("node-{i:05}");
+        let labels = [
+            ("topology.kubernetes.io/zone", format!("zone-{}", i / 5_000)),
+            ("kube-gang.io/block", format!("block-{:02}", i / 500)),
+            ("kube-gang.io/rack", format!("rack-{:03}", i / 20)),
+            ("kubernetes.io/hostname", name.clone()),
+        ];
+        snap.nodes.push(node(name.clone(), 64_000, 512 << 30, 8, &labels));
+        if i % 10 < 3 {
+            let requests =
+                Resources::new().with("cpu", 1_000).with("memory", 1 << 30).with("nvidia.com/gpu", 8);
+            snap.pods.push(pod("busy", format!("busy-{i:05}"), requests, Some(name), None));
+        }
+    }
+    for g in 0..1_000usize {
+        let size = 8 + u32::try_from(g * 7 % 57).unwrap_or(0);
+        let mut gang = gang("bench", format!("gang-{g:04}"), size);
+        if levels {
+            gang.topology_key = Some("kube-gang.io/block".into());
+            gang.topology_preferred = Some("kube-gang.io/rack".into());
+        }
+        for m in 0..size {
+            let requests =
+                Resources::new().with("cpu", 4_000).with("memory", 16 << 30).with("nvidia.com/gpu", 2);
+            snap.pods.push(pod("bench", format!("gang-{g:04}-{m:02}"), requests, None, Some(&gang.key)));
+        }
+        snap.gangs.push(gang);
+    }
+    snap
+}
+
 /// S4: 4,000 nodes, the first 100 with 8 GPUs (half of those with 4 already in use), 140,000
 /// bound pods, and one pending gang of 16 members × 4 GPUs.
 fn s4() -> Snapshot {
@@ -466,6 +503,27 @@ fn anchored(memory: i64) -> Snapshot {
     snap
 }
 
+fn bench_s5(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S5");
+    group.sample_size(10);
+    for (levels, id) in
+        [(false, "15000n-1000gangs-flat"), (true, "15000n-1000gangs-block-required-rack-preferred")]
+    {
+        let snap = carried(s5(levels));
+        let plan = schedule(&snap, &config(), Time::from_secs(1_000));
+        let placed = plan.outcomes.iter().filter(|o| o.reason == scheduler_core::Reason::Scheduled).count();
+        assert!(placed > 500, "{id}: {placed} gangs placed");
+        if levels {
+            let preferred = plan.outcomes.iter().filter(|o| o.message.contains("(preferred)")).count();
+            assert!(preferred > 0 && preferred < placed, "{id}: {preferred} of {placed} in a preferred rack");
+        }
+        group.throughput(Throughput::Elements(snap.pods.iter().filter(|p| p.is_pending()).count() as u64));
+        group
+            .bench_function(id, |b| b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000))));
+    }
+    group.finish();
+}
+
 fn bench_anchored(c: &mut Criterion) {
     let mut group = c.benchmark_group("anchored");
     group.sample_size(10);
@@ -711,7 +769,8 @@ criterion_group!(
     bench_scaling,
     bench_terms,
     bench_volumes,
-    bench_anchored
+    bench_anchored,
+    bench_s5
 );
 
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
@@ -720,7 +779,7 @@ criterion_group!(
 /// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`,
 /// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
 /// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`, `S1-5000-volumes`,
-/// `S4-volumes`, `anchored-fit`, `anchored-never`.
+/// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -744,6 +803,15 @@ fn runs(spec: &str) {
         "S4-volumes" => carried(with_volumes(s4(), 10, true)),
         "anchored-fit" => carried(anchored(1 << 30)),
         "anchored-never" => carried(anchored(20 << 30)),
+        "S5-flat" => carried(s5(false)),
+        "S5-levels" => carried(s5(true)),
+        "S5-block" => {
+            let mut snap = s5(true);
+            for g in &mut snap.gangs {
+                g.topology_preferred = None;
+            }
+            carried(snap)
+        }
         other => panic!("SHAPES_RUNS: unknown case {other}"),
     };
     for _ in 0..n {

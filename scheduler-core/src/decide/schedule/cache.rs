@@ -679,9 +679,14 @@ impl<'a> Caches<'a> {
     /// change log.
     pub fn domain_free(&self, state: &Ledger, topo: &Rc<Topology>, scarce: Option<usize>, d: usize) -> i64 {
         let committed = Txn::default();
-        let value = |n: usize| match scarce {
-            Some(res) => state.free(&committed, n, res),
-            None => state.free_pods(&committed, n),
+        // An overcommitted node (allocatable shrunk under its pods) has no room, not less than
+        // none: it takes nothing from its domain's others.
+        let value = |n: usize| {
+            match scarce {
+                Some(res) => state.free(&committed, n, res),
+                None => state.free_pods(&committed, n),
+            }
+            .max(0)
         };
         let mut all = self.totals.borrow_mut();
         let t = all.entry((Rc::as_ptr(topo) as usize, scarce)).or_insert_with(|| {

@@ -120,6 +120,12 @@ struct Work {
 /// key once), whatever the cluster's size.
 pub const MAX_ANCHOR_TRIALS: usize = 256;
 
+/// Failed trial placements in the domains of a preferred level, per gang or subtree: the
+/// preferred level is best effort, so past this many domains that had the room by capacity and
+/// still did not take it whole, the required level decides. Domains without the room the minimum
+/// needs of the scarce resource are passed over without a trial.
+pub const MAX_PREFERRED_TRIALS: usize = 16;
+
 impl<'a> Placer<'a> {
     /// A placer for `snap`; `node_index` is the cycle's (node name → index), copied rather than
     /// built again; `inter_pod`: whether the inter-pod filters may keep any pod off a node.
@@ -703,8 +709,20 @@ impl<'a> Placer<'a> {
         let mut best: Option<(i64, usize, u32, Work)> = None;
         let mut report: Vec<(String, usize)> = Vec::new();
         let most = self.most_taken(r, None);
+        let (need, least) = self.least_needed(r);
+        let mut failed = 0;
         for (free, d) in self.by_free(r, &ptopo, self.candidate_domains(r, &ptopo, None, start), start) {
-            if self.fast && best.as_ref().is_some_and(|(l, _, _, _)| free.saturating_sub(most) > *l) {
+            if free < need {
+                // Too little room by capacity: reported with the members its room holds at most.
+                let room = if least > 0 { free / least } else { 0 };
+                report.push((ptopo.domains[d].0.clone(), usize::try_from(room).unwrap_or(0)));
+                continue;
+            }
+            // Least free first: past a domain whose room less all the gang could take is no less
+            // than the best's leftover, none strands less (an equal one loses on order).
+            if best.as_ref().is_some_and(|(l, _, _, _)| free.saturating_sub(most) >= *l)
+                || failed >= MAX_PREFERRED_TRIALS
+            {
                 break;
             }
             let mut filter: Filter = vec![(ptopo.clone(), u32::try_from(d).unwrap_or(u32::MAX))];
@@ -724,6 +742,8 @@ impl<'a> Placer<'a> {
                 if best.as_ref().is_none_or(|(l, bd, _, _)| (left, d) < (*l, *bd)) {
                     best = Some((left, d, within, w));
                 }
+            } else {
+                failed += 1;
             }
         }
         if let Some((_, d, within, w)) = best {
@@ -1031,6 +1051,27 @@ impl<'a> Placer<'a> {
         w
     }
 
+    /// A lower bound of the scarce resource (see [`Placer::leftover`]) one domain must have free
+    /// to take the gang's minimum — the pods it still needs beyond those it holds, each at the
+    /// least any pending member asks (0 when the minimum is no pod count) — and that least.
+    fn least_needed(&self, r: &PlacementRequest<'_>) -> (i64, i64) {
+        let scarce = Self::scarce(r);
+        let held: u64 = r.members.held.values().map(|&n| u64::from(n)).sum();
+        let least = r
+            .members
+            .pending
+            .values()
+            .flatten()
+            .map(|&p| match scarce {
+                Some(res) => r.demand[p].0.iter().find(|(x, _)| *x == res).map_or(0, |&(_, a)| a),
+                None => 1,
+            })
+            .min()
+            .unwrap_or(0);
+        let Some(pods) = r.gang.min_pods().map(|m| m.saturating_sub(held)) else { return (0, least) };
+        (i64::try_from(pods).unwrap_or(i64::MAX).saturating_mul(least), least)
+    }
+
     /// The resource domains are compared by: the scarcest one the gang's first pending member
     /// requests (`None`: pod slots).
     fn scarce(r: &PlacementRequest<'_>) -> Option<usize> {
@@ -1076,9 +1117,13 @@ impl<'a> Placer<'a> {
     /// visited per call.
     fn leftover(&self, r: &PlacementRequest<'_>, topo: &Rc<Topology>, d: usize, w: &Work) -> i64 {
         let scarce = Self::scarce(r);
-        let value = |txn: &Txn, n: usize| match scarce {
-            Some(res) => r.ledger.free(txn, n, res),
-            None => r.ledger.free_pods(txn, n),
+        // As the domain totals count it: an overcommitted node has no room (see `domain_free`).
+        let value = |txn: &Txn, n: usize| {
+            match scarce {
+                Some(res) => r.ledger.free(txn, n, res),
+                None => r.ledger.free_pods(txn, n),
+            }
+            .max(0)
         };
         let committed = Txn::default();
         let target = u32::try_from(d).unwrap_or(u32::MAX);
@@ -1216,8 +1261,11 @@ impl<'a> Placer<'a> {
         let mut best: Option<(i64, usize, Work)> = None;
         let most = self.most_taken(r, Some(&child.name));
         let domains = self.candidate_domains(r, &ptopo, Some(&child.name), w);
+        let mut failed = 0;
         for (free, d) in self.by_free(r, &ptopo, domains, w) {
-            if self.fast && best.as_ref().is_some_and(|(l, _, _)| free.saturating_sub(most) > *l) {
+            if best.as_ref().is_some_and(|(l, _, _)| free.saturating_sub(most) >= *l)
+                || failed >= MAX_PREFERRED_TRIALS
+            {
                 break;
             }
             let mut f = filter.clone();
@@ -1237,6 +1285,8 @@ impl<'a> Placer<'a> {
                 if best.as_ref().is_none_or(|(l, bd, _)| (left, d) < (*l, *bd)) {
                     best = Some((left, d, trial));
                 }
+            } else {
+                failed += 1;
             }
         }
         best.map(|(_, _, t)| t)
