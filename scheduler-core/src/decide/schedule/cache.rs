@@ -678,6 +678,18 @@ impl<'a> Caches<'a> {
     /// committed state: summed once per key and resource, then kept up to date from the ledger's
     /// change log.
     pub fn domain_free(&self, state: &Ledger, topo: &Rc<Topology>, scarce: Option<usize>, d: usize) -> i64 {
+        self.with_domain_free(state, topo, scarce, |totals| totals.get(d).copied().unwrap_or(0))
+    }
+
+    /// [`Caches::domain_free`] of every domain of `topo` at once, handed to `f` (one look-up and
+    /// one sync for all of them, not one per domain).
+    pub fn with_domain_free<T>(
+        &self,
+        state: &Ledger,
+        topo: &Rc<Topology>,
+        scarce: Option<usize>,
+        f: impl FnOnce(&[i64]) -> T,
+    ) -> T {
         let committed = Txn::default();
         // An overcommitted node (allocatable shrunk under its pods) has no room, not less than
         // none: it takes nothing from its domain's others.
@@ -709,6 +721,6 @@ impl<'a> Caches<'a> {
             t.seen[n] = now;
         }
         t.synced = state.log().len();
-        t.totals.get(d).copied().unwrap_or(0)
+        f(&t.totals)
     }
 }

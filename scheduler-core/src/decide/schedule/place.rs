@@ -711,11 +711,18 @@ impl<'a> Placer<'a> {
         let most = self.most_taken(r, None);
         let (need, least) = self.least_needed(r);
         let mut failed = 0;
-        for (free, d) in self.by_free(r, &ptopo, self.candidate_domains(r, &ptopo, None, start), start) {
+        // Least free first, drawn from a heap as tried: most searches end after a few domains.
+        let mut order: BinaryHeap<Reverse<(i64, usize)>> = self
+            .free_of(r, &ptopo, self.candidate_domains(r, &ptopo, None, start), start)
+            .into_iter()
+            .map(Reverse)
+            .collect();
+        let mut small: Vec<(i64, usize)> = Vec::new();
+        while let Some(Reverse((free, d))) = order.pop() {
             if free < need {
-                // Too little room by capacity: reported with the members its room holds at most.
-                let room = if least > 0 { free / least } else { 0 };
-                report.push((ptopo.domains[d].0.clone(), usize::try_from(room).unwrap_or(0)));
+                // Too little room by capacity: reported (the roomiest few) with the members its
+                // room holds at most.
+                small.push((free, d));
                 continue;
             }
             // Least free first: past a domain whose room less all the gang could take is no less
@@ -754,6 +761,16 @@ impl<'a> Placer<'a> {
                 domain = format!("{rkey}={value}, {domain}");
             }
             return Ok((domain, w));
+        }
+        let roomiest = |&(free, d): &(i64, usize)| (Reverse(free), d);
+        if small.len() > 3 {
+            small.select_nth_unstable_by_key(2, roomiest);
+            small.truncate(3);
+        }
+        small.sort_unstable_by_key(roomiest);
+        for &(free, d) in &small {
+            let room = if least > 0 { free / least } else { 0 };
+            report.push((ptopo.domains[d].0.clone(), usize::try_from(room).unwrap_or(0)));
         }
         report.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let mut note = format!("no single {pkey} domain (its preferred level) has room for all of them");
@@ -1105,10 +1122,48 @@ impl<'a> Placer<'a> {
         domains: Vec<usize>,
         w: &Work,
     ) -> Vec<(i64, usize)> {
-        let mut out: Vec<(i64, usize)> =
-            domains.into_iter().map(|d| (self.leftover(r, topo, d, w), d)).collect();
+        let mut out = self.free_of(r, topo, domains, w);
         out.sort_unstable();
         out
+    }
+
+    /// [`Placer::leftover`] of each of `domains`, as `(free, domain)`: the committed totals read
+    /// once, and what `w` took added by one pass over the nodes it touched — O(domains + touched),
+    /// not a look-up and a pass per domain (a rack level has hundreds of domains).
+    fn free_of(
+        &self,
+        r: &PlacementRequest<'_>,
+        topo: &Rc<Topology>,
+        domains: Vec<usize>,
+        w: &Work,
+    ) -> Vec<(i64, usize)> {
+        let scarce = Self::scarce(r);
+        let value = |txn: &Txn, n: usize| {
+            match scarce {
+                Some(res) => r.ledger.free(txn, n, res),
+                None => r.ledger.free_pods(txn, n),
+            }
+            .max(0)
+        };
+        let committed = Txn::default();
+        let mut taken: HashMap<u32, i64> = HashMap::new();
+        for n in w.txn.touched() {
+            let d = topo.node_domain[n];
+            if d != u32::MAX {
+                let e = taken.entry(d).or_default();
+                *e = e.saturating_add(value(&w.txn, n).saturating_sub(value(&committed, n)));
+            }
+        }
+        self.caches.with_domain_free(r.ledger, topo, scarce, |totals| {
+            domains
+                .into_iter()
+                .map(|d| {
+                    let base = totals.get(d).copied().unwrap_or(0);
+                    let extra = u32::try_from(d).ok().and_then(|k| taken.get(&k)).copied().unwrap_or(0);
+                    (base.saturating_add(extra), d)
+                })
+                .collect()
+        })
     }
 
     /// Free capacity of the gang's scarcest requested resource left in domain `d` of `topo`
