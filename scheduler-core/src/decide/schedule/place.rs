@@ -1171,22 +1171,7 @@ impl<'a> Placer<'a> {
     /// domain is kept up to date from the state's change log; only the nodes `w` touched are
     /// visited per call.
     fn leftover(&self, r: &PlacementRequest<'_>, topo: &Rc<Topology>, d: usize, w: &Work) -> i64 {
-        let scarce = Self::scarce(r);
-        // As the domain totals count it: an overcommitted node has no room (see `domain_free`).
-        let value = |txn: &Txn, n: usize| {
-            match scarce {
-                Some(res) => r.ledger.free(txn, n, res),
-                None => r.ledger.free_pods(txn, n),
-            }
-            .max(0)
-        };
-        let committed = Txn::default();
-        let target = u32::try_from(d).unwrap_or(u32::MAX);
-        w.txn
-            .touched()
-            .filter(|&n| topo.node_domain[n] == target)
-            .map(|n| value(&w.txn, n).saturating_sub(value(&committed, n)))
-            .fold(self.caches.domain_free(r.ledger, topo, scarce, d), i64::saturating_add)
+        self.free_of(r, topo, vec![d], w).first().map_or(0, |&(free, _)| free)
     }
 
     /// Domains worth trying for a subtree: the one its members already occupy, if any, else all.
