@@ -139,7 +139,8 @@ pub struct StatusArgs {
 #[command(after_help = SIMULATE_HELP)]
 pub struct SimulateArgs {
     /// Files or directories of objects as you would apply them (Jobs, JobSets, PyTorchJobs,
-    /// MPIJobs, LeaderWorkerSets, StatefulSets, Pods, Gangs, any dialect's PodGroups); `-` is stdin.
+    /// MPIJobs, LeaderWorkerSets, StatefulSets, Pods, Gangs, any dialect's PodGroups, Grove
+    /// PodCliqueSets, TrainJobs with their runtimes); `-` is stdin.
     #[arg(short = 'f', long = "filename", required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The scheduler's policy file (its --config): scoring, preemption, timeouts; with `provisioning`
