@@ -404,3 +404,94 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A Grove PodGang of any shape in its counts, names and group configs: read or refused with
+    /// Grove's field paths, never a panic; an accepted one is a valid gang tree whose leaves are
+    /// its pod groups.
+    #[test]
+    fn grove_podgangs_of_any_shape_are_read_or_refused(
+        min in any_value(), name in any_value(), listed in any_value(), refs in any_value(),
+        required in any_value(), preferred in any_value(),
+    ) {
+        let obj = json!({"apiVersion": "scheduler.grove.io/v1alpha1", "kind": "PodGang",
+            "metadata": {"name": "pg", "namespace": "llm"},
+            "spec": {"podgroups": [{"name": name, "minReplicas": min, "podReferences": refs},
+                                   {"name": "b", "minReplicas": 1, "podReferences": [],
+                                    "topologyConstraint": {"packConstraint": {"required": required, "preferred": preferred}}}],
+                     "topologyConstraintGroupConfigs": [{"name": "cfg", "podGroupNames": [listed, "b"]}]}});
+        match scheduler_core::dialect::read_object(&obj) {
+            Some(Ok(scheduler_core::dialect::GangObject::Gang(g))) => {
+                prop_assert!(scheduler_core::validate::gang_tree_errors(&g).is_empty(), "{:?}", g);
+                prop_assert!(g.min_pods().is_some_and(|n| n >= 1));
+            }
+            Some(Ok(_)) => prop_assert!(false, "a PodGang read as another kind"),
+            Some(Err(errors)) => {
+                for e in errors {
+                    prop_assert!(e.path.starts_with("spec") || e.path.starts_with("metadata"), "{e}");
+                }
+            }
+            None => prop_assert!(false, "a PodGang not taken for a gang object"),
+        }
+    }
+
+    /// A Grove PodCliqueSet of any shape in its counts and names: checked and expanded, or refused,
+    /// never a panic; an accepted one expands into exactly the pods it counts, each claiming one
+    /// PodGang the expansion also writes.
+    #[test]
+    fn grove_podcliquesets_of_any_shape_are_expanded_or_refused(
+        replicas in any_value(), clique in any_value(), min in any_value(),
+        group_replicas in any_value(), group_min in any_value(), set_replicas in prop_oneof![any_value(), (0i64..3).prop_map(|n| json!(n))],
+    ) {
+        let obj = json!({"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+            "metadata": {"name": "s", "namespace": "llm"},
+            "spec": {"replicas": set_replicas, "template": {
+                "cliques": [{"name": clique, "spec": {"roleName": "a", "replicas": replicas, "minAvailable": min,
+                                                       "podSpec": {"containers": [{"name": "c", "image": "x"}]}}},
+                            {"name": "w", "spec": {"roleName": "w", "replicas": 2,
+                                                   "podSpec": {"containers": [{"name": "c", "image": "x"}]}}}],
+                "podCliqueScalingGroups": [{"name": "g", "cliqueNames": ["w"], "replicas": group_replicas, "minAvailable": group_min}]}}});
+        let (errors, _) = workload::grove::check(&obj);
+        match workload::expand_admitted(&obj) {
+            Ok(out) => {
+                prop_assert!(errors.is_empty());
+                let pods: Vec<&Value> = out.iter().filter(|o| o["kind"] == "Pod").collect();
+                prop_assert_eq!(pods.len() as u64, workload::grove::pod_count(&obj).unwrap_or(u64::MAX));
+                for p in pods {
+                    let gang = p["metadata"]["labels"]["grove.io/podgang"].as_str().unwrap_or("");
+                    prop_assert!(out.iter().any(|o| o["kind"] == "PodGang" && o["metadata"]["name"] == gang), "{gang}");
+                }
+            }
+            Err(e) => prop_assert!(!e.is_empty()),
+        }
+    }
+
+    /// A TrainJob of any shape in its runtime reference and trainer: rendered or refused, never a
+    /// panic; a rendered one's PodGroup counts exactly the pods its JobSet runs at once.
+    #[test]
+    fn trainjobs_of_any_shape_are_rendered_or_refused(
+        name in prop_oneof![any_value(), Just(json!("torch"))], kind in any_value(), nodes in any_value(), resources in any_value(),
+    ) {
+        let runtime = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "torch"},
+            "spec": {"mlPolicy": {"numNodes": 2, "torch": {}}, "podGroupPolicy": {"coscheduling": {}},
+                "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "x"}]}}}}}]}}}});
+        let tj = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "t", "namespace": "ml"},
+            "spec": {"runtimeRef": {"name": name, "kind": kind}, "trainer": {"numNodes": nodes, "resourcesPerNode": resources}}});
+        match workload::trainer::render(&tj, &[runtime]) {
+            Ok(Some((objects, _))) => {
+                let parallelism = objects[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"].as_i64();
+                let min = objects.get(1).and_then(|g| g["spec"]["minMember"].as_i64());
+                prop_assert_eq!(parallelism, min);
+                prop_assert!(parallelism.is_some_and(|n| n >= 1));
+            }
+            Ok(None) => {}
+            Err(e) => prop_assert!(e.iter().all(|e| e.path.starts_with("spec.") || e.path.starts_with("metadata.")), "{e:?}"),
+        }
+    }
+}
