@@ -66,7 +66,16 @@ pub struct Config {
     /// holds them. `None`: kube-scheduler's default (`defaultingType: System`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_topology_spread: Option<PodTopologySpread>,
+    /// The cluster's topology levels, as node label keys, broadest first (`[zone, block, rack,
+    /// kubernetes.io/hostname]`): a gang or subgroup that prefers one level and finds no domain
+    /// of it that takes it whole tries each broader level in turn, up to its required one (never
+    /// above it). Empty: the preferred level, then the required one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub topology_levels: Vec<String>,
 }
+
+/// Topology levels a policy may list: more than any real hierarchy has.
+pub const MAX_TOPOLOGY_LEVELS: usize = 16;
 
 /// kube-scheduler's `PodTopologySpreadArgs`: the spread constraints a pod that sets none of its
 /// own is given. kube-scheduler takes their selector from the Services, ReplicaSets,
@@ -273,6 +282,7 @@ impl Default for Config {
             preemption: true,
             provisioning: None,
             pod_topology_spread: None,
+            topology_levels: Vec::new(),
         }
     }
 }
@@ -327,6 +337,20 @@ impl Config {
         if let Some(p) = &config.provisioning {
             p.check()?;
         }
+        if config.topology_levels.len() > MAX_TOPOLOGY_LEVELS {
+            return Err(PolicyError(format!(
+                "topologyLevels: {} levels; at most {MAX_TOPOLOGY_LEVELS}",
+                config.topology_levels.len()
+            )));
+        }
+        for (i, level) in config.topology_levels.iter().enumerate() {
+            if let Err(e) = crate::labels::check_label_key(level) {
+                return Err(PolicyError(format!("topologyLevels[{i}]: {e}")));
+            }
+            if config.topology_levels[..i].contains(level) {
+                return Err(PolicyError(format!("topologyLevels[{i}]: Duplicate value: {level:?}")));
+            }
+        }
         if let Some(p) = &config.pod_topology_spread {
             p.check()?;
         }
@@ -370,6 +394,22 @@ mod tests {
         assert!(bad.starts_with("invalid scheduling policy: ") && bad.contains(" at line "), "{bad}");
         let field = Config::from_policy_text("scoring: sideways\n").unwrap_err().to_string();
         assert!(field.starts_with("invalid scheduling policy: scoring: unknown variant"), "{field}");
+    }
+
+    #[test]
+    fn topology_levels_are_label_keys_once_each_and_few() {
+        let c = Config::from_policy_text("topologyLevels: [topology.kubernetes.io/zone, example.com/rack]")
+            .unwrap();
+        assert_eq!(c.topology_levels, ["topology.kubernetes.io/zone", "example.com/rack"]);
+        let e = Config::from_policy_text("topologyLevels: [zone, 'bad key/']").unwrap_err().to_string();
+        assert!(e.contains("topologyLevels[1]:"), "{e}");
+        let e = Config::from_policy_text("topologyLevels: [zone, rack, zone]").unwrap_err().to_string();
+        assert!(e.contains("topologyLevels[2]: Duplicate value: \"zone\""), "{e}");
+        let many: Vec<String> = (0..17).map(|i| format!("l{i}")).collect();
+        let e = Config::from_policy_text(&format!("topologyLevels: [{}]", many.join(", ")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 16"), "{e}");
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub(super) struct Placer<'a> {
     /// Take the shortcuts (class indices, domain pruning). Off only for the reference cycle the
     /// property tests hold them to.
     fast: bool,
+    /// The policy's topology levels, broadest first ([`Config::topology_levels`]).
+    levels: Vec<String>,
 }
 
 /// The passes of the walk: `cap`, only up to each leaf's minimum; `keep_partial`, keep what was
@@ -137,7 +139,8 @@ impl<'a> Placer<'a> {
         inter_pod: bool,
     ) -> Self {
         let joint = Joint::new(snap, fast, node_index.clone(), inter_pod);
-        Placer { snap, caches: Caches::new(snap, config, fast, node_index), joint, fast }
+        let levels = config.topology_levels.clone();
+        Placer { snap, caches: Caches::new(snap, config, fast, node_index), joint, fast, levels }
     }
 
     /// Notes bindings committed this cycle (see [`Caches::committed`]): JobSet's exclusive
@@ -629,9 +632,15 @@ impl<'a> Placer<'a> {
             gang.topology_preferred.as_deref().filter(|p| Some(*p) != gang.topology_key.as_deref())
             && !r.extras
         {
-            match self.preferred(r, pkey, gang.topology_key.as_deref(), &start) {
-                Ok((domain, w)) => return self.finish(r, w, Some(domain), Vec::new()),
-                Err(note) => preferred_note = Some(note),
+            let rkey = gang.topology_key.as_deref();
+            for (i, level) in self.preferred_levels(pkey, rkey).into_iter().enumerate() {
+                let tag =
+                    if i == 0 { "(preferred)".to_string() } else { format!("(no {pkey} domain had room)") };
+                match self.preferred(r, level, rkey, &start, &tag) {
+                    Ok((domain, w)) => return self.finish(r, w, Some(domain), Vec::new()),
+                    Err(note) if i == 0 => preferred_note = Some(note),
+                    Err(_) => {}
+                }
             }
         }
         let with_note = |mut p: Placement| {
@@ -692,6 +701,24 @@ impl<'a> Placer<'a> {
         })
     }
 
+    /// The levels a gang or subgroup preferring `pkey` tries, in order: `pkey`, then each policy
+    /// level broader than it and narrower than its required key `rkey` (all broader ones when it
+    /// has none), narrowest first. Only `pkey` when the policy does not list it, or lists `rkey`
+    /// no broader than it.
+    fn preferred_levels<'k>(&'k self, pkey: &'k str, rkey: Option<&str>) -> Vec<&'k str> {
+        let mut out = vec![pkey];
+        let Some(at) = self.levels.iter().position(|l| l == pkey) else { return out };
+        let top = match rkey {
+            Some(k) => match self.levels.iter().position(|l| l == k) {
+                Some(j) if j < at => j + 1,
+                _ => return out,
+            },
+            None => 0,
+        };
+        out.extend(self.levels[top..at].iter().rev().map(String::as_str));
+        out
+    }
+
     /// The whole gang in one domain of its preferred key `pkey` — within one domain of the
     /// required key `rkey`, when it has one: the domain of it the preferred domain's first node is
     /// in — the one that strands the least (as the required key's domains are chosen, with the
@@ -703,6 +730,7 @@ impl<'a> Placer<'a> {
         pkey: &str,
         rkey: Option<&str>,
         start: &Work,
+        tag: &str,
     ) -> Result<(String, Work), String> {
         let ptopo = self.caches.topology(pkey);
         let rtopo = rkey.map(|k| self.caches.topology(k));
@@ -754,7 +782,7 @@ impl<'a> Placer<'a> {
             }
         }
         if let Some((_, d, within, w)) = best {
-            let mut domain = format!("{pkey}={} (preferred)", ptopo.domains[d].0);
+            let mut domain = format!("{pkey}={} {tag}", ptopo.domains[d].0);
             if let (Some(rkey), Some(rt)) = (rkey, &rtopo)
                 && let Some((value, _)) = rt.domains.get(usize::try_from(within).unwrap_or(usize::MAX))
             {
@@ -1233,7 +1261,10 @@ impl<'a> Placer<'a> {
             if let Some(pkey) =
                 child.topology_preferred.as_deref().filter(|p| Some(*p) != child.topology_key.as_deref())
                 && !r.extras
-                && let Some(chosen) = self.child_preferred(r, child, pkey, filter, w, pass, depth)
+                && let Some(chosen) = self
+                    .preferred_levels(pkey, child.topology_key.as_deref())
+                    .into_iter()
+                    .find_map(|level| self.child_preferred(r, child, level, filter, w, pass, depth))
             {
                 *w = chosen;
                 continue;
