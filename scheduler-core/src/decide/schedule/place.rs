@@ -431,19 +431,15 @@ impl<'a> Placer<'a> {
                 dirty.push(i);
             }
             taken[i] += 1;
-            let room = &mut left[i * (width + 1)..(i + 1) * (width + 1)];
-            for (slot, &(_, a)) in room.iter_mut().zip(&d.0) {
-                *slot = slot.saturating_sub(a);
-            }
-            room[width] = room[width].saturating_sub(1);
-            let fits = room[width] >= 1 && room.iter().zip(&d.0).all(|(&f, &(_, a))| a <= 0 || f >= a);
-            if fits {
-                let key = self.caches.rekey(key, width, room[..width].iter().copied(), room[width]);
-                current[i] = Some(key);
-                *top = Reverse((key, i));
-            } else {
-                current[i] = None;
-                PeekMut::pop(top);
+            match self.take_room(&mut left[i * (width + 1)..(i + 1) * (width + 1)], d, key) {
+                Some(key) => {
+                    current[i] = Some(key);
+                    *top = Reverse((key, i));
+                }
+                None => {
+                    current[i] = None;
+                    PeekMut::pop(top);
+                }
             }
         }
         commit(ledger, &slots, &mut taken, &mut dirty, &mut segment, &mut bound, &mut work);
@@ -1500,6 +1496,20 @@ impl<'a> Placer<'a> {
         }
     }
 
+    /// One pod of demand `d` taken from a node whose `room` (what it has left of each demanded
+    /// resource, in the demand's order, then its free pod slots) a run keeps: the node's key
+    /// `key` re-keyed for what is left, or `None` when the next such pod no longer fits.
+    #[inline]
+    fn take_room(&self, room: &mut [i64], d: &super::ledger::Demand, key: NodeKey) -> Option<NodeKey> {
+        let width = d.0.len();
+        for (slot, &(_, a)) in room.iter_mut().zip(&d.0) {
+            *slot = slot.saturating_sub(a);
+        }
+        room[width] = room[width].saturating_sub(1);
+        let fits = room[width] >= 1 && room.iter().zip(&d.0).all(|(&f, &(_, a))| a <= 0 || f >= a);
+        fits.then(|| self.caches.rekey(key, width, room[..width].iter().copied(), room[width]))
+    }
+
     /// Places pods alike (`ask`'s demand and feasible nodes, no node of their own to prefer) one
     /// by one on the best node each time, exactly as calling [`Placer::best_node`] per pod would,
     /// in one pass over the nodes; returns (pod, node) for those that fit, in `run`'s order.
@@ -1536,17 +1546,11 @@ impl<'a> Placer<'a> {
             let Reverse((key, i)) = *top;
             placed.push((p, best[i].1));
             taken[i] += 1;
-            let room = &mut left[i * (width + 1)..(i + 1) * (width + 1)];
-            for (slot, &(_, a)) in room.iter_mut().zip(&d.0) {
-                *slot = slot.saturating_sub(a);
-            }
-            room[width] = room[width].saturating_sub(1);
-            let fits = room[width] >= 1 && room.iter().zip(&d.0).all(|(&f, &(_, a))| a <= 0 || f >= a);
-            if fits {
-                *top =
-                    Reverse((self.caches.rekey(key, width, room[..width].iter().copied(), room[width]), i));
-            } else {
-                PeekMut::pop(top);
+            match self.take_room(&mut left[i * (width + 1)..(i + 1) * (width + 1)], d, key) {
+                Some(key) => *top = Reverse((key, i)),
+                None => {
+                    PeekMut::pop(top);
+                }
             }
         }
         for (i, &times) in taken.iter().enumerate() {
