@@ -12,8 +12,9 @@
 //!
 //! A pack constraint's `preferred` key is the preferred level (its domains tried first; best
 //! effort, in Grove's own words). Not evaluated, and said where it is written ([`warnings`]):
-//! `reuseReservationRef` (a suggestion by Grove's definition). `priorityClassName` is not read: Grove gives the pods the
-//! same class, and a gang's priority is its members' ([`Gang::priority`]). `podReferences` counts
+//! `reuseReservationRef` (a suggestion by Grove's definition) and `priorityClassName` (Grove
+//! writes the PodCliqueSet's class on the PodGang only, not on its pods; a gang's priority here is
+//! its members' ([`Gang::priority`]), so the pods' own class decides). `podReferences` counts
 //! the members Grove expects ([`Gang::total_member`]); membership itself is the pods' label.
 
 use std::collections::BTreeMap;
@@ -53,7 +54,6 @@ struct Spec {
     topology_constraint: Option<Topology>,
     #[serde(default)]
     topology_constraint_group_configs: Vec<GroupConfig>,
-    #[allow(dead_code)]
     priority_class_name: Option<String>,
     reuse_reservation_ref: Option<IgnoredAny>,
 }
@@ -244,16 +244,21 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
 }
 
 /// What a PodGang asks for that the cycle does not evaluate, naming its field:
-/// `reuseReservationRef`. For `validate` and `simulate`.
+/// `reuseReservationRef` and `priorityClassName`. For `validate` and `simulate`.
 pub fn warnings(obj: &Value) -> Vec<String> {
     let Ok(pg) = typed::<PodGang>(obj) else { return Vec::new() };
-    if pg.spec.reuse_reservation_ref.is_none() {
-        return Vec::new();
+    let mut out = Vec::new();
+    if pg.spec.reuse_reservation_ref.is_some() {
+        out.push(
+            "spec.reuseReservationRef: not evaluated (a suggestion in Grove's terms): the gang is placed afresh".into(),
+        );
     }
-    vec![
-        "spec.reuseReservationRef: not evaluated (a suggestion in Grove's terms): the gang is placed afresh"
-            .into(),
-    ]
+    if let Some(class) = pg.spec.priority_class_name.as_deref().filter(|c| !c.is_empty()) {
+        out.push(format!(
+            "spec.priorityClassName: {class:?} is not evaluated: the gang's priority is its pods' (Grove does not write the class on them; set priorityClassName in each clique's podSpec to give them one)"
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -310,6 +315,13 @@ mod tests {
         assert_eq!(g.subgroups[3].topology_key.as_deref(), Some("kubernetes.io/hostname"));
         assert_eq!(g.topology_preferred.as_deref(), Some("topology.kubernetes.io/rack"));
         assert!(warnings(&base()).is_empty());
+        let mut classed = base();
+        classed["spec"]["priorityClassName"] = json!("inference-high");
+        let w = warnings(&classed);
+        assert!(
+            w.len() == 1 && w[0].starts_with("spec.priorityClassName: \"inference-high\" is not evaluated"),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -21,7 +21,10 @@
 //!
 //! Not modelled, said by a warning naming the field: `runtimePatches`, and the PodGroup's
 //! `minResources` (coscheduling's quorum check of free resources; the placement shows the same).
-//! Image, command, arguments and environment do not change where a pod may go.
+//! Image, command, arguments and environment do not change where a pod may go. A suspended
+//! TrainJob is rendered as it runs once unsuspended (Kueue's admission, as `simulate` models it for
+//! Jobs); `activeDeadlineSeconds` bounds its run, not its placement; one `managedBy` another
+//! controller (MultiKueue) is rendered as Trainer's own would render it.
 
 use serde_json::{Map, Value, json};
 
