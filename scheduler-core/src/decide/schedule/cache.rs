@@ -33,11 +33,41 @@ pub(super) struct Topology {
 /// domains JobSet's exclusive placement keeps the pod out of.
 #[derive(Debug)]
 pub(super) struct Feasible {
+    /// The nodes, in index order.
     pub list: Vec<usize>,
-    pub mask: Vec<bool>,
+    /// Node index → in the set; empty for a set of a few nodes ([`SPARSE`]), which
+    /// [`Feasible::has`] looks up in `list` instead (a pod held to its local volume's node does
+    /// not cost a mask of the whole cluster).
+    mask: Vec<bool>,
     /// Why nodes that pass the static checks are left out, when some are: the domains other
     /// JobSets' exclusive child Jobs hold.
     pub excluded: Option<String>,
+}
+
+/// The most nodes a [`Feasible`] set holds without a mask.
+const SPARSE: usize = 32;
+
+impl Feasible {
+    /// Whether node `n` is in the set.
+    pub fn has(&self, n: usize) -> bool {
+        if self.mask.is_empty() {
+            self.list.binary_search(&n).is_ok()
+        } else {
+            self.mask.get(n).copied().unwrap_or(false)
+        }
+    }
+
+    /// The set as a mask over `nodes` nodes.
+    fn mask_of(&self, nodes: usize) -> Vec<bool> {
+        if !self.mask.is_empty() {
+            return self.mask.clone();
+        }
+        let mut mask = vec![false; nodes];
+        for &n in &self.list {
+            mask[n] = true;
+        }
+        mask
+    }
 }
 
 /// Signature hash → (representative pod, its feasible nodes); equal hashes are compared exactly.
@@ -403,7 +433,7 @@ impl<'a> Caches<'a> {
             match cached {
                 Some(f) => f,
                 None => {
-                    let mut mask = base.mask.clone();
+                    let mut mask = base.mask_of(self.snap.nodes.len());
                     for (topo, d) in &out {
                         for &n in topo
                             .domains
@@ -452,11 +482,13 @@ impl<'a> Caches<'a> {
         if let Some(f) = self.restricted.borrow().get(&key) {
             return f.clone();
         }
-        let list: Vec<usize> =
-            allowed.iter().copied().filter(|&n| base.mask.get(n).copied().unwrap_or(false)).collect();
-        let mut mask = vec![false; base.mask.len()];
-        for &n in &list {
-            mask[n] = true;
+        let list: Vec<usize> = allowed.iter().copied().filter(|&n| base.has(n)).collect();
+        let mut mask = Vec::new();
+        if list.len() > SPARSE {
+            mask = vec![false; self.snap.nodes.len()];
+            for &n in &list {
+                mask[n] = true;
+            }
         }
         let f = Rc::new(Feasible { list, mask, excluded: base.excluded.clone() });
         self.restricted.borrow_mut().insert(key, f.clone());
@@ -573,88 +605,95 @@ impl<'a> Caches<'a> {
         }
         let scope = filter.and_then(|f| f.last());
         let allowed = |n: usize| {
-            feasible.mask[n]
+            feasible.has(n)
                 && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
                 && also.is_none_or(|a| a(n))
         };
         let scope_nodes = || -> Box<dyn Iterator<Item = usize> + '_> {
             match scope {
                 Some((t, dom)) => match t.domains.get(usize::try_from(*dom).unwrap_or(usize::MAX)) {
-                    Some((_, ns)) => Box::new(ns.iter().copied().filter(|&n| feasible.mask[n])),
+                    Some((_, ns)) => Box::new(ns.iter().copied().filter(|&n| feasible.has(n))),
                     None => Box::new(std::iter::empty()),
                 },
                 None => Box::new(feasible.list.iter().copied()),
             }
         };
-        let key = {
-            let mut h = DefaultHasher::new();
-            d.hash(&mut h);
-            let scope_id = scope.map(|(t, dom)| (Rc::as_ptr(t) as usize, *dom));
-            (Rc::as_ptr(feasible) as usize, scope_id, h.finish())
-        };
-        let mut classes = self.classes.borrow_mut();
-        let bucket = classes.entry(key).or_default();
-        let class = match bucket.iter().position(|c| c.demand == *d) {
-            Some(i) => &mut bucket[i],
-            None => {
-                bucket.push(Class { demand: d.clone(), uses: 0, index: None });
-                let last = bucket.len() - 1;
-                &mut bucket[last]
-            }
-        };
-        class.uses = class.uses.saturating_add(1);
-        let committed = Txn::default();
-        if self.fast && class.index.is_none() && class.uses >= 2 {
-            let size = match scope {
-                Some((t, dom)) => {
-                    t.domains.get(usize::try_from(*dom).unwrap_or(usize::MAX)).map_or(0, |x| x.1.len())
-                }
-                None => feasible.list.len(),
+        // A few nodes (a pod held to its local volume's node) are read in one pass below: a class
+        // and its index would cost more than they save.
+        let sparse = feasible.mask.is_empty();
+        if !sparse {
+            let key = {
+                let mut h = DefaultHasher::new();
+                d.hash(&mut h);
+                let scope_id = scope.map(|(t, dom)| (Rc::as_ptr(t) as usize, *dom));
+                (Rc::as_ptr(feasible) as usize, scope_id, h.finish())
             };
-            if self.indexed.get().saturating_add(size) <= MAX_INDEXED {
-                self.indexed.set(self.indexed.get() + size);
-                let mut order = BTreeSet::new();
-                let mut keys = ByNode::with_capacity_and_hasher(size, Default::default());
-                for n in scope_nodes() {
+            let mut classes = self.classes.borrow_mut();
+            let bucket = classes.entry(key).or_default();
+            let class = match bucket.iter().position(|c| c.demand == *d) {
+                Some(i) => &mut bucket[i],
+                None => {
+                    bucket.push(Class { demand: d.clone(), uses: 0, index: None });
+                    let last = bucket.len() - 1;
+                    &mut bucket[last]
+                }
+            };
+            class.uses = class.uses.saturating_add(1);
+            let committed = Txn::default();
+            if self.fast && class.index.is_none() && class.uses >= 2 {
+                let size = match scope {
+                    Some((t, dom)) => {
+                        t.domains.get(usize::try_from(*dom).unwrap_or(usize::MAX)).map_or(0, |x| x.1.len())
+                    }
+                    None => feasible.list.len(),
+                };
+                if self.indexed.get().saturating_add(size) <= MAX_INDEXED {
+                    self.indexed.set(self.indexed.get() + size);
+                    let mut order = BTreeSet::new();
+                    let mut keys = ByNode::with_capacity_and_hasher(size, Default::default());
+                    for n in scope_nodes() {
+                        if state.fits(&committed, n, d).is_ok() {
+                            let kn = self.node_key(state, &committed, d, pod, n);
+                            order.insert((kn, n));
+                            keys.insert(n, kn);
+                        }
+                    }
+                    class.index = Some(ClassIndex { order, keys, synced: state.log().len() });
+                }
+            }
+
+            let mut out: Vec<(NodeKey, usize)> = Vec::with_capacity(k.min(feasible.list.len()) + 1);
+            if let Some(index) = class.index.as_mut() {
+                let in_scope =
+                    |n: usize| feasible.has(n) && scope.is_none_or(|(t, dom)| t.node_domain[n] == *dom);
+                for &n in &state.log()[index.synced..] {
+                    if !in_scope(n) {
+                        continue;
+                    }
+                    if let Some(old) = index.keys.remove(&n) {
+                        index.order.remove(&(old, n));
+                    }
                     if state.fits(&committed, n, d).is_ok() {
                         let kn = self.node_key(state, &committed, d, pod, n);
-                        order.insert((kn, n));
-                        keys.insert(n, kn);
+                        index.order.insert((kn, n));
+                        index.keys.insert(n, kn);
                     }
                 }
-                class.index = Some(ClassIndex { order, keys, synced: state.log().len() });
+                index.synced = state.log().len();
+                out.extend(
+                    index.order.iter().filter(|&&(_, n)| !txn.touches(n) && allowed(n)).take(k).copied(),
+                );
+                for n in txn.touched() {
+                    if allowed(n) && state.fits(txn, n, d).is_ok() {
+                        out.push((self.node_key(state, txn, d, pod, n), n));
+                    }
+                }
+                out.sort_unstable();
+                out.truncate(k);
+                return out;
             }
+            drop(classes);
         }
-
-        let mut out: Vec<(NodeKey, usize)> = Vec::with_capacity(k.min(feasible.list.len()) + 1);
-        if let Some(index) = class.index.as_mut() {
-            let in_scope =
-                |n: usize| feasible.mask[n] && scope.is_none_or(|(t, dom)| t.node_domain[n] == *dom);
-            for &n in &state.log()[index.synced..] {
-                if !in_scope(n) {
-                    continue;
-                }
-                if let Some(old) = index.keys.remove(&n) {
-                    index.order.remove(&(old, n));
-                }
-                if state.fits(&committed, n, d).is_ok() {
-                    let kn = self.node_key(state, &committed, d, pod, n);
-                    index.order.insert((kn, n));
-                    index.keys.insert(n, kn);
-                }
-            }
-            index.synced = state.log().len();
-            out.extend(index.order.iter().filter(|&&(_, n)| !txn.touches(n) && allowed(n)).take(k).copied());
-            for n in txn.touched() {
-                if allowed(n) && state.fits(txn, n, d).is_ok() {
-                    out.push((self.node_key(state, txn, d, pod, n), n));
-                }
-            }
-            out.sort_unstable();
-            out.truncate(k);
-            return out;
-        }
-        drop(classes);
 
         // The k best in one pass, worst on top so it can be evicted.
         let mut best: BinaryHeap<(NodeKey, usize)> =
@@ -722,5 +761,24 @@ impl<'a> Caches<'a> {
         }
         t.synced = state.log().len();
         f(&t.totals)
+    }
+}
+
+#[cfg(test)]
+mod feasible_tests {
+    use super::*;
+
+    #[test]
+    fn a_set_without_a_mask_answers_as_one_with_it() {
+        let nodes = 100;
+        for list in [vec![], vec![0], vec![3, 17, 99], (0..SPARSE).map(|n| n * 3).collect::<Vec<_>>()] {
+            let sparse = Feasible { list: list.clone(), mask: Vec::new(), excluded: None };
+            let full = Feasible { list: list.clone(), mask: sparse.mask_of(nodes), excluded: None };
+            assert_eq!(full.mask.iter().filter(|&&b| b).count(), list.len());
+            for n in 0..nodes + 2 {
+                assert_eq!(sparse.has(n), list.contains(&n), "node {n} of {list:?}");
+                assert_eq!(full.has(n), list.contains(&n), "node {n} of {list:?} (mask)");
+            }
+        }
     }
 }

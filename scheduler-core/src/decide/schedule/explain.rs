@@ -219,7 +219,7 @@ fn summary(
             Err(Static::Taint(t)) => format!("have taint {t}"),
             Err(Static::NodeSelector) => "do not match the nodeSelector".to_string(),
             Err(Static::Affinity) => "do not match the required node affinity".to_string(),
-            Ok(()) if !feasible.mask.get(i).copied().unwrap_or(true) => volumes
+            Ok(()) if !feasible.has(i) => volumes
                 .why(p, i)
                 .or_else(|| feasible.excluded.clone())
                 .unwrap_or_else(|| "are left out".to_string()),

@@ -395,7 +395,7 @@ impl<'a> Placer<'a> {
                             left[at + width] = ledger.free_pods(&Txn::default(), n);
                             i
                         }
-                        None if feasible.mask[n] => {
+                        None if feasible.has(n) => {
                             slots.push((self.caches.node_key(ledger, &Txn::default(), d, pod, n), n));
                             room(ledger, n, &mut left);
                             current.push(None);
@@ -562,7 +562,7 @@ impl<'a> Placer<'a> {
         let view = self.joint.view(p, tentative);
         let joint = |n: usize| view.as_ref().is_none_or(|v| v.allows(n).is_ok());
         let allowed = |n: usize| {
-            feasible.mask[n]
+            feasible.has(n)
                 && filter.is_none_or(|f| f.iter().all(|(t, dom)| t.node_domain[n] == *dom))
                 && joint(n)
         };

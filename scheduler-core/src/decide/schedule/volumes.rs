@@ -31,7 +31,7 @@ use crate::model::volume::{
     AccessMode, Attachable, BindingMode, ClaimName, CsiNode, Disk, PodVolume, Pv, Pvc, RESERVED_FOR_MAX,
     Storage, csi_driver_of,
 };
-use crate::model::{NodeSelectorOperator, NodeSelectorTerm, ObjectKey, PodKey, Snapshot};
+use crate::model::{Node, NodeSelectorOperator, NodeSelectorTerm, ObjectKey, PodKey, Snapshot};
 use std::hash::Hasher as _;
 
 /// The zone and region labels `VolumeZone` reads, legacy and GA.
@@ -172,8 +172,6 @@ pub(super) struct Volumes<'a> {
     nowhere: Rc<[usize]>,
     /// Label key → value → nodes.
     labels: RefCell<HashMap<String, Rc<LabelIndex>>>,
-    /// Label key → lookups by it so far, before its index is built.
-    label_lookups: RefCell<HashMap<String, u32>>,
     /// PV → the nodes its affinity allows (`None`: every node).
     pv_nodes: RefCell<HashMap<String, Option<Rc<[usize]>>>>,
     pv_index: OnceCell<PvIndex>,
@@ -198,8 +196,43 @@ impl std::fmt::Debug for Volumes<'_> {
     }
 }
 
-/// A node label's values → the nodes carrying each.
-type LabelIndex = HashMap<String, Vec<usize>>;
+/// A node label's values → the nodes carrying each: (hash of the value, node) pairs sorted, so
+/// building it copies no value (a hostname label has a value per node) and a look-up is a
+/// binary search whose hits are checked against the node's label.
+struct LabelIndex(Vec<(u64, usize)>);
+
+impl LabelIndex {
+    fn new(nodes: &[Node], key: &str) -> Self {
+        let mut pairs: Vec<(u64, usize)> = (nodes.iter().enumerate())
+            .filter_map(|(n, node)| Some((value_hash(node.labels.get(key)?), n)))
+            .collect();
+        pairs.sort_unstable();
+        LabelIndex(pairs)
+    }
+
+    /// The nodes whose label `key` is `value`, in node order.
+    fn nodes<'s>(
+        &'s self,
+        nodes: &'s [Node],
+        key: &'s str,
+        value: &'s str,
+    ) -> impl Iterator<Item = usize> + 's {
+        let h = value_hash(value);
+        let from = self.0.partition_point(|&(x, _)| x < h);
+        self.0[from..]
+            .iter()
+            .take_while(move |&&(x, _)| x == h)
+            .map(|&(_, n)| n)
+            .filter(move |&n| nodes[n].labels.get(key).is_some_and(|v| v == value))
+    }
+}
+
+/// [`Fx`] of a label value (a false match is filtered by the caller).
+fn value_hash(value: &str) -> u64 {
+    let mut h = Fx::default();
+    h.write(value.as_bytes());
+    h.finish()
+}
 
 /// Intersection of two sorted node lists.
 fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
@@ -255,7 +288,6 @@ impl<'a> Volumes<'a> {
             rule_nodes: RefCell::new(HashMap::new()),
             nowhere: Rc::from(Vec::new()),
             labels: RefCell::new(HashMap::new()),
-            label_lookups: RefCell::new(HashMap::new()),
             pv_nodes: RefCell::new(HashMap::new()),
             pv_index: OnceCell::new(),
             pending: OnceCell::new(),
@@ -317,23 +349,22 @@ impl<'a> Volumes<'a> {
         if needs.rules.is_empty() {
             return None;
         }
-        let mut out: Option<Vec<usize>> = None;
+        let mut out: Option<Rc<[usize]>> = None;
         for rule in &needs.rules {
             let Some(nodes) = self.rule_nodes(rule) else { continue };
             out = Some(match out {
-                None => nodes.to_vec(),
-                Some(so_far) => intersect(&so_far, &nodes),
+                None => nodes,
+                Some(so_far) => Rc::from(intersect(&so_far, &nodes)),
             });
         }
         // Rules that each allow every node leave the pod's nodes as they are.
         let list = out?;
         let mut lists = self.lists.borrow_mut();
-        Some(match lists.get(list.as_slice()) {
+        Some(match lists.get(&*list) {
             Some(l) => l.clone(),
             None => {
-                let l: Rc<[usize]> = Rc::from(list);
-                lists.insert(l.clone());
-                l
+                lists.insert(list.clone());
+                list
             }
         })
     }
@@ -468,17 +499,10 @@ impl<'a> Volumes<'a> {
         if let [term] = terms {
             match (term.match_expressions.as_slice(), term.match_fields.as_slice()) {
                 ([r], []) if r.operator == NodeSelectorOperator::In => {
-                    let nodes = &self.snap.nodes;
-                    return Some(match self.label_index(&r.key) {
-                        Some(index) => r
-                            .values
-                            .iter()
-                            .flat_map(|v| index.get(v).into_iter().flatten().copied())
-                            .collect(),
-                        None => (0..nodes.len())
-                            .filter(|&n| nodes[n].labels.get(&r.key).is_some_and(|v| r.values.contains(v)))
-                            .collect(),
-                    });
+                    let index = self.label_index(&r.key);
+                    return Some(
+                        r.values.iter().flat_map(|v| index.nodes(&self.snap.nodes, &r.key, v)).collect(),
+                    );
                 }
                 ([], [r]) if r.operator == NodeSelectorOperator::In && r.key == "metadata.name" => {
                     return Some(r.values.iter().filter_map(|v| self.node_of(v)).collect());
@@ -490,33 +514,14 @@ impl<'a> Volumes<'a> {
         Some((0..nodes.len()).filter(|&n| terms.iter().any(|t| term_matches(t, &nodes[n]))).collect())
     }
 
-    /// Value → nodes, of node label `key`; `None` for its first few lookups (a scan of the nodes
-    /// costs less than building the index, when a cycle looks a key up only a few times).
-    fn label_index(&self, key: &str) -> Option<Rc<LabelIndex>> {
-        const SCANS: u32 = 4;
+    /// Value → nodes, of node label `key` (built on its first lookup: one pass over the nodes).
+    fn label_index(&self, key: &str) -> Rc<LabelIndex> {
         if let Some(i) = self.labels.borrow().get(key) {
-            return Some(i.clone());
+            return i.clone();
         }
-        {
-            let mut lookups = self.label_lookups.borrow_mut();
-            let seen = match lookups.get_mut(key) {
-                Some(n) => n,
-                None => lookups.entry(key.to_string()).or_default(),
-            };
-            *seen += 1;
-            if *seen <= SCANS {
-                return None;
-            }
-        }
-        let mut index = LabelIndex::new();
-        for (n, node) in self.snap.nodes.iter().enumerate() {
-            if let Some(v) = node.labels.get(key) {
-                index.entry(v.clone()).or_default().push(n);
-            }
-        }
-        let index = Rc::new(index);
+        let index = Rc::new(LabelIndex::new(&self.snap.nodes, key));
         self.labels.borrow_mut().insert(key.to_string(), index.clone());
-        Some(index)
+        index
     }
 
     /// The nodes PV `pv`'s affinity allows (sorted; `None`: every node), once per cycle.
@@ -580,6 +585,14 @@ impl<'a> Volumes<'a> {
         let out = Rc::new(out);
         self.candidates.borrow_mut().insert(claim.clone(), out.clone());
         out
+    }
+
+    /// Whether unbound claim `c` (`key`) has any PV to look at: one pre-bound to it, or an
+    /// Available unclaimed one of its class. When not, its [`Candidates`] are empty and are not
+    /// built (two look-ups instead of the claim's entry).
+    fn may_bind_static(&self, key: &ObjectKey, c: &Pvc) -> bool {
+        let index = self.pv_index();
+        index.by_claim.contains_key(key) || index.by_class.contains_key(&c.class)
     }
 
     /// The PVs unbound claims may take ([`PvIndex`]; one pass over the PVs, the first time a
@@ -839,7 +852,9 @@ impl<'a> Volumes<'a> {
             if self.limits {
                 needs.attach.extend(self.claim_attachable(&key, c));
             }
-            if !ephemeral && let Some(pv) = c.volume_name.as_deref().and_then(|n| storage.volumes.get(n)) {
+            // Its PV, looked up once.
+            let pv = c.volume_name.as_deref().and_then(|n| storage.volumes.get(n));
+            if !ephemeral && let Some(pv) = pv {
                 for zone in ZONE_LABELS {
                     if let Some(value) = pv.labels.get(zone) {
                         // `LabelZonesToSet`: several zones joined by `__`.
@@ -859,7 +874,7 @@ impl<'a> Volumes<'a> {
             }
             if c.bound() {
                 let name = c.volume_name.as_deref().unwrap_or_default();
-                match storage.volumes.get(name) {
+                match pv {
                     None => {
                         wait(&mut needs, format!("PVC {key} is bound to PV {name}, which does not exist"))
                     }
@@ -895,8 +910,11 @@ impl<'a> Volumes<'a> {
             let rule = match c.selected_node.as_deref() {
                 Some(node) => Rule::SelectedNode { claim: key.clone(), node: node.to_string() },
                 None => {
-                    let cands = self.candidates(&key);
-                    if cands.prebound.is_none() && cands.pvs.is_empty() {
+                    // Most claims of a provisioning class have no static PV to look at.
+                    if !self.may_bind_static(&key, c) || {
+                        let cands = self.candidates(&key);
+                        cands.prebound.is_none() && cands.pvs.is_empty()
+                    } {
                         Rule::Provisionable { class: class_name.unwrap_or_default().to_string() }
                     } else {
                         // Which static PV it gets depends on what others took.
@@ -1186,3 +1204,50 @@ impl<'a> Volumes<'a> {
 /// The allocatable a node once stated its attach limit per CSI driver in (kube-scheduler still
 /// reads it where the CSINode states none).
 const ATTACH_PREFIX: &str = "attachable-volumes-csi-";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Resources;
+
+    fn node(name: &str, labels: &[(&str, &str)]) -> Node {
+        Node {
+            name: name.into(),
+            allocatable: Resources::new(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            taints: vec![],
+            unschedulable: false,
+            ready: true,
+        }
+    }
+
+    #[test]
+    fn the_label_index_finds_every_node_of_a_value_and_only_those() {
+        let nodes = vec![
+            node("a", &[("rack", "r1")]),
+            node("b", &[("rack", "r2")]),
+            node("c", &[]),
+            node("d", &[("rack", "r1")]),
+            node("e", &[("zone", "r1")]),
+        ];
+        let index = LabelIndex::new(&nodes, "rack");
+        assert_eq!(index.nodes(&nodes, "rack", "r1").collect::<Vec<_>>(), [0, 3]);
+        assert_eq!(index.nodes(&nodes, "rack", "r2").collect::<Vec<_>>(), [1]);
+        assert_eq!(index.nodes(&nodes, "rack", "r3").count(), 0);
+        assert_eq!(index.nodes(&nodes, "rack", "").count(), 0);
+    }
+
+    #[test]
+    fn a_hash_shared_by_two_values_returns_only_the_asked_ones_nodes() {
+        let nodes = vec![node("a", &[("k", "x")]), node("b", &[("k", "y")])];
+        // Both values under one hash, as a collision would put them.
+        let index = LabelIndex(vec![(7, 0), (7, 1)]);
+        let found = |v: &str| {
+            let h = value_hash(v);
+            let index = LabelIndex(index.0.iter().map(|&(_, n)| (h, n)).collect());
+            index.nodes(&nodes, "k", v).collect::<Vec<_>>()
+        };
+        assert_eq!(found("x"), [0]);
+        assert_eq!(found("y"), [1]);
+    }
+}
