@@ -155,6 +155,21 @@ pub const KUEUE_TOPOLOGY_GATE: &str = "kueue.x-k8s.io/topology";
 /// Job annotation opting into Kueue's partial admission: the lowest `spec.parallelism` the Job
 /// accepts (kubernetes-sigs/kueue KEP-420, `pkg/controller/jobs/job`).
 pub const KUEUE_JOB_MIN_PARALLELISM: &str = "kueue.x-k8s.io/job-min-parallelism";
+/// Kueue's Topology-Aware Scheduling: the level (a node label key) all pods of a PodSet must share
+/// one domain of, set on the pod template (KEP-2724).
+pub const KUEUE_PODSET_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-required-topology";
+/// Kueue's TAS: the level a PodSet's pods should share one domain of, relaxed level by level.
+pub const KUEUE_PODSET_PREFERRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-preferred-topology";
+/// Kueue's TAS: the PodSet takes part in topology accounting with no co-location asked.
+pub const KUEUE_PODSET_UNCONSTRAINED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-unconstrained-topology";
+/// Kueue's TAS: each slice of a PodSet (`podset-slice-size` pods) in one domain of this level.
+pub const KUEUE_PODSET_SLICE_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-slice-required-topology";
+/// Kueue's TAS: the pods in one slice.
+pub const KUEUE_PODSET_SLICE_SIZE: &str = "kueue.x-k8s.io/podset-slice-size";
+/// Kueue's TAS: slices at several levels, as a JSON list.
+pub const KUEUE_PODSET_SLICE_CONSTRAINTS: &str = "kueue.x-k8s.io/podset-slice-required-topology-constraints";
+/// Kueue's TAS: PodSets of one workload that share a flavor and a topology domain.
+pub const KUEUE_PODSET_GROUP_NAME: &str = "kueue.x-k8s.io/podset-group-name";
 
 // Other projects' well-known keys this crate reads or writes.
 

@@ -406,6 +406,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
     let (claims, claim_errors) = crate::dialect::pod_claims_all(pod);
     v.errors.extend(claim_errors);
     for c in &claims {
+        v.warnings.extend(crate::dialect::topology_warnings(c, pod));
         match crate::dialect::annotation_gang(c, pod) {
             Some(Ok(g)) => {
                 // The annotation gang's shape: topology key, gang group, timeout, as on a Gang.
@@ -592,6 +593,11 @@ fn template_gang_errors(template: &Value, namespace: &str, path: &str, v: &mut F
     let (claims, _) = crate::dialect::template_claims_all(template, namespace);
     let under = |e: FieldError| FieldError::new(format!("{path}.{}", e.path), e.message);
     for c in &claims {
+        v.warnings.extend(
+            crate::dialect::template_topology_warnings(c, template, namespace)
+                .into_iter()
+                .map(|w| format!("{path}.{w}")),
+        );
         match crate::dialect::template_annotation_gang(c, template, namespace) {
             Some(Ok(g)) => {
                 for e in gang_tree_errors(&g).into_iter().filter(|e| e.path != "spec.minMember") {

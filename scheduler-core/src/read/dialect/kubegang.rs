@@ -329,6 +329,16 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     }
     gang.topology_key = required.or(key).map(str::to_string);
     gang.topology_preferred = a.get(crate::labels::ANNOTATION_TOPOLOGY_PREFERRED).map(str::to_string);
+    // Kueue's TAS levels, set on the pod template of a workload of one PodSet, are its gang's (a
+    // workload of several PodSets sets them per role: `kueue_topology_warnings`). Ours win.
+    if gang.topology_key.is_none()
+        && gang.topology_preferred.is_none()
+        && meta.labels.get(LABEL_SUBGROUP).is_none()
+    {
+        let kueue = |k: &str| a.get(k).filter(|v| !v.is_empty()).map(str::to_string);
+        gang.topology_key = kueue(crate::labels::KUEUE_PODSET_REQUIRED_TOPOLOGY);
+        gang.topology_preferred = kueue(crate::labels::KUEUE_PODSET_PREFERRED_TOPOLOGY);
+    }
     // Under JobSet's node-selector strategy the nodes, labelled and tainted per child Job, keep
     // the Jobs apart: nothing for the scheduler to enforce.
     if let Some(v) = a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY).filter(|v| !v.is_empty())
@@ -358,4 +368,108 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
         }
     }
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}
+
+/// What a pod's Kueue topology annotations ask that its gang does not take, each naming the
+/// annotation: slices (`podset-slice-*`), PodSet groups, levels set per role of a workload of
+/// several PodSets, and Kueue's levels where kube-gang's own say otherwise.
+pub(crate) fn kueue_topology_warnings(meta: &Meta<'_>) -> Vec<String> {
+    use crate::labels::*;
+    let a = &meta.annotations;
+    let mut out = Vec::new();
+    let ours = a.get(ANNOTATION_TOPOLOGY_REQUIRED).or(a.get(ANNOTATION_TOPOLOGY_KEY)).is_some()
+        || a.get(ANNOTATION_TOPOLOGY_PREFERRED).is_some();
+    for key in [KUEUE_PODSET_REQUIRED_TOPOLOGY, KUEUE_PODSET_PREFERRED_TOPOLOGY] {
+        let Some(level) = a.get(key).filter(|v| !v.is_empty()) else { continue };
+        let path = annotation_path(key);
+        if ours {
+            out.push(format!(
+                "{path}: {level:?} is not used: the kube-gang.io topology annotations set the gang's levels"
+            ));
+        } else if let Some(role) = meta.labels.get(LABEL_SUBGROUP) {
+            out.push(format!(
+                "{path}: {level:?} is not evaluated: it asks it of the pods of role {role:?} alone (one Kueue PodSet of several), and a role's own level is not read from Kueue's annotations yet; set kube-gang.io/topology-required on the workload to hold the whole gang to one domain"
+            ));
+        }
+    }
+    for key in [KUEUE_PODSET_SLICE_REQUIRED_TOPOLOGY, KUEUE_PODSET_SLICE_CONSTRAINTS, KUEUE_PODSET_GROUP_NAME]
+    {
+        if let Some(v) = a.get(key) {
+            out.push(format!(
+                "{}: {v:?} is not evaluated: slices and PodSet groups are not modelled (the gang's pods are placed by its own levels)",
+                annotation_path(key)
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod kueue_topology_tests {
+    use serde_json::json;
+
+    use crate::dialect::{annotation_gang, pod_claims, topology_warnings};
+
+    fn pod(labels: Value, annotations: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "w-0", "namespace": "ml", "labels": labels, "annotations": annotations}})
+    }
+
+    use serde_json::Value;
+
+    fn read(p: &Value) -> (Option<String>, Option<String>, Vec<String>) {
+        let claims = pod_claims(p).unwrap();
+        let g = annotation_gang(&claims[0], p).unwrap().unwrap();
+        (g.topology_key, g.topology_preferred, topology_warnings(&claims[0], p))
+    }
+
+    #[test]
+    fn kueues_levels_are_the_gangs_when_the_pod_is_its_workloads_one_podset() {
+        let p = pod(
+            json!({"kube-gang.io/gang": "job"}),
+            json!({"kube-gang.io/min-member": "2", "kueue.x-k8s.io/podset-required-topology": "cloud/block",
+                   "kueue.x-k8s.io/podset-preferred-topology": "cloud/rack"}),
+        );
+        assert_eq!(read(&p), (Some("cloud/block".into()), Some("cloud/rack".into()), vec![]));
+    }
+
+    #[test]
+    fn kube_gangs_own_levels_win_and_kueues_are_said_unused() {
+        let p = pod(
+            json!({"kube-gang.io/gang": "job"}),
+            json!({"kube-gang.io/min-member": "2", "kube-gang.io/topology-required": "zone",
+                   "kueue.x-k8s.io/podset-required-topology": "cloud/block"}),
+        );
+        let (required, preferred, warnings) = read(&p);
+        assert_eq!((required.as_deref(), preferred), (Some("zone"), None));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("metadata.annotations[kueue.x-k8s.io/podset-required-topology]"));
+    }
+
+    #[test]
+    fn a_roles_level_and_slices_are_warned_about_not_applied_to_the_whole_gang() {
+        let p = pod(
+            json!({"kube-gang.io/gang": "js", "kube-gang.io/subgroup": "workers"}),
+            json!({"kube-gang.io/min-member": "2", "kueue.x-k8s.io/podset-required-topology": "cloud/rack",
+                   "kueue.x-k8s.io/podset-slice-required-topology": "kubernetes.io/hostname",
+                   "kueue.x-k8s.io/podset-slice-size": "2"}),
+        );
+        let (required, _, warnings) = read(&p);
+        assert_eq!(required, None, "a role's level is not the whole gang's");
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("role \"workers\""), "{warnings:?}");
+        assert!(warnings[1].contains("podset-slice-required-topology"), "{warnings:?}");
+    }
+
+    #[test]
+    fn a_gang_objects_pods_kueue_levels_are_said_unused() {
+        let p = pod(
+            json!({"scheduling.x-k8s.io/pod-group": "pg"}),
+            json!({"kueue.x-k8s.io/podset-required-topology": "cloud/rack"}),
+        );
+        let claims = pod_claims(&p).unwrap();
+        let warnings = topology_warnings(&claims[0], &p);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("levels are its"), "{warnings:?}");
+    }
 }

@@ -272,6 +272,37 @@ pub fn template_annotation_gang(
     annotation_gang_of(claim, &Meta::of_template(template, namespace))
 }
 
+/// What a pod's Kueue topology annotations ask that its gang does not take (see
+/// [`kubegang::kueue_topology_warnings`]), each naming the annotation. A gang defined by an object
+/// takes its levels from that object, never from its pods.
+pub fn topology_warnings(claim: &Claim, pod: &Value) -> Vec<String> {
+    topology_warnings_of(claim, &Meta::of(pod))
+}
+
+/// [`topology_warnings`] of the pod a workload's pod `template` makes in `namespace`.
+pub fn template_topology_warnings(claim: &Claim, template: &Value, namespace: &str) -> Vec<String> {
+    topology_warnings_of(claim, &Meta::of_template(template, namespace))
+}
+
+fn topology_warnings_of(claim: &Claim, meta: &Meta<'_>) -> Vec<String> {
+    use crate::labels::{KUEUE_PODSET_PREFERRED_TOPOLOGY, KUEUE_PODSET_REQUIRED_TOPOLOGY};
+    if claim.dialect == Dialect::KubeGangAnnotations {
+        return kubegang::kueue_topology_warnings(meta);
+    }
+    [KUEUE_PODSET_REQUIRED_TOPOLOGY, KUEUE_PODSET_PREFERRED_TOPOLOGY]
+        .into_iter()
+        .filter_map(|key| {
+            let level = meta.annotations.get(key).filter(|v| !v.is_empty())?;
+            Some(format!(
+                "{}: {level:?} is not used: gang {}'s levels are its {:?} object's",
+                annotation_path(key),
+                claim.gang,
+                claim.dialect
+            ))
+        })
+        .collect()
+}
+
 fn annotation_gang_of(claim: &Claim, meta: &Meta<'_>) -> Option<Result<Gang, Vec<FieldError>>> {
     match claim.dialect {
         Dialect::KubeGangAnnotations => Some(kubegang::annotation_gang(meta, claim)),
