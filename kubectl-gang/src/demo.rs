@@ -102,7 +102,7 @@ pub fn run(opts: &Options) -> anyhow::Result<String> {
         heading(&mut out, &format!("{}. {title} ({})", i + 1, WORKLOADS[i].0));
         let prepared = workload(i, now)?;
         let sim = simulate(&base, &prepared, &config, now);
-        out.push_str(&render(&sim, false, opts.color));
+        out.push_str(&render(&sim, false, opts.color, false));
         fits.push((prepared, sim));
     }
 
@@ -126,7 +126,7 @@ pub fn run(opts: &Options) -> anyhow::Result<String> {
     out.push('\n');
     let urgent = workload(4, now)?;
     let sim = simulate(&busy, &urgent, &config, now);
-    out.push_str(&render(&sim, false, opts.color));
+    out.push_str(&render(&sim, false, opts.color, false));
 
     heading(&mut out, "6. A replay over time: the five workloads arrive one after another");
     out.push_str(&replay(&base, &config, now, opts.color)?);

@@ -3,7 +3,7 @@
 //! This file only dispatches: [`run`] hands a parsed command line to its command's module, each of
 //! which builds its answer as text and returns it with an exit code ([`Output`]); `main` writes it.
 //! The modules, lowest first: `cli`, `text`, `output`, `yaml` < `input`, `selector`, `table`,
-//! `live` < `world` < the commands (`status`, `simulate`, `validate`, `snapshot`, `complete`,
+//! `live`, `map` < `world` < the commands (`status`, `simulate`, `validate`, `snapshot`, `complete`,
 //! `demo`). The re-exports below are for users outside the crate (`main`, tests, benches).
 
 pub mod cli;
@@ -11,6 +11,7 @@ pub mod complete;
 pub mod demo;
 pub mod input;
 pub mod live;
+pub mod map;
 pub mod output;
 pub mod selector;
 pub mod simulate;

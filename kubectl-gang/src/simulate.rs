@@ -78,6 +78,9 @@ pub struct GangResult {
     /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
     #[serde(skip)]
     pub object: String,
+    /// The levels `--map` draws it by ([`crate::map::levels`]).
+    #[serde(skip)]
+    pub levels: Vec<String>,
 }
 
 /// A claim bound before its member is: to `volume`, or (none) provisioned for `node`.
@@ -521,6 +524,8 @@ pub fn prepare_bounded<I: Iterator<Item = Sourced>>(
 pub struct Simulation {
     pub gangs: Vec<GangResult>,
     pub warnings: Vec<String>,
+    /// The cluster's nodes, for `--map` (kept only when asked: [`simulate_kept`]).
+    pub nodes: Vec<scheduler_core::model::Node>,
 }
 
 /// Adds `prepared` to `cluster` and runs one cycle (on copies of both: see [`simulate_owned`]).
@@ -536,10 +541,21 @@ pub fn simulate<H: Held>(
 /// [`simulate`], moving `prepared`'s objects into `cluster` rather than copying them: what the
 /// command runs, so that the input is held once.
 pub fn simulate_owned<H: Held>(
+    cluster: Cluster<H>,
+    prepared: Prepared,
+    config: &Config,
+    now: Time,
+) -> Simulation {
+    simulate_kept(cluster, prepared, config, now, false)
+}
+
+/// [`simulate_owned`], keeping the cluster's nodes in the result when `nodes` (for `--map`).
+pub fn simulate_kept<H: Held>(
     mut cluster: Cluster<H>,
     prepared: Prepared,
     config: &Config,
     now: Time,
+    nodes: bool,
 ) -> Simulation {
     let mut sim = Simulation::default();
     // Upstream PodGroups are reported by key after assembly (`PodGroup ns/name`).
@@ -611,6 +627,11 @@ pub fn simulate_owned<H: Held>(
         }
     }
     let plan = schedule(snapshot, config, now);
+    if nodes {
+        sim.nodes = snapshot.nodes.clone();
+    }
+    let levels_of =
+        |key: &GangKey| by_key.get(key).map(|g| crate::map::levels(g, config)).unwrap_or_default();
     // `-o name`: the gang's object, else the input objects its pods come from (what exists once
     // the input is applied), never a name no object has.
     let object_of = |key: &GangKey| {
@@ -700,6 +721,7 @@ pub fn simulate_owned<H: Held>(
                 volumes: Vec::new(),
                 provisioning: None,
                 object: object_of(&key),
+                levels: levels_of(&key),
             });
             continue;
         };
@@ -726,13 +748,17 @@ pub fn simulate_owned<H: Held>(
             volumes,
             provisioning: plan.provisioning_for(&key).map(Ask::of),
             object: object_of(&key),
+            levels: levels_of(&key),
         });
     }
     sim
 }
 
-/// Human-readable result.
-pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
+/// Human-readable result; with `map`, each gang drawn on its levels ([`crate::map`]).
+pub fn render(sim: &Simulation, no_headers: bool, color: bool, map: bool) -> String {
+    let nodes: Vec<&scheduler_core::model::Node> = if map { sim.nodes.iter().collect() } else { Vec::new() };
+    // One layout per set of levels, however many gangs are drawn by it.
+    let mut layouts: HashMap<&[String], crate::map::Layout<'_>> = HashMap::new();
     let mut out = String::new();
     let mut grid = Grid::new(&["NAMESPACE", "GANG", "FITS", "REASON", "PLACED", "PREEMPTS"]);
     for g in &sim.gangs {
@@ -796,6 +822,19 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool) -> String {
             }
             out.push_str(&grid.render(no_headers, color, 2));
         }
+        if map {
+            let mut marks: HashMap<&str, crate::map::Marks> = HashMap::new();
+            for node in g.placements.iter().map(|p| &p.node).chain(g.on_nodes.iter().map(|p| &p.node)) {
+                marks.entry(node).or_default().members += 1;
+            }
+            for v in &g.preemptions {
+                marks.entry(&v.node).or_default().victims += 1;
+            }
+            let layout = layouts
+                .entry(g.levels.as_slice())
+                .or_insert_with(|| crate::map::Layout::new(&nodes, &g.levels));
+            out.push_str(&layout.draw(&marks, color, 2));
+        }
         if let Some(ask) = &g.provisioning {
             let total: u32 = ask.pod_sets.iter().map(|s| s.count).sum();
             let _ = writeln!(
@@ -836,7 +875,7 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
         stderr.push('\n');
         return Ok(Output { stdout: String::new(), stderr, code: 2 });
     }
-    let sim = simulate_owned(world.cluster, prepared, &config, world.now);
+    let sim = simulate_kept(world.cluster, prepared, &config, world.now, args.map);
     for w in &sim.warnings {
         let _ = writeln!(stderr, "warning: {w}");
     }
@@ -856,7 +895,7 @@ pub fn run(g: &Global, args: &SimulateArgs) -> anyhow::Result<Output> {
                 .map(|o| format!("{o}\n"))
                 .collect()
         }
-        _ => render(&sim, g.no_headers, color_enabled()),
+        _ => render(&sim, g.no_headers, color_enabled(), args.map),
     };
     let code = if sim.gangs.iter().all(|x| x.schedulable) { 0 } else { 1 };
     Ok(Output { stdout, stderr, code })

@@ -293,7 +293,15 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
             Some(Format::Json) => serde_json::to_string_pretty(&serde_json::json!({"gangs": [r]}))? + "\n",
             Some(Format::Yaml) => serde_norway::to_string(&serde_json::json!({"gangs": [r]}))?,
             Some(Format::Name) => r.object.lines().map(|l| format!("{l}\n")).collect(),
-            _ => detail(&world, gang, &pods, &view.plan, &r, color_enabled()),
+            _ => {
+                let colour = color_enabled();
+                let mut text = detail(&world, gang, &pods, &view.plan, &r, colour);
+                if args.map {
+                    text.push('\n');
+                    text.push_str(&map(&assembled.snapshot.nodes, gang, &pods, &view.plan, &config, colour));
+                }
+                text
+            }
         };
         return Ok(Output { stdout, stderr, code: 0 });
     }
@@ -581,4 +589,32 @@ fn event_time(e: &Value) -> Time {
     .filter_map(|p| e.pointer(p).and_then(Value::as_str))
     .find_map(|s| Time::parse_rfc3339(s).ok())
     .unwrap_or_default()
+}
+
+/// `status NAME --map`: the gang drawn on its levels ([`crate::map`]) — members on nodes, where
+/// this cycle would place or nominate the others, and the pods it would preempt.
+fn map(
+    nodes: &[scheduler_core::model::Node],
+    gang: &Gang,
+    pods: &[&Pod],
+    plan: &Plan,
+    config: &Config,
+    colour: bool,
+) -> String {
+    use std::collections::HashMap;
+    let mut marks: HashMap<&str, crate::map::Marks> = HashMap::new();
+    let mine: BTreeSet<&scheduler_core::PodKey> = pods.iter().map(|p| &p.key).collect();
+    let on_nodes = pods.iter().filter(|p| p.uses_node()).filter_map(|p| p.node_name.as_deref());
+    let placed = (plan.bindings.iter().map(|b| (&b.pod, &b.node)))
+        .chain(plan.nominations.iter().map(|n| (&n.pod, &n.node)))
+        .filter(|(p, _)| mine.contains(p))
+        .map(|(_, n)| n.as_str());
+    for node in on_nodes.chain(placed) {
+        marks.entry(node).or_default().members += 1;
+    }
+    for e in plan.evictions.iter().filter(|e| e.preemptor.as_ref() == Some(&gang.key)) {
+        marks.entry(e.node.as_str()).or_default().victims += 1;
+    }
+    let nodes: Vec<&scheduler_core::model::Node> = nodes.iter().collect();
+    crate::map::draw(&nodes, &crate::map::levels(gang, config), &marks, colour, 0)
 }

@@ -167,10 +167,20 @@ proptest! {
                     count: 1, requests: s.clone(), node_selector: [(s.clone(), s.clone())].into(), pods: vec![s.clone()],
                 }] }),
                 object: s.clone(),
+                levels: vec![s.clone(), "rack".into()],
             }],
             warnings: vec![s.clone()],
+            // A node whose name and domains are the hostile text, drawn by `--map`.
+            nodes: vec![scheduler_core::model::Node {
+                name: s.as_str().into(),
+                allocatable: scheduler_core::resources::Resources::new(),
+                labels: [(s.clone(), s.clone()), ("rack".to_string(), s.clone())].into(),
+                taints: vec![],
+                unschedulable: false,
+                ready: true,
+            }],
         };
-        let render = |color| kubectl_gang::simulate::render(&sim, false, color);
+        let render = |color| kubectl_gang::simulate::render(&sim, false, color, true);
         for (coloured, plain) in [(table(true), table(false)), (render(true), render(false))] {
             let shown = written(&coloured, true);
             prop_assert_eq!(stray_control(&shown, true), None, "{:?}", shown);
