@@ -129,6 +129,31 @@ fn volcano_podgroup_with_task_minimums() {
 }
 
 #[test]
+fn a_podgroups_priority_class_is_the_gangs_priority_and_an_unknown_one_a_problem() {
+    let podgroup = |name: &str, class: &str| {
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": name, "namespace": "ml"},
+               "spec": {"minMember": 1, "priorityClassName": class}})
+    };
+    let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 5000});
+    let (snap, problems) = assemble(vec![
+        class,
+        podgroup("known", "high"),
+        podgroup("unknown", "nope"),
+        podgroup("system", "system-cluster-critical"),
+        pod("w", json!({}), json!({"scheduling.k8s.io/group-name": "known"}), json!({})),
+    ]);
+    let priority = |name: &str| snap.gangs.iter().find(|g| g.key.name == name).unwrap().priority;
+    assert_eq!(priority("known"), Some(5000));
+    assert_eq!(priority("system"), Some(2_000_000_000));
+    assert_eq!(priority("unknown"), None, "the members' priority stands");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("PodGroup ml/unknown") && problems[0].contains("spec.priorityClassName"),
+        "{problems:?}"
+    );
+}
+
+#[test]
 fn koordinator_annotations() {
     let ann = json!({"gang.scheduling.koordinator.sh/name": "kg", "gang.scheduling.koordinator.sh/min-available": "2",
                      "gang.scheduling.koordinator.sh/mode": "NonStrict", "gang.scheduling.koordinator.sh/waiting-time": "300s",

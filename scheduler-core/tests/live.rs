@@ -190,7 +190,7 @@ fn kube_gang(name: &str, min: i64) -> Value {
 
 fn volcano(min: i64) -> Value {
     json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-           "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": min}})
+           "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": min, "priorityClassName": "high"}})
 }
 
 fn class(value: i64) -> Value {

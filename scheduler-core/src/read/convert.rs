@@ -59,6 +59,11 @@ impl PriorityClasses {
         self.resolve_of(spec.priority, spec.priority_class_name.as_deref())
     }
 
+    /// The value of class `name` (the system classes included); `None` when no such class exists.
+    pub fn value_of(&self, name: &str) -> Option<i32> {
+        self.resolve_of(None, Some(name).filter(|n| !n.is_empty())).ok().filter(|_| !name.is_empty())
+    }
+
     /// [`PriorityClasses::resolve`] of `spec.priority` and `spec.priorityClassName`.
     fn resolve_of(&self, priority: Option<i32>, class: Option<&str>) -> Result<i32, FieldError> {
         if let Some(p) = priority {

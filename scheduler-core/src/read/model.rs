@@ -787,6 +787,11 @@ pub struct Gang {
     /// A priority for the gang itself; when `None`, the highest priority among its members is used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// The PriorityClass its object names (a Volcano PodGroup's or a Grove PodGang's
+    /// `spec.priorityClassName`), resolved into [`Gang::priority`] when the cluster is assembled
+    /// (a class that does not exist is a problem, and the members' priority stands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
     /// `kube-gang.io/provisioning`: whether the gang asks the cluster autoscaler for capacity
     /// (`None`: as the policy says).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -827,6 +832,7 @@ impl Gang {
             min_resources: Resources::default(),
             total_member: None,
             priority: None,
+            priority_class_name: None,
             provisioning: None,
             source,
             created: Time::default(),

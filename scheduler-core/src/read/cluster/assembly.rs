@@ -389,6 +389,20 @@ impl Assembly {
         }
         self.snapshot.gangs = resolved.gangs;
         self.object_problems = resolved.object_problems;
+        // A gang object's own priority class: its value is the gang's priority.
+        for g in &mut self.snapshot.gangs {
+            let Some(class) = g.priority_class_name.as_deref().filter(|c| !c.is_empty()) else { continue };
+            match self.priorities.value_of(class) {
+                Some(v) => g.priority = Some(v),
+                None => self.object_problems.push(Problem {
+                    object: format!("{} {}", g.source.kind, g.key),
+                    errors: vec![FieldError::new(
+                        "spec.priorityClassName",
+                        format!("priority class {class:?} not found: the gang's priority is its members' until it exists"),
+                    )],
+                }),
+            }
+        }
         self.claim_problems = resolved.claim_problems;
     }
 }
@@ -697,6 +711,7 @@ impl Live {
             Touched::Namespace => a.read_namespaces(cluster),
             Touched::Budget => a.read_budgets(cluster),
             Touched::PriorityClass => {
+                // Every pod converted again, and gangs resolved again (a gang object's class too).
                 if a.read_priorities(cluster) {
                     a.all_pods(cluster);
                 }

@@ -11,10 +11,11 @@
 //! constraint's `required` topology key is the gang's or the subgroup's topology key.
 //!
 //! A pack constraint's `preferred` key is the preferred level (its domains tried first; best
-//! effort, in Grove's own words). Not evaluated, and said where it is written ([`warnings`]):
-//! `reuseReservationRef` (a suggestion by Grove's definition) and `priorityClassName` (Grove
-//! writes the PodCliqueSet's class on the PodGang only, not on its pods; a gang's priority here is
-//! its members' ([`Gang::priority`]), so the pods' own class decides). `podReferences` counts
+//! effort, in Grove's own words). `priorityClassName` (Grove writes the PodCliqueSet's class on
+//! the PodGang, not on its pods; its KAI backend gives the PodGroup it makes that class) is the
+//! gang's class ([`Gang::priority_class_name`]), resolved when the cluster is assembled. Not
+//! evaluated, and said where it is written ([`warnings`]): `reuseReservationRef` (a suggestion
+//! by Grove's definition). `podReferences` counts
 //! the members Grove expects ([`Gang::total_member`]); membership itself is the pods' label.
 
 use std::collections::BTreeMap;
@@ -116,6 +117,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut gang = Gang::new(meta.key(), 0, Source { dialect: Dialect::Grove, kind: KIND.into() });
     gang.created = meta.created();
     gang.uid = meta.uid();
+    gang.priority_class_name = spec.priority_class_name.clone().filter(|c| !c.is_empty());
     if meta.name.is_empty() {
         errors.push(FieldError::new("metadata.name", "required"));
     }
@@ -244,7 +246,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
 }
 
 /// What a PodGang asks for that the cycle does not evaluate, naming its field:
-/// `reuseReservationRef` and `priorityClassName`. For `validate` and `simulate`.
+/// `reuseReservationRef`. For `validate` and `simulate`.
 pub fn warnings(obj: &Value) -> Vec<String> {
     let Ok(pg) = typed::<PodGang>(obj) else { return Vec::new() };
     let mut out = Vec::new();
@@ -252,11 +254,6 @@ pub fn warnings(obj: &Value) -> Vec<String> {
         out.push(
             "spec.reuseReservationRef: not evaluated (a suggestion in Grove's terms): the gang is placed afresh".into(),
         );
-    }
-    if let Some(class) = pg.spec.priority_class_name.as_deref().filter(|c| !c.is_empty()) {
-        out.push(format!(
-            "spec.priorityClassName: {class:?} is not evaluated: the gang's priority is its pods' (Grove does not write the class on them; set priorityClassName in each clique's podSpec to give them one)"
-        ));
     }
     out
 }
@@ -315,13 +312,11 @@ mod tests {
         assert_eq!(g.subgroups[3].topology_key.as_deref(), Some("kubernetes.io/hostname"));
         assert_eq!(g.topology_preferred.as_deref(), Some("topology.kubernetes.io/rack"));
         assert!(warnings(&base()).is_empty());
+        assert_eq!(g.priority_class_name, None);
         let mut classed = base();
         classed["spec"]["priorityClassName"] = json!("inference-high");
-        let w = warnings(&classed);
-        assert!(
-            w.len() == 1 && w[0].starts_with("spec.priorityClassName: \"inference-high\" is not evaluated"),
-            "{w:?}"
-        );
+        assert!(warnings(&classed).is_empty(), "the class is read, not warned about");
+        assert_eq!(read(&classed).unwrap().priority_class_name.as_deref(), Some("inference-high"));
     }
 
     #[test]

@@ -54,12 +54,14 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
 pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let meta = Meta::of(obj);
     let pg: PodGroup = typed(obj)?;
-    let _ = &pg.spec.priority_class_name;
     let mut errors = Vec::new();
     let min = count_field("spec.minMember", pg.spec.min_member).map_err(|e| errors.push(e)).unwrap_or(0);
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Volcano, kind: "PodGroup".into() });
     gang.created = meta.created();
     gang.uid = meta.uid();
+    // Volcano orders and preempts jobs by their PodGroup's class (its job controller copies the
+    // Job's `spec.priorityClassName` here).
+    gang.priority_class_name = pg.spec.priority_class_name.clone().filter(|c| !c.is_empty());
     match min_resources("spec.minResources", pg.spec.min_resources.as_ref()) {
         Ok(r) => gang.min_resources = r,
         Err(e) => errors.extend(e),

@@ -263,10 +263,12 @@ fn pod_of(metadata: Map<String, Value>, spec: Value) -> Value {
 
 /// What Volcano's job controller makes of a `batch.volcano.sh` Job: a PodGroup named after the job
 /// (`minMember` = `minAvailable`, `minTaskMember` = each task's `minAvailable`) and
-/// `<job>-<task>-<index>` pods annotated with the group and their task, scheduled by the job's
-/// `schedulerName`.
+/// `<job>-<task>-<index>` pods annotated with the group and their task; the job's
+/// `schedulerName` and `priorityClassName` on each pod whose template sets none, and its class on
+/// the PodGroup too (Volcano's `createJobPod` and `createOrUpdatePodGroup`).
 fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> Vec<Value> {
     let scheduler = obj.at("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
+    let class = obj.at("/spec/priorityClassName").and_then(Value::as_str).filter(|c| !c.is_empty());
     let mut task_min = Map::new();
     let mut pods = Vec::new();
     for (i, (role, stamp)) in shape.roles.iter().zip(stamps).enumerate() {
@@ -278,7 +280,15 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
         let Some(stamp) = stamp else { continue };
         let mut spec = stamp.spec.clone();
         if let Some(sp) = spec.as_object_mut() {
-            sp.insert("schedulerName".into(), scheduler.clone());
+            let unset = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
+            if unset(sp.get("schedulerName")) {
+                sp.insert("schedulerName".into(), scheduler.clone());
+            }
+            if let Some(c) = class
+                && unset(sp.get("priorityClassName"))
+            {
+                sp.insert("priorityClassName".into(), json!(c));
+            }
         }
         for n in 0..role.pods {
             let mut metadata = Value::Object(stamp.metadata.clone());
@@ -302,6 +312,9 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
         "spec": {"minMember": shape.min_member, "minTaskMember": task_min,
                  "queue": obj.at("/spec/queue").cloned().unwrap_or_else(|| json!("default"))},
     })];
+    if let Some(c) = class {
+        out[0]["spec"]["priorityClassName"] = json!(c);
+    }
     out.extend(pods);
     out
 }

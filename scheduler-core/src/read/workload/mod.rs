@@ -1240,14 +1240,25 @@ mod tests {
     fn a_volcano_job_expands_as_its_controller_does() {
         let vj = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": "tf", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
-            "spec": {"tasks": [
+            "spec": {"priorityClassName": "high", "tasks": [
                 {"name": "ps", "replicas": 1, "template": {"spec": {}}},
-                {"name": "worker", "replicas": 3, "minAvailable": 2, "template": {"spec": {}}}]}});
+                {"name": "worker", "replicas": 3, "minAvailable": 2, "template": {"spec": {"priorityClassName": "low"}}}]}});
         assert_eq!(inspect(&vj).unwrap().unwrap().min_member, 3, "sum of task minAvailable");
         let out = expand(&vj).unwrap();
         assert_eq!(out.len(), 5);
         assert_eq!(out[0]["kind"], "PodGroup");
         assert_eq!(out[0].at("/spec/minTaskMember/worker"), Some(&json!(2)));
+        assert_eq!(
+            out[0].at("/spec/priorityClassName"),
+            Some(&json!("high")),
+            "the job's class on its PodGroup"
+        );
+        assert_eq!(
+            out[1].at("/spec/priorityClassName"),
+            Some(&json!("high")),
+            "and on a pod whose template has none"
+        );
+        assert_eq!(out[4].at("/spec/priorityClassName"), Some(&json!("low")), "a template's own class stays");
         let pod = &out[4];
         assert_eq!(pod.at("/metadata/name"), Some(&json!("tf-worker-2")));
         assert_eq!(pod.at("/spec/schedulerName"), Some(&json!("gang-scheduler")), "opted in");
