@@ -154,6 +154,55 @@ fn a_podgroups_priority_class_is_the_gangs_priority_and_an_unknown_one_a_problem
 }
 
 #[test]
+fn a_gang_at_its_objects_class_preempts_only_below_it_and_says_so() {
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "4", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let class = |name: &str, value: i64| json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value});
+    // A running pod at 500 fills the node; the gang's pods have no class (priority 0 — the
+    // PodGroup's class decides).
+    let running = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy", "namespace": "ml"},
+        "spec": {"nodeName": "n1", "priorityClassName": "mid",
+                 "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}}}]},
+        "status": {"phase": "Running"}});
+    let member = pod(
+        "w",
+        json!({}),
+        json!({"scheduling.k8s.io/group-name": "pg"}),
+        json!({"schedulerName": "gang-scheduler", "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}),
+    );
+    let podgroup = |class: &str| {
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "ml"},
+               "spec": {"minMember": 1, "priorityClassName": class}})
+    };
+    let now = scheduler_core::Time::from_secs(1_800_000_000);
+    let outcome = |pg_class: &str| {
+        let (snap, problems) = assemble(vec![
+            node.clone(),
+            class("low", 100),
+            class("mid", 500),
+            class("high", 1000),
+            running.clone(),
+            member.clone(),
+            podgroup(pg_class),
+        ]);
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = scheduler_core::schedule(&snap, &scheduler_core::Config::default(), now);
+        let o = plan.outcomes.iter().find(|o| o.gang.name == "pg").unwrap().clone();
+        (o.reason, o.message, plan.evictions.len())
+    };
+    let (reason, message, evicted) = outcome("low");
+    assert_eq!((reason, evicted), (scheduler_core::Reason::Unschedulable, 0), "{message}");
+    assert!(
+        message.ends_with(
+            "; no pods of priority below 100 (the PodGroup's spec.priorityClassName \"low\") would make room"
+        ),
+        "{message}"
+    );
+    let (reason, message, evicted) = outcome("high");
+    assert_eq!((reason, evicted), (scheduler_core::Reason::Preempting, 1), "{message}");
+}
+
+#[test]
 fn koordinator_annotations() {
     let ann = json!({"gang.scheduling.koordinator.sh/name": "kg", "gang.scheduling.koordinator.sh/min-available": "2",
                      "gang.scheduling.koordinator.sh/mode": "NonStrict", "gang.scheduling.koordinator.sh/waiting-time": "300s",

@@ -564,6 +564,7 @@ impl View<'_, '_> {
             };
         }
 
+        let mut preemption_note = String::new();
         if alone && f.input.config.preemption {
             let pending: Vec<usize> = f.gangs.members[g].pending.values().flatten().copied().collect();
             let room = preempt::Room {
@@ -612,9 +613,19 @@ impl View<'_, '_> {
                     let msg = format!("waiting for {n} preempted pod(s) to terminate");
                     return Decision::new(g, Reason::Preempting, Phase::Pending, msg, st);
                 }
-                preempt::Found::Nothing => {}
+                preempt::Found::Nothing => {
+                    // A class on the gang's object sets the priority preemption works at: said,
+                    // since its pods alone may have a higher one.
+                    if let (Some(class), Some(p)) = (&gang.priority_class_name, gang.priority) {
+                        preemption_note = format!(
+                            "; no pods of priority below {p} (the {}'s spec.priorityClassName {class:?}) would make room",
+                            gang.source.kind
+                        );
+                    }
+                }
             }
         }
+        let why = format!("{why}{preemption_note}");
 
         if gang.mode == GangMode::NonStrict && !attempt.bindings.is_empty() {
             let count = attempt.bindings.len();
