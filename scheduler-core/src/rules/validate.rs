@@ -477,6 +477,9 @@ fn validate_workload(
     if !shape.volcano() && !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
         return;
     }
+    if shape.volcano() {
+        v.warnings.extend(crate::dialect::volcano::job_warnings(obj));
+    }
     let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();
     for staged in crate::workload::staged_creation(obj, &shape, &known) {
         if staged.never {

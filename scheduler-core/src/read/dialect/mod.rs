@@ -234,12 +234,13 @@ pub fn read_as(group: &str, kind: &str, obj: &Value) -> Option<Result<GangObject
 }
 
 /// What a gang object asks for that the cycle does not evaluate, each naming its field (a Grove
-/// PodGang's `reuseReservationRef`): warnings for `validate` and `simulate`, never silence.
+/// PodGang's `reuseReservationRef`, a Volcano PodGroup's `networkTopology`): warnings for `validate` and `simulate`, never silence.
 pub fn object_warnings(obj: &Value) -> Vec<String> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     match (group_of(api_version), kind) {
         (grove::GROUP, grove::KIND) => grove::warnings(obj),
+        (volcano::GROUP, "PodGroup") => volcano::warnings(obj),
         _ => Vec::new(),
     }
 }

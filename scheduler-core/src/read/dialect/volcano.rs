@@ -91,3 +91,64 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     }
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
+
+/// Why a Volcano field naming HyperNode tiers is not evaluated.
+const HYPERNODES: &str = "not evaluated: Volcano's HyperNode tiers are not read yet, so the gang is placed without a network-topology bound (kube-gang.io/topology-required on a node label bounds it)";
+
+/// What a Volcano PodGroup asks that the cycle does not evaluate, naming the field:
+/// `spec.networkTopology` and `spec.subGroupPolicy` (HyperNode tiers). For `validate`, `simulate`
+/// and the webhook.
+pub fn warnings(obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for field in ["networkTopology", "subGroupPolicy"] {
+        if obj.pointer(&format!("/spec/{field}")).is_some_and(|v| !v.is_null()) {
+            out.push(format!("spec.{field}: {HYPERNODES}"));
+        }
+    }
+    out
+}
+
+/// What a `batch.volcano.sh` Job asks that the cycle does not evaluate, naming the field:
+/// `spec.networkTopology` (copied to its PodGroup by Volcano's controller) and each task's
+/// `partitionPolicy`.
+pub fn job_warnings(obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if obj.pointer("/spec/networkTopology").is_some_and(|v| !v.is_null()) {
+        out.push(format!("spec.networkTopology: {HYPERNODES}"));
+    }
+    let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    for (i, t) in tasks.iter().enumerate() {
+        if t.get("partitionPolicy").is_some_and(|v| !v.is_null()) {
+            out.push(format!("spec.tasks[{i}].partitionPolicy: {HYPERNODES}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hypernode_tier_fields_are_warned_about_by_name() {
+        let pg = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ml"},
+            "spec": {"minMember": 2, "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                     "subGroupPolicy": [{"name": "workers"}]}});
+        let w = warnings(&pg);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].starts_with("spec.networkTopology: not evaluated")
+                && w[1].starts_with("spec.subGroupPolicy: ")
+        );
+        assert!(warnings(&json!({"spec": {"minMember": 1}})).is_empty());
+        let job = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "spec": {"networkTopology": {"mode": "soft"}, "tasks": [
+                {"name": "a", "replicas": 1},
+                {"name": "b", "replicas": 4, "partitionPolicy": {"totalPartitions": 2, "partitionSize": 2}}]}});
+        let w = job_warnings(&job);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[1].starts_with("spec.tasks[1].partitionPolicy: not evaluated"), "{w:?}");
+    }
+}
