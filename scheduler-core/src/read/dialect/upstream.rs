@@ -125,7 +125,18 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
         uid: meta.uid(),
     };
     let mut errors = Vec::new();
-    let first_key = |t: Option<Vec<String>>| t.and_then(|t| t.into_iter().next());
+    // "Currently only a single topology constraint can be specified": the API server refuses a
+    // second, so a list of more is an error here too, never its first entry taken quietly.
+    let mut first_key = |t: Option<Vec<String>>| {
+        let t = t?;
+        if t.len() > 1 {
+            errors.push(FieldError::new(
+                "spec.schedulingConstraints.topology",
+                format!("Too many: {}: must have at most 1 items", t.len()),
+            ));
+        }
+        t.into_iter().next()
+    };
     match (version, kind) {
         ("scheduling.k8s.io/v1beta1", "PodGroup") => {
             let pg: v1beta1::PodGroup = typed(obj)?;
@@ -162,8 +173,9 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
         ("scheduling.k8s.io/v1alpha2", "PodGroup") => {
             let pg: V1alpha2PodGroup = typed(obj)?;
             group.priority = pg.spec.priority;
-            group.topology_key =
-                pg.spec.scheduling_constraints.and_then(|c| c.topology.into_iter().next()).map(|t| t.key);
+            group.topology_key = first_key(
+                pg.spec.scheduling_constraints.map(|c| c.topology.into_iter().map(|t| t.key).collect()),
+            );
             if let Some(g) = pg.spec.scheduling_policy.gang {
                 match g.min_count {
                     Some(n) => {
@@ -660,6 +672,21 @@ mod tests {
                      "schedulingConstraints": {"topology": [{"key": "rack"}]}}});
         let g = read(&obj).unwrap();
         assert_eq!((g.min, g.topology_key.as_deref()), (Some(3), Some("rack")));
+    }
+
+    #[test]
+    fn a_second_topology_constraint_is_refused_as_the_api_server_refuses_it() {
+        for version in ["v1beta1", "v1alpha3", "v1alpha2"] {
+            let obj = json!({"apiVersion": format!("scheduling.k8s.io/{version}"), "kind": "PodGroup",
+                "metadata": {"name": "w", "namespace": "ml"},
+                "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "x", "podGroupTemplateName": "t"}},
+                         "schedulingPolicy": {"gang": {"minCount": 3}},
+                         "schedulingConstraints": {"topology": [{"key": "rack"}, {"key": "zone"}]}}});
+            let e = read(&obj).unwrap_err();
+            assert_eq!(e.len(), 1, "{version}: {e:?}");
+            assert_eq!(e[0].path, "spec.schedulingConstraints.topology", "{version}");
+            assert_eq!(e[0].message, "Too many: 2: must have at most 1 items", "{version}");
+        }
     }
 
     #[test]
