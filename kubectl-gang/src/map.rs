@@ -201,6 +201,24 @@ fn natural(a: &str, b: &str) -> Ordering {
     }
 }
 
+/// `nodes` with their Volcano HyperNode tiers as labels (`volcano.sh/hypernode-tier-<t>`, each
+/// tier the cluster has), so a map draws a HyperNode level as it draws a label's.
+pub fn with_tiers(
+    mut nodes: Vec<Node>,
+    hypernodes: &BTreeMap<String, scheduler_core::model::volume::HyperNode>,
+) -> Vec<Node> {
+    let tiers: std::collections::BTreeSet<u32> = hypernodes.values().map(|h| h.tier).collect();
+    for t in tiers {
+        let domains = scheduler_core::hypernode::domains(&nodes, hypernodes, t);
+        for (n, d) in nodes.iter_mut().zip(domains) {
+            if let Some(d) = d {
+                n.labels.insert(scheduler_core::hypernode::key_of(t), d);
+            }
+        }
+    }
+    nodes
+}
+
 /// [`Layout::draw`] for one gang.
 pub fn draw(
     nodes: &[&Node],

@@ -628,7 +628,7 @@ pub fn simulate_kept<H: Held>(
     }
     let plan = schedule(snapshot, config, now);
     if nodes {
-        sim.nodes = snapshot.nodes.clone();
+        sim.nodes = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage.hypernodes);
     }
     let levels_of =
         |key: &GangKey| by_key.get(key).map(|g| crate::map::levels(g, config)).unwrap_or_default();

@@ -298,7 +298,9 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
                 let mut text = detail(&world, gang, &pods, &view.plan, &r, colour);
                 if args.map {
                     text.push('\n');
-                    text.push_str(&map(&assembled.snapshot.nodes, gang, &pods, &view.plan, &config, colour));
+                    let snapshot = &assembled.snapshot;
+                    let nodes = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage.hypernodes);
+                    text.push_str(&map(&nodes, gang, &pods, &view.plan, &config, colour));
                 }
                 text
             }

@@ -198,7 +198,7 @@ pub fn unreadable(obj: &Value) -> Option<String> {
             scheduler_core::convert::pod_from_value(obj, &scheduler_core::convert::PriorityClasses::default())
                 .err()
         }
-        // PVCs, PVs, StorageClasses, CSINodes, ResourceClaims.
+        // PVCs, PVs, StorageClasses, CSINodes, ResourceClaims, HyperNodes.
         _ => scheduler_core::volume::from_value(obj).and_then(Result::err),
     }?;
     let text: Vec<String> =

@@ -6,7 +6,7 @@
 //!
 //! **This crate does no I/O and reads no clock.** Time is a parameter; cluster state arrives as a
 //! [`model::Snapshot`] (or as Kubernetes objects converted by [`convert`] and [`cluster`]).
-//! A test (`tests/purity.rs`) fails if `Cargo.toml` gains a dependency beyond the allowed six or the
+//! A test (`tests/purity.rs`) fails if `Cargo.toml` gains a dependency beyond the allowed ones or the
 //! source uses a path into the clock, files, the network, processes or the environment.
 //!
 //! Inside, the modules live in three layers, one folder each, lowest first: [`read`] (objects and
@@ -23,8 +23,8 @@ pub mod rules;
 // are how the crate is organised inside, not something its users need to spell.
 pub use decide::{config, plan, provision, schedule, sim};
 pub use read::{
-    cluster, convert, coverage, crd, dialect, duration, error, labels, model, object, quantity, resources,
-    tree, volume, workload,
+    cluster, convert, coverage, crd, dialect, duration, error, hypernode, labels, model, object, quantity,
+    resources, tree, volume, workload,
 };
 pub use rules::{admit, validate};
 

@@ -203,6 +203,70 @@ fn a_gang_at_its_objects_class_preempts_only_below_it_and_says_so() {
 }
 
 #[test]
+fn a_volcano_gang_bounded_by_a_hypernode_tier_stays_in_one_hypernode() {
+    // Two tier-1 HyperNodes of 4 nodes each (by name, and by pattern), under one tier-2 spine.
+    let node = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+               "status": {"allocatable": {"cpu": "8", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let hypernode = |name: &str, tier: i64, members: Value| {
+        json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+               "spec": {"tier": tier, "members": members}})
+    };
+    let exact = |names: &[&str]| -> Value {
+        names.iter().map(|n| json!({"type": "Node", "selector": {"exactMatch": {"name": n}}})).collect()
+    };
+    let cluster = |pods: usize, tier: i64| {
+        let mut objects: Vec<Value> = (0..8).map(|i| node(&format!("n{i}"))).collect();
+        objects.push(hypernode("s0", 1, exact(&["n0", "n1", "n2", "n3"])));
+        objects.push(hypernode(
+            "s1",
+            1,
+            json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "^n[4-7]$"}}}]),
+        ));
+        objects.push(hypernode(
+            "spine",
+            2,
+            json!([{"type": "HyperNode", "selector": {"regexMatch": {"pattern": "^s"}}}]),
+        ));
+        objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ml"},
+            "spec": {"minMember": pods, "networkTopology": {"mode": "hard", "highestTierAllowed": tier}}}));
+        for i in 0..pods {
+            objects.push(pod(
+                &format!("w{i}"),
+                json!({}),
+                json!({"scheduling.k8s.io/group-name": "pg"}),
+                json!({"schedulerName": "gang-scheduler",
+                       "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]}),
+            ));
+        }
+        let (snap, problems) = assemble(objects);
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = scheduler_core::schedule(
+            &snap,
+            &scheduler_core::Config::default(),
+            scheduler_core::Time::from_secs(1),
+        );
+        let o = plan.outcomes.iter().find(|o| o.gang.name == "pg").unwrap().clone();
+        let nodes: Vec<String> = plan.bindings.iter().map(|b| b.node.to_string()).collect();
+        (o.reason, o.message, nodes)
+    };
+    // Four pods of a whole node each fit in one tier-1 HyperNode: all in s0 or all in s1.
+    let (reason, _, nodes) = cluster(4, 1);
+    assert_eq!(reason, scheduler_core::Reason::Scheduled);
+    let low = nodes.iter().filter(|n| ["n0", "n1", "n2", "n3"].contains(&n.as_str())).count();
+    assert!(low == 0 || low == 4, "split across tier-1 HyperNodes: {nodes:?}");
+    // Eight do not fit in one (each holds four): not placed at all, said per tier.
+    let (reason, message, nodes) = cluster(8, 1);
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::TopologyUnsatisfiable, 0), "{message}");
+    assert!(message.contains("volcano.sh/hypernode-tier-1"), "{message}");
+    // Allowed up to tier 2, they span the spine.
+    let (reason, _, nodes) = cluster(8, 2);
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Scheduled, 8));
+}
+
+#[test]
 fn koordinator_annotations() {
     let ann = json!({"gang.scheduling.koordinator.sh/name": "kg", "gang.scheduling.koordinator.sh/min-available": "2",
                      "gang.scheduling.koordinator.sh/mode": "NonStrict", "gang.scheduling.koordinator.sh/waiting-time": "300s",

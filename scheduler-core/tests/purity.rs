@@ -25,6 +25,7 @@ const ALLOWED: &[&str] = &[
     "tracing",
     "smol_str",
     "sha1",
+    "regex",
 ];
 
 /// Crates that do I/O (or exist to); none may be reachable from scheduler-core.

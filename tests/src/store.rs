@@ -255,6 +255,7 @@ pub fn kind_name(plural: &str) -> String {
         "storageclasses" => "StorageClass".into(),
         "csinodes" => "CSINode".into(),
         "resourceclaims" => "ResourceClaim".into(),
+        "hypernodes" => "HyperNode".into(),
         other => {
             let singular = other.strip_suffix("ies").map(|s| format!("{s}y")).unwrap_or_else(|| {
                 other
@@ -294,6 +295,7 @@ mod tests {
             ("StorageClass", "storageclasses"),
             ("CSINode", "csinodes"),
             ("ResourceClaim", "resourceclaims"),
+            ("HyperNode", "hypernodes"),
         ] {
             assert_eq!(resource_of("v1", kind).1, plural);
             assert_eq!(kind_name(plural), kind);

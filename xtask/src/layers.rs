@@ -35,7 +35,7 @@ pub const CORE: &Table = &[
             &["error", "labels", "coverage", "duration", "quantity", "object"],
             &["resources"],
             &["model"],
-            &["tree", "crd", "volume"],
+            &["tree", "crd", "volume", "hypernode"],
             &["convert", "dialect"],
             &["workload"],
             &["cluster"],

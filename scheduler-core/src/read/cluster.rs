@@ -119,7 +119,9 @@ impl StoredAt {
     fn of(kind: StoredKind, r: &ObjectRef) -> Self {
         let namespace = match kind {
             StoredKind::Pvc | StoredKind::ResourceClaim => r.pod_namespace().to_string(),
-            StoredKind::Pv | StoredKind::StorageClass | StoredKind::CsiNode => String::new(),
+            StoredKind::Pv | StoredKind::StorageClass | StoredKind::CsiNode | StoredKind::HyperNode => {
+                String::new()
+            }
         };
         StoredAt { kind, namespace, name: r.name.clone() }
     }

@@ -448,12 +448,22 @@ impl LabelSelector {
         self.match_labels.is_empty() && self.match_expressions.is_empty()
     }
 
+    /// [`LabelSelector::matches`] on a node's labels.
+    pub fn matches_map(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_by(|k| labels.get(k).map(String::as_str))
+    }
+
     /// apimachinery's rules: every `matchLabels` pair present, every requirement met (`NotIn`
     /// and `DoesNotExist` hold when the key is absent).
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v.as_str()))
+        self.matches_by(|k| labels.get(k))
+    }
+
+    fn matches_by<'l>(&self, get: impl Fn(&str) -> Option<&'l str>) -> bool {
+        let labels = get;
+        self.match_labels.iter().all(|(k, v)| labels(k) == Some(v.as_str()))
             && self.match_expressions.iter().all(|r| {
-                let value = labels.get(&r.key);
+                let value = labels(&r.key);
                 match r.operator {
                     LabelOperator::In => value.is_some_and(|v| r.values.iter().any(|x| x == v)),
                     LabelOperator::NotIn => value.is_none_or(|v| r.values.iter().all(|x| x != v)),

@@ -52,7 +52,7 @@ pub const GANG: ApiKind = api_kind("kube-gang.io", "v1alpha1", "Gang", "gangs");
 
 /// Everything [`crate::cluster::Cluster`] understands: nodes, pods, namespaces, priority classes,
 /// PodDisruptionBudgets, what the volume filters read (PVCs, PVs, StorageClasses, CSINodes, DRA
-/// ResourceClaims) and every gang dialect's objects.
+/// ResourceClaims), Volcano's HyperNodes and every gang dialect's objects.
 pub const READ: &[ApiKind] = &[
     NODE,
     POD,
@@ -83,6 +83,8 @@ pub const READ: &[ApiKind] = &[
     api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
     api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
     api_kind("scheduler.grove.io", "v1alpha1", "PodGang", "podgangs"),
+    // Volcano's network tiers, which its PodGroups' `networkTopology` names.
+    api_kind("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes"),
 ];
 
 /// The identity of one Kubernetes object. The type part of a kind in [`READ`] is borrowed from
@@ -122,6 +124,8 @@ pub enum StoredKind {
     CsiNode,
     /// A DRA ResourceClaim, at any version of `resource.k8s.io`.
     ResourceClaim,
+    /// A Volcano HyperNode (read with the storage kinds: cluster-scoped objects the cycle reads).
+    HyperNode,
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -179,6 +183,7 @@ fn filed(group: &str, version: &str, kind: &str) -> Filed {
         ("resource.k8s.io", "v1" | "v1beta2" | "v1beta1", "ResourceClaim") => {
             Filed::Storage(StoredKind::ResourceClaim)
         }
+        ("topology.volcano.sh", "v1alpha1", "HyperNode") => Filed::Storage(StoredKind::HyperNode),
         _ => Filed::Other,
     }
 }

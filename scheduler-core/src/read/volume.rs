@@ -15,8 +15,9 @@ use serde_json::{Map, Value};
 use crate::error::{FieldError, Wording, decode};
 use crate::model::volume::{
     AccessMode, Allocation, Attachable, BETA_STORAGE_CLASS, BIND_COMPLETED, BindingMode, ClaimName, ClaimRef,
-    CsiNode, Disk, MIGRATED_PLUGINS, PodResourceClaim, PodVolume, Pv, Pvc, ResourceClaim, SELECTED_NODE,
-    StorageClass, TopologyTerm, VolumeMode,
+    CsiNode, Disk, HyperNode, HyperNodeMember, MAX_PATTERN_SIZE, MIGRATED_PLUGINS, MemberSelector,
+    PodResourceClaim, PodVolume, Pv, Pvc, ResourceClaim, SELECTED_NODE, StorageClass, TopologyTerm,
+    VolumeMode,
 };
 use crate::model::{
     LabelOperator, LabelRequirement, LabelSelector, NodeSelectorOperator, NodeSelectorRequirement,
@@ -31,6 +32,7 @@ pub enum Stored {
     Class(StorageClass),
     CsiNode(CsiNode),
     ResourceClaim(ResourceClaim),
+    HyperNode(HyperNode),
 }
 
 /// The object read by its `apiVersion` and `kind`, if it is a kind this module reads.
@@ -46,6 +48,7 @@ pub fn from_value(v: &Value) -> Option<Result<Stored, Vec<FieldError>>> {
         ("resource.k8s.io", version, "ResourceClaim") => {
             resource_claim_from_value(version, v).map(Stored::ResourceClaim)
         }
+        ("topology.volcano.sh", "v1alpha1", "HyperNode") => hypernode_from_value(v).map(Stored::HyperNode),
         _ => return None,
     })
 }
@@ -379,6 +382,125 @@ pub fn csi_node_from_value(v: &Value) -> Result<CsiNode, Vec<FieldError>> {
         .map(|s| s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect())
         .unwrap_or_default();
     if errors.is_empty() { Ok(CsiNode { name, limits, migrated }) } else { Err(errors) }
+}
+
+/// Reads a Volcano HyperNode (`topology.volcano.sh/v1alpha1`), with the rules of its CRD: one
+/// selector per member, `labelMatch` for `Node` members only, a pattern that compiles.
+pub fn hypernode_from_value(v: &Value) -> Result<HyperNode, Vec<FieldError>> {
+    #[derive(Deserialize)]
+    struct Raw {
+        metadata: meta::ObjectMeta,
+        #[serde(default)]
+        spec: Spec,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Spec {
+        #[serde(default)]
+        tier: i64,
+        #[serde(default)]
+        members: Vec<Member>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Member {
+        #[serde(default, rename = "type")]
+        kind: String,
+        #[serde(default)]
+        selector: Selector,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Selector {
+        exact_match: Option<Exact>,
+        regex_match: Option<Pattern>,
+        label_match: Option<meta::LabelSelector>,
+    }
+    #[derive(Deserialize)]
+    struct Exact {
+        #[serde(default)]
+        name: String,
+    }
+    #[derive(Deserialize)]
+    struct Pattern {
+        #[serde(default)]
+        pattern: String,
+    }
+    let raw: Raw = typed(v)?;
+    let mut errors = Vec::new();
+    let name = required_name(&raw.metadata, &mut errors);
+    let tier = u32::try_from(raw.spec.tier).unwrap_or_else(|_| {
+        errors.push(FieldError::new(
+            "spec.tier",
+            format!("must be greater than or equal to 0, got {}", raw.spec.tier),
+        ));
+        0
+    });
+    let mut members = Vec::with_capacity(raw.spec.members.len());
+    for (i, m) in raw.spec.members.into_iter().enumerate() {
+        let at = format!("spec.members[{i}]");
+        let hypernode = match m.kind.as_str() {
+            "Node" => false,
+            "HyperNode" => true,
+            other => {
+                errors.push(FieldError::new(
+                    format!("{at}.type"),
+                    format!("Unsupported value: {other:?}: supported values: \"Node\", \"HyperNode\""),
+                ));
+                continue;
+            }
+        };
+        let sel = m.selector;
+        let given = [sel.exact_match.is_some(), sel.regex_match.is_some(), sel.label_match.is_some()];
+        match given.iter().filter(|&&b| b).count() {
+            0 => {
+                errors.push(FieldError::new(
+                    format!("{at}.selector"),
+                    "Either ExactMatch or RegexMatch or LabelMatch must be specified",
+                ));
+                continue;
+            }
+            1 => {}
+            _ => {
+                errors.push(FieldError::new(
+                    format!("{at}.selector"),
+                    "Only one of ExactMatch, RegexMatch, or LabelMatch can be specified",
+                ));
+                continue;
+            }
+        }
+        let selector = if let Some(e) = sel.exact_match {
+            if e.name.is_empty() {
+                errors.push(FieldError::new(format!("{at}.selector.exactMatch.name"), "Required value"));
+                continue;
+            }
+            MemberSelector::Exact(e.name)
+        } else if let Some(p) = sel.regex_match {
+            let path = format!("{at}.selector.regexMatch.pattern");
+            if p.pattern.is_empty() {
+                errors.push(FieldError::new(path, "Required value"));
+                continue;
+            }
+            if let Err(e) = regex::RegexBuilder::new(&p.pattern).size_limit(MAX_PATTERN_SIZE).build() {
+                errors.push(FieldError::new(path, format!("not a valid regular expression: {e}")));
+                continue;
+            }
+            MemberSelector::Regex(p.pattern)
+        } else if let Some(l) = sel.label_match {
+            if hypernode {
+                errors.push(FieldError::new(
+                    format!("{at}.selector.labelMatch"),
+                    "applies to members of type Node only (Volcano ignores it on a HyperNode member)",
+                ));
+                continue;
+            }
+            MemberSelector::Labels(selector(&l, &format!("{at}.selector.labelMatch"), &mut errors))
+        } else {
+            continue;
+        };
+        members.push(HyperNodeMember { hypernode, selector });
+    }
+    if errors.is_empty() { Ok(HyperNode { name, tier, members }) } else { Err(errors) }
 }
 
 /// The parts of a ResourceClaim the cycle reads: the same at every version of `resource.k8s.io`

@@ -533,9 +533,16 @@ impl<'a> Caches<'a> {
         }
         // Domains in value order, each's nodes in node order: sorted once, not a tree of vectors
         // (a hostname makes a domain per node).
-        let mut labelled: Vec<(&str, usize)> = (self.snap.nodes.iter().enumerate())
-            .filter_map(|(i, n)| Some((n.labels.get(key)?.as_str(), i)))
-            .collect();
+        // A Volcano HyperNode tier is a level no node carries as a label: its domains are the
+        // tier's HyperNodes ([`crate::hypernode`]).
+        let derived = crate::hypernode::tier_of(key)
+            .map(|t| crate::hypernode::domains(&self.snap.nodes, &self.snap.storage.hypernodes, t));
+        let mut labelled: Vec<(&str, usize)> = match &derived {
+            Some(d) => d.iter().enumerate().filter_map(|(i, v)| Some((v.as_deref()?, i))).collect(),
+            None => (self.snap.nodes.iter().enumerate())
+                .filter_map(|(i, n)| Some((n.labels.get(key)?.as_str(), i)))
+                .collect(),
+        };
         labelled.sort_unstable();
         let mut node_domain = vec![u32::MAX; self.snap.nodes.len()];
         let mut domains: Vec<(String, Vec<usize>)> = Vec::new();

@@ -319,6 +319,11 @@ fn topology(key: &str, a: &Placement) -> String {
         let best: Vec<String> =
             a.domain_report.iter().take(3).map(|(d, n)| format!("{key}={d} has room for {n}")).collect();
         s.push_str(&format!(" (best: {})", best.join(", ")));
+    } else if let Some(t) = crate::hypernode::tier_of(key) {
+        // A HyperNode tier is no label to look up on a node: say where its domains come from.
+        s.push_str(&format!(
+            " (no tier-{t} Volcano HyperNode has room for any: a node counts only as a member of one)"
+        ));
     }
     s
 }

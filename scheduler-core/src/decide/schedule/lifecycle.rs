@@ -331,7 +331,7 @@ impl View<'_, '_> {
         st.was_satisfied = true;
         st.degraded_since = None;
         let (reason, msg) = if n > 0 {
-            (Reason::Scheduled, format!("placed {n} more member(s); minimum {} satisfied", gang.min_member))
+            (Reason::Scheduled, format!("placed {n} more member(s); {} satisfied", minimum(gang)))
         } else {
             let pending: usize =
                 m.pending.values().map(Vec::len).sum::<usize>().saturating_sub(waiting.len());
@@ -486,7 +486,7 @@ impl View<'_, '_> {
         if let Some(d) = &p.domain {
             msg.push_str(&format!(" in {d}"));
         }
-        msg.push_str(&format!("; minimum {} satisfied", gang.min_member));
+        msg.push_str(&format!("; {} satisfied", minimum(gang)));
         if let Some(note) = &p.preferred_note {
             msg.push_str(&format!("; {note}"));
         }
@@ -673,5 +673,16 @@ impl View<'_, '_> {
         } else {
             Phase::Scheduled
         }
+    }
+}
+
+/// The gang's minimum as its message says it: `minimum 4`, or for a gang of subgroups, whose
+/// minimum counts subgroups, `minimum 2 of 3 subgroups`.
+fn minimum(gang: &crate::model::Gang) -> String {
+    if gang.subgroups.is_empty() {
+        format!("minimum {}", gang.min_member)
+    } else {
+        let top = gang.subgroups.iter().filter(|s| s.parent.is_none()).count();
+        format!("minimum {} of {top} subgroup(s)", gang.min_member)
     }
 }

@@ -177,6 +177,7 @@ impl Assembly {
             StoredKind::StorageClass => drop(storage.classes.remove(&key.name)),
             StoredKind::CsiNode => drop(storage.csi_nodes.remove(&key.name)),
             StoredKind::ResourceClaim => drop(storage.resource_claims.remove(&object)),
+            StoredKind::HyperNode => drop(storage.hypernodes.remove(&key.name)),
         }
         let Some(held) = cluster.storage.get(key) else { return };
         let v = held.value();
@@ -186,6 +187,7 @@ impl Assembly {
             Some(Ok(Stored::Class(c))) => drop(storage.classes.insert(key.name.clone(), c)),
             Some(Ok(Stored::CsiNode(n))) => drop(storage.csi_nodes.insert(key.name.clone(), n)),
             Some(Ok(Stored::ResourceClaim(c))) => drop(storage.resource_claims.insert(object, c)),
+            Some(Ok(Stored::HyperNode(h))) => drop(storage.hypernodes.insert(key.name.clone(), h)),
             Some(Err(errors)) => {
                 self.storage_problems.insert(key.clone(), Problem { object: describe(&v), errors });
             }

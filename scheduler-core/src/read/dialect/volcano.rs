@@ -39,6 +39,19 @@ struct Spec {
     min_task_member: BTreeMap<String, i32>,
     min_resources: Option<BTreeMap<String, Quantity>>,
     priority_class_name: Option<String>,
+    network_topology: Option<NetworkTopology>,
+}
+
+/// `spec.networkTopology`: the HyperNode tier a job may not cross (`hard`), or tries not to
+/// (`soft`).
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NetworkTopology {
+    #[serde(default)]
+    mode: Option<String>,
+    highest_tier_allowed: Option<i64>,
+    #[serde(default)]
+    highest_tier_name: Option<String>,
 }
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
@@ -62,6 +75,9 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     // Volcano orders and preempts jobs by their PodGroup's class (its job controller copies the
     // Job's `spec.priorityClassName` here).
     gang.priority_class_name = pg.spec.priority_class_name.clone().filter(|c| !c.is_empty());
+    if let Some(t) = &pg.spec.network_topology {
+        network_topology(t, &mut gang, &mut errors);
+    }
     match min_resources("spec.minResources", pg.spec.min_resources.as_ref()) {
         Ok(r) => gang.min_resources = r,
         Err(e) => errors.extend(e),
@@ -92,29 +108,75 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
 
+/// A PodGroup's `networkTopology` as levels ([`crate::hypernode`]): `hard` (the default) with
+/// `highestTierAllowed` t (default 1) requires the gang within one tier-t HyperNode; `soft`
+/// prefers one tier-1 HyperNode (Volcano's soft mode packs as low as it can, with no bound).
+fn network_topology(t: &NetworkTopology, gang: &mut Gang, errors: &mut Vec<FieldError>) {
+    if t.highest_tier_name.as_deref().is_some_and(|n| !n.is_empty()) {
+        if t.highest_tier_allowed.is_some() {
+            errors.push(FieldError::new(
+                "spec.networkTopology",
+                "HighestTierAllowed and HighestTierName cannot be set simultaneously",
+            ));
+        }
+        // Named tiers (HyperNodes' `tierName`) are not read: warned about (`warnings`).
+        return;
+    }
+    let tier = match t.highest_tier_allowed {
+        None => 1,
+        Some(n) => match u32::try_from(n) {
+            Ok(n) => n,
+            Err(_) => {
+                errors.push(FieldError::new(
+                    "spec.networkTopology.highestTierAllowed",
+                    format!("must be greater than or equal to 0, got {n}"),
+                ));
+                return;
+            }
+        },
+    };
+    match t.mode.as_deref().unwrap_or("hard") {
+        "hard" => gang.topology_key = Some(crate::hypernode::key_of(tier)),
+        "soft" => gang.topology_preferred = Some(crate::hypernode::key_of(1)),
+        other => errors.push(FieldError::new(
+            "spec.networkTopology.mode",
+            format!("Unsupported value: {other:?}: supported values: \"hard\", \"soft\""),
+        )),
+    }
+}
+
 /// Why a Volcano field naming HyperNode tiers is not evaluated.
-const HYPERNODES: &str = "not evaluated: Volcano's HyperNode tiers are not read yet, so the gang is placed without a network-topology bound (kube-gang.io/topology-required on a node label bounds it)";
+const HYPERNODES: &str = "not evaluated: per-subgroup tiers, partitions and named tiers are not read yet, so the gang's pods are placed without this bound (networkTopology with highestTierAllowed bounds the whole gang)";
 
 /// What a Volcano PodGroup asks that the cycle does not evaluate, naming the field:
-/// `spec.networkTopology` and `spec.subGroupPolicy` (HyperNode tiers). For `validate`, `simulate`
+/// `spec.subGroupPolicy` and `spec.networkTopology.highestTierName`. For `validate`, `simulate`
 /// and the webhook.
 pub fn warnings(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    for field in ["networkTopology", "subGroupPolicy"] {
-        if obj.pointer(&format!("/spec/{field}")).is_some_and(|v| !v.is_null()) {
-            out.push(format!("spec.{field}: {HYPERNODES}"));
-        }
+    if obj.pointer("/spec/subGroupPolicy").is_some_and(|v| !v.is_null()) {
+        out.push(format!("spec.subGroupPolicy: {HYPERNODES}"));
+    }
+    if obj
+        .pointer("/spec/networkTopology/highestTierName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty())
+    {
+        out.push(format!("spec.networkTopology.highestTierName: {HYPERNODES}"));
     }
     out
 }
 
-/// What a `batch.volcano.sh` Job asks that the cycle does not evaluate, naming the field:
-/// `spec.networkTopology` (copied to its PodGroup by Volcano's controller) and each task's
-/// `partitionPolicy`.
+/// What a `batch.volcano.sh` Job asks that the cycle does not evaluate, naming the field: a
+/// named tier in `spec.networkTopology` (which Volcano's controller copies to its PodGroup) and
+/// each task's `partitionPolicy`.
 pub fn job_warnings(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    if obj.pointer("/spec/networkTopology").is_some_and(|v| !v.is_null()) {
-        out.push(format!("spec.networkTopology: {HYPERNODES}"));
+    if obj
+        .pointer("/spec/networkTopology/highestTierName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty())
+    {
+        out.push(format!("spec.networkTopology.highestTierName: {HYPERNODES}"));
     }
     let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     for (i, t) in tasks.iter().enumerate() {
@@ -131,24 +193,48 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn network_topology_is_the_gangs_hypernode_level() {
+        let pg = |t: Value| {
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": 2, "networkTopology": t}})
+        };
+        let g = read(&pg(json!({"mode": "hard", "highestTierAllowed": 2}))).unwrap();
+        assert_eq!(
+            (g.topology_key.as_deref(), g.topology_preferred),
+            (Some("volcano.sh/hypernode-tier-2"), None)
+        );
+        let g = read(&pg(json!({}))).unwrap();
+        assert_eq!(g.topology_key.as_deref(), Some("volcano.sh/hypernode-tier-1"), "hard, tier 1 by default");
+        let g = read(&pg(json!({"mode": "soft", "highestTierAllowed": 3}))).unwrap();
+        assert_eq!(
+            (g.topology_key, g.topology_preferred.as_deref()),
+            (None, Some("volcano.sh/hypernode-tier-1"))
+        );
+        let e = read(&pg(json!({"mode": "strict"}))).unwrap_err();
+        assert_eq!(e[0].path, "spec.networkTopology.mode");
+        let e = read(&pg(json!({"highestTierAllowed": 1, "highestTierName": "spine"}))).unwrap_err();
+        assert_eq!(e[0].path, "spec.networkTopology");
+    }
+
+    #[test]
     fn hypernode_tier_fields_are_warned_about_by_name() {
         let pg = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": "pg", "namespace": "ml"},
             "spec": {"minMember": 2, "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
                      "subGroupPolicy": [{"name": "workers"}]}});
         let w = warnings(&pg);
-        assert_eq!(w.len(), 2, "{w:?}");
-        assert!(
-            w[0].starts_with("spec.networkTopology: not evaluated")
-                && w[1].starts_with("spec.subGroupPolicy: ")
-        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("spec.subGroupPolicy: not evaluated"), "{w:?}");
         assert!(warnings(&json!({"spec": {"minMember": 1}})).is_empty());
+        let named = json!({"spec": {"minMember": 1, "networkTopology": {"highestTierName": "spine"}}});
+        assert!(warnings(&named)[0].starts_with("spec.networkTopology.highestTierName: "));
         let job = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-            "spec": {"networkTopology": {"mode": "soft"}, "tasks": [
+            "spec": {"networkTopology": {"mode": "soft", "highestTierName": "spine"}, "tasks": [
                 {"name": "a", "replicas": 1},
                 {"name": "b", "replicas": 4, "partitionPolicy": {"totalPartitions": 2, "partitionSize": 2}}]}});
         let w = job_warnings(&job);
         assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].starts_with("spec.networkTopology.highestTierName: "), "{w:?}");
         assert!(w[1].starts_with("spec.tasks[1].partitionPolicy: not evaluated"), "{w:?}");
     }
 }

@@ -42,6 +42,48 @@ pub struct Storage {
     pub csi_nodes: BTreeMap<String, CsiNode>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resource_claims: BTreeMap<ObjectKey, ResourceClaim>,
+    /// Volcano's HyperNodes (`topology.volcano.sh/v1alpha1`, cluster-scoped), by name: the network
+    /// tiers a Volcano PodGroup's `networkTopology` bounds, read as the levels
+    /// [`HYPERNODE_TIER_PREFIX`]`<tier>` ([`crate::hypernode`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hypernodes: BTreeMap<String, HyperNode>,
+}
+
+/// The topology key a HyperNode tier is read as: `volcano.sh/hypernode-tier-1` is "the tier-1
+/// HyperNode a node belongs to", a level like any node label's (no node carries it as a label).
+pub const HYPERNODE_TIER_PREFIX: &str = "volcano.sh/hypernode-tier-";
+
+/// The largest compiled size a HyperNode member's `regexMatch.pattern` may take (the `regex`
+/// crate's bound on a compiled program): a pattern is matched against every node name.
+pub const MAX_PATTERN_SIZE: usize = 1 << 20;
+
+/// A Volcano HyperNode: a network domain of tier `tier` whose members are nodes (tier 1, most
+/// often) or HyperNodes of lower tiers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HyperNode {
+    pub name: String,
+    pub tier: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<HyperNodeMember>,
+}
+
+/// One `spec.members` entry: nodes, or HyperNodes, chosen by one selector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HyperNodeMember {
+    /// `type: HyperNode` (else `Node`).
+    #[serde(default)]
+    pub hypernode: bool,
+    pub selector: MemberSelector,
+}
+
+/// How a member is chosen: by exact name, by a regular expression over names (RE2 syntax, as Go's
+/// `regexp` Volcano uses), or (nodes only) by labels.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MemberSelector {
+    Exact(String),
+    Regex(String),
+    Labels(crate::model::LabelSelector),
 }
 
 impl Storage {
@@ -51,6 +93,7 @@ impl Storage {
             && self.classes.is_empty()
             && self.csi_nodes.is_empty()
             && self.resource_claims.is_empty()
+            && self.hypernodes.is_empty()
     }
 }
 

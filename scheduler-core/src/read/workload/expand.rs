@@ -265,7 +265,8 @@ fn pod_of(metadata: Map<String, Value>, spec: Value) -> Value {
 /// (`minMember` = `minAvailable`, `minTaskMember` = each task's `minAvailable`) and
 /// `<job>-<task>-<index>` pods annotated with the group and their task; the job's
 /// `schedulerName` and `priorityClassName` on each pod whose template sets none, and its class on
-/// the PodGroup too (Volcano's `createJobPod` and `createOrUpdatePodGroup`).
+/// the PodGroup too, with its `networkTopology` (Volcano's `createJobPod` and
+/// `createOrUpdatePodGroup`).
 fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) -> Vec<Value> {
     let scheduler = obj.at("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
     let class = obj.at("/spec/priorityClassName").and_then(Value::as_str).filter(|c| !c.is_empty());
@@ -314,6 +315,10 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
     })];
     if let Some(c) = class {
         out[0]["spec"]["priorityClassName"] = json!(c);
+    }
+    // Its network-topology bound, as the controller copies it.
+    if let Some(t) = obj.at("/spec/networkTopology").filter(|t| !t.is_null()) {
+        out[0]["spec"]["networkTopology"] = t.clone();
     }
     out.extend(pods);
     out

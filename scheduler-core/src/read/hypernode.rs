@@ -1,0 +1,178 @@
+//! Volcano's HyperNodes as topology levels.
+//!
+//! A HyperNode (`topology.volcano.sh/v1alpha1`) is a network domain of some tier: its members are
+//! nodes (by exact name, by a pattern over names, or by labels) or HyperNodes of lower tiers (by
+//! name or pattern). Volcano bounds a job by a tier (`networkTopology.highestTierAllowed`); here a
+//! tier is a level like a node label's: the key `volcano.sh/hypernode-tier-<t>`
+//! ([`HYPERNODE_TIER_PREFIX`]) has, for each node, the name of the tier-`t` HyperNode it belongs to
+//! ([`domains`]), and the cycle's topology machinery (required and preferred levels, explanations)
+//! reads it as it reads any label.
+//!
+//! A node in two HyperNodes of one tier (Volcano expects a tree) belongs to the first by name. A
+//! HyperNode's HyperNode members count only when their tier is lower than its own, so a cycle in
+//! the member graph ends.
+//!
+//! Cost: per tier asked, once per cycle, each HyperNode's members are resolved once — an exact
+//! name by look-up, a pattern or a label selector by one pass over the node (or HyperNode) names.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::model::Node;
+use crate::model::volume::{HYPERNODE_TIER_PREFIX, HyperNode, MAX_PATTERN_SIZE, MemberSelector};
+
+/// The tier a topology key names, when it is a HyperNode tier's key.
+pub fn tier_of(key: &str) -> Option<u32> {
+    key.strip_prefix(HYPERNODE_TIER_PREFIX)?.parse().ok()
+}
+
+/// The topology key of HyperNode tier `tier`.
+pub fn key_of(tier: u32) -> String {
+    format!("{HYPERNODE_TIER_PREFIX}{tier}")
+}
+
+/// For each node (by index in `nodes`), the name of the tier-`tier` HyperNode it belongs to.
+pub fn domains(nodes: &[Node], hypernodes: &BTreeMap<String, HyperNode>, tier: u32) -> Vec<Option<String>> {
+    let mut out: Vec<Option<String>> = vec![None; nodes.len()];
+    if hypernodes.is_empty() {
+        return out;
+    }
+    let by_name: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let mut resolver = Resolver { nodes, hypernodes, by_name, memo: HashMap::new() };
+    for (name, h) in hypernodes.iter().filter(|(_, h)| h.tier == tier) {
+        for n in resolver.nodes_of(name, h) {
+            out[n].get_or_insert_with(|| name.clone());
+        }
+    }
+    out
+}
+
+struct Resolver<'a> {
+    nodes: &'a [Node],
+    hypernodes: &'a BTreeMap<String, HyperNode>,
+    by_name: HashMap<&'a str, usize>,
+    /// HyperNode → its nodes, once resolved.
+    memo: HashMap<&'a str, Vec<usize>>,
+}
+
+impl<'a> Resolver<'a> {
+    /// The nodes of HyperNode `name`, its lower-tier HyperNode members' included (sorted, once).
+    fn nodes_of(&mut self, name: &'a str, h: &'a HyperNode) -> Vec<usize> {
+        if let Some(n) = self.memo.get(name) {
+            return n.clone();
+        }
+        // Marked while it is resolved: a member naming it again adds nothing.
+        self.memo.insert(name, Vec::new());
+        let mut out = Vec::new();
+        for m in &h.members {
+            if !m.hypernode {
+                match &m.selector {
+                    MemberSelector::Exact(n) => out.extend(self.by_name.get(n.as_str()).copied()),
+                    MemberSelector::Regex(p) => {
+                        if let Some(re) = pattern(p) {
+                            out.extend((0..self.nodes.len()).filter(|&i| re.is_match(&self.nodes[i].name)));
+                        }
+                    }
+                    MemberSelector::Labels(s) => {
+                        out.extend((0..self.nodes.len()).filter(|&i| s.matches_map(&self.nodes[i].labels)));
+                    }
+                }
+                continue;
+            }
+            let children: Vec<(&'a String, &'a HyperNode)> = match &m.selector {
+                MemberSelector::Exact(n) => self.hypernodes.get_key_value(n).into_iter().collect(),
+                MemberSelector::Regex(p) => match pattern(p) {
+                    Some(re) => self.hypernodes.iter().filter(|(k, _)| re.is_match(k)).collect(),
+                    None => Vec::new(),
+                },
+                // Refused when read (Volcano ignores labels on HyperNode members).
+                MemberSelector::Labels(_) => Vec::new(),
+            };
+            for (child, c) in children {
+                if c.tier < h.tier {
+                    out.extend(self.nodes_of(child, c));
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        self.memo.insert(name, out.clone());
+        out
+    }
+}
+
+/// A member's pattern, unanchored as Go's `regexp.MatchString` is (a match anywhere in the name
+/// counts, as in Volcano); `None` if it does not compile within the bound the reader checks.
+fn pattern(p: &str) -> Option<regex::Regex> {
+    regex::RegexBuilder::new(p).size_limit(MAX_PATTERN_SIZE).build().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LabelSelector;
+    use crate::model::volume::HyperNodeMember;
+    use crate::resources::Resources;
+
+    fn node(name: &str, rack: &str) -> Node {
+        Node {
+            name: name.into(),
+            allocatable: Resources::new(),
+            labels: [("rack".to_string(), rack.to_string())].into(),
+            taints: vec![],
+            unschedulable: false,
+            ready: true,
+        }
+    }
+
+    fn member(hypernode: bool, selector: MemberSelector) -> HyperNodeMember {
+        HyperNodeMember { hypernode, selector }
+    }
+
+    #[test]
+    fn tiers_resolve_nodes_by_name_pattern_and_labels_and_through_lower_tiers() {
+        let nodes =
+            vec![node("n0", "a"), node("n1", "a"), node("gpu-2", "b"), node("gpu-3", "b"), node("x", "c")];
+        let labels = LabelSelector {
+            match_labels: [("rack".to_string(), "b".to_string())].into(),
+            ..Default::default()
+        };
+        let hn = |name: &str, tier: u32, members: Vec<HyperNodeMember>| {
+            (name.to_string(), HyperNode { name: name.into(), tier, members })
+        };
+        let hypernodes: BTreeMap<String, HyperNode> = [
+            hn(
+                "s0",
+                1,
+                vec![
+                    member(false, MemberSelector::Exact("n0".into())),
+                    member(false, MemberSelector::Regex("^n1$".into())),
+                ],
+            ),
+            hn("s1", 1, vec![member(false, MemberSelector::Labels(labels))]),
+            hn("s2", 1, vec![member(false, MemberSelector::Exact("missing".into()))]),
+            hn("spine", 2, vec![member(true, MemberSelector::Regex("^s[01]$".into()))]),
+            // A member of its own tier does not count (and a cycle ends).
+            hn(
+                "loop",
+                2,
+                vec![
+                    member(true, MemberSelector::Exact("spine".into())),
+                    member(true, MemberSelector::Exact("loop".into())),
+                ],
+            ),
+        ]
+        .into();
+        let t1 = domains(&nodes, &hypernodes, 1);
+        assert_eq!(t1, [Some("s0"), Some("s0"), Some("s1"), Some("s1"), None].map(|d| d.map(String::from)));
+        let t2 = domains(&nodes, &hypernodes, 2);
+        assert_eq!(
+            t2,
+            [Some("spine"), Some("spine"), Some("spine"), Some("spine"), None].map(|d| d.map(String::from))
+        );
+        assert!(domains(&nodes, &hypernodes, 3).iter().all(Option::is_none));
+        assert_eq!(
+            (tier_of(&key_of(2)), tier_of("rack"), tier_of("volcano.sh/hypernode-tier-x")),
+            (Some(2), None, None)
+        );
+    }
+}
