@@ -422,3 +422,50 @@ fn controllers_claims_are_what_their_controllers_make() {
     assert!(plan.bindings.is_empty());
     assert!(snap.storage.claims.contains_key(&scheduler_core::model::ObjectKey::new("ml", "w-0-scratch")));
 }
+
+/// A HyperNode is read with its CRD's rules, each refusal at its field; a pattern is compiled
+/// within a size bound (RE2 matching is linear in the name, so a pathological pattern costs no
+/// more than a plain one), and one past the bound is refused rather than compiled.
+#[test]
+fn hypernodes_are_read_with_their_crds_rules_and_bounded_patterns() {
+    use scheduler_core::model::volume::MemberSelector;
+    use scheduler_core::volume::hypernode_from_value;
+    let hn = |members: serde_json::Value| {
+        serde_json::json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": "h"}, "spec": {"tier": 1, "members": members}})
+    };
+    let ok = hypernode_from_value(&hn(serde_json::json!([
+        {"type": "Node", "selector": {"regexMatch": {"pattern": "(a*)*b"}}},
+        {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": "r1"}}}},
+        {"type": "HyperNode", "selector": {"exactMatch": {"name": "s0"}}}])))
+    .unwrap();
+    assert_eq!(ok.tier, 1);
+    assert!(matches!(&ok.members[0].selector, MemberSelector::Regex(p) if p == "(a*)*b"));
+    assert!(ok.members[2].hypernode);
+    let errors = |members: serde_json::Value| -> Vec<(String, String)> {
+        hypernode_from_value(&hn(members)).unwrap_err().into_iter().map(|e| (e.path, e.message)).collect()
+    };
+    let e = errors(serde_json::json!([
+        {"type": "Node", "selector": {}},
+        {"type": "Node", "selector": {"exactMatch": {"name": "a"}, "regexMatch": {"pattern": "b"}}},
+        {"type": "HyperNode", "selector": {"labelMatch": {"matchLabels": {"x": "y"}}}},
+        {"type": "Switch", "selector": {"exactMatch": {"name": "a"}}},
+        {"type": "Node", "selector": {"regexMatch": {"pattern": "("}}},
+        {"type": "Node", "selector": {"regexMatch": {"pattern": "(?:a{1000}){1000}"}}}]));
+    let paths: Vec<&str> = e.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.members[0].selector",
+            "spec.members[1].selector",
+            "spec.members[2].selector.labelMatch",
+            "spec.members[3].type",
+            "spec.members[4].selector.regexMatch.pattern",
+            "spec.members[5].selector.regexMatch.pattern"
+        ]
+    );
+    assert!(e[5].1.contains("size limit"), "{:?}", e[5]);
+    let negative = serde_json::json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": "h"}, "spec": {"tier": -1}});
+    assert_eq!(hypernode_from_value(&negative).unwrap_err()[0].path, "spec.tier");
+}

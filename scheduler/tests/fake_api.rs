@@ -607,6 +607,51 @@ async fn a_grove_podgang_is_placed_whole_and_only_once_its_pod_groups_all_fit() 
     handle.await.unwrap();
 }
 
+#[tokio::test]
+async fn a_volcano_gang_bounded_by_a_hypernode_tier_is_bound_inside_one_hypernode() {
+    // Two tier-1 HyperNodes of two 8-GPU nodes; gpu-2 has 4 GPUs taken, so leaf-a has room for one
+    // 8-GPU worker and leaf-b for two. Unbounded, the pair could be split across the leaves.
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/scheduling.volcano.sh/v1beta1", "podgroups"),
+        ("/apis/topology.volcano.sh/v1alpha1", "hypernodes"),
+    ])
+    .await;
+    for n in ["gpu-1", "gpu-2", "gpu-3", "gpu-4"] {
+        fake.put(node(n, "64", 8, &[]));
+    }
+    let mut busy = gang_pod("ml", "busy", "unused", 4);
+    busy["metadata"]["labels"] = json!({});
+    busy["spec"]["nodeName"] = json!("gpu-2");
+    busy["status"]["phase"] = json!("Running");
+    fake.put(busy);
+    let leaf = |name: &str, nodes: [&str; 2]| {
+        let members: Vec<serde_json::Value> =
+            nodes.iter().map(|n| json!({"type": "Node", "selector": {"exactMatch": {"name": n}}})).collect();
+        json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+               "spec": {"tier": 1, "members": members}})
+    };
+    fake.put(leaf("leaf-a", ["gpu-1", "gpu-2"]));
+    fake.put(leaf("leaf-b", ["gpu-3", "gpu-4"]));
+    fake.put(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ml"},
+        "spec": {"minMember": 2, "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}));
+    for m in 0..2 {
+        let mut p = gang_pod("ml", &format!("vc-{m}"), "unused", 8);
+        p["metadata"]["labels"] = json!({});
+        p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "pg"});
+        fake.put(p);
+    }
+    let (stop, handle) = start(&fake, false).await;
+    let both = |f: &FakeApi| bound(f, "ml", "vc-0").is_some() && bound(f, "ml", "vc-1").is_some();
+    assert!(fake.wait_for(Duration::from_secs(10), both).await, "{:#?}", fake.requests());
+    let mut nodes = [bound(&fake, "ml", "vc-0").unwrap(), bound(&fake, "ml", "vc-1").unwrap()];
+    nodes.sort();
+    assert_eq!(nodes, ["gpu-3", "gpu-4"], "both in leaf-b, the one tier-1 HyperNode with room for both");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
 /// The message of the last `PodScheduled=False` written to `pod`.
 fn scheduled_message(fake: &FakeApi, pod: &str) -> String {
     let writes = fake.requests_to("PATCH", &format!("/pods/{pod}/status"));
