@@ -12,8 +12,9 @@
 //! HyperNode's HyperNode members count only when their tier is lower than its own, so a cycle in
 //! the member graph ends.
 //!
-//! Cost: per tier asked, once per cycle, each HyperNode's members are resolved once — an exact
-//! name by look-up, a pattern or a label selector by one pass over the node (or HyperNode) names.
+//! Cost: per tier asked, once per cycle, each HyperNode's members are resolved once: an exact
+//! name by look-up, a label selector from an index of its first `matchLabels` pair, and every
+//! pattern together in one pass over the node (or HyperNode) names (`benches/hypernode.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -37,7 +38,15 @@ pub fn domains(nodes: &[Node], hypernodes: &BTreeMap<String, HyperNode>, tier: u
         return out;
     }
     let by_name: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-    let mut resolver = Resolver { nodes, hypernodes, by_name, memo: HashMap::new() };
+    let mut resolver = Resolver {
+        nodes,
+        hypernodes,
+        by_name,
+        memo: HashMap::new(),
+        node_patterns: None,
+        hypernode_patterns: None,
+        label_index: HashMap::new(),
+    };
     for (name, h) in hypernodes.iter().filter(|(_, h)| h.tier == tier) {
         for n in resolver.nodes_of(name, h) {
             out[n].get_or_insert_with(|| name.clone());
@@ -52,6 +61,13 @@ struct Resolver<'a> {
     by_name: HashMap<&'a str, usize>,
     /// HyperNode → its nodes, once resolved.
     memo: HashMap<&'a str, Vec<usize>>,
+    /// Every `Node` member's pattern → the nodes it matches: every pattern of every HyperNode
+    /// matched in one pass over the node names (a [`regex::RegexSet`]), on the first asked.
+    node_patterns: Option<HashMap<&'a str, Vec<usize>>>,
+    /// The same for `HyperNode` members' patterns over HyperNode names.
+    hypernode_patterns: Option<HashMap<&'a str, Vec<&'a str>>>,
+    /// Label key → value → nodes, for the keys `matchLabels` names (one pass per key).
+    label_index: HashMap<&'a str, HashMap<&'a str, Vec<usize>>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -67,27 +83,21 @@ impl<'a> Resolver<'a> {
             if !m.hypernode {
                 match &m.selector {
                     MemberSelector::Exact(n) => out.extend(self.by_name.get(n.as_str()).copied()),
-                    MemberSelector::Regex(p) => {
-                        if let Some(re) = pattern(p) {
-                            out.extend((0..self.nodes.len()).filter(|&i| re.is_match(&self.nodes[i].name)));
-                        }
-                    }
-                    MemberSelector::Labels(s) => {
-                        out.extend((0..self.nodes.len()).filter(|&i| s.matches_map(&self.nodes[i].labels)));
-                    }
+                    MemberSelector::Regex(p) => out.extend(self.node_pattern(p)),
+                    MemberSelector::Labels(s) => out.extend(self.labelled(s)),
                 }
                 continue;
             }
-            let children: Vec<(&'a String, &'a HyperNode)> = match &m.selector {
-                MemberSelector::Exact(n) => self.hypernodes.get_key_value(n).into_iter().collect(),
-                MemberSelector::Regex(p) => match pattern(p) {
-                    Some(re) => self.hypernodes.iter().filter(|(k, _)| re.is_match(k)).collect(),
-                    None => Vec::new(),
-                },
+            let children: Vec<&'a str> = match &m.selector {
+                MemberSelector::Exact(n) => {
+                    self.hypernodes.get_key_value(n).map(|(k, _)| k.as_str()).into_iter().collect()
+                }
+                MemberSelector::Regex(p) => self.hypernode_pattern(p),
                 // Refused when read (Volcano ignores labels on HyperNode members).
                 MemberSelector::Labels(_) => Vec::new(),
             };
-            for (child, c) in children {
+            for child in children {
+                let Some((child, c)) = self.hypernodes.get_key_value(child) else { continue };
                 if c.tier < h.tier {
                     out.extend(self.nodes_of(child, c));
                 }
@@ -98,6 +108,92 @@ impl<'a> Resolver<'a> {
         self.memo.insert(name, out.clone());
         out
     }
+
+    /// The nodes whose names `p` matches.
+    fn node_pattern(&mut self, p: &'a str) -> Vec<usize> {
+        if self.node_patterns.is_none() {
+            let patterns: Vec<&'a str> = self.patterns(false);
+            let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+            let matched = match_all(&patterns, &names);
+            self.node_patterns = Some(patterns.into_iter().zip(matched).collect());
+        }
+        self.node_patterns.as_ref().and_then(|m| m.get(p)).cloned().unwrap_or_default()
+    }
+
+    /// The HyperNodes whose names `p` matches.
+    fn hypernode_pattern(&mut self, p: &'a str) -> Vec<&'a str> {
+        if self.hypernode_patterns.is_none() {
+            let patterns: Vec<&'a str> = self.patterns(true);
+            let names: Vec<&'a str> = self.hypernodes.keys().map(String::as_str).collect();
+            let matched = match_all(&patterns, &names);
+            let by = patterns
+                .into_iter()
+                .zip(matched.into_iter().map(|m| m.into_iter().map(|i| names[i]).collect()));
+            self.hypernode_patterns = Some(by.collect());
+        }
+        self.hypernode_patterns.as_ref().and_then(|m| m.get(p)).cloned().unwrap_or_default()
+    }
+
+    /// Every distinct pattern of the members of one type.
+    fn patterns(&self, hypernode: bool) -> Vec<&'a str> {
+        let mut out: Vec<&'a str> = (self.hypernodes.values())
+            .flat_map(|h| &h.members)
+            .filter(|m| m.hypernode == hypernode)
+            .filter_map(|m| match &m.selector {
+                MemberSelector::Regex(p) => Some(p.as_str()),
+                _ => None,
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The nodes a label selector chooses: those carrying its first `matchLabels` pair, looked up,
+    /// then checked whole; a selector of expressions only reads every node.
+    fn labelled(&mut self, s: &'a crate::model::LabelSelector) -> Vec<usize> {
+        let nodes = self.nodes;
+        let Some((key, value)) = s.match_labels.iter().next() else {
+            return (0..nodes.len()).filter(|&i| s.matches_map(&nodes[i].labels)).collect();
+        };
+        let index = self.label_index.entry(key.as_str()).or_insert_with(|| {
+            let mut by: HashMap<&'a str, Vec<usize>> = HashMap::new();
+            for (i, n) in nodes.iter().enumerate() {
+                if let Some(v) = n.labels.get(key.as_str()) {
+                    by.entry(v.as_str()).or_default().push(i);
+                }
+            }
+            by
+        });
+        let candidates = index.get(value.as_str()).map_or(&[][..], Vec::as_slice);
+        candidates.iter().copied().filter(|&i| s.matches_map(&nodes[i].labels)).collect()
+    }
+}
+
+/// For each pattern, the indices of the `names` it matches: all patterns in one set, each name
+/// matched once against the set (one pattern at a time when the set would pass the size bound).
+fn match_all(patterns: &[&str], names: &[&str]) -> Vec<Vec<usize>> {
+    // What a set may take when compiled, and its lazy DFA's cache: bounded whatever the patterns.
+    const SET_SIZE: usize = 32 << 20;
+    const SET_CACHE: usize = 16 << 20;
+    let mut out = vec![Vec::new(); patterns.len()];
+    match regex::RegexSetBuilder::new(patterns).size_limit(SET_SIZE).dfa_size_limit(SET_CACHE).build() {
+        Ok(set) => {
+            for (i, name) in names.iter().enumerate() {
+                for j in set.matches(name).iter() {
+                    out[j].push(i);
+                }
+            }
+        }
+        Err(_) => {
+            for (j, p) in patterns.iter().enumerate() {
+                if let Some(re) = pattern(p) {
+                    out[j] = (0..names.len()).filter(|&i| re.is_match(names[i])).collect();
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A member's pattern, unanchored as Go's `regexp.MatchString` is (a match anywhere in the name
