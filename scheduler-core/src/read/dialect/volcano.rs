@@ -108,9 +108,12 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
 
-/// A PodGroup's `networkTopology` as levels ([`crate::hypernode`]): `hard` (the default) with
-/// `highestTierAllowed` t (default 1) requires the gang within one tier-t HyperNode; `soft`
-/// prefers one tier-1 HyperNode (Volcano's soft mode packs as low as it can, with no bound).
+/// A PodGroup's `networkTopology` as levels ([`crate::hypernode`]), as Volcano's scheduler reads
+/// it (`IsHardTopologyMode`, `jobSoftTopologyPreferredTier`): `hard` (the CRD's default mode) with
+/// `highestTierAllowed` t requires the gang within one tier-t HyperNode; `soft` with t prefers one
+/// tier-t HyperNode. Without `highestTierAllowed` Volcano sets no tier bound (the Job CRD defaults
+/// it to 1, which a Job's expansion applies; a PodGroup's has no default), so nothing is required;
+/// in `soft` mode tier 1 is preferred, as low as it packs.
 fn network_topology(t: &NetworkTopology, gang: &mut Gang, errors: &mut Vec<FieldError>) {
     if t.highest_tier_name.as_deref().is_some_and(|n| !n.is_empty()) {
         if t.highest_tier_allowed.is_some() {
@@ -122,22 +125,23 @@ fn network_topology(t: &NetworkTopology, gang: &mut Gang, errors: &mut Vec<Field
         // Named tiers (HyperNodes' `tierName`) are not read: warned about (`warnings`).
         return;
     }
-    let tier = match t.highest_tier_allowed {
-        None => 1,
-        Some(n) => match u32::try_from(n) {
-            Ok(n) => n,
-            Err(_) => {
-                errors.push(FieldError::new(
-                    "spec.networkTopology.highestTierAllowed",
-                    format!("must be greater than or equal to 0, got {n}"),
-                ));
-                return;
-            }
-        },
+    let tier = match t.highest_tier_allowed.map(u32::try_from) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            errors.push(FieldError::new(
+                "spec.networkTopology.highestTierAllowed",
+                format!(
+                    "must be greater than or equal to 0, got {}",
+                    t.highest_tier_allowed.unwrap_or_default()
+                ),
+            ));
+            return;
+        }
     };
     match t.mode.as_deref().unwrap_or("hard") {
-        "hard" => gang.topology_key = Some(crate::hypernode::key_of(tier)),
-        "soft" => gang.topology_preferred = Some(crate::hypernode::key_of(1)),
+        "hard" => gang.topology_key = tier.map(crate::hypernode::key_of),
+        "soft" => gang.topology_preferred = Some(crate::hypernode::key_of(tier.unwrap_or(1))),
         other => errors.push(FieldError::new(
             "spec.networkTopology.mode",
             format!("Unsupported value: {other:?}: supported values: \"hard\", \"soft\""),
@@ -203,13 +207,15 @@ mod tests {
             (g.topology_key.as_deref(), g.topology_preferred),
             (Some("volcano.sh/hypernode-tier-2"), None)
         );
-        let g = read(&pg(json!({}))).unwrap();
-        assert_eq!(g.topology_key.as_deref(), Some("volcano.sh/hypernode-tier-1"), "hard, tier 1 by default");
+        let g = read(&pg(json!({"mode": "hard"}))).unwrap();
+        assert_eq!((g.topology_key, g.topology_preferred), (None, None), "no tier: no bound, as in Volcano");
         let g = read(&pg(json!({"mode": "soft", "highestTierAllowed": 3}))).unwrap();
         assert_eq!(
             (g.topology_key, g.topology_preferred.as_deref()),
-            (None, Some("volcano.sh/hypernode-tier-1"))
+            (None, Some("volcano.sh/hypernode-tier-3"))
         );
+        let g = read(&pg(json!({"mode": "soft"}))).unwrap();
+        assert_eq!(g.topology_preferred.as_deref(), Some("volcano.sh/hypernode-tier-1"));
         let e = read(&pg(json!({"mode": "strict"}))).unwrap_err();
         assert_eq!(e[0].path, "spec.networkTopology.mode");
         let e = read(&pg(json!({"highestTierAllowed": 1, "highestTierName": "spine"}))).unwrap_err();

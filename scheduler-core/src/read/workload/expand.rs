@@ -316,9 +316,18 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
     if let Some(c) = class {
         out[0]["spec"]["priorityClassName"] = json!(c);
     }
-    // Its network-topology bound, as the controller copies it.
+    // Its network-topology bound, as the controller copies it — with the Job CRD's defaults the
+    // API server applies first (mode `hard`; `highestTierAllowed` 1 unless a tier is named).
     if let Some(t) = obj.at("/spec/networkTopology").filter(|t| !t.is_null()) {
-        out[0]["spec"]["networkTopology"] = t.clone();
+        let mut t = t.clone();
+        if let Some(m) = t.as_object_mut() {
+            m.entry("mode").or_insert_with(|| json!("hard"));
+            let named = m.get("highestTierName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+            if !named {
+                m.entry("highestTierAllowed").or_insert_with(|| json!(1));
+            }
+        }
+        out[0]["spec"]["networkTopology"] = t;
     }
     out.extend(pods);
     out

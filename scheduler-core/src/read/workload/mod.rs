@@ -1240,7 +1240,7 @@ mod tests {
     fn a_volcano_job_expands_as_its_controller_does() {
         let vj = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": "tf", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
-            "spec": {"priorityClassName": "high", "tasks": [
+            "spec": {"priorityClassName": "high", "networkTopology": {}, "tasks": [
                 {"name": "ps", "replicas": 1, "template": {"spec": {}}},
                 {"name": "worker", "replicas": 3, "minAvailable": 2, "template": {"spec": {"priorityClassName": "low"}}}]}});
         assert_eq!(inspect(&vj).unwrap().unwrap().min_member, 3, "sum of task minAvailable");
@@ -1259,6 +1259,11 @@ mod tests {
             "and on a pod whose template has none"
         );
         assert_eq!(out[4].at("/spec/priorityClassName"), Some(&json!("low")), "a template's own class stays");
+        assert_eq!(
+            out[0].at("/spec/networkTopology"),
+            Some(&json!({"mode": "hard", "highestTierAllowed": 1})),
+            "the Job CRD's defaults, copied to its PodGroup"
+        );
         let pod = &out[4];
         assert_eq!(pod.at("/metadata/name"), Some(&json!("tf-worker-2")));
         assert_eq!(pod.at("/spec/schedulerName"), Some(&json!("gang-scheduler")), "opted in");
