@@ -92,9 +92,12 @@ pub(super) struct JobSetPod {
 /// See [`Caches::fold_blocks`].
 type FoldMemo = HashMap<(usize, u32, String, Option<String>), (u32, Rc<Feasible>)>;
 
-/// How many requested resources a node key orders by (the scarcest first; the last slot is pod
-/// slots). Pods requesting more distinct resources than this are ordered by the first ones only.
-const KEY_WIDTH: usize = 8;
+/// How many slots of room a node key orders by: the three scarcest requested resources, then pod
+/// slots. A pod requesting more resources is ordered by its three scarcest only (every one of them
+/// is still checked for room): a key compared and moved this often costs by its width — going from
+/// 8 slots to 4 took 8% off a cycle (S1) — and a fourth resource decides only between nodes equal
+/// in the first three.
+const KEY_WIDTH: usize = 4;
 
 /// (untolerated PreferNoSchedule taints, free room per requested resource, name rank): smaller is better.
 pub(super) type NodeKey = (usize, [i64; KEY_WIDTH], usize);
@@ -563,8 +566,9 @@ impl<'a> Caches<'a> {
     /// first (bin-packing prefers less room, spreading more), then pod slots, then name order.
     pub fn node_key(&self, state: &Ledger, txn: &Txn, d: &Demand, pod: &Pod, n: usize) -> NodeKey {
         let base = (soft_taints(&self.snap.nodes[n], pod), [0; KEY_WIDTH], self.rank[n]);
-        let free = d.0.iter().map(|&(res, _)| state.free(txn, n, res));
-        self.rekey(base, d.0.len(), free, state.free_pods(txn, n))
+        let (left, pods) = state.left(txn, n);
+        let free = d.0.iter().map(|&(res, _)| left.get(res).copied().unwrap_or(0));
+        self.rekey(base, d.0.len(), free, pods)
     }
 
     /// `key` (a node's key for a demand of `width` resources) with its room set anew from `free`

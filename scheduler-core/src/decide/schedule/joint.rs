@@ -556,6 +556,9 @@ impl<'a> Joint<'a> {
         if !self.active {
             return;
         }
+        if alike && self.fast {
+            return self.committed_alike(bindings);
+        }
         let mut anchors = Vec::new();
         for &(q, n) in bindings {
             let pod = &self.snap.pods[q];
@@ -626,6 +629,79 @@ impl<'a> Joint<'a> {
             {
                 let mut e = ports.borrow_mut();
                 undo(&mut e, |st, q, n, sign| self.count_ports(st, q, n, sign));
+                self.count_ports(&mut e.state, q, n, 1);
+            }
+        }
+    }
+
+    /// [`Joint::committed`] for pods alike to the one committed just before them (a run of
+    /// replicas): what a placement concerns is found once for the whole slice, so a run of pods
+    /// no state listens for costs a copy of the slice and no more.
+    fn committed_alike(&self, bindings: &[(usize, usize)]) {
+        let Some(&(head, _)) = bindings.first() else { return };
+        let Some(&(last, _)) = bindings.last() else { return };
+        let pod = &self.snap.pods[head];
+        let mut before = self.committed.borrow().last().map(|&(r, _)| r);
+        self.committed.borrow_mut().extend_from_slice(bindings);
+        self.committed_alike.borrow_mut().extend(std::iter::repeat_n(true, bindings.len()));
+        let repelling = !pod.anti_affinity().is_empty();
+        if repelling {
+            *self.committed_repelling.borrow_mut() += bindings.len();
+        }
+        // Each pod's `like` is the one committed just before it.
+        let likes = || {
+            bindings.iter().map(move |&(q, n)| {
+                let like = before;
+                before = Some(q);
+                (q, like, n)
+            })
+        };
+        if !self.term_index.borrow().listening.is_empty() {
+            let generation = self.term_index.borrow().generation;
+            let memo = self.last_commit.borrow_mut().take().filter(|(_, g, _)| *g == generation);
+            let ids = match memo {
+                Some((_, _, ids)) => ids,
+                None => self.term_index.borrow().listeners(&pod_anchors(&pod.key.namespace, &pod.labels)),
+            };
+            for &id in &ids {
+                let shared = self.terms.borrow()[id].clone();
+                let mut e = shared.borrow_mut();
+                undo(&mut e, |st, q, n, sign| self.count_term(st, q, n, sign));
+                for (q, like, n) in likes() {
+                    self.count_term_like(&mut e.state, q, like, n, 1);
+                }
+            }
+            *self.last_commit.borrow_mut() = Some((last, generation, ids));
+        }
+        if repelling && !self.repel_index.borrow().listening.is_empty() {
+            let generation = self.repel_index.borrow().generation;
+            let memo = self.last_repel_commit.borrow_mut().take().filter(|(_, g, _)| *g == generation);
+            let ids = match memo {
+                Some((_, _, ids)) => ids,
+                None => {
+                    let anchors: Vec<u64> = (pod.anti_affinity().iter())
+                        .filter_map(|t| term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()))
+                        .flatten()
+                        .collect();
+                    self.repel_index.borrow().listeners(&anchors)
+                }
+            };
+            for &id in &ids {
+                let shared = self.repels.borrow()[id].clone();
+                let mut e = shared.borrow_mut();
+                undo(&mut e, |st, q, n, sign| self.count_repel(st, q, n, sign));
+                for (q, like, n) in likes() {
+                    self.count_repel_like(&mut e.state, q, like, n, 1);
+                }
+            }
+            *self.last_repel_commit.borrow_mut() = Some((last, generation, ids));
+        }
+        if !pod.host_ports().is_empty()
+            && let Some(ports) = self.ports.borrow().as_ref()
+        {
+            let mut e = ports.borrow_mut();
+            undo(&mut e, |st, q, n, sign| self.count_ports(st, q, n, sign));
+            for &(q, n) in bindings {
                 self.count_ports(&mut e.state, q, n, 1);
             }
         }

@@ -241,6 +241,17 @@ impl Ledger {
     }
 
     /// Free amount of resource `r` on `node` (as seen through `txn`).
+    /// What `node` has left through `txn`: free amount by resource index (an index past the end
+    /// has none) and free pod slots, found with one look at `txn`.
+    pub fn left<'s>(&'s self, txn: &'s Txn, node: usize) -> (&'s [i64], i64) {
+        match txn.changes.get(&node) {
+            Some((free, pods)) => (free, *pods),
+            None => {
+                (self.free.get(node * self.width..(node + 1) * self.width).unwrap_or(&[]), self.pods[node])
+            }
+        }
+    }
+
     pub fn free(&self, txn: &Txn, node: usize, r: usize) -> i64 {
         match txn.changes.get(&node) {
             Some((free, _)) => free.get(r).copied().unwrap_or(0),
@@ -257,11 +268,12 @@ impl Ledger {
 
     /// Whether `d` fits on `node` now; else the first resource short (`None` index = pod slots).
     pub fn fits(&self, txn: &Txn, node: usize, d: &Demand) -> Result<(), Option<usize>> {
-        if self.free_pods(txn, node) < 1 {
+        let (free, pods) = self.left(txn, node);
+        if pods < 1 {
             return Err(None);
         }
         for &(r, a) in &d.0 {
-            if a > 0 && self.free(txn, node, r) < a {
+            if a > 0 && free.get(r).copied().unwrap_or(0) < a {
                 return Err(Some(r));
             }
         }
