@@ -282,14 +282,18 @@ fn koordinator_annotations() {
 fn kai_podgroup_with_hierarchical_subgroups() {
     let (snap, problems) = assemble(vec![
         json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "kai", "namespace": "ml"},
-               "spec": {"minMember": 6, "topologyConstraint": {"requiredTopologyLevel": "rack"},
+               "spec": {"minMember": 6, "topologyConstraint": {"topology": "cluster-topology", "requiredTopologyLevel": "rack"},
                         "subGroups": [{"name": "r0", "minSubGroup": 2}, {"name": "r0-a", "parent": "r0", "minMember": 2},
                                       {"name": "r0-b", "parent": "r0", "minMember": 4}]}}),
         pod("x", json!({"kai.scheduler/subgroup-name": "r0-a"}), json!({"pod-group-name": "kai"}), json!({})),
+        json!({"apiVersion": "kai.scheduler/v1", "kind": "Topology", "metadata": {"name": "cluster-topology"},
+               "spec": {"levels": [{"nodeLabel": "zone"}, {"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}}),
     ]);
     assert!(problems.is_empty(), "{problems:?}");
     let g = only_gang(&snap);
     assert_eq!((g.source.dialect, g.min_member, g.topology_key.as_deref()), (Dialect::Kai, 1, Some("rack")));
+    assert_eq!(g.topology_object.as_deref(), Some("cluster-topology"));
+    assert_eq!(snap.storage.kai_topologies["cluster-topology"], ["zone", "rack", "kubernetes.io/hostname"]);
     assert_eq!(g.min_pods(), Some(6));
     assert_eq!(members(&snap, "kai"), vec![("x".into(), Some("r0-a".into()))]);
 }
@@ -475,4 +479,108 @@ fn a_gang_object_created_again_does_not_inherit_its_predecessors_state() {
             }
         }
     }
+}
+
+/// Eight nodes of 8 CPUs in one zone, two blocks of two racks of two; n0 and n4 each half taken
+/// (so bin-packing, left alone, starts on both blocks at once). Pods of 4 CPUs: a rack holds 4
+/// of them, a block 7.
+fn leveled_cluster() -> Vec<Value> {
+    let mut objects = Vec::new();
+    for i in 0..8 {
+        objects.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("n{i}"), "labels": {"zone": "z0", "block": format!("b{}", i / 4),
+                                                          "rack": format!("r{}", i / 2), "kubernetes.io/hostname": format!("n{i}")}},
+            "status": {"allocatable": {"cpu": "8", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}}));
+    }
+    for n in ["n0", "n4"] {
+        objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("busy-{n}"), "namespace": "other"},
+            "spec": {"nodeName": n, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}}}]},
+            "status": {"phase": "Running"}}));
+    }
+    objects
+}
+
+/// The nodes `plan` binds the gang `name`'s members to, and its outcome.
+fn placed(objects: Vec<Value>, name: &str) -> (scheduler_core::Reason, String, Vec<String>) {
+    let (snap, problems) = assemble(objects);
+    assert!(problems.is_empty(), "{problems:?}");
+    let plan = scheduler_core::schedule(
+        &snap,
+        &scheduler_core::Config::default(),
+        scheduler_core::Time::from_secs(1),
+    );
+    let o = plan.outcomes.iter().find(|o| o.gang.name == name).unwrap().clone();
+    (o.reason, o.message, plan.bindings.iter().map(|b| b.node.to_string()).collect())
+}
+
+fn one_block(nodes: &[String]) -> bool {
+    let block = |n: &String| n.trim_start_matches('n').parse::<usize>().unwrap() / 4;
+    nodes.iter().all(|n| block(n) == block(&nodes[0]))
+}
+
+#[test]
+fn a_kai_gang_relaxes_its_preferred_level_through_the_topology_it_names() {
+    let kai = |levels: Value| {
+        let mut objects = leveled_cluster();
+        objects.push(json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "kai", "namespace": "ml"},
+            "spec": {"minMember": 6, "topologyConstraint": {"topology": "cluster-topology",
+                     "requiredTopologyLevel": "zone", "preferredTopologyLevel": "rack"}}}));
+        for i in 0..6 {
+            objects.push(pod(
+                &format!("w{i}"),
+                json!({}),
+                json!({"pod-group-name": "kai"}),
+                json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}}}]}),
+            ));
+        }
+        if !levels.is_null() {
+            objects.push(json!({"apiVersion": "kai.scheduler/v1", "kind": "Topology",
+                "metadata": {"name": "cluster-topology"}, "spec": {"levels": levels}}));
+        }
+        placed(objects, "kai")
+    };
+    // No rack holds 6; the Topology puts block between rack and zone, and one block holds 7.
+    let (reason, message, nodes) =
+        kai(json!([{"nodeLabel": "zone"}, {"nodeLabel": "block"}, {"nodeLabel": "rack"}]));
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Scheduled, 6), "{message}");
+    assert!(one_block(&nodes), "split across blocks: {nodes:?} ({message})");
+    // Without block among its levels the gang goes where the zone allows: both blocks.
+    let (reason, _, nodes) = kai(json!([{"nodeLabel": "zone"}, {"nodeLabel": "rack"}]));
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Scheduled, 6));
+    assert!(!one_block(&nodes), "{nodes:?}");
+    // As in KAI, a Topology that is not there, or lacks a level asked for, keeps the gang waiting.
+    let (reason, message, nodes) = kai(Value::Null);
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Unschedulable, 0), "{message}");
+    assert!(message.contains("waits for KAI Topology \"cluster-topology\""), "{message}");
+    let (reason, message, nodes) = kai(json!([{"nodeLabel": "zone"}, {"nodeLabel": "block"}]));
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Unschedulable, 0), "{message}");
+    assert!(message.contains("has no level \"rack\" (the preferred level)"), "{message}");
+}
+
+#[test]
+fn a_kueue_preferred_level_is_relaxed_through_the_kueue_topology_that_has_it() {
+    let gang = |topology: bool| {
+        let mut objects = leveled_cluster();
+        for i in 0..6 {
+            objects.push(pod(
+                &format!("w{i}"),
+                json!({"kube-gang.io/gang": "train"}),
+                json!({"kube-gang.io/min-member": "6", "kueue.x-k8s.io/podset-preferred-topology": "rack"}),
+                json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}}}]}),
+            ));
+        }
+        if topology {
+            objects.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "default"},
+                "spec": {"levels": [{"nodeLabel": "block"}, {"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}}));
+        }
+        placed(objects, "train")
+    };
+    let (reason, message, nodes) = gang(true);
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Scheduled, 6), "{message}");
+    assert!(one_block(&nodes), "split across blocks: {nodes:?} ({message})");
+    // No order known: the preferred rack, then wherever there is room.
+    let (reason, _, nodes) = gang(false);
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Scheduled, 6));
+    assert!(!one_block(&nodes), "{nodes:?}");
 }

@@ -469,3 +469,52 @@ fn hypernodes_are_read_with_their_crds_rules_and_bounded_patterns() {
         "metadata": {"name": "h"}, "spec": {"tier": -1}});
     assert_eq!(hypernode_from_value(&negative).unwrap_err()[0].path, "spec.tier");
 }
+
+#[test]
+fn topology_objects_are_read_as_level_orders_with_their_crds_rules() {
+    use scheduler_core::volume::{Stored, from_value, levels_from_value};
+    let topology = |api: &str, levels: serde_json::Value| serde_json::json!({"apiVersion": api, "kind": "Topology", "metadata": {"name": "t"}, "spec": {"levels": levels}});
+    let levels = serde_json::json!([{"nodeLabel": "cloud.provider.com/topology-block"},
+                                    {"nodeLabel": "cloud.provider.com/topology-rack"},
+                                    {"nodeLabel": "kubernetes.io/hostname"}]);
+    // KAI's and Kueue's, at every version each serves, read alike.
+    for api in ["kai.scheduler/v1", "kai.scheduler/v1alpha1"] {
+        let read = from_value(&topology(api, levels.clone())).unwrap().unwrap();
+        assert!(
+            matches!(&read, Stored::KaiTopology(l) if l.len() == 3 && l[2] == "kubernetes.io/hostname"),
+            "{read:?}"
+        );
+    }
+    for api in ["kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1alpha1"] {
+        let read = from_value(&topology(api, levels.clone())).unwrap().unwrap();
+        assert!(
+            matches!(&read, Stored::KueueTopology(l) if l[0] == "cloud.provider.com/topology-block"),
+            "{read:?}"
+        );
+    }
+    let errors = |levels: serde_json::Value| -> Vec<String> {
+        levels_from_value(&topology("kai.scheduler/v1", levels))
+            .unwrap_err()
+            .into_iter()
+            .map(|e| format!("{}: {}", e.path, e.message))
+            .collect()
+    };
+    assert_eq!(errors(serde_json::json!([])), ["spec.levels: Required value: should have at least 1 items"]);
+    assert_eq!(
+        errors(serde_json::json!([{"nodeLabel": "rack"}, {"nodeLabel": "rack"}])),
+        ["spec.levels: Invalid value: must be unique"]
+    );
+    assert_eq!(
+        errors(serde_json::json!([{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}])),
+        [
+            "spec.levels: Invalid value: the kubernetes.io/hostname label can only be used at the lowest level of topology"
+        ]
+    );
+    let e = errors(serde_json::json!([{"nodeLabel": ""}, {"nodeLabel": "bad key/"}]));
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(e[0].starts_with("spec.levels[0].nodeLabel: Required value"), "{e:?}");
+    assert!(e[1].starts_with("spec.levels[1].nodeLabel: "), "{e:?}");
+    let many: Vec<serde_json::Value> =
+        (0..17).map(|i| serde_json::json!({"nodeLabel": format!("l{i}")})).collect();
+    assert_eq!(errors(serde_json::json!(many)), ["spec.levels: Too many: 17: must have at most 16 items"]);
+}

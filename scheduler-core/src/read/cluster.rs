@@ -119,9 +119,12 @@ impl StoredAt {
     fn of(kind: StoredKind, r: &ObjectRef) -> Self {
         let namespace = match kind {
             StoredKind::Pvc | StoredKind::ResourceClaim => r.pod_namespace().to_string(),
-            StoredKind::Pv | StoredKind::StorageClass | StoredKind::CsiNode | StoredKind::HyperNode => {
-                String::new()
-            }
+            StoredKind::Pv
+            | StoredKind::StorageClass
+            | StoredKind::CsiNode
+            | StoredKind::HyperNode
+            | StoredKind::KaiTopology
+            | StoredKind::KueueTopology => String::new(),
         };
         StoredAt { kind, namespace, name: r.name.clone() }
     }

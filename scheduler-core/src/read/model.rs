@@ -777,6 +777,13 @@ pub struct Gang {
     /// not to place the gang.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_preferred: Option<String>,
+    /// The KAI `Topology` object (KAI's `topologyConstraint.topology`) whose levels order this
+    /// gang's: its required and preferred levels must be levels of it, and a preferred level is
+    /// relaxed through it. The gang waits while the cluster has no Topology of this name, as in
+    /// KAI. `None`: levels are ordered by the policy's `topologyLevels`, else by the cluster's
+    /// Kueue or KAI Topology that has the preferred level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_object: Option<String>,
     /// Exclusive placement (JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology`): members are
     /// grouped by the subgroup they name (a JobSet's child job); each group lands whole in one
     /// domain of this node label, and no two groups share a domain.
@@ -836,6 +843,7 @@ impl Gang {
             timeout: None,
             topology_key: None,
             topology_preferred: None,
+            topology_object: None,
             exclusive_topology: None,
             gang_group: Vec::new(),
             stale_grace: None,

@@ -85,7 +85,19 @@ pub const READ: &[ApiKind] = &[
     api_kind("scheduler.grove.io", "v1alpha1", "PodGang", "podgangs"),
     // Volcano's network tiers, which its PodGroups' `networkTopology` names.
     api_kind("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes"),
+    // Level orders: KAI's Topology (`v1`; `v1alpha1` before it) and Kueue's (`v1beta2` from
+    // 0.15, `v1beta1`, `v1alpha1` before 0.14), preferred version first, each kept once.
+    api_kind(KAI_TOPOLOGY_GROUP, "v1", "Topology", "topologies"),
+    api_kind(KAI_TOPOLOGY_GROUP, "v1alpha1", "Topology", "topologies"),
+    api_kind(KUEUE_TOPOLOGY_GROUP, "v1beta2", "Topology", "topologies"),
+    api_kind(KUEUE_TOPOLOGY_GROUP, "v1beta1", "Topology", "topologies"),
+    api_kind(KUEUE_TOPOLOGY_GROUP, "v1alpha1", "Topology", "topologies"),
 ];
+
+/// KAI-Scheduler's API group of its `Topology` (level orders its PodGroups name).
+pub const KAI_TOPOLOGY_GROUP: &str = "kai.scheduler";
+/// Kueue's API group (its `Topology` orders the levels of topology-aware scheduling).
+pub const KUEUE_TOPOLOGY_GROUP: &str = "kueue.x-k8s.io";
 
 /// The identity of one Kubernetes object. The type part of a kind in [`READ`] is borrowed from
 /// it, so an identity costs its namespace and name only.
@@ -126,6 +138,10 @@ pub enum StoredKind {
     ResourceClaim,
     /// A Volcano HyperNode (read with the storage kinds: cluster-scoped objects the cycle reads).
     HyperNode,
+    /// KAI-Scheduler's `Topology`, at any version of `kai.scheduler`.
+    KaiTopology,
+    /// Kueue's `Topology`, at any version of `kueue.x-k8s.io`.
+    KueueTopology,
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -184,6 +200,10 @@ fn filed(group: &str, version: &str, kind: &str) -> Filed {
             Filed::Storage(StoredKind::ResourceClaim)
         }
         ("topology.volcano.sh", "v1alpha1", "HyperNode") => Filed::Storage(StoredKind::HyperNode),
+        (KAI_TOPOLOGY_GROUP, "v1" | "v1alpha1", "Topology") => Filed::Storage(StoredKind::KaiTopology),
+        (KUEUE_TOPOLOGY_GROUP, "v1beta2" | "v1beta1" | "v1alpha1", "Topology") => {
+            Filed::Storage(StoredKind::KueueTopology)
+        }
         _ => Filed::Other,
     }
 }

@@ -23,6 +23,7 @@ use crate::model::{
     LabelOperator, LabelRequirement, LabelSelector, NodeSelectorOperator, NodeSelectorRequirement,
     NodeSelectorTerm, ObjectKey,
 };
+use crate::object::{KAI_TOPOLOGY_GROUP, KUEUE_TOPOLOGY_GROUP};
 
 /// What one storage or device object reads as.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +34,10 @@ pub enum Stored {
     CsiNode(CsiNode),
     ResourceClaim(ResourceClaim),
     HyperNode(HyperNode),
+    /// A KAI `Topology`'s levels (node label keys, broadest first).
+    KaiTopology(Vec<String>),
+    /// A Kueue `Topology`'s levels.
+    KueueTopology(Vec<String>),
 }
 
 /// The object read by its `apiVersion` and `kind`, if it is a kind this module reads.
@@ -49,6 +54,10 @@ pub fn from_value(v: &Value) -> Option<Result<Stored, Vec<FieldError>>> {
             resource_claim_from_value(version, v).map(Stored::ResourceClaim)
         }
         ("topology.volcano.sh", "v1alpha1", "HyperNode") => hypernode_from_value(v).map(Stored::HyperNode),
+        (KAI_TOPOLOGY_GROUP, "v1" | "v1alpha1", "Topology") => levels_from_value(v).map(Stored::KaiTopology),
+        (KUEUE_TOPOLOGY_GROUP, "v1beta2" | "v1beta1" | "v1alpha1", "Topology") => {
+            levels_from_value(v).map(Stored::KueueTopology)
+        }
         _ => return None,
     })
 }
@@ -382,6 +391,67 @@ pub fn csi_node_from_value(v: &Value) -> Result<CsiNode, Vec<FieldError>> {
         .map(|s| s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect())
         .unwrap_or_default();
     if errors.is_empty() { Ok(CsiNode { name, limits, migrated }) } else { Err(errors) }
+}
+
+/// The most levels a `Topology` may have (KAI's and Kueue's CRDs: `maxItems: 16`).
+pub const MAX_TOPOLOGY_OBJECT_LEVELS: usize = 16;
+
+/// Reads a KAI or Kueue `Topology` (their CRDs are the same shape) as its level order, with the
+/// rules of their CRDs: 1 to 16 levels, each a label key of at most 316 characters, none twice,
+/// and `kubernetes.io/hostname` only as the last.
+pub fn levels_from_value(v: &Value) -> Result<Vec<String>, Vec<FieldError>> {
+    #[derive(Deserialize)]
+    struct Raw {
+        metadata: meta::ObjectMeta,
+        #[serde(default)]
+        spec: Spec,
+    }
+    #[derive(Default, Deserialize)]
+    struct Spec {
+        #[serde(default)]
+        levels: Vec<Level>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Level {
+        #[serde(default)]
+        node_label: String,
+    }
+    let raw: Raw = typed(v)?;
+    let mut errors = Vec::new();
+    required_name(&raw.metadata, &mut errors);
+    let levels: Vec<String> = raw.spec.levels.into_iter().map(|l| l.node_label).collect();
+    if levels.is_empty() {
+        errors.push(FieldError::new("spec.levels", "Required value: should have at least 1 items"));
+    }
+    if levels.len() > MAX_TOPOLOGY_OBJECT_LEVELS {
+        errors.push(FieldError::new(
+            "spec.levels",
+            format!("Too many: {}: must have at most {MAX_TOPOLOGY_OBJECT_LEVELS} items", levels.len()),
+        ));
+        return Err(errors);
+    }
+    for (i, level) in levels.iter().enumerate() {
+        let at = format!("spec.levels[{i}].nodeLabel");
+        if level.is_empty() {
+            errors.push(FieldError::new(at, "Required value"));
+        } else if level.len() > 316 {
+            errors.push(FieldError::new(
+                at,
+                format!("Too long: may not be more than 316 bytes, got {}", level.len()),
+            ));
+        } else if let Err(e) = crate::labels::check_label_key(level) {
+            errors.push(FieldError::new(at, e));
+        } else if levels[..i].contains(level) {
+            errors.push(FieldError::new("spec.levels", "Invalid value: must be unique"));
+        } else if level == "kubernetes.io/hostname" && i + 1 != levels.len() {
+            errors.push(FieldError::new(
+                "spec.levels",
+                "Invalid value: the kubernetes.io/hostname label can only be used at the lowest level of topology",
+            ));
+        }
+    }
+    if errors.is_empty() { Ok(levels) } else { Err(errors) }
 }
 
 /// Reads a Volcano HyperNode (`topology.volcano.sh/v1alpha1`), with the rules of its CRD: one

@@ -72,7 +72,7 @@ pub(super) fn unplaced(
         } else {
             parts.push(format!("subgroup {leaf} needs {leaf_need} pods{shape}"));
         }
-        if let Some(note) = &a.exclusive_note {
+        if let Some(note) = a.blocked.as_ref().or(a.exclusive_note.as_ref()) {
             parts.push(note.clone());
         } else if a.topology_failed {
             parts.push(topology(gang.topology_key.as_deref().unwrap_or(""), a));

@@ -108,6 +108,9 @@ pub(super) struct Placement {
     pub siblings: Vec<(usize, usize)>,
     /// Why the gang is not in one domain of its preferred level, when it has one and is not.
     pub preferred_note: Option<String>,
+    /// Why the gang cannot be placed at all whatever the room (the level order it names is not
+    /// in the cluster, or lacks its levels), when so.
+    pub blocked: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -620,6 +623,11 @@ impl<'a> Placer<'a> {
         if let Some(key) = exclusive {
             return self.exclusive(r, key, start);
         }
+        if let Some(why) = self.order_missing(gang) {
+            let mut p = self.finish(r, start, None, Vec::new());
+            p.blocked = Some(why);
+            return p;
+        }
         // The preferred level first: the whole gang in one of its domains (within one domain of
         // the required key), best fit; else as the required key alone allows. Extras of a placed
         // gang go where the required key allows (the preferred level never keeps a pod out).
@@ -629,7 +637,7 @@ impl<'a> Placer<'a> {
             && !r.extras
         {
             let rkey = gang.topology_key.as_deref();
-            for (i, level) in self.preferred_levels(pkey, rkey).into_iter().enumerate() {
+            for (i, level) in self.preferred_levels(gang, pkey, rkey).into_iter().enumerate() {
                 let tag =
                     if i == 0 { "(preferred)".to_string() } else { format!("(no {pkey} domain had room)") };
                 match self.preferred(r, level, rkey, &start, &tag) {
@@ -697,21 +705,67 @@ impl<'a> Placer<'a> {
         })
     }
 
-    /// The levels a gang or subgroup preferring `pkey` tries, in order: `pkey`, then each policy
-    /// level broader than it and narrower than its required key `rkey` (all broader ones when it
-    /// has none), narrowest first. Only `pkey` when the policy does not list it, or lists `rkey`
-    /// no broader than it.
-    fn preferred_levels<'k>(&'k self, pkey: &'k str, rkey: Option<&str>) -> Vec<&'k str> {
+    /// The level order (broadest first) through which `gang` relaxes preferred level `pkey`: the
+    /// KAI Topology it names; else the policy's `topologyLevels` when they list `pkey`; else the
+    /// first by name of the cluster's Kueue Topologies, then KAI's, that has `pkey` — as Kueue
+    /// relaxes a PodSet's preferred level through the Topology of its flavor (which flavor is
+    /// Kueue's to say; the first that has the level stands for it).
+    fn level_order(&self, gang: &Gang, pkey: &str) -> &[String] {
+        let storage = &self.snap.storage;
+        if let Some(name) = &gang.topology_object {
+            return storage.kai_topologies.get(name).map_or(&[], Vec::as_slice);
+        }
+        if self.levels.iter().any(|l| l == pkey) {
+            return &self.levels;
+        }
+        (storage.kueue_topologies.values().chain(storage.kai_topologies.values()))
+            .find(|levels| levels.iter().any(|l| l == pkey))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Why `gang` cannot be placed whatever the room: the KAI Topology it names is not in the
+    /// cluster, or lacks one of its levels — KAI's topology plugin refuses such a PodGroup with
+    /// these reasons. `None`: it names none, or one with every level it asks for.
+    fn order_missing(&self, gang: &Gang) -> Option<String> {
+        let name = gang.topology_object.as_deref()?;
+        let Some(levels) = self.snap.storage.kai_topologies.get(name) else {
+            return Some(format!(
+                "waits for KAI Topology {name:?} (spec.topologyConstraint.topology), which the cluster does not have"
+            ));
+        };
+        let asked = std::iter::once((gang.topology_key.as_deref(), gang.topology_preferred.as_deref()))
+            .chain(
+                gang.subgroups.iter().map(|s| (s.topology_key.as_deref(), s.topology_preferred.as_deref())),
+            );
+        for (required, preferred) in asked {
+            for (what, level) in [("required", required), ("preferred", preferred)] {
+                if let Some(level) = level.filter(|l| !levels.iter().any(|x| x == l)) {
+                    return Some(format!(
+                        "KAI Topology {name:?} has no level {level:?} (the {what} level); its levels: {}",
+                        levels.join(", ")
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// The levels a gang or subgroup preferring `pkey` tries, in order: `pkey`, then each level
+    /// of its order ([`Placer::level_order`]) broader than it and narrower than its required key
+    /// `rkey` (all broader ones when it has none), narrowest first. Only `pkey` when the order
+    /// does not list it, or lists `rkey` no broader than it.
+    fn preferred_levels<'k>(&'k self, gang: &'k Gang, pkey: &'k str, rkey: Option<&str>) -> Vec<&'k str> {
         let mut out = vec![pkey];
-        let Some(at) = self.levels.iter().position(|l| l == pkey) else { return out };
+        let levels = self.level_order(gang, pkey);
+        let Some(at) = levels.iter().position(|l| l == pkey) else { return out };
         let top = match rkey {
-            Some(k) => match self.levels.iter().position(|l| l == k) {
+            Some(k) => match levels.iter().position(|l| l == k) {
                 Some(j) if j < at => j + 1,
                 _ => return out,
             },
             None => 0,
         };
-        out.extend(self.levels[top..at].iter().rev().map(String::as_str));
+        out.extend(levels[top..at].iter().rev().map(String::as_str));
         out
     }
 
@@ -945,6 +999,7 @@ impl<'a> Placer<'a> {
             exclusive_note: None,
             siblings: r.siblings.to_vec(),
             preferred_note: None,
+            blocked: None,
         }
     }
 
@@ -1258,7 +1313,7 @@ impl<'a> Placer<'a> {
                 child.topology_preferred.as_deref().filter(|p| Some(*p) != child.topology_key.as_deref())
                 && !r.extras
                 && let Some(chosen) = self
-                    .preferred_levels(pkey, child.topology_key.as_deref())
+                    .preferred_levels(gang, pkey, child.topology_key.as_deref())
                     .into_iter()
                     .find_map(|level| self.child_preferred(r, child, level, filter, w, pass, depth))
             {

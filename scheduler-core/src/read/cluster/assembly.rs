@@ -178,6 +178,8 @@ impl Assembly {
             StoredKind::CsiNode => drop(storage.csi_nodes.remove(&key.name)),
             StoredKind::ResourceClaim => drop(storage.resource_claims.remove(&object)),
             StoredKind::HyperNode => drop(storage.hypernodes.remove(&key.name)),
+            StoredKind::KaiTopology => drop(storage.kai_topologies.remove(&key.name)),
+            StoredKind::KueueTopology => drop(storage.kueue_topologies.remove(&key.name)),
         }
         let Some(held) = cluster.storage.get(key) else { return };
         let v = held.value();
@@ -188,6 +190,12 @@ impl Assembly {
             Some(Ok(Stored::CsiNode(n))) => drop(storage.csi_nodes.insert(key.name.clone(), n)),
             Some(Ok(Stored::ResourceClaim(c))) => drop(storage.resource_claims.insert(object, c)),
             Some(Ok(Stored::HyperNode(h))) => drop(storage.hypernodes.insert(key.name.clone(), h)),
+            Some(Ok(Stored::KaiTopology(levels))) => {
+                drop(storage.kai_topologies.insert(key.name.clone(), levels))
+            }
+            Some(Ok(Stored::KueueTopology(levels))) => {
+                drop(storage.kueue_topologies.insert(key.name.clone(), levels))
+            }
             Some(Err(errors)) => {
                 self.storage_problems.insert(key.clone(), Problem { object: describe(&v), errors });
             }

@@ -64,8 +64,22 @@ fn one() -> i32 {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Topology {
+    #[serde(default)]
+    topology: String,
     required_topology_level: Option<String>,
     preferred_topology_level: Option<String>,
+}
+
+impl Topology {
+    /// The (required, preferred) levels, as KAI applies them: only within a named `Topology`
+    /// (its topology plugin places a PodGroup whose constraint names none as if it had none).
+    fn levels(&self) -> (Option<String>, Option<String>) {
+        if self.topology.is_empty() {
+            return (None, None);
+        }
+        let some = |l: &Option<String>| l.clone().filter(|l| !l.is_empty());
+        (some(&self.required_topology_level), some(&self.preferred_topology_level))
+    }
 }
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
@@ -91,10 +105,16 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Kai, kind: "PodGroup".into() });
     gang.created = meta.created();
     gang.uid = meta.uid();
-    if let Some(t) = pg.spec.topology_constraint {
-        gang.topology_key = t.required_topology_level;
-        gang.topology_preferred = t.preferred_topology_level;
+    if let Some(t) = &pg.spec.topology_constraint {
+        (gang.topology_key, gang.topology_preferred) = t.levels();
     }
+    // One level order for the gang: its own Topology, else its subgroups' (KAI's examples name
+    // one Topology throughout; a second is warned about, see `warnings`).
+    gang.topology_object = std::iter::once(&pg.spec.topology_constraint)
+        .chain(pg.spec.sub_groups.iter().map(|s| &s.topology_constraint))
+        .flatten()
+        .map(|t| t.topology.clone())
+        .find(|t| !t.is_empty());
     let mut children: BTreeMap<Option<&str>, u32> = BTreeMap::new();
     for s in &pg.spec.sub_groups {
         *children.entry(s.parent.as_deref()).or_default() += 1;
@@ -118,11 +138,8 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
             parent: s.parent.clone(),
             min_member: min.map_err(|e| errors.push(e)).unwrap_or(0),
             pod_floor: pod_floor.map_err(|e| errors.push(e)).unwrap_or(0),
-            topology_preferred: s
-                .topology_constraint
-                .as_ref()
-                .and_then(|t| t.preferred_topology_level.clone()),
-            topology_key: s.topology_constraint.as_ref().and_then(|t| t.required_topology_level.clone()),
+            topology_preferred: s.topology_constraint.as_ref().and_then(|t| t.levels().1),
+            topology_key: s.topology_constraint.as_ref().and_then(|t| t.levels().0),
         });
     }
     if !gang.subgroups.is_empty() {
@@ -140,6 +157,51 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
 
+/// What a KAI PodGroup asks that is not applied, naming the field: levels in a
+/// `topologyConstraint` that names no `topology` (KAI places such a group as if it had no
+/// constraint, and so do we), and a subgroup naming another Topology than the group's first
+/// (one Topology orders a gang's levels here).
+pub fn warnings(obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let constraints =
+        std::iter::once(("spec.topologyConstraint".to_string(), obj.pointer("/spec/topologyConstraint")))
+            .chain(
+                (obj.pointer("/spec/subGroups")
+                    .and_then(Value::as_array)
+                    .map_or(&[][..], Vec::as_slice)
+                    .iter())
+                .enumerate()
+                .map(|(i, s)| {
+                    (format!("spec.subGroups[{i}].topologyConstraint"), s.get("topologyConstraint"))
+                }),
+            );
+    let mut first: Option<String> = None;
+    for (path, c) in constraints {
+        let Some(c) = c.filter(|c| c.is_object()) else { continue };
+        let name = c.get("topology").and_then(Value::as_str).unwrap_or("");
+        if name.is_empty() {
+            for field in ["requiredTopologyLevel", "preferredTopologyLevel"] {
+                if c.get(field).and_then(Value::as_str).is_some_and(|l| !l.is_empty()) {
+                    out.push(format!(
+                        "{path}.{field}: not applied: KAI applies topology levels only within the Topology \
+                         {path}.topology names, and it names none"
+                    ));
+                }
+            }
+            continue;
+        }
+        match &first {
+            None => first = Some(name.to_string()),
+            Some(f) if f != name => out.push(format!(
+                "{path}.topology: {name:?} not used: the gang's levels are ordered by the first Topology \
+                 it names, {f:?}"
+            )),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,14 +213,43 @@ mod tests {
             "metadata": {"name": "p"}, "spec": {"minMember": 2,
                 "topologyConstraint": {"topology": "t", "requiredTopologyLevel": "zone", "preferredTopologyLevel": "rack"},
                 "subGroups": [{"name": "a", "minMember": 1},
-                              {"name": "b", "minMember": 1, "topologyConstraint": {"preferredTopologyLevel": "host"}}]}});
+                              {"name": "b", "minMember": 1, "topologyConstraint": {"topology": "t", "preferredTopologyLevel": "host"}},
+                              {"name": "c", "minMember": 1, "topologyConstraint": {"requiredTopologyLevel": "rack"}}]}});
         let g = read(&pg).unwrap();
         assert_eq!(
             (g.topology_key.as_deref(), g.topology_preferred.as_deref()),
             (Some("zone"), Some("rack"))
         );
+        assert_eq!(g.topology_object.as_deref(), Some("t"), "the Topology that orders the levels");
         assert_eq!(g.subgroups[1].topology_preferred.as_deref(), Some("host"));
         assert_eq!(g.subgroups[0].topology_preferred, None);
+        // KAI applies levels only within a named Topology: `c` names none, so none applies.
+        assert_eq!(g.subgroups[2].topology_key, None);
+        assert_eq!(
+            warnings(&pg),
+            [
+                "spec.subGroups[2].topologyConstraint.requiredTopologyLevel: not applied: KAI applies topology \
+              levels only within the Topology spec.subGroups[2].topologyConstraint.topology names, and it names none"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_group_without_a_topology_of_its_own_takes_its_subgroups_and_a_second_is_warned_about() {
+        let pg = json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "p"}, "spec": {"subGroups": [
+                {"name": "a", "topologyConstraint": {"topology": "fabric", "requiredTopologyLevel": "rack"}},
+                {"name": "b", "topologyConstraint": {"topology": "power", "requiredTopologyLevel": "pdu"}}]}});
+        let g = read(&pg).unwrap();
+        assert_eq!(g.topology_object.as_deref(), Some("fabric"));
+        assert_eq!(g.topology_key, None);
+        assert_eq!(
+            warnings(&pg),
+            [
+                "spec.subGroups[1].topologyConstraint.topology: \"power\" not used: the gang's levels are ordered by \
+              the first Topology it names, \"fabric\""
+            ]
+        );
     }
 
     #[test]

@@ -241,6 +241,7 @@ pub fn object_warnings(obj: &Value) -> Vec<String> {
     match (group_of(api_version), kind) {
         (grove::GROUP, grove::KIND) => grove::warnings(obj),
         (volcano::GROUP, "PodGroup") => volcano::warnings(obj),
+        (kai::GROUP, "PodGroup") => kai::warnings(obj),
         _ => Vec::new(),
     }
 }

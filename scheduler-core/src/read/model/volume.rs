@@ -47,6 +47,15 @@ pub struct Storage {
     /// [`HYPERNODE_TIER_PREFIX`]`<tier>` ([`crate::hypernode`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hypernodes: BTreeMap<String, HyperNode>,
+    /// KAI-Scheduler's `Topology` objects (`kai.scheduler`, cluster-scoped), by name: each a
+    /// level order (node label keys, broadest first) that a KAI PodGroup names in
+    /// `topologyConstraint.topology`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kai_topologies: BTreeMap<String, Vec<String>>,
+    /// Kueue's `Topology` objects (`kueue.x-k8s.io`, cluster-scoped), by name: level orders,
+    /// broadest first, through which a preferred level is relaxed one level at a time.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kueue_topologies: BTreeMap<String, Vec<String>>,
 }
 
 /// The topology key a HyperNode tier is read as: `volcano.sh/hypernode-tier-1` is "the tier-1
@@ -94,6 +103,8 @@ impl Storage {
             && self.csi_nodes.is_empty()
             && self.resource_claims.is_empty()
             && self.hypernodes.is_empty()
+            && self.kai_topologies.is_empty()
+            && self.kueue_topologies.is_empty()
     }
 }
 
