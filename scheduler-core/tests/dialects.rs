@@ -584,3 +584,46 @@ fn a_kueue_preferred_level_is_relaxed_through_the_kueue_topology_that_has_it() {
     assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Scheduled, 6));
     assert!(!one_block(&nodes), "{nodes:?}");
 }
+
+#[test]
+fn a_workloads_kai_topology_annotations_become_its_templates_levels_within_the_topology_named() {
+    let job = |annotations: Value| {
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": "train", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"},
+                            "annotations": annotations},
+               "spec": {"parallelism": 3, "completions": 3, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    };
+    let named = job(json!({"kai.scheduler/topology": "cluster-topology",
+                           "kai.scheduler/topology-required-placement": "topology.kubernetes.io/zone",
+                           "kai.scheduler/topology-preferred-placement": "topology.kubernetes.io/rack"}));
+    let injected = scheduler_core::workload::inject(&named).unwrap();
+    let a = &injected["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(a["kube-gang.io/topology-required"], "topology.kubernetes.io/zone");
+    assert_eq!(a["kube-gang.io/topology-preferred"], "topology.kubernetes.io/rack");
+    assert_eq!(a["kai.scheduler/topology"], "cluster-topology");
+    assert!(scheduler_core::dialect::kai::workload_warnings(&named).is_empty());
+    // The pods' gang is ordered by that Topology.
+    let mut pod = injected["spec"]["template"].clone();
+    pod["apiVersion"] = json!("v1");
+    pod["kind"] = json!("Pod");
+    pod["metadata"]["namespace"] = json!("ml");
+    pod["metadata"]["name"] = json!("train-0");
+    let claim = scheduler_core::dialect::pod_claims(&pod).unwrap().remove(0);
+    let g = scheduler_core::dialect::annotation_gang(&claim, &pod).unwrap().unwrap();
+    assert_eq!(
+        (g.topology_key.as_deref(), g.topology_preferred.as_deref(), g.topology_object.as_deref()),
+        (Some("topology.kubernetes.io/zone"), Some("topology.kubernetes.io/rack"), Some("cluster-topology"))
+    );
+    // Without a Topology named, KAI applies no level: nothing is injected, and it is said.
+    let unnamed = job(json!({"kai.scheduler/topology-required-placement": "topology.kubernetes.io/zone"}));
+    let a =
+        &scheduler_core::workload::inject(&unnamed).unwrap()["spec"]["template"]["metadata"]["annotations"];
+    assert!(a.get("kube-gang.io/topology-required").is_none(), "{a}");
+    assert_eq!(
+        scheduler_core::dialect::kai::workload_warnings(&unnamed),
+        [
+            "metadata.annotations[kai.scheduler/topology-required-placement]: not applied: KAI applies topology \
+          levels only within the Topology metadata.annotations[kai.scheduler/topology] names, and it names none"
+        ]
+    );
+}

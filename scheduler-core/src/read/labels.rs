@@ -145,6 +145,13 @@ pub const ANNOTATION_PROVISIONING_CLASS: &str = "autoscaling.x-k8s.io/provisioni
 /// Annotation on a `batch/v1` Job or a JobSet: its PodGroup's minimum (KAI's groupers give such a
 /// workload a minimum of 1 without it).
 pub const KAI_BATCH_MIN_MEMBER: &str = "kai.scheduler/batch-min-member";
+/// KAI-Scheduler's workload annotation naming the `Topology` its levels are of (KAI's pod grouper
+/// copies it, with the two below, into its PodGroup's `topologyConstraint`).
+pub const KAI_TOPOLOGY: &str = "kai.scheduler/topology";
+/// KAI's workload annotation: the level every pod must share (`requiredTopologyLevel`).
+pub const KAI_TOPOLOGY_REQUIRED: &str = "kai.scheduler/topology-required-placement";
+/// KAI's workload annotation: the level pods would rather share (`preferredTopologyLevel`).
+pub const KAI_TOPOLOGY_PREFERRED: &str = "kai.scheduler/topology-preferred-placement";
 
 /// Workload label: the Kueue LocalQueue the workload is submitted to.
 pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";

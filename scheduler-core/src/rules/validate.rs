@@ -480,6 +480,7 @@ fn validate_workload(
     if shape.volcano() {
         v.warnings.extend(crate::dialect::volcano::job_warnings(obj));
     }
+    v.warnings.extend(crate::dialect::kai::workload_warnings(obj));
     let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();
     for staged in crate::workload::staged_creation(obj, &shape, &known) {
         if staged.never {

@@ -728,9 +728,13 @@ impl<'a> Placer<'a> {
     /// these reasons. `None`: it names none, or one with every level it asks for.
     fn order_missing(&self, gang: &Gang) -> Option<String> {
         let name = gang.topology_object.as_deref()?;
+        let field = match gang.source.dialect {
+            crate::model::Dialect::Kai => "spec.topologyConstraint.topology".to_string(),
+            _ => format!("annotation {}", crate::labels::KAI_TOPOLOGY),
+        };
         let Some(levels) = self.snap.storage.kai_topologies.get(name) else {
             return Some(format!(
-                "waits for KAI Topology {name:?} (spec.topologyConstraint.topology), which the cluster does not have"
+                "waits for KAI Topology {name:?} ({field}), which the cluster does not have"
             ));
         };
         let asked = std::iter::once((gang.topology_key.as_deref(), gang.topology_preferred.as_deref()))

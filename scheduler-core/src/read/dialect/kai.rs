@@ -202,6 +202,27 @@ pub fn warnings(obj: &Value) -> Vec<String> {
     out
 }
 
+/// What a workload's KAI topology annotations ask that is not applied, naming the annotation: a
+/// placement without `kai.scheduler/topology` (KAI's pod grouper then writes a constraint that
+/// names no Topology, which KAI does not apply), and a placement where kube-gang's own topology
+/// annotations on the pod template say otherwise (ours win).
+pub fn workload_warnings(obj: &Value) -> Vec<String> {
+    use crate::labels::{KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED, KAI_TOPOLOGY_REQUIRED};
+    let annotations = obj.pointer("/metadata/annotations");
+    let a = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Value::as_str).filter(|v| !v.is_empty());
+    let named = a(KAI_TOPOLOGY).is_some();
+    let mut out = Vec::new();
+    for key in [KAI_TOPOLOGY_REQUIRED, KAI_TOPOLOGY_PREFERRED] {
+        if a(key).is_some() && !named {
+            out.push(format!(
+                "metadata.annotations[{key}]: not applied: KAI applies topology levels only within the \
+                 Topology metadata.annotations[{KAI_TOPOLOGY}] names, and it names none"
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -329,6 +329,12 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     }
     gang.topology_key = required.or(key).map(str::to_string);
     gang.topology_preferred = a.get(crate::labels::ANNOTATION_TOPOLOGY_PREFERRED).map(str::to_string);
+    // The KAI Topology a KAI-annotated workload names (copied to its templates at admission):
+    // the order of the gang's levels, as in the PodGroup KAI's pod grouper would make.
+    if gang.topology_key.is_some() || gang.topology_preferred.is_some() {
+        gang.topology_object =
+            a.get(crate::labels::KAI_TOPOLOGY).filter(|t| !t.is_empty()).map(str::to_string);
+    }
     // Kueue's TAS levels, set on the pod template of a workload of one PodSet, are its gang's (a
     // workload of several PodSets sets them per role: `kueue_topology_warnings`). Ours win.
     if gang.topology_key.is_none()

@@ -204,6 +204,7 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
         if let Some(label) = from {
             annotations.push((ANNOTATION_GANG_FROM, label.to_string()));
         }
+        annotations.extend(kai_levels(obj));
         if with_roles && !role.name.is_empty() {
             labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
         }
@@ -224,6 +225,34 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
         add_scheduler(template, &role.template, &mut out);
     }
     Ok(out)
+}
+
+/// The template annotations a workload's KAI topology annotations become, as KAI's pod grouper
+/// turns them into its PodGroup's `topologyConstraint`: the required and preferred placements as
+/// ours (`kube-gang.io/topology-required` / `-preferred`) and the Topology named, under KAI's own
+/// key, which orders the gang's levels. None without a Topology named: KAI applies no level then
+/// (`validate` warns).
+fn kai_levels(obj: &Value) -> Vec<(&'static str, String)> {
+    use crate::labels::{KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED, KAI_TOPOLOGY_REQUIRED};
+    let a = |k: &str| {
+        obj.at("/metadata/annotations")
+            .and_then(|a| a.get(k))
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let Some(topology) = a(KAI_TOPOLOGY) else { return Vec::new() };
+    let levels: Vec<(&'static str, String)> = [
+        (crate::labels::ANNOTATION_TOPOLOGY_REQUIRED, a(KAI_TOPOLOGY_REQUIRED)),
+        (crate::labels::ANNOTATION_TOPOLOGY_PREFERRED, a(KAI_TOPOLOGY_PREFERRED)),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k, v?)))
+    .collect();
+    if levels.is_empty() {
+        return levels;
+    }
+    levels.into_iter().chain([(KAI_TOPOLOGY, topology)]).collect()
 }
 
 /// What an UPDATE of a Job under Kueue's partial admission changes in its pod template, so that
