@@ -25,6 +25,30 @@ pub const MODE: &str = "gang.scheduling.koordinator.sh/mode";
 pub const WAITING_TIME: &str = "gang.scheduling.koordinator.sh/waiting-time";
 /// JSON list of `namespace/name` gangs scheduled together.
 pub const GROUPS: &str = "gang.scheduling.koordinator.sh/groups";
+/// The gang's network-topology gather rules (a JSON `gatherStrategy` list of layers of the
+/// cluster's `ClusterNetworkTopology`), on its PodGroup or its pods.
+pub const NETWORK_TOPOLOGY_SPEC: &str = "gang.scheduling.koordinator.sh/network-topology-spec";
+/// A pod's rank for network-topology placement.
+pub const NETWORK_TOPOLOGY_INDEX: &str = "gang.scheduling.koordinator.sh/network-topology-index";
+
+/// What Koordinator's network-topology annotations ask that is not evaluated, naming each: its
+/// gather rules are layers of a `ClusterNetworkTopology` (`scheduling.koordinator.sh`), which is
+/// not read yet, so the gang is placed without them — said, never silent. `path` is where the
+/// annotations are (`metadata.annotations`).
+pub fn network_topology_warnings(annotations: Option<&serde_json::Map<String, Value>>) -> Vec<String> {
+    let Some(a) = annotations else { return Vec::new() };
+    [NETWORK_TOPOLOGY_SPEC, NETWORK_TOPOLOGY_INDEX]
+        .into_iter()
+        .filter(|k| a.contains_key(*k))
+        .map(|k| {
+            format!(
+                "metadata.annotations[{k}]: not evaluated: Koordinator's network-topology layers \
+                 (ClusterNetworkTopology) are not read; the gang is placed without them (set \
+                 kube-gang.io/topology-required or -preferred to a node label for the same effect)"
+            )
+        })
+        .collect()
+}
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
     Ok(meta.annotations.get(NAME).map(|name| Claim {

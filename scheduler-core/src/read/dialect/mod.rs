@@ -242,6 +242,9 @@ pub fn object_warnings(obj: &Value) -> Vec<String> {
         (grove::GROUP, grove::KIND) => grove::warnings(obj),
         (volcano::GROUP, "PodGroup") => volcano::warnings(obj),
         (kai::GROUP, "PodGroup") => kai::warnings(obj),
+        (koordinator::GROUP, "PodGroup") => koordinator::network_topology_warnings(
+            obj.pointer("/metadata/annotations").and_then(Value::as_object),
+        ),
         _ => Vec::new(),
     }
 }
@@ -291,17 +294,23 @@ fn topology_warnings_of(claim: &Claim, meta: &Meta<'_>) -> Vec<String> {
     if claim.dialect == Dialect::KubeGangAnnotations {
         return kubegang::kueue_topology_warnings(meta);
     }
-    [KUEUE_PODSET_REQUIRED_TOPOLOGY, KUEUE_PODSET_PREFERRED_TOPOLOGY]
+    let koordinator = match claim.dialect {
+        Dialect::Koordinator => koordinator::network_topology_warnings(meta.annotations.0),
+        _ => Vec::new(),
+    };
+    koordinator
         .into_iter()
-        .filter_map(|key| {
-            let level = meta.annotations.get(key).filter(|v| !v.is_empty())?;
-            Some(format!(
-                "{}: {level:?} is not used: gang {}'s levels are its {:?} object's",
-                annotation_path(key),
-                claim.gang,
-                claim.dialect
-            ))
-        })
+        .chain([KUEUE_PODSET_REQUIRED_TOPOLOGY, KUEUE_PODSET_PREFERRED_TOPOLOGY].into_iter().filter_map(
+            |key| {
+                let level = meta.annotations.get(key).filter(|v| !v.is_empty())?;
+                Some(format!(
+                    "{}: {level:?} is not used: gang {}'s levels are its {:?} object's",
+                    annotation_path(key),
+                    claim.gang,
+                    claim.dialect
+                ))
+            },
+        ))
         .collect()
 }
 
