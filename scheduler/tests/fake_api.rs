@@ -652,6 +652,56 @@ async fn a_volcano_gang_bounded_by_a_hypernode_tier_is_bound_inside_one_hypernod
     handle.await.unwrap();
 }
 
+#[tokio::test]
+async fn a_kai_gang_waits_for_the_topology_it_names_and_binds_within_its_level_once_it_is_there() {
+    // Two racks of two 8-GPU nodes; gpu-2 has 4 GPUs taken, so only rack r2 holds the pair.
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/scheduling.run.ai/v2alpha2", "podgroups"),
+        ("/apis/kai.scheduler/v1", "topologies"),
+    ])
+    .await;
+    for (n, rack) in [("gpu-1", "r1"), ("gpu-2", "r1"), ("gpu-3", "r2"), ("gpu-4", "r2")] {
+        fake.put(node(n, "64", 8, &[("example.com/rack", rack)]));
+    }
+    let mut busy = gang_pod("ml", "busy", "unused", 4);
+    busy["metadata"]["labels"] = json!({});
+    busy["spec"]["nodeName"] = json!("gpu-2");
+    busy["status"]["phase"] = json!("Running");
+    fake.put(busy);
+    fake.put(json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ml"},
+        "spec": {"minMember": 2, "topologyConstraint": {"topology": "cluster-topology", "requiredTopologyLevel": "example.com/rack"}}}));
+    for m in 0..2 {
+        let mut p = gang_pod("ml", &format!("kai-{m}"), "unused", 8);
+        p["metadata"]["labels"] = json!({});
+        p["metadata"]["annotations"] = json!({"pod-group-name": "pg"});
+        fake.put(p);
+    }
+    let (stop, handle) = start(&fake, false).await;
+    // No Topology of that name yet: the gang waits, saying for what.
+    let says =
+        |f: &FakeApi| scheduled_message(f, "kai-0").contains("waits for KAI Topology \"cluster-topology\"");
+    assert!(
+        fake.wait_for(Duration::from_secs(10), says).await,
+        "{:#?}",
+        fake.requests_to("PATCH", "/status")
+    );
+    assert!(bound(&fake, "ml", "kai-0").is_none() && bound(&fake, "ml", "kai-1").is_none());
+    // The Topology arrives through the watch: the pair is bound, both in the one rack with room.
+    fake.put(
+        json!({"apiVersion": "kai.scheduler/v1", "kind": "Topology", "metadata": {"name": "cluster-topology"},
+        "spec": {"levels": [{"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}}),
+    );
+    let both = |f: &FakeApi| bound(f, "ml", "kai-0").is_some() && bound(f, "ml", "kai-1").is_some();
+    assert!(fake.wait_for(Duration::from_secs(10), both).await, "{:#?}", fake.requests());
+    let mut nodes = [bound(&fake, "ml", "kai-0").unwrap(), bound(&fake, "ml", "kai-1").unwrap()];
+    nodes.sort();
+    assert_eq!(nodes, ["gpu-3", "gpu-4"], "both in rack r2, the one with room for both");
+    stop.cancel();
+    handle.await.unwrap();
+}
+
 /// The message of the last `PodScheduled=False` written to `pod`.
 fn scheduled_message(fake: &FakeApi, pod: &str) -> String {
     let writes = fake.requests_to("PATCH", &format!("/pods/{pod}/status"));
