@@ -627,3 +627,46 @@ fn a_workloads_kai_topology_annotations_become_its_templates_levels_within_the_t
         ]
     );
 }
+
+#[test]
+fn a_kai_gang_waiting_for_its_topology_preempts_no_one() {
+    // The nodes are full of pods of priority 0; the gang, at 1000, names a Topology the cluster
+    // lacks: evicting anyone would not let it start, so no one is evicted.
+    let mut objects = leveled_cluster();
+    objects.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}));
+    for i in 0..8 {
+        objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("fill-{i}"), "namespace": "other"},
+            "spec": {"nodeName": format!("n{i}"), "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}}}]},
+            "status": {"phase": "Running"}}));
+    }
+    objects.push(json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+        "metadata": {"name": "kai", "namespace": "ml"},
+        "spec": {"minMember": 2, "priorityClassName": "high",
+                 "topologyConstraint": {"topology": "missing", "requiredTopologyLevel": "rack"}}}));
+    for i in 0..2 {
+        objects.push(pod(&format!("w{i}"), json!({}), json!({"pod-group-name": "kai"}),
+            json!({"priorityClassName": "high", "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]})));
+    }
+    let plan = |objects: Vec<Value>| {
+        let (snap, problems) = assemble(objects);
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = scheduler_core::schedule(
+            &snap,
+            &scheduler_core::Config::default(),
+            scheduler_core::Time::from_secs(1),
+        );
+        let o = plan.outcomes.iter().find(|o| o.gang.name == "kai").unwrap().clone();
+        (o.reason, o.message, plan.evictions.len(), plan.bindings.len())
+    };
+    let (reason, message, evicted, bound) = plan(objects.clone());
+    assert_eq!((reason, evicted, bound), (scheduler_core::Reason::Unschedulable, 0, 0), "{message}");
+    assert!(message.contains("waits for KAI Topology \"missing\""), "{message}");
+    // With the Topology there, the same gang does preempt (pods of one rack make room; which
+    // rack, and so how many victims, is the preemption's choice).
+    objects
+        .push(json!({"apiVersion": "kai.scheduler/v1", "kind": "Topology", "metadata": {"name": "missing"},
+        "spec": {"levels": [{"nodeLabel": "rack"}]}}));
+    let (reason, message, evicted, _) = plan(objects);
+    assert_eq!(reason, scheduler_core::Reason::Preempting, "{message}");
+    assert!(evicted >= 2, "{message}");
+}
