@@ -670,3 +670,38 @@ fn a_kai_gang_waiting_for_its_topology_preempts_no_one() {
     assert_eq!(reason, scheduler_core::Reason::Preempting, "{message}");
     assert!(evicted >= 2, "{message}");
 }
+
+#[test]
+fn nodes_sharing_a_hostname_value_are_one_domain_and_nodes_named_by_it_one_each() {
+    // Required anti-affinity by hostname among three replicas: one per domain of the key.
+    let placed_with = |hostnames: [&str; 3]| {
+        let mut objects = Vec::new();
+        for (i, h) in hostnames.iter().enumerate() {
+            objects.push(json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("n{i}"), "labels": {"kubernetes.io/hostname": h}},
+                "status": {"allocatable": {"cpu": "8", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}}));
+        }
+        for i in 0..3 {
+            objects.push(pod(&format!("r{i}"), json!({"app": "x"}), json!({}), json!({
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "x"}}}]}}})));
+        }
+        let (snap, problems) = assemble(objects);
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = scheduler_core::schedule(
+            &snap,
+            &scheduler_core::Config::default(),
+            scheduler_core::Time::from_secs(1),
+        );
+        let mut nodes: Vec<String> = plan.bindings.iter().map(|b| b.node.to_string()).collect();
+        nodes.sort();
+        nodes
+    };
+    // Each node's hostname its own name (as the kubelet sets it): three domains, three placed.
+    assert_eq!(placed_with(["n0", "n1", "n2"]), ["n0", "n1", "n2"]);
+    // Two nodes report one hostname: they are one domain, and only two replicas fit.
+    let nodes = placed_with(["shared", "shared", "n2"]);
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert!(nodes.contains(&"n2".to_string()), "{nodes:?}");
+}

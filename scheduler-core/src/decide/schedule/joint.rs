@@ -763,6 +763,18 @@ impl<'a> Joint<'a> {
         if let Some(d) = self.domains.borrow().get(key) {
             return d.clone();
         }
+        // A key every node carries with its own name as the value (`kubernetes.io/hostname`, as
+        // the kubelet sets it) makes a domain per node, the node's index its id: a comparison per
+        // node instead of a hash. Names are unique when the name index has one entry per node.
+        let n = self.snap.nodes.len();
+        if self.node_index.len() == n
+            && self.snap.nodes.iter().all(|node| node.labels.get(key).is_some_and(|v| *v == *node.name))
+        {
+            let node_domain = (0..n).map(|i| u32::try_from(i).unwrap_or(u32::MAX)).collect();
+            let d = Rc::new(Domains { node_domain, count: n });
+            self.domains.borrow_mut().insert(key.to_string(), d.clone());
+            return d;
+        }
         let mut ids: HashMap<&str, u32, std::hash::BuildHasherDefault<Fx>> =
             HashMap::with_capacity_and_hasher(self.snap.nodes.len(), Default::default());
         let node_domain = (self.snap.nodes.iter())
