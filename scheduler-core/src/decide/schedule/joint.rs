@@ -574,20 +574,7 @@ impl<'a> Joint<'a> {
                 continue;
             }
             if !self.term_index.borrow().listening.is_empty() {
-                let generation = self.term_index.borrow().generation;
-                // A memo of the current generation is of the pod committed just before.
-                let memo = self.last_commit.borrow_mut().take().filter(|(last, g, _)| {
-                    let other = &self.snap.pods[*last];
-                    *g == generation
-                        && (alike || (other.key.namespace == pod.key.namespace && other.labels == pod.labels))
-                });
-                let ids = match memo {
-                    Some((_, _, ids)) => ids,
-                    None => {
-                        pod_anchors_into(&pod.key.namespace, &pod.labels, &mut anchors);
-                        self.term_index.borrow().listeners(&anchors)
-                    }
-                };
+                let (generation, ids) = self.term_listeners(q, alike, &mut anchors);
                 for &id in &ids {
                     let shared = self.terms.borrow()[id].clone();
                     let mut e = shared.borrow_mut();
@@ -597,25 +584,7 @@ impl<'a> Joint<'a> {
                 *self.last_commit.borrow_mut() = Some((q, generation, ids));
             }
             if !pod.anti_affinity().is_empty() && !self.repel_index.borrow().listening.is_empty() {
-                let generation = self.repel_index.borrow().generation;
-                let memo = self.last_repel_commit.borrow_mut().take().filter(|(last, g, _)| {
-                    *g == generation
-                        && (alike || self.snap.pods[*last].anti_affinity() == pod.anti_affinity())
-                });
-                let ids = match memo {
-                    Some((_, _, ids)) => ids,
-                    None => {
-                        let repel_anchors: Vec<u64> = pod
-                            .anti_affinity()
-                            .iter()
-                            .filter_map(|t| {
-                                term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref())
-                            })
-                            .flatten()
-                            .collect();
-                        self.repel_index.borrow().listeners(&repel_anchors)
-                    }
-                };
+                let (generation, ids) = self.repel_listeners(q, alike);
                 for &id in &ids {
                     let shared = self.repels.borrow()[id].clone();
                     let mut e = shared.borrow_mut();
@@ -657,12 +626,7 @@ impl<'a> Joint<'a> {
             })
         };
         if !self.term_index.borrow().listening.is_empty() {
-            let generation = self.term_index.borrow().generation;
-            let memo = self.last_commit.borrow_mut().take().filter(|(_, g, _)| *g == generation);
-            let ids = match memo {
-                Some((_, _, ids)) => ids,
-                None => self.term_index.borrow().listeners(&pod_anchors(&pod.key.namespace, &pod.labels)),
-            };
+            let (generation, ids) = self.term_listeners(head, true, &mut Vec::new());
             for &id in &ids {
                 let shared = self.terms.borrow()[id].clone();
                 let mut e = shared.borrow_mut();
@@ -674,18 +638,7 @@ impl<'a> Joint<'a> {
             *self.last_commit.borrow_mut() = Some((last, generation, ids));
         }
         if repelling && !self.repel_index.borrow().listening.is_empty() {
-            let generation = self.repel_index.borrow().generation;
-            let memo = self.last_repel_commit.borrow_mut().take().filter(|(_, g, _)| *g == generation);
-            let ids = match memo {
-                Some((_, _, ids)) => ids,
-                None => {
-                    let anchors: Vec<u64> = (pod.anti_affinity().iter())
-                        .filter_map(|t| term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()))
-                        .flatten()
-                        .collect();
-                    self.repel_index.borrow().listeners(&anchors)
-                }
-            };
+            let (generation, ids) = self.repel_listeners(head, true);
             for &id in &ids {
                 let shared = self.repels.borrow()[id].clone();
                 let mut e = shared.borrow_mut();
@@ -705,6 +658,48 @@ impl<'a> Joint<'a> {
                 self.count_ports(&mut e.state, q, n, 1);
             }
         }
+    }
+
+    /// The term states listening for pod `q`, being committed, and the index generation: the
+    /// memo of the pod committed just before when `q` is alike to it (`alike`, or one namespace
+    /// and labels) and nobody started listening since, else a look-up by `q`'s anchors (`anchors`
+    /// is scratch space).
+    fn term_listeners(&self, q: usize, alike: bool, anchors: &mut Vec<u64>) -> (u64, Vec<usize>) {
+        let pod = &self.snap.pods[q];
+        let generation = self.term_index.borrow().generation;
+        let memo = self.last_commit.borrow_mut().take().filter(|(last, g, _)| {
+            let other = &self.snap.pods[*last];
+            *g == generation
+                && (alike || (other.key.namespace == pod.key.namespace && other.labels == pod.labels))
+        });
+        let ids = match memo {
+            Some((_, _, ids)) => ids,
+            None => {
+                pod_anchors_into(&pod.key.namespace, &pod.labels, anchors);
+                self.term_index.borrow().listeners(anchors)
+            }
+        };
+        (generation, ids)
+    }
+
+    /// [`Joint::term_listeners`] for the symmetry states pod `q`'s anti-affinity may select.
+    fn repel_listeners(&self, q: usize, alike: bool) -> (u64, Vec<usize>) {
+        let pod = &self.snap.pods[q];
+        let generation = self.repel_index.borrow().generation;
+        let memo = self.last_repel_commit.borrow_mut().take().filter(|(last, g, _)| {
+            *g == generation && (alike || self.snap.pods[*last].anti_affinity() == pod.anti_affinity())
+        });
+        let ids = match memo {
+            Some((_, _, ids)) => ids,
+            None => {
+                let anchors: Vec<u64> = (pod.anti_affinity().iter())
+                    .filter_map(|t| term_anchors(&t.namespaces, t.any_namespace(), t.selector.as_ref()))
+                    .flatten()
+                    .collect();
+                self.repel_index.borrow().listeners(&anchors)
+            }
+        };
+        (generation, ids)
     }
 
     /// Indexes the committed placements not indexed yet by their anchors (for classes made from
