@@ -705,3 +705,27 @@ fn nodes_sharing_a_hostname_value_are_one_domain_and_nodes_named_by_it_one_each(
     assert_eq!(nodes.len(), 2, "{nodes:?}");
     assert!(nodes.contains(&"n2".to_string()), "{nodes:?}");
 }
+
+#[test]
+fn a_kai_placement_the_templates_own_level_overrides_is_named() {
+    let mut job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"},
+                     "annotations": {"kai.scheduler/topology": "cluster-topology",
+                                     "kai.scheduler/topology-required-placement": "topology.kubernetes.io/zone"}},
+        "spec": {"parallelism": 2, "completions": 2, "template": {
+            "metadata": {"annotations": {"kube-gang.io/topology-required": "example.com/rack"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}});
+    let verdict = scheduler_core::admit::admit(&mut job, None, None);
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert!(
+        verdict.warnings.iter().any(|w| w
+            == "metadata.annotations[kai.scheduler/topology-required-placement]: \"topology.kubernetes.io/zone\" is not used: \
+                spec.template.metadata.annotations[kube-gang.io/topology-required] sets \"example.com/rack\""),
+        "{:?}",
+        verdict.warnings
+    );
+    // The template keeps its own level, and no KAI Topology is tied to it.
+    let a = &job["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(a["kube-gang.io/topology-required"].as_str(), Some("example.com/rack"));
+    assert!(a.get("kai.scheduler/topology").is_none(), "{a}");
+}

@@ -481,6 +481,7 @@ fn validate_workload(
         v.warnings.extend(crate::dialect::volcano::job_warnings(obj));
     }
     v.warnings.extend(crate::dialect::kai::workload_warnings(obj));
+    v.warnings.extend(kai_levels_overridden(obj, &shape));
     let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();
     for staged in crate::workload::staged_creation(obj, &shape, &known) {
         if staged.never {
@@ -585,6 +586,41 @@ fn scaled_below_gang(
             "lowering the pods this Job runs at once from {before} to {now} leaves its running gang below its minimum of {min} ({min_field}), which cannot follow: a started Job's pod template is immutable. The Job controller would delete pods down to {now}, the gang's remaining members would be evicted once its stale grace period passes, and the Job would then wait for members that are never created. Keep it at {min} or more, or delete the Job and create it again with the smaller gang"
         ),
     ))
+}
+
+/// A workload's KAI placement annotations that its pod templates' own kube-gang topology
+/// annotations override (ours win, as injection never overwrites them): each named once.
+fn kai_levels_overridden(obj: &Value, shape: &crate::workload::WorkloadShape) -> Vec<String> {
+    use crate::labels::{
+        ANNOTATION_TOPOLOGY_PREFERRED, ANNOTATION_TOPOLOGY_REQUIRED, KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED,
+        KAI_TOPOLOGY_REQUIRED,
+    };
+    let on_workload = |k: &str| {
+        obj.at("/metadata/annotations")
+            .and_then(|a| a.get(k))
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if on_workload(KAI_TOPOLOGY).is_none() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (kai, ours) in [
+        (KAI_TOPOLOGY_REQUIRED, ANNOTATION_TOPOLOGY_REQUIRED),
+        (KAI_TOPOLOGY_PREFERRED, ANNOTATION_TOPOLOGY_PREFERRED),
+    ] {
+        let Some(level) = on_workload(kai) else { continue };
+        let overridden = shape.roles.iter().find_map(|r| {
+            let set = obj.at(&format!("{}/metadata/annotations", r.template))?.get(ours)?.as_str()?;
+            (set != level).then(|| (r.template.trim_start_matches('/').replace('/', "."), set.to_string()))
+        });
+        if let Some((template, set)) = overridden {
+            out.push(format!(
+                "metadata.annotations[{kai}]: {level:?} is not used: {template}.metadata.annotations[{ours}] sets {set:?}"
+            ));
+        }
+    }
+    out
 }
 
 /// The rules a pod's annotation gang gets at admission (timeout, topology key, gang group, every

@@ -204,8 +204,8 @@ pub fn warnings(obj: &Value) -> Vec<String> {
 
 /// What a workload's KAI topology annotations ask that is not applied, naming the annotation: a
 /// placement without `kai.scheduler/topology` (KAI's pod grouper then writes a constraint that
-/// names no Topology, which KAI does not apply), and a placement where kube-gang's own topology
-/// annotations on the pod template say otherwise (ours win).
+/// names no Topology, which KAI does not apply). Placements a template's own kube-gang topology
+/// annotations override are `validate`'s to name (it knows the templates).
 pub fn workload_warnings(obj: &Value) -> Vec<String> {
     use crate::labels::{KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED, KAI_TOPOLOGY_REQUIRED};
     let annotations = obj.pointer("/metadata/annotations");

@@ -204,7 +204,15 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
         if let Some(label) = from {
             annotations.push((ANNOTATION_GANG_FROM, label.to_string()));
         }
-        annotations.extend(kai_levels(obj));
+        // KAI's levels, where the template sets none of its own; its Topology with them.
+        if let Some((topology, levels)) = kai_levels(obj) {
+            let own = |k: &str| template.at("/metadata/annotations").and_then(|a| a.get(k)).is_some();
+            let levels: Vec<_> = levels.into_iter().filter(|(k, _)| !own(k)).collect();
+            if !levels.is_empty() {
+                annotations.extend(levels);
+                annotations.push((crate::labels::KAI_TOPOLOGY, topology));
+            }
+        }
         if with_roles && !role.name.is_empty() {
             labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
         }
@@ -227,12 +235,12 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
     Ok(out)
 }
 
-/// The template annotations a workload's KAI topology annotations become, as KAI's pod grouper
-/// turns them into its PodGroup's `topologyConstraint`: the required and preferred placements as
-/// ours (`kube-gang.io/topology-required` / `-preferred`) and the Topology named, under KAI's own
-/// key, which orders the gang's levels. None without a Topology named: KAI applies no level then
-/// (`validate` warns).
-fn kai_levels(obj: &Value) -> Vec<(&'static str, String)> {
+/// What a workload's KAI topology annotations become on its templates, as KAI's pod grouper
+/// turns them into its PodGroup's `topologyConstraint`: the Topology named (kept under KAI's own
+/// key, `kai.scheduler/topology`; it orders the gang's levels) and the required and preferred
+/// placements as ours (`kube-gang.io/topology-required` / `-preferred`). `None` without a
+/// Topology named or without a placement: KAI applies no level then (`validate` warns).
+fn kai_levels(obj: &Value) -> Option<(String, Vec<(&'static str, String)>)> {
     use crate::labels::{KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED, KAI_TOPOLOGY_REQUIRED};
     let a = |k: &str| {
         obj.at("/metadata/annotations")
@@ -241,7 +249,7 @@ fn kai_levels(obj: &Value) -> Vec<(&'static str, String)> {
             .filter(|v| !v.is_empty())
             .map(str::to_string)
     };
-    let Some(topology) = a(KAI_TOPOLOGY) else { return Vec::new() };
+    let topology = a(KAI_TOPOLOGY)?;
     let levels: Vec<(&'static str, String)> = [
         (crate::labels::ANNOTATION_TOPOLOGY_REQUIRED, a(KAI_TOPOLOGY_REQUIRED)),
         (crate::labels::ANNOTATION_TOPOLOGY_PREFERRED, a(KAI_TOPOLOGY_PREFERRED)),
@@ -249,10 +257,7 @@ fn kai_levels(obj: &Value) -> Vec<(&'static str, String)> {
     .into_iter()
     .filter_map(|(k, v)| Some((k, v?)))
     .collect();
-    if levels.is_empty() {
-        return levels;
-    }
-    levels.into_iter().chain([(KAI_TOPOLOGY, topology)]).collect()
+    (!levels.is_empty()).then_some((topology, levels))
 }
 
 /// What an UPDATE of a Job under Kueue's partial admission changes in its pod template, so that
