@@ -133,9 +133,9 @@ pub struct StatusArgs {
     /// instead of the defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// With NAME: draw the gang on the cluster's topology levels (its required and preferred
-    /// ones, or the policy file's topologyLevels), a row per domain, a cell per node, its
-    /// members marked.
+    /// With NAME: draw the gang on the cluster's topology levels (the order its levels belong
+    /// to: the KAI or Kueue Topology that has them, or the policy file's topologyLevels; else
+    /// its required and preferred ones), a row per domain, a cell per node, its members marked.
     #[arg(long, requires = "name")]
     pub map: bool,
 }
@@ -152,9 +152,10 @@ pub struct SimulateArgs {
     /// on, a gang that does not fit also shows the ProvisioningRequest it would ask for.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Draw each gang on the cluster's topology levels (its required and preferred ones, or the
-    /// policy file's topologyLevels): a row per domain it touches, a cell per node, where its
-    /// members would go and what they would preempt marked.
+    /// Draw each gang on the cluster's topology levels (the order its levels belong to: the KAI
+    /// or Kueue Topology that has them, or the policy file's topologyLevels; else its required
+    /// and preferred ones): a row per domain it touches, a cell per node, where its members
+    /// would go and what they would preempt marked.
     #[arg(long)]
     pub map: bool,
 }

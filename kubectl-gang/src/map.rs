@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use scheduler_core::config::Config;
 
 use crate::text::{COLOURS, escape_controls};
+use scheduler_core::model::volume::Storage;
 use scheduler_core::model::{Gang, Node};
 
 /// Cells per line before a row wraps, in groups of [`GROUP`].
@@ -27,15 +28,23 @@ pub struct Marks {
     pub victims: u32,
 }
 
-/// The levels a gang's map is drawn by, broadest first: the policy file's `topologyLevels` from
-/// the gang's required level down (all of them when it has none), else its required and
-/// preferred levels. Empty: nothing to draw by.
-pub fn levels(gang: &Gang, config: &Config) -> Vec<String> {
+/// The levels a gang's map is drawn by, broadest first: the level order the cycle relaxes it
+/// through (the KAI Topology it names, the policy file's `topologyLevels`, a Kueue or KAI
+/// Topology that has its level: `Storage::level_order`), else the policy's levels, from the
+/// gang's required level down (all of them when it has none); else its required and preferred
+/// levels. Empty: nothing to draw by.
+pub fn levels(gang: &Gang, config: &Config, storage: &Storage) -> Vec<String> {
     let required = gang.topology_key.as_deref();
     let preferred = gang.topology_preferred.as_deref();
-    if !config.topology_levels.is_empty() {
-        let from = required.and_then(|r| config.topology_levels.iter().position(|l| l == r)).unwrap_or(0);
-        let mut out: Vec<String> = config.topology_levels[from..].to_vec();
+    // The order the cycle relaxes the gang through (its KAI Topology, the policy's, a Kueue
+    // Topology's), else the policy's levels as they are.
+    let order = match preferred.or(required).map(|k| storage.level_order(gang, &config.topology_levels, k)) {
+        Some(o) if !o.is_empty() => o,
+        _ => &config.topology_levels[..],
+    };
+    if !order.is_empty() {
+        let from = required.and_then(|r| order.iter().position(|l| l == r)).unwrap_or(0);
+        let mut out: Vec<String> = order[from..].to_vec();
         // A required level the policy does not list still bounds the gang: drawn first.
         if let Some(r) = required.filter(|r| !out.iter().any(|l| l == r)) {
             out.insert(0, r.to_string());
@@ -344,12 +353,26 @@ mod tests {
         gang.topology_key = Some("block".into());
         gang.topology_preferred = Some("rack".into());
         let mut config = Config::default();
-        assert_eq!(levels(&gang, &config), ["block", "rack"]);
+        assert_eq!(levels(&gang, &config, &Storage::default()), ["block", "rack"]);
         config.topology_levels = vec!["zone".into(), "block".into(), "rack".into(), "host".into()];
-        assert_eq!(levels(&gang, &config), ["block", "rack", "host"]);
+        assert_eq!(levels(&gang, &config, &Storage::default()), ["block", "rack", "host"]);
         gang.topology_key = Some("pod".into());
-        assert_eq!(levels(&gang, &config), ["pod", "zone", "block", "rack", "host"]);
+        assert_eq!(levels(&gang, &config, &Storage::default()), ["pod", "zone", "block", "rack", "host"]);
         gang.topology_key = None;
-        assert_eq!(levels(&gang, &config), ["zone", "block", "rack", "host"]);
+        assert_eq!(levels(&gang, &config, &Storage::default()), ["zone", "block", "rack", "host"]);
+        // A Topology object orders the levels the policy does not list; the KAI Topology a gang
+        // names orders them over the policy's.
+        let mut storage = Storage::default();
+        storage
+            .kueue_topologies
+            .insert("default".into(), vec!["superpod".into(), "nvl".into(), "host".into()]);
+        gang.topology_key = Some("superpod".into());
+        gang.topology_preferred = Some("nvl".into());
+        assert_eq!(levels(&gang, &config, &storage), ["superpod", "nvl", "host"]);
+        storage.kai_topologies.insert("t".into(), vec!["zone".into(), "rack".into()]);
+        gang.topology_object = Some("t".into());
+        gang.topology_key = None;
+        gang.topology_preferred = Some("rack".into());
+        assert_eq!(levels(&gang, &config, &storage), ["zone", "rack"]);
     }
 }

@@ -630,8 +630,9 @@ pub fn simulate_kept<H: Held>(
     if nodes {
         sim.nodes = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage.hypernodes);
     }
-    let levels_of =
-        |key: &GangKey| by_key.get(key).map(|g| crate::map::levels(g, config)).unwrap_or_default();
+    let levels_of = |key: &GangKey| {
+        by_key.get(key).map(|g| crate::map::levels(g, config, &snapshot.storage)).unwrap_or_default()
+    };
     // `-o name`: the gang's object, else the input objects its pods come from (what exists once
     // the input is applied), never a name no object has.
     let object_of = |key: &GangKey| {

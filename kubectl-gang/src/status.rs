@@ -300,7 +300,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
                     text.push('\n');
                     let snapshot = &assembled.snapshot;
                     let nodes = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage.hypernodes);
-                    text.push_str(&map(&nodes, gang, &pods, &view.plan, &config, colour));
+                    text.push_str(&map(&nodes, gang, &pods, &view.plan, &config, &snapshot.storage, colour));
                 }
                 text
             }
@@ -601,6 +601,7 @@ fn map(
     pods: &[&Pod],
     plan: &Plan,
     config: &Config,
+    storage: &scheduler_core::model::volume::Storage,
     colour: bool,
 ) -> String {
     use std::collections::HashMap;
@@ -618,5 +619,5 @@ fn map(
         marks.entry(e.node.as_str()).or_default().victims += 1;
     }
     let nodes: Vec<&scheduler_core::model::Node> = nodes.iter().collect();
-    crate::map::draw(&nodes, &crate::map::levels(gang, config), &marks, colour, 0)
+    crate::map::draw(&nodes, &crate::map::levels(gang, config, storage), &marks, colour, 0)
 }

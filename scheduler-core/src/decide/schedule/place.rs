@@ -705,24 +705,6 @@ impl<'a> Placer<'a> {
         })
     }
 
-    /// The level order (broadest first) through which `gang` relaxes preferred level `pkey`: the
-    /// KAI Topology it names; else the policy's `topologyLevels` when they list `pkey`; else the
-    /// first by name of the cluster's Kueue Topologies, then KAI's, that has `pkey` — as Kueue
-    /// relaxes a PodSet's preferred level through the Topology of its flavor (which flavor is
-    /// Kueue's to say; the first that has the level stands for it).
-    fn level_order(&self, gang: &Gang, pkey: &str) -> &[String] {
-        let storage = &self.snap.storage;
-        if let Some(name) = &gang.topology_object {
-            return storage.kai_topologies.get(name).map_or(&[], Vec::as_slice);
-        }
-        if self.levels.iter().any(|l| l == pkey) {
-            return &self.levels;
-        }
-        (storage.kueue_topologies.values().chain(storage.kai_topologies.values()))
-            .find(|levels| levels.iter().any(|l| l == pkey))
-            .map_or(&[], Vec::as_slice)
-    }
-
     /// Why `gang` cannot be placed whatever the room: the KAI Topology it names is not in the
     /// cluster, or lacks one of its levels — KAI's topology plugin refuses such a PodGroup with
     /// these reasons. `None`: it names none, or one with every level it asks for.
@@ -755,12 +737,12 @@ impl<'a> Placer<'a> {
     }
 
     /// The levels a gang or subgroup preferring `pkey` tries, in order: `pkey`, then each level
-    /// of its order ([`Placer::level_order`]) broader than it and narrower than its required key
+    /// of its order ([`crate::model::volume::Storage::level_order`]) broader than it and narrower than its required key
     /// `rkey` (all broader ones when it has none), narrowest first. Only `pkey` when the order
     /// does not list it, or lists `rkey` no broader than it.
     fn preferred_levels<'k>(&'k self, gang: &'k Gang, pkey: &'k str, rkey: Option<&str>) -> Vec<&'k str> {
         let mut out = vec![pkey];
-        let levels = self.level_order(gang, pkey);
+        let levels = self.snap.storage.level_order(gang, &self.levels, pkey);
         let Some(at) = levels.iter().position(|l| l == pkey) else { return out };
         let top = match rkey {
             Some(k) => match levels.iter().position(|l| l == k) {

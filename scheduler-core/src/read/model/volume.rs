@@ -96,6 +96,29 @@ pub enum MemberSelector {
 }
 
 impl Storage {
+    /// The level order (broadest first) `gang`'s level `key` belongs to: the KAI Topology the gang
+    /// names (none when the cluster lacks it); else the policy's `topologyLevels` when they list
+    /// `key`; else the first by name of the cluster's Kueue Topologies, then KAI's, that has
+    /// `key` — as Kueue relaxes a PodSet's preferred level through the Topology of its flavor
+    /// (which flavor is Kueue's to say; the first that has the level stands for it). Empty: no
+    /// order is known.
+    pub fn level_order<'s>(
+        &'s self,
+        gang: &crate::model::Gang,
+        policy: &'s [String],
+        key: &str,
+    ) -> &'s [String] {
+        if let Some(name) = &gang.topology_object {
+            return self.kai_topologies.get(name).map_or(&[], Vec::as_slice);
+        }
+        if policy.iter().any(|l| l == key) {
+            return policy;
+        }
+        (self.kueue_topologies.values().chain(self.kai_topologies.values()))
+            .find(|levels| levels.iter().any(|l| l == key))
+            .map_or(&[], Vec::as_slice)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.claims.is_empty()
             && self.volumes.is_empty()
