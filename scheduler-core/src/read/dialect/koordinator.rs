@@ -33,8 +33,8 @@ pub const NETWORK_TOPOLOGY_INDEX: &str = "gang.scheduling.koordinator.sh/network
 
 /// What Koordinator's network-topology annotations ask that is not evaluated, naming each: its
 /// gather rules are layers of a `ClusterNetworkTopology` (`scheduling.koordinator.sh`), which is
-/// not read yet, so the gang is placed without them — said, never silent. `path` is where the
-/// annotations are (`metadata.annotations`).
+/// not read yet, so the gang is placed without them — said, never silent. `annotations`: the
+/// object's `metadata.annotations` (a PodGroup's or a pod's).
 pub fn network_topology_warnings(annotations: Option<&serde_json::Map<String, Value>>) -> Vec<String> {
     let Some(a) = annotations else { return Vec::new() };
     [NETWORK_TOPOLOGY_SPEC, NETWORK_TOPOLOGY_INDEX]
