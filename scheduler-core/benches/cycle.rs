@@ -101,8 +101,9 @@ fn cycle(c: &mut Criterion) {
 }
 
 /// A full cluster of low-priority 4-pod gangs (one 8-GPU pod per node) and `urgent` pending
-/// high-priority gangs of 8 members that can only run by preempting.
-fn full_cluster(nodes: usize, urgent: usize) -> Snapshot {
+/// high-priority gangs of 8 members that can only run by preempting — each within one rack when
+/// `rack` (so preemption searches the racks its victims are in).
+fn full_cluster(nodes: usize, urgent: usize, rack: bool) -> Snapshot {
     let mut snap = cluster(nodes, 0, 8);
     snap.pods.retain(|p| p.node_name.is_none());
     for i in 0..nodes {
@@ -120,11 +121,11 @@ fn full_cluster(nodes: usize, urgent: usize) -> Snapshot {
     }
     for g in 0..urgent {
         let key = ObjectKey::new("ml", format!("urgent-{g:03}"));
-        snap.gangs.push(Gang::new(
-            key.clone(),
-            8,
-            Source { dialect: Dialect::KubeGang, kind: "Gang".into() },
-        ));
+        let mut gang = Gang::new(key.clone(), 8, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+        if rack {
+            gang.topology_key = Some("rack".into());
+        }
+        snap.gangs.push(gang);
         for m in 0..8 {
             let mut p = pod(&format!("urgent-{g:03}-{m}"), Some(&key), 8, 32_000, None);
             p.priority = 1000;
@@ -139,9 +140,10 @@ fn preemption(c: &mut Criterion) {
     let now = Time::from_secs(1_000);
     let mut group = c.benchmark_group("preemption");
     group.sample_size(10);
-    for (nodes, urgent) in [(1_000, 10), (15_000, 50)] {
-        let snap = carried(full_cluster(nodes, urgent));
-        let id = BenchmarkId::from_parameter(format!("{nodes}n-{urgent}urgent"));
+    for (nodes, urgent, rack) in [(1_000, 10, false), (15_000, 50, false), (15_000, 50, true)] {
+        let snap = carried(full_cluster(nodes, urgent, rack));
+        let tag = if rack { "-rack" } else { "" };
+        let id = BenchmarkId::from_parameter(format!("{nodes}n-{urgent}urgent{tag}"));
         group.bench_with_input(id, &snap, |b, snap| b.iter(|| schedule(black_box(snap), &config, now)));
     }
     group.finish();

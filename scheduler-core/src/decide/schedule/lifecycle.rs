@@ -574,10 +574,17 @@ impl View<'_, '_> {
                 places: f.pods.places(&f.gangs.members, &f.gangs.priorities),
                 evicted: self.evicted,
             };
+            // A gang held to one domain of its required key makes room within one.
+            let domains = gang
+                .topology_key
+                .as_deref()
+                .filter(|_| gang.exclusive_topology.is_none())
+                .map(|key| self.placer.topology(key));
             let found = preempt::try_preempt(
                 &room,
                 g,
                 &pending,
+                domains.as_deref(),
                 |p| self.placer.feasible(p),
                 |base| self.place_gang(g, base, false, &[]),
                 |txn, p| {

@@ -534,6 +534,11 @@ impl<'a> Placer<'a> {
         self.caches.feasible(p)
     }
 
+    /// The domains of topology key `key` (see [`Caches::topology`]).
+    pub fn topology(&self, key: &str) -> Rc<super::cache::Topology> {
+        self.caches.topology(key)
+    }
+
     /// The volume filters of this cycle.
     pub fn volumes(&self) -> &Volumes<'a> {
         self.caches.volumes()

@@ -10,6 +10,14 @@
 //! without is dropped again (the last taken first), so the fewest and lowest are evicted. If the
 //! preemptor cannot fit even with every candidate gone, nothing is evicted.
 //!
+//! A gang held to one domain of a required topology key is searched again within each domain
+//! whose pods could make room (up to [`MAX_DOMAINS`] of them, cheapest first victims first): the
+//! one global order would otherwise take its victims from whichever domain comes first, though
+//! another needs fewer or lower ones. Of the sets found, the one kube-scheduler's
+//! `pickOneNodeForPreemption` would pick wins, a domain standing for its node: fewest budget
+//! violations, then the lowest highest-priority victim, then the smallest sum of priorities, then
+//! the fewest victims, then the first found.
+//!
 //! Budgets are counted as kube-scheduler's `filterPodsWithPDBViolation` counts them: a budget
 //! selects the pods of its namespace its (non-empty) selector matches; each pod it selects takes
 //! one of its `disruptionsAllowed`, unless the budget lists the pod as already disrupted; a pod
@@ -19,6 +27,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use super::Places;
+use super::cache::Topology;
 use super::ledger::Txn;
 use super::members::Members;
 use super::place::{Feasible, Placement};
@@ -26,6 +35,10 @@ use crate::model::{Budget, ObjectKey, Pod, PreemptionPolicy, Snapshot};
 
 /// How many victim units one preemptor may consider; bounds a cycle's cost on huge clusters.
 const MAX_CANDIDATES: usize = 512;
+
+/// How many domains of a gang's required key one preemption searches on its own; bounds the
+/// trials to this many times one global search's.
+const MAX_DOMAINS: usize = 8;
 
 /// What a preemption found.
 pub(super) enum Found {
@@ -77,11 +90,14 @@ struct Victim<'a> {
 }
 
 /// The preemption, if any, that lets gang `g` (its `pending` members) fit: `place` places it on
-/// top of a transaction, `give_back` frees a victim's pod in one.
+/// top of a transaction, `give_back` frees a victim's pod in one. `domains`: the domains of the
+/// gang's required topology key, when it has one (the gang then fits within one of them).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn try_preempt(
     room: &Room<'_, '_>,
     g: usize,
     pending: &[usize],
+    domains: Option<&Topology>,
     feasible: impl Fn(usize) -> Rc<Feasible>,
     place: impl Fn(&Txn) -> Placement,
     give_back: impl Fn(&mut Txn, usize),
@@ -131,53 +147,138 @@ pub(super) fn try_preempt(
         return Found::Nothing;
     }
 
-    let freed = |chosen: &[&Victim<'_>]| {
+    let fits = |chosen: &[&Victim<'_>]| {
         let mut txn = Txn::default();
         for u in chosen {
             for &p in &u.pods {
                 give_back(&mut txn, p);
             }
         }
-        txn
+        place(&txn)
     };
-    // Cheapest prefix of candidates that makes room (more victims, more room): gallop 1, 2, 4, …
-    // to the first prefix that fits, then binary search below it. Victims are usually few, so the
-    // trials — whose cost grows with the victims freed — stay small: O(log victims) of them.
-    let fits_with = |n: usize| {
-        let prefix: Vec<&Victim<'_>> = units.iter().take(n).collect();
-        place(&freed(&prefix)).satisfied
+    let all: Vec<&Victim<'_>> = units.iter().collect();
+    let Some(global) = cheapest(&all, |c| fits(c).satisfied) else {
+        return Found::Nothing;
     };
+    let placement = fits(&global);
+    let mut best = (Score::of(snap, room, &global), global, placement);
+    // Held to one domain: the global order's choice lies in whichever domain its first victims
+    // are in; each other domain that could make room is searched on its own.
+    if let Some(topo) = domains {
+        let own = best.2.bindings.first().map(|&(_, n)| topo.node_domain[n]);
+        for d in domains_in_order(topo, &units, room, &useful) {
+            if Some(d) == own {
+                continue;
+            }
+            // Only units that could be in a set ranked above the best found: none above its
+            // highest priority, none violating a budget when it violates none.
+            let within: Vec<&Victim<'_>> = units
+                .iter()
+                .filter(|u| u.priority <= best.0.highest && (best.0.violations > 0 || !u.violates))
+                .filter(|u| {
+                    u.pods
+                        .iter()
+                        .any(|&p| room.node_of(p).is_some_and(|n| useful[n] && topo.node_domain[n] == d))
+                })
+                .collect();
+            if let Some(c) = cheapest(&within, |c| fits(c).satisfied) {
+                let score = Score::of(snap, room, &c);
+                if score < best.0 {
+                    let placement = fits(&c);
+                    best = (score, c, placement);
+                }
+            }
+        }
+    }
+    let (_, chosen, placement) = best;
+    let victims: Vec<usize> = chosen.iter().flat_map(|u| u.pods.iter().copied()).collect();
+    let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
+    let violating = victims.iter().filter_map(|&p| Some((p, allowance.take(&snap.pods[p])?))).collect();
+    Found::Evict { victims, placement: Box::new(placement), violating }
+}
+
+/// The cheapest prefix of `units` with which the preemptor `fits` (more victims, more room):
+/// gallop 1, 2, 4, … to the first prefix that fits, then binary search below it; then every unit
+/// it can do without is dropped again, highest priority (last added) first. Victims are usually
+/// few, so the trials — whose cost grows with the victims freed — stay small: O(log victims) of
+/// them, and one per unit kept. `None`: it does not fit even with all of them gone.
+fn cheapest<'v, 'a>(
+    units: &[&'v Victim<'a>],
+    fits: impl Fn(&[&'v Victim<'a>]) -> bool,
+) -> Option<Vec<&'v Victim<'a>>> {
+    if units.is_empty() {
+        return None;
+    }
     let (mut lo, mut hi) = (1, 1);
     loop {
-        if fits_with(hi) {
+        if fits(&units[..hi]) {
             break;
         }
         if hi == units.len() {
-            return Found::Nothing;
+            return None;
         }
         lo = hi + 1;
         hi = hi.saturating_mul(2).min(units.len());
     }
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if fits_with(mid) { hi = mid } else { lo = mid + 1 }
+        if fits(&units[..mid]) { hi = mid } else { lo = mid + 1 }
     }
-    let mut chosen: Vec<&Victim<'_>> = units.iter().take(lo).collect();
-    // Drop every victim the preemptor can do without, highest priority (last added) first.
+    let mut chosen: Vec<&Victim<'_>> = units[..lo].to_vec();
     let mut i = chosen.len();
     while i > 0 {
         i -= 1;
         let mut without = chosen.clone();
         without.remove(i);
-        if place(&freed(&without)).satisfied {
+        if fits(&without) {
             chosen = without;
         }
     }
-    let placement = place(&freed(&chosen));
-    let victims: Vec<usize> = chosen.iter().flat_map(|u| u.pods.iter().copied()).collect();
-    let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
-    let violating = victims.iter().filter_map(|&p| Some((p, allowance.take(&snap.pods[p])?))).collect();
-    Found::Evict { victims, placement: Box::new(placement), violating }
+    Some(chosen)
+}
+
+/// The domains of `topo` whose pods could make room, in the order their first victim comes in
+/// `units` (the cheapest first), at most [`MAX_DOMAINS`].
+fn domains_in_order(topo: &Topology, units: &[Victim<'_>], room: &Room<'_, '_>, useful: &[bool]) -> Vec<u32> {
+    let mut order: Vec<u32> = Vec::new();
+    for u in units {
+        for &p in &u.pods {
+            let Some(n) = room.node_of(p).filter(|&n| useful[n]) else { continue };
+            let d = topo.node_domain[n];
+            if d != u32::MAX && !order.contains(&d) {
+                order.push(d);
+                if order.len() == MAX_DOMAINS {
+                    return order;
+                }
+            }
+        }
+    }
+    order
+}
+
+/// How a set of victims ranks against another, lowest best: kube-scheduler's
+/// `pickOneNodeForPreemption` criteria, in its order.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Score {
+    violations: usize,
+    highest: i32,
+    sum: i64,
+    victims: usize,
+}
+
+impl Score {
+    fn of(snap: &Snapshot, room: &Room<'_, '_>, chosen: &[&Victim<'_>]) -> Score {
+        let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
+        let pods = || chosen.iter().flat_map(|u| u.pods.iter().map(|&p| &snap.pods[p]));
+        Score {
+            violations: pods().filter(|pod| allowance.take(pod).is_some()).count(),
+            highest: pods().map(|pod| pod.priority).max().unwrap_or(i32::MIN),
+            // Offset as kube-scheduler offsets it, so a negative priority still adds a victim's
+            // worth and fewer victims weigh less.
+            sum: pods().map(|pod| i64::from(pod.priority) + i64::from(i32::MAX) + 1).sum(),
+            victims: pods().count(),
+        }
+    }
 }
 
 /// `; 1 of them violates PodDisruptionBudget ml/web` for the outcome's message, or nothing.
