@@ -15,12 +15,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-/// One object and where it came from.
-#[derive(Clone, Debug)]
-pub struct Sourced {
-    pub file: String,
-    pub object: Value,
-}
+pub use scheduler_core::prepare::{Sourced, describe, gangs_of};
 
 /// The most one file (or stdin) may hold.
 pub const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
@@ -409,46 +404,6 @@ pub fn parse_text(name: &str, text: &str) -> Result<Vec<Sourced>, InputError> {
     let mut objects = Objects::default();
     objects.add_text(name.to_string(), text)?;
     Ok(objects.iter().collect())
-}
-
-/// `Kind namespace/name` for messages about an input object; one named only by
-/// `metadata.generateName` is `Kind namespace/prefix*` (the API server appends the rest).
-pub fn describe(obj: &Value) -> String {
-    let named = obj.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-    match obj.pointer("/metadata/generateName").and_then(Value::as_str).filter(|g| !g.is_empty() && !named) {
-        Some(prefix) => {
-            let mut o = obj.clone();
-            if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.insert("name".into(), Value::String(format!("{prefix}*")));
-            }
-            scheduler_core::cluster::describe(&o)
-        }
-        None => scheduler_core::cluster::describe(obj),
-    }
-}
-
-/// The gangs the gang objects among `objects` define (objects that are not one are passed over),
-/// for checks that need a pod and its gang together: kube-gang Gangs and the dialects' PodGroups,
-/// and the upstream `scheduling.k8s.io` PodGroups and CompositePodGroups assembled into their
-/// trees once all are read (a pod names a PodGroup that heads its own tree by that PodGroup's key).
-pub fn gangs_of<V: std::borrow::Borrow<Value>>(
-    objects: impl IntoIterator<Item = V>,
-) -> scheduler_core::GangSet {
-    use scheduler_core::dialect::GangObject;
-    // Each gang filed as it is read: no list of them all beside the set.
-    let mut gangs = scheduler_core::GangSet::default();
-    let mut upstream = Vec::new();
-    for object in objects {
-        match scheduler_core::dialect::read_object(object.borrow()) {
-            Some(Ok(GangObject::Gang(g))) => gangs.extend([g]),
-            Some(Ok(GangObject::UpstreamGroup(g))) => upstream.push(g),
-            _ => {}
-        }
-    }
-    if !upstream.is_empty() {
-        gangs.extend(scheduler_core::dialect::upstream::assemble(&upstream).0);
-    }
-    gangs
 }
 
 /// JSON as the API server reads it with strict field validation (kubectl's default since 1.27):

@@ -132,16 +132,7 @@ pub fn object_name(g: &Gang, cluster: &Cluster<impl Held>) -> Option<String> {
     Some(format!("{}.{group}/{}", g.source.kind.to_lowercase(), g.key.name))
 }
 
-/// An object as `kubectl get -o name` prints it: `pod/x`, `job.batch/x`, `pytorchjob.kubeflow.org/x`.
-pub fn kubectl_name(obj: &serde_json::Value) -> String {
-    let kind = obj.get("kind").and_then(serde_json::Value::as_str).unwrap_or("").to_lowercase();
-    let api_version = obj.get("apiVersion").and_then(serde_json::Value::as_str).unwrap_or("");
-    let name = obj.pointer("/metadata/name").and_then(serde_json::Value::as_str).unwrap_or("");
-    match api_version.split_once('/') {
-        Some((group, _)) => format!("{kind}.{group}/{name}"),
-        None => format!("{kind}/{name}"),
-    }
-}
+pub use scheduler_core::prepare::kubectl_name;
 
 /// The name of the 1.35 Workload gang `g` is a pod group of. The core names such a gang
 /// `<workload>-<podGroup>[-<replicaKey>]` (KEP-4671: a gang per replica key); the Workload is the

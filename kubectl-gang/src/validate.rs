@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use scheduler_core::dialect::{self, GangObject};
 use scheduler_core::model::GangKey;
-use scheduler_core::{admit_with, convert, validate, workload};
+use scheduler_core::{admit_with, convert, prepare, validate, workload};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -50,11 +50,7 @@ pub struct Report {
 /// the input, not to its objects decoded all at once.
 pub fn check<I: Iterator<Item = Sourced>>(objects: impl Fn() -> I, namespace: Option<&str>) -> Report {
     let with_namespace = |mut s: Sourced| {
-        if let (Some(ns), Some(meta)) =
-            (namespace, s.object.get_mut("metadata").and_then(|m| m.as_object_mut()))
-        {
-            meta.entry("namespace").or_insert_with(|| Value::String(ns.to_string()));
-        }
+        prepare::defaulted(&mut s.object, namespace, None);
         s
     };
     // Read before admission changes anything: a gang object is not injected into.
@@ -160,18 +156,11 @@ fn refused(obj: &Value) -> Vec<String> {
             .map(|e| e.under(prefix).to_string())
             .collect()
     };
-    // Labels and annotations are strings, the object's and its templates' alike.
-    let mut out = shown(workload::metadata_errors(obj), "");
+    // What the API server refuses before admission (labels and annotations that are no strings,
+    // a Gang's fields its CRD does not declare): the step `simulate` takes too.
+    let mut out = prepare::refused_before_admission(obj);
     if !out.is_empty() {
         return out;
-    }
-    // A Gang's fields its CRD does not declare: strict field validation refuses the object.
-    let unknown = scheduler_core::crd::unknown_fields(obj);
-    if !unknown.is_empty() {
-        return unknown
-            .iter()
-            .map(|p| format!("{p}: unknown field \"{p}\" (the Gang CRD declares no such field)"))
-            .collect();
     }
     match obj.get("kind").and_then(Value::as_str) {
         Some("Node") => return convert::node_from_value(obj).err().map(|e| shown(e, "")).unwrap_or_default(),

@@ -188,23 +188,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")
 }
 
-/// Why the scheduler could not read this Node or Pod (an invalid quantity, a field of the wrong
-/// type), as `path: message; …`; `None` when it can, or when it is another kind. A priority class
-/// is another object, looked up when the cluster is assembled, so it is not checked here.
-pub fn unreadable(obj: &Value) -> Option<String> {
-    let errors = match obj.get("kind").and_then(Value::as_str) {
-        Some("Node") => scheduler_core::convert::node_from_value(obj).err(),
-        Some("Pod") => {
-            scheduler_core::convert::pod_from_value(obj, &scheduler_core::convert::PriorityClasses::default())
-                .err()
-        }
-        // PVCs, PVs, StorageClasses, CSINodes, ResourceClaims, HyperNodes.
-        _ => scheduler_core::volume::from_value(obj).and_then(Result::err),
-    }?;
-    let text: Vec<String> =
-        errors.iter().filter(|e| e.path != "spec.priorityClassName").map(ToString::to_string).collect();
-    (!text.is_empty()).then(|| text.join("; "))
-}
+pub use scheduler_core::prepare::unreadable;
 
 #[cfg(test)]
 mod tests {

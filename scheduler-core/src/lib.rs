@@ -26,7 +26,7 @@ pub use read::{
     cluster, convert, coverage, crd, dialect, duration, error, hypernode, labels, model, object, quantity,
     resources, tree, volume, workload,
 };
-pub use rules::{admit, validate};
+pub use rules::{admit, prepare, validate};
 
 pub use admit::{GangSet, Gangs, NoGangs, admit, admit_with, opted_in};
 pub use config::Config;

@@ -41,7 +41,7 @@ pub const CORE: &Table = &[
             &["cluster"],
         ],
     ),
-    ("rules", &[&["podspec"], &["validate"], &["admit"]]),
+    ("rules", &[&["podspec"], &["validate"], &["admit"], &["prepare"]]),
     ("decide", &[&["config"], &["plan"], &["provision"], &["schedule"], &["sim"]]),
 ];
 
