@@ -591,8 +591,9 @@ pub fn writes(
         let o = &*with_blocked(o, plan, blocked);
         let gang = snapshot.gangs.binary_search_by(|g| g.key.cmp(&o.gang)).ok().map(|i| &snapshot.gangs[i]);
         let of_gang = members.get(&o.gang).map_or(&[][..], Vec::as_slice);
-        // Only our own Gang objects get a status; other dialects' objects belong to their controllers.
-        if gang.is_some_and(|g| g.source.dialect == scheduler_core::model::Dialect::KubeGang)
+        // Only kinds whose status the table says we write get one (our own Gang); other
+        // dialects' objects belong to their controllers, and their state goes on the pods.
+        if gang.is_some_and(|g| scheduler_core::dialect::writes_status(g.source.dialect, &g.source.kind))
             && let Some(obj) = current.gang(&o.gang)
         {
             out.statuses.extend(gang_status(o, &obj, now));

@@ -236,9 +236,18 @@ pub fn resource_of(api_version: &str, kind: &str) -> Resource {
     (prefix, plural)
 }
 
-/// The kind name of a plural (for list and bookmark objects).
+/// The kind name of a plural (for list and bookmark objects): the core's for every kind it reads
+/// (`cluster::READ`, the gang kinds' table included), else a table of workload kinds, else the
+/// plural made singular and capitalised.
 pub fn kind_name(plural: &str) -> String {
+    if let Some(k) = scheduler_core::cluster::READ.iter().find(|k| k.plural == plural) {
+        return k.kind.to_string();
+    }
     match plural {
+        "appwrappers" => "AppWrapper".into(),
+        "rayjobs" => "RayJob".into(),
+        "podcliquesets" => "PodCliqueSet".into(),
+        "trainjobs" => "TrainJob".into(),
         "priorityclasses" => "PriorityClass".into(),
         "poddisruptionbudgets" => "PodDisruptionBudget".into(),
         "podgroups" => "PodGroup".into(),
@@ -298,6 +307,15 @@ mod tests {
             ("HyperNode", "hypernodes"),
         ] {
             assert_eq!(resource_of("v1", kind).1, plural);
+            assert_eq!(kind_name(plural), kind);
+        }
+        // Kinds whose capitals a plural does not show: every kind the core reads, and the
+        // workloads the webhook sees.
+        for k in scheduler_core::cluster::READ {
+            assert_eq!(kind_name(k.plural), k.kind);
+        }
+        for (kind, plural) in [("PodGang", "podgangs"), ("AppWrapper", "appwrappers"), ("RayJob", "rayjobs")]
+        {
             assert_eq!(kind_name(plural), kind);
         }
     }

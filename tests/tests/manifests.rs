@@ -262,6 +262,26 @@ fn rbac_is_least_privilege() {
             );
         }
     }
+    // Gang objects, from the core's table of gang kinds: read, never written, but for the
+    // status subresource the table says the scheduler writes a gang's state to (only our own
+    // Gang's: the others belong to their projects' controllers).
+    for k in scheduler_core::dialect::GANG_KINDS {
+        for verb in ["create", "update", "patch", "delete"] {
+            assert!(
+                !can(k.group, k.plural, verb),
+                "the scheduler never writes {}/{} ({verb})",
+                k.group,
+                k.plural
+            );
+        }
+        let status = format!("{}/status", k.plural);
+        assert_eq!(
+            can(k.group, &status, "patch"),
+            k.status == Some(status.as_str()),
+            "patch {}/{status} is granted exactly when the table says the scheduler writes it",
+            k.group
+        );
+    }
     assert!(
         !can("", "pods", "update"),
         "the scheduler never replaces pods (it patches consume annotations only)"
@@ -309,7 +329,7 @@ fn rbac_is_least_privilege() {
         assert_eq!(r.resource_names.as_ref().map(Vec::len), Some(1), "{r:?}");
         assert_eq!(r.verbs, ["get", "update"], "{r:?}");
     }
-    // Exactly what the lookup watches (`gang_webhook::gangs::WATCHED`), read-only.
+    // Exactly what the lookup watches (`gang_webhook::gangs::watched`, the table's `lookup` rows), read-only.
     let role: ClusterRole = one(&objects, "ClusterRole", "kube-gang:gang-webhook");
     let mut granted: Vec<(String, String, Vec<String>)> = role
         .rules
@@ -327,11 +347,9 @@ fn rbac_is_least_privilege() {
         })
         .collect();
     granted.sort();
-    let mut watched: Vec<(String, String, Vec<String>)> = gang_webhook::gangs::WATCHED
-        .iter()
-        .map(|(api_version, _, plural)| {
-            let group = api_version.split_once('/').unwrap().0.to_string();
-            (group, plural.to_string(), vec!["get".into(), "list".into(), "watch".into()])
+    let mut watched: Vec<(String, String, Vec<String>)> = gang_webhook::gangs::watched()
+        .map(|k| {
+            (k.group.to_string(), k.plural.to_string(), vec!["get".into(), "list".into(), "watch".into()])
         })
         .collect();
     watched.sort();
@@ -514,6 +532,7 @@ fn admission_cases() -> Vec<(String, String, String, String, Value)> {
         ("", "v1", "pods", "Pod"),
         ("batch", "v1", "jobs", "Job"),
         ("apps", "v1", "deployments", "Deployment"),
+        ("apps", "v1", "replicasets", "ReplicaSet"),
         ("apps", "v1", "statefulsets", "StatefulSet"),
         ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
         ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
@@ -578,13 +597,27 @@ fn admission_cases() -> Vec<(String, String, String, String, Value)> {
                             if *grouped {
                                 o["spec"]["schedulingGroup"] = json!({"podGroupName": "g"});
                             }
-                            out.push((
-                                group.to_string(),
-                                version.to_string(),
-                                resource.to_string(),
-                                kind.to_string(),
-                                o,
-                            ));
+                            // A Deployment or ReplicaSet whose pods name a gang is a workload
+                            // with or without a label of its own (the coscheduling docs' example).
+                            let templated: &[bool] = if group == "apps" && kind != "StatefulSet" {
+                                &[false, true]
+                            } else {
+                                &[false]
+                            };
+                            for &t in templated {
+                                let mut o = o.clone();
+                                if t {
+                                    o["spec"]["template"] = json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "g"}},
+                                        "spec": {"containers": [{"name": "c", "image": "x"}]}});
+                                }
+                                out.push((
+                                    group.to_string(),
+                                    version.to_string(),
+                                    resource.to_string(),
+                                    kind.to_string(),
+                                    o,
+                                ));
+                            }
                         }
                     }
                 }
@@ -710,6 +743,64 @@ fn the_opt_in_label_is_read_as_the_selectors_read_it() {
             );
         }
     }
+}
+
+/// (group, resource) pairs, sorted, of the gang kinds the core's table says our admission
+/// validates.
+fn validated_kinds() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = scheduler_core::dialect::GANG_KINDS
+        .iter()
+        .filter(|k| k.validated)
+        .map(|k| (k.group.to_string(), k.plural.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// (group, resource) pairs, sorted, that rules of this shape (`apiGroups`, `resources`) match.
+fn matched(rules: &[Value]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = rules
+        .iter()
+        .flat_map(|r| {
+            let groups: Vec<String> =
+                r["apiGroups"].as_array().unwrap().iter().map(|g| g.as_str().unwrap().to_string()).collect();
+            let resources: Vec<String> =
+                r["resources"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+            groups.into_iter().flat_map(move |g| resources.clone().into_iter().map(move |x| (g.clone(), x)))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_gang_object_hook_and_the_admission_policy_cover_what_the_table_says_we_validate() {
+    let Some(objects) = render("manifests") else { return };
+    // The validating hook for gang objects: exactly the kinds the table marks validated, and no
+    // other hook sees a gang kind (a peer's object is its project's to validate).
+    let validated = validated_kinds();
+    assert!(!validated.is_empty());
+    for config in of_kind(&objects, "ValidatingWebhookConfiguration")
+        .chain(of_kind(&objects, "MutatingWebhookConfiguration"))
+    {
+        for w in config["webhooks"].as_array().unwrap() {
+            let name = w["name"].as_str().unwrap();
+            let covered = matched(w["rules"].as_array().unwrap());
+            if name == "gangs.validate.kube-gang.io" {
+                assert_eq!(covered, validated, "{name}");
+            } else {
+                for (g, r) in &covered {
+                    let gang =
+                        scheduler_core::dialect::GANG_KINDS.iter().any(|k| k.group == g && k.plural == r);
+                    assert!(!gang, "{name} sees gang objects {g}/{r}");
+                }
+            }
+        }
+    }
+    let p = of_kind(&objects, "ValidatingAdmissionPolicy")
+        .find(|o| o["metadata"]["name"] == "kube-gang-gang-rules")
+        .unwrap();
+    assert_eq!(matched(p["spec"]["matchConstraints"]["resourceRules"].as_array().unwrap()), validated);
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! The gang lookup: the gang objects of the cluster whose pods name a subgroup — kube-gang's `Gang`
-//! (`kube-gang.io`) and KAI-Scheduler's `PodGroup` (`scheduling.run.ai/v2alpha2`) — watched
+//! (`kube-gang.io`), KAI-Scheduler's `PodGroup` (`scheduling.run.ai/v2alpha2`) and Grove's
+//! `PodGang` (`scheduler.grove.io`), the kinds the core's table marks `lookup` — watched
 //! read-only, so that admission can tell whether a pod's subgroup label names a leaf of its gang
 //! ([`scheduler_core::admit_with`]). `kubectl gang validate` passes the gangs of its input files
-//! instead; given the same gangs, the two doors decide the same. (The other dialects have no
-//! subgroup label for a pod to get wrong.)
+//! instead; given the same gangs, the two doors decide the same. (The other dialects' pods name no
+//! subgroup, or — Volcano's task annotation — one that need not be in the gang's tree: a task
+//! without `minTaskMember` has no minimum.)
 //!
 //! The lookup never stands in the way of serving:
 //!
@@ -43,7 +45,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use scheduler_core::dialect::{self, GangObject};
+use scheduler_core::dialect::{self, GangKind, GangObject};
 use scheduler_core::{Gang, GangKey, Gangs};
 use serde_json::Value;
 
@@ -191,14 +193,13 @@ pub struct LookupMetrics {
     pub not_held: Counter,
 }
 
-/// What is watched: `(apiVersion, kind, plural)`, each a map of its own (a Gang, a KAI PodGroup
-/// and a Grove PodGang may share a name; the core tells their pods apart by label). Every kind
-/// whose pods name a subgroup by label, so that admission can refuse a pod on an inner one.
-pub const WATCHED: [(&str, &str, &str); 3] = [
-    ("kube-gang.io/v1alpha1", "Gang", "gangs"),
-    ("scheduling.run.ai/v2alpha2", "PodGroup", "podgroups"),
-    ("scheduler.grove.io/v1alpha1", "PodGang", "podgangs"),
-];
+/// What is watched: the gang kinds whose pods name a subgroup (`lookup` in the core's table of
+/// gang kinds, `dialect::GANG_KINDS`: kube-gang's Gang, KAI's PodGroup, Grove's PodGang), each at
+/// its preferred version and in a map of its own (objects of two kinds may share a name; the core
+/// tells their pods apart by label), so that admission can refuse a pod on an inner subgroup.
+pub fn watched() -> impl Iterator<Item = &'static GangKind> {
+    scheduler_core::dialect::GANG_KINDS.iter().filter(|k| k.lookup)
+}
 
 /// The gangs admission may consult: none when the lookup is off.
 #[derive(Clone, Debug, Default)]
@@ -245,12 +246,12 @@ impl GangLookup {
         self.known.is_some()
     }
 
-    /// Starts watching every namespace's gang objects ([`WATCHED`]) with `client`, on the current
+    /// Starts watching every namespace's gang objects ([`watched`]) with `client`, on the current
     /// runtime; `metrics.held` is set to the number of gangs known after each change. The tasks end
     /// when the runtime does, or when the handles are aborted.
     pub fn watch(client: kube::Client, metrics: LookupMetrics) -> (Self, Vec<tokio::task::JoinHandle<()>>) {
-        let known = Arc::new(RwLock::new(vec![Map::default(); WATCHED.len()]));
-        let tasks = (0..WATCHED.len())
+        let known = Arc::new(RwLock::new(vec![Map::default(); watched().count()]));
+        let tasks = (0..watched().count())
             .map(|at| tokio::spawn(pump(client.clone(), at, known.clone(), metrics.clone())))
             .collect();
         (GangLookup { known: Some(known) }, tasks)
@@ -271,21 +272,22 @@ fn total(maps: &[Map]) -> usize {
     maps.iter().map(Map::len).sum()
 }
 
-/// One of [`WATCHED`], as the API server serves it.
-fn resource(at: usize) -> ApiResource {
-    let (api_version, kind, plural) = WATCHED[at];
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: api_version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
+/// One of [`watched`], as the API server serves it (at its preferred version).
+fn resource(at: usize) -> Option<ApiResource> {
+    let k = watched().nth(at)?;
+    let version = k.versions.first()?;
+    Some(ApiResource {
+        group: k.group.into(),
+        version: (*version).into(),
+        api_version: format!("{}/{version}", k.group),
+        kind: k.kind.into(),
+        plural: k.plural.into(),
+    })
 }
 
 /// The object's key, and the gang it defines (`None` when it does not read as one: then admission
-/// treats its gang as unknown, and the validating hook has already refused it at its own admission).
+/// treats its gang as unknown; a Gang was refused at its own admission by our validating hook, a
+/// peer's object is its project's to validate).
 fn project(object: DynamicObject, r: &ApiResource) -> Option<(GangKey, Option<Gang>)> {
     let key = GangKey::new(object.metadata.namespace.clone()?, object.metadata.name.clone()?);
     let mut value = serde_json::to_value(object).ok()?;
@@ -324,7 +326,7 @@ fn put(map: &mut Map, key: GangKey, gang: Option<Gang>, not_held: &Counter) {
 
 async fn pump(client: kube::Client, at: usize, known: Arc<RwLock<Vec<Map>>>, metrics: LookupMetrics) {
     let (held, not_held) = (metrics.held, metrics.not_held);
-    let r = resource(at);
+    let Some(r) = resource(at) else { return };
     let api: Api<DynamicObject> = Api::all_with(client, &r);
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
@@ -397,7 +399,7 @@ mod tests {
     fn a_gang_object_is_kept_as_its_model_and_an_unreadable_one_as_unknown() {
         let tree = json!([{"name": "workers", "minMember": 1},
                           {"name": "a", "parent": "workers", "minMember": 2}]);
-        let (key, gang) = project(gang_object("train", tree), &resource(0)).unwrap();
+        let (key, gang) = project(gang_object("train", tree), &resource(0).unwrap()).unwrap();
         assert_eq!(key, GangKey::new("ml", "train"));
         let gang = gang.expect("a Gang reads as a gang");
         assert_eq!(gang.subgroups.len(), 2);
@@ -405,11 +407,11 @@ mod tests {
         // A minMember that is no number does not read: not a gang admission can lean on.
         let mut bad = gang_object("bad", json!([]));
         bad.data["spec"]["minMember"] = json!("two");
-        let (key, gang) = project(bad, &resource(0)).unwrap();
+        let (key, gang) = project(bad, &resource(0).unwrap()).unwrap();
         assert_eq!(key, GangKey::new("ml", "bad"));
         assert!(gang.is_none());
 
-        let (_, good) = project(gang_object("bad", json!([])), &resource(0)).unwrap();
+        let (_, good) = project(gang_object("bad", json!([])), &resource(0).unwrap()).unwrap();
         let mut map = Map::default();
         let not_held = Counter::default();
         put(&mut map, GangKey::new("ml", "bad"), good, &not_held);
@@ -440,19 +442,21 @@ mod tests {
         let mut map = Map::default();
         // KAI's CRD does not bound subGroups; past the rule book's limit the gang is not held,
         // and a version over it forgets the one held before.
-        let (key, within) = project(kai_podgroup("wide", MAX_SUBGROUPS_HELD), &resource(1)).unwrap();
+        let (key, within) = project(kai_podgroup("wide", MAX_SUBGROUPS_HELD), &resource(1).unwrap()).unwrap();
         assert_eq!(within.as_ref().map(|g| g.subgroups.len()), Some(MAX_SUBGROUPS_HELD));
         put(&mut map, key.clone(), within, &not_held);
         assert_eq!(map.len(), 1);
-        let (_, over) = project(kai_podgroup("wide", MAX_SUBGROUPS_HELD + 1), &resource(1)).unwrap();
+        let (_, over) = project(kai_podgroup("wide", MAX_SUBGROUPS_HELD + 1), &resource(1).unwrap()).unwrap();
         assert!(over.is_some(), "the core reads it (and its own rules deny it at admission)");
         put(&mut map, key, over, &not_held);
         assert_eq!((map.len(), map.weight, not_held.get()), (0, 0, 1));
         // One gang's weight: a 64-subgroup tree with long names fits.
-        let (_, big) = project(kai_podgroup(&"n".repeat(253), MAX_SUBGROUPS_HELD), &resource(1)).unwrap();
+        let (_, big) =
+            project(kai_podgroup(&"n".repeat(253), MAX_SUBGROUPS_HELD), &resource(1).unwrap()).unwrap();
         assert!(weight(&big.unwrap()) < MAX_GANG_WEIGHT);
         // In total: gangs beyond the map's limit are not held; forgetting one makes room.
-        let gang = |i: usize| project(gang_object(&format!("g{i}"), json!([])), &resource(0)).unwrap();
+        let gang =
+            |i: usize| project(gang_object(&format!("g{i}"), json!([])), &resource(0).unwrap()).unwrap();
         let one = weight(gang(0).1.as_ref().unwrap());
         let mut map = Map { limit: Some(3 * one), ..Map::default() };
         for i in 0..5 {
@@ -471,7 +475,7 @@ mod tests {
     fn gang_in(ns: &str, name: &str) -> (GangKey, Option<Gang>) {
         let mut o = gang_object(name, json!([]));
         o.metadata.namespace = Some(ns.into());
-        project(o, &resource(0)).unwrap()
+        project(o, &resource(0).unwrap()).unwrap()
     }
 
     /// Issue 32: the lookup kept 16 MiB first come, first served, so one tenant's Gangs could
@@ -513,7 +517,7 @@ mod tests {
         let key = GangKey::new("ml", "train");
         assert_eq!(off.find(&key).len(), 0);
 
-        let (_, gang) = project(gang_object("train", json!([])), &resource(0)).unwrap();
+        let (_, gang) = project(gang_object("train", json!([])), &resource(0).unwrap()).unwrap();
         let mut held = Map::default();
         held.put(key.clone(), gang).unwrap();
         assert!(held.not_held.is_empty());

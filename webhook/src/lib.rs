@@ -146,8 +146,9 @@ pub struct Args {
     /// --request-timeout).
     #[arg(long, default_value_t = 0, value_name = "N", env = "GANG_WEBHOOK_MAX_DECISIONS")]
     pub max_decisions: usize,
-    /// Watch the cluster's Gangs (kube-gang.io) and KAI PodGroups (scheduling.run.ai) so that a
-    /// pod naming an inner or unknown subgroup of a known gang is denied. Needs get/list/watch on
+    /// Watch the cluster's Gangs (kube-gang.io), KAI PodGroups (scheduling.run.ai) and Grove
+    /// PodGangs (scheduler.grove.io) so that a pod naming an inner or unknown subgroup of a known
+    /// gang is denied. Needs get/list/watch on
     /// them; the webhook serves without waiting for the watch, and allows pods of gangs it does
     /// not (yet) know.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL", env = "GANG_WEBHOOK_GANG_LOOKUP")]

@@ -26,10 +26,56 @@ use serde_json::Value;
 use crate::dialect;
 use crate::error::FieldError;
 use crate::model::{ObjectKey, PodKey, Snapshot};
-pub use crate::object::{ApiKind, GANG, NODE, POD, PV, PVC, READ};
+pub use crate::object::{ApiKind, GANG, NODE, POD, PV, PVC};
 use crate::object::{Filed, ObjectRef, StoredKind, describe_named};
 use assembly::Assembly;
 pub use assembly::{Live, Overlay, Stats};
+
+/// How many rows the gang kinds add to [`READ`]: one per version of each.
+const fn gang_rows() -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < dialect::GANG_KINDS.len() {
+        n += dialect::GANG_KINDS[i].versions.len();
+        i += 1;
+    }
+    n
+}
+
+/// [`READ`], built when compiling: the kinds besides gang objects ([`crate::object::BASE`]), then
+/// a row per version of every kind in the dialects' table ([`dialect::GANG_KINDS`]), preferred
+/// version first.
+const READ_ROWS: [ApiKind; crate::object::BASE.len() + gang_rows()] = {
+    let base = crate::object::BASE;
+    let mut out = [base[0]; crate::object::BASE.len() + gang_rows()];
+    let mut at = 0;
+    while at < base.len() {
+        out[at] = base[at];
+        at += 1;
+    }
+    let mut k = 0;
+    while k < dialect::GANG_KINDS.len() {
+        let g = &dialect::GANG_KINDS[k];
+        let mut v = 0;
+        while v < g.versions.len() {
+            out[at] = ApiKind {
+                group: g.group,
+                version: g.versions[v],
+                kind: g.kind,
+                plural: g.plural,
+                builtin: false,
+            };
+            at += 1;
+            v += 1;
+        }
+        k += 1;
+    }
+    out
+};
+
+/// Everything the cluster view reads from the API: every front door that lists or watches the
+/// cluster reads exactly these, so a dialect added to [`dialect::GANG_KINDS`] reaches the
+/// scheduler, the plugin and the scheduler's RBAC (a test holds it) alike.
+pub const READ: &[ApiKind] = &READ_ROWS;
 
 /// Where an object's API version comes in [`READ`] among the versions of its kind: lower is
 /// preferred; a version not listed comes last.
@@ -506,6 +552,25 @@ mod tests {
         other_order.push(podgroup("v1alpha3", 3)).unwrap();
         other_order.push(podgroup("v1beta1", 4)).unwrap();
         assert_eq!(gangs(&other_order), [("ml/pg".to_string(), 4)]);
+    }
+
+    #[test]
+    fn every_version_of_every_gang_kind_is_read_once_preferred_first() {
+        for k in dialect::GANG_KINDS {
+            let rows: Vec<&str> =
+                READ.iter().filter(|r| (r.group, r.kind) == (k.group, k.kind)).map(|r| r.version).collect();
+            assert_eq!(rows, k.versions, "{}/{}", k.group, k.kind);
+            assert!(
+                READ.iter().filter(|r| (r.group, r.kind) == (k.group, k.kind)).all(|r| r.plural == k.plural)
+            );
+        }
+        // And nothing else: every other row is a kind the table does not have.
+        let mut seen = std::collections::BTreeSet::new();
+        for r in READ {
+            assert!(seen.insert((r.group, r.version, r.kind)), "{r:?} twice");
+            let gang = dialect::is_gang_kind(r.group, r.kind);
+            assert_eq!(gang, !crate::object::BASE.contains(r), "{r:?}");
+        }
     }
 
     #[test]

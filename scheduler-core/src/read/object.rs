@@ -2,14 +2,15 @@
 //! computed once where it enters — from a watch event's typed metadata and the resource watched
 //! ([`ObjectRef::of_kind`]), or from a file's JSON ([`ObjectRef::of`]) — and carried from there
 //! through the scheduler's index, [`crate::cluster::Live`] and [`crate::cluster::Cluster`]
-//! instead of being read again. Also the kinds the cluster view reads ([`READ`]).
+//! instead of being read again. Also the kinds the cluster view reads besides the gang objects
+//! ([`BASE`]; `cluster::READ` adds the rows of the dialects' table of gang kinds).
 
 use std::borrow::Cow;
 
 use serde_json::Value;
 
-/// A kind the cluster view reads from the API: every front door that lists or watches the cluster
-/// reads exactly these, so a dialect added here reaches the scheduler and the plugin alike.
+/// A kind the cluster view reads from the API (`cluster::READ`: every front door that lists or
+/// watches the cluster reads exactly those).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ApiKind {
     pub group: &'static str,
@@ -50,10 +51,12 @@ pub const PV: ApiKind = builtin("", "v1", "PersistentVolume", "persistentvolumes
 /// holds them equal).
 pub const GANG: ApiKind = api_kind("kube-gang.io", "v1alpha1", "Gang", "gangs");
 
-/// Everything [`crate::cluster::Cluster`] understands: nodes, pods, namespaces, priority classes,
-/// PodDisruptionBudgets, what the volume filters read (PVCs, PVs, StorageClasses, CSINodes, DRA
-/// ResourceClaims), Volcano's HyperNodes and every gang dialect's objects.
-pub const READ: &[ApiKind] = &[
+/// What [`crate::cluster::Cluster`] understands besides gang objects: nodes, pods, namespaces,
+/// priority classes, PodDisruptionBudgets, what the volume filters read (PVCs, PVs,
+/// StorageClasses, CSINodes, DRA ResourceClaims), Volcano's HyperNodes and the Topology objects
+/// that order levels. `cluster::READ` is this and a row per version of every kind in the
+/// dialects' table (`dialect::GANG_KINDS`).
+pub const BASE: [ApiKind; 18] = [
     NODE,
     POD,
     builtin("", "v1", "Namespace", "namespaces"),
@@ -68,21 +71,6 @@ pub const READ: &[ApiKind] = &[
     api_kind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims"),
     api_kind("resource.k8s.io", "v1beta2", "ResourceClaim", "resourceclaims"),
     api_kind("resource.k8s.io", "v1beta1", "ResourceClaim", "resourceclaims"),
-    GANG,
-    // PodGroups, preferred version first: 1.37 serves v1beta1 and v1alpha3 (either may be
-    // enabled alone), 1.36 v1alpha2 only; 1.35 has Workloads pods point at. A cluster serving two
-    // of them is watched at both, and the copy of the preferred version is the one kept
-    // (`Cluster::insert`), so no PodGroup is read twice.
-    api_kind("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
-    api_kind("scheduling.k8s.io", "v1alpha3", "PodGroup", "podgroups"),
-    api_kind("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
-    api_kind("scheduling.k8s.io", "v1alpha1", "Workload", "workloads"),
-    api_kind("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups"),
-    api_kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
-    api_kind("scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups"),
-    api_kind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
-    api_kind("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups"),
-    api_kind("scheduler.grove.io", "v1alpha1", "PodGang", "podgangs"),
     // Volcano's network tiers, which its PodGroups' `networkTopology` names.
     api_kind("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes"),
     // Level orders: KAI's Topology (`v1`; `v1alpha1` before it) and Kueue's (`v1beta2` from
@@ -99,7 +87,7 @@ pub const KAI_TOPOLOGY_GROUP: &str = "kai.scheduler";
 /// Kueue's API group (its `Topology` orders the levels of topology-aware scheduling).
 pub const KUEUE_TOPOLOGY_GROUP: &str = "kueue.x-k8s.io";
 
-/// The identity of one Kubernetes object. The type part of a kind in [`READ`] is borrowed from
+/// The identity of one Kubernetes object. The type part of a kind in [`BASE`] is borrowed from
 /// it, so an identity costs its namespace and name only.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectRef {
@@ -215,9 +203,10 @@ impl ApiKind {
     }
 }
 
-/// The type part of an identity, borrowed from [`READ`] when it names a kind there.
+/// The type part of an identity, borrowed from [`BASE`] when it names a kind there (a gang
+/// object's, rarer, is its own copy).
 fn type_of(group: &str, version: &str, kind: &str) -> [Cow<'static, str>; 3] {
-    match READ.iter().find(|k| k.kind == kind && k.version == version && k.group == group) {
+    match BASE.iter().find(|k| k.kind == kind && k.version == version && k.group == group) {
         Some(k) => [Cow::Borrowed(k.group), Cow::Borrowed(k.version), Cow::Borrowed(k.kind)],
         None => [group.to_string().into(), version.to_string().into(), kind.to_string().into()],
     }
@@ -350,7 +339,7 @@ mod tests {
         assert_eq!(pc.filed(), Filed::PriorityClass);
         assert_eq!(ObjectRef::new("example.com/v1", "PriorityClass", "", "x").filed(), Filed::Other);
         assert_eq!(ObjectRef::of(&json!("not an object")), ObjectRef::default());
-        assert_eq!(ObjectRef::of_kind(&READ[1], "ml", "w-0"), ObjectRef::new("v1", "Pod", "ml", "w-0"));
-        assert!(ObjectRef::new("v1", "Pod", "ml", "w-0").is(&READ[1]));
+        assert_eq!(ObjectRef::of_kind(&BASE[1], "ml", "w-0"), ObjectRef::new("v1", "Pod", "ml", "w-0"));
+        assert!(ObjectRef::new("v1", "Pod", "ml", "w-0").is(&BASE[1]));
     }
 }

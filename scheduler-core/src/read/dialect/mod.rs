@@ -2,14 +2,15 @@
 //!
 //! Each dialect module knows two things: which pods claim membership of one of its gangs
 //! ([`Claim`]s, from labels, annotations or `spec.schedulingGroup`), and how its gang objects
-//! (CRDs) or CRD-less annotations become a canonical [`Gang`]. Adding a dialect takes: its module
-//! here; its claim reader in [`pod_claims`]'s list; its object kind in [`read_object`] (or its
-//! annotation form in [`annotation_gang`]); a variant of [`crate::model::Dialect`] (whose
-//! exhaustive matches — `is_crd_less`, `as_str`, and `kubectl gang status`'s `object_name` — the
-//! compiler then points at); its kind in [`crate::cluster::READ`], so that the scheduler watches it,
-//! the plugin lists it and the RBAC test asks for its grant; and, if its pods name a subgroup of
-//! its gang object, its kind in the webhook's gang lookup (`gang-webhook`'s `gangs::WATCHED`), so
-//! admission can check the subgroup.
+//! (CRDs) or CRD-less annotations become a canonical [`Gang`]. Adding a dialect takes four
+//! places: its module here (reader, claim reader, constants); a row in [`GANG_KINDS`] for each
+//! kind of gang object (API, versions, plural, where the state goes, which webhooks see it —
+//! from which `cluster::READ`, the webhook's gang lookup and the status writes follow, and to
+//! which `tests/tests/manifests.rs` holds the RBAC, webhook rules and admission policy); its
+//! claim reader in [`pod_claims`]'s list and its markers in [`CLAIM_MARKERS`] (held to the pod
+//! hooks' `matchConditions`); and a variant of [`crate::model::Dialect`] (whose exhaustive
+//! matches — `is_crd_less`, `as_str` — the compiler then points at). A dialect of annotations
+//! only has no row; its annotation form goes in [`annotation_gang`].
 //!
 //! | dialect | gang object | pod membership |
 //! |---|---|---|
@@ -84,7 +85,7 @@ pub enum Marker {
 /// Every marker one of the claim readers ([`pod_claims_all`]) reads a claim from. A pod that
 /// carries none claims no gang; the webhook's pod hooks are reached only by pods that carry one
 /// (`manifests/base/webhook-configurations.yaml`, `matchConditions`), which the manifest test holds
-/// to this list, and the list to the readers (`every_claim_marker_is_read_and_every_claim_carries_one`).
+/// to this list, and the list to the readers (`every_claim_marker_is_read`).
 /// `kube-gang.io/min-member` is not one (a claim needs the gang label) but also lets a pod through,
 /// so that an annotation gang without its label is explained.
 pub const CLAIM_MARKERS: &[Marker] = &[
@@ -157,73 +158,141 @@ pub fn read_object(obj: &Value) -> Option<Result<GangObject, Vec<FieldError>>> {
     read_as(group_of(api_version), kind, obj)
 }
 
-/// A kind of object that defines gangs: its API group and kind, the dialect it is written in, and
-/// how it is read.
+/// A kind of object that defines gangs, and every fact about it the front doors and the
+/// manifests need: its API, the dialect it is written in, how it is read, where the scheduler
+/// writes a gang's state, and which of our webhooks see it.
 #[derive(Debug)]
 pub struct GangKind {
     pub group: &'static str,
     pub kind: &'static str,
+    /// The versions read, preferred first: a cluster serving two is watched at both, and the
+    /// copy of the preferred one kept (`cluster::READ` has a row per version).
+    pub versions: &'static [&'static str],
+    /// The resource name (`kubectl get <plural>`, RBAC, webhook rules).
+    pub plural: &'static str,
     pub dialect: Dialect,
     read: fn(&Value) -> Result<GangObject, Vec<FieldError>>,
+    /// The subresource the scheduler patches with a gang's phase and conditions (its RBAC grants
+    /// `patch` on it); `None`: the object belongs to another project's controller, and the state
+    /// goes on the gang's pods (annotation `kube-gang.io/state`, `Gang::keeps_state_on_pods`).
+    pub status: Option<&'static str>,
+    /// Whether our validating webhook and ValidatingAdmissionPolicy admit objects of this kind
+    /// (only our own: the others are their projects' to validate).
+    pub validated: bool,
+    /// Whether the webhook's gang lookup watches it: its pods name subgroups, which admission
+    /// holds to the leaves of the gang's tree (its ClusterRole grants get/list/watch on it).
+    pub lookup: bool,
 }
 
 /// Every kind of object that defines gangs, in one table: what reads them ([`read_as`]), what
-/// tells them from other objects ([`is_gang_kind`]) and what names a gang's object to the user and
-/// in events ([`object_group`]) all come from it.
+/// tells them from other objects ([`is_gang_kind`]), what names a gang's object to the user and
+/// in events ([`object_group`]), what the scheduler and the plugin watch (`cluster::READ`), what
+/// the webhook's lookup watches, where the scheduler writes state — and, held to it by
+/// `tests/tests/manifests.rs`, the RBAC, webhook rules and ValidatingAdmissionPolicy of
+/// `manifests/`. Adding a gang-object dialect is its reader module and a row here.
 pub const GANG_KINDS: &[GangKind] = &[
     GangKind {
         group: crate::GROUP,
         kind: "Gang",
+        versions: &[crate::VERSION],
+        plural: "gangs",
         dialect: Dialect::KubeGang,
         read: |o| kubegang::read(o).map(GangObject::Gang),
+        status: Some("gangs/status"),
+        validated: true,
+        lookup: true,
     },
     GangKind {
         group: coscheduling::GROUP,
         kind: "PodGroup",
+        versions: &["v1alpha1"],
+        plural: "podgroups",
         dialect: Dialect::Coscheduling,
         read: |o| coscheduling::read(o).map(GangObject::Gang),
+        status: None,
+        validated: false,
+        lookup: false,
     },
     GangKind {
         group: volcano::GROUP,
         kind: "PodGroup",
+        versions: &["v1beta1"],
+        plural: "podgroups",
         dialect: Dialect::Volcano,
         read: |o| volcano::read(o).map(GangObject::Gang),
+        status: None,
+        validated: false,
+        lookup: false,
     },
     GangKind {
         group: kai::GROUP,
         kind: "PodGroup",
+        versions: &["v2alpha2"],
+        plural: "podgroups",
         dialect: Dialect::Kai,
         read: |o| kai::read(o).map(GangObject::Gang),
+        status: None,
+        validated: false,
+        lookup: true,
     },
     GangKind {
         group: koordinator::GROUP,
         kind: "PodGroup",
+        versions: &["v1alpha1"],
+        plural: "podgroups",
         dialect: Dialect::Koordinator,
         read: |o| koordinator::read(o).map(GangObject::Gang),
+        status: None,
+        validated: false,
+        lookup: false,
     },
     GangKind {
         group: grove::GROUP,
         kind: grove::KIND,
+        versions: &["v1alpha1"],
+        plural: "podgangs",
         dialect: Dialect::Grove,
         read: |o| grove::read(o).map(GangObject::Gang),
+        status: None,
+        validated: false,
+        lookup: true,
     },
+    // PodGroups, preferred version first: 1.37 serves v1beta1 and v1alpha3 (either may be enabled
+    // alone), 1.36 v1alpha2 only.
     GangKind {
         group: upstream::GROUP,
         kind: "PodGroup",
+        versions: &["v1beta1", "v1alpha3", "v1alpha2"],
+        plural: "podgroups",
         dialect: Dialect::Upstream,
         read: |o| upstream::read(o).map(GangObject::UpstreamGroup),
+        status: None,
+        validated: false,
+        lookup: false,
     },
     GangKind {
         group: upstream::GROUP,
         kind: "CompositePodGroup",
+        versions: &["v1alpha3"],
+        plural: "compositepodgroups",
         dialect: Dialect::Upstream,
         read: |o| upstream::read(o).map(GangObject::UpstreamGroup),
+        status: None,
+        validated: false,
+        lookup: false,
     },
+    // 1.35's Workload, which its pods point at; from 1.36 on a Workload only holds templates
+    // (read by admission, `validate` and `simulate`; not watched).
     GangKind {
         group: upstream::GROUP,
         kind: "Workload",
+        versions: &["v1alpha1"],
+        plural: "workloads",
         dialect: Dialect::Upstream,
         read: |o| upstream::read_workload(o).map(GangObject::Workload),
+        status: None,
+        validated: false,
+        lookup: false,
     },
 ];
 
@@ -259,6 +328,12 @@ pub fn is_gang_kind(group: &str, kind: &str) -> bool {
 /// gangs), which has no object of its own.
 pub fn object_group(dialect: Dialect, kind: &str) -> Option<&'static str> {
     GANG_KINDS.iter().find(|k| k.dialect == dialect && k.kind == kind).map(|k| k.group)
+}
+
+/// Whether the scheduler writes the state of a gang of `dialect` read from an object of `kind`
+/// to that object's status (the table's `status`); otherwise it goes on the gang's pods.
+pub fn writes_status(dialect: Dialect, kind: &str) -> bool {
+    GANG_KINDS.iter().any(|k| k.dialect == dialect && k.kind == kind && k.status.is_some())
 }
 
 /// A gang defined by the annotations of its pods (kube-gang CRD-less, Koordinator): built from the
@@ -477,14 +552,15 @@ mod tests {
             // Read by its own reader: an empty object is refused (no name), never taken for another kind.
             assert!(read_as(k.group, k.kind, &serde_json::json!({})).is_some(), "{}/{}", k.group, k.kind);
             assert_eq!(object_group(k.dialect, k.kind), Some(k.group), "{:?} {}", k.dialect, k.kind);
-            // Watched by the scheduler (and so allowed by its RBAC: `tests/tests/manifests.rs`
-            // holds the ClusterRole to `READ`).
-            assert!(
-                crate::object::READ.iter().any(|r| r.group == k.group && r.kind == k.kind),
-                "{}/{} is not in READ",
-                k.group,
-                k.kind
+        }
+        // Where the state goes: the object's status where the table says so, else the pods.
+        for k in GANG_KINDS {
+            let g = crate::model::Gang::new(
+                crate::model::GangKey::new("ml", "g"),
+                1,
+                crate::model::Source { dialect: k.dialect, kind: k.kind.into() },
             );
+            assert_eq!(g.keeps_state_on_pods(), !writes_status(k.dialect, k.kind), "{}/{}", k.group, k.kind);
         }
         // Every (group, kind) is in the table once.
         let mut seen = std::collections::BTreeSet::new();

@@ -82,10 +82,16 @@ impl WorkloadShape {
 }
 
 /// True when the object (or, when given, its namespace) carries `kube-gang.io/enabled: "true"`.
+/// A Deployment or ReplicaSet opts in only by its own label: a namespace's opt-in does not make
+/// every Deployment in it a gang (the namespace hooks of `manifests/` do not see them).
 pub fn is_opted_in(obj: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
     let on_object = obj.at("/metadata/labels").and_then(|l| l.get(LABEL_ENABLED)).and_then(Value::as_str);
+    let own_label_only =
+        obj.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("apps/"))
+            && matches!(obj.get("kind").and_then(Value::as_str), Some("Deployment" | "ReplicaSet"));
     match on_object {
         Some(v) => v == "true",
+        None if own_label_only => false,
         None => namespace_labels.and_then(|l| l.get(LABEL_ENABLED)).is_some_and(|v| v == "true"),
     }
 }
@@ -1292,6 +1298,12 @@ mod tests {
         assert!(!is_opted_in(&plain, None));
         assert!(is_opted_in(&plain, Some(&ns)));
         assert!(!is_opted_in(&off, Some(&ns)), "the object's own label wins");
+        // A Deployment opts in by its own label only.
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}});
+        assert!(!is_opted_in(&deployment, Some(&ns)));
+        let mut labelled_deployment = deployment.clone();
+        labelled_deployment["metadata"]["labels"] = json!({LABEL_ENABLED: "true"});
+        assert!(is_opted_in(&labelled_deployment, None));
     }
 
     #[test]
