@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use scheduler_core::cluster::Cluster;
 use scheduler_core::model::{GangKey, PodPhase};
-use scheduler_core::sim::{self, Arrival, ScaleUp, Scenario};
+use scheduler_core::replay::{self, Arrival, ScaleUp, Scenario};
 use scheduler_core::{Config, Time};
 use serde_json::Value;
 
@@ -144,8 +144,9 @@ fn nodes_table(cluster: &Cluster, color: bool) -> String {
         let on: Vec<_> =
             snap.pods.iter().filter(|p| p.uses_node() && p.node_name.as_deref() == Some(&n.name)).collect();
         let used = |r: &str| on.iter().map(|p| p.requests.get(r)).sum::<i64>();
-        let gpus = n.allocatable.get(sim::GPU);
-        let gpu_cell = if gpus == 0 { "-".to_string() } else { format!("{}/{gpus}", gpus - used(sim::GPU)) };
+        let gpus = n.allocatable.get(replay::GPU);
+        let gpu_cell =
+            if gpus == 0 { "-".to_string() } else { format!("{}/{gpus}", gpus - used(replay::GPU)) };
         let cpu_free = (n.allocatable.get("cpu") - used("cpu")) / 1000;
         let taints: Vec<String> = n
             .taints
@@ -199,7 +200,7 @@ fn replay(base: &Cluster, config: &Config, now: Time, color: bool) -> anyhow::Re
             .collect();
         scenario.arrivals.push(Arrival { at_secs: *at, duration_secs: *duration, gang: gang.clone(), pods });
     }
-    let report = sim::run(&scenario, config);
+    let report = replay::run(&scenario, config);
     let mut grid = Grid::new(&["GANG", "ARRIVES", "STARTS", "WAITS", "RUNS FOR", "PREEMPTED"]);
     let mmss = |s: u64| format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
     for (g, a) in report.gangs.iter().zip(&scenario.arrivals) {
@@ -225,12 +226,12 @@ fn replay(base: &Cluster, config: &Config, now: Time, color: bool) -> anyhow::Re
     Ok(out)
 }
 
-/// The same gangs replayed twice on an autoscaled pool (`scheduler_core::sim::autoscaling_example`):
+/// The same gangs replayed twice on an autoscaled pool (`scheduler_core::replay::autoscaling_example`):
 /// one pending pod at a time, and atomic scale-up; time-to-start and idle GPU-hours side by side.
 pub fn autoscaling(config: &Config, now: Time, color: bool) -> String {
-    let per_pod_scenario = sim::autoscaling_example(ScaleUp::PerPod, now);
-    let per_pod = sim::run(&per_pod_scenario, config);
-    let atomic = sim::run(&sim::autoscaling_example(ScaleUp::Atomic, now), config);
+    let per_pod_scenario = replay::autoscaling_example(ScaleUp::PerPod, now);
+    let per_pod = replay::run(&per_pod_scenario, config);
+    let atomic = replay::run(&replay::autoscaling_example(ScaleUp::Atomic, now), config);
     let mut out = String::new();
     if let Some(a) = &per_pod_scenario.autoscale {
         let _ = writeln!(
@@ -241,13 +242,13 @@ pub fn autoscaling(config: &Config, now: Time, color: bool) -> String {
              ProvisioningRequest): a gang gets nodes for all its members at once, or none. Same gangs, same\n\
              scheduler, in both.\n",
             a.max_nodes,
-            a.node.allocatable.get(sim::GPU),
+            a.node.allocatable.get(replay::GPU),
             a.delay_secs / 60,
             a.scale_down_secs / 60
         );
     }
     let mmss = |s: u64| format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
-    let wait = |g: &sim::GangReport| g.wait().map_or_else(|| "never".into(), |w| mmss(w.as_secs()));
+    let wait = |g: &replay::GangReport| g.wait().map_or_else(|| "never".into(), |w| mmss(w.as_secs()));
     let mut grid = Grid::new(&[
         "GANG",
         "MEMBERS",

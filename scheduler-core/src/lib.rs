@@ -21,7 +21,7 @@ pub mod rules;
 
 // The public paths stay flat (`scheduler_core::model`, `scheduler_core::validate`, …): the layers
 // are how the crate is organised inside, not something its users need to spell.
-pub use decide::{config, plan, provision, schedule, sim};
+pub use decide::{config, plan, provision, replay, schedule};
 pub use read::{
     cluster, convert, coverage, crd, dialect, duration, error, hypernode, labels, model, object, quantity,
     resources, tree, volume, workload,
@@ -37,6 +37,4 @@ pub use schedule::schedule;
 #[doc(hidden)]
 pub use schedule::schedule_reference;
 
-/// Labels and annotations with fixed names (DESIGN.md, "API"), with their syntax checks.
-pub use read::labels as names;
 pub use read::labels::{GROUP, SCHEDULER_NAME, VERSION};

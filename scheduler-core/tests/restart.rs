@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use scheduler_core::config::{Config, TimeoutAction};
 use scheduler_core::model::*;
 use scheduler_core::resources::Resources;
-use scheduler_core::{Plan, schedule, sim};
+use scheduler_core::{Plan, replay, schedule};
 
 #[derive(Clone, Debug)]
 struct GangSpec {
@@ -210,8 +210,8 @@ proptest! {
         prop_assert_eq!(decided(&plan), decided(&other));
         for (i, (advance, e)) in steps.iter().enumerate() {
             // Each applies its own plan: the same decisions, and the gang state each wrote.
-            sim::apply(&mut kept, &plan);
-            sim::apply(&mut forgot, &other);
+            replay::apply(&mut kept, &plan);
+            replay::apply(&mut forgot, &other);
             now = now.plus(Duration::from_secs(*advance));
             happen(&mut kept, &plan, e, &gangs, now, &mut added_a);
             happen(&mut forgot, &plan, e, &gangs, now, &mut added_b);

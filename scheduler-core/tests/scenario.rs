@@ -1,7 +1,7 @@
 //! Data-driven scenarios for the scheduling cycle: each YAML file under
 //! `tests/fixtures/scenarios/` lists nodes, gangs, pods and `now`, and the plan expected from one
 //! cycle — optionally followed by more cycles after time passes and the plan is applied the way a
-//! cluster would (`sim::apply`). One scenario per rule; one per bug.
+//! cluster would (`replay::apply`). One scenario per rule; one per bug.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use scheduler_core::config::Config;
 use scheduler_core::model::terms::{self, PodTerms};
 use scheduler_core::model::*;
 use scheduler_core::resources::Resources;
-use scheduler_core::{Plan, schedule, sim};
+use scheduler_core::{Plan, replay, schedule};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -690,7 +690,7 @@ fn scenarios() {
         failures.extend(check(&file, "cycle 1", &snap, &plan, &s.expect));
         let mut plan = plan;
         for (i, step) in s.then.iter().enumerate() {
-            sim::apply(&mut snap, &plan);
+            replay::apply(&mut snap, &plan);
             now = now.plus(Duration::from_secs(step.advance_seconds));
             snap.pods.retain(|p| !step.delete_pods.iter().any(|d| *d == p.key.name));
             for p in &mut snap.pods {

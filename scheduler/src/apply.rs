@@ -216,7 +216,7 @@ impl StatusWrite {
             }
             // The UID is a precondition: a pod created again under the name is not written.
             StatusChange::Keep(k) => json!({"metadata": {"uid": k.uid, "annotations": {
-                scheduler_core::names::ANNOTATION_STATE: k.text,
+                scheduler_core::labels::ANNOTATION_STATE: k.text,
             }}}),
         };
         if let Some(rv) = &self.resource_version {

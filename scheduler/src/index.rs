@@ -79,7 +79,7 @@ enum Fate {
 
 /// The revision of the gang state a raw pod keeps (0: none readable).
 fn kept_rev(pod: &Value) -> u64 {
-    at(pod, &format!("/metadata/annotations/{}", scheduler_core::names::ANNOTATION_STATE.replace('/', "~1")))
+    at(pod, &format!("/metadata/annotations/{}", scheduler_core::labels::ANNOTATION_STATE.replace('/', "~1")))
         .and_then(Value::as_str)
         .and_then(Persisted::from_text)
         .map_or(0, |p| p.state.rev)

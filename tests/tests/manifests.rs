@@ -1025,7 +1025,7 @@ fn network_policies_let_in_exactly_what_must_reach_each_port() {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let Some(objects) = render("manifests") else { return };
     let policies: Vec<NetworkPolicy> = of_kind(&objects, "NetworkPolicy").map(typed).collect();
-    let scraper = scheduler_core::names::LABEL_METRICS_SCRAPER;
+    let scraper = scheduler_core::labels::LABEL_METRICS_SCRAPER;
     for (name, admission) in [("gang-scheduler", None), ("gang-webhook", Some(8443))] {
         let d: Deployment = one(&objects, "Deployment", name);
         let pod_labels = d.spec.template.metadata.as_ref().unwrap().labels.clone().unwrap();

@@ -1,5 +1,5 @@
 //! `docs/reference.md` held to the code, both ways, so it can never drift: each table's first
-//! column against what the code has — `scheduler_core::names::KNOWN` (and every `kube-gang.io/`
+//! column against what the code has — `scheduler_core::labels::KNOWN` (and every `kube-gang.io/`
 //! name in the binaries' sources), the `Gang` CRD generated from the Rust type, the keys
 //! `Config::from_policy_text` accepts, the metrics the binaries export, and the exit codes the
 //! binaries and their help give. A failure says what to add or remove, and where.
@@ -13,7 +13,7 @@ use policy::policy_keys;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use scheduler_core::names::{KNOWN, KeyKind};
+use scheduler_core::labels::{KNOWN, KeyKind};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -67,7 +67,7 @@ fn known(kinds: &[KeyKind]) -> BTreeSet<String> {
 #[test]
 fn labels_and_annotations_are_the_known_keys() {
     let doc = reference();
-    let code_is = "scheduler_core::names::KNOWN (scheduler-core/src/read/labels.rs)";
+    let code_is = "scheduler_core::labels::KNOWN (scheduler-core/src/read/labels.rs)";
     same("Labels", &rows(&doc, "Labels", false), &known(&[KeyKind::Label]), code_is);
     same("Annotations", &rows(&doc, "Annotations", false), &known(&[KeyKind::Annotation]), code_is);
     same(
@@ -119,7 +119,7 @@ fn every_kube_gang_name_in_the_sources_is_known() {
     }
     assert!(
         unknown.is_empty(),
-        "kube-gang.io names in the sources that scheduler_core::names::KNOWN lacks: add each to KNOWN \
+        "kube-gang.io names in the sources that scheduler_core::labels::KNOWN lacks: add each to KNOWN \
          (scheduler-core/src/read/labels.rs) and a row to docs/reference.md:\n  {}",
         unknown.into_iter().collect::<Vec<_>>().join("\n  ")
     );

@@ -30,7 +30,7 @@ use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview,
 use kube_core::response::{StatusCause, StatusDetails};
 use kube_core::{DynamicObject, Status, TypeMeta};
 use scheduler_core::FieldError;
-use scheduler_core::names::LABEL_ENABLED;
+use scheduler_core::labels::LABEL_ENABLED;
 use scheduler_core::workload::Change;
 use serde::Serialize;
 use serde_json::{Value, json};

@@ -13,7 +13,9 @@
 //!   `decide/`); a module may use its own layer and the ones below, never one above. Inside a
 //!   layer the modules have ranks ([`CORE`]): a module may use only modules of lower rank. A module
 //!   a layer folder has and the table does not name is held to the layer rule and the circle rule
-//!   only.
+//!   only. Inside the crate, a path spells the layer it goes through (`crate::read::model`): the
+//!   root's flat re-exports (`crate::model`) are for the crate's users, and an import through
+//!   them would hide which layer it reaches.
 //!
 //! Each problem is reported with the file, the line, the arrow and the path that makes it.
 
@@ -42,7 +44,7 @@ pub const CORE: &Table = &[
         ],
     ),
     ("rules", &[&["podspec"], &["validate"], &["admit"], &["prepare"]]),
-    ("decide", &[&["config"], &["plan"], &["provision"], &["schedule"], &["sim"]]),
+    ("decide", &[&["config"], &["plan"], &["provision"], &["schedule"], &["replay"]]),
 ];
 
 /// A crate to check: a name for messages, its root file, and its layers (if it has any).
@@ -440,7 +442,33 @@ fn upward(layers: &Layers, modules: &[Module], edges: &[Edge]) -> Vec<Problem> {
             });
         }
     }
+    // A path through the root's flat re-exports, each such path once per line, unless its arrow
+    // is a problem already.
+    let mut flat = BTreeSet::new();
+    for e in edges {
+        let through_root = e.path.strip_prefix("crate::").and_then(|r| r.split("::").next());
+        if e.from.is_empty()
+            || e.to.is_empty()
+            || through_root.is_none_or(|first| layers.layer(first).is_some())
+            || reported_problem(&out, e)
+            || !flat.insert((&e.file, e.line, &e.path))
+        {
+            continue;
+        }
+        out.push(Problem::Upward {
+            edge: e.clone(),
+            why: format!(
+                "goes through the crate root's re-export; write the layer path (`crate::{}::…`)",
+                e.to.join("::")
+            ),
+        });
+    }
     out
+}
+
+/// Whether `out` already holds a problem for `e`'s arrow.
+fn reported_problem(out: &[Problem], e: &Edge) -> bool {
+    out.iter().any(|p| matches!(p, Problem::Upward { edge, .. } if edge.from == e.from && edge.to == e.to))
 }
 
 /// Checks the given crates, reading files through `read`.
@@ -520,9 +548,9 @@ mod tests {
                 ("src/lib.rs", LIB),
                 ("src/low/mod.rs", LOW),
                 ("src/low/a.rs", "pub const X: u8 = 1;"),
-                ("src/low/b.rs", "use crate::a::X;\npub fn f() -> u8 { super::a::X }"),
+                ("src/low/b.rs", "use crate::low::a::X;\npub fn f() -> u8 { super::a::X }"),
                 ("src/high/mod.rs", HIGH),
-                ("src/high/c.rs", "use crate::low::b;\npub fn g() -> u8 { b::f() + crate::a::X }"),
+                ("src/high/c.rs", "use crate::low::b;\npub fn g() -> u8 { b::f() + crate::low::a::X }"),
             ],
             Some(TABLE),
         );
@@ -640,6 +668,27 @@ mod tests {
             vec![
                 "the layer table names low::b, which does not exist: update xtask's CORE",
                 "src/low/a.rs:1: low::a → the crate root (`crate::GROUP`): uses an item defined at the crate root; define it in a layer (the root only re-exports)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_path_through_the_roots_re_exports_is_a_problem() {
+        let problems = run(
+            &[
+                ("src/lib.rs", LIB),
+                ("src/low/mod.rs", LOW),
+                ("src/low/a.rs", "pub const X: u8 = 1;"),
+                ("src/low/b.rs", "use crate::low::a::X; pub fn f() -> u8 { X }"),
+                ("src/high/mod.rs", HIGH),
+                ("src/high/c.rs", "pub fn g() -> u8 { crate::a::X }"),
+            ],
+            Some(TABLE),
+        );
+        assert_eq!(
+            problems,
+            vec![
+                "src/high/c.rs:1: high::c → low::a (`crate::a::X`): goes through the crate root's re-export; write the layer path (`crate::low::a::…`)"
             ]
         );
     }

@@ -140,7 +140,7 @@ impl PodTopologySpread {
             if c.topology_key.is_empty() {
                 return Err(PolicyError(format!("{at}.topologyKey: Required value: can not be empty")));
             }
-            if let Err(e) = crate::labels::check_label_key(&c.topology_key) {
+            if let Err(e) = crate::read::labels::check_label_key(&c.topology_key) {
                 return Err(PolicyError(format!("{at}.topologyKey: {e}")));
             }
             match c.when_unsatisfiable.as_str() {
@@ -250,7 +250,7 @@ impl Provisioning {
     /// `apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go`): the class a DNS-1123
     /// subdomain of at most 253 characters, at most 100 parameters of at most 255 characters.
     fn check(&self) -> Result<(), PolicyError> {
-        if !crate::labels::is_dns_subdomain(&self.class) {
+        if !crate::read::labels::is_dns_subdomain(&self.class) {
             return Err(PolicyError(format!(
                 "provisioning.class: {:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)",
                 self.class
@@ -274,7 +274,7 @@ impl Provisioning {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            scheduler_name: crate::SCHEDULER_NAME.to_string(),
+            scheduler_name: crate::read::labels::SCHEDULER_NAME.to_string(),
             scoring: Scoring::BinPack,
             default_timeout: None,
             timeout_action: TimeoutAction::default(),
@@ -331,7 +331,7 @@ impl Config {
             serde_json::from_value(Value::Object(fields)).map_err(|e| PolicyError(e.to_string()))?;
         // A gang's own timeout has these bounds; a default of 0 would time every gang that sets
         // none out the moment it starts waiting (leave the field out to wait without a limit).
-        if let Some(e) = config.default_timeout.and_then(crate::validate::timeout_error) {
+        if let Some(e) = config.default_timeout.and_then(crate::rules::validate::timeout_error) {
             return Err(PolicyError(format!("defaultTimeout: {e}")));
         }
         if let Some(p) = &config.provisioning {
@@ -344,7 +344,7 @@ impl Config {
             )));
         }
         for (i, level) in config.topology_levels.iter().enumerate() {
-            if let Err(e) = crate::labels::check_label_key(level) {
+            if let Err(e) = crate::read::labels::check_label_key(level) {
                 return Err(PolicyError(format!("topologyLevels[{i}]: {e}")));
             }
             if config.topology_levels[..i].contains(level) {
@@ -373,7 +373,7 @@ mod secs {
 }
 
 mod opt_secs {
-    pub use crate::model::opt_secs::*;
+    pub use crate::read::model::opt_secs::*;
 }
 
 #[cfg(test)]

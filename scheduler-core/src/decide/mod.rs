@@ -5,5 +5,5 @@
 pub mod config;
 pub mod plan;
 pub mod provision;
+pub mod replay;
 pub mod schedule;
-pub mod sim;

@@ -9,11 +9,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::crd;
-use crate::model::{
+use crate::read::crd;
+use crate::read::model::{
     GangKey, GangState, NodeSelectorTerm, ObjectKey, PodKey, Reservation, SmolStr, Time, Toleration,
 };
-use crate::resources::Resources;
+use crate::read::resources::Resources;
 
 /// Bind `pod` (with `uid`) to `node`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -220,7 +220,7 @@ pub fn within(s: &str, max: usize) -> String {
 impl Outcome {
     /// The status a `Gang` object gets for this outcome: phase, counts, the `Scheduled`
     /// condition (reason and message) and the state that must survive a restart (written as
-    /// [`crate::dialect::kubegang::state_of`] reads it). `previous` is the object's status:
+    /// [`crate::read::dialect::kubegang::state_of`] reads it). `previous` is the object's status:
     /// the condition's `lastTransitionTime` moves only when its status changes. `generation` is
     /// the object's `metadata.generation`.
     pub fn gang_status(
@@ -254,7 +254,7 @@ impl Outcome {
             observed_generation: generation,
             ..crd::GangStatus::default()
         };
-        crate::dialect::kubegang::write_state(&self.state, &mut out);
+        crate::read::dialect::kubegang::write_state(&self.state, &mut out);
         out
     }
 }
@@ -298,7 +298,7 @@ pub struct Plan {
 }
 
 /// A gang's state to keep on one of its active member pods (annotation `kube-gang.io/state`,
-/// [`crate::model::Persisted`]): the plan leaves the gang in a state of a revision this pod does
+/// [`crate::read::model::Persisted`]): the plan leaves the gang in a state of a revision this pod does
 /// not carry. Only for gangs without a `Gang` of their own, and only when what must be kept
 /// changed (or the pod is new to the gang), so a gang that waits or runs costs no write per cycle.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -16,10 +16,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::Config;
-use crate::model::{GangKey, Node, Pod, PodKey, Snapshot, Usage};
-use crate::plan::{MAX_POD_SETS, Plan, PodSet, ProvisioningAsk, Reason, Shape};
-use crate::resources::PODS;
+use crate::decide::config::Config;
+use crate::decide::plan::{MAX_POD_SETS, Plan, PodSet, ProvisioningAsk, Reason, Shape};
+use crate::read::model::{GangKey, Node, Pod, PodKey, Snapshot, Usage};
+use crate::read::resources::PODS;
 
 /// The outcomes that want capacity the cluster does not have.
 fn wants_capacity(reason: Reason) -> bool {
@@ -253,13 +253,13 @@ pub fn gang_request<'a>(
     requests: impl IntoIterator<Item = &'a serde_json::Value>,
     gang: &GangKey,
 ) -> Option<&'a serde_json::Value> {
-    let label = crate::workload::label_value_for(&gang.name);
+    let label = crate::read::workload::label_value_for(&gang.name);
     let s =
         |r: &'a serde_json::Value, p: &str| r.pointer(p).and_then(serde_json::Value::as_str).unwrap_or("");
     requests
         .into_iter()
         // Each request's identity, read once.
-        .map(|r| (crate::object::ObjectRef::of(r), r))
+        .map(|r| (crate::read::object::ObjectRef::of(r), r))
         .filter(|(id, r)| {
             id.kind == "ProvisioningRequest"
                 && id.namespace == gang.namespace

@@ -23,11 +23,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::dialect;
-use crate::error::FieldError;
-use crate::model::{ObjectKey, PodKey, Snapshot};
-pub use crate::object::{ApiKind, GANG, NODE, POD, PV, PVC};
-use crate::object::{Filed, ObjectRef, StoredKind, describe_named};
+use crate::read::dialect;
+use crate::read::error::FieldError;
+use crate::read::model::{ObjectKey, PodKey, Snapshot};
+pub use crate::read::object::{ApiKind, GANG, NODE, POD, PV, PVC};
+use crate::read::object::{Filed, ObjectRef, StoredKind, describe_named};
 use assembly::Assembly;
 pub use assembly::{Live, Overlay, Stats};
 
@@ -41,12 +41,12 @@ const fn gang_rows() -> usize {
     n
 }
 
-/// [`READ`], built when compiling: the kinds besides gang objects ([`crate::object::BASE`]), then
+/// [`READ`], built when compiling: the kinds besides gang objects ([`crate::read::object::BASE`]), then
 /// a row per version of every kind in the dialects' table ([`dialect::GANG_KINDS`]), preferred
 /// version first.
-const READ_ROWS: [ApiKind; crate::object::BASE.len() + gang_rows()] = {
-    let base = crate::object::BASE;
-    let mut out = [base[0]; crate::object::BASE.len() + gang_rows()];
+const READ_ROWS: [ApiKind; crate::read::object::BASE.len() + gang_rows()] = {
+    let base = crate::read::object::BASE;
+    let mut out = [base[0]; crate::read::object::BASE.len() + gang_rows()];
     let mut at = 0;
     while at < base.len() {
         out[at] = base[at];
@@ -259,7 +259,7 @@ impl<H> Default for Cluster<H> {
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    crate::object::at(v, ptr).and_then(Value::as_str).unwrap_or("")
+    crate::read::object::at(v, ptr).and_then(Value::as_str).unwrap_or("")
 }
 
 /// `Kind namespace/name` for messages.
@@ -569,13 +569,16 @@ mod tests {
         for r in READ {
             assert!(seen.insert((r.group, r.version, r.kind)), "{r:?} twice");
             let gang = dialect::is_gang_kind(r.group, r.kind);
-            assert_eq!(gang, !crate::object::BASE.contains(r), "{r:?}");
+            assert_eq!(gang, !crate::read::object::BASE.contains(r), "{r:?}");
         }
     }
 
     #[test]
     fn our_own_kind_is_read() {
         assert!(READ.contains(&GANG) && READ.contains(&POD) && READ.contains(&NODE));
-        assert_eq!((GANG.group, GANG.version, GANG.kind), (crate::GROUP, crate::VERSION, "Gang"));
+        assert_eq!(
+            (GANG.group, GANG.version, GANG.kind),
+            (crate::read::labels::GROUP, crate::read::labels::VERSION, "Gang")
+        );
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Total: anything that cannot be understood is a [`FieldError`] with its field path, never a panic
 //! or a silent default. Gang membership is not read here; the dialects resolve it
-//! ([`crate::cluster`]).
+//! ([`crate::read::cluster`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -14,22 +14,22 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
 
-use crate::coverage::{self, POD_SPEC, RESOURCES, VOLUME};
-use crate::error::FieldError;
-use crate::model::SmolStr;
-use crate::model::terms::{
+use crate::read::coverage::{self, POD_SPEC, RESOURCES, VOLUME};
+use crate::read::error::FieldError;
+use crate::read::model::SmolStr;
+use crate::read::model::terms::{
     AffinityTerm, BIND_ALL, HostPort, Inclusion, PodTerms, SpreadConstraint, Unsatisfiable,
 };
-use crate::model::volume::{PodResourceClaim, PodVolume};
-use crate::model::{
+use crate::read::model::volume::{PodResourceClaim, PodVolume};
+use crate::read::model::{
     Budget, LabelOperator, LabelRequirement, LabelSelector, Node, NodeSelectorOperator,
     NodeSelectorRequirement, NodeSelectorTerm, ObjectKey, Pod, PodPhase, PreemptionPolicy, Taint,
     TaintEffect, Time, Toleration, TolerationOperator,
 };
-use crate::resources::{
+use crate::read::resources::{
     ContainerResources, PODS, PodLevel, Quantities, Resources, effective_requests_of, resource_list,
 };
-use crate::volume;
+use crate::read::volume;
 
 /// Priority class name → value, and the global default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -83,7 +83,7 @@ impl PriorityClasses {
 /// Deserialises a raw object into a k8s-openapi type in place (no copy), an error naming the exact
 /// field that could not be read.
 fn typed<'de, T: serde::Deserialize<'de>>(v: &'de Value) -> Result<T, Vec<FieldError>> {
-    crate::error::decode(v, "", crate::error::Wording::BuiltIn)
+    crate::read::error::decode(v, "", crate::read::error::Wording::BuiltIn)
 }
 
 /// The pod spec at `spec` (a pod template's), decoded as the API server decodes it (an error names
@@ -100,7 +100,7 @@ fn typed<'de, T: serde::Deserialize<'de>>(v: &'de Value) -> Result<T, Vec<FieldE
 pub fn scheduling_spec(spec: Option<&Value>, path: &str) -> Result<Value, Vec<FieldError>> {
     let full: core::PodSpec = match spec {
         None | Some(Value::Null) => core::PodSpec::default(),
-        Some(v) => crate::error::decode(v, path, crate::error::Wording::BuiltIn)?,
+        Some(v) => crate::read::error::decode(v, path, crate::read::error::Wording::BuiltIn)?,
     };
     let slim = |c: &core::Container| core::Container {
         name: c.name.clone(),
@@ -177,7 +177,7 @@ pub fn metadata_errors(meta: Option<&Value>, path: &str) -> Vec<FieldError> {
                 ""
             };
             errors.push(FieldError::new(
-                crate::error::join_path(path, &format!("metadata.{field}[{k}]")),
+                crate::read::error::join_path(path, &format!("metadata.{field}[{k}]")),
                 format!("Invalid value: {v}: must be a string{hint}"),
             ));
         }
@@ -463,17 +463,17 @@ impl<'a> PodFields<'a> {
             exclusive_topology: meta
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
+                .and_then(|a| a.get(crate::read::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
                 .map(String::as_str),
             state: meta
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(crate::labels::ANNOTATION_STATE))
+                .and_then(|a| a.get(crate::read::labels::ANNOTATION_STATE))
                 .map(String::as_str),
             node_selector_strategy: meta
                 .annotations
                 .as_ref()
-                .is_some_and(|a| a.contains_key(crate::labels::JOBSET_NODE_SELECTOR_STRATEGY)),
+                .is_some_and(|a| a.contains_key(crate::read::labels::JOBSET_NODE_SELECTOR_STRATEGY)),
             containers: spec.into_iter().flat_map(|s| &s.containers).map(ContainerResources::of).collect(),
             init_containers: spec
                 .and_then(|s| s.init_containers.as_ref())
@@ -727,10 +727,13 @@ impl<'a> PodFields<'a> {
             created: raw::time(meta, "creationTimestamp")?,
             deleting: raw::time(meta, "deletionTimestamp")?.is_some(),
             labels: raw::strings(meta, "labels")?,
-            exclusive_topology: raw::string(annotations, crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY)?,
-            state: raw::string(annotations, crate::labels::ANNOTATION_STATE)?,
-            node_selector_strategy: raw::field(annotations, crate::labels::JOBSET_NODE_SELECTOR_STRATEGY)
-                .is_some(),
+            exclusive_topology: raw::string(annotations, crate::read::labels::JOBSET_EXCLUSIVE_TOPOLOGY)?,
+            state: raw::string(annotations, crate::read::labels::ANNOTATION_STATE)?,
+            node_selector_strategy: raw::field(
+                annotations,
+                crate::read::labels::JOBSET_NODE_SELECTOR_STRATEGY,
+            )
+            .is_some(),
             containers: containers("containers")?,
             init_containers: containers("initContainers")?,
             overhead: raw::quantities(spec, "overhead")?,
@@ -776,8 +779,8 @@ mod raw {
     use serde_json::{Map, Value};
 
     use super::Odd;
-    use crate::model::Time;
-    use crate::resources::Quantities;
+    use crate::read::model::Time;
+    use crate::read::resources::Quantities;
 
     type Fields<'a> = Option<&'a Map<String, Value>>;
 
@@ -960,7 +963,7 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
             .exclusive_topology
             .filter(|k| !k.is_empty() && !f.node_selector_strategy)
             .map(str::to_string),
-        persisted: f.state.and_then(crate::model::Persisted::from_text).map(Box::new),
+        persisted: f.state.and_then(crate::read::model::Persisted::from_text).map(Box::new),
         terms: (!terms.is_empty()).then(|| Box::new(terms)),
         volumes: f.volumes,
         resource_claims: f.resource_claims,

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::model::GangMode;
+use crate::read::model::GangMode;
 
 /// A gang: pods that are scheduled all together or not at all.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -24,9 +24,9 @@ pub struct Gang {
 
 impl k8s_openapi::Resource for Gang {
     const API_VERSION: &'static str = "kube-gang.io/v1alpha1";
-    const GROUP: &'static str = crate::GROUP;
+    const GROUP: &'static str = crate::read::labels::GROUP;
     const KIND: &'static str = "Gang";
-    const VERSION: &'static str = crate::VERSION;
+    const VERSION: &'static str = crate::read::labels::VERSION;
     const URL_PATH_SEGMENT: &'static str = "gangs";
     type Scope = k8s_openapi::NamespaceResourceScope;
 }
@@ -327,9 +327,12 @@ pub fn gang_crd() -> apiext::CustomResourceDefinition {
             ..Default::default()
         };
     apiext::CustomResourceDefinition {
-        metadata: ObjectMeta { name: Some(format!("gangs.{}", crate::GROUP)), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(format!("gangs.{}", crate::read::labels::GROUP)),
+            ..ObjectMeta::default()
+        },
         spec: apiext::CustomResourceDefinitionSpec {
-            group: crate::GROUP.into(),
+            group: crate::read::labels::GROUP.into(),
             scope: "Namespaced".into(),
             names: apiext::CustomResourceDefinitionNames {
                 kind: "Gang".into(),
@@ -340,7 +343,7 @@ pub fn gang_crd() -> apiext::CustomResourceDefinition {
                 categories: Some(vec!["kube-gang".into()]),
             },
             versions: vec![apiext::CustomResourceDefinitionVersion {
-                name: crate::VERSION.into(),
+                name: crate::read::labels::VERSION.into(),
                 served: true,
                 storage: true,
                 subresources: Some(apiext::CustomResourceSubresources {

@@ -18,8 +18,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::Node;
-use crate::model::volume::{HYPERNODE_TIER_PREFIX, HyperNode, MAX_PATTERN_SIZE, MemberSelector};
+use crate::read::model::Node;
+use crate::read::model::volume::{HYPERNODE_TIER_PREFIX, HyperNode, MAX_PATTERN_SIZE, MemberSelector};
 
 /// The tier a topology key names, when it is a HyperNode tier's key.
 pub fn tier_of(key: &str) -> Option<u32> {
@@ -151,7 +151,7 @@ impl<'a> Resolver<'a> {
 
     /// The nodes a label selector chooses: those carrying its first `matchLabels` pair, looked up,
     /// then checked whole; a selector of expressions only reads every node.
-    fn labelled(&mut self, s: &'a crate::model::LabelSelector) -> Vec<usize> {
+    fn labelled(&mut self, s: &'a crate::read::model::LabelSelector) -> Vec<usize> {
         let nodes = self.nodes;
         let Some((key, value)) = s.match_labels.iter().next() else {
             return (0..nodes.len()).filter(|&i| s.matches_map(&nodes[i].labels)).collect();
@@ -205,9 +205,9 @@ fn pattern(p: &str) -> Option<regex::Regex> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::LabelSelector;
-    use crate::model::volume::HyperNodeMember;
-    use crate::resources::Resources;
+    use crate::read::model::LabelSelector;
+    use crate::read::model::volume::HyperNodeMember;
+    use crate::read::resources::Resources;
 
     fn node(name: &str, rack: &str) -> Node {
         Node {

@@ -12,7 +12,7 @@ pub const VERSION: &str = "v1alpha1";
 pub const SCHEDULER_NAME: &str = "gang-scheduler";
 
 // Labels and annotations with fixed names (DESIGN.md, "API"); the crate root
-// re-exports this module as `scheduler_core::names`.
+// re-exports this module as `scheduler_core::labels`.
 
 /// Pod label: the gang (same namespace) this pod belongs to.
 pub const LABEL_GANG: &str = "kube-gang.io/gang";
@@ -51,7 +51,7 @@ pub const ANNOTATION_PROVISIONING: &str = "kube-gang.io/provisioning";
 /// Pod annotation gang-scheduler writes on a gang's active members: the gang's state (when it
 /// started waiting, when it fell below its minimum, timeouts, backoff, whether it gave up) where no
 /// `Gang` status holds it, so that a restarted or new leader reads it from the cluster. JSON;
-/// see [`crate::model::Persisted`].
+/// see [`crate::read::model::Persisted`].
 pub const ANNOTATION_STATE: &str = "kube-gang.io/state";
 
 /// Where a `kube-gang.io/` key is used.

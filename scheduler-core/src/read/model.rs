@@ -3,7 +3,7 @@
 //!
 //! The model is deliberately plain data: owned strings, sorted maps, no references into Kubernetes
 //! objects. A [`Snapshot`] is what the cycle sees; building one is the adapters' job (see
-//! [`crate::convert`] and [`crate::dialect`]). What a pod asks of the pods around it (host ports,
+//! [`crate::read::convert`] and [`crate::read::dialect`]). What a pod asks of the pods around it (host ports,
 //! pod affinity, topology spread) is in [`terms`]; the storage and device objects the volume
 //! filters read are in [`volume`].
 
@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 pub use smol_str::SmolStr;
 
-use crate::resources::Resources;
+use crate::read::resources::Resources;
 pub use terms::PodTerms;
 
 /// A point in time, in milliseconds since the Unix epoch. The core never reads a clock: `now` is
@@ -278,7 +278,7 @@ pub struct Pod {
     pub key: PodKey,
     #[serde(default)]
     pub uid: SmolStr,
-    /// Effective requests as kube-scheduler computes them (see [`crate::resources::effective_requests`]).
+    /// Effective requests as kube-scheduler computes them (see [`crate::read::resources::effective_requests`]).
     /// The `pods` resource is not included: every pod takes one pod slot.
     #[serde(default)]
     pub requests: Resources,
@@ -328,7 +328,7 @@ pub struct Pod {
     /// lands whole in a domain of this label that holds no other child Job's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusive_topology: Option<String>,
-    /// The gang state kept on this pod (annotation [`crate::labels::ANNOTATION_STATE`]), if it
+    /// The gang state kept on this pod (annotation [`crate::read::labels::ANNOTATION_STATE`]), if it
     /// carries a readable one. Boxed: most pods carry none.
     #[serde(skip)]
     pub persisted: Option<Box<Persisted>>,
@@ -617,7 +617,7 @@ pub struct SubGroup {
     pub min_member: u32,
     /// Pods the leaves under this inner subgroup need together, on top of the children its
     /// `min_member` counts (KAI's mid-level `minMember` counts descendant pods). 0: no floor
-    /// beyond the children's; a leaf's is always 0. See [`crate::tree::subgroup_satisfied`].
+    /// beyond the children's; a leaf's is always 0. See [`crate::read::tree::subgroup_satisfied`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pod_floor: u32,
     /// Every member under this subgroup lands in one domain of this node label.
@@ -630,7 +630,7 @@ pub struct SubGroup {
 }
 
 /// The state of a gang that only the API holds between cycles (read from the gang's status; written
-/// back from [`crate::plan::Outcome`]). The scheduler keeps nothing else in memory.
+/// back from [`crate::decide::plan::Outcome`]). The scheduler keeps nothing else in memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GangState {
     /// When the gang first became schedulable-in-principle (quorum present) and started waiting for
@@ -665,7 +665,7 @@ fn is_zero_u64(n: &u64) -> bool {
 }
 
 /// A gang's state as gang-scheduler keeps it on each of the gang's active member pods
-/// (annotation [`crate::labels::ANNOTATION_STATE`]) when no object of ours holds it — every gang
+/// (annotation [`crate::read::labels::ANNOTATION_STATE`]) when no object of ours holds it — every gang
 /// but kube-gang's own `Gang`, whose status holds it. Read from whichever member carries the
 /// highest revision, so it survives a restart, a change of leader and the loss of any member; a
 /// member of another gang, or of an earlier object of the same name (another `uid`), carries none
@@ -681,7 +681,7 @@ pub struct Persisted {
     pub state: GangState,
 }
 
-/// The gang state as it is written on a member pod ([`crate::names::ANNOTATION_STATE`]): the
+/// The gang state as it is written on a member pod ([`crate::read::labels::ANNOTATION_STATE`]): the
 /// fields of a `Gang`'s status that hold it, with their names, plus the gang it is of, the uid of
 /// the object that defines it, and the revision.
 #[derive(Serialize, Deserialize)]
@@ -761,7 +761,7 @@ pub struct Gang {
     pub subgroups: Vec<SubGroup>,
     /// Pods the whole gang needs at minimum, on top of every subgroup's own minimum (KAI's root
     /// `minMember` over `subGroups` counts pods). 0: no floor beyond the tree's. See
-    /// [`Gang::min_pods`] and [`crate::tree::satisfied`].
+    /// [`Gang::min_pods`] and [`crate::read::tree::satisfied`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pod_floor: u32,
     #[serde(default)]
@@ -907,7 +907,7 @@ pub struct Snapshot {
     /// What the pods that use each node request, summed, and which pods are open (pending or
     /// naming a gang): derived from `pods` and carried so a cycle does not read every pod again.
     /// `None`: the cycle reads every pod and adds it up itself. The one-pass assembly and
-    /// [`crate::cluster::Live`] fill it in; whoever edits `pods` afterwards (reordering them
+    /// [`crate::read::cluster::Live`] fill it in; whoever edits `pods` afterwards (reordering them
     /// included) recomputes it ([`Usage::of`]) or sets it to `None`.
     #[serde(skip)]
     pub usage: Option<Usage>,
@@ -936,7 +936,7 @@ pub struct Snapshot {
 /// terms count), the ones whose required anti-affinity keeps pods away (by the namespaces their
 /// terms name), and the ones that bind host ports. Pods are held by their index in
 /// [`Snapshot::pods`], so whoever moves a pod says so ([`Usage::moved`]). Plain data:
-/// [`crate::cluster`] keeps it current as objects change, and whoever edits a snapshot's pods by
+/// [`crate::read::cluster`] keeps it current as objects change, and whoever edits a snapshot's pods by
 /// hand recomputes it or sets it to `None`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Usage {

@@ -1,7 +1,7 @@
 //! Which object this is: an object's identity (API group and version, kind, namespace, name),
 //! computed once where it enters — from a watch event's typed metadata and the resource watched
 //! ([`ObjectRef::of_kind`]), or from a file's JSON ([`ObjectRef::of`]) — and carried from there
-//! through the scheduler's index, [`crate::cluster::Live`] and [`crate::cluster::Cluster`]
+//! through the scheduler's index, [`crate::read::cluster::Live`] and [`crate::read::cluster::Cluster`]
 //! instead of being read again. Also the kinds the cluster view reads besides the gang objects
 //! ([`BASE`]; `cluster::READ` adds the rows of the dialects' table of gang kinds).
 
@@ -47,11 +47,11 @@ pub const POD: ApiKind = builtin("", "v1", "Pod", "pods");
 pub const PVC: ApiKind = builtin("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims");
 /// PersistentVolumes (`v1`).
 pub const PV: ApiKind = builtin("", "v1", "PersistentVolume", "persistentvolumes");
-/// kube-gang's own `Gang` (`kube-gang.io/v1alpha1`: `crate::GROUP`, `crate::VERSION`; a test
+/// kube-gang's own `Gang` (`kube-gang.io/v1alpha1`: `crate::read::labels::GROUP`, `crate::read::labels::VERSION`; a test
 /// holds them equal).
 pub const GANG: ApiKind = api_kind("kube-gang.io", "v1alpha1", "Gang", "gangs");
 
-/// What [`crate::cluster::Cluster`] understands besides gang objects: nodes, pods, namespaces,
+/// What [`crate::read::cluster::Cluster`] understands besides gang objects: nodes, pods, namespaces,
 /// priority classes, PodDisruptionBudgets, what the volume filters read (PVCs, PVs,
 /// StorageClasses, CSINodes, DRA ResourceClaims), Volcano's HyperNodes and the Topology objects
 /// that order levels. `cluster::READ` is this and a row per version of every kind in the
@@ -115,7 +115,7 @@ pub enum Filed {
     Other,
 }
 
-/// The storage and device kinds the cluster view files (see [`crate::model::volume`]).
+/// The storage and device kinds the cluster view files (see [`crate::read::model::volume`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StoredKind {
     Pvc,

@@ -157,10 +157,10 @@ impl fmt::Display for Resources {
 
 /// The amount of `resource` in the scheduler's units: millicores for `cpu`, base units (rounded
 /// up) for everything else.
-pub fn amount(resource: &str, q: &str) -> Result<i64, crate::quantity::QuantityError> {
-    let parsed = crate::quantity::parse(q.trim_matches(|c: char| c == '"'))?;
+pub fn amount(resource: &str, q: &str) -> Result<i64, crate::read::quantity::QuantityError> {
+    let parsed = crate::read::quantity::parse(q.trim_matches(|c: char| c == '"'))?;
     let v = if resource == CPU { parsed.milli_ceil() } else { parsed.value_ceil() };
-    v.ok_or_else(|| crate::quantity::QuantityError::Overflow(q.to_string()))
+    v.ok_or_else(|| crate::read::quantity::QuantityError::Overflow(q.to_string()))
 }
 
 /// A `ResourceList` (requests, limits, allocatable, overhead) in the scheduler's units. Every bad
@@ -168,7 +168,7 @@ pub fn amount(resource: &str, q: &str) -> Result<i64, crate::quantity::QuantityE
 pub fn resource_list(
     path: &str,
     list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-) -> Result<Resources, Vec<crate::error::FieldError>> {
+) -> Result<Resources, Vec<crate::read::error::FieldError>> {
     quantities(path, list.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
 }
 
@@ -176,17 +176,19 @@ pub fn resource_list(
 pub(crate) fn quantities<'a>(
     path: &str,
     list: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> Result<Resources, Vec<crate::error::FieldError>> {
+) -> Result<Resources, Vec<crate::read::error::FieldError>> {
     let mut out = Resources::new();
     let mut errors = Vec::new();
     for (name, q) in list {
         match amount(name, q) {
-            Ok(a) if a < 0 => errors.push(crate::error::FieldError::new(
+            Ok(a) if a < 0 => errors.push(crate::read::error::FieldError::new(
                 format!("{path}[{name}]"),
                 format!("must not be negative, got {q:?}"),
             )),
             Ok(a) => out.set(name, a),
-            Err(e) => errors.push(crate::error::FieldError::new(format!("{path}[{name}]"), e.to_string())),
+            Err(e) => {
+                errors.push(crate::read::error::FieldError::new(format!("{path}[{name}]"), e.to_string()))
+            }
         }
     }
     if errors.is_empty() { Ok(out) } else { Err(errors) }
@@ -228,7 +230,7 @@ impl<'a> ContainerResources<'a> {
 fn container_requests(
     path: &str,
     c: &ContainerResources<'_>,
-) -> Result<Resources, Vec<crate::error::FieldError>> {
+) -> Result<Resources, Vec<crate::read::error::FieldError>> {
     let mut errors = Vec::new();
     let mut requests = match &c.requests {
         Some(r) => quantities(&format!("{path}.resources.requests"), r.iter().copied()).unwrap_or_else(|e| {
@@ -272,7 +274,7 @@ fn pod_level(name: &str) -> bool {
 /// that for cpu, memory and hugepages; plus `spec.overhead`.
 pub fn effective_requests(
     spec: &k8s_openapi::api::core::v1::PodSpec,
-) -> Result<Resources, Vec<crate::error::FieldError>> {
+) -> Result<Resources, Vec<crate::read::error::FieldError>> {
     let containers: Vec<_> = spec.containers.iter().map(ContainerResources::of).collect();
     let init: Vec<_> = spec.init_containers.iter().flatten().map(ContainerResources::of).collect();
     fn list(
@@ -295,7 +297,7 @@ pub(crate) fn effective_requests_of(
     init_containers: &[ContainerResources<'_>],
     pod: &PodLevel<'_>,
     overhead: Option<&[(&str, &str)]>,
-) -> Result<Resources, Vec<crate::error::FieldError>> {
+) -> Result<Resources, Vec<crate::read::error::FieldError>> {
     let mut errors = Vec::new();
     let mut running = Resources::new();
     for (i, c) in containers.iter().enumerate() {
@@ -350,7 +352,7 @@ pub(crate) fn effective_requests_of(
 fn pod_requests(
     pod: &PodLevel<'_>,
     aggregated: &Resources,
-) -> Result<Vec<(String, i64)>, Vec<crate::error::FieldError>> {
+) -> Result<Vec<(String, i64)>, Vec<crate::read::error::FieldError>> {
     let read = |path: &str, list: &Option<Quantities<'_>>| match list {
         Some(l) => quantities(path, l.iter().copied()),
         None => Ok(Resources::new()),
@@ -376,7 +378,7 @@ fn pod_requests(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quantity::QuantityError;
+    use crate::read::quantity::QuantityError;
 
     #[test]
     fn canonical_examples_from_the_kubernetes_docs() {

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{Gang, SubGroup};
+use crate::read::model::{Gang, SubGroup};
 
 /// How deep a subgroup tree may nest below the root.
 pub const MAX_SUBGROUP_DEPTH: usize = 4;
@@ -252,7 +252,7 @@ pub fn attachment_error(gang: &Gang, subgroup: Option<&str>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Dialect, GangKey, Source, SubGroup};
+    use crate::read::model::{Dialect, GangKey, Source, SubGroup};
 
     fn sg(name: &str, parent: Option<&str>, min: u32) -> SubGroup {
         SubGroup {

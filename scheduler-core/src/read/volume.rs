@@ -1,8 +1,8 @@
-//! Kubernetes storage and device objects → the model's [`crate::model::volume`]: PVCs, PVs,
+//! Kubernetes storage and device objects → the model's [`crate::read::model::volume`]: PVCs, PVs,
 //! StorageClasses, CSINodes and DRA ResourceClaims, each decoded as the API server decodes it
 //! (an error names the exact field), keeping only what the volume filters read; and a pod's
 //! `spec.volumes` and `spec.resourceClaims`, from the typed `PodSpec` or straight from its raw
-//! JSON (the assembly's path, [`crate::convert::pod_from_raw`]).
+//! JSON (the assembly's path, [`crate::read::convert::pod_from_raw`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,18 +12,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::error::{FieldError, Wording, decode};
-use crate::model::volume::{
+use crate::read::error::{FieldError, Wording, decode};
+use crate::read::model::volume::{
     AccessMode, Allocation, Attachable, BETA_STORAGE_CLASS, BIND_COMPLETED, BindingMode, ClaimName, ClaimRef,
     CsiNode, Disk, HyperNode, HyperNodeMember, MAX_PATTERN_SIZE, MIGRATED_PLUGINS, MemberSelector,
     PodResourceClaim, PodVolume, Pv, Pvc, ResourceClaim, SELECTED_NODE, StorageClass, TopologyTerm,
     VolumeMode,
 };
-use crate::model::{
+use crate::read::model::{
     LabelOperator, LabelRequirement, LabelSelector, NodeSelectorOperator, NodeSelectorRequirement,
     NodeSelectorTerm, ObjectKey,
 };
-use crate::object::{KAI_TOPOLOGY_GROUP, KUEUE_TOPOLOGY_GROUP};
+use crate::read::object::{KAI_TOPOLOGY_GROUP, KUEUE_TOPOLOGY_GROUP};
 
 /// What one storage or device object reads as.
 #[derive(Clone, Debug, PartialEq)]
@@ -128,7 +128,7 @@ fn storage_bytes(
     errors: &mut Vec<FieldError>,
 ) -> i64 {
     let Some(q) = list.and_then(|l| l.get("storage")) else { return 0 };
-    match crate::resources::amount("storage", &q.0) {
+    match crate::read::resources::amount("storage", &q.0) {
         Ok(n) if n >= 0 => n,
         Ok(_) => {
             errors.push(FieldError::new(
@@ -440,7 +440,7 @@ pub fn levels_from_value(v: &Value) -> Result<Vec<String>, Vec<FieldError>> {
                 at,
                 format!("Too long: may not be more than 316 bytes, got {}", level.len()),
             ));
-        } else if let Err(e) = crate::labels::check_label_key(level) {
+        } else if let Err(e) = crate::read::labels::check_label_key(level) {
             errors.push(FieldError::new(at, e));
         } else if levels[..i].contains(level) {
             errors.push(FieldError::new("spec.levels", "Invalid value: must be unique"));
@@ -720,7 +720,7 @@ pub fn pod_volumes_raw(pod: &str, spec: Option<&Map<String, Value>>) -> Option<V
 }
 
 /// Only the volumes a scheduler reads, with only the sources it reads: what `simulate` stamps a
-/// workload's pods from (see [`crate::convert::scheduling_spec`]).
+/// workload's pods from (see [`crate::read::convert::scheduling_spec`]).
 pub fn scheduling_volumes(volumes: Option<&Vec<core::Volume>>) -> Option<Vec<core::Volume>> {
     let kept: Vec<core::Volume> = volumes?.iter().filter_map(scheduling_volume).collect();
     (!kept.is_empty()).then_some(kept)

@@ -1,7 +1,7 @@
 //! Admission: the one decision the webhook (`gang-webhook`) and `kubectl gang validate` both make
 //! about an object, so the two can never disagree. [`admit`] injects what a gang needs, as
 //! [`workload::injection`] computes it, then validates the result with the rule book
-//! ([`crate::validate`]).
+//! ([`crate::rules::validate`]).
 //!
 //! What happens depends on the operation, which `old` tells:
 //!
@@ -27,10 +27,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::error::FieldError;
-use crate::model::Gang;
+use crate::read::error::FieldError;
+use crate::read::model::Gang;
 use crate::read::workload::{self, Change};
-use crate::validate;
+use crate::rules::validate;
 
 /// What admission decided about one object.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl Verdict {
     }
 }
 
-pub use crate::validate::{GangSet, Gangs, NoGangs};
+pub use crate::rules::validate::{GangSet, Gangs, NoGangs};
 
 /// Admits `object` (turned in place into its admitted form: the changes of [`Verdict::changes`] are
 /// applied to it). `old` is the previous version on UPDATE, `None` on CREATE; `namespace_labels`
@@ -81,7 +81,7 @@ pub fn admit_with(
 ) -> Verdict {
     let mut verdict = admit_one(object, old, namespace_labels, gangs);
     if verdict.allowed() && is_pod(object) {
-        let (claims, _) = crate::dialect::pod_claims_all(object);
+        let (claims, _) = crate::read::dialect::pod_claims_all(object);
         let mut known: Vec<Gang> = Vec::new();
         for c in &claims {
             let found = gangs.find(&c.gang);
@@ -187,7 +187,7 @@ fn admit_one(
 ///   `kube-gang.io/enabled` label is exactly `"true"`, or it has none and its namespace's is;
 /// - a pod: it carries a kube-gang marker (label `kube-gang.io/gang`, annotation
 ///   `kube-gang.io/min-member`), or another dialect's claim marker
-///   ([`crate::dialect::CLAIM_MARKERS`]) and no scheduler but ours (`spec.schedulerName` unset,
+///   ([`crate::read::dialect::CLAIM_MARKERS`]) and no scheduler but ours (`spec.schedulerName` unset,
 ///   empty, `default-scheduler` or `gang-scheduler`: the pods injection hands to our scheduler);
 /// - anything else: never. Another scheduler's gang pods and PodGroups are theirs.
 pub fn opted_in(object: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
@@ -202,8 +202,8 @@ pub fn opted_in(object: &Value, namespace_labels: Option<&BTreeMap<String, Strin
 
 /// [`opted_in`] for a pod.
 fn pod_opted_in(pod: &Value) -> bool {
-    use crate::dialect::{CLAIM_MARKERS, Marker};
-    use crate::names::{ANNOTATION_GANG_FROM, ANNOTATION_MIN_MEMBER, LABEL_GANG};
+    use crate::read::dialect::{CLAIM_MARKERS, Marker};
+    use crate::read::labels::{ANNOTATION_GANG_FROM, ANNOTATION_MIN_MEMBER, LABEL_GANG};
     let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
     let has_label = |k: &str| labels.is_some_and(|l| l.contains_key(k));
@@ -220,7 +220,9 @@ fn pod_opted_in(pod: &Value) -> bool {
     let scheduler = pod.pointer("/spec/schedulerName");
     let ours = match scheduler {
         None | Some(Value::Null) => true,
-        Some(Value::String(s)) => matches!(s.as_str(), "" | "default-scheduler" | crate::SCHEDULER_NAME),
+        Some(Value::String(s)) => {
+            matches!(s.as_str(), "" | "default-scheduler" | crate::read::labels::SCHEDULER_NAME)
+        }
         Some(_) => false,
     };
     claims && ours
@@ -235,8 +237,8 @@ fn is_ours(object: &Value, namespace_labels: Option<&BTreeMap<String, String>>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::KUEUE_QUEUE_NAME;
-    use crate::names::{ANNOTATION_MIN_MEMBER, LABEL_ENABLED, LABEL_GANG};
+    use crate::read::labels::KUEUE_QUEUE_NAME;
+    use crate::read::labels::{ANNOTATION_MIN_MEMBER, LABEL_ENABLED, LABEL_GANG};
     use serde_json::json;
 
     fn job(labels: Value) -> Value {
@@ -247,21 +249,22 @@ mod tests {
 
     #[test]
     fn a_pod_on_an_inner_subgroup_of_a_known_gang_is_denied_an_unknown_gang_allowed() {
-        let gang =
-            crate::dialect::kubegang::read(&json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+        let gang = crate::read::dialect::kubegang::read(
+            &json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
             "metadata": {"name": "llm", "namespace": "ml"},
             "spec": {"minMember": 1, "subGroups": [{"name": "r0", "minMember": 1},
-                {"name": "r0-decode", "parent": "r0", "minMember": 2}]}}))
-            .unwrap();
+                {"name": "r0-decode", "parent": "r0", "minMember": 2}]}}),
+        )
+        .unwrap();
         let pod = |subgroup: &str| {
             json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "p", "namespace": "ml", "labels": {LABEL_GANG: "llm", crate::names::LABEL_SUBGROUP: subgroup}},
+                "metadata": {"name": "p", "namespace": "ml", "labels": {LABEL_GANG: "llm", crate::read::labels::LABEL_SUBGROUP: subgroup}},
                 "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]}})
         };
         let known = vec![gang];
         let v = admit_with(&mut pod("r0"), None, None, &known);
         assert_eq!(v.errors.len(), 1, "{v:?}");
-        assert_eq!(v.errors[0].path, format!("metadata.labels[{}]", crate::names::LABEL_SUBGROUP));
+        assert_eq!(v.errors[0].path, format!("metadata.labels[{}]", crate::read::labels::LABEL_SUBGROUP));
         assert!(v.errors[0].message.contains("inner subgroup"), "{}", v.errors[0].message);
         assert!(admit_with(&mut pod("r0-decode"), None, None, &known).allowed(), "a leaf is fine");
         assert!(admit(&mut pod("r0"), None, None).allowed(), "no gang known: allowed");
@@ -276,17 +279,17 @@ mod tests {
     fn a_pod_of_a_gang_the_front_door_may_have_left_out_is_allowed_with_a_warning() {
         struct Partial;
         impl Gangs for Partial {
-            fn find(&self, _: &crate::model::GangKey) -> Vec<Cow<'_, Gang>> {
+            fn find(&self, _: &crate::read::model::GangKey) -> Vec<Cow<'_, Gang>> {
                 Vec::new()
             }
-            fn not_held(&self, key: &crate::model::GangKey) -> Option<String> {
+            fn not_held(&self, key: &crate::read::model::GangKey) -> Option<String> {
                 (key.namespace == "crowded").then(|| "namespace crowded is not wholly held".into())
             }
         }
         let pod = |ns: &str| {
             json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "p", "namespace": ns,
-                             "labels": {LABEL_GANG: "llm", crate::names::LABEL_SUBGROUP: "r0"}},
+                             "labels": {LABEL_GANG: "llm", crate::read::labels::LABEL_SUBGROUP: "r0"}},
                 "spec": {"schedulerName": "gang-scheduler", "containers": [{"name": "c"}]}})
         };
         let v = admit_with(&mut pod("crowded"), None, None, &Partial);
@@ -417,7 +420,11 @@ mod tests {
         let v = admit(&mut asked, None, None);
         assert!(v.allowed() && v.warnings.is_empty(), "{v:?}");
         let t = &asked["spec"]["template"]["metadata"];
-        assert_eq!(t["annotations"][crate::names::ANNOTATION_GANG_FROM], crate::labels::JOB_NAME, "{v:?}");
+        assert_eq!(
+            t["annotations"][crate::read::labels::ANNOTATION_GANG_FROM],
+            crate::read::labels::JOB_NAME,
+            "{v:?}"
+        );
         assert_eq!(t["annotations"][ANNOTATION_MIN_MEMBER], "3");
         assert!(t["labels"].get(LABEL_GANG).is_none(), "no name to give: {t}");
         // What the validating hook sees: the name the API server generated, the same verdict.
@@ -477,7 +484,7 @@ mod tests {
                      "tasks": [{"name": "w", "replicas": 2, "template": plain}]}});
         let vc = admit(&mut vcjob, None, None);
         assert!(vc.allowed() && vc.warnings.is_empty(), "{vc:?}");
-        assert_eq!(vcjob["spec"]["schedulerName"], crate::SCHEDULER_NAME);
+        assert_eq!(vcjob["spec"]["schedulerName"], crate::read::labels::SCHEDULER_NAME);
     }
 
     #[test]
@@ -534,8 +541,8 @@ mod tests {
                    "metadata": {"name": "js", "namespace": "ml", "labels": {LABEL_ENABLED: "true"}},
                    "spec": {"replicatedJobs": jobs}})
         };
-        let limit = crate::workload::MAX_JOBSET_ROLES;
-        assert_eq!(limit, crate::validate::MAX_SUBGROUPS);
+        let limit = crate::read::workload::MAX_JOBSET_ROLES;
+        assert_eq!(limit, crate::rules::validate::MAX_SUBGROUPS);
         let v = admit(&mut jobset(limit), None, None);
         assert!(v.allowed(), "{v:?}");
         assert_eq!(v.changes.len(), 2 * limit, "the metadata and schedulerName of each template");

@@ -5,7 +5,7 @@
 //! policies, repeated constraints, `matchLabelKeys`, selector) and container ports (numbers,
 //! names, protocols, host ports repeated in a pod, host ports under `hostNetwork`).
 //!
-//! [`crate::validate`] applies them to pods and to the pod templates of the workloads it checks, so
+//! [`crate::rules::validate`] applies them to pods and to the pod templates of the workloads it checks, so
 //! the webhook, `kubectl gang validate` and `simulate` refuse what the API server would refuse in
 //! these fields — for a workload of a custom kind, whose templates the API server does not check,
 //! before the controller's pods are refused one by one. Each problem is worded as the API server
@@ -17,9 +17,9 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::Value;
 
-use crate::error::{FieldError, Wording, decode, join_path};
-use crate::labels::{check_label_key, check_label_value};
-use crate::object::At;
+use crate::read::error::{FieldError, Wording, decode, join_path};
+use crate::read::labels::{check_label_key, check_label_value};
+use crate::read::object::At;
 
 /// `is_not_positive` in the API server's words.
 const NOT_POSITIVE: &str = "must be greater than zero";

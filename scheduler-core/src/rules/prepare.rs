@@ -6,7 +6,7 @@
 //! 2. [`refused_before_admission`] — what the API server refuses before any webhook runs
 //!    (labels and annotations that are no strings, a Gang's undeclared fields);
 //! 3. [`admitted`] — Kueue's suspension of a queued Job, then admission on create, the call the
-//!    webhook makes ([`crate::admit_with`]);
+//!    webhook makes ([`crate::rules::admit::admit_with`]);
 //! 4. [`named`] — a name for an object created with only `generateName`, as the API server
 //!    gives one after mutating admission;
 //! 5. [`unsuspended`] — a suspended Job admitted again as the update that unsuspends it
@@ -261,7 +261,7 @@ pub fn unsuspended(
 /// goes through the steps of this module in order. A workload without a `kube-gang.io/enabled`
 /// label is taken as opted in (simulating it asks how it would run as a gang; `validate` judges a
 /// file without its namespace, as one that did not opt in); one with the label is opted in only
-/// by `"true"`, as the webhook reads it ([`crate::opted_in`]). At most
+/// by `"true"`, as the webhook reads it ([`crate::rules::admit::opted_in`]). At most
 /// [`workload::MAX_EXPANDED_PODS`] pods are expanded over the whole input.
 pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
     prepare_bounded(|| sourced.iter().cloned(), default_ns, now, workload::MAX_EXPANDED_PODS)

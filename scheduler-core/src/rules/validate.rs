@@ -6,15 +6,15 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::error::FieldError;
-use crate::model::{Gang, GangKey};
-use crate::object::At;
+use crate::read::error::FieldError;
+use crate::read::model::{Gang, GangKey};
+use crate::read::object::At;
 
-pub use crate::labels::{check_label_key, check_label_value};
-pub use crate::tree::{MAX_SUBGROUP_DEPTH, MAX_SUBGROUPS};
+pub use crate::read::labels::{check_label_key, check_label_value};
+pub use crate::read::tree::{MAX_SUBGROUP_DEPTH, MAX_SUBGROUPS};
 
 /// What the rule book found in one object: errors deny it, warnings are shown to the user.
-/// (Admission's decision about an object, which adds what was injected, is [`crate::admit::Verdict`].)
+/// (Admission's decision about an object, which adds what was injected, is [`crate::rules::admit::Verdict`].)
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Findings {
     pub errors: Vec<FieldError>,
@@ -72,7 +72,7 @@ pub struct GangSet(std::collections::BTreeMap<GangKey, Vec<Gang>>);
 impl GangSet {
     /// The gangs claims of `pod` name, as [`attachment_errors`] takes them.
     pub fn claimed_by(&self, pod: &Value) -> Vec<Gang> {
-        let (claims, _) = crate::dialect::pod_claims_all(pod);
+        let (claims, _) = crate::read::dialect::pod_claims_all(pod);
         claims.iter().flat_map(|c| self.find(&c.gang)).map(Cow::into_owned).collect()
     }
 
@@ -118,7 +118,7 @@ pub fn validate(new: &Value, old: Option<&Value>) -> Findings {
 
 /// [`validate`], knowing `gangs`: a workload whose pods name a gang it does not define (another
 /// dialect's PodGroup, a `Gang`) and whose controller creates them in stages is judged against
-/// that gang's minimum ([`crate::workload::staged_creation`]).
+/// that gang's minimum ([`crate::read::workload::staged_creation`]).
 pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Findings {
     let mut v = Findings::default();
     if !new.is_object() {
@@ -128,26 +128,26 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
     key_warnings(new, &mut v.warnings);
     let kind = new.get("kind").and_then(Value::as_str).unwrap_or("");
     let api_version = new.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if let Some(read) = crate::dialect::read_object(new) {
+    if let Some(read) = crate::read::dialect::read_object(new) {
         match read {
-            Ok(crate::dialect::GangObject::Gang(g)) => {
+            Ok(crate::read::dialect::GangObject::Gang(g)) => {
                 v.errors.extend(gang_tree_errors(&g));
-                v.warnings.extend(crate::dialect::object_warnings(new));
-                if let Some(old) = old.and_then(|o| match crate::dialect::read_object(o) {
-                    Some(Ok(crate::dialect::GangObject::Gang(g))) => Some(g),
+                v.warnings.extend(crate::read::dialect::object_warnings(new));
+                if let Some(old) = old.and_then(|o| match crate::read::dialect::read_object(o) {
+                    Some(Ok(crate::read::dialect::GangObject::Gang(g))) => Some(g),
                     _ => None,
                 }) {
                     v.errors.extend(update_errors(&old, &g));
                 }
-                if g.mode == crate::model::GangMode::NonStrict && g.timeout.is_none() {
+                if g.mode == crate::read::model::GangMode::NonStrict && g.timeout.is_none() {
                     v.warnings.push(
                         "a NonStrict gang without a timeout holds the nodes it reserves until it fits; set spec.scheduleTimeoutSeconds"
                             .into(),
                     );
                 }
             }
-            Ok(crate::dialect::GangObject::Workload(_)) => {}
-            Ok(crate::dialect::GangObject::UpstreamGroup(g)) => {
+            Ok(crate::read::dialect::GangObject::Workload(_)) => {}
+            Ok(crate::read::dialect::GangObject::UpstreamGroup(g)) => {
                 if g.min == Some(0) {
                     let field = if g.kind == "PodGroup" { "minCount" } else { "minGroupCount" };
                     v.errors.push(FieldError::new(
@@ -164,17 +164,17 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
         validate_pod(new, &mut v);
         return v;
     }
-    if crate::workload::trainer::is_trainjob(new) {
-        v.errors.extend(crate::workload::trainer::check(new));
+    if crate::read::workload::trainer::is_trainjob(new) {
+        v.errors.extend(crate::read::workload::trainer::check(new));
         return v;
     }
-    if crate::workload::grove::is_pcs(new) {
-        let (errors, warnings) = crate::workload::grove::check(new);
+    if crate::read::workload::grove::is_pcs(new) {
+        let (errors, warnings) = crate::read::workload::grove::check(new);
         v.errors.extend(errors);
         v.warnings.extend(warnings);
         return v;
     }
-    if let Some(shape) = crate::workload::inspect(new) {
+    if let Some(shape) = crate::read::workload::inspect(new) {
         validate_workload(new, old, shape, gangs, &mut v);
     }
     v
@@ -182,12 +182,12 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
 
 /// Warnings on the `kube-gang.io/` labels and annotations of the object and of its pod templates:
 /// an unknown key (a typo the scheduler would silently ignore) names the nearest known one
-/// ([`crate::names::KNOWN`]), and an opt-in label other than `"true"`/`"false"` says it does not
-/// opt in (the webhook's selectors match `"true"` only; [`crate::workload::is_opted_in`]).
+/// ([`crate::read::labels::KNOWN`]), and an opt-in label other than `"true"`/`"false"` says it does not
+/// opt in (the webhook's selectors match `"true"` only; [`crate::read::workload::is_opted_in`]).
 fn key_warnings(obj: &Value, out: &mut Vec<String>) {
-    use crate::names::{GROUP, KNOWN, KeyKind, LABEL_ENABLED, nearest_known};
+    use crate::read::labels::{GROUP, KNOWN, KeyKind, LABEL_ENABLED, nearest_known};
     let mut at = |pointer: &str| {
-        let base = crate::workload::path_of(pointer);
+        let base = crate::read::workload::path_of(pointer);
         let base = if base.is_empty() { "metadata".to_string() } else { format!("{base}.metadata") };
         for (map, kind) in [("labels", KeyKind::Label), ("annotations", KeyKind::Annotation)] {
             let Some(found) = obj.pointer(&format!("{pointer}/metadata/{map}")).and_then(Value::as_object)
@@ -230,7 +230,7 @@ fn key_warnings(obj: &Value, out: &mut Vec<String>) {
         }
     };
     at("");
-    if let Some(Ok(shape)) = crate::workload::inspect(obj) {
+    if let Some(Ok(shape)) = crate::read::workload::inspect(obj) {
         for role in &shape.roles {
             at(&role.template);
         }
@@ -241,16 +241,16 @@ fn key_warnings(obj: &Value, out: &mut Vec<String>) {
 /// pod templates' claims times the pods each template makes at once. What a front door adds up
 /// over its whole input for [`member_shortfall`]. May count more than the controller makes (a
 /// LeaderWorkerSet's groups are counted whole), never fewer.
-pub fn members_named(obj: &Value) -> Vec<(crate::model::GangKey, u64)> {
+pub fn members_named(obj: &Value) -> Vec<(crate::read::model::GangKey, u64)> {
     if obj.get("kind").and_then(Value::as_str) == Some("Pod") {
-        let (claims, _) = crate::dialect::pod_claims_all(obj);
+        let (claims, _) = crate::read::dialect::pod_claims_all(obj);
         return claims.into_iter().map(|c| (c.gang, 1)).collect();
     }
-    let Some(Ok(shape)) = crate::workload::inspect(obj) else { return Vec::new() };
+    let Some(Ok(shape)) = crate::read::workload::inspect(obj) else { return Vec::new() };
     let mut out = Vec::new();
     for role in &shape.roles {
         let Some(template) = obj.pointer(&role.template) else { continue };
-        let (claims, _) = crate::dialect::template_claims_all(template, &shape.namespace);
+        let (claims, _) = crate::read::dialect::template_claims_all(template, &shape.namespace);
         out.extend(claims.into_iter().map(|c| (c.gang, u64::from(role.pods))));
     }
     out
@@ -262,7 +262,7 @@ pub fn members_named(obj: &Value) -> Vec<(crate::model::GangKey, u64)> {
 /// forever. `kubectl gang validate` and `simulate` report it as an error, at the field that asks.
 /// A KAI PodGroup's pod floors are [`floor_shortfalls`]' (a warning: KAI declares no count).
 pub fn member_shortfall(gang: &Gang, members: u64) -> Option<FieldError> {
-    use crate::model::Dialect;
+    use crate::read::model::Dialect;
     let field = match gang.source.dialect {
         // A PodGang lists the pods Grove made; its pods are made by Grove's controllers.
         Dialect::Kai | Dialect::KubeGangAnnotations | Dialect::Koordinator | Dialect::Grove => return None,
@@ -286,17 +286,17 @@ pub fn member_shortfall(gang: &Gang, members: u64) -> Option<FieldError> {
 /// label names, and only leaves have pods), an unknown one, or none where the tree has subgroups.
 /// Each error names the pod's subgroup label. Checked where a pod and its gang object are seen
 /// together: `kubectl gang simulate` over one input, and admission given the gangs its front door
-/// knows ([`crate::admit::admit_with`]); the cycle reports the same members in its message (see
+/// knows ([`crate::rules::admit::admit_with`]); the cycle reports the same members in its message (see
 /// `tree::attachment_error`).
 pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
-    let (claims, _) = crate::dialect::pod_claims_all(pod);
+    let (claims, _) = crate::read::dialect::pod_claims_all(pod);
     let mut errors = Vec::new();
     for c in claims {
         let Some((label, family)) = subgroup_label(c.dialect) else { continue };
         let Some(gang) = gangs.iter().find(|g| g.key == c.gang && family.contains(&g.source.dialect)) else {
             continue;
         };
-        if let Some(message) = crate::tree::attachment_error(gang, c.subgroup.as_deref()) {
+        if let Some(message) = crate::read::tree::attachment_error(gang, c.subgroup.as_deref()) {
             errors.push(FieldError::new(format!("metadata.labels[{label}]"), message));
         }
     }
@@ -307,21 +307,21 @@ pub fn attachment_errors(gangs: &[Gang], pod: &Value) -> Vec<FieldError> {
 /// objects it may name (`None`: upstream claims resolve to their leaf by the PodGroup they name;
 /// the other dialects have no subgroups).
 fn subgroup_label(
-    dialect: crate::model::Dialect,
-) -> Option<(&'static str, &'static [crate::model::Dialect])> {
-    use crate::model::Dialect;
+    dialect: crate::read::model::Dialect,
+) -> Option<(&'static str, &'static [crate::read::model::Dialect])> {
+    use crate::read::model::Dialect;
     match dialect {
         Dialect::KubeGang | Dialect::KubeGangAnnotations => {
-            Some((crate::labels::LABEL_SUBGROUP, &[Dialect::KubeGang, Dialect::KubeGangAnnotations]))
+            Some((crate::read::labels::LABEL_SUBGROUP, &[Dialect::KubeGang, Dialect::KubeGangAnnotations]))
         }
-        Dialect::Kai => Some((crate::dialect::kai::SUBGROUP_LABEL, &[Dialect::Kai])),
-        Dialect::Grove => Some((crate::dialect::grove::SUBGROUP_LABEL, &[Dialect::Grove])),
+        Dialect::Kai => Some((crate::read::dialect::kai::SUBGROUP_LABEL, &[Dialect::Kai])),
+        Dialect::Grove => Some((crate::read::dialect::grove::SUBGROUP_LABEL, &[Dialect::Grove])),
         _ => None,
     }
 }
 
 /// Whether a pod's claim in `dialect` names a subgroup [`attachment_errors`] checks.
-pub fn has_subgroup_label(dialect: crate::model::Dialect) -> bool {
+pub fn has_subgroup_label(dialect: crate::read::model::Dialect) -> bool {
     subgroup_label(dialect).is_some()
 }
 
@@ -333,24 +333,24 @@ pub fn has_subgroup_label(dialect: crate::model::Dialect) -> bool {
 /// their workload are seen with the PodGroup (`kubectl gang simulate`); admission sees one object
 /// and cannot; the cycle says the same in its "waiting for members" message.
 pub fn floor_shortfalls<'a>(gang: &Gang, pods: impl IntoIterator<Item = &'a Value>) -> Vec<FieldError> {
-    use crate::model::Dialect;
+    use crate::read::model::Dialect;
     if gang.source.dialect != Dialect::Kai
         || (gang.pod_floor == 0 && gang.subgroups.iter().all(|s| s.pod_floor == 0))
     {
         return Vec::new();
     }
-    let mut counts = crate::tree::LeafCounts::new();
+    let mut counts = crate::read::tree::LeafCounts::new();
     for pod in pods {
-        let (claims, _) = crate::dialect::pod_claims_all(pod);
+        let (claims, _) = crate::read::dialect::pod_claims_all(pod);
         for c in claims.iter().filter(|c| c.dialect == Dialect::Kai && c.gang == gang.key) {
-            if let Some(leaf) = crate::tree::leaf_of(gang, c.subgroup.as_deref()) {
+            if let Some(leaf) = crate::read::tree::leaf_of(gang, c.subgroup.as_deref()) {
                 *counts.entry(leaf.to_string()).or_default() += 1;
             }
         }
     }
     let why = "KAI counts pods here; the gang waits until that many exist";
     let mut out = Vec::new();
-    let all = crate::tree::pods_in(&counts);
+    let all = crate::read::tree::pods_in(&counts);
     if !gang.subgroups.is_empty() && all < u64::from(gang.pod_floor) {
         out.push(FieldError::new(
             "spec.minMember",
@@ -361,7 +361,7 @@ pub fn floor_shortfalls<'a>(gang: &Gang, pods: impl IntoIterator<Item = &'a Valu
         ));
     }
     for (i, s) in gang.subgroups.iter().enumerate().filter(|(_, s)| s.pod_floor > 0) {
-        let under = crate::tree::pods_under(gang, &s.name, &counts);
+        let under = crate::read::tree::pods_under(gang, &s.name, &counts);
         if under < u64::from(s.pod_floor) {
             out.push(FieldError::new(
                 format!("spec.subGroups[{i}].minMember"),
@@ -376,18 +376,18 @@ pub fn floor_shortfalls<'a>(gang: &Gang, pods: impl IntoIterator<Item = &'a Valu
 }
 
 /// Where a gang rule's CRD path lives on a pod whose annotations define the gang.
-fn annotation_field(dialect: crate::model::Dialect, crd_path: &str) -> String {
-    use crate::dialect::koordinator;
-    use crate::names::{
+fn annotation_field(dialect: crate::read::model::Dialect, crd_path: &str) -> String {
+    use crate::read::dialect::koordinator;
+    use crate::read::labels::{
         ANNOTATION_GANG_GROUP, ANNOTATION_MIN_MEMBER, ANNOTATION_TIMEOUT, ANNOTATION_TOPOLOGY_KEY,
     };
-    let koord = dialect == crate::model::Dialect::Koordinator;
+    let koord = dialect == crate::read::model::Dialect::Koordinator;
     let (key, rest) = if let Some(rest) = crd_path.strip_prefix("spec.gangGroup") {
         (if koord { koordinator::GROUPS } else { ANNOTATION_GANG_GROUP }, rest)
     } else if crd_path == "spec.topologyKey" {
         (ANNOTATION_TOPOLOGY_KEY, "")
     } else if crd_path == "spec.topology.preferred" {
-        (crate::names::ANNOTATION_TOPOLOGY_PREFERRED, "")
+        (crate::read::labels::ANNOTATION_TOPOLOGY_PREFERRED, "")
     } else if crd_path == "spec.scheduleTimeoutSeconds" {
         (if koord { koordinator::WAITING_TIME } else { ANNOTATION_TIMEOUT }, "")
     } else if crd_path == "spec.minMember" {
@@ -403,11 +403,11 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
     v.errors.extend(super::podspec::errors(pod.at("/spec"), "spec"));
     // Every claim error (each dialect's, and conflicts), and the checks below on the claims that
     // could be read.
-    let (claims, claim_errors) = crate::dialect::pod_claims_all(pod);
+    let (claims, claim_errors) = crate::read::dialect::pod_claims_all(pod);
     v.errors.extend(claim_errors);
     for c in &claims {
-        v.warnings.extend(crate::dialect::topology_warnings(c, pod));
-        match crate::dialect::annotation_gang(c, pod) {
+        v.warnings.extend(crate::read::dialect::topology_warnings(c, pod));
+        match crate::read::dialect::annotation_gang(c, pod) {
             Some(Ok(g)) => {
                 // The annotation gang's shape: topology key, gang group, timeout, as on a Gang.
                 for e in gang_tree_errors(&g) {
@@ -415,7 +415,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
                         v.errors.push(FieldError::new(annotation_field(c.dialect, &e.path), e.message));
                     }
                 }
-                if g.min_member == 0 && c.dialect != crate::model::Dialect::KubeGangAnnotations {
+                if g.min_member == 0 && c.dialect != crate::read::model::Dialect::KubeGangAnnotations {
                     v.errors.push(FieldError::new(c.path.clone(), "the gang's minimum must be at least 1"));
                 }
                 if let Some(total) = g.total_member
@@ -435,23 +435,23 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
         }
     }
     if let Some(min) =
-        pod.at("/metadata/annotations").and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER))
+        pod.at("/metadata/annotations").and_then(|a| a.get(crate::read::labels::ANNOTATION_MIN_MEMBER))
         && min.as_str() == Some("0")
     {
         v.errors.push(FieldError::new(
-            format!("metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER),
+            format!("metadata.annotations[{}]", crate::read::labels::ANNOTATION_MIN_MEMBER),
             "must be at least 1",
         ));
     }
     let scheduler = pod.at("/spec/schedulerName").and_then(Value::as_str).unwrap_or("");
     if !claims.is_empty()
-        && scheduler != crate::SCHEDULER_NAME
+        && scheduler != crate::read::labels::SCHEDULER_NAME
         && !scheduler.is_empty()
         && scheduler != "default-scheduler"
     {
         v.warnings.push(format!(
             "spec.schedulerName is {scheduler:?}: this gang member will not be placed by {}",
-            crate::SCHEDULER_NAME
+            crate::read::labels::SCHEDULER_NAME
         ));
     }
 }
@@ -459,7 +459,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
 fn validate_workload(
     obj: &Value,
     old: Option<&Value>,
-    shape: Result<crate::workload::WorkloadShape, Vec<FieldError>>,
+    shape: Result<crate::read::workload::WorkloadShape, Vec<FieldError>>,
     gangs: &dyn Gangs,
     v: &mut Findings,
 ) {
@@ -468,22 +468,22 @@ fn validate_workload(
         Err(e) => {
             // Only a workload that asked for a gang (or a Volcano Job, a gang by itself) is ours
             // to reject.
-            if crate::workload::is_opted_in(obj, None) || has_gang_labels(obj) || is_volcano_job(obj) {
+            if crate::read::workload::is_opted_in(obj, None) || has_gang_labels(obj) || is_volcano_job(obj) {
                 v.errors.extend(e);
             }
             return;
         }
     };
-    if !shape.volcano() && !crate::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
+    if !shape.volcano() && !crate::read::workload::is_opted_in(obj, None) && !has_gang_labels(obj) {
         return;
     }
     if shape.volcano() {
-        v.warnings.extend(crate::dialect::volcano::job_warnings(obj));
+        v.warnings.extend(crate::read::dialect::volcano::job_warnings(obj));
     }
-    v.warnings.extend(crate::dialect::kai::workload_warnings(obj));
+    v.warnings.extend(crate::read::dialect::kai::workload_warnings(obj));
     v.warnings.extend(kai_levels_overridden(obj, &shape));
     let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();
-    for staged in crate::workload::staged_creation(obj, &shape, &known) {
+    for staged in crate::read::workload::staged_creation(obj, &shape, &known) {
         if staged.never {
             v.errors.push(FieldError::new(staged.path, staged.message));
         } else {
@@ -494,11 +494,11 @@ fn validate_workload(
     for role in &shape.roles {
         let Some(template) = obj.at(&role.template) else { continue };
         let annotations = template.at("/metadata/annotations");
-        let path = crate::workload::path_of(&role.template);
+        let path = crate::read::workload::path_of(&role.template);
         // The gang labels become pod labels: a value the API server would refuse on the pods fails
         // every pod the controller creates, so it is refused here, on the workload.
         let labels = template.at("/metadata/labels");
-        for key in [crate::names::LABEL_GANG, crate::names::LABEL_SUBGROUP] {
+        for key in [crate::read::labels::LABEL_GANG, crate::read::labels::LABEL_SUBGROUP] {
             if let Some(value) = labels.and_then(|l| l.get(key)) {
                 let field = format!("{path}.metadata.labels[{key}]");
                 match value.as_str().map(check_label_value) {
@@ -508,8 +508,9 @@ fn validate_workload(
                 }
             }
         }
-        if let Some(min) = annotations.and_then(|a| a.get(crate::names::ANNOTATION_MIN_MEMBER)) {
-            let field = format!("{path}.metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER);
+        if let Some(min) = annotations.and_then(|a| a.get(crate::read::labels::ANNOTATION_MIN_MEMBER)) {
+            let field =
+                format!("{path}.metadata.annotations[{}]", crate::read::labels::ANNOTATION_MIN_MEMBER);
             match min.as_str().map(|s| s.trim().parse::<u32>()) {
                 Some(Ok(0)) => v.errors.push(FieldError::new(field, "must be at least 1")),
                 Some(Ok(n))
@@ -565,10 +566,10 @@ fn scaled_below_gang(
         o.get("kind").and_then(Value::as_str) == Some("Job")
             && o.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
     };
-    if !is_job(obj) || !is_job(old) || crate::workload::template_still_mutable(old, obj) {
+    if !is_job(obj) || !is_job(old) || crate::read::workload::template_still_mutable(old, obj) {
         return None;
     }
-    let before = match crate::workload::inspect(old) {
+    let before = match crate::read::workload::inspect(old) {
         Some(Ok(shape)) => shape.total_member(),
         _ => return None,
     };
@@ -590,8 +591,8 @@ fn scaled_below_gang(
 
 /// A workload's KAI placement annotations that its pod templates' own kube-gang topology
 /// annotations override (ours win, as injection never overwrites them): each named once.
-fn kai_levels_overridden(obj: &Value, shape: &crate::workload::WorkloadShape) -> Vec<String> {
-    use crate::labels::{
+fn kai_levels_overridden(obj: &Value, shape: &crate::read::workload::WorkloadShape) -> Vec<String> {
+    use crate::read::labels::{
         ANNOTATION_TOPOLOGY_PREFERRED, ANNOTATION_TOPOLOGY_REQUIRED, KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED,
         KAI_TOPOLOGY_REQUIRED,
     };
@@ -629,16 +630,16 @@ fn kai_levels_overridden(obj: &Value, shape: &crate::workload::WorkloadShape) ->
 /// pods would be created with them, and each pod's gang would be refused or time out at once.
 /// `min-member` is left to the workload's own check, which knows the workload's pod count.
 fn template_gang_errors(template: &Value, namespace: &str, path: &str, v: &mut Findings) {
-    let min_member = format!("metadata.annotations[{}]", crate::names::ANNOTATION_MIN_MEMBER);
-    let (claims, _) = crate::dialect::template_claims_all(template, namespace);
+    let min_member = format!("metadata.annotations[{}]", crate::read::labels::ANNOTATION_MIN_MEMBER);
+    let (claims, _) = crate::read::dialect::template_claims_all(template, namespace);
     let under = |e: FieldError| FieldError::new(format!("{path}.{}", e.path), e.message);
     for c in &claims {
         v.warnings.extend(
-            crate::dialect::template_topology_warnings(c, template, namespace)
+            crate::read::dialect::template_topology_warnings(c, template, namespace)
                 .into_iter()
                 .map(|w| format!("{path}.{w}")),
         );
-        match crate::dialect::template_annotation_gang(c, template, namespace) {
+        match crate::read::dialect::template_annotation_gang(c, template, namespace) {
             Some(Ok(g)) => {
                 for e in gang_tree_errors(&g).into_iter().filter(|e| e.path != "spec.minMember") {
                     v.errors.push(under(FieldError::new(annotation_field(c.dialect, &e.path), e.message)));
@@ -657,14 +658,15 @@ fn is_volcano_job(obj: &Value) -> bool {
         && obj
             .get("apiVersion")
             .and_then(Value::as_str)
-            .is_some_and(|v| crate::dialect::group_of(v) == "batch.volcano.sh")
+            .is_some_and(|v| crate::read::dialect::group_of(v) == "batch.volcano.sh")
 }
 
 /// Whether any pod template of the workload names a gang, in any dialect.
 fn has_gang_labels(obj: &Value) -> bool {
-    let Some(Ok(shape)) = crate::workload::inspect(obj) else { return false };
+    let Some(Ok(shape)) = crate::read::workload::inspect(obj) else { return false };
     shape.roles.iter().any(|r| {
-        obj.at(&r.template).is_some_and(|t| !crate::workload::template_claims(t, &shape.namespace).is_empty())
+        obj.at(&r.template)
+            .is_some_and(|t| !crate::read::workload::template_claims(t, &shape.namespace).is_empty())
     })
 }
 
@@ -760,7 +762,7 @@ fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
     let mut index: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, s) in subgroups.iter().enumerate() {
         let path = format!("spec.subGroups[{i}]");
-        if let Err(e) = crate::dialect::check_dns_label(&s.name) {
+        if let Err(e) = crate::read::dialect::check_dns_label(&s.name) {
             errors.push(FieldError::new(format!("{path}.name"), e));
         }
         if let Some(&first) = index.get(s.name.as_str()) {

@@ -9,8 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::ObjectKey;
-use crate::model::volume::Disk;
+use crate::read::model::ObjectKey;
+use crate::read::model::volume::Disk;
 
 /// The volume chosen for an unbound claim.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -16,9 +16,10 @@ use super::filter::{soft_taints, static_fit};
 use super::ledger::{Demand, Ledger, Txn};
 use super::volumes::Volumes;
 use super::{NodeIndex, PodSlots};
-use crate::config::Scoring;
-use crate::model::Pod;
-use crate::{Config, Snapshot};
+use crate::decide::config::Config;
+use crate::decide::config::Scoring;
+use crate::read::model::Pod;
+use crate::read::model::Snapshot;
 
 /// The nodes in each domain of one topology key.
 #[derive(Debug)]
@@ -537,9 +538,9 @@ impl<'a> Caches<'a> {
         // Domains in value order, each's nodes in node order: sorted once, not a tree of vectors
         // (a hostname makes a domain per node).
         // A Volcano HyperNode tier is a level no node carries as a label: its domains are the
-        // tier's HyperNodes ([`crate::hypernode`]).
-        let derived = crate::hypernode::tier_of(key)
-            .map(|t| crate::hypernode::domains(&self.snap.nodes, &self.snap.storage.hypernodes, t));
+        // tier's HyperNodes ([`crate::read::hypernode`]).
+        let derived = crate::read::hypernode::tier_of(key)
+            .map(|t| crate::read::hypernode::domains(&self.snap.nodes, &self.snap.storage.hypernodes, t));
         let mut labelled: Vec<(&str, usize)> = match &derived {
             Some(d) => d.iter().enumerate().filter_map(|(i, v)| Some((v.as_deref()?, i))).collect(),
             None => (self.snap.nodes.iter().enumerate())

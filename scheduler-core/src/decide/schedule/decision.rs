@@ -9,10 +9,13 @@ use super::GangFacts;
 use super::ledger::Txn;
 use super::preempt::Allowance;
 use super::volumes::Work;
-use crate::model::SmolStr;
-use crate::model::{GangState, Persisted, Reservation};
-use crate::plan::{Binding, Eviction, EvictionReason, Keep, Nomination, Outcome, Phase, VolumeBinding};
-use crate::{Plan, Reason, Snapshot};
+use crate::decide::plan::{
+    Binding, Eviction, EvictionReason, Keep, Nomination, Outcome, Phase, VolumeBinding,
+};
+use crate::decide::plan::{Plan, Reason};
+use crate::read::model::SmolStr;
+use crate::read::model::Snapshot;
+use crate::read::model::{GangState, Persisted, Reservation};
 
 /// What the cycle decided for one gang.
 #[derive(Debug)]
@@ -72,7 +75,13 @@ struct Where {
 /// later one). The rest (whether it was ever satisfied; the wait of a gang whose members all hold
 /// nodes) goes along when something is written, never alone: a gang placed whole, or running,
 /// costs no write.
-type Matters = (Option<crate::Time>, Option<crate::Time>, u32, Option<crate::Time>, bool);
+type Matters = (
+    Option<crate::read::model::Time>,
+    Option<crate::read::model::Time>,
+    u32,
+    Option<crate::read::model::Time>,
+    bool,
+);
 
 fn what_matters(s: &GangState, w: Where) -> Matters {
     let wait = !w.holds_nodes || w.pending;
@@ -102,19 +111,20 @@ fn revised(before: &GangState, mut after: GangState, w: Where) -> GangState {
 /// written), the revision is raised and every member written — so no two members ever carry one
 /// revision with two contents, and a restarted leader reads back exactly what this one holds.
 fn keep(
-    gang: &crate::model::Gang,
-    pods: &[crate::model::Pod],
+    gang: &crate::read::model::Gang,
+    pods: &[crate::read::model::Pod],
     members: &[usize],
     state: &mut GangState,
 ) -> Vec<Keep> {
     if !gang.keeps_state_on_pods() || state.rev == 0 {
         return Vec::new();
     }
-    fn of_gang<'p>(p: &'p crate::model::Pod, gang: &crate::model::Gang) -> Option<&'p Persisted> {
+    fn of_gang<'p>(p: &'p crate::read::model::Pod, gang: &crate::read::model::Gang) -> Option<&'p Persisted> {
         p.persisted.as_deref().filter(|k| super::members::keeps(p, k, gang))
     }
-    let behind =
-        |p: &crate::model::Pod, rev: u64| p.is_active() && of_gang(p, gang).is_none_or(|k| k.state.rev < rev);
+    let behind = |p: &crate::read::model::Pod, rev: u64| {
+        p.is_active() && of_gang(p, gang).is_none_or(|k| k.state.rev < rev)
+    };
     let active = members.iter().map(|&p| &pods[p]).filter(|p| p.is_active());
     if !active.clone().any(|p| behind(p, state.rev)) {
         return Vec::new();
@@ -140,7 +150,7 @@ pub(super) fn assemble(
     decisions: Vec<Decision>,
     singles: &[(usize, usize)],
     single_volumes: &[Work],
-    now: crate::Time,
+    now: crate::read::model::Time,
 ) -> Plan {
     let members = &gangs_facts.members;
     let (pods, nodes, gangs) = (&snap.pods, &snap.nodes, &snap.gangs);

@@ -16,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::labels::{JOB_NAME, JOBSET_JOB_KEY, JOBSET_NAME, JOBSET_PRIORITY};
-use crate::model::{Node, Pod};
+use crate::read::labels::{JOB_NAME, JOBSET_JOB_KEY, JOBSET_NAME, JOBSET_PRIORITY};
+use crate::read::model::{Node, Pod};
 
 /// Whether `pod` belongs to a JobSet's child Job: what the anti-affinity's `job-key Exists`
 /// matches (pods simulate expands carry the JobSet name and the Job name instead of the hash).
@@ -118,7 +118,7 @@ impl Blocks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Labels;
+    use crate::read::model::Labels;
 
     fn pod(labels: &[(&str, &str)], exclusive: Option<&str>, priority: i32) -> Pod {
         let mut p: Pod =
@@ -132,7 +132,7 @@ mod tests {
     fn node(rack: Option<&str>) -> Node {
         Node {
             name: "n".into(),
-            allocatable: crate::resources::Resources::new(),
+            allocatable: crate::read::resources::Resources::new(),
             labels: rack.map(|r| ("rack".to_string(), r.to_string())).into_iter().collect(),
             taints: vec![],
             unschedulable: false,

@@ -12,9 +12,9 @@ use super::ledger::{Demand, Ledger, ResourceIndex, Txn};
 use super::members::Members;
 use super::place::{Feasible, Placement};
 use super::volumes::{Block as VolumeBlock, Volumes};
-use crate::model::{Gang, Node, Pod};
-use crate::resources::Resources;
-use crate::tree;
+use crate::read::model::{Gang, Node, Pod};
+use crate::read::resources::Resources;
+use crate::read::tree;
 
 /// How many node names a message lists before "…".
 const MAX_NAMES: usize = 5;
@@ -279,7 +279,7 @@ fn blocked(pod: &Pod, pods: &[Pod], block: &Block, who: &[usize]) -> String {
     let with = if names.is_empty() { String::new() } else { format!(" with {}", names.join(", ")) };
     let terms = pod.terms();
     let spread = |i: usize| terms.and_then(|t| t.spread.get(i));
-    let key = |list: Option<&Vec<crate::model::terms::AffinityTerm>>, i: usize| {
+    let key = |list: Option<&Vec<crate::read::model::terms::AffinityTerm>>, i: usize| {
         list.and_then(|l| l.get(i)).map_or("", |t| t.topology_key.as_str()).to_string()
     };
     match block {
@@ -319,7 +319,7 @@ fn topology(key: &str, a: &Placement) -> String {
         let best: Vec<String> =
             a.domain_report.iter().take(3).map(|(d, n)| format!("{key}={d} has room for {n}")).collect();
         s.push_str(&format!(" (best: {})", best.join(", ")));
-    } else if let Some(t) = crate::hypernode::tier_of(key) {
+    } else if let Some(t) = crate::read::hypernode::tier_of(key) {
         // A HyperNode tier is no label to look up on a node: say where its domains come from.
         s.push_str(&format!(
             " (no tier-{t} Volcano HyperNode has room for any: a node counts only as a member of one)"

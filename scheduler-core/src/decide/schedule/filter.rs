@@ -2,7 +2,7 @@
 //! selectors and required node affinity — Kubernetes' semantics, checked once per node and pod
 //! shape. Capacity is the ledger's business ([`super::ledger`]).
 
-use crate::model::{
+use crate::read::model::{
     Node, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, Pod, TaintEffect, Toleration,
     TolerationOperator,
 };
@@ -122,8 +122,8 @@ fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Taint;
-    use crate::resources::Resources;
+    use crate::read::model::Taint;
+    use crate::read::resources::Resources;
 
     fn node(name: &str) -> Node {
         Node {

@@ -13,7 +13,7 @@
 //! every query instead, from every pod; a property test holds the two equal.
 //!
 //! Symmetry: a pod that asks nothing may still be kept off a node by the required anti-affinity of
-//! a pod already there. Such pods are found through the snapshot's [`crate::model::Usage`], by the
+//! a pod already there. Such pods are found through the snapshot's [`crate::read::model::Usage`], by the
 //! namespaces their terms read, so a pod that no term can select costs nothing here.
 
 use std::cell::{OnceCell, RefCell};
@@ -23,9 +23,9 @@ use std::rc::Rc;
 use super::cache::Prehashed;
 use super::filter::{matches_node_affinity, untolerated_taint};
 use super::{Fx, NodeIndex};
-use crate::model::SmolStr;
-use crate::model::terms::{AffinityTerm, HostPort, Inclusion, SpreadConstraint};
-use crate::model::{
+use crate::read::model::SmolStr;
+use crate::read::model::terms::{AffinityTerm, HostPort, Inclusion, SpreadConstraint};
+use crate::read::model::{
     LabelOperator, LabelSelector, Labels, NodeSelectorTerm, Pod, Snapshot, Toleration, Usage,
 };
 
@@ -844,7 +844,9 @@ impl<'a> Joint<'a> {
             t.spread
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| c.when_unsatisfiable == crate::model::terms::Unsatisfiable::DoNotSchedule)
+                .filter(|(_, c)| {
+                    c.when_unsatisfiable == crate::read::model::terms::Unsatisfiable::DoNotSchedule
+                })
                 .map(|(i, c)| (i, c.counts_self(&pod.labels)))
                 .collect()
         });

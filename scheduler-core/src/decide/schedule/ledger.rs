@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::booked::{self, Booked};
-use crate::model::{Node, NodeUsage, Pod};
-use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
+use crate::read::model::{Node, NodeUsage, Pod};
+use crate::read::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 
 /// Interned resource names for one cycle.
 #[derive(Debug, Default)]
@@ -399,7 +399,7 @@ mod tests {
     }
 
     fn pod(name: &str, cpu: i64, node: Option<&str>) -> Pod {
-        use crate::model::{ObjectKey, PodPhase, PreemptionPolicy, Time};
+        use crate::read::model::{ObjectKey, PodPhase, PreemptionPolicy, Time};
         Pod {
             key: ObjectKey::new("ns", name),
             uid: name.into(),

@@ -15,11 +15,12 @@ use super::place::{Placement, PlacementRequest, Placer};
 use super::preempt;
 use super::volumes::Work;
 use super::{Facts, PodFacts};
-use crate::config::TimeoutAction;
-use crate::model::{GangMode, GangState, Pod, PodPhase};
-use crate::plan::{EvictionReason, Phase};
-use crate::tree;
-use crate::{Reason, Time};
+use crate::decide::config::TimeoutAction;
+use crate::decide::plan::Reason;
+use crate::decide::plan::{EvictionReason, Phase};
+use crate::read::model::Time;
+use crate::read::model::{GangMode, GangState, Pod, PodPhase};
+use crate::read::tree;
 
 /// A deadline as messages state it: an absolute time, to the second (rounded up). Unlike "in 37s",
 /// it reads the same in every cycle, so what is written to the API from it does not change
@@ -254,7 +255,7 @@ impl View<'_, '_> {
             // Nothing on a node: no shortfall to time (a release done, or members all gone).
             st.degraded_since = None;
         }
-        let tree_errors = crate::validate::gang_tree_errors(gang);
+        let tree_errors = crate::rules::validate::gang_tree_errors(gang);
         if !tree_errors.is_empty() {
             let msg = tree_errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             if let Some(d) = self.incomplete(g, st.clone(), &msg) {
@@ -294,7 +295,7 @@ impl View<'_, '_> {
                 msg.push_str(&format!(
                     "; {} member(s) count toward no leaf subgroup of this gang (label {}), e.g. pod {}: {why}",
                     m.orphans,
-                    crate::names::LABEL_SUBGROUP,
+                    crate::read::labels::LABEL_SUBGROUP,
                     pod.key
                 ));
             }
@@ -464,7 +465,7 @@ impl View<'_, '_> {
                 }
                 st.degraded_since.get_or_insert(self.facts.input.now);
             }
-            let claims: BTreeSet<&crate::model::ObjectKey> = work.iter().map(|w| &w.claim).collect();
+            let claims: BTreeSet<&crate::read::model::ObjectKey> = work.iter().map(|w| &w.claim).collect();
             let msg = format!(
                 "placed {n} member(s); binding {} of their PVC(s) first: {}; the members are bound once every one is",
                 claims.len(),
@@ -651,7 +652,7 @@ impl View<'_, '_> {
     /// when members failed on their node: the gang is not running, whatever was bound.
     fn failures_note(&self, g: usize) -> String {
         let pods = &self.facts.input.snap.pods;
-        let failed: Vec<&crate::model::Pod> = self.facts.gangs.members[g]
+        let failed: Vec<&crate::read::model::Pod> = self.facts.gangs.members[g]
             .all
             .iter()
             .map(|&p| &pods[p])
@@ -685,7 +686,7 @@ impl View<'_, '_> {
 
 /// The gang's minimum as its message says it: `minimum 4`, or for a gang of subgroups, whose
 /// minimum counts subgroups, `minimum 2 of 3 subgroups`.
-fn minimum(gang: &crate::model::Gang) -> String {
+fn minimum(gang: &crate::read::model::Gang) -> String {
     if gang.subgroups.is_empty() {
         format!("minimum {}", gang.min_member)
     } else {

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Gang, GangState, PodPhase, Snapshot};
-use crate::plan::Counts;
-use crate::tree::{self, LeafCounts};
+use crate::decide::plan::Counts;
+use crate::read::model::{Gang, GangState, PodPhase, Snapshot};
+use crate::read::tree::{self, LeafCounts};
 
 /// A gang's members as the cycle found them.
 #[derive(Clone, Debug, Default)]
@@ -29,7 +29,7 @@ pub(super) struct Members {
     /// Gate name → how many pending members it holds back.
     pub gates: BTreeMap<String, u32>,
     /// Pending members that ask for a scheduling feature the cycle does not evaluate, per leaf:
-    /// they exist (toward the quorum) but are never placed ([`crate::model::Pod::unevaluated`]).
+    /// they exist (toward the quorum) but are never placed ([`crate::read::model::Pod::unevaluated`]).
     pub unevaluated: LeafCounts,
     /// The first such member, in pod-key order, for the message.
     pub first_unevaluated: Option<usize>,
@@ -123,7 +123,7 @@ pub(super) fn priorities(snap: &Snapshot, members: &[Members]) -> Vec<i32> {
 /// Each gang's state as the cycle starts from it (indexed like `snap.gangs`): the gang's own —
 /// its `Gang`'s status, or what the scheduler carried since its last cycle — unless one of its
 /// active members keeps a newer one (a higher revision) for this gang and this object
-/// ([`crate::model::Persisted`]): after a restart or a change of leader, that is where the state
+/// ([`crate::read::model::Persisted`]): after a restart or a change of leader, that is where the state
 /// of every gang without a `Gang` of its own is found.
 pub(super) fn states(snap: &Snapshot, members: &[Members]) -> Vec<GangState> {
     snap.gangs
@@ -149,7 +149,11 @@ pub(super) fn states(snap: &Snapshot, members: &[Members]) -> Vec<GangState> {
 /// same name) that counts: only an active member does — the state is written on those; a pod that
 /// finished holds it as it was then, and one being deleted may be of the gang's previous
 /// incarnation (a gang deleted and created again at once).
-pub(super) fn keeps(pod: &crate::model::Pod, kept: &crate::model::Persisted, gang: &Gang) -> bool {
+pub(super) fn keeps(
+    pod: &crate::read::model::Pod,
+    kept: &crate::read::model::Persisted,
+    gang: &Gang,
+) -> bool {
     pod.is_active() && kept.gang == gang.key && kept.uid == gang.uid
 }
 
@@ -160,9 +164,9 @@ pub(super) fn keeps(pod: &crate::model::Pod, kept: &crate::model::Persisted, gan
 /// not exist yet, and its timeout does not run. A gang with members already on nodes is not held
 /// here: it goes on to placement, where a half-bound gang is completed or released.
 pub(super) fn gated_wait(
-    gang: &crate::model::Gang,
+    gang: &crate::read::model::Gang,
     m: &Members,
-    pods: &[crate::model::Pod],
+    pods: &[crate::read::model::Pod],
 ) -> Option<String> {
     if (m.gated.is_empty() && m.unevaluated.is_empty()) || m.held.values().any(|&n| n > 0) {
         return None;
@@ -196,12 +200,12 @@ pub(super) fn gated_wait(
 
 /// `ask for spec.volumes[0].persistentVolumeClaim (pod ml/w-0), which the scheduler does not
 /// evaluate yet (VolumeBinding, …): they wait` — said of members like `pod`.
-pub(super) fn unevaluated_note(pod: &crate::model::Pod) -> String {
+pub(super) fn unevaluated_note(pod: &crate::read::model::Pod) -> String {
     let fields = pod.unevaluated();
     let first = fields.first().map(String::as_str).unwrap_or_default();
     let more =
         if fields.len() > 1 { format!(" and {} more field(s)", fields.len() - 1) } else { String::new() };
-    let needs = crate::coverage::needs(first).map(|p| format!(" ({p})")).unwrap_or_default();
+    let needs = crate::read::coverage::needs(first).map(|p| format!(" ({p})")).unwrap_or_default();
     format!(
         "ask for {first}{more} (pod {}), which the scheduler does not evaluate yet{needs}: they wait",
         pod.key

@@ -19,7 +19,7 @@
 //!    [`decision::Decision`]; the cycle commits it to the ledger before the next.
 //! 5. **Assemble** the [`Plan`] from the decisions ([`decision::assemble`]).
 //! 6. **Ask** the cluster autoscaler, when the policy says so, for the members of unplaceable
-//!    gangs that have no room ([`crate::provision::asks`]).
+//!    gangs that have no room ([`crate::decide::provision::asks`]).
 
 mod booked;
 mod cache;
@@ -39,8 +39,10 @@ mod volumes;
 use std::cell::OnceCell;
 use std::collections::HashMap;
 
-use crate::model::{GangKey, GangMode, Pod, Usage};
-use crate::{Config, Plan, Snapshot, Time};
+use crate::decide::config::Config;
+use crate::decide::plan::Plan;
+use crate::read::model::{GangKey, GangMode, Pod, Usage};
+use crate::read::model::{Snapshot, Time};
 use ledger::{Demands, Ledger, ResourceIndex};
 use members::Members;
 
@@ -119,7 +121,7 @@ struct GangFacts<'a> {
     /// Gang index → its priority: its own, else its highest member's.
     priorities: Vec<i32>,
     /// Gang index → the state it starts the cycle in ([`members::states`]).
-    states: Vec<crate::model::GangState>,
+    states: Vec<crate::read::model::GangState>,
 }
 
 impl PodFacts<'_> {
@@ -362,8 +364,9 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     let (decisions, singles, single_volumes) = progress.into_decisions();
     let mut plan = decision::assemble(snap, &facts.gangs, decisions, &singles, &single_volumes, now);
     // 6. Ask the autoscaler for what has no room (policy `provisioning`; off by default).
-    plan.provisioning =
-        crate::provision::asks(snap, config, &plan, |node, pod| filter::static_fit(node, pod).is_ok());
+    plan.provisioning = crate::decide::provision::asks(snap, config, &plan, |node, pod| {
+        filter::static_fit(node, pod).is_ok()
+    });
     plan
 }
 
@@ -482,7 +485,7 @@ fn take_reservations(
     if snap.reservations.is_empty() {
         return reserved;
     }
-    let pod_index: HashMap<&crate::model::PodKey, usize> =
+    let pod_index: HashMap<&crate::read::model::PodKey, usize> =
         snap.pods.iter().enumerate().map(|(i, p)| (&p.key, i)).collect();
     for r in &snap.reservations {
         let (Some(&p), Some(&n), Some(&g)) =

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use super::members::Members;
-use crate::model::{GangKey, Snapshot};
+use crate::read::model::{GangKey, Snapshot};
 
 /// A unit of work in the cycle's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,9 +27,10 @@ use super::joint::{Block, Joint, View};
 use super::ledger::{Demands, Ledger, Txn};
 use super::members::Members;
 use super::volumes::{Volumes, Work as VolumeWork};
-use crate::model::{Gang, GangMode};
-use crate::tree::{self, LeafCounts};
-use crate::{Config, Snapshot};
+use crate::decide::config::Config;
+use crate::read::model::Snapshot;
+use crate::read::model::{Gang, GangMode};
+use crate::read::tree::{self, LeafCounts};
 
 /// Places gangs and single pods for one cycle.
 #[derive(Debug)]
@@ -716,8 +717,8 @@ impl<'a> Placer<'a> {
     fn order_missing(&self, gang: &Gang) -> Option<String> {
         let name = gang.topology_object.as_deref()?;
         let field = match gang.source.dialect {
-            crate::model::Dialect::Kai => "spec.topologyConstraint.topology".to_string(),
-            _ => format!("annotation {}", crate::labels::KAI_TOPOLOGY),
+            crate::read::model::Dialect::Kai => "spec.topologyConstraint.topology".to_string(),
+            _ => format!("annotation {}", crate::read::labels::KAI_TOPOLOGY),
         };
         let Some(levels) = self.snap.storage.kai_topologies.get(name) else {
             return Some(format!(
@@ -742,7 +743,7 @@ impl<'a> Placer<'a> {
     }
 
     /// The levels a gang or subgroup preferring `pkey` tries, in order: `pkey`, then each level
-    /// of its order ([`crate::model::volume::Storage::level_order`]) broader than it and narrower than its required key
+    /// of its order ([`crate::read::model::volume::Storage::level_order`]) broader than it and narrower than its required key
     /// `rkey` (all broader ones when it has none), narrowest first. Only `pkey` when the order
     /// does not list it, or lists `rkey` no broader than it.
     fn preferred_levels<'k>(&'k self, gang: &'k Gang, pkey: &'k str, rkey: Option<&str>) -> Vec<&'k str> {
@@ -867,8 +868,8 @@ impl<'a> Placer<'a> {
     /// gang is not satisfied so (the member-by-member pass then has its try).
     fn anchored(&self, r: &PlacementRequest<'_>, start: Work, keep_partial: bool) -> Option<Work> {
         let pods = &self.snap.pods;
-        let none = crate::model::Labels::default();
-        let selects = |t: &crate::model::terms::AffinityTerm, q: usize| {
+        let none = crate::read::model::Labels::default();
+        let selects = |t: &crate::read::model::terms::AffinityTerm, q: usize| {
             let pod = &pods[q];
             let ns = &pod.key.namespace;
             let ns_labels = if t.any_namespace() {
@@ -880,8 +881,8 @@ impl<'a> Placer<'a> {
         };
         // Groups (term, members) in member order; a member joins the first group whose term it
         // carries and that selects it.
-        let mut groups: Vec<(&crate::model::terms::AffinityTerm, Vec<usize>)> = Vec::new();
-        let mut index: HashMap<&crate::model::terms::AffinityTerm, usize> = HashMap::new();
+        let mut groups: Vec<(&crate::read::model::terms::AffinityTerm, Vec<usize>)> = Vec::new();
+        let mut index: HashMap<&crate::read::model::terms::AffinityTerm, usize> = HashMap::new();
         for &p in r.members.pending.values().flatten() {
             let Some(terms) = pods[p].terms() else { continue };
             let Some(t) = terms.affinity.iter().find(|t| selects(t, p)) else { continue };
@@ -1026,7 +1027,7 @@ impl<'a> Placer<'a> {
         // kept out of a domain that holds one of its own priority, as its leader's anti-affinity
         // says. A few priorities per domain at most: a short list each, no hashing per pod.
         let mut foreign: Vec<Vec<u32>> = vec![Vec::new(); topo.domains.len()];
-        let mut count = |d: u32, pod: &crate::model::Pod, priority: u32| {
+        let mut count = |d: u32, pod: &crate::read::model::Pod, priority: u32| {
             if let Some(seen) = foreign.get_mut(usize::try_from(d).unwrap_or(usize::MAX))
                 && !seen.contains(&priority)
                 && pod.gang.as_ref().is_none_or(|m| m.gang != gang.key)
@@ -1362,7 +1363,7 @@ impl<'a> Placer<'a> {
     fn child_preferred(
         &self,
         r: &PlacementRequest<'_>,
-        child: &crate::model::SubGroup,
+        child: &crate::read::model::SubGroup,
         pkey: &str,
         filter: &Filter,
         w: &Work,
@@ -1412,7 +1413,7 @@ impl<'a> Placer<'a> {
     fn child(
         &self,
         r: &PlacementRequest<'_>,
-        child: &crate::model::SubGroup,
+        child: &crate::read::model::SubGroup,
         filter: &Filter,
         w: &mut Work,
         pass: Pass,

@@ -31,7 +31,7 @@ use super::cache::Topology;
 use super::ledger::Txn;
 use super::members::Members;
 use super::place::{Feasible, Placement};
-use crate::model::{Budget, ObjectKey, Pod, PreemptionPolicy, Snapshot};
+use crate::read::model::{Budget, ObjectKey, Pod, PreemptionPolicy, Snapshot};
 
 /// How many victim units one preemptor may consider; bounds a cycle's cost on huge clusters.
 const MAX_CANDIDATES: usize = 512;

@@ -27,11 +27,11 @@ use super::booked::{Attached, Choice};
 use super::filter::term_matches;
 use super::ledger::{Ledger, Txn};
 use super::{Fx, PodSlots};
-use crate::model::volume::{
+use crate::read::model::volume::{
     AccessMode, Attachable, BindingMode, ClaimName, CsiNode, Disk, PodVolume, Pv, Pvc, RESERVED_FOR_MAX,
     Storage, csi_driver_of,
 };
-use crate::model::{Node, NodeSelectorOperator, NodeSelectorTerm, ObjectKey, PodKey, Snapshot};
+use crate::read::model::{Node, NodeSelectorOperator, NodeSelectorTerm, ObjectKey, PodKey, Snapshot};
 use std::hash::Hasher as _;
 
 /// The zone and region labels `VolumeZone` reads, legacy and GA.
@@ -1208,7 +1208,7 @@ const ATTACH_PREFIX: &str = "attachable-volumes-csi-";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Resources;
+    use crate::read::resources::Resources;
 
     fn node(name: &str, labels: &[(&str, &str)]) -> Node {
         Node {

@@ -15,15 +15,15 @@ use serde_json::Value;
 
 use super::resolve::{Claimant, resolve};
 use super::{Assembled, Cluster, GangAt, Held, Problem, StoredAt, describe, pod_key, str_at};
-use crate::convert::{self, PriorityClasses};
-use crate::dialect::{self, Claim, GangObject};
-use crate::error::FieldError;
-use crate::model::SmolStr;
-use crate::model::{
+use crate::read::convert::{self, PriorityClasses};
+use crate::read::dialect::{self, Claim, GangObject};
+use crate::read::error::FieldError;
+use crate::read::model::SmolStr;
+use crate::read::model::{
     GangKey, GangState, Membership, ObjectKey, Persisted, Pod, PodKey, Reservation, Snapshot, Usage,
 };
-use crate::object::{ApiKind, Filed, ObjectRef, StoredKind, at};
-use crate::volume::{self, Stored};
+use crate::read::object::{ApiKind, Filed, ObjectRef, StoredKind, at};
+use crate::read::volume::{self, Stored};
 
 /// Where the cluster files a pod.
 type PodAt = PodKey;
@@ -166,7 +166,7 @@ impl Assembly {
     }
 
     /// Brings the storage or device object at `key` in line with the cluster (read, replaced or
-    /// gone): one entry of the snapshot's [`crate::model::volume::Storage`] changes.
+    /// gone): one entry of the snapshot's [`crate::read::model::volume::Storage`] changes.
     fn stored<H: Held>(&mut self, cluster: &Cluster<H>, key: &StoredAt) {
         self.storage_problems.remove(key);
         let storage = &mut self.snapshot.storage;
@@ -464,7 +464,7 @@ type Fingerprint = (Option<Value>, Option<Value>);
 fn fingerprint(v: &Value) -> Fingerprint {
     let mut annotations = at(v, "/metadata/annotations").cloned();
     if let Some(Value::Object(a)) = &mut annotations {
-        a.remove(crate::labels::ANNOTATION_STATE);
+        a.remove(crate::read::labels::ANNOTATION_STATE);
     }
     (at(v, "/metadata/labels").cloned(), annotations)
 }

@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use super::{GangAt, Held, Problem, describe};
-use crate::dialect::{self, Claim, GangObject};
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Membership, Pod};
+use crate::read::dialect::{self, Claim, GangObject};
+use crate::read::error::FieldError;
+use crate::read::model::{Dialect, Gang, GangKey, Membership, Pod};
 
 /// A pod that claims a gang: its position in the snapshot, its raw object as held (decoded only
 /// where resolution reads it), its converted form and its claims. Claimants come in pod-key order.

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Claim, Meta, count_field, label_path, min_resources, typed};
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Source};
+use crate::read::error::FieldError;
+use crate::read::model::{Dialect, Gang, GangKey, Source};
 
 /// The API group.
 pub const GROUP: &str = "scheduling.x-k8s.io";

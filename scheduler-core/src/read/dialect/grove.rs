@@ -25,8 +25,8 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::{Claim, Meta, check_dns_label, label_path, typed};
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Source, SubGroup};
+use crate::read::error::FieldError;
+use crate::read::model::{Dialect, Gang, GangKey, Source, SubGroup};
 
 /// The API group of `PodGang`.
 pub const GROUP: &str = "scheduler.grove.io";

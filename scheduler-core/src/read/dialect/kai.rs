@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Claim, Meta, annotation_path, count_field, label_path, typed};
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Source, SubGroup};
+use crate::read::error::FieldError;
+use crate::read::model::{Dialect, Gang, GangKey, Source, SubGroup};
 
 /// The API group.
 pub const GROUP: &str = "scheduling.run.ai";
@@ -207,7 +207,7 @@ pub fn warnings(obj: &Value) -> Vec<String> {
 /// names no Topology, which KAI does not apply). Placements a template's own kube-gang topology
 /// annotations override are `validate`'s to name (it knows the templates).
 pub fn workload_warnings(obj: &Value) -> Vec<String> {
-    use crate::labels::{KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED, KAI_TOPOLOGY_REQUIRED};
+    use crate::read::labels::{KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED, KAI_TOPOLOGY_REQUIRED};
     let annotations = obj.pointer("/metadata/annotations");
     let a = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Value::as_str).filter(|v| !v.is_empty());
     let named = a(KAI_TOPOLOGY).is_some();

@@ -10,8 +10,8 @@ use super::{Claim, Meta, annotation_path, parse_count, parse_duration};
 
 /// The API group of Koordinator's `PodGroup`.
 pub const GROUP: &str = "scheduling.sigs.k8s.io";
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, GangMode, Source};
+use crate::read::error::FieldError;
+use crate::read::model::{Dialect, Gang, GangKey, GangMode, Source};
 
 /// Annotation naming the gang.
 pub const NAME: &str = "gang.scheduling.koordinator.sh/name";

@@ -6,10 +6,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Claim, Meta, annotation_path, count_field, label_path, parse_count, parse_duration, typed};
-use crate::crd;
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, GangMode, GangState, Source, SubGroup, Time};
-use crate::names::*;
+use crate::read::crd;
+use crate::read::error::FieldError;
+use crate::read::labels::*;
+use crate::read::model::{Dialect, Gang, GangKey, GangMode, GangState, Source, SubGroup, Time};
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
     let (name, path) = match (meta.labels.get(LABEL_GANG), meta.annotations.get(ANNOTATION_GANG_FROM)) {
@@ -23,7 +23,7 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     if name.is_empty() {
         return Err(FieldError::new(path, "must name a gang"));
     }
-    if let Err(e) = crate::labels::check_label_value(name) {
+    if let Err(e) = crate::read::labels::check_label_value(name) {
         return Err(FieldError::new(path, e));
     }
     let dialect = if meta.annotations.contains_key(ANNOTATION_MIN_MEMBER) {
@@ -32,7 +32,10 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
         Dialect::KubeGang
     };
     // LeaderWorkerSet: one gang per group, told apart by the group index the LWS controller writes.
-    let lws = meta.labels.get(crate::labels::LWS_NAME).zip(meta.labels.get(crate::labels::LWS_GROUP_INDEX));
+    let lws = meta
+        .labels
+        .get(crate::read::labels::LWS_NAME)
+        .zip(meta.labels.get(crate::read::labels::LWS_GROUP_INDEX));
     let gang = match lws {
         Some((lws_name, index)) if lws_name == name => {
             GangKey::new(meta.namespace, format!("{name}-{index}"))
@@ -41,8 +44,8 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     };
     // Exclusive placement (a JobSet's annotation gang): the pod's group is its child Job.
     let exclusive_job = (dialect == Dialect::KubeGangAnnotations
-        && meta.annotations.contains_key(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
-    .then(|| meta.labels.get(crate::labels::JOB_NAME))
+        && meta.annotations.contains_key(crate::read::labels::JOBSET_EXCLUSIVE_TOPOLOGY))
+    .then(|| meta.labels.get(crate::read::labels::JOB_NAME))
     .flatten();
     Ok(Some(Claim {
         dialect,
@@ -57,12 +60,12 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
 /// label (a pod made from the template by something else); an error when the annotation names a
 /// label no controller we know writes a workload's name in.
 fn owner_name<'m>(meta: &Meta<'m>, from: &str) -> Result<Option<&'m str>, FieldError> {
-    if !crate::labels::GANG_FROM_LABELS.contains(&from) {
+    if !crate::read::labels::GANG_FROM_LABELS.contains(&from) {
         return Err(FieldError::new(
             annotation_path(ANNOTATION_GANG_FROM),
             format!(
                 "{from:?} is not a label a workload controller writes its workload's name in; one of: {}",
-                crate::labels::GANG_FROM_LABELS.join(", ")
+                crate::read::labels::GANG_FROM_LABELS.join(", ")
             ),
         ));
     }
@@ -316,24 +319,24 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
         }
     }
     let key = a.get(ANNOTATION_TOPOLOGY_KEY);
-    let required = a.get(crate::labels::ANNOTATION_TOPOLOGY_REQUIRED);
+    let required = a.get(crate::read::labels::ANNOTATION_TOPOLOGY_REQUIRED);
     if let (Some(k), Some(r)) = (key, required)
         && k != r
     {
         errors.push(FieldError::new(
-            annotation_path(crate::labels::ANNOTATION_TOPOLOGY_REQUIRED),
+            annotation_path(crate::read::labels::ANNOTATION_TOPOLOGY_REQUIRED),
             format!(
                 "{r:?} disagrees with {ANNOTATION_TOPOLOGY_KEY} {k:?}: both name the required key; set one"
             ),
         ));
     }
     gang.topology_key = required.or(key).map(str::to_string);
-    gang.topology_preferred = a.get(crate::labels::ANNOTATION_TOPOLOGY_PREFERRED).map(str::to_string);
+    gang.topology_preferred = a.get(crate::read::labels::ANNOTATION_TOPOLOGY_PREFERRED).map(str::to_string);
     // The KAI Topology a KAI-annotated workload names (copied to its templates at admission):
     // the order of the gang's levels, as in the PodGroup KAI's pod grouper would make.
     if gang.topology_key.is_some() || gang.topology_preferred.is_some() {
         gang.topology_object =
-            a.get(crate::labels::KAI_TOPOLOGY).filter(|t| !t.is_empty()).map(str::to_string);
+            a.get(crate::read::labels::KAI_TOPOLOGY).filter(|t| !t.is_empty()).map(str::to_string);
     }
     // Kueue's TAS levels, set on the pod template of a workload of one PodSet, are its gang's (a
     // workload of several PodSets sets them per role: `kueue_topology_warnings`). Ours win.
@@ -342,13 +345,13 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
         && meta.labels.get(LABEL_SUBGROUP).is_none()
     {
         let kueue = |k: &str| a.get(k).filter(|v| !v.is_empty()).map(str::to_string);
-        gang.topology_key = kueue(crate::labels::KUEUE_PODSET_REQUIRED_TOPOLOGY);
-        gang.topology_preferred = kueue(crate::labels::KUEUE_PODSET_PREFERRED_TOPOLOGY);
+        gang.topology_key = kueue(crate::read::labels::KUEUE_PODSET_REQUIRED_TOPOLOGY);
+        gang.topology_preferred = kueue(crate::read::labels::KUEUE_PODSET_PREFERRED_TOPOLOGY);
     }
     // Under JobSet's node-selector strategy the nodes, labelled and tainted per child Job, keep
     // the Jobs apart: nothing for the scheduler to enforce.
-    if let Some(v) = a.get(crate::labels::JOBSET_EXCLUSIVE_TOPOLOGY).filter(|v| !v.is_empty())
-        && a.get(crate::labels::JOBSET_NODE_SELECTOR_STRATEGY).is_none()
+    if let Some(v) = a.get(crate::read::labels::JOBSET_EXCLUSIVE_TOPOLOGY).filter(|v| !v.is_empty())
+        && a.get(crate::read::labels::JOBSET_NODE_SELECTOR_STRATEGY).is_none()
     {
         gang.exclusive_topology = Some(v.to_string());
     }
@@ -380,7 +383,7 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
 /// annotation: slices (`podset-slice-*`), PodSet groups, levels set per role of a workload of
 /// several PodSets, and Kueue's levels where kube-gang's own say otherwise.
 pub(crate) fn kueue_topology_warnings(meta: &Meta<'_>) -> Vec<String> {
-    use crate::labels::*;
+    use crate::read::labels::*;
     let a = &meta.annotations;
     let mut out = Vec::new();
     let ours = a.get(ANNOTATION_TOPOLOGY_REQUIRED).or(a.get(ANNOTATION_TOPOLOGY_KEY)).is_some()
@@ -414,7 +417,7 @@ pub(crate) fn kueue_topology_warnings(meta: &Meta<'_>) -> Vec<String> {
 mod kueue_topology_tests {
     use serde_json::json;
 
-    use crate::dialect::{annotation_gang, pod_claims, topology_warnings};
+    use crate::read::dialect::{annotation_gang, pod_claims, topology_warnings};
 
     fn pod(labels: Value, annotations: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "Pod",

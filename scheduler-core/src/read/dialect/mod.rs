@@ -8,7 +8,7 @@
 //! from which `cluster::READ`, the webhook's gang lookup and the status writes follow, and to
 //! which `tests/tests/manifests.rs` holds the RBAC, webhook rules and admission policy); its
 //! claim reader in [`pod_claims`]'s list and its markers in [`CLAIM_MARKERS`] (held to the pod
-//! hooks' `matchConditions`); and a variant of [`crate::model::Dialect`] (whose exhaustive
+//! hooks' `matchConditions`); and a variant of [`crate::read::model::Dialect`] (whose exhaustive
 //! matches — `is_crd_less`, `as_str` — the compiler then points at). A dialect of annotations
 //! only has no row; its annotation form goes in [`annotation_gang`].
 //!
@@ -34,10 +34,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-pub(crate) use crate::duration::parse as parse_duration;
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Time};
-pub(crate) use crate::object::group_of;
+pub(crate) use crate::read::duration::parse as parse_duration;
+use crate::read::error::FieldError;
+use crate::read::model::{Dialect, Gang, GangKey, Time};
+pub(crate) use crate::read::object::group_of;
 
 /// A pod's claim to belong to a gang, as one dialect reads it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,8 +89,8 @@ pub enum Marker {
 /// `kube-gang.io/min-member` is not one (a claim needs the gang label) but also lets a pod through,
 /// so that an annotation gang without its label is explained.
 pub const CLAIM_MARKERS: &[Marker] = &[
-    Marker::Label(crate::labels::LABEL_GANG),
-    Marker::Annotation(crate::labels::ANNOTATION_GANG_FROM),
+    Marker::Label(crate::read::labels::LABEL_GANG),
+    Marker::Annotation(crate::read::labels::ANNOTATION_GANG_FROM),
     Marker::Label(coscheduling::LABEL),
     Marker::Label(coscheduling::LEGACY_LABEL),
     Marker::Label(kai::ANNOTATION),
@@ -192,9 +192,9 @@ pub struct GangKind {
 /// `manifests/`. Adding a gang-object dialect is its reader module and a row here.
 pub const GANG_KINDS: &[GangKind] = &[
     GangKind {
-        group: crate::GROUP,
+        group: crate::read::labels::GROUP,
         kind: "Gang",
-        versions: &[crate::VERSION],
+        versions: &[crate::read::labels::VERSION],
         plural: "gangs",
         dialect: Dialect::KubeGang,
         read: |o| kubegang::read(o).map(GangObject::Gang),
@@ -365,7 +365,7 @@ pub fn template_topology_warnings(claim: &Claim, template: &Value, namespace: &s
 }
 
 fn topology_warnings_of(claim: &Claim, meta: &Meta<'_>) -> Vec<String> {
-    use crate::labels::{KUEUE_PODSET_PREFERRED_TOPOLOGY, KUEUE_PODSET_REQUIRED_TOPOLOGY};
+    use crate::read::labels::{KUEUE_PODSET_PREFERRED_TOPOLOGY, KUEUE_PODSET_REQUIRED_TOPOLOGY};
     if claim.dialect == Dialect::KubeGangAnnotations {
         return kubegang::kueue_topology_warnings(meta);
     }
@@ -473,7 +473,7 @@ pub(crate) fn annotation_path(key: &str) -> String {
 /// Deserialises a dialect's typed object (a custom resource), each error naming its exact field in
 /// the API server's words for a CRD.
 pub(crate) fn typed<'de, T: serde::Deserialize<'de>>(obj: &'de Value) -> Result<T, Vec<FieldError>> {
-    crate::error::decode(obj, "", crate::error::Wording::Crd)
+    crate::read::error::decode(obj, "", crate::read::error::Wording::Crd)
 }
 
 /// A DNS-1123 label (RFC 1123, as Kubernetes checks names): at most 63 characters, lowercase
@@ -507,10 +507,10 @@ pub(crate) fn count_field(path: &str, v: i32) -> Result<u32, FieldError> {
 pub(crate) fn min_resources(
     path: &str,
     list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-) -> Result<crate::resources::Resources, Vec<FieldError>> {
+) -> Result<crate::read::resources::Resources, Vec<FieldError>> {
     match list {
-        Some(l) => crate::resources::resource_list(path, l),
-        None => Ok(crate::resources::Resources::default()),
+        Some(l) => crate::read::resources::resource_list(path, l),
+        None => Ok(crate::read::resources::Resources::default()),
     }
 }
 
@@ -522,15 +522,15 @@ mod tests {
     fn a_pod_of_a_workload_named_late_is_in_the_gang_its_controller_label_names() {
         let pod = |labels: serde_json::Value, from: &str| {
             serde_json::json!({"metadata": {"name": "p", "namespace": "ml", "labels": labels,
-                "annotations": {crate::labels::ANNOTATION_GANG_FROM: from, crate::labels::ANNOTATION_MIN_MEMBER: "2"}}})
+                "annotations": {crate::read::labels::ANNOTATION_GANG_FROM: from, crate::read::labels::ANNOTATION_MIN_MEMBER: "2"}}})
         };
-        let job = crate::labels::JOB_NAME;
+        let job = crate::read::labels::JOB_NAME;
         let claims = pod_claims(&pod(serde_json::json!({job: "train-x7kzq"}), job)).unwrap();
         assert_eq!(claims.len(), 1);
-        assert_eq!(claims[0].gang, crate::model::GangKey::new("ml", "train-x7kzq"));
-        assert_eq!(claims[0].dialect, crate::model::Dialect::KubeGangAnnotations);
+        assert_eq!(claims[0].gang, crate::read::model::GangKey::new("ml", "train-x7kzq"));
+        assert_eq!(claims[0].dialect, crate::read::model::Dialect::KubeGangAnnotations);
         // The gang label wins.
-        let both = pod(serde_json::json!({job: "train-x7kzq", crate::labels::LABEL_GANG: "mine"}), job);
+        let both = pod(serde_json::json!({job: "train-x7kzq", crate::read::labels::LABEL_GANG: "mine"}), job);
         assert_eq!(pod_claims(&both).unwrap()[0].gang.name, "mine");
         // A pod without the label (not made by the controller): no gang.
         assert!(pod_claims(&pod(serde_json::json!({}), job)).unwrap().is_empty());
@@ -539,8 +539,8 @@ mod tests {
         assert_eq!(e[0].path, "metadata.annotations[kube-gang.io/gang-from]");
         // LeaderWorkerSet: one gang per group, as with the gang label.
         let lws = pod(
-            serde_json::json!({crate::labels::LWS_NAME: "vllm-abcde", crate::labels::LWS_GROUP_INDEX: "1"}),
-            crate::labels::LWS_NAME,
+            serde_json::json!({crate::read::labels::LWS_NAME: "vllm-abcde", crate::read::labels::LWS_GROUP_INDEX: "1"}),
+            crate::read::labels::LWS_NAME,
         );
         assert_eq!(pod_claims(&lws).unwrap()[0].gang.name, "vllm-abcde-1");
     }
@@ -555,10 +555,10 @@ mod tests {
         }
         // Where the state goes: the object's status where the table says so, else the pods.
         for k in GANG_KINDS {
-            let g = crate::model::Gang::new(
-                crate::model::GangKey::new("ml", "g"),
+            let g = crate::read::model::Gang::new(
+                crate::read::model::GangKey::new("ml", "g"),
                 1,
-                crate::model::Source { dialect: k.dialect, kind: k.kind.into() },
+                crate::read::model::Source { dialect: k.dialect, kind: k.kind.into() },
             );
             assert_eq!(g.keeps_state_on_pods(), !writes_status(k.dialect, k.kind), "{}/{}", k.group, k.kind);
         }
@@ -601,8 +601,8 @@ mod tests {
             let pod = match m {
                 Marker::Label(k) => json!({"metadata": {"name": "p", "labels": {*k: "g"}}}),
                 // The gang is named by the label it names: a pod made by the workload's controller.
-                Marker::Annotation(k) if *k == crate::labels::ANNOTATION_GANG_FROM => {
-                    let label = crate::labels::JOB_NAME;
+                Marker::Annotation(k) if *k == crate::read::labels::ANNOTATION_GANG_FROM => {
+                    let label = crate::read::labels::JOB_NAME;
                     json!({"metadata": {"name": "p", "annotations": {*k: label}, "labels": {label: "g"}}})
                 }
                 Marker::Annotation(k) => json!({"metadata": {"name": "p", "annotations": {*k: "g"}}}),

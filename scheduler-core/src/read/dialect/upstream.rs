@@ -26,12 +26,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Claim, Meta, count_field};
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Source, SubGroup, Time};
+use crate::read::error::FieldError;
+use crate::read::model::{Dialect, Gang, GangKey, Source, SubGroup, Time};
 
 /// A built-in `scheduling.k8s.io` object decoded in place, an error naming its exact field.
 fn typed<'de, T: Deserialize<'de>>(obj: &'de Value) -> Result<T, Vec<FieldError>> {
-    crate::error::decode(obj, "", crate::error::Wording::BuiltIn)
+    crate::read::error::decode(obj, "", crate::read::error::Wording::BuiltIn)
 }
 
 /// The API group.
@@ -59,7 +59,7 @@ pub const WORKLOAD_REF_PATH: &str = "spec.workloadRef";
 
 /// A 1.35 pod's `spec.workloadRef`: (workload, pod group, replica key).
 pub fn workload_ref(pod: &Value) -> Option<(&str, &str, Option<&str>)> {
-    let r = crate::object::at(pod, "/spec/workloadRef")?;
+    let r = crate::read::object::at(pod, "/spec/workloadRef")?;
     let name = r.get("name").and_then(Value::as_str).filter(|s| !s.is_empty())?;
     let group = r.get("podGroup").and_then(Value::as_str).filter(|s| !s.is_empty())?;
     let key = r.get("podGroupReplicaKey").and_then(Value::as_str).filter(|s| !s.is_empty());
@@ -318,7 +318,7 @@ struct AnyGroup {
 const MAX_TEMPLATES: usize = 8;
 
 /// How deep composite templates may nest here: as deep as a gang's subgroup tree.
-const MAX_COMPOSITE_DEPTH: usize = crate::tree::MAX_SUBGROUP_DEPTH;
+const MAX_COMPOSITE_DEPTH: usize = crate::read::tree::MAX_SUBGROUP_DEPTH;
 
 /// Reads a Workload (`v1alpha1`, `v1alpha2`, `v1alpha3` or `v1beta1`). Its pod groups (1.35) or
 /// templates (1.36+) are checked as the API server checks them: at most 8 in a list, names DNS
@@ -539,7 +539,9 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
             depth += 1;
             let pk = GangKey::new(&cur.key.namespace, parent);
             match by_key.get(&pk) {
-                Some(p) if p.kind == "CompositePodGroup" && depth <= crate::tree::WALK_DEPTH_LIMIT => cur = p,
+                Some(p) if p.kind == "CompositePodGroup" && depth <= crate::read::tree::WALK_DEPTH_LIMIT => {
+                    cur = p
+                }
                 Some(p) if p.kind != "CompositePodGroup" => {
                     problems.push((
                         g.key.clone(),

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Claim, Meta, annotation_path, count_field, min_resources, typed};
-use crate::error::FieldError;
-use crate::model::{Dialect, Gang, GangKey, Source, SubGroup};
+use crate::read::error::FieldError;
+use crate::read::model::{Dialect, Gang, GangKey, Source, SubGroup};
 
 /// The API group.
 pub const GROUP: &str = "scheduling.volcano.sh";
@@ -108,7 +108,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
 }
 
-/// A PodGroup's `networkTopology` as levels ([`crate::hypernode`]), as Volcano's scheduler reads
+/// A PodGroup's `networkTopology` as levels ([`crate::read::hypernode`]), as Volcano's scheduler reads
 /// it (`IsHardTopologyMode`, `jobSoftTopologyPreferredTier`): `hard` (the CRD's default mode) with
 /// `highestTierAllowed` t requires the gang within one tier-t HyperNode; `soft` with t prefers one
 /// tier-t HyperNode. Without `highestTierAllowed` Volcano sets no tier bound (the Job CRD defaults
@@ -140,8 +140,8 @@ fn network_topology(t: &NetworkTopology, gang: &mut Gang, errors: &mut Vec<Field
         }
     };
     match t.mode.as_deref().unwrap_or("hard") {
-        "hard" => gang.topology_key = tier.map(crate::hypernode::key_of),
-        "soft" => gang.topology_preferred = Some(crate::hypernode::key_of(tier.unwrap_or(1))),
+        "hard" => gang.topology_key = tier.map(crate::read::hypernode::key_of),
+        "soft" => gang.topology_preferred = Some(crate::read::hypernode::key_of(tier.unwrap_or(1))),
         other => errors.push(FieldError::new(
             "spec.networkTopology.mode",
             format!("Unsupported value: {other:?}: supported values: \"hard\", \"soft\""),

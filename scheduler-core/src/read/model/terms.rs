@@ -3,7 +3,7 @@
 //! `InterPodAffinity`) and topology spread constraints ([`SpreadConstraint`],
 //! `PodTopologySpread`) — and the scheduling fields of a pod that the cycle does not evaluate
 //! ([`PodTerms::unevaluated`]: such a pod waits, naming them, instead of being placed as though it
-//! had not asked). [`crate::convert`] reads them from a pod; the cycle's `joint` module
+//! had not asked). [`crate::read::convert`] reads them from a pod; the cycle's `joint` module
 //! evaluates them against the pods on nodes and those placed before in the same cycle.
 //!
 //! Each type keeps only what kube-scheduler's filter reads, already resolved the way it resolves
@@ -188,7 +188,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::model::{LabelOperator, LabelRequirement};
+    use crate::read::model::{LabelOperator, LabelRequirement};
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         Labels::new(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())

@@ -2,7 +2,7 @@
 //! PersistentVolumes, StorageClasses, CSINodes and DRA ResourceClaims ([`Storage`], carried by
 //! the [`super::Snapshot`]), and what a pod asks of them ([`PodVolume`], [`PodResourceClaim`]).
 //! Only the fields kube-scheduler's `VolumeBinding`, `VolumeZone`, `VolumeRestrictions`,
-//! `NodeVolumeLimits` and `DynamicResources` plugins read are kept; [`crate::volume`] reads the
+//! `NodeVolumeLimits` and `DynamicResources` plugins read are kept; [`crate::read::volume`] reads the
 //! Kubernetes objects into these types.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,7 +44,7 @@ pub struct Storage {
     pub resource_claims: BTreeMap<ObjectKey, ResourceClaim>,
     /// Volcano's HyperNodes (`topology.volcano.sh/v1alpha1`, cluster-scoped), by name: the network
     /// tiers a Volcano PodGroup's `networkTopology` bounds, read as the levels
-    /// [`HYPERNODE_TIER_PREFIX`]`<tier>` ([`crate::hypernode`]).
+    /// [`HYPERNODE_TIER_PREFIX`]`<tier>` ([`crate::read::hypernode`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hypernodes: BTreeMap<String, HyperNode>,
     /// KAI-Scheduler's `Topology` objects (`kai.scheduler`, cluster-scoped), by name: each a
@@ -92,7 +92,7 @@ pub struct HyperNodeMember {
 pub enum MemberSelector {
     Exact(String),
     Regex(String),
-    Labels(crate::model::LabelSelector),
+    Labels(crate::read::model::LabelSelector),
 }
 
 impl Storage {
@@ -104,7 +104,7 @@ impl Storage {
     /// order is known.
     pub fn level_order<'s>(
         &'s self,
-        gang: &crate::model::Gang,
+        gang: &crate::read::model::Gang,
         policy: &'s [String],
         key: &str,
     ) -> &'s [String] {

@@ -19,10 +19,10 @@
 use serde_json::Value;
 
 use super::{MAX_JOBSET_ROLES, Role, inspect, int_at, path_of};
-use crate::error::FieldError;
-use crate::object::At;
+use crate::read::error::FieldError;
+use crate::read::object::At;
 
-pub use crate::labels::APPWRAPPER_NAME as LABEL;
+pub use crate::read::labels::APPWRAPPER_NAME as LABEL;
 
 /// The pod sets an AppWrapper may have in all, bounded as a JobSet's replicated jobs are: each
 /// is a template to inject and a subgroup of the gang.
@@ -50,7 +50,8 @@ pub(super) fn roles(obj: &Value, namespace: &str, roles: &mut Vec<Role>, errors:
             ));
             continue;
         };
-        let group = t.get("apiVersion").and_then(Value::as_str).map(crate::dialect::group_of).unwrap_or("");
+        let group =
+            t.get("apiVersion").and_then(Value::as_str).map(crate::read::dialect::group_of).unwrap_or("");
         let kind = t.get("kind").and_then(Value::as_str).unwrap_or("");
         if group == "workload.codeflare.dev" && kind == "AppWrapper" {
             errors.push(FieldError::new(

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::object::At;
+use crate::read::object::At;
 
 /// Merges, into `pod` (a Pod's JSON), what the API server merges at creation (see the module).
 pub fn pod_created(pod: &mut Value) {

@@ -104,7 +104,7 @@ pub fn expanded_count(shape: &WorkloadShape) -> Result<u64, Vec<FieldError>> {
 /// admits: a pod that claims a gang gets our `schedulerName` when it names none.
 ///
 /// Cost: each role's template is decoded once, and its pods share one copy of what the scheduler
-/// reads of it ([`crate::convert::scheduling_spec`]) — a pod costs its labels, annotations and
+/// reads of it ([`crate::read::convert::scheduling_spec`]) — a pod costs its labels, annotations and
 /// scheduling fields, whatever else its template holds. A template the API server could not decode
 /// is an error naming the exact field. A Pod expands to itself.
 pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
@@ -229,7 +229,7 @@ struct Stamp {
 }
 
 fn stamp_of(template: &Value, path: &str, namespace: &str) -> Result<Stamp, Vec<FieldError>> {
-    let mut spec = crate::convert::scheduling_spec(template.get("spec"), &format!("{path}.spec"))?;
+    let mut spec = crate::read::convert::scheduling_spec(template.get("spec"), &format!("{path}.spec"))?;
     let mut metadata = Map::new();
     for key in ["labels", "annotations"] {
         match template.at(&format!("/metadata/{key}")) {
@@ -246,7 +246,7 @@ fn stamp_of(template: &Value, path: &str, namespace: &str) -> Result<Stamp, Vec<
     {
         let current = sp.get("schedulerName").and_then(Value::as_str);
         if current.is_none_or(|s| s.is_empty() || s == DEFAULT_SCHEDULER) {
-            sp.insert("schedulerName".into(), Value::String(crate::SCHEDULER_NAME.into()));
+            sp.insert("schedulerName".into(), Value::String(crate::read::labels::SCHEDULER_NAME.into()));
         }
     }
     Ok(Stamp { metadata, spec })
@@ -298,8 +298,8 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
                 m.insert("namespace".into(), json!(shape.namespace));
             }
             if let Some(a) = map_at(&mut metadata, &["annotations"]) {
-                a.insert(crate::dialect::volcano::ANNOTATION.into(), json!(shape.name));
-                a.insert(crate::dialect::volcano::TASK_ANNOTATION.into(), json!(role.name));
+                a.insert(crate::read::dialect::volcano::ANNOTATION.into(), json!(shape.name));
+                a.insert(crate::read::dialect::volcano::TASK_ANNOTATION.into(), json!(role.name));
             }
             let Value::Object(metadata) = metadata else { continue };
             pods.push(pod_of(metadata, spec.clone()));

@@ -26,8 +26,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{MAX_EXPANDED_PODS, generated_name};
-use crate::dialect::grove::{LABEL as PODGANG_LABEL, SUBGROUP_LABEL as CLIQUE_LABEL};
-use crate::error::FieldError;
+use crate::read::dialect::grove::{LABEL as PODGANG_LABEL, SUBGROUP_LABEL as CLIQUE_LABEL};
+use crate::read::error::FieldError;
 
 /// The API group of `PodCliqueSet`.
 pub const GROUP: &str = "grove.io";
@@ -43,7 +43,7 @@ const GROVE_SCHEDULERS: &[&str] = &["default-scheduler", "kai-scheduler", "volca
 /// Whether `obj` is a Grove PodCliqueSet.
 pub fn is_pcs(obj: &Value) -> bool {
     obj.get("kind").and_then(Value::as_str) == Some(KIND)
-        && obj.get("apiVersion").and_then(Value::as_str).map(crate::dialect::group_of) == Some(GROUP)
+        && obj.get("apiVersion").and_then(Value::as_str).map(crate::read::dialect::group_of) == Some(GROUP)
 }
 
 #[derive(Deserialize)]
@@ -143,7 +143,7 @@ impl ScalingGroup {
 }
 
 fn read(obj: &Value) -> Result<Pcs, Vec<FieldError>> {
-    crate::error::decode(obj, "", crate::error::Wording::Crd)
+    crate::read::error::decode(obj, "", crate::read::error::Wording::Crd)
 }
 
 /// What Grove's PodCliqueSet webhook and CRD refuse (errors, in Grove's field paths), and what
@@ -172,7 +172,7 @@ pub fn check(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
     let mut schedulers = BTreeSet::new();
     for (i, c) in t.cliques.iter().enumerate() {
         let at = format!("{base}.cliques[{i}]");
-        if let Err(e) = crate::dialect::check_dns_label(&c.name) {
+        if let Err(e) = crate::read::dialect::check_dns_label(&c.name) {
             errors.push(FieldError::new(format!("{at}.name"), e));
         }
         if !names.insert(c.name.as_str()) {
@@ -212,7 +212,7 @@ pub fn check(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
         let scheduler = c.spec.pod_spec.get("schedulerName").and_then(Value::as_str).unwrap_or("");
         schedulers.insert(scheduler);
         if !scheduler.is_empty() && !GROVE_SCHEDULERS.contains(&scheduler) {
-            let hint = if scheduler == crate::SCHEDULER_NAME {
+            let hint = if scheduler == crate::read::labels::SCHEDULER_NAME {
                 ": leave it unset (Grove gives the pods default-scheduler, and kube-gang's pod hook hands pods of a PodGang to gang-scheduler)"
             } else {
                 ""
@@ -242,7 +242,7 @@ pub fn check(obj: &Value) -> (Vec<FieldError>, Vec<String>) {
     let (mut groups, mut in_group) = (BTreeSet::new(), BTreeSet::new());
     for (i, g) in t.pod_clique_scaling_groups.iter().enumerate() {
         let at = format!("{base}.podCliqueScalingGroups[{i}]");
-        if let Err(e) = crate::dialect::check_dns_label(&g.name) {
+        if let Err(e) = crate::read::dialect::check_dns_label(&g.name) {
             errors.push(FieldError::new(format!("{at}.name"), e));
         }
         if !groups.insert(g.name.as_str()) {
@@ -375,11 +375,11 @@ pub fn expand(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     let mut specs = Vec::with_capacity(t.cliques.len());
     for (i, c) in t.cliques.iter().enumerate() {
         let path = format!("spec.template.cliques[{i}].spec.podSpec");
-        let mut spec = crate::convert::scheduling_spec(Some(&c.spec.pod_spec), &path)?;
+        let mut spec = crate::read::convert::scheduling_spec(Some(&c.spec.pod_spec), &path)?;
         if let Some(sp) = spec.as_object_mut() {
             let current = sp.get("schedulerName").and_then(Value::as_str).unwrap_or("");
             if current.is_empty() || current == super::DEFAULT_SCHEDULER {
-                sp.insert("schedulerName".into(), Value::String(crate::SCHEDULER_NAME.into()));
+                sp.insert("schedulerName".into(), Value::String(crate::read::labels::SCHEDULER_NAME.into()));
             }
         }
         specs.push(spec);
@@ -548,12 +548,12 @@ mod tests {
                     && pg["podReferences"].as_array().unwrap().iter().any(|r| r["name"] == name)
             });
             assert!(listed, "{name} in {gang}/{clique}");
-            assert_eq!(p["spec"]["schedulerName"], crate::SCHEDULER_NAME);
-            let (claims, errors) = crate::dialect::pod_claims_all(p);
+            assert_eq!(p["spec"]["schedulerName"], crate::read::labels::SCHEDULER_NAME);
+            let (claims, errors) = crate::read::dialect::pod_claims_all(p);
             assert!(errors.is_empty() && claims.len() == 1, "{claims:?} {errors:?}");
         }
         // Each PodGang reads as a gang needing its pod groups' minimums.
-        let base = crate::dialect::grove::read(gangs[0]).unwrap();
+        let base = crate::read::dialect::grove::read(gangs[0]).unwrap();
         assert_eq!(base.min_pods(), Some(4));
     }
 

@@ -69,7 +69,7 @@ fn add_entries(at: &Value, base: &str, keys: &[&str], entries: &[(&str, String)]
 /// the user chose a scheduler other than the default.
 fn add_scheduler(template: &Value, base: &str, out: &mut Vec<Change>) {
     let Some(map) = template.as_object() else { return };
-    let name = Value::String(crate::SCHEDULER_NAME.into());
+    let name = Value::String(crate::read::labels::SCHEDULER_NAME.into());
     match map.get("spec") {
         None | Some(Value::Null) => out.push(Change {
             path: format!("{base}/spec"),
@@ -110,7 +110,7 @@ pub fn kueue_suspends(obj: &Value) -> bool {
         && obj.get("apiVersion").and_then(Value::as_str) == Some("batch/v1");
     let queued = ["/metadata/labels", "/metadata/annotations"].iter().any(|at| {
         obj.at(at)
-            .and_then(|m| m.get(crate::labels::KUEUE_QUEUE_NAME))
+            .and_then(|m| m.get(crate::read::labels::KUEUE_QUEUE_NAME))
             .and_then(Value::as_str)
             .is_some_and(|q| !q.is_empty())
     });
@@ -143,7 +143,7 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
     if obj.get("kind").and_then(Value::as_str) == Some("Pod")
         && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
     {
-        if !crate::dialect::pod_claims(obj)?.is_empty() {
+        if !crate::read::dialect::pod_claims(obj)?.is_empty() {
             add_scheduler(obj, "", &mut out);
         }
         return Ok(out);
@@ -159,7 +159,7 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
         if current == Some("volcano") {
             out.push(Change {
                 path: "/spec/schedulerName".into(),
-                value: Value::String(crate::SCHEDULER_NAME.into()),
+                value: Value::String(crate::read::labels::SCHEDULER_NAME.into()),
             });
         } else {
             add_scheduler(obj, "", &mut out);
@@ -178,7 +178,10 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
         }
         let claims = template_claims(template, &shape.namespace);
         let named_elsewhere = claims.iter().any(|c| {
-            !matches!(c.dialect, crate::model::Dialect::KubeGang | crate::model::Dialect::KubeGangAnnotations)
+            !matches!(
+                c.dialect,
+                crate::read::model::Dialect::KubeGang | crate::read::model::Dialect::KubeGangAnnotations
+            )
         });
         // Its pods already name their gang (any dialect): never a second one. A workload whose name
         // mutating admission does not know names no gang of its own either.
@@ -210,7 +213,7 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
             let levels: Vec<_> = levels.into_iter().filter(|(k, _)| !own(k)).collect();
             if !levels.is_empty() {
                 annotations.extend(levels);
-                annotations.push((crate::labels::KAI_TOPOLOGY, topology));
+                annotations.push((crate::read::labels::KAI_TOPOLOGY, topology));
             }
         }
         if with_roles && !role.name.is_empty() {
@@ -241,7 +244,7 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
 /// placements as ours (`kube-gang.io/topology-required` / `-preferred`). `None` without a
 /// Topology named or without a placement: KAI applies no level then (`validate` warns).
 fn kai_levels(obj: &Value) -> Option<(String, Vec<(&'static str, String)>)> {
-    use crate::labels::{KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED, KAI_TOPOLOGY_REQUIRED};
+    use crate::read::labels::{KAI_TOPOLOGY, KAI_TOPOLOGY_PREFERRED, KAI_TOPOLOGY_REQUIRED};
     let a = |k: &str| {
         obj.at("/metadata/annotations")
             .and_then(|a| a.get(k))
@@ -251,8 +254,8 @@ fn kai_levels(obj: &Value) -> Option<(String, Vec<(&'static str, String)>)> {
     };
     let topology = a(KAI_TOPOLOGY)?;
     let levels: Vec<(&'static str, String)> = [
-        (crate::labels::ANNOTATION_TOPOLOGY_REQUIRED, a(KAI_TOPOLOGY_REQUIRED)),
-        (crate::labels::ANNOTATION_TOPOLOGY_PREFERRED, a(KAI_TOPOLOGY_PREFERRED)),
+        (crate::read::labels::ANNOTATION_TOPOLOGY_REQUIRED, a(KAI_TOPOLOGY_REQUIRED)),
+        (crate::read::labels::ANNOTATION_TOPOLOGY_PREFERRED, a(KAI_TOPOLOGY_PREFERRED)),
     ]
     .into_iter()
     .filter_map(|(k, v)| Some((k, v?)))
@@ -284,7 +287,7 @@ pub fn recount(old: &Value, new: &Value) -> Vec<Change> {
     let partial = new
         .at("/metadata/annotations")
         .and_then(Value::as_object)
-        .is_some_and(|a| a.contains_key(crate::labels::KUEUE_JOB_MIN_PARALLELISM));
+        .is_some_and(|a| a.contains_key(crate::read::labels::KUEUE_JOB_MIN_PARALLELISM));
     let was_suspended = old.at("/spec/suspend").and_then(Value::as_bool) == Some(true);
     if !(is_job && partial && was_suspended) {
         return out;

@@ -25,13 +25,13 @@
 use serde_json::{Map, Value, json};
 use sha1::{Digest, Sha1};
 
-use crate::error::FieldError;
-use crate::labels::{
+use crate::read::error::FieldError;
+use crate::read::labels::{
     LWS_EXCLUSIVE_TOPOLOGY, LWS_GROUP_INDEX, LWS_GROUP_KEY, LWS_LEADER_NAME, LWS_NAME, LWS_SIZE,
     LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY, LWS_SUBGROUP_INDEX, LWS_SUBGROUP_KEY, LWS_SUBGROUP_POLICY_TYPE,
     LWS_SUBGROUP_SIZE, LWS_WORKER_INDEX,
 };
-use crate::object::At;
+use crate::read::object::At;
 
 const POLICY: &str = "/spec/leaderWorkerTemplate/subGroupPolicy";
 const POLICY_PATH: &str = "spec.leaderWorkerTemplate.subGroupPolicy";

@@ -15,14 +15,14 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::error::FieldError;
-use crate::names::*;
-use crate::object::At;
+use crate::read::error::FieldError;
+use crate::read::labels::*;
+use crate::read::object::At;
 
-use crate::labels::{
+use crate::read::labels::{
     JOB_NAME, JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_JOB_INDEX, JOBSET_NAME, JOBSET_REPLICATED_JOB,
 };
-pub use crate::labels::{LWS_GROUP_INDEX, LWS_NAME};
+pub use crate::read::labels::{LWS_GROUP_INDEX, LWS_NAME};
 pub mod appwrapper;
 mod create;
 mod expand;
@@ -182,7 +182,7 @@ pub const MAX_VOLCANO_TASKS: usize = MAX_JOBSET_ROLES;
 pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
     let kind = obj.get("kind").and_then(Value::as_str)?;
-    let group = crate::dialect::group_of(api_version);
+    let group = crate::read::dialect::group_of(api_version);
     let mut errors = Vec::new();
     let mut roles = Vec::new();
     let mut group_size = None;
@@ -403,9 +403,9 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
     let kai = matches!((group, kind), ("batch", "Job") | ("jobset.x-k8s.io", "JobSet"));
     let asked = annotations.and_then(|a| {
         a.get(ANNOTATION_MIN_MEMBER).map(|v| (ANNOTATION_MIN_MEMBER, v)).or_else(|| {
-            a.get(crate::labels::KAI_BATCH_MIN_MEMBER)
+            a.get(crate::read::labels::KAI_BATCH_MIN_MEMBER)
                 .filter(|_| kai)
-                .map(|v| (crate::labels::KAI_BATCH_MIN_MEMBER, v))
+                .map(|v| (crate::read::labels::KAI_BATCH_MIN_MEMBER, v))
         })
     });
     if let Some((key, v)) = asked {
@@ -444,13 +444,13 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
 
 /// Labels and annotations that are not strings, in the object's metadata and (a workload's) its
 /// pod templates': what the API server refuses before admission
-/// ([`crate::convert::metadata_errors`]), each named.
+/// ([`crate::read::convert::metadata_errors`]), each named.
 pub fn metadata_errors(obj: &Value) -> Vec<FieldError> {
-    let mut out = crate::convert::metadata_errors(obj.get("metadata"), "");
+    let mut out = crate::read::convert::metadata_errors(obj.get("metadata"), "");
     if let Some(Ok(shape)) = inspect(obj) {
         for role in &shape.roles {
             let meta = obj.at(&role.template).and_then(|t| t.get("metadata"));
-            out.extend(crate::convert::metadata_errors(meta, &path_of(&role.template)));
+            out.extend(crate::read::convert::metadata_errors(meta, &path_of(&role.template)));
         }
     }
     out
@@ -458,14 +458,14 @@ pub fn metadata_errors(obj: &Value) -> Vec<FieldError> {
 
 /// The gang claims a pod stamped from `template` would make (any dialect). Errors count as no claim:
 /// validation reports them on the pod.
-pub fn template_claims(template: &Value, namespace: &str) -> Vec<crate::dialect::Claim> {
-    let (claims, errors) = crate::dialect::template_claims_all(template, namespace);
+pub fn template_claims(template: &Value, namespace: &str) -> Vec<crate::read::dialect::Claim> {
+    let (claims, errors) = crate::read::dialect::template_claims_all(template, namespace);
     if errors.is_empty() { claims } else { Vec::new() }
 }
 
 /// The pod `template` makes, built as a pod: its metadata copied (in `namespace`), and of its spec
 /// the fields that name an upstream gang. The reference the borrowed readers
-/// ([`crate::dialect::template_claims_all`], which copy nothing) are held equal to.
+/// ([`crate::read::dialect::template_claims_all`], which copy nothing) are held equal to.
 #[cfg(test)]
 pub fn template_pod(template: &Value, namespace: &str) -> Value {
     let mut meta = match template.get("metadata") {
@@ -500,7 +500,7 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
     let mut seen = std::collections::BTreeSet::new();
     let mut sum_min = 0u32;
     for (i, r) in roles.iter().enumerate() {
-        if let Err(e) = crate::dialect::check_dns_label(&r.name) {
+        if let Err(e) = crate::read::dialect::check_dns_label(&r.name) {
             errors.push(FieldError::new(format!("spec.tasks[{i}].name"), e));
         }
         if !seen.insert(r.name.as_str()) {
@@ -745,9 +745,9 @@ fn volcano_policies(list: Option<&Value>, at: &str, errors: &mut Vec<FieldError>
 fn volcano_templates(obj: &Value, roles: &[Role], namespace: &str, errors: &mut Vec<FieldError>) {
     for role in roles {
         let Some(template) = obj.at(&role.template) else { continue };
-        let (claims, _) = crate::dialect::template_claims_all(template, namespace);
+        let (claims, _) = crate::read::dialect::template_claims_all(template, namespace);
         for c in claims {
-            if c.dialect == crate::model::Dialect::Volcano {
+            if c.dialect == crate::read::model::Dialect::Volcano {
                 continue;
             }
             errors.push(FieldError::new(
@@ -965,13 +965,13 @@ mod tests {
             #[test]
             fn read_in_place_equals_read_from_a_built_pod((template, ns) in templates()) {
                 let pod = template_pod(&template, &ns);
-                let built = crate::dialect::pod_claims_all(&pod);
-                let borrowed = crate::dialect::template_claims_all(&template, &ns);
+                let built = crate::read::dialect::pod_claims_all(&pod);
+                let borrowed = crate::read::dialect::template_claims_all(&template, &ns);
                 prop_assert_eq!(&borrowed, &built);
                 for claim in &built.0 {
                     prop_assert_eq!(
-                        crate::dialect::template_annotation_gang(claim, &template, &ns),
-                        crate::dialect::annotation_gang(claim, &pod)
+                        crate::read::dialect::template_annotation_gang(claim, &template, &ns),
+                        crate::read::dialect::annotation_gang(claim, &pod)
                     );
                 }
             }
@@ -1019,9 +1019,9 @@ mod tests {
             pods.iter().map(|p| p["metadata"]["labels"][JOB_NAME].as_str().unwrap_or("")).collect();
         assert_eq!(jobs, ["js-w-0", "js-w-0", "js-w-1", "js-w-1"], "parallelism pods per child job");
         assert!(pods.iter().all(|p| p["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY] == "rack"));
-        let (claims, _) = crate::dialect::pod_claims_all(&pods[2]);
+        let (claims, _) = crate::read::dialect::pod_claims_all(&pods[2]);
         assert_eq!(claims[0].subgroup.as_deref(), Some("js-w-1"), "the child job is the pod's group");
-        let gang = crate::dialect::annotation_gang(&claims[0], &pods[2]).unwrap().unwrap();
+        let gang = crate::read::dialect::annotation_gang(&claims[0], &pods[2]).unwrap().unwrap();
         assert_eq!(gang.exclusive_topology.as_deref(), Some("rack"));
     }
 
@@ -1045,15 +1045,15 @@ mod tests {
         );
         // No affinity under this strategy, so nothing for the scheduler to enforce: the pod and
         // the gang carry no exclusive topology.
-        let pod = crate::convert::pod_from_raw(&pods[1], &Default::default()).unwrap();
+        let pod = crate::read::convert::pod_from_raw(&pods[1], &Default::default()).unwrap();
         assert_eq!(pod.exclusive_topology, None);
-        let (claims, _) = crate::dialect::pod_claims_all(&pods[1]);
-        let gang = crate::dialect::annotation_gang(&claims[0], &pods[1]).unwrap().unwrap();
+        let (claims, _) = crate::read::dialect::pod_claims_all(&pods[1]);
+        let gang = crate::read::dialect::annotation_gang(&claims[0], &pods[1]).unwrap().unwrap();
         assert_eq!(gang.exclusive_topology, None);
         // Without the strategy the same pod keeps it.
         let mut plain = pods[1].clone();
         plain["metadata"]["annotations"].as_object_mut().unwrap().remove(JOBSET_NODE_SELECTOR_STRATEGY);
-        let pod = crate::convert::pod_from_raw(&plain, &Default::default()).unwrap();
+        let pod = crate::read::convert::pod_from_raw(&plain, &Default::default()).unwrap();
         assert_eq!(pod.exclusive_topology.as_deref(), Some("rack"));
     }
 
@@ -1080,7 +1080,7 @@ mod tests {
         let pods = expand(&lws).unwrap();
         assert_eq!(pods.len(), 8);
         let groups: std::collections::BTreeSet<_> =
-            pods.iter().map(|p| crate::dialect::pod_claims(p).unwrap()[0].gang.name.clone()).collect();
+            pods.iter().map(|p| crate::read::dialect::pod_claims(p).unwrap()[0].gang.name.clone()).collect();
         assert_eq!(groups.into_iter().collect::<Vec<_>>(), vec!["vllm-0", "vllm-1"]);
     }
 
@@ -1111,7 +1111,10 @@ mod tests {
             assert_eq!(t.at("/metadata/annotations/kube-gang.io~1min-member"), None, "{markers}");
             assert_eq!(t.at("/spec/schedulerName"), Some(&json!("gang-scheduler")), "{markers}");
             let pods = expand(&job).unwrap();
-            assert!(pods.iter().all(|p| crate::dialect::pod_claims(p).unwrap().len() == 1), "{markers}");
+            assert!(
+                pods.iter().all(|p| crate::read::dialect::pod_claims(p).unwrap().len() == 1),
+                "{markers}"
+            );
         }
     }
 
@@ -1273,7 +1276,7 @@ mod tests {
         let pod = &out[4];
         assert_eq!(pod.at("/metadata/name"), Some(&json!("tf-worker-2")));
         assert_eq!(pod.at("/spec/schedulerName"), Some(&json!("gang-scheduler")), "opted in");
-        let claims = crate::dialect::pod_claims(pod).unwrap();
+        let claims = crate::read::dialect::pod_claims(pod).unwrap();
         assert_eq!(claims.len(), 1);
         assert_eq!(claims[0].subgroup.as_deref(), Some("worker"));
     }

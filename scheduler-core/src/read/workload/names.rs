@@ -118,11 +118,11 @@ pub fn controller_name_label(group: &str, kind: &str) -> Option<&'static str> {
         ("batch", "Job") => Some(JOB_NAME),
         ("jobset.x-k8s.io", "JobSet") => Some(JOBSET_NAME),
         ("kubeflow.org", "PyTorchJob" | "TFJob" | "XGBoostJob" | "PaddleJob" | "JAXJob" | "MPIJob") => {
-            Some(crate::labels::KUBEFLOW_JOB_NAME)
+            Some(crate::read::labels::KUBEFLOW_JOB_NAME)
         }
-        ("ray.io", "RayCluster") => Some(crate::labels::RAY_CLUSTER),
+        ("ray.io", "RayCluster") => Some(crate::read::labels::RAY_CLUSTER),
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => Some(LWS_NAME),
-        ("workload.codeflare.dev", "AppWrapper") => Some(crate::labels::APPWRAPPER_NAME),
+        ("workload.codeflare.dev", "AppWrapper") => Some(crate::read::labels::APPWRAPPER_NAME),
         _ => None,
     }
 }

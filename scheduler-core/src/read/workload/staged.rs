@@ -2,7 +2,7 @@
 //! needing all of them at once can never start.
 
 use super::*;
-use crate::labels::{JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_NODE_SELECTOR_STRATEGY};
+use crate::read::labels::{JOBSET_EXCLUSIVE_TOPOLOGY, JOBSET_NODE_SELECTOR_STRATEGY};
 
 /// A workload whose controller creates its pods in stages (each only once the one before is
 /// Ready or done), so a gang spanning stages waits for pods that are never created.
@@ -21,18 +21,18 @@ pub struct Staged {
 fn staged_gang_min(
     obj: &Value,
     shape: &WorkloadShape,
-    known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
+    known_min: &dyn Fn(&crate::read::model::GangKey) -> Option<u64>,
 ) -> (Option<u64>, Option<String>) {
-    use crate::model::Dialect;
+    use crate::read::model::Dialect;
     for role in &shape.roles {
         let Some(template) = obj.at(&role.template) else { continue };
-        let (claims, _) = crate::dialect::template_claims_all(template, &shape.namespace);
+        let (claims, _) = crate::read::dialect::template_claims_all(template, &shape.namespace);
         for c in &claims {
             match c.dialect {
                 // The gang is the pods' annotations: the workload's own, injected or written.
                 Dialect::KubeGangAnnotations | Dialect::Koordinator => {
                     if let Some(Ok(g)) =
-                        crate::dialect::template_annotation_gang(c, template, &shape.namespace)
+                        crate::read::dialect::template_annotation_gang(c, template, &shape.namespace)
                     {
                         return (Some(g.min_pods().unwrap_or(u64::from(g.min_member))), None);
                     }
@@ -110,7 +110,7 @@ fn exclusive_leaders_first(obj: &Value, shape: &WorkloadShape) -> Option<(String
 pub fn staged_creation(
     obj: &Value,
     shape: &WorkloadShape,
-    known_min: &dyn Fn(&crate::model::GangKey) -> Option<u64>,
+    known_min: &dyn Fn(&crate::read::model::GangKey) -> Option<u64>,
 ) -> Vec<Staged> {
     let mut out = Vec::new();
     // Read only when a stage is found: it reads every template's claims and annotation gang,
@@ -186,7 +186,7 @@ pub fn staged_creation(
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") if shape.group_size.is_some_and(|g| g > 1) => {
             let exclusive = obj
                 .at("/metadata/annotations")
-                .and_then(|a| a.get(crate::labels::LWS_EXCLUSIVE_TOPOLOGY))
+                .and_then(|a| a.get(crate::read::labels::LWS_EXCLUSIVE_TOPOLOGY))
                 .and_then(Value::as_str)
                 .filter(|k| !k.is_empty());
             if str_at("/spec/startupPolicy") == Some("LeaderReady") {
@@ -198,7 +198,7 @@ pub fn staged_creation(
                 );
             } else if let Some(key) = exclusive {
                 stage(
-                    &format!("metadata.annotations[{}]", crate::labels::LWS_EXCLUSIVE_TOPOLOGY),
+                    &format!("metadata.annotations[{}]", crate::read::labels::LWS_EXCLUSIVE_TOPOLOGY),
                     "exclusive placement: LeaderWorkerSet creates a group's workers only once its leader is scheduled (and pins them to the leader's domain)",
                     1,
                     &format!(

@@ -28,8 +28,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::error::FieldError;
-use crate::object::At;
+use crate::read::error::FieldError;
+use crate::read::object::At;
 
 /// The API group of TrainJob and its runtimes.
 pub const GROUP: &str = "trainer.kubeflow.org";
@@ -48,7 +48,7 @@ pub fn is_runtime(obj: &Value) -> bool {
 
 fn is(obj: &Value, kind: &str) -> bool {
     obj.get("kind").and_then(Value::as_str) == Some(kind)
-        && obj.get("apiVersion").and_then(Value::as_str).map(crate::dialect::group_of) == Some(GROUP)
+        && obj.get("apiVersion").and_then(Value::as_str).map(crate::read::dialect::group_of) == Some(GROUP)
 }
 
 /// What a TrainJob renders as: the objects Trainer's controller creates (the JobSet first), and
@@ -158,7 +158,7 @@ pub fn render(trainjob: &Value, runtimes: &[Value]) -> Result<Option<Rendered>, 
         out.push(json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": ns},
             "spec": {"minMember": total, "scheduleTimeoutSeconds": timeout}}));
-        label = Some(crate::dialect::coscheduling::LABEL);
+        label = Some(crate::read::dialect::coscheduling::LABEL);
     } else if policy.and_then(|p| p.get("volcano")).is_some() {
         let queue = runtime
             .at("/spec/template/metadata/annotations/scheduling.volcano.sh~1queue-name")
@@ -167,7 +167,7 @@ pub fn render(trainjob: &Value, runtimes: &[Value]) -> Result<Option<Rendered>, 
         out.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": ns},
             "spec": {"minMember": total, "queue": queue}}));
-        annotation = Some(crate::dialect::volcano::ANNOTATION);
+        annotation = Some(crate::read::dialect::volcano::ANNOTATION);
     }
     if label.is_some() || annotation.is_some() {
         let jobs = spec.get_mut("replicatedJobs").and_then(Value::as_array_mut);

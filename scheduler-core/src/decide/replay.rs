@@ -1,16 +1,16 @@
-//! Simulation over time: replay gang arrivals and run durations through the same [`crate::schedule`]
+//! Simulation over time: replay gang arrivals and run durations through the same [`crate::decide::schedule`]
 //! the scheduler runs, and report waits, utilisation, stranded GPUs and preemptions.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
+use crate::decide::config::Config;
 use std::collections::{BTreeSet, HashMap};
 
-use crate::model::SmolStr;
-use crate::model::{Gang, GangKey, GangState, Node, Pod, PodKey, PodPhase, Snapshot, Time};
-use crate::plan::Plan;
+use crate::decide::plan::Plan;
+use crate::read::model::SmolStr;
+use crate::read::model::{Gang, GangKey, GangState, Node, Pod, PodKey, PodPhase, Snapshot, Time};
 
 /// One gang arriving during a simulation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -290,10 +290,11 @@ pub fn apply(snapshot: &mut Snapshot, plan: &Plan) {
         }
     }
     if !plan.keep.is_empty() {
-        let keep: HashMap<&PodKey, &crate::plan::Keep> = plan.keep.iter().map(|k| (&k.pod, k)).collect();
+        let keep: HashMap<&PodKey, &crate::decide::plan::Keep> =
+            plan.keep.iter().map(|k| (&k.pod, k)).collect();
         for p in &mut snapshot.pods {
             if let Some(k) = keep.get(&p.key).filter(|k| k.uid == p.uid) {
-                p.persisted = crate::model::Persisted::from_text(&k.text).map(Box::new);
+                p.persisted = crate::read::model::Persisted::from_text(&k.text).map(Box::new);
             }
         }
     }
@@ -331,7 +332,7 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
     let horizon = scenario.horizon_secs.unwrap_or(last_arrival + total_work + 3600);
 
     let alloc = |name: &str| -> i64 { scenario.nodes.iter().map(|n| n.allocatable.get(name)).sum() };
-    let (gpu_total, cpu_total) = (alloc(GPU), alloc(crate::resources::CPU));
+    let (gpu_total, cpu_total) = (alloc(GPU), alloc(crate::read::resources::CPU));
     let mut gpu_area = 0f64;
     let mut cpu_area = 0f64;
     let mut stranded_area = 0f64;
@@ -368,11 +369,11 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
             pool.settle(a, &mut snap, t);
         }
         let now = scenario.start.plus(Duration::from_secs(t));
-        let plan = crate::schedule(&snap, config, now);
+        let plan = crate::decide::schedule::schedule(&snap, config, now);
         // Victims restart from scratch, as their controllers would recreate them.
         let mut restarted: BTreeSet<usize> = BTreeSet::new();
         for e in &plan.evictions {
-            preemptions += u32::from(e.reason == crate::plan::EvictionReason::Preempted);
+            preemptions += u32::from(e.reason == crate::decide::plan::EvictionReason::Preempted);
             if let Some(&i) = e.gang.as_ref().and_then(|g| index.get(g)) {
                 restarted.insert(i);
             }
@@ -469,7 +470,12 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
 pub const GPU: &str = "nvidia.com/gpu";
 
 /// Times at which a gang's outcome may change without anything else happening.
-fn deadlines(state: &GangState, snap: &Snapshot, o: &crate::plan::Outcome, config: &Config) -> Vec<Time> {
+fn deadlines(
+    state: &GangState,
+    snap: &Snapshot,
+    o: &crate::decide::plan::Outcome,
+    config: &Config,
+) -> Vec<Time> {
     let gang = snap.gangs.iter().find(|g| g.key == o.gang);
     let mut out = Vec::new();
     out.extend(state.backoff_until);
@@ -492,7 +498,7 @@ fn usage(snap: &Snapshot) -> (i64, i64, i64) {
         if let Some(node) = p.node_name.as_deref() {
             let e = used.entry(node).or_default();
             e.0 += p.requests.get(GPU);
-            e.1 += p.requests.get(crate::resources::CPU);
+            e.1 += p.requests.get(crate::read::resources::CPU);
         }
     }
     let waiting: Vec<i64> =
@@ -522,11 +528,14 @@ fn usage(snap: &Snapshot) -> (i64, i64, i64) {
 /// - `finetune`, 4 members, at +1 min, for 1 h;
 /// - `eval`, 2 members, at +2 min, for 30 min.
 pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
-    use crate::model::{Dialect, Membership, ObjectKey, PreemptionPolicy, Source};
-    use crate::resources::Resources;
+    use crate::read::model::{Dialect, Membership, ObjectKey, PreemptionPolicy, Source};
+    use crate::read::resources::Resources;
     let gpu_node = |name: &str| Node {
         name: name.into(),
-        allocatable: Resources::new().with(GPU, 8).with(crate::resources::CPU, 64_000).with("pods", 110),
+        allocatable: Resources::new()
+            .with(GPU, 8)
+            .with(crate::read::resources::CPU, 64_000)
+            .with("pods", 110),
         labels: Default::default(),
         taints: vec![],
         unschedulable: false,
@@ -535,7 +544,7 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
     let member = |gang: &str, i: u32| Pod {
         key: ObjectKey::new("ml", format!("{gang}-{i}")),
         uid: format!("uid-{gang}-{i}").into(),
-        requests: Resources::new().with(GPU, 8).with(crate::resources::CPU, 8_000),
+        requests: Resources::new().with(GPU, 8).with(crate::read::resources::CPU, 8_000),
         node_selector: Default::default(),
         affinity: vec![],
         tolerations: vec![],
@@ -546,7 +555,7 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         nominated_node: None,
         created: start,
         deleting: false,
-        scheduler_name: crate::SCHEDULER_NAME.into(),
+        scheduler_name: crate::read::labels::SCHEDULER_NAME.into(),
         gang: Some(Membership { gang: ObjectKey::new("ml", gang), subgroup: None }),
         failure: None,
         scheduling_gates: vec![],
