@@ -343,3 +343,33 @@ fn a_gang_set_finds_what_a_list_finds() {
     let claimed: Vec<Dialect> = set.claimed_by(&pod).iter().map(|g| g.source.dialect).collect();
     assert_eq!(claimed, [Dialect::Kai, Dialect::Coscheduling], "the gangs with the key it claims");
 }
+
+/// A Job whose `spec.scheduling` its controller compiles into an upstream PodGroup (Kubernetes
+/// 1.37) gets our scheduler and no gang of ours: its pods name that PodGroup, and would otherwise
+/// claim two gangs. Without `spec.scheduling` the same Job gets its kube-gang gang.
+#[test]
+fn a_job_with_its_own_upstream_scheduling_gets_no_second_gang() {
+    let job = |scheduling: Value| {
+        let mut j = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"parallelism": 4, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+        if !scheduling.is_null() {
+            j["spec"]["scheduling"] = scheduling;
+        }
+        j
+    };
+    let injected = |j: &Value| scheduler_core::workload::inject(j).unwrap()["spec"]["template"].clone();
+    let own = injected(&job(json!({"schedulingPolicy": {"gang": {}}})));
+    assert_eq!(own["spec"]["schedulerName"], "gang-scheduler");
+    assert!(own["metadata"]["labels"].get("kube-gang.io/gang").is_none(), "{own}");
+    let ours = injected(&job(Value::Null));
+    assert_eq!(ours["metadata"]["labels"]["kube-gang.io/gang"], "train");
+    // Its pods, as its controller makes them, name the PodGroup it compiles (minCount from
+    // parallelism).
+    let made =
+        scheduler_core::workload::expand_admitted(&job(json!({"schedulingPolicy": {"gang": {}}}))).unwrap();
+    assert_eq!(made[0]["kind"], "PodGroup");
+    assert_eq!(made[0]["spec"]["schedulingPolicy"]["gang"]["minCount"], 4);
+    assert!(made[1..].iter().all(|p| p["spec"]["schedulingGroup"]["podGroupName"] == "train"));
+    assert_eq!(made.len(), 5);
+}

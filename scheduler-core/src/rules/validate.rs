@@ -482,6 +482,7 @@ fn validate_workload(
     }
     v.warnings.extend(crate::read::dialect::kai::workload_warnings(obj));
     v.warnings.extend(kai_levels_overridden(obj, &shape));
+    job_scheduling(obj, v);
     let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();
     for staged in crate::read::workload::staged_creation(obj, &shape, &known) {
         if staged.never {
@@ -650,6 +651,36 @@ fn template_gang_errors(template: &Value, namespace: &str, path: &str, v: &mut F
             }
             None => {}
         }
+    }
+}
+
+/// A Job's `spec.scheduling` (Kubernetes 1.37, `WorkloadWithJob`), as the API server validates
+/// its policy (exactly one of `basic` and `gang`, `gang.minCount` at least 1 when given); with
+/// `basic` the Job asks for its pods one by one, said since it opted in to a gang.
+fn job_scheduling(obj: &Value, v: &mut Findings) {
+    let Some(s) = crate::read::workload::job_scheduling(obj) else { return };
+    let policy = s.get("schedulingPolicy");
+    let set = |k: &str| policy.and_then(|p| p.get(k)).is_some_and(|x| !x.is_null());
+    match (set("basic"), set("gang")) {
+        (true, false) => v.warnings.push(
+            "spec.scheduling.schedulingPolicy.basic: the Job asks its controller for pod-by-pod scheduling \
+             (a basic PodGroup its pods name): no gang is injected, and its pods are placed one by one"
+                .into(),
+        ),
+        (false, true) => {
+            if let Some(n) = policy.and_then(|p| p.pointer("/gang/minCount")).filter(|n| !n.is_null())
+                && n.as_i64().is_none_or(|n| n < 1)
+            {
+                v.errors.push(FieldError::new(
+                    "spec.scheduling.schedulingPolicy.gang.minCount",
+                    format!("Invalid value: {n}: must be greater than or equal to 1"),
+                ));
+            }
+        }
+        _ => v.errors.push(FieldError::new(
+            "spec.scheduling.schedulingPolicy",
+            "Invalid value: exactly one of basic or gang must be set",
+        )),
     }
 }
 

@@ -139,6 +139,7 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
     if shape.kind == "LeaderWorkerSet" {
         return Ok(expand_lws(obj, &shape, &stamps));
     }
+    let upstream_group = upstream_job_group(obj);
     // The label in which the controller writes the workload's name on each pod (what a gang
     // injected as `kube-gang.io/gang-from` is named from).
     let name_label = controller_name_label(&shape.group, &shape.kind);
@@ -180,11 +181,43 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
             {
                 labels.insert(key.into(), Value::String(label_value_for(&shape.name)));
             }
+            if let Some(group) = &upstream_group
+                && let Some(sp) = spec.as_object_mut()
+            {
+                sp.insert("schedulingGroup".into(), json!({"podGroupName": group["metadata"]["name"]}));
+            }
             pods.push(pod_of(metadata, spec));
         }
     }
     pods.extend(claims);
+    if let Some(group) = upstream_group {
+        pods.insert(0, group);
+    }
     Ok(pods)
+}
+
+/// The PodGroup a Job's controller compiles its `spec.scheduling` into when the policy is `gang`
+/// (KEP-5547): `scheduling.k8s.io/v1beta1`, `minCount` defaulted to the Job's `parallelism`, its
+/// `schedulingConstraints` copied; its pods then name it in `spec.schedulingGroup`. Named after
+/// the Job here (the controller adds its Workload's template name and a hash, which a simulation
+/// cannot know). `None` for no `spec.scheduling`, or the `basic` policy (pods one by one).
+fn upstream_job_group(obj: &Value) -> Option<Value> {
+    let scheduling = super::job_scheduling(obj)?;
+    let gang = scheduling.at("/schedulingPolicy/gang").filter(|g| g.is_object())?;
+    let parallelism = obj.at("/spec/parallelism").and_then(Value::as_u64).unwrap_or(1);
+    let min = gang.get("minCount").and_then(Value::as_u64).unwrap_or(parallelism);
+    let name = obj.at("/metadata/name").cloned().unwrap_or(Value::Null);
+    let mut spec = json!({"schedulingPolicy": {"gang": {"minCount": min}}});
+    if let Some(c) = scheduling.get("schedulingConstraints").filter(|c| c.is_object()) {
+        spec["schedulingConstraints"] = c.clone();
+    }
+    Some(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": obj.at("/metadata/namespace").cloned().unwrap_or(Value::Null),
+                     "creationTimestamp": obj.at("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null)},
+        "spec": spec,
+    }))
 }
 
 /// What the StatefulSet controller does for pod `i` (`<set>-<i>`) of a set with

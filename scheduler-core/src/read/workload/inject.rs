@@ -176,6 +176,12 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
             // Volcano's own. Only the scheduler is ours to set, on the job (pods inherit it).
             break;
         }
+        // A Job whose `spec.scheduling` its controller compiles into an upstream PodGroup: its
+        // pods name that one.
+        if job_scheduling(obj).is_some() {
+            add_scheduler(template, &role.template, &mut out);
+            continue;
+        }
         let claims = template_claims(template, &shape.namespace);
         let named_elsewhere = claims.iter().any(|c| {
             !matches!(

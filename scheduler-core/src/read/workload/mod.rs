@@ -81,6 +81,16 @@ impl WorkloadShape {
     }
 }
 
+/// A `batch/v1` Job's `spec.scheduling` (Kubernetes 1.37, `WorkloadWithJob`), when it has one:
+/// its controller compiles it into a `scheduling.k8s.io` PodGroup its pods name
+/// (`spec.schedulingGroup`), so the Job's gang — or, with the `basic` policy, its pod-by-pod
+/// scheduling — is upstream's, never a second one of ours (KEP-5547).
+pub fn job_scheduling(obj: &Value) -> Option<&Value> {
+    let job = obj.get("apiVersion").and_then(Value::as_str) == Some("batch/v1")
+        && obj.get("kind").and_then(Value::as_str) == Some("Job");
+    obj.at("/spec/scheduling").filter(|s| job && !s.is_null())
+}
+
 /// True when the object (or, when given, its namespace) carries `kube-gang.io/enabled: "true"`.
 /// A Deployment or ReplicaSet opts in only by its own label: a namespace's opt-in does not make
 /// every Deployment in it a gang (the namespace hooks of `manifests/` do not see them).
