@@ -528,25 +528,20 @@ fn webhooks_spare_the_system_and_fail_closed() {
 /// with and without each opt-in and claim marker, each scheduler name, being deleted or not.
 fn admission_cases() -> Vec<(String, String, String, String, Value)> {
     use serde_json::json;
-    let kinds = [
+    // Every workload kind of the core's table, and what is not one.
+    let mut kinds: Vec<(&str, &str, &str, &str)> = scheduler_core::workload::KINDS
+        .iter()
+        .map(|k| (k.group, k.versions.first().copied().unwrap_or("v1"), k.plural, k.kind))
+        .collect();
+    kinds.extend([
         ("", "v1", "pods", "Pod"),
-        ("batch", "v1", "jobs", "Job"),
-        ("apps", "v1", "deployments", "Deployment"),
-        ("apps", "v1", "replicasets", "ReplicaSet"),
-        ("apps", "v1", "statefulsets", "StatefulSet"),
-        ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
-        ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
-        ("ray.io", "v1", "rayclusters", "RayCluster"),
-        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
-        ("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"),
-        ("batch.volcano.sh", "v1alpha1", "jobs", "Job"),
         ("kube-gang.io", "v1alpha1", "gangs", "Gang"),
         ("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"),
         ("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
         ("scheduling.k8s.io", "v1alpha3", "podgroups", "PodGroup"),
         ("", "v1", "configmaps", "ConfigMap"),
         ("apps", "v1", "daemonsets", "DaemonSet"),
-    ];
+    ]);
     let labels = [
         json!(null),
         json!({"kube-gang.io/enabled": "true"}),
@@ -801,6 +796,67 @@ fn the_gang_object_hook_and_the_admission_policy_cover_what_the_table_says_we_va
         .find(|o| o["metadata"]["name"] == "kube-gang-gang-rules")
         .unwrap();
     assert_eq!(matched(p["spec"]["matchConstraints"]["resourceRules"].as_array().unwrap()), validated);
+}
+
+/// The workload hooks (mutating and validating, by the workload's label and by its namespace's)
+/// see exactly the kinds of the core's table of workload kinds (`workload::KINDS`), at its
+/// versions, on the operations it says: a kind added to the table and not to the hooks (or the
+/// other way round) fails here.
+#[test]
+fn the_workload_hooks_see_exactly_the_tables_workload_kinds() {
+    let Some(objects) = render("manifests") else { return };
+    // (group, resource, versions, operations) per hook, sorted.
+    let seen = |w: &Value| {
+        let mut out: Vec<(String, String, Vec<String>, Vec<String>)> = Vec::new();
+        for r in w["rules"].as_array().unwrap() {
+            let strings = |k: &str| -> Vec<String> {
+                r[k].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+            };
+            for g in strings("apiGroups") {
+                for res in strings("resources") {
+                    out.push((g.clone(), res, strings("apiVersions"), strings("operations")));
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let mut checked = 0;
+    for config in of_kind(&objects, "MutatingWebhookConfiguration")
+        .chain(of_kind(&objects, "ValidatingWebhookConfiguration"))
+    {
+        let mutating = config["kind"] == "MutatingWebhookConfiguration";
+        for w in config["webhooks"].as_array().unwrap() {
+            let name = w["name"].as_str().unwrap();
+            let by_namespace = match name.split('.').next() {
+                Some("workloads") => false,
+                Some("namespaces") => true,
+                _ => continue,
+            };
+            let mut want: Vec<(String, String, Vec<String>, Vec<String>)> = scheduler_core::workload::KINDS
+                .iter()
+                .filter(|k| !by_namespace || k.namespace_opt_in)
+                .map(|k| {
+                    let versions = if k.versions.is_empty() {
+                        vec!["*".to_string()]
+                    } else {
+                        k.versions.iter().map(|v| v.to_string()).collect()
+                    };
+                    let update = !mutating || k.mutate_update;
+                    let ops = if update {
+                        vec!["CREATE".to_string(), "UPDATE".to_string()]
+                    } else {
+                        vec!["CREATE".to_string()]
+                    };
+                    (k.group.to_string(), k.plural.to_string(), versions, ops)
+                })
+                .collect();
+            want.sort();
+            assert_eq!(seen(w), want, "{name}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4, "two mutating and two validating workload hooks");
 }
 
 #[test]

@@ -81,6 +81,81 @@ impl WorkloadShape {
     }
 }
 
+/// A kind of workload the webhook injects gangs into, and every fact about it the front doors
+/// and the manifests need. [`inspect`] reads exactly these kinds (a test holds it to the table),
+/// and `tests/tests/manifests.rs` holds the webhook's workload hooks to it.
+#[derive(Debug)]
+pub struct WorkloadKind {
+    pub group: &'static str,
+    pub kind: &'static str,
+    /// The resource name (webhook rules).
+    pub plural: &'static str,
+    /// The versions the hooks see: `v1` for Kubernetes' own kinds, every version (`*`) for a
+    /// project's CRD (empty here).
+    pub versions: &'static [&'static str],
+    /// The label its controller writes the workload's name in on every pod it creates (what a
+    /// gang injected as `kube-gang.io/gang-from` is named from); `None`: it writes none.
+    pub name_label: Option<&'static str>,
+    /// Whether a namespace's `kube-gang.io/enabled` opts it in (Deployments and ReplicaSets opt
+    /// in by their own label only).
+    pub namespace_opt_in: bool,
+    /// Whether its updates are admitted too (on top of creation): every kind's, by the validating
+    /// hooks; only a Job's by the mutating ones (Kueue's partial admission changes its
+    /// parallelism while suspended).
+    pub mutate_update: bool,
+}
+
+const fn kind(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    name_label: Option<&'static str>,
+) -> WorkloadKind {
+    WorkloadKind {
+        group,
+        kind,
+        plural,
+        versions: &[],
+        name_label,
+        namespace_opt_in: true,
+        mutate_update: false,
+    }
+}
+
+/// Every workload kind, in one table: [`inspect`] reads these, [`controller_name_label`] and
+/// [`is_opted_in`] answer from it, and the webhook configurations' workload rules are held to it.
+pub const KINDS: &[WorkloadKind] = &[
+    WorkloadKind { versions: &["v1"], mutate_update: true, ..kind("batch", "Job", "jobs", Some(JOB_NAME)) },
+    WorkloadKind { versions: &["v1"], ..kind("apps", "StatefulSet", "statefulsets", None) },
+    WorkloadKind {
+        versions: &["v1"],
+        namespace_opt_in: false,
+        ..kind("apps", "Deployment", "deployments", None)
+    },
+    WorkloadKind {
+        versions: &["v1"],
+        namespace_opt_in: false,
+        ..kind("apps", "ReplicaSet", "replicasets", None)
+    },
+    kind("jobset.x-k8s.io", "JobSet", "jobsets", Some(JOBSET_NAME)),
+    kind("batch.volcano.sh", "Job", "jobs", None),
+    kind("kubeflow.org", "PyTorchJob", "pytorchjobs", Some(crate::read::labels::KUBEFLOW_JOB_NAME)),
+    kind("kubeflow.org", "MPIJob", "mpijobs", Some(crate::read::labels::KUBEFLOW_JOB_NAME)),
+    kind("kubeflow.org", "TFJob", "tfjobs", Some(crate::read::labels::KUBEFLOW_JOB_NAME)),
+    kind("kubeflow.org", "XGBoostJob", "xgboostjobs", Some(crate::read::labels::KUBEFLOW_JOB_NAME)),
+    kind("kubeflow.org", "PaddleJob", "paddlejobs", Some(crate::read::labels::KUBEFLOW_JOB_NAME)),
+    kind("kubeflow.org", "JAXJob", "jaxjobs", Some(crate::read::labels::KUBEFLOW_JOB_NAME)),
+    kind("leaderworkerset.x-k8s.io", "LeaderWorkerSet", "leaderworkersets", Some(LWS_NAME)),
+    kind("workload.codeflare.dev", "AppWrapper", "appwrappers", Some(crate::read::labels::APPWRAPPER_NAME)),
+    kind("ray.io", "RayCluster", "rayclusters", Some(crate::read::labels::RAY_CLUSTER)),
+    kind("ray.io", "RayJob", "rayjobs", None),
+];
+
+/// The row of [`KINDS`] for `group`/`kind`.
+pub fn workload_kind(group: &str, kind: &str) -> Option<&'static WorkloadKind> {
+    KINDS.iter().find(|k| k.group == group && k.kind == kind)
+}
+
 /// A `batch/v1` Job's `spec.scheduling` (Kubernetes 1.37, `WorkloadWithJob`), when it has one:
 /// its controller compiles it into a `scheduling.k8s.io` PodGroup its pods name
 /// (`spec.schedulingGroup`), so the Job's gang — or, with the `basic` policy, its pod-by-pod
@@ -1289,6 +1364,35 @@ mod tests {
         let claims = crate::read::dialect::pod_claims(pod).unwrap();
         assert_eq!(claims.len(), 1);
         assert_eq!(claims[0].subgroup.as_deref(), Some("worker"));
+    }
+
+    #[test]
+    fn the_table_of_workload_kinds_is_what_inspect_reads() {
+        for k in KINDS {
+            let api_version = format!("{}/{}", k.group, k.versions.first().copied().unwrap_or("v1"));
+            let obj = json!({"apiVersion": api_version, "kind": k.kind,
+                "metadata": {"name": "w", "namespace": "ml", "labels": {LABEL_ENABLED: "true"}}, "spec": {}});
+            assert!(inspect(&obj).is_some(), "{}/{} is in the table but not read", k.group, k.kind);
+            assert_eq!(controller_name_label(k.group, k.kind), k.name_label);
+        }
+        for (api_version, kind) in [
+            ("apps/v1", "DaemonSet"),
+            ("batch/v1", "CronJob"),
+            ("v1", "Pod"),
+            ("kubeflow.org/v1", "Notebook"),
+        ] {
+            let obj = json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": "w", "namespace": "ml", "labels": {LABEL_ENABLED: "true"}}, "spec": {}});
+            assert!(inspect(&obj).is_none(), "{kind} is read but not in the table");
+        }
+        // The labels a gang may be named from are the table's, each once.
+        let mut labels: Vec<&str> = KINDS.iter().filter_map(|k| k.name_label).collect();
+        labels.dedup();
+        let mut from: Vec<&str> = crate::read::labels::GANG_FROM_LABELS.to_vec();
+        from.sort_unstable();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels, from);
     }
 
     #[test]

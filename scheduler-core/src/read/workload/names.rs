@@ -114,17 +114,7 @@ pub fn late_name_label(obj: &Value, shape: &WorkloadShape) -> Option<&'static st
 /// name on every pod it creates (what [`late_name_label`] names a gang from, and what `simulate`'s
 /// expansion writes on the pods); `None` for a kind whose controller writes none.
 pub fn controller_name_label(group: &str, kind: &str) -> Option<&'static str> {
-    match (group, kind) {
-        ("batch", "Job") => Some(JOB_NAME),
-        ("jobset.x-k8s.io", "JobSet") => Some(JOBSET_NAME),
-        ("kubeflow.org", "PyTorchJob" | "TFJob" | "XGBoostJob" | "PaddleJob" | "JAXJob" | "MPIJob") => {
-            Some(crate::read::labels::KUBEFLOW_JOB_NAME)
-        }
-        ("ray.io", "RayCluster") => Some(crate::read::labels::RAY_CLUSTER),
-        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => Some(LWS_NAME),
-        ("workload.codeflare.dev", "AppWrapper") => Some(crate::read::labels::APPWRAPPER_NAME),
-        _ => None,
-    }
+    super::workload_kind(group, kind).and_then(|k| k.name_label)
 }
 
 /// The longest a label value may be.
