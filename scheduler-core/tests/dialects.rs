@@ -729,3 +729,37 @@ fn a_kai_placement_the_templates_own_level_overrides_is_named() {
     assert_eq!(a["kube-gang.io/topology-required"].as_str(), Some("example.com/rack"));
     assert!(a.get("kai.scheduler/topology").is_none(), "{a}");
 }
+
+#[test]
+fn a_subgroup_bound_more_loosely_than_its_parent_waits_saying_so() {
+    // The gang is required in one rack; its subgroup asks for a block, which a Kueue Topology
+    // orders above the rack: Grove's rule (a child's level the same as or narrower than its
+    // parent's) holds it back with the reason. The same subgroup asking for a host is placed.
+    let objects = |sub_level: &str| {
+        let mut objects = leveled_cluster();
+        objects.push(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "dc"},
+            "spec": {"levels": [{"nodeLabel": "zone"}, {"nodeLabel": "block"}, {"nodeLabel": "rack"},
+                                {"nodeLabel": "kubernetes.io/hostname"}]}}),
+        );
+        objects.push(json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang", "metadata": {"name": "tree", "namespace": "ml"},
+            "spec": {"minMember": 1, "topology": {"required": "rack"},
+                     "subGroups": [{"name": "workers", "minMember": 1, "topology": {"required": sub_level}}]}}));
+        objects.push(pod(
+            "w0",
+            json!({"kube-gang.io/gang": "tree", "kube-gang.io/subgroup": "workers"}),
+            json!({}),
+            json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}),
+        ));
+        objects
+    };
+    let (reason, message, nodes) = placed(objects("block"), "tree");
+    assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Unschedulable, 0), "{message}");
+    assert!(
+        message.contains("subgroup \"workers\" requires level \"block\", broader than the gang's \"rack\""),
+        "{message}"
+    );
+    let (reason, message, nodes) = placed(objects("kubernetes.io/hostname"), "tree");
+    assert!(reason.is_satisfied(), "{message}");
+    assert_eq!(nodes.len(), 1);
+}

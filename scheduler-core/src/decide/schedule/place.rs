@@ -713,9 +713,10 @@ impl<'a> Placer<'a> {
 
     /// Why `gang` cannot be placed whatever the room: the KAI Topology it names is not in the
     /// cluster, or lacks one of its levels — KAI's topology plugin refuses such a PodGroup with
-    /// these reasons. `None`: it names none, or one with every level it asks for.
+    /// these reasons — or a subgroup's required level is broader than its parent's
+    /// ([`Self::broader_child`]). `None`: none of these.
     fn order_missing(&self, gang: &Gang) -> Option<String> {
-        let name = gang.topology_object.as_deref()?;
+        let Some(name) = gang.topology_object.as_deref() else { return self.broader_child(gang) };
         let field = match gang.source.dialect {
             crate::read::model::Dialect::Kai => "spec.topologyConstraint.topology".to_string(),
             _ => format!("annotation {}", crate::read::labels::KAI_TOPOLOGY),
@@ -737,6 +738,42 @@ impl<'a> Placer<'a> {
                         levels.join(", ")
                     ));
                 }
+            }
+        }
+        self.broader_child(gang)
+    }
+
+    /// A subgroup whose required level is broader than its parent's (the gang's, for a top-level
+    /// one), by the level order both belong to: Grove refuses such a constraint ("the same as or
+    /// narrower than its parent's"), and a child cannot be bound more loosely than what holds
+    /// it. `None` when every child's level is the same or narrower, or no order lists both.
+    fn broader_child(&self, gang: &Gang) -> Option<String> {
+        if !gang.subgroups.iter().any(|s| s.topology_key.is_some()) {
+            return None;
+        }
+        // Each subgroup's required level by name: one pass, so a tree of many subgroups costs
+        // linear time, not a search per child.
+        let keys: std::collections::HashMap<&str, Option<&str>> =
+            gang.subgroups.iter().map(|s| (s.name.as_str(), s.topology_key.as_deref())).collect();
+        for sub in &gang.subgroups {
+            let Some(child) = sub.topology_key.as_deref() else { continue };
+            let parent = match &sub.parent {
+                Some(p) => keys.get(p.as_str()).copied().flatten(),
+                None => gang.topology_key.as_deref(),
+            };
+            let Some(parent) = parent else { continue };
+            let levels = self.snap.storage.level_order(gang, &self.levels, child);
+            let at = |l: &str| levels.iter().position(|x| x == l);
+            if let (Some(c), Some(p)) = (at(child), at(parent))
+                && c < p
+            {
+                let whose =
+                    sub.parent.as_ref().map_or_else(|| "the gang".to_string(), |p| format!("subgroup {p:?}"));
+                return Some(format!(
+                    "subgroup {:?} requires level {child:?}, broader than {whose}'s {parent:?} (levels, broadest first: {}): a subgroup's level must be the same as or narrower than its parent's",
+                    sub.name,
+                    levels.join(", ")
+                ));
             }
         }
         None
