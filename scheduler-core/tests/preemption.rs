@@ -134,3 +134,53 @@ fn victims_across_racks_serve_a_gang_free_to_span_them_and_no_one_a_gang_held_to
     assert_ne!(reason, Reason::Preempting, "{message}");
     assert!(victims.is_empty(), "{message}: {victims:?}");
 }
+
+/// A running pod as [`running`] makes it, with labels.
+fn labelled(name: &str, node: &str, priority: i32, labels: Value) -> Value {
+    let mut p = running(name, node, "8", priority);
+    p["metadata"]["labels"] = labels;
+    p
+}
+
+/// A budget over `app` in namespace `other` allowing `allowed` disruptions.
+fn budget(app: &str, allowed: i32) -> Value {
+    json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": app, "namespace": "other"},
+        "spec": {"maxUnavailable": allowed, "selector": {"matchLabels": {"app": app}}},
+        "status": {"disruptionsAllowed": allowed, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 2}})
+}
+
+#[test]
+fn fewer_violations_win_whatever_the_priorities_as_in_kube_scheduler() {
+    // Rack ra's two pods (priority 0) each violate a budget; rack rb's two (priority 5) violate
+    // one between them. kube-scheduler ranks fewer violations before the highest priority, so
+    // rb's pods go, though the global order's first choice was ra's.
+    let mut objects = racks();
+    objects.push(labelled("a-0", "a0", 0, json!({"app": "a"})));
+    objects.push(labelled("a-1", "a1", 0, json!({"app": "a"})));
+    objects.push(labelled("b-0", "b0", 5, json!({"app": "b"})));
+    objects.push(labelled("b-1", "b1", 5, json!({})));
+    objects.push(budget("a", 0));
+    objects.push(budget("b", 0));
+    objects.extend(gang());
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["b-0", "b-1"], "{message}");
+}
+
+#[test]
+fn a_budget_spent_in_another_rack_is_judged_again_within_each_rack() {
+    // One budget allows one disruption and selects a-x (rack ra) and b-y (rack rb). In the
+    // global order a-x takes it and b-y would violate; within rack rb alone b-y violates nothing,
+    // and is the one victim that rack needs (ra needs two).
+    let mut objects = racks();
+    objects.push(labelled("a-x", "a0", 0, json!({"app": "shared"})));
+    objects.push(labelled("a-z", "a1", 0, json!({})));
+    objects.push(labelled("b-y", "b0", 0, json!({"app": "shared"})));
+    objects.push(budget("shared", 1));
+    objects.extend(gang());
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["b-y"], "{message}");
+    assert!(!message.contains("violate"), "{message}");
+}

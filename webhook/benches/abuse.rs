@@ -37,6 +37,12 @@
 //! `/validate`) beside the client-side figures; for (b), the maximum-size requests' own latency and
 //! the webhook's peak resident memory over what it held before (VmHWM − VmRSS, from /proc).
 //!
+//! - **What each attack costs each side**: the CPU time the webhook process spent during the case
+//!   over what it spends on the same legitimate load alone (case (0), no attack, per second), and
+//!   the CPU time of the abusive clients' threads during the case (their tasks' own, from
+//!   `/proc/self/task/<tid>/stat`, kernel time for their sockets included): an attack should cost
+//!   the defender no more than it costs the attacker.
+//!
 //! Every loop is bounded in count and time. `ABUSE_SECONDS` (default 10) sets each case's length.
 //! Run: `cargo bench -p gang-webhook --bench abuse`
 
@@ -395,16 +401,70 @@ fn load_average() -> String {
 
 /// Runs the legitimate load and the `/healthz` poller for one case and reports them beside the
 /// server's own histogram.
+/// CPU time in ticks of `USER_HZ` (100 a second on Linux, as `/proc` reports it) from a
+/// `/proc/.../stat` line: utime + stime, the 14th and 15th fields (counted after the `)` that ends
+/// the command name, which may hold spaces).
+fn cpu_ticks(stat: &str) -> u64 {
+    let Some((_, rest)) = stat.rsplit_once(')') else { return 0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state): utime is field 14, stime field 15.
+    let at = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    at(14) + at(15)
+}
+
+/// The abusive clients' threads (their ids), recorded as each starts ([`abusers`]).
+static ATTACKERS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// The webhook's CPU per second under the legitimate load alone (case (0)), in ticks × 1000.
+static BASELINE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// (the webhook process's CPU ticks, the live abusive threads' CPU ticks) now.
+fn costs(webhook: &Webhook) -> (u64, u64) {
+    let own =
+        std::fs::read_to_string(format!("/proc/{}/stat", webhook.child.id())).map_or(0, |s| cpu_ticks(&s));
+    let tids = ATTACKERS.lock().map(|t| t.clone()).unwrap_or_default();
+    let theirs = tids
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(format!("/proc/self/task/{t}/stat")).ok())
+        .map(|s| cpu_ticks(&s))
+        .sum();
+    (own, theirs)
+}
+
 fn measure(case: &str, webhook: &Webhook, rps: u64, seconds: u64) {
     let load = load_average();
     let before = webhook.histograms();
+    let (cpu_before, attack_before) = costs(webhook);
+    let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let polls = healthz(webhook.probe, webhook.control, stop.clone());
     let lat = legit_load(webhook, rps, seconds).join().unwrap();
     stop.store(true, Ordering::Relaxed);
     let (polls, control) = polls.join().unwrap();
+    let (cpu_after, attack_after) = costs(webhook);
+    let elapsed = started.elapsed().as_secs_f64();
     let after = webhook.histograms();
     println!("{case} (load average at start {load}):");
+    // Ticks of 10 ms.
+    let defender = cpu_after.saturating_sub(cpu_before) as f64 * 10.0;
+    let attacker = attack_after.saturating_sub(attack_before) as f64 * 10.0;
+    if rps == 200 && attacker == 0.0 && BASELINE.load(Ordering::Relaxed) == 0 {
+        BASELINE.store((defender / elapsed * 1000.0) as u64, Ordering::Relaxed);
+        println!(
+            "  cost: the webhook spent {defender:.0} ms of CPU in {elapsed:.1} s (the baseline per second for the cases below)"
+        );
+    } else if rps == 200 {
+        let baseline = BASELINE.load(Ordering::Relaxed) as f64 / 1000.0 * elapsed;
+        let extra = (defender - baseline).max(0.0);
+        println!(
+            "  cost: the webhook spent {defender:.0} ms of CPU, {extra:.0} ms over the legitimate load alone; the abusive clients {attacker:.0} ms{}",
+            if attacker > 0.0 {
+                format!(" (defender/attacker {:.2})", extra / attacker)
+            } else {
+                String::new()
+            }
+        );
+    }
     println!(
         "  legitimate: {} requests, p50 {:.2?}, p99 {:.2?}, p99.9 {:.2?}, max {:.2?} (from their scheduled send time)",
         lat.len(),
@@ -442,6 +502,9 @@ fn abusers(nice: Option<i32>) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .on_thread_start(move || {
+            if let Ok(mut t) = ATTACKERS.lock() {
+                t.push(rustix::thread::gettid().as_raw_nonzero().get());
+            }
             if nice.is_none() && gang_webhook::lanes::idle_this_thread().is_ok() {
                 return;
             }
@@ -463,6 +526,9 @@ fn run(seconds: u64, nice: Option<i32>) {
         load_average()
     );
     let (port, config) = (webhook.port, webhook.config.clone());
+
+    // (0) The legitimate load alone: what the webhook spends on it, the baseline of every case's cost.
+    measure("(0) no attack, 200 legitimate req/s", &webhook, 200, seconds);
 
     // (a) 500 slow clients: TLS done, then a header byte every 2 s (under the 10 s header timeout
     // they are cut off and reconnect, as a slowloris would). Measured once all are open (the

@@ -575,11 +575,16 @@ impl View<'_, '_> {
                 places: f.pods.places(&f.gangs.members, &f.gangs.priorities),
                 evicted: self.evicted,
             };
-            // A gang held to one domain of its required key makes room within one.
+            // A gang held to one domain of its required key makes room within one — searched
+            // domain by domain unless members already on nodes fix the domain, or JobSet's
+            // exclusive placement (of the gang or its members) decides domains of its own.
+            let held = f.gangs.members[g].held.values().any(|&n| n > 0);
+            let exclusive = gang.exclusive_topology.is_some()
+                || f.gangs.members[g].all.iter().any(|&p| f.input.snap.pods[p].exclusive_topology.is_some());
             let domains = gang
                 .topology_key
                 .as_deref()
-                .filter(|_| gang.exclusive_topology.is_none())
+                .filter(|_| !held && !exclusive)
                 .map(|key| self.placer.topology(key));
             let found = preempt::try_preempt(
                 &room,

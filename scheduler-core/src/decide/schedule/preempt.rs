@@ -10,13 +10,16 @@
 //! without is dropped again (the last taken first), so the fewest and lowest are evicted. If the
 //! preemptor cannot fit even with every candidate gone, nothing is evicted.
 //!
-//! A gang held to one domain of a required topology key is searched again within each domain
-//! whose pods could make room (up to [`MAX_DOMAINS`] of them, cheapest first victims first): the
-//! one global order would otherwise take its victims from whichever domain comes first, though
-//! another needs fewer or lower ones. Of the sets found, the one kube-scheduler's
+//! A gang held to one domain of a required topology key (and none of whose members is on a node
+//! yet) is searched again within each domain whose pods could make room (of the first
+//! [`MAX_DOMAINS`] domains its candidates' victims are in, cheapest first; the global choice's own
+//! domain is not searched twice): the one global order would otherwise take its victims from
+//! whichever domain comes first, though another needs fewer or lower ones. A domain's units are
+//! judged against the budgets among themselves. Of the sets found, the one kube-scheduler's
 //! `pickOneNodeForPreemption` would pick wins, a domain standing for its node: fewest budget
 //! violations, then the lowest highest-priority victim, then the smallest sum of priorities, then
-//! the fewest victims, then the first found.
+//! the fewest victims, then the first found (kube-scheduler's next criterion, the latest start
+//! time among the highest-priority victims, is not applied).
 //!
 //! Budgets are counted as kube-scheduler's `filterPodsWithPDBViolation` counts them: a budget
 //! selects the pods of its namespace its (non-empty) selector matches; each pod it selects takes
@@ -80,7 +83,7 @@ impl Room<'_, '_> {
 }
 
 /// A unit of victims: a gang's bound members, or one pod outside any gang.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Victim<'a> {
     /// Its eviction would violate a budget, given the units before it in the order.
     violates: bool,
@@ -161,7 +164,9 @@ pub(super) fn try_preempt(
         return Found::Nothing;
     };
     let placement = fits(&global);
-    let mut best = (Score::of(snap, room, &global), global, placement);
+    let score = Score::of(snap, room, &global);
+    let mut best: (Score, Vec<Victim<'_>>, Placement) =
+        (score, global.into_iter().cloned().collect(), placement);
     // Held to one domain: the global order's choice lies in whichever domain its first victims
     // are in; each other domain that could make room is searched on its own.
     if let Some(topo) = domains {
@@ -170,22 +175,30 @@ pub(super) fn try_preempt(
             if Some(d) == own {
                 continue;
             }
-            // Only units that could be in a set ranked above the best found: none above its
-            // highest priority, none violating a budget when it violates none.
-            let within: Vec<&Victim<'_>> = units
+            // The domain's units, judged against the budgets among themselves (a unit that
+            // violates one after units of other domains took its allowance may not here).
+            let mut here: Vec<Victim<'_>> = units
                 .iter()
-                .filter(|u| u.priority <= best.0.highest && (best.0.violations > 0 || !u.violates))
                 .filter(|u| {
                     u.pods
                         .iter()
                         .any(|&p| room.node_of(p).is_some_and(|n| useful[n] && topo.node_domain[n] == d))
                 })
+                .cloned()
                 .collect();
+            in_order(room, &mut here);
+            // When the best set violates no budget, only units that could be in a set ranked
+            // above it: none violating, none above its highest priority. (With violations, fewer
+            // of them wins whatever the priorities: every unit stays.)
+            if best.0.violations == 0 {
+                here.retain(|u| !u.violates && u.priority <= best.0.highest);
+            }
+            let within: Vec<&Victim<'_>> = here.iter().collect();
             if let Some(c) = cheapest(&within, |c| fits(c).satisfied) {
                 let score = Score::of(snap, room, &c);
                 if score < best.0 {
                     let placement = fits(&c);
-                    best = (score, c, placement);
+                    best = (score, c.into_iter().cloned().collect(), placement);
                 }
             }
         }
@@ -399,15 +412,22 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
             units.push(Victim { violates: false, priority: pod.priority, pods: vec![i], key: &pod.key });
         }
     }
+    in_order(room, &mut units);
+    units.truncate(MAX_CANDIDATES);
+    units
+}
+
+/// Puts `units` in the order they are taken: by (priority, size, key), each judged against the
+/// budgets with what the units before it left of them, those that violate none first (stable:
+/// each part keeps the order).
+fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
+    let snap = room.snap;
     units.sort_by(|a, b| (a.priority, a.pods.len(), a.key).cmp(&(b.priority, b.pods.len(), b.key)));
     if !snap.budgets.is_empty() {
         let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
-        for u in &mut units {
+        for u in units.iter_mut() {
             u.violates = !allowance.take_all(u.pods.iter().map(|&p| &snap.pods[p]));
         }
-        // Stable: each part keeps the (priority, size, key) order.
         units.sort_by_key(|u| u.violates);
     }
-    units.truncate(MAX_CANDIDATES);
-    units
 }

@@ -122,8 +122,9 @@ const fn kind(
     }
 }
 
-/// Every workload kind, in one table: [`inspect`] reads these, [`controller_name_label`] and
-/// [`is_opted_in`] answer from it, and the webhook configurations' workload rules are held to it.
+/// Every workload kind, in one table: [`controller_name_label`] and [`is_opted_in`] answer from
+/// it; a test holds the kinds [`inspect`] reads, and the webhook configurations' workload rules,
+/// to it.
 pub const KINDS: &[WorkloadKind] = &[
     WorkloadKind { versions: &["v1"], mutate_update: true, ..kind("batch", "Job", "jobs", Some(JOB_NAME)) },
     WorkloadKind { versions: &["v1"], ..kind("apps", "StatefulSet", "statefulsets", None) },
@@ -171,9 +172,12 @@ pub fn job_scheduling(obj: &Value) -> Option<&Value> {
 /// every Deployment in it a gang (the namespace hooks of `manifests/` do not see them).
 pub fn is_opted_in(obj: &Value, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
     let on_object = obj.at("/metadata/labels").and_then(|l| l.get(LABEL_ENABLED)).and_then(Value::as_str);
-    let own_label_only =
-        obj.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("apps/"))
-            && matches!(obj.get("kind").and_then(Value::as_str), Some("Deployment" | "ReplicaSet"));
+    let group = crate::read::dialect::group_of(obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""));
+    let own_label_only = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .and_then(|k| workload_kind(group, k))
+        .is_some_and(|k| !k.namespace_opt_in);
     match on_object {
         Some(v) => v == "true",
         None if own_label_only => false,
