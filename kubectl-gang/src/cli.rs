@@ -162,8 +162,9 @@ pub struct SimulateArgs {
 
 const SIMULATE_HELP: &str = "\
 Each object is admitted as the webhook admits it on create (what `validate` reports; a workload
-without a kube-gang.io/enabled label counts as opted in, one with it only if it says \"true\", as
-for the webhook), an object with only
+without a kube-gang.io/enabled label counts as opted in, as in an opted-in namespace — a
+Deployment or ReplicaSet only by its own label or pods that name a gang —, one with it only if it
+says \"true\", as for the webhook), an object with only
 generateName is named as the API server names it, and workloads are expanded into the pods their
 controllers would create (at most 100,000 in all) and placed with the scheduler's own cycle on the
 cluster as it is (pending gangs that are older go first, as they would).

@@ -1,6 +1,6 @@
 //! `kubectl gang demo`: a tour on an embedded example cluster (`examples/cluster.yaml`) with the
 //! workloads in `examples/workloads/` — the same code paths as `simulate`, then a replay over time
-//! with the core's `sim`.
+//! with the core's `replay`.
 
 use std::fmt::Write as _;
 

@@ -2,7 +2,7 @@
 //!
 //! Everything that decides lives here: the canonical gang [`model`], the readers for every gang
 //! [`dialect`] in use today, [`validate`]ion with field paths, the scheduling cycle
-//! [`schedule::schedule`] (`snapshot, config, now -> plan`), and simulation over time ([`sim`]).
+//! [`schedule::schedule`] (`snapshot, config, now -> plan`), and the cycle replayed over time ([`replay`]).
 //!
 //! **This crate does no I/O and reads no clock.** Time is a parameter; cluster state arrives as a
 //! [`model::Snapshot`] (or as Kubernetes objects converted by [`convert`] and [`cluster`]).
@@ -12,7 +12,7 @@
 //! Inside, the modules live in three layers, one folder each, lowest first: [`read`] (objects and
 //! files into the model), [`rules`] (validation), [`decide`] (the cycle, its policy and output).
 //! Arrows point down only; `cargo xtask tidy` (in `xtask/src/layers.rs`) fails otherwise. The
-//! names fixed by `../shared/DESIGN.md` (beside the repository) are in [`names`].
+//! names fixed by `../shared/DESIGN.md` (beside the repository) are in [`labels`].
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod decide;

@@ -88,7 +88,7 @@ fn typed<'de, T: serde::Deserialize<'de>>(v: &'de Value) -> Result<T, Vec<FieldE
 
 /// The pod spec at `spec` (a pod template's), decoded as the API server decodes it (an error names
 /// the exact field, under `path`: `spec.template.spec.volumes[0].configMap.defaultMode`), with
-/// only the fields the scheduler reads ([`pod`], [`effective_requests`]: containers' and init
+/// only the fields the scheduler reads ([`pod`], [`crate::read::resources::effective_requests`]: containers' and init
 /// containers' names, resources, ports and restart policy, overhead, pod-level resources, node
 /// selector, node and pod affinity, topology spread constraints, host network, tolerations,
 /// priority, preemption policy, scheduler, node name, scheduling gates, the volumes and resource

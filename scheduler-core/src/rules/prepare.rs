@@ -259,9 +259,11 @@ pub fn unsuspended(
 
 /// Admits, expands and stamps submitted objects, as `kubectl apply` of them would: each object
 /// goes through the steps of this module in order. A workload without a `kube-gang.io/enabled`
-/// label is taken as opted in (simulating it asks how it would run as a gang; `validate` judges a
-/// file without its namespace, as one that did not opt in); one with the label is opted in only
-/// by `"true"`, as the webhook reads it ([`crate::rules::admit::opted_in`]). At most
+/// label is taken as opted in, as in an opted-in namespace (simulating it asks how it would run as
+/// a gang; `validate` judges a file without its namespace, as one that did not opt in) — a
+/// Deployment or ReplicaSet, which no namespace opts in, only when its pods name a gang; one with
+/// the label is opted in only by `"true"`, as the webhook reads it
+/// ([`crate::rules::admit::opted_in`]). At most
 /// [`workload::MAX_EXPANDED_PODS`] pods are expanded over the whole input.
 pub fn prepare(sourced: &[Sourced], default_ns: &str, now: Time) -> Prepared {
     prepare_bounded(|| sourced.iter().cloned(), default_ns, now, workload::MAX_EXPANDED_PODS)
