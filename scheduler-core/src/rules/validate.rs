@@ -668,19 +668,32 @@ fn job_scheduling(obj: &Value, v: &mut Findings) {
                 .into(),
         ),
         (false, true) => {
-            if let Some(n) = policy.and_then(|p| p.pointer("/gang/minCount")).filter(|n| !n.is_null())
-                && n.as_i64().is_none_or(|n| n < 1)
-            {
-                v.errors.push(FieldError::new(
-                    "spec.scheduling.schedulingPolicy.gang.minCount",
-                    format!("Invalid value: {n}: must be greater than or equal to 1"),
-                ));
+            let parallelism = obj.pointer("/spec/parallelism").and_then(Value::as_i64).unwrap_or(1);
+            if let Some(n) = policy.and_then(|p| p.pointer("/gang/minCount")).filter(|n| !n.is_null()) {
+                match n.as_i64() {
+                    Some(m) if m >= 1 && m <= parallelism.max(1) => {}
+                    Some(m) if m >= 1 => v.errors.push(FieldError::new(
+                        "spec.scheduling.schedulingPolicy.gang.minCount",
+                        format!("Invalid value: {m}: must be less than or equal to spec.parallelism ({parallelism})"),
+                    )),
+                    _ => v.errors.push(FieldError::new(
+                        "spec.scheduling.schedulingPolicy.gang.minCount",
+                        format!("Invalid value: {n}: must be greater than or equal to 1"),
+                    )),
+                }
             }
         }
         _ => v.errors.push(FieldError::new(
             "spec.scheduling.schedulingPolicy",
             "Invalid value: exactly one of basic or gang must be set",
         )),
+    }
+    // The controller sets each pod's group: a template that sets one of its own is refused.
+    if obj.pointer("/spec/template/spec/schedulingGroup").is_some_and(|g| !g.is_null()) {
+        v.errors.push(FieldError::new(
+            "spec.template.spec.schedulingGroup",
+            "Forbidden: may not be set when spec.scheduling is set: the Job controller sets each pod's group",
+        ));
     }
 }
 

@@ -204,8 +204,9 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
 fn upstream_job_group(obj: &Value) -> Option<Value> {
     let scheduling = super::job_scheduling(obj)?;
     let gang = scheduling.at("/schedulingPolicy/gang").filter(|g| g.is_object())?;
+    // `minCount` defaults to `parallelism`, at least 1.
     let parallelism = obj.at("/spec/parallelism").and_then(Value::as_u64).unwrap_or(1);
-    let min = gang.get("minCount").and_then(Value::as_u64).unwrap_or(parallelism);
+    let min = gang.get("minCount").and_then(Value::as_u64).unwrap_or(parallelism.max(1));
     let name = obj.at("/metadata/name").cloned().unwrap_or(Value::Null);
     let mut spec = json!({"schedulingPolicy": {"gang": {"minCount": min}}});
     if let Some(c) = scheduling.get("schedulingConstraints").filter(|c| c.is_object()) {
