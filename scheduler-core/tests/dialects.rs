@@ -762,4 +762,15 @@ fn a_subgroup_bound_more_loosely_than_its_parent_waits_saying_so() {
     let (reason, message, nodes) = placed(objects("kubernetes.io/hostname"), "tree");
     assert!(reason.is_satisfied(), "{message}");
     assert_eq!(nodes.len(), 1);
+    // A subgroup between them with no level of its own: the nearest level above still binds.
+    let mut nested = objects("block");
+    for o in &mut nested {
+        if o["kind"] == "Gang" {
+            o["spec"]["subGroups"] = json!([{"name": "pool", "minMember": 1},
+                {"name": "workers", "parent": "pool", "minMember": 1, "topology": {"required": "block"}}]);
+        }
+    }
+    let (reason, message, _) = placed(nested, "tree");
+    assert_eq!(reason, scheduler_core::Reason::Unschedulable, "{message}");
+    assert!(message.contains("broader than the gang's \"rack\""), "{message}");
 }

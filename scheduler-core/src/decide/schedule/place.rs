@@ -751,24 +751,37 @@ impl<'a> Placer<'a> {
         if !gang.subgroups.iter().any(|s| s.topology_key.is_some()) {
             return None;
         }
-        // Each subgroup's required level by name: one pass, so a tree of many subgroups costs
-        // linear time, not a search per child.
-        let keys: std::collections::HashMap<&str, Option<&str>> =
-            gang.subgroups.iter().map(|s| (s.name.as_str(), s.topology_key.as_deref())).collect();
+        // Each subgroup's parent and required level by name: one pass, so a tree of many
+        // subgroups costs a walk up per constrained subgroup, not a search per step.
+        let by_name: std::collections::HashMap<&str, (Option<&str>, Option<&str>)> = gang
+            .subgroups
+            .iter()
+            .map(|s| (s.name.as_str(), (s.parent.as_deref(), s.topology_key.as_deref())))
+            .collect();
         for sub in &gang.subgroups {
             let Some(child) = sub.topology_key.as_deref() else { continue };
-            let parent = match &sub.parent {
-                Some(p) => keys.get(p.as_str()).copied().flatten(),
-                None => gang.topology_key.as_deref(),
-            };
+            // The nearest ancestor with a required level (the gang, past the top), and its name.
+            let (mut parent, mut whose) = (None, None);
+            let mut up = sub.parent.as_deref();
+            for _ in 0..gang.subgroups.len() {
+                let Some(name) = up else { break };
+                let Some(&(next, key)) = by_name.get(name) else { break };
+                if key.is_some() {
+                    (parent, whose) = (key, Some(name));
+                    break;
+                }
+                up = next;
+            }
+            if whose.is_none() {
+                parent = gang.topology_key.as_deref();
+            }
             let Some(parent) = parent else { continue };
             let levels = self.snap.storage.level_order(gang, &self.levels, child);
             let at = |l: &str| levels.iter().position(|x| x == l);
             if let (Some(c), Some(p)) = (at(child), at(parent))
                 && c < p
             {
-                let whose =
-                    sub.parent.as_ref().map_or_else(|| "the gang".to_string(), |p| format!("subgroup {p:?}"));
+                let whose = whose.map_or_else(|| "the gang".to_string(), |p| format!("subgroup {p:?}"));
                 return Some(format!(
                     "subgroup {:?} requires level {child:?}, broader than {whose}'s {parent:?} (levels, broadest first: {}): a subgroup's level must be the same as or narrower than its parent's",
                     sub.name,
