@@ -124,23 +124,34 @@ pub(super) fn priorities(snap: &Snapshot, members: &[Members]) -> Vec<i32> {
 /// its `Gang`'s status, or what the scheduler carried since its last cycle — unless one of its
 /// active members keeps a newer one (a higher revision) for this gang and this object
 /// ([`crate::read::model::Persisted`]): after a restart or a change of leader, that is where the state
-/// of every gang without a `Gang` of its own is found.
+/// of every gang without a `Gang` of its own is found. For such a gang, what was carried counts
+/// only while the cluster holds it: a revision that no active member keeps any longer (the
+/// members it was written on are gone) is dropped for the newest one they do keep, or none — what
+/// a restarted scheduler would find.
 pub(super) fn states(snap: &Snapshot, members: &[Members]) -> Vec<GangState> {
     snap.gangs
         .iter()
         .zip(members)
         .map(|(gang, m)| {
-            let mut newest = &gang.state;
-            if gang.keeps_state_on_pods() {
-                for p in m.all.iter().map(|&p| &snap.pods[p]) {
-                    if let Some(kept) = p.persisted.as_deref().filter(|k| keeps(p, k, gang))
-                        && kept.state.rev > newest.rev
-                    {
-                        newest = &kept.state;
-                    }
+            if !gang.keeps_state_on_pods() {
+                return gang.state.clone();
+            }
+            let mut kept: Option<&GangState> = None;
+            for p in m.all.iter().map(|&p| &snap.pods[p]) {
+                if let Some(k) = p.persisted.as_deref().filter(|k| keeps(p, k, gang))
+                    && kept.is_none_or(|n| k.state.rev > n.rev)
+                {
+                    kept = Some(&k.state);
                 }
             }
-            newest.clone()
+            match kept {
+                // Carried and kept alike (the carried copy also holds what goes along only when
+                // something is written), or never kept at all.
+                Some(k) if k.rev == gang.state.rev => gang.state.clone(),
+                None if gang.state.rev == 0 => gang.state.clone(),
+                Some(k) => k.clone(),
+                None => GangState::default(),
+            }
         })
         .collect()
 }
