@@ -92,7 +92,7 @@ fn kubeconfig_from_env_or_home() -> anyhow::Result<Option<Kubeconfig>> {
 }
 
 /// A kubeconfig file read within bounds, as kube would read it otherwise unbounded (`--kubeconfig
-/// /dev/zero` took 12.6 GB): the file at most [`input::MAX_SIDE_FILE_BYTES`], read as kubectl
+/// /dev/zero` took 12.6 GB): the file at most [`crate::input::MAX_SIDE_FILE_BYTES`], read as kubectl
 /// reads YAML ([`crate::yaml`]: depth and alias limits), and every file it names — a cluster's
 /// `certificate-authority`, a user's `client-certificate`, `client-key` and `tokenFile`,
 /// relative ones from the kubeconfig's directory, as kubectl resolves them — read the same way

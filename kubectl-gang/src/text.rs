@@ -5,7 +5,7 @@ use scheduler_core::Time;
 
 use crate::cli::{Cli, Command, Format};
 
-/// The colour codes this plugin writes itself (for [`table::Tone`]: the 256-colour codes comfy-table writes for them): green,
+/// The colour codes this plugin writes itself (for [`crate::table::Tone`]: the 256-colour codes comfy-table writes for them): green,
 /// yellow, red, and back to the default colour. Only these, and only when colour is on, are
 /// written as they are; every other control sequence is shown escaped.
 pub const COLOURS: [&str; 4] = ["\x1b[38;5;10m", "\x1b[38;5;11m", "\x1b[38;5;9m", "\x1b[39m"];

@@ -1,5 +1,5 @@
 //! `kubectl gang validate -f FILE…`: the webhook's decision, offline, for CI pipelines. Each object
-//! goes through [`scheduler_core::admit`] as a CREATE, the call the webhook makes: what injection
+//! goes through [`scheduler_core::admit()`] as a CREATE, the call the webhook makes: what injection
 //! would add is added, then the result is validated, so this command and the webhook cannot disagree.
 //! The gangs the input defines are what this door knows besides each object (the webhook knows the
 //! Gang objects it watches): a pod in the input naming an inner or unknown subgroup of one of them is

@@ -1,5 +1,5 @@
 //! The volume binder: what kube-scheduler's binder does before a pod is bound (`BindPodVolumes`),
-//! for each claim a plan binds first ([`Plan::volumes`]) — a static PV chosen: its
+//! for each claim a plan binds first ([`scheduler_core::Plan::volumes`]) — a static PV chosen: its
 //! `spec.claimRef` (with `pv.kubernetes.io/bound-by-controller`), then the claim's
 //! `spec.volumeName`, as the PV controller expects to find them; provisioning: the claim's
 //! `volume.kubernetes.io/selected-node`, which its provisioner acts on.

@@ -1,5 +1,5 @@
 //! AdmissionReview in, AdmissionReview out: the webhook's decisions, with no I/O. The decision is
-//! the core's [`scheduler_core::admit`] (inject, then validate), the same call `kubectl gang
+//! the core's [`scheduler_core::admit()`] (inject, then validate), the same call `kubectl gang
 //! validate` makes; this module only speaks the `admission.k8s.io/v1` wire format, with kube-core's
 //! types ([`AdmissionReview`], [`AdmissionRequest`], [`AdmissionResponse`]).
 //!

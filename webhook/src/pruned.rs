@@ -2,7 +2,7 @@
 //!
 //! A `serde_json::Value` costs far more than the JSON it holds: every object is a `BTreeMap` node
 //! of about 600 bytes however few keys it has, so a Job whose container carries 90,000 env vars
-//! (2.5 MiB of JSON) is some 60 MiB of tree. Admission ([`scheduler_core::admit`]) reads an
+//! (2.5 MiB of JSON) is some 60 MiB of tree. Admission ([`scheduler_core::admit()`]) reads an
 //! object's metadata, its gang fields and its pod templates' metadata and scheduling fields; it never
 //! reads a container, a volume or `metadata.managedFields` — which is where a legal object's bulk
 //! lies (env vars, commands, mounts, probes; managed fields repeat every key). The values of the
