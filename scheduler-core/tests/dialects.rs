@@ -774,3 +774,68 @@ fn a_subgroup_bound_more_loosely_than_its_parent_waits_saying_so() {
     assert_eq!(reason, scheduler_core::Reason::Unschedulable, "{message}");
     assert!(message.contains("broader than the gang's \"rack\""), "{message}");
 }
+
+/// A PodGroup as Kubernetes 1.38's Job controller makes for Job `train` (KEP-5547), with the
+/// policy it was given.
+fn job_podgroup(policy: Value) -> Value {
+    json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "train-x7k2p", "namespace": "ml",
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": true}]},
+        "spec": {"schedulingPolicy": policy}})
+}
+
+/// A pod of Job `train`, opted in to kube-gang (our labels injected into its template), as the
+/// Job controller of Kubernetes 1.38 creates it: naming its PodGroup.
+fn opted_in_job_pod(name: &str) -> Value {
+    pod(
+        name,
+        json!({"kube-gang.io/gang": "train", "batch.kubernetes.io/job-name": "train"}),
+        json!({"kube-gang.io/min-member": "2"}),
+        json!({"schedulingGroup": {"podGroupName": "train-x7k2p"}}),
+    )
+}
+
+#[test]
+fn an_opted_in_job_keeps_its_gang_beside_the_basic_podgroup_its_controller_makes() {
+    let (snap, problems) =
+        assemble(vec![job_podgroup(json!({"basic": {}})), opted_in_job_pod("w0"), opted_in_job_pod("w1")]);
+    assert!(problems.is_empty(), "{problems:?}");
+    // The basic PodGroup is no gang of its own (not listed, not waited for).
+    let g = only_gang(&snap);
+    assert_eq!(
+        (g.key.name.as_str(), g.min_member, g.source.dialect),
+        ("train", 2, Dialect::KubeGangAnnotations)
+    );
+    assert_eq!(members(&snap, "train").len(), 2);
+    // A pod that names only the basic PodGroup (a Job that did not opt in) belongs to no gang.
+    let (snap, problems) = assemble(vec![
+        job_podgroup(json!({"basic": {}})),
+        pod("plain", json!({}), json!({}), json!({"schedulingGroup": {"podGroupName": "train-x7k2p"}})),
+    ]);
+    assert!(problems.is_empty() && snap.gangs.is_empty(), "{problems:?} {:?}", snap.gangs);
+    assert!(snap.pods[0].gang.is_none());
+}
+
+#[test]
+fn an_opted_in_job_whose_podgroup_is_a_gang_is_claimed_twice_and_said_so() {
+    // The 1.36 alpha made a gang PodGroup for an Indexed Job with parallelism = completions.
+    let (snap, problems) = assemble(vec![
+        job_podgroup(json!({"gang": {"minCount": 2}})),
+        opted_in_job_pod("w0"),
+        opted_in_job_pod("w1"),
+    ]);
+    // Ours stands: the pods are placed with the gang the Job opted in to.
+    assert_eq!(members(&snap, "train").len(), 2);
+    assert!(members(&snap, "train-x7k2p").is_empty());
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(
+        problems[0].contains("spec.schedulingGroup.podGroupName: pod is claimed by two gangs: kube-gang/annotations ml/train (metadata.labels[kube-gang.io/gang])")
+            && problems[0].contains("upstream ml/train-x7k2p, a PodGroup with the gang policy"),
+        "{}",
+        problems[0]
+    );
+    // A PodGroup not created yet decides nothing either.
+    let (snap, problems) = assemble(vec![opted_in_job_pod("w0"), opted_in_job_pod("w1")]);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(members(&snap, "train").len(), 2);
+}

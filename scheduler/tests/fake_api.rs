@@ -608,6 +608,53 @@ async fn a_grove_podgang_is_placed_whole_and_only_once_its_pod_groups_all_fit() 
 }
 
 #[tokio::test]
+async fn an_opted_in_job_on_kubernetes_1_38_is_bound_as_its_gang_beside_its_basic_podgroup() {
+    // From 1.38 the Job controller gives every Job a basic PodGroup and names it on its pods,
+    // beside the kube-gang label and annotation the webhook injected into the opted-in template.
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/scheduling.k8s.io/v1beta1", "podgroups"),
+    ])
+    .await;
+    fake.put(json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "train-x7k2p", "namespace": "ml", "uid": "pg-1",
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-1", "controller": true}]},
+        "spec": {"schedulingPolicy": {"basic": {}}}}));
+    let member = |name: &str| {
+        let mut p = gang_pod("ml", name, "train", 8);
+        p["metadata"]["labels"]["batch.kubernetes.io/job-name"] = json!("train");
+        p["metadata"]["annotations"] = json!({"kube-gang.io/min-member": "2"});
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": "train-x7k2p"});
+        p
+    };
+    // One 8-GPU node for two 8-GPU members: read as pods one by one, one would be bound.
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(member("train-0"));
+    fake.put(member("train-1"));
+    let (stop, handle) = start(&fake, false).await;
+    assert!(
+        fake.wait_for(Duration::from_secs(5), |f| !f.requests_to("PATCH", "/pods/train-0/status").is_empty())
+            .await,
+        "{:#?}",
+        fake.requests()
+    );
+    assert!(fake.requests_to("POST", "/binding").is_empty(), "all or nothing: {:#?}", fake.requests());
+    let why = scheduled_message(&fake, "train-0");
+    assert!(why.contains("ml/train") && !why.contains("claimed by two"), "{why}");
+    fake.put(node("gpu-2", "64", 8, &[]));
+    assert!(
+        fake.wait_for(Duration::from_secs(10), |f| bound(f, "ml", "train-0").is_some()
+            && bound(f, "ml", "train-1").is_some())
+            .await
+    );
+    assert_ne!(bound(&fake, "ml", "train-0"), bound(&fake, "ml", "train-1"));
+    // The PodGroup is the Job controller's, and no gang: nothing written to it.
+    assert!(fake.requests().iter().all(|r| !r.path.contains("/podgroups/")), "{:#?}", fake.requests());
+    stop.cancel();
+    handle.await.unwrap();
+}
+
+#[tokio::test]
 async fn a_volcano_gang_bounded_by_a_hypernode_tier_is_bound_inside_one_hypernode() {
     // Two tier-1 HyperNodes of two 8-GPU nodes; gpu-2 has 4 GPUs taken, so leaf-a has room for one
     // 8-GPU worker and leaf-b for two. Unbounded, the pair could be split across the leaves.

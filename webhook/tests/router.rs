@@ -219,6 +219,25 @@ async fn a_pod_claimed_by_two_gangs_is_denied_naming_both() {
 }
 
 #[tokio::test]
+async fn an_opted_in_jobs_pod_naming_its_controllers_podgroup_is_allowed_and_told_what_decides() {
+    // Kubernetes 1.38: the Job controller names its PodGroup (basic, unless the Job asked for a
+    // gang) on every pod of the Job, beside the kube-gang label we injected into the template.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "train-0-abcde", "namespace": "ml", "labels": {"kube-gang.io/gang": "train"}},
+        "spec": {"schedulingGroup": {"podGroupName": "train-x7k2p"}, "containers": [{"name": "c", "image": "x"}]}});
+    let r = admit("/validate", &review("CREATE", ("", "v1", "Pod"), pod.clone(), Value::Null)).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    let warning = r["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("names upstream pod group ml/train-x7k2p") && warning.contains("basic policy"),
+        "{r}"
+    );
+    let r = admit("/mutate", &review("CREATE", ("", "v1", "Pod"), pod.clone(), Value::Null)).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    assert_eq!(patched(&r, &pod)["spec"]["schedulerName"], "gang-scheduler");
+}
+
+#[tokio::test]
 async fn a_workload_that_can_never_be_satisfied_is_denied() {
     let job = json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "j", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"},

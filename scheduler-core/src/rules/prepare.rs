@@ -136,6 +136,17 @@ pub fn kubectl_name(obj: &Value) -> String {
     }
 }
 
+/// Whether a gang object, read, is a gang of its own: not a Workload (its pod groups become gangs
+/// as pods name them, or are templates), not a plain basic PodGroup (no gang), and not one that
+/// could not be read (it is reported, and a gang of that name is what its pods wait for).
+fn defines_gang(read: &Result<GangObject, Vec<crate::read::error::FieldError>>) -> bool {
+    match read {
+        Ok(GangObject::Workload(_)) => false,
+        Ok(GangObject::UpstreamGroup(g)) => !g.is_plain_basic(),
+        Ok(GangObject::Gang(_)) | Err(_) => true,
+    }
+}
+
 /// The gangs the gang objects among `objects` define (objects that are not one are passed over),
 /// for checks that need a pod and its gang together: kube-gang Gangs and the dialects' PodGroups,
 /// and the upstream `scheduling.k8s.io` PodGroups and CompositePodGroups assembled into their
@@ -152,7 +163,7 @@ pub fn gangs_of<V: std::borrow::Borrow<Value>>(objects: impl IntoIterator<Item =
         }
     }
     if !upstream.is_empty() {
-        gangs.extend(dialect::upstream::assemble(&upstream).0);
+        gangs.extend(dialect::upstream::assemble(&upstream).gangs);
     }
     gangs
 }
@@ -438,9 +449,10 @@ impl Preparing<'_> {
                     self.errors.extend(expansion.iter().map(|e| format!("{source}: {what}: {e}")));
                 }
             }
-        } else if dialect::read_object(&obj).is_some() {
-            // A Workload is not a gang: its pod groups become gangs as pods name them.
-            if kind != "Workload" {
+        } else if let Some(read) = dialect::read_object(&obj) {
+            // A Workload is not a gang: its pod groups become gangs as pods name them. Nor is a
+            // plain basic PodGroup: its pods are scheduled one by one.
+            if kind != "Workload" && defines_gang(&read) {
                 let ns =
                     obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(self.default_ns);
                 let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
@@ -496,7 +508,9 @@ impl Preparing<'_> {
             let name = p.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
             if kind != Some("Pod") {
                 // A gang object the workload's controller would make (Volcano's PodGroup).
-                self.out.gang_objects.insert(GangKey::new(&ns, &name));
+                if dialect::read_object(&p).is_none_or(|read| defines_gang(&read)) {
+                    self.out.gang_objects.insert(GangKey::new(&ns, &name));
+                }
                 if let Some(meta) = p.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("creationTimestamp".into(), self.stamp.clone());
                 }

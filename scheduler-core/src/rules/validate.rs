@@ -405,6 +405,7 @@ fn validate_pod(pod: &Value, v: &mut Findings) {
     // could be read.
     let (claims, claim_errors) = crate::read::dialect::pod_claims_all(pod);
     v.errors.extend(claim_errors);
+    v.warnings.extend(crate::read::dialect::upstream_conflicts(&claims));
     for c in &claims {
         v.warnings.extend(crate::read::dialect::topology_warnings(c, pod));
         match crate::read::dialect::annotation_gang(c, pod) {
@@ -634,6 +635,8 @@ fn template_gang_errors(template: &Value, namespace: &str, path: &str, v: &mut F
     let min_member = format!("metadata.annotations[{}]", crate::read::labels::ANNOTATION_MIN_MEMBER);
     let (claims, _) = crate::read::dialect::template_claims_all(template, namespace);
     let under = |e: FieldError| FieldError::new(format!("{path}.{}", e.path), e.message);
+    v.warnings
+        .extend(crate::read::dialect::upstream_conflicts(&claims).into_iter().map(|w| format!("{path}.{w}")));
     for c in &claims {
         v.warnings.extend(
             crate::read::dialect::template_topology_warnings(c, template, namespace)

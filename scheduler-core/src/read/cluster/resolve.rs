@@ -5,7 +5,10 @@
 //! A gang is defined by its object (of any dialect; two dialects defining one gang is a problem,
 //! the lower dialect wins), or — CRD-less — by the annotations of the oldest pod that claims it;
 //! upstream PodGroups resolve to the root of their CompositePodGroup tree. A pod belongs to the
-//! gang of its first claim whose gang exists, else of its first claim (and waits for it).
+//! gang of its first claim whose gang exists, else of its first claim (and waits for it). An
+//! upstream claim (`spec.schedulingGroup`) beside a claim of another dialect decides nothing: a
+//! plain basic PodGroup is no gang (Kubernetes 1.38's Job controller names one on every Job's
+//! pods, opted-in Jobs too), and a gang one is reported as a second claim the other overrides.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -88,7 +91,12 @@ pub(super) fn resolve<'a, H: Held>(
             Err(e) => object_problems.push(Problem { object: obj.describe(), errors: e.clone() }),
         }
     }
-    let (upstream_gangs, resolution, upstream_problems) = dialect::upstream::assemble(&upstream_groups);
+    let dialect::upstream::Assembled {
+        gangs: upstream_gangs,
+        resolution,
+        problems: upstream_problems,
+        mut basic,
+    } = dialect::upstream::assemble(&upstream_groups);
     for (key, e) in upstream_problems {
         object_problems.push(Problem { object: format!("PodGroup {key}"), errors: vec![e] });
     }
@@ -118,9 +126,12 @@ pub(super) fn resolve<'a, H: Held>(
                 // 1.35: the gang is one pod group (and replica key) of the named Workload.
                 if let Some((w, _, _)) = dialect::upstream::workload_ref(pod)
                     && let Some(workload) = workloads.get(&GangKey::new(&c.gang.namespace, w))
-                    && let Some(g) = dialect::upstream::workload_gang(workload, pod)
                 {
-                    defined.insert(g.key.clone(), g);
+                    if let Some(g) = dialect::upstream::workload_gang(workload, pod) {
+                        defined.insert(g.key.clone(), g);
+                    } else if dialect::upstream::workload_group_is_plain_basic(workload, pod) {
+                        basic.insert(c.gang.clone());
+                    }
                 }
                 continue;
             }
@@ -179,16 +190,42 @@ pub(super) fn resolve<'a, H: Held>(
     let mut memberships = Vec::with_capacity(claimed.len());
     for (j, c) in claimed.iter().enumerate() {
         let i = c.at;
-        let resolved: Vec<Membership> = claims_of(j)
-            .iter()
-            .map(|c| match (c.dialect, resolution.get(&c.gang)) {
-                (Dialect::Upstream, Some((root, leaf))) => {
-                    Membership { gang: root.clone(), subgroup: leaf.clone() }
-                }
-                _ => Membership { gang: c.gang.clone(), subgroup: c.subgroup.clone() },
-            })
-            .collect();
-        let chosen = resolved.iter().find(|m| defined.contains_key(&m.gang)).or(resolved.first()).cloned();
+        // A plain basic PodGroup is no gang: a claim on it is none. An upstream claim beside
+        // others counts only as a conflict (see `dialect::pod_claims`): the others decide.
+        let all = claims_of(j);
+        let has_other = all.iter().any(|c| c.dialect != Dialect::Upstream);
+        let upstream =
+            all.iter().find(|c| c.dialect == Dialect::Upstream).filter(|c| !basic.contains(&c.gang));
+        let membership = |c: &Claim| match (c.dialect, resolution.get(&c.gang)) {
+            (Dialect::Upstream, Some((root, leaf))) => {
+                Membership { gang: root.clone(), subgroup: leaf.clone() }
+            }
+            _ => Membership { gang: c.gang.clone(), subgroup: c.subgroup.clone() },
+        };
+        let deciding = || {
+            all.iter()
+                .filter(move |c| if has_other { c.dialect != Dialect::Upstream } else { upstream.is_some() })
+        };
+        let chosen = deciding()
+            .map(membership)
+            .find(|m| defined.contains_key(&m.gang))
+            .or_else(|| deciding().next().map(membership));
+        if has_other && let (Some(up), Some(m)) = (upstream, &chosen) {
+            let theirs = membership(up);
+            if theirs.gang != m.gang && defined.contains_key(&theirs.gang) {
+                let mine = deciding().find(|c| membership(c).gang == m.gang).unwrap_or(&all[0]);
+                problems.push(Problem {
+                    object: describe(&c.raw.value()),
+                    errors: vec![FieldError::new(
+                        up.path.clone(),
+                        format!(
+                            "pod is claimed by two gangs: {} {} ({}) and upstream {}, a PodGroup with the gang policy; it belongs to {} {}, and {} does not count it",
+                            mine.dialect, m.gang, mine.path, up.gang, mine.dialect, m.gang, theirs.gang
+                        ),
+                    )],
+                });
+            }
+        }
         if let Some(m) = &chosen
             && !defined.contains_key(&m.gang)
         {
@@ -199,7 +236,7 @@ pub(super) fn resolve<'a, H: Held>(
                     problems.push(Problem {
                         object: describe(&c.raw.value()),
                         errors: vec![FieldError::new(
-                            claims_of(j).first().map(|c| c.path.clone()).unwrap_or_default(),
+                            deciding().next().map(|c| c.path.clone()).unwrap_or_default(),
                             String::new(),
                         )],
                     });

@@ -67,7 +67,11 @@ pub enum GangObject {
 
 /// Every gang claim a pod makes, in every dialect. A pod that claims two different gangs is an
 /// error naming both; the same gang named by two dialects (Koordinator annotations on a
-/// coscheduling pod, say) is one claim per dialect and not a conflict.
+/// coscheduling pod, say) is one claim per dialect and not a conflict. An upstream claim
+/// (`spec.schedulingGroup`, `spec.workloadRef`) comes last and conflicts with none when read:
+/// whether it names a gang depends on its PodGroup's policy (a basic one is no gang — from
+/// Kubernetes 1.38 the Job controller names one on every Job's pods), so the conflict is decided
+/// where the PodGroup is known ([`upstream_conflicts`] says at admission what will be decided).
 pub fn pod_claims(pod: &Value) -> Result<Vec<Claim>, Vec<FieldError>> {
     let (claims, errors) = pod_claims_all(pod);
     if errors.is_empty() { Ok(claims) } else { Err(errors) }
@@ -122,12 +126,12 @@ fn claims_of(meta: &Meta<'_>, pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
     let mut errors = Vec::new();
     for read in [
         kubegang::claim,
-        upstream::claim,
         coscheduling::claim,
         volcano::claim,
         koordinator::claim,
         kai::claim,
         grove::claim,
+        upstream::claim,
     ] {
         match read(meta, pod) {
             Ok(Some(c)) => claims.push(c),
@@ -136,7 +140,7 @@ fn claims_of(meta: &Meta<'_>, pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
         }
     }
     if let Some(first) = claims.first() {
-        for other in &claims[1..] {
+        for other in claims[1..].iter().filter(|c| c.dialect != Dialect::Upstream) {
             if other.gang != first.gang {
                 errors.push(FieldError::new(
                     other.path.clone(),
@@ -149,6 +153,29 @@ fn claims_of(meta: &Meta<'_>, pod: &Value) -> (Vec<Claim>, Vec<FieldError>) {
         }
     }
     (claims, errors)
+}
+
+/// What admission says of a pod (or template) whose upstream claim names another gang than its
+/// other claims: a warning each, since only the PodGroup's policy decides it. A basic PodGroup
+/// (as Kubernetes 1.38's Job controller makes for every Job that asks for no gang) is no gang and
+/// the other claim stands; a gang one makes the pod claimed by two gangs, which the scheduler
+/// reports and settles for the other claim.
+pub fn upstream_conflicts(claims: &[Claim]) -> Vec<String> {
+    let Some(up) = claims.iter().find(|c| c.dialect == Dialect::Upstream) else { return Vec::new() };
+    claims
+        .iter()
+        .filter(|c| c.dialect != Dialect::Upstream && c.gang != up.gang)
+        .take(1)
+        .map(|c| {
+            format!(
+                "{}: names upstream pod group {} while {} names {} gang {}: if {} has the basic policy \
+                 (as the Job controller makes from Kubernetes 1.38) it is no gang and {} {} stands; if it \
+                 has the gang policy the pod is claimed by two gangs, which gang-scheduler reports and \
+                 settles for {} {}",
+                up.path, up.gang, c.path, c.dialect, c.gang, up.gang, c.dialect, c.gang, c.dialect, c.gang
+            )
+        })
+        .collect()
 }
 
 /// Reads a gang-defining object of any dialect. `None`: not a gang object.
@@ -583,6 +610,33 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert!(errs[0].message.contains("ml/a") && errs[0].message.contains("ml/b"), "{}", errs[0]);
         assert_eq!(errs[0].path, "metadata.labels[scheduling.x-k8s.io/pod-group]");
+    }
+
+    #[test]
+    fn an_upstream_claim_beside_another_gang_is_left_to_the_podgroup_s_policy() {
+        // A Job opted in to kube-gang, its pod as Kubernetes 1.38's Job controller makes it.
+        let pod = json!({"metadata": {"namespace": "ml", "name": "p", "labels": {"kube-gang.io/gang": "train"}},
+            "spec": {"schedulingGroup": {"podGroupName": "train-x7k2p"}}});
+        let claims = pod_claims(&pod).unwrap();
+        let read: Vec<(Dialect, &str)> = claims.iter().map(|c| (c.dialect, c.gang.name.as_str())).collect();
+        assert_eq!(read, [(Dialect::KubeGang, "train"), (Dialect::Upstream, "train-x7k2p")]);
+        let w = upstream_conflicts(&claims);
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("spec.schedulingGroup.podGroupName: names upstream pod group ml/train-x7k2p"),
+            "{}",
+            w[0]
+        );
+        assert!(w[0].contains("kube-gang gang ml/train"), "{}", w[0]);
+        // Naming the same gang, or only one: nothing to say.
+        let same = json!({"metadata": {"namespace": "ml", "name": "p", "labels": {"kube-gang.io/gang": "train"}},
+            "spec": {"schedulingGroup": {"podGroupName": "train"}}});
+        assert!(upstream_conflicts(&pod_claims(&same).unwrap()).is_empty());
+        // Two non-upstream gangs beside an upstream claim still conflict.
+        let three = json!({"metadata": {"namespace": "ml", "name": "p",
+            "labels": {"kube-gang.io/gang": "a", "scheduling.x-k8s.io/pod-group": "b"}},
+            "spec": {"schedulingGroup": {"podGroupName": "c"}}});
+        assert_eq!(pod_claims(&three).unwrap_err().len(), 1);
     }
 
     #[test]

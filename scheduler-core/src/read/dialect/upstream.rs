@@ -54,6 +54,18 @@ pub struct Group {
     pub uid: Option<String>,
 }
 
+impl Group {
+    /// A PodGroup heading no tree, with the basic policy and no scheduling constraint: Kubernetes
+    /// schedules its pods one by one, the group only labels them ("the grouping is used as
+    /// group-level label"), so it defines no gang and a pod naming it claims none. From Kubernetes
+    /// 1.38 the Job controller makes one for every Job that asks for no gang (KEP-5547), opted-in
+    /// Jobs included. A basic group with a topology constraint still keeps its pods in one domain
+    /// (topology-aware workload scheduling), a gang of one at a time here.
+    pub fn is_plain_basic(&self) -> bool {
+        self.kind == "PodGroup" && self.parent.is_none() && self.min.is_none() && self.topology_key.is_none()
+    }
+}
+
 /// Where a 1.35 pod names its Workload.
 pub const WORKLOAD_REF_PATH: &str = "spec.workloadRef";
 
@@ -513,9 +525,12 @@ pub fn workload_gang(workload: &Workload, pod: &Value) -> Option<Gang> {
     }
     let (_, group, replica) = workload_ref(pod)?;
     let g = workload.groups.iter().find(|g| g.name == group)?;
+    if g.is_plain_basic() {
+        return None;
+    }
     let key = GangKey::new(&workload.key.namespace, workload_gang_name(&workload.key.name, group, replica));
     let source = Source { dialect: Dialect::Upstream, kind: "Workload".into() };
-    // The basic policy schedules pods one by one: a gang of one.
+    // A basic group with a topology constraint: one pod at a time, all in one domain.
     let mut gang = Gang::new(key, g.min.unwrap_or(1), source);
     gang.created = workload.created;
     gang.uid.clone_from(&workload.uid);
@@ -523,12 +538,41 @@ pub fn workload_gang(workload: &Workload, pod: &Value) -> Option<Gang> {
     Some(gang)
 }
 
+/// Whether the pod group a 1.35 pod's `workloadRef` names is a plain basic one (see
+/// [`Group::is_plain_basic`]): the pod claims no gang.
+pub fn workload_group_is_plain_basic(workload: &Workload, pod: &Value) -> bool {
+    !workload.templates_only
+        && workload_ref(pod).is_some_and(|(_, group, _)| {
+            workload.groups.iter().any(|g| g.name == group && g.is_plain_basic())
+        })
+}
+
+impl WorkloadGroup {
+    /// The basic policy and no constraint: no gang (see [`Group::is_plain_basic`]).
+    pub fn is_plain_basic(&self) -> bool {
+        self.min.is_none() && self.topology_key.is_none()
+    }
+}
+
 /// Where a pod naming upstream PodGroup `key` belongs: its root gang and leaf.
 pub type Resolution = BTreeMap<GangKey, (GangKey, Option<String>)>;
 
-/// Builds canonical gangs from upstream groups: one per root. Returns the gangs, how each
-/// PodGroup resolves, and the groups that could not be placed in a tree (with why).
-pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, FieldError)>) {
+/// What [`assemble`] builds from the upstream groups.
+#[derive(Debug, Default)]
+pub struct Assembled {
+    /// One canonical gang per tree.
+    pub gangs: Vec<Gang>,
+    /// Where a pod naming each PodGroup of a gang belongs.
+    pub resolution: Resolution,
+    /// The groups that could not be placed in a tree, with why.
+    pub problems: Vec<(GangKey, FieldError)>,
+    /// The plain basic PodGroups ([`Group::is_plain_basic`]): no gang; a pod naming one claims none.
+    pub basic: std::collections::BTreeSet<GangKey>,
+}
+
+/// Builds canonical gangs from upstream groups: one per root, but for plain basic PodGroups,
+/// which define none.
+pub fn assemble(groups: &[Group]) -> Assembled {
     let by_key: BTreeMap<&GangKey, &Group> = groups.iter().map(|g| (&g.key, g)).collect();
     let mut problems = Vec::new();
     let mut roots: BTreeMap<GangKey, Vec<&Group>> = BTreeMap::new();
@@ -576,8 +620,13 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
 
     let mut gangs = Vec::new();
     let mut resolution = Resolution::new();
+    let mut basic = std::collections::BTreeSet::new();
     for (root_key, members) in roots {
         let Some(root) = by_key.get(&root_key) else { continue };
+        if root.is_plain_basic() {
+            basic.insert(root_key);
+            continue;
+        }
         // Each member's children counted in one pass over the tree: looking them up member by
         // member made 40,000 PodGroups under one CompositePodGroup cost 1.6 billion comparisons.
         let mut child_counts: HashMap<&str, usize> = HashMap::new();
@@ -618,7 +667,7 @@ pub fn assemble(groups: &[Group]) -> (Vec<Gang>, Resolution, Vec<(GangKey, Field
         }
         gangs.push(gang);
     }
-    (gangs, resolution, problems)
+    Assembled { gangs, resolution, problems, basic }
 }
 
 #[cfg(test)]
@@ -644,7 +693,7 @@ mod tests {
             .iter()
             .map(|o| read(o).unwrap())
             .collect();
-        let (gangs, resolution, problems) = assemble(&groups);
+        let Assembled { gangs, resolution, problems, .. } = assemble(&groups);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(gangs.len(), 1);
         let g = &gangs[0];
@@ -657,9 +706,40 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_basic_podgroup_defines_no_gang_but_a_constrained_or_nested_one_does() {
+        // As Kubernetes 1.38's Job controller makes for a Job that asks for no gang.
+        let basic = |name: &str, parent: Option<&str>, topology: Option<&str>| {
+            json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "ml"},
+                "spec": {"parentCompositePodGroupName": parent, "schedulingPolicy": {"basic": {}},
+                         "schedulingConstraints": topology.map(|k| json!({"topology": [{"key": k}]}))}})
+        };
+        let cpg = json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": "llm", "namespace": "ml"},
+            "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 1}}}});
+        let groups: Vec<Group> = [
+            basic("job-a", None, None),
+            basic("job-b", None, Some("rack")),
+            basic("aux", Some("llm"), None),
+            cpg,
+        ]
+        .iter()
+        .map(|o| read(o).unwrap())
+        .collect();
+        let Assembled { gangs, resolution, problems, basic } = assemble(&groups);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(basic.into_iter().collect::<Vec<_>>(), [GangKey::new("ml", "job-a")]);
+        let names: Vec<&str> = gangs.iter().map(|g| g.key.name.as_str()).collect();
+        assert_eq!(names, ["job-b", "llm"]);
+        assert_eq!((gangs[0].min_member, gangs[0].topology_key.as_deref()), (1, Some("rack")));
+        assert_eq!(resolution[&GangKey::new("ml", "aux")], (GangKey::new("ml", "llm"), Some("aux".into())));
+        assert!(!resolution.contains_key(&GangKey::new("ml", "job-a")));
+    }
+
+    #[test]
     fn a_missing_parent_is_a_problem_with_a_path() {
         let groups = vec![read(&pg("orphan", Some("nowhere"), 2)).unwrap()];
-        let (gangs, _, problems) = assemble(&groups);
+        let Assembled { gangs, problems, .. } = assemble(&groups);
         assert!(gangs.is_empty());
         assert_eq!(problems[0].1.path, "spec.parentCompositePodGroupName");
         assert!(problems[0].1.message.contains("ml/nowhere"));
@@ -704,7 +784,9 @@ mod tests {
         };
         let g = workload_gang(&w, &pod("workers", Some("r1"))).unwrap();
         assert_eq!((g.key, g.min_member), (GangKey::new("ml", "job-workers-r1"), 4));
-        assert_eq!(workload_gang(&w, &pod("aux", None)).unwrap().min_member, 1, "basic: one by one");
+        assert!(workload_gang(&w, &pod("aux", None)).is_none(), "basic: one by one, no gang");
+        assert!(workload_group_is_plain_basic(&w, &pod("aux", None)));
+        assert!(!workload_group_is_plain_basic(&w, &pod("workers", None)));
         assert!(workload_gang(&w, &pod("nope", None)).is_none());
         let plain = pod("workers", None);
         let c = claim(&Meta::of(&plain), &plain).unwrap().unwrap();
