@@ -211,11 +211,19 @@ fn natural(a: &str, b: &str) -> Ordering {
 }
 
 /// `nodes` with their Volcano HyperNode tiers as labels (`volcano.sh/hypernode-tier-<t>`, each
-/// tier the cluster has), so a map draws a HyperNode level as it draws a label's.
-pub fn with_tiers(
-    mut nodes: Vec<Node>,
-    hypernodes: &BTreeMap<String, scheduler_core::model::volume::HyperNode>,
-) -> Vec<Node> {
+/// tier the cluster has) and their Koordinator network layers (`koordinator.sh/network-layer-<l>`,
+/// each layer of its ClusterNetworkTopology), so a map draws those levels as it draws a label's.
+pub fn with_tiers(mut nodes: Vec<Node>, storage: &scheduler_core::model::volume::Storage) -> Vec<Node> {
+    let layers = &storage.network_layers;
+    for l in layers.layers() {
+        let domains = scheduler_core::network_layer::domains(&nodes, layers, &l.name);
+        for (n, d) in nodes.iter_mut().zip(domains) {
+            if let Some(d) = d {
+                n.labels.insert(scheduler_core::network_layer::key_of(&l.name), d);
+            }
+        }
+    }
+    let hypernodes = &storage.hypernodes;
     let tiers: std::collections::BTreeSet<u32> = hypernodes.values().map(|h| h.tier).collect();
     for t in tiers {
         let domains = scheduler_core::hypernode::domains(&nodes, hypernodes, t);

@@ -242,7 +242,7 @@ pub fn simulate_kept<H: Held>(
     }
     let plan = schedule(snapshot, config, now);
     if nodes {
-        sim.nodes = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage.hypernodes);
+        sim.nodes = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage);
     }
     let levels_of = |key: &GangKey| {
         by_key.get(key).map(|g| crate::map::levels(g, config, &snapshot.storage)).unwrap_or_default()

@@ -290,7 +290,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
                 if args.map {
                     text.push('\n');
                     let snapshot = &assembled.snapshot;
-                    let nodes = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage.hypernodes);
+                    let nodes = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage);
                     text.push_str(&map(&nodes, gang, &pods, &view.plan, &config, &snapshot.storage, colour));
                 }
                 text

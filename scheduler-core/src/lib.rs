@@ -23,8 +23,8 @@ pub mod rules;
 // are how the crate is organised inside, not something its users need to spell.
 pub use decide::{config, plan, provision, replay, schedule};
 pub use read::{
-    cluster, convert, coverage, crd, dialect, duration, error, hypernode, labels, model, object, quantity,
-    resources, tree, volume, workload,
+    cluster, convert, coverage, crd, dialect, duration, error, hypernode, labels, model, network_layer,
+    object, quantity, resources, tree, volume, workload,
 };
 pub use rules::{admit, prepare, validate};
 

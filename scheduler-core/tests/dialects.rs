@@ -839,3 +839,75 @@ fn an_opted_in_job_whose_podgroup_is_a_gang_is_claimed_twice_and_said_so() {
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(members(&snap, "train").len(), 2);
 }
+
+/// Koordinator's documented ClusterNetworkTopology: spines over blocks over nodes.
+fn network_topology() -> Value {
+    json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
+        "metadata": {"name": "default"},
+        "spec": {"networkTopologySpec": [
+            {"labelKey": ["network.topology.nvidia.com/spine"], "topologyLayer": "SpineLayer"},
+            {"labelKey": ["network.topology.nvidia.com/block"], "parentTopologyLayer": "SpineLayer", "topologyLayer": "BlockLayer"},
+            {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"}]}})
+}
+
+#[test]
+fn a_koordinator_gang_takes_its_levels_from_the_cluster_network_topology_as_it_comes_and_goes() {
+    let mut c = Cluster::new();
+    // Two spines of two blocks of two 8-GPU nodes, as in Koordinator's walkthrough.
+    for i in 0..8 {
+        let (spine, block) = (format!("s{}", i / 4 + 1), format!("b{}", i / 2 + 1));
+        c.push(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}"), "labels": {
+                "network.topology.nvidia.com/spine": spine, "network.topology.nvidia.com/block": block}},
+            "status": {"allocatable": {"cpu": "96", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}))
+        .unwrap();
+    }
+    c.push(json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "ml", "annotations": {
+            "gang.scheduling.koordinator.sh/network-topology-spec":
+                r#"{"gatherStrategy": [{"layer": "SpineLayer", "strategy": "MustGather"}, {"layer": "BlockLayer", "strategy": "PreferGather"}]}"#}},
+        "spec": {"minMember": 4}}))
+    .unwrap();
+    for i in 0..4 {
+        c.push(pod(
+            &format!("w{i}"),
+            json!({"pod-group.scheduling.sigs.k8s.io": "train"}),
+            json!({}),
+            json!({}),
+        ))
+        .unwrap();
+    }
+    let spec_path = "metadata.annotations[gang.scheduling.koordinator.sh/network-topology-spec]";
+    // No ClusterNetworkTopology yet: said, and the gang has no levels.
+    let a = c.snapshot();
+    let g = only_gang(&a.snapshot);
+    assert_eq!((g.topology_key.as_deref(), g.topology_preferred.as_deref()), (None, None));
+    assert!(
+        a.problems.iter().any(|p| p.to_string().contains(&format!("{spec_path}: not evaluated"))),
+        "{:?}",
+        a.problems
+    );
+    // It arrives: the gang is bound to one spine and gathered within a block first.
+    c.push(network_topology()).unwrap();
+    let a = c.snapshot();
+    assert!(a.problems.is_empty(), "{:?}", a.problems);
+    let g = only_gang(&a.snapshot);
+    assert_eq!(
+        (g.topology_key.as_deref(), g.topology_preferred.as_deref()),
+        (Some("koordinator.sh/network-layer-SpineLayer"), Some("koordinator.sh/network-layer-BlockLayer"))
+    );
+    let plan = scheduler_core::schedule(
+        &a.snapshot,
+        &scheduler_core::Config::default(),
+        scheduler_core::Time::from_secs(1),
+    );
+    let nodes: std::collections::BTreeSet<&str> = plan.bindings.iter().map(|b| b.node.as_str()).collect();
+    // Four 1-GPU pods fit one block's two nodes; the tightest fit is a block.
+    let blocks: std::collections::BTreeSet<u32> =
+        nodes.iter().map(|n| n[1..].parse::<u32>().unwrap() / 2).collect();
+    assert_eq!((plan.bindings.len(), blocks.len()), (4, 1), "{nodes:?}");
+    // It goes: said again.
+    c.remove(&network_topology());
+    let a = c.snapshot();
+    assert_eq!(only_gang(&a.snapshot).topology_key, None);
+    assert!(a.problems.iter().any(|p| p.to_string().contains("no ClusterNetworkTopology named \"default\"")));
+}

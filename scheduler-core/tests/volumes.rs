@@ -518,3 +518,71 @@ fn topology_objects_are_read_as_level_orders_with_their_crds_rules() {
         (0..17).map(|i| serde_json::json!({"nodeLabel": format!("l{i}")})).collect();
     assert_eq!(errors(serde_json::json!(many)), ["spec.levels: Too many: 17: must have at most 16 items"]);
 }
+
+#[test]
+fn a_cluster_network_topology_is_read_as_koordinator_builds_its_tree() {
+    use scheduler_core::volume::{Stored, from_value, network_topology_from_value};
+    let cnt = |spec: serde_json::Value| {
+        serde_json::json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
+            "metadata": {"name": "default"}, "spec": {"networkTopologySpec": spec}})
+    };
+    // Koordinator's documented object, its entries in any order: broadest first, the nodes left out.
+    let doc = cnt(serde_json::json!([
+        {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"},
+        {"labelKey": ["network.topology.nvidia.com/spine"], "topologyLayer": "SpineLayer"},
+        {"labelKey": ["network.topology.nvidia.com/block"], "parentTopologyLayer": "SpineLayer", "topologyLayer": "BlockLayer"}]));
+    let Some(Ok(Stored::NetworkTopology(name, layers))) = from_value(&doc) else { panic!("{doc}") };
+    let names: Vec<(&str, &[String])> = layers.iter().map(|l| (l.name.as_str(), &l.label_keys[..])).collect();
+    assert_eq!(name, "default");
+    assert_eq!(
+        names,
+        [
+            ("SpineLayer", &["network.topology.nvidia.com/spine".to_string()][..]),
+            ("BlockLayer", &["network.topology.nvidia.com/block".to_string()][..])
+        ]
+    );
+    let errors = |spec: serde_json::Value| -> Vec<String> {
+        network_topology_from_value(&cnt(spec))
+            .unwrap_err()
+            .into_iter()
+            .map(|e| format!("{}: {}", e.path, e.message))
+            .collect()
+    };
+    // No chain from the nodes: Koordinator's "topology layer … not found in spec".
+    let e = errors(serde_json::json!([{"labelKey": ["spine"], "topologyLayer": "SpineLayer"}]));
+    assert!(
+        e[0].starts_with("spec.networkTopologySpec: topology layer \"NodeTopologyLayer\" not found in spec"),
+        "{e:?}"
+    );
+    let e = errors(serde_json::json!([
+        {"labelKey": ["spine"], "topologyLayer": "SpineLayer"},
+        {"labelKey": ["block"], "parentTopologyLayer": "Spine", "topologyLayer": "BlockLayer"},
+        {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"}]));
+    assert!(e[0].contains("topology layer \"Spine\" not found"), "{e:?}");
+    // A layer that is its own parent never reaches the others.
+    let e = errors(serde_json::json!([
+        {"labelKey": ["a"], "parentTopologyLayer": "A", "topologyLayer": "A"},
+        {"parentTopologyLayer": "A", "topologyLayer": "NodeTopologyLayer"},
+        {"labelKey": ["b"], "topologyLayer": "B"}]));
+    assert!(e[0].contains("topology layer \"A\" not found"), "{e:?}");
+    assert_eq!(
+        errors(serde_json::json!([
+            {"labelKey": ["bad key!"], "topologyLayer": "A"},
+            {"parentTopologyLayer": "A", "topologyLayer": "NodeTopologyLayer"},
+            {"topologyLayer": "NodeTopologyLayer"}, {"topologyLayer": ""}]))
+        .iter()
+        .map(|e| e.split(':').next().unwrap_or_default())
+        .collect::<Vec<_>>(),
+        [
+            "spec.networkTopologySpec[0].labelKey[0]",
+            "spec.networkTopologySpec[2].topologyLayer",
+            "spec.networkTopologySpec[3].topologyLayer"
+        ]
+    );
+    let many: Vec<serde_json::Value> =
+        (0..30).map(|i| serde_json::json!({"topologyLayer": format!("L{i}"), "labelKey": ["k"]})).collect();
+    assert_eq!(
+        errors(serde_json::Value::Array(many)),
+        ["spec.networkTopologySpec: Too many: 30: must have at most 17 items"]
+    );
+}

@@ -37,7 +37,7 @@ pub const CORE: &Table = &[
             &["error", "labels", "coverage", "duration", "quantity", "object"],
             &["resources"],
             &["model"],
-            &["tree", "crd", "volume", "hypernode"],
+            &["tree", "crd", "volume", "hypernode", "network_layer"],
             &["convert", "dialect"],
             &["workload"],
             &["cluster"],

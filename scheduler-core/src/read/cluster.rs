@@ -170,7 +170,8 @@ impl StoredAt {
             | StoredKind::CsiNode
             | StoredKind::HyperNode
             | StoredKind::KaiTopology
-            | StoredKind::KueueTopology => String::new(),
+            | StoredKind::KueueTopology
+            | StoredKind::NetworkTopology => String::new(),
         };
         StoredAt { kind, namespace, name: r.name.clone() }
     }

@@ -5,7 +5,7 @@
 //! gang dialect, opt-in workloads, the `Gang` CRD type and the assembly of a whole cluster.
 //! Nothing here may use the layers above it ([`crate::rules`], [`crate::decide`]), and inside it a
 //! module uses only those of lower rank: `error`, `labels`, `coverage`, `duration`, `quantity`, `object` <
-//! `resources` < `model` < `tree`, `crd`, `volume`, `hypernode` < `convert`, `dialect` < `workload` < `cluster`. The
+//! `resources` < `model` < `tree`, `crd`, `volume`, `hypernode`, `network_layer` < `convert`, `dialect` < `workload` < `cluster`. The
 //! import check (`cargo xtask tidy`, table `CORE` in `xtask/src/layers.rs`) fails when one does.
 
 pub mod cluster;
@@ -18,6 +18,7 @@ pub mod error;
 pub mod hypernode;
 pub mod labels;
 pub mod model;
+pub mod network_layer;
 pub mod object;
 pub mod quantity;
 pub mod resources;

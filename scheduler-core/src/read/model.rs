@@ -784,6 +784,13 @@ pub struct Gang {
     /// Kueue or KAI Topology that has the preferred level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_object: Option<String>,
+    /// Koordinator's network-topology gather rules (`gang.scheduling.koordinator.sh/
+    /// network-topology-spec`), until the cluster is assembled: they name layers of its
+    /// `ClusterNetworkTopology`, whose order decides the required and preferred levels
+    /// ([`crate::read::dialect::koordinator::gather_levels`]), so they are turned into
+    /// `topology_key` and `topology_preferred` once that is known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_gather: Vec<GatherRule>,
     /// Exclusive placement (JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology`): members are
     /// grouped by the subgroup they name (a JobSet's child job); each group lands whole in one
     /// domain of this node label, and no two groups share a domain.
@@ -844,6 +851,7 @@ impl Gang {
             topology_key: None,
             topology_preferred: None,
             topology_object: None,
+            network_gather: Vec::new(),
             exclusive_topology: None,
             gang_group: Vec::new(),
             stale_grace: None,
@@ -858,6 +866,15 @@ impl Gang {
             state: GangState::default(),
         }
     }
+}
+
+/// One rule of Koordinator's `gatherStrategy`: a network layer, and whether the gang must be in
+/// one of its domains (`MustGather`) or only prefers it (`PreferGather`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatherRule {
+    pub layer: String,
+    pub must: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

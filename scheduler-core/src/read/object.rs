@@ -56,7 +56,7 @@ pub const GANG: ApiKind = api_kind("kube-gang.io", "v1alpha1", "Gang", "gangs");
 /// StorageClasses, CSINodes, DRA ResourceClaims), Volcano's HyperNodes and the Topology objects
 /// that order levels. `cluster::READ` is this and a row per version of every kind in the
 /// dialects' table (`dialect::GANG_KINDS`).
-pub const BASE: [ApiKind; 18] = [
+pub const BASE: [ApiKind; 19] = [
     NODE,
     POD,
     builtin("", "v1", "Namespace", "namespaces"),
@@ -80,12 +80,16 @@ pub const BASE: [ApiKind; 18] = [
     api_kind(KUEUE_TOPOLOGY_GROUP, "v1beta2", "Topology", "topologies"),
     api_kind(KUEUE_TOPOLOGY_GROUP, "v1beta1", "Topology", "topologies"),
     api_kind(KUEUE_TOPOLOGY_GROUP, "v1alpha1", "Topology", "topologies"),
+    // Koordinator's network layers, which its gangs' `network-topology-spec` names.
+    api_kind(KOORDINATOR_NETWORK_GROUP, "v1alpha1", "ClusterNetworkTopology", "clusternetworktopologies"),
 ];
 
 /// KAI-Scheduler's API group of its `Topology` (level orders its PodGroups name).
 pub const KAI_TOPOLOGY_GROUP: &str = "kai.scheduler";
 /// Kueue's API group (its `Topology` orders the levels of topology-aware scheduling).
 pub const KUEUE_TOPOLOGY_GROUP: &str = "kueue.x-k8s.io";
+/// Koordinator's API group of its `ClusterNetworkTopology` (network layers).
+pub const KOORDINATOR_NETWORK_GROUP: &str = "scheduling.koordinator.sh";
 
 /// The identity of one Kubernetes object. The type part of a kind in [`BASE`] is borrowed from
 /// it, so an identity costs its namespace and name only.
@@ -130,6 +134,8 @@ pub enum StoredKind {
     KaiTopology,
     /// Kueue's `Topology`, at any version of `kueue.x-k8s.io`.
     KueueTopology,
+    /// Koordinator's `ClusterNetworkTopology`.
+    NetworkTopology,
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -191,6 +197,9 @@ fn filed(group: &str, version: &str, kind: &str) -> Filed {
         (KAI_TOPOLOGY_GROUP, "v1" | "v1alpha1", "Topology") => Filed::Storage(StoredKind::KaiTopology),
         (KUEUE_TOPOLOGY_GROUP, "v1beta2" | "v1beta1" | "v1alpha1", "Topology") => {
             Filed::Storage(StoredKind::KueueTopology)
+        }
+        (KOORDINATOR_NETWORK_GROUP, "v1alpha1", "ClusterNetworkTopology") => {
+            Filed::Storage(StoredKind::NetworkTopology)
         }
         _ => Filed::Other,
     }

@@ -16,14 +16,14 @@ use crate::read::error::{FieldError, Wording, decode};
 use crate::read::model::volume::{
     AccessMode, Allocation, Attachable, BETA_STORAGE_CLASS, BIND_COMPLETED, BindingMode, ClaimName, ClaimRef,
     CsiNode, Disk, HyperNode, HyperNodeMember, MAX_PATTERN_SIZE, MIGRATED_PLUGINS, MemberSelector,
-    PodResourceClaim, PodVolume, Pv, Pvc, ResourceClaim, SELECTED_NODE, StorageClass, TopologyTerm,
-    VolumeMode,
+    NetworkLayer, PodResourceClaim, PodVolume, Pv, Pvc, ResourceClaim, SELECTED_NODE, StorageClass,
+    TopologyTerm, VolumeMode,
 };
 use crate::read::model::{
     LabelOperator, LabelRequirement, LabelSelector, NodeSelectorOperator, NodeSelectorRequirement,
     NodeSelectorTerm, ObjectKey,
 };
-use crate::read::object::{KAI_TOPOLOGY_GROUP, KUEUE_TOPOLOGY_GROUP};
+use crate::read::object::{KAI_TOPOLOGY_GROUP, KOORDINATOR_NETWORK_GROUP, KUEUE_TOPOLOGY_GROUP};
 
 /// What one storage or device object reads as.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +38,8 @@ pub enum Stored {
     KaiTopology(Vec<String>),
     /// A Kueue `Topology`'s levels.
     KueueTopology(Vec<String>),
+    /// A Koordinator `ClusterNetworkTopology`: its name and layers, broadest first.
+    NetworkTopology(String, Vec<NetworkLayer>),
 }
 
 /// The object read by its `apiVersion` and `kind`, if it is a kind this module reads.
@@ -57,6 +59,9 @@ pub fn from_value(v: &Value) -> Option<Result<Stored, Vec<FieldError>>> {
         (KAI_TOPOLOGY_GROUP, "v1" | "v1alpha1", "Topology") => levels_from_value(v).map(Stored::KaiTopology),
         (KUEUE_TOPOLOGY_GROUP, "v1beta2" | "v1beta1" | "v1alpha1", "Topology") => {
             levels_from_value(v).map(Stored::KueueTopology)
+        }
+        (KOORDINATOR_NETWORK_GROUP, "v1alpha1", "ClusterNetworkTopology") => {
+            network_topology_from_value(v).map(|(name, layers)| Stored::NetworkTopology(name, layers))
         }
         _ => return None,
     })
@@ -452,6 +457,111 @@ pub fn levels_from_value(v: &Value) -> Result<Vec<String>, Vec<FieldError>> {
         }
     }
     if errors.is_empty() { Ok(levels) } else { Err(errors) }
+}
+
+/// The most label keys one network layer may name here (Koordinator's CRD sets none; each is
+/// read on every node).
+pub const MAX_LAYER_LABEL_KEYS: usize = 16;
+
+/// Reads Koordinator's `ClusterNetworkTopology` (`scheduling.koordinator.sh/v1alpha1`): its name
+/// and its layers, broadest first, `NodeTopologyLayer` left out. The layers must form one chain
+/// from `NodeTopologyLayer` up through `parentTopologyLayer` holding every entry once, as
+/// Koordinator's scheduler requires to build its tree ("topology layer … not found in spec"); at
+/// most [`MAX_TOPOLOGY_OBJECT_LEVELS`] layers of at most [`MAX_LAYER_LABEL_KEYS`] label keys, each
+/// a valid label key.
+pub fn network_topology_from_value(v: &Value) -> Result<(String, Vec<NetworkLayer>), Vec<FieldError>> {
+    #[derive(Deserialize)]
+    struct Raw {
+        metadata: meta::ObjectMeta,
+        #[serde(default)]
+        spec: Spec,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Spec {
+        #[serde(default)]
+        network_topology_spec: Vec<Entry>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Entry {
+        #[serde(default)]
+        topology_layer: String,
+        #[serde(default)]
+        parent_topology_layer: String,
+        #[serde(default)]
+        label_key: Vec<String>,
+    }
+    let raw: Raw = typed(v)?;
+    let mut errors = Vec::new();
+    let name = required_name(&raw.metadata, &mut errors);
+    let entries = raw.spec.network_topology_spec;
+    if entries.len() > MAX_TOPOLOGY_OBJECT_LEVELS + 1 {
+        errors.push(FieldError::new(
+            "spec.networkTopologySpec",
+            format!(
+                "Too many: {}: must have at most {} items",
+                entries.len(),
+                MAX_TOPOLOGY_OBJECT_LEVELS + 1
+            ),
+        ));
+        return Err(errors);
+    }
+    for (i, e) in entries.iter().enumerate() {
+        let at = format!("spec.networkTopologySpec[{i}]");
+        if e.topology_layer.is_empty() {
+            errors.push(FieldError::new(format!("{at}.topologyLayer"), "Required value"));
+        } else if entries[..i].iter().any(|o| o.topology_layer == e.topology_layer) {
+            errors.push(FieldError::new(
+                format!("{at}.topologyLayer"),
+                format!("Duplicate value: {:?}", e.topology_layer),
+            ));
+        }
+        if e.label_key.len() > MAX_LAYER_LABEL_KEYS {
+            errors.push(FieldError::new(
+                format!("{at}.labelKey"),
+                format!("Too many: {}: must have at most {MAX_LAYER_LABEL_KEYS} items", e.label_key.len()),
+            ));
+            continue;
+        }
+        for (j, k) in e.label_key.iter().enumerate() {
+            if let Err(why) = crate::read::labels::check_label_key(k) {
+                errors.push(FieldError::new(format!("{at}.labelKey[{j}]"), why));
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // The chain from the nodes up, as Koordinator's scheduler walks it.
+    let mut chain: Vec<&Entry> = Vec::with_capacity(entries.len());
+    let mut layer = crate::read::model::volume::NODE_LAYER;
+    while chain.len() < entries.len() {
+        match entries.iter().find(|e| e.topology_layer == layer) {
+            Some(e) if !chain.iter().any(|c| c.topology_layer == layer) => {
+                chain.push(e);
+                layer = &e.parent_topology_layer;
+            }
+            _ => {
+                let path = "spec.networkTopologySpec";
+                errors.push(FieldError::new(
+                    path,
+                    format!(
+                        "topology layer {layer:?} not found in spec: the layers must form one chain from {} up through parentTopologyLayer, each listed once",
+                        crate::read::model::volume::NODE_LAYER
+                    ),
+                ));
+                return Err(errors);
+            }
+        }
+    }
+    let layers = chain
+        .into_iter()
+        .rev()
+        .filter(|e| e.topology_layer != crate::read::model::volume::NODE_LAYER)
+        .map(|e| NetworkLayer { name: e.topology_layer.clone(), label_keys: e.label_key.clone() })
+        .collect();
+    Ok((name, layers))
 }
 
 /// Reads a Volcano HyperNode (`topology.volcano.sh/v1alpha1`), with the rules of its CRD: one

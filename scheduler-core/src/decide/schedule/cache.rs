@@ -539,8 +539,19 @@ impl<'a> Caches<'a> {
         // (a hostname makes a domain per node).
         // A Volcano HyperNode tier is a level no node carries as a label: its domains are the
         // tier's HyperNodes ([`crate::read::hypernode`]).
+        // Nor is a Koordinator network layer: its domains come from the ClusterNetworkTopology
+        // ([`crate::read::network_layer`]).
         let derived = crate::read::hypernode::tier_of(key)
-            .map(|t| crate::read::hypernode::domains(&self.snap.nodes, &self.snap.storage.hypernodes, t));
+            .map(|t| crate::read::hypernode::domains(&self.snap.nodes, &self.snap.storage.hypernodes, t))
+            .or_else(|| {
+                crate::read::network_layer::layer_of(key).map(|l| {
+                    crate::read::network_layer::domains(
+                        &self.snap.nodes,
+                        &self.snap.storage.network_layers,
+                        l,
+                    )
+                })
+            });
         let mut labelled: Vec<(&str, usize)> = match &derived {
             Some(d) => d.iter().enumerate().filter_map(|(i, v)| Some((v.as_deref()?, i))).collect(),
             None => (self.snap.nodes.iter().enumerate())

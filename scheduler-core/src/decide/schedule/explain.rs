@@ -324,6 +324,10 @@ fn topology(key: &str, a: &Placement) -> String {
         s.push_str(&format!(
             " (no tier-{t} Volcano HyperNode has room for any: a node counts only as a member of one)"
         ));
+    } else if let Some(l) = crate::read::network_layer::layer_of(key) {
+        s.push_str(&format!(
+            " (no {l} domain of the ClusterNetworkTopology has room for any: a node counts only when it carries a label of every layer above it)"
+        ));
     }
     s
 }

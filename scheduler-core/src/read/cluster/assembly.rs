@@ -19,6 +19,7 @@ use crate::read::convert::{self, PriorityClasses};
 use crate::read::dialect::{self, Claim, GangObject};
 use crate::read::error::FieldError;
 use crate::read::model::SmolStr;
+use crate::read::model::volume::NETWORK_TOPOLOGY_NAME;
 use crate::read::model::{
     GangKey, GangState, Membership, ObjectKey, Persisted, Pod, PodKey, Reservation, Snapshot, Usage,
 };
@@ -180,6 +181,13 @@ impl Assembly {
             StoredKind::HyperNode => drop(storage.hypernodes.remove(&key.name)),
             StoredKind::KaiTopology => drop(storage.kai_topologies.remove(&key.name)),
             StoredKind::KueueTopology => drop(storage.kueue_topologies.remove(&key.name)),
+            // Koordinator's gangs take their levels from the `default` one: read again.
+            StoredKind::NetworkTopology => {
+                if key.name == NETWORK_TOPOLOGY_NAME && !storage.network_layers.is_empty() {
+                    storage.network_layers = Default::default();
+                    self.stale = true;
+                }
+            }
         }
         let Some(held) = cluster.storage.get(key) else { return };
         let v = held.value();
@@ -196,6 +204,12 @@ impl Assembly {
             Some(Ok(Stored::KueueTopology(levels))) => {
                 drop(storage.kueue_topologies.insert(key.name.clone(), levels))
             }
+            Some(Ok(Stored::NetworkTopology(name, layers))) if name == NETWORK_TOPOLOGY_NAME => {
+                storage.network_layers = layers.into();
+                self.stale = true;
+            }
+            // Koordinator's scheduler reads only the one named `default`.
+            Some(Ok(Stored::NetworkTopology(..))) => {}
             Some(Err(errors)) => {
                 self.storage_problems.insert(key.clone(), Problem { object: describe(&v), errors });
             }
@@ -399,6 +413,20 @@ impl Assembly {
         }
         self.snapshot.gangs = resolved.gangs;
         self.object_problems = resolved.object_problems;
+        // Koordinator's gather rules name layers of the cluster's ClusterNetworkTopology: levels
+        // once it is known.
+        for g in self.snapshot.gangs.iter_mut().filter(|g| !g.network_gather.is_empty()) {
+            let rules = std::mem::take(&mut g.network_gather);
+            match dialect::koordinator::gather_levels(&rules, &self.snapshot.storage.network_layers) {
+                Ok((required, preferred)) => {
+                    g.topology_key = required;
+                    g.topology_preferred = preferred;
+                }
+                Err(e) => self
+                    .object_problems
+                    .push(Problem { object: format!("{} {}", g.source.kind, g.key), errors: vec![e] }),
+            }
+        }
         // A gang object's own priority class: its value is the gang's priority.
         for g in &mut self.snapshot.gangs {
             let Some(class) = g.priority_class_name.as_deref().filter(|c| !c.is_empty()) else { continue };

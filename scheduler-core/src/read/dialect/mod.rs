@@ -398,6 +398,7 @@ fn topology_warnings_of(claim: &Claim, meta: &Meta<'_>) -> Vec<String> {
     }
     let koordinator = match claim.dialect {
         Dialect::Koordinator => koordinator::network_topology_warnings(meta.annotations.0),
+        Dialect::Coscheduling => koordinator::member_network_warnings(meta.annotations.0),
         _ => Vec::new(),
     };
     koordinator

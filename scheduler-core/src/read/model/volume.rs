@@ -56,6 +56,73 @@ pub struct Storage {
     /// broadest first, through which a preferred level is relaxed one level at a time.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kueue_topologies: BTreeMap<String, Vec<String>>,
+    /// Koordinator's `ClusterNetworkTopology` named `default` (`scheduling.koordinator.sh`, the
+    /// only one its scheduler reads): its network layers, broadest first, `NodeTopologyLayer`
+    /// left out; each is read as the level [`NETWORK_LAYER_PREFIX`]`<layer>`
+    /// ([`crate::read::network_layer`]). Empty: the cluster has none.
+    #[serde(default, skip_serializing_if = "NetworkLayers::is_empty")]
+    pub network_layers: NetworkLayers,
+}
+
+/// The layers of Koordinator's `ClusterNetworkTopology`, broadest first, with the level each is
+/// read as ([`NETWORK_LAYER_PREFIX`]`<layer>`), kept beside them so they can be handed out as a
+/// level order. Serialized as the list of layers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<NetworkLayer>", into = "Vec<NetworkLayer>")]
+pub struct NetworkLayers {
+    layers: Vec<NetworkLayer>,
+    keys: Vec<String>,
+}
+
+impl NetworkLayers {
+    pub fn layers(&self) -> &[NetworkLayer] {
+        &self.layers
+    }
+
+    /// The levels the layers are read as, broadest first.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+}
+
+impl From<Vec<NetworkLayer>> for NetworkLayers {
+    fn from(layers: Vec<NetworkLayer>) -> Self {
+        let keys = layers.iter().map(|l| format!("{NETWORK_LAYER_PREFIX}{}", l.name)).collect();
+        NetworkLayers { layers, keys }
+    }
+}
+
+impl From<NetworkLayers> for Vec<NetworkLayer> {
+    fn from(n: NetworkLayers) -> Self {
+        n.layers
+    }
+}
+
+/// The topology key a Koordinator network layer is read as: `koordinator.sh/network-layer-BlockLayer`
+/// is "the BlockLayer domain a node belongs to" (the value of the first of the layer's label keys
+/// the node carries), a level like any node label's.
+pub const NETWORK_LAYER_PREFIX: &str = "koordinator.sh/network-layer-";
+
+/// The one `ClusterNetworkTopology` Koordinator's scheduler reads.
+pub const NETWORK_TOPOLOGY_NAME: &str = "default";
+
+/// Koordinator's built-in layer of the nodes themselves (each node a domain).
+pub const NODE_LAYER: &str = "NodeTopologyLayer";
+/// Koordinator's built-in layer of the whole cluster (one domain).
+pub const CLUSTER_LAYER: &str = "ClusterTopologyLayer";
+
+/// One layer of Koordinator's `ClusterNetworkTopology`: its name (`topologyLayer`) and the node
+/// labels whose value names a node's domain in it (`labelKey`, the first a node carries).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkLayer {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub label_keys: Vec<String>,
 }
 
 /// The topology key a HyperNode tier is read as: `volcano.sh/hypernode-tier-1` is "the tier-1
@@ -111,6 +178,9 @@ impl Storage {
         if let Some(name) = &gang.topology_object {
             return self.kai_topologies.get(name).map_or(&[], Vec::as_slice);
         }
+        if key.starts_with(NETWORK_LAYER_PREFIX) {
+            return self.network_layers.keys();
+        }
         if policy.iter().any(|l| l == key) {
             return policy;
         }
@@ -128,6 +198,7 @@ impl Storage {
             && self.hypernodes.is_empty()
             && self.kai_topologies.is_empty()
             && self.kueue_topologies.is_empty()
+            && self.network_layers.is_empty()
     }
 }
 
