@@ -286,7 +286,8 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
             Some(Format::Name) => r.object.lines().map(|l| format!("{l}\n")).collect(),
             _ => {
                 let colour = color_enabled();
-                let mut text = detail(&world, gang, &pods, &view.plan, &r, colour);
+                let held = held_domains(gang, &pods, &assembled.snapshot);
+                let mut text = detail(&world, gang, &pods, &view.plan, &r, &held, colour);
                 if args.map {
                     text.push('\n');
                     let snapshot = &assembled.snapshot;
@@ -412,12 +413,93 @@ fn first_line(s: &str) -> String {
 }
 
 /// The detail view of one gang.
-fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color: bool) -> String {
+/// The domains a gang's members on nodes hold, at each level it asks for: the gang's required
+/// and preferred levels, then each subgroup's (its members under it); one line per level,
+/// `level: key=value (members), …`, most members first. Levels no node carries as a label
+/// (Volcano HyperNode tiers, Koordinator network layers) are derived as the cycle derives them.
+pub fn held_domains(gang: &Gang, pods: &[&Pod], snapshot: &scheduler_core::Snapshot) -> Vec<String> {
+    let on: Vec<&&Pod> = pods.iter().filter(|p| p.is_active() && p.node_name.is_some()).collect();
+    let mut asked: Vec<(String, &str, Option<Vec<String>>)> = Vec::new();
+    for (what, key) in [("required", &gang.topology_key), ("preferred", &gang.topology_preferred)] {
+        if let Some(k) = key {
+            asked.push((what.to_string(), k, None));
+        }
+    }
+    for s in &gang.subgroups {
+        for (what, key) in [("required", &s.topology_key), ("preferred", &s.topology_preferred)] {
+            if let Some(k) = key {
+                asked.push((
+                    format!("subgroup {} {what}", s.name),
+                    k,
+                    Some(tree::leaves_under(gang, &s.name)),
+                ));
+            }
+        }
+    }
+    if asked.is_empty() || on.is_empty() {
+        return Vec::new();
+    }
+    let derived = asked.iter().any(|(_, k, _)| {
+        scheduler_core::hypernode::tier_of(k).is_some()
+            || scheduler_core::network_layer::layer_of(k).is_some()
+    });
+    let labelled;
+    let nodes: &[scheduler_core::Node] = if derived {
+        labelled = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage);
+        &labelled
+    } else {
+        &snapshot.nodes
+    };
+    let by_name: std::collections::HashMap<&str, &scheduler_core::Node> =
+        nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut out = Vec::new();
+    for (what, key, leaves) in asked {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &on {
+            let in_scope = leaves.as_ref().is_none_or(|l| {
+                p.gang
+                    .as_ref()
+                    .and_then(|m| m.subgroup.as_deref())
+                    .is_some_and(|sg| l.iter().any(|x| x == sg))
+            });
+            if !in_scope {
+                continue;
+            }
+            let value = p
+                .node_name
+                .as_deref()
+                .and_then(|n| by_name.get(n))
+                .and_then(|n| n.labels.get(key))
+                .map_or("<none>", String::as_str);
+            *counts.entry(value).or_default() += 1;
+        }
+        if counts.is_empty() {
+            continue;
+        }
+        let mut held: Vec<(&str, usize)> = counts.into_iter().collect();
+        held.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let text: Vec<String> = held.iter().map(|(v, n)| format!("{key}={v} ({n})")).collect();
+        out.push(format!("{what}: {}", text.join(", ")));
+    }
+    out
+}
+
+fn detail(
+    world: &World,
+    gang: &Gang,
+    pods: &[&Pod],
+    plan: &Plan,
+    r: &Row,
+    held: &[String],
+    color: bool,
+) -> String {
     let mut out = String::new();
     // Text outside the tables is escaped here: with colour on, only escaped data keeps a colour
     // code in a name from being obeyed (tables escape their cells).
+    // An empty name continues the field above.
     let field = |out: &mut String, k: &str, v: &str| {
-        let _ = writeln!(out, "{:<14}{}", format!("{k}:"), escape_controls(v));
+        let name = if k.is_empty() { String::new() } else { format!("{k}:") };
+        let _ = writeln!(out, "{name:<14}{}", escape_controls(v));
     };
     field(&mut out, "Name", &gang.key.name);
     field(&mut out, "Namespace", &gang.key.namespace);
@@ -435,6 +517,13 @@ fn detail(world: &World, gang: &Gang, pods: &[&Pod], plan: &Plan, r: &Row, color
     }
     if let Some(k) = &gang.topology_key {
         field(&mut out, "Topology key", k);
+    }
+    if let Some(k) = gang.topology_preferred.as_ref().filter(|p| Some(*p) != gang.topology_key.as_ref()) {
+        field(&mut out, "Preferred", k);
+    }
+    // Where the members on nodes are, level by level: a running gang's domain.
+    for (i, h) in held.iter().enumerate() {
+        field(&mut out, if i == 0 { "Holds" } else { "" }, h);
     }
     if !gang.gang_group.is_empty() {
         let group: Vec<String> = gang.gang_group.iter().map(ToString::to_string).collect();
