@@ -17,6 +17,12 @@
 //!   waits (it may take the budget over its capacity by what it still has to read), so one body at a
 //!   time always finishes.
 //!
+//! - **Weighted turns.** A request may say what it costs ([`Fair::acquire_weighted`]: a decision's
+//!   CPU grows with its body), and turns are then measured in cost, not in grants (deficit round
+//!   robin): each round a waiting client earns [`Fair::QUANTUM`] of credit and is granted while its
+//!   credit covers its next request, so a client of 62 KiB requests gets one grant for every four
+//!   rounds of another's 4 KiB ones, and their CPU, not their count of requests, is what is shared.
+//!
 //! Cancel-safe: a waiting future dropped before or after its grant gives back what it was granted.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -53,6 +59,8 @@ pub struct Fair {
 #[derive(Debug)]
 struct Waiter {
     n: u64,
+    /// What the request costs, in the turns' currency (1 for an unweighted request).
+    cost: u64,
     /// The share this request grows, if it grows one (for the oldest share's right to proceed).
     grows: Option<u64>,
     grant: oneshot::Sender<()>,
@@ -66,6 +74,8 @@ struct State {
     waiting: HashMap<Source, VecDeque<Waiter>>,
     /// Sources with someone waiting, in turn order.
     turns: VecDeque<Source>,
+    /// The credit each waiting source has earned and not spent (weighted turns).
+    credit: HashMap<Source, u64>,
     /// Shares still growing (bodies being read), by age.
     growing: BTreeSet<u64>,
     next_id: u64,
@@ -106,9 +116,10 @@ impl State {
             }
             let Some(head) = queue.front() else {
                 self.waiting.remove(&source);
+                self.credit.remove(&source);
                 continue;
             };
-            let n = head.n;
+            let (n, cost) = (head.n, head.cost);
             let held = self.held.get(&source).copied().unwrap_or(0);
             if held + n > per_source {
                 // Over its own cap: its turn passes to the others.
@@ -124,15 +135,30 @@ impl State {
                 self.turns.push_front(source);
                 return;
             }
+            // Weighted: a turn taken while units are free earns a quantum of credit, and the head
+            // goes when the credit covers it (at most cost / QUANTUM turns, so this loop ends);
+            // no credit is earned while nothing can be granted.
+            let credit = self.credit.entry(source).or_default();
+            if *credit < cost {
+                *credit = credit.saturating_add(Fair::QUANTUM);
+                if *credit < cost {
+                    self.turns.push_back(source);
+                    continue;
+                }
+            }
             idle_turns = 0;
             let Some(w) = queue.pop_front() else { continue };
             let empty = queue.is_empty();
             self.take(source, n);
             if w.grant.send(()).is_err() {
                 self.give_back(source, n);
+            } else if let Some(c) = self.credit.get_mut(&source) {
+                *c = c.saturating_sub(cost);
             }
             if empty {
+                // A client that waits no more keeps no credit (deficit round robin).
                 self.waiting.remove(&source);
+                self.credit.remove(&source);
             } else {
                 self.turns.push_back(source);
             }
@@ -199,16 +225,27 @@ impl Fair {
         self.per_source
     }
 
+    /// The credit a waiting client earns per round of weighted turns: a request costing this much
+    /// or less goes in one turn.
+    pub const QUANTUM: u64 = 16 * 1024;
+
     /// Waits for `n` units (at most what one source may hold: asking for more takes that much) in
     /// `source`'s turn.
     pub async fn acquire(&self, source: Source, n: u64) -> Share {
+        self.acquire_weighted(source, n, 1).await
+    }
+
+    /// [`Fair::acquire`] for a request that costs `cost` (a decision's body bytes, say): while
+    /// others wait, turns are shared by cost (see the module's "Weighted turns").
+    pub async fn acquire_weighted(&self, source: Source, n: u64, cost: u64) -> Share {
         let n = n.min(self.per_source);
         let id = {
             let mut st = self.lock();
             st.next_id += 1;
             st.next_id
         };
-        self.wait(source, n, None).await;
+        // A cost over 16 quanta counts as 16: a turn never waits more than 16 rounds.
+        self.wait(source, n, None, cost.min(16 * Fair::QUANTUM)).await;
         Share { fair: self.clone(), source, n, id }
     }
 
@@ -224,7 +261,7 @@ impl Fair {
         Some(Share { fair: self.clone(), source, n, id: st.next_id })
     }
 
-    async fn wait(&self, source: Source, n: u64, grows: Option<u64>) {
+    async fn wait(&self, source: Source, n: u64, grows: Option<u64>, cost: u64) {
         if n == 0 {
             return;
         }
@@ -239,7 +276,7 @@ impl Fair {
             if !st.turns.contains(&source) {
                 st.turns.push_back(source);
             }
-            st.waiting.entry(source).or_default().push_back(Waiter { n, grows, grant });
+            st.waiting.entry(source).or_default().push_back(Waiter { n, cost: cost.max(1), grows, grant });
             st.dispatch(self.per_source);
             granted
         };
@@ -305,7 +342,7 @@ impl Share {
         if self.n + n > self.fair.per_source {
             self.fair.lock().take(self.source, n);
         } else {
-            self.fair.wait(self.source, n, Some(self.id)).await;
+            self.fair.wait(self.source, n, Some(self.id), 1).await;
         }
         self.n += n;
     }
@@ -354,6 +391,59 @@ mod tests {
         let second = order.iter().position(|&(c, _)| c == 2).unwrap();
         assert!(second <= 1, "client 2 waited behind client 1's backlog: {order:?}");
         assert_eq!(fair.available(), 1);
+    }
+
+    #[tokio::test]
+    async fn weighted_turns_share_cost_not_count() {
+        let fair = Fair::new(1, 1);
+        let held = fair.acquire(src(9), 1).await;
+        // Client 1 queues four 62 KiB requests, then client 2 eight 4 KiB ones.
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        let queued: Vec<(u8, u64)> =
+            std::iter::repeat_n((1u8, 62 * 1024), 4).chain(std::iter::repeat_n((2u8, 4 * 1024), 8)).collect();
+        for (client, cost) in queued {
+            let (fair, order) = (fair.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let share = fair.acquire_weighted(src(client), 1, cost).await;
+                order.lock().unwrap().push(client);
+                tokio::task::yield_now().await;
+                drop(share);
+            }));
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        // Client 1's first request goes once its credit covers 62 KiB (four rounds), and each
+        // round client 2 is granted one: all eight of client 2's before client 1's second.
+        let second_of_1 = order.iter().enumerate().filter(|(_, c)| **c == 1).nth(1).unwrap().0;
+        let twos_before = order[..second_of_1].iter().filter(|c| **c == 2).count();
+        assert!(twos_before >= 6, "client 2 waited behind client 1's big requests: {order:?}");
+        assert_eq!(order.len(), 12);
+        assert_eq!(fair.available(), 1);
+        // Unweighted, the same queue alternates (one grant a client a round).
+        let fair = Fair::new(1, 1);
+        let held = fair.acquire(src(9), 1).await;
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for client in [1u8, 1, 1, 1, 2, 2, 2, 2] {
+            let (fair, order) = (fair.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let share = fair.acquire(src(client), 1).await;
+                order.lock().unwrap().push(client);
+                tokio::task::yield_now().await;
+                drop(share);
+            }));
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), [1, 2, 1, 2, 1, 2, 1, 2]);
     }
 
     #[tokio::test]

@@ -19,7 +19,10 @@
 //! The small lane's slots are given **in turn between clients** ([`kube_gang_serve::fair`]: a
 //! client is its peer address): a client sending 200 requests at once waits for its own, and another
 //! client's request waits for at most one decision per client ahead of it (200 connections of
-//! 62 KiB reviews used to push another client's p99 from 1 ms to 300 ms). The big lane's two
+//! 62 KiB reviews used to push another client's p99 from 1 ms to 300 ms). Turns are weighted by
+//! body size (deficit round robin, [`kube_gang_serve::fair::Fair::acquire_weighted`]): a client of
+//! 62 KiB reviews gets a decision every four rounds of another's Pod reviews, so what is shared is
+//! the decisions' CPU, not their count. The big lane's two
 //! semaphores are first come, first served, and a big request takes its slot before its bytes,
 //! always in that order, so two big requests never hold a part each of what the other needs.
 //!
@@ -308,7 +311,11 @@ impl Lanes {
     /// `None` only if the lanes were closed, which nothing does).
     pub async fn acquire(&self, source: Source, body_len: usize) -> Option<Permit> {
         Some(match Lane::of(body_len) {
-            Lane::Small => Permit { _slot: Slot::Small(self.small.acquire(source, 1).await), _bytes: None },
+            // Turns weighted by body size: a decision's CPU grows with it.
+            Lane::Small => {
+                let slot = self.small.acquire_weighted(source, 1, body_len as u64).await;
+                Permit { _slot: Slot::Small(slot), _bytes: None }
+            }
             Lane::Big => {
                 let slot = self.big.clone().acquire_owned().await.ok()?;
                 let kib = u32::try_from(body_len.div_ceil(1024)).unwrap_or(u32::MAX).min(self.budget_kib);
