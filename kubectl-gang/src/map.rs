@@ -215,11 +215,15 @@ fn natural(a: &str, b: &str) -> Ordering {
 /// each layer of its ClusterNetworkTopology), so a map draws those levels as it draws a label's.
 pub fn with_tiers(mut nodes: Vec<Node>, storage: &scheduler_core::model::volume::Storage) -> Vec<Node> {
     let layers = &storage.network_layers;
-    for l in layers.layers() {
-        let domains = scheduler_core::network_layer::domains(&nodes, layers, &l.name);
+    let names = layers.layers().iter().map(|l| l.name.as_str());
+    for l in std::iter::once(scheduler_core::network_layer::CLUSTER_LAYER)
+        .chain(names)
+        .filter(|_| !layers.is_empty())
+    {
+        let domains = scheduler_core::network_layer::domains(&nodes, layers, l);
         for (n, d) in nodes.iter_mut().zip(domains) {
             if let Some(d) = d {
-                n.labels.insert(scheduler_core::network_layer::key_of(&l.name), d);
+                n.labels.insert(scheduler_core::network_layer::key_of(l), d);
             }
         }
     }

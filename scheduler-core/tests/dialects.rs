@@ -830,10 +830,25 @@ fn an_opted_in_job_whose_podgroup_is_a_gang_is_claimed_twice_and_said_so() {
     assert_eq!(problems.len(), 2, "{problems:#?}");
     assert!(
         problems[0].contains("spec.schedulingGroup.podGroupName: pod is claimed by two gangs: kube-gang/annotations ml/train (metadata.labels[kube-gang.io/gang])")
-            && problems[0].contains("upstream ml/train-x7k2p, a PodGroup with the gang policy"),
+            && problems[0].contains("upstream ml/train-x7k2p, a group that defines a gang"),
         "{}",
         problems[0]
     );
+    // One group named in two dialects is one claim: the pod joins its tree, nothing reported.
+    let (snap, problems) = assemble(vec![
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup", "metadata": {"name": "llm", "namespace": "ml"},
+               "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 1}}}}),
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup", "metadata": {"name": "a", "namespace": "ml"},
+               "spec": {"parentCompositePodGroupName": "llm", "schedulingPolicy": {"gang": {"minCount": 1}}}}),
+        pod(
+            "a-0",
+            json!({"scheduling.x-k8s.io/pod-group": "a"}),
+            json!({}),
+            json!({"schedulingGroup": {"podGroupName": "a"}}),
+        ),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(members(&snap, "llm"), [("a-0".to_string(), Some("a".to_string()))]);
     // A PodGroup not created yet decides nothing either.
     let (snap, problems) = assemble(vec![opted_in_job_pod("w0"), opted_in_job_pod("w1")]);
     assert!(problems.is_empty(), "{problems:?}");
@@ -852,23 +867,25 @@ fn network_topology() -> Value {
 
 #[test]
 fn a_koordinator_gang_takes_its_levels_from_the_cluster_network_topology_as_it_comes_and_goes() {
-    let mut c = Cluster::new();
+    // The scheduler's incremental view: what changes is read again, and gangs resolved again only
+    // when something they read changed.
+    let mut live = scheduler_core::cluster::Live::new();
     // Two spines of two blocks of two 8-GPU nodes, as in Koordinator's walkthrough.
     for i in 0..8 {
         let (spine, block) = (format!("s{}", i / 4 + 1), format!("b{}", i / 2 + 1));
-        c.push(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}"), "labels": {
+        live.push(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}"), "labels": {
                 "network.topology.nvidia.com/spine": spine, "network.topology.nvidia.com/block": block}},
             "status": {"allocatable": {"cpu": "96", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}))
         .unwrap();
     }
-    c.push(json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+    live.push(json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
         "metadata": {"name": "train", "namespace": "ml", "annotations": {
             "gang.scheduling.koordinator.sh/network-topology-spec":
                 r#"{"gatherStrategy": [{"layer": "SpineLayer", "strategy": "MustGather"}, {"layer": "BlockLayer", "strategy": "PreferGather"}]}"#}},
         "spec": {"minMember": 4}}))
     .unwrap();
     for i in 0..4 {
-        c.push(pod(
+        live.push(pod(
             &format!("w{i}"),
             json!({"pod-group.scheduling.sigs.k8s.io": "train"}),
             json!({}),
@@ -877,37 +894,57 @@ fn a_koordinator_gang_takes_its_levels_from_the_cluster_network_topology_as_it_c
         .unwrap();
     }
     let spec_path = "metadata.annotations[gang.scheduling.koordinator.sh/network-topology-spec]";
+    let said = |live: &scheduler_core::cluster::Live, what: &str| {
+        live.problems().iter().any(|p| p.to_string().contains(what))
+    };
     // No ClusterNetworkTopology yet: said, and the gang has no levels.
-    let a = c.snapshot();
-    let g = only_gang(&a.snapshot);
+    live.refresh();
+    let g = only_gang(live.snapshot());
     assert_eq!((g.topology_key.as_deref(), g.topology_preferred.as_deref()), (None, None));
-    assert!(
-        a.problems.iter().any(|p| p.to_string().contains(&format!("{spec_path}: not evaluated"))),
-        "{:?}",
-        a.problems
-    );
-    // It arrives: the gang is bound to one spine and gathered within a block first.
-    c.push(network_topology()).unwrap();
-    let a = c.snapshot();
-    assert!(a.problems.is_empty(), "{:?}", a.problems);
-    let g = only_gang(&a.snapshot);
+    assert!(said(&live, &format!("{spec_path}: not evaluated")), "{:?}", live.problems());
+    // It arrives: the gang is bound to one spine and gathered as tightly as it goes, from a node up.
+    live.push(network_topology()).unwrap();
+    live.refresh();
+    assert!(live.problems().is_empty(), "{:?}", live.problems());
+    let g = only_gang(live.snapshot());
     assert_eq!(
         (g.topology_key.as_deref(), g.topology_preferred.as_deref()),
-        (Some("koordinator.sh/network-layer-SpineLayer"), Some("koordinator.sh/network-layer-BlockLayer"))
+        (
+            Some("koordinator.sh/network-layer-SpineLayer"),
+            Some("koordinator.sh/network-layer-NodeTopologyLayer")
+        )
     );
     let plan = scheduler_core::schedule(
-        &a.snapshot,
+        live.snapshot(),
         &scheduler_core::Config::default(),
         scheduler_core::Time::from_secs(1),
     );
+    // Four 1-GPU pods: the tightest domain with room is one node.
     let nodes: std::collections::BTreeSet<&str> = plan.bindings.iter().map(|b| b.node.as_str()).collect();
-    // Four 1-GPU pods fit one block's two nodes; the tightest fit is a block.
-    let blocks: std::collections::BTreeSet<u32> =
-        nodes.iter().map(|n| n[1..].parse::<u32>().unwrap() / 2).collect();
-    assert_eq!((plan.bindings.len(), blocks.len()), (4, 1), "{nodes:?}");
-    // It goes: said again.
-    c.remove(&network_topology());
-    let a = c.snapshot();
-    assert_eq!(only_gang(&a.snapshot).topology_key, None);
-    assert!(a.problems.iter().any(|p| p.to_string().contains("no ClusterNetworkTopology named \"default\"")));
+    assert_eq!((plan.bindings.len(), nodes.len()), (4, 1), "{nodes:?}");
+    // The same object again, or its status rewritten (as Koordinator does when nodes change),
+    // resolves nothing again.
+    let before = live.stats().resolutions;
+    let mut rewritten = network_topology();
+    rewritten["metadata"]["resourceVersion"] = json!("2");
+    rewritten["status"] = json!({"detailStatus": [{"topologyInfo": {"topologyLayer": "SpineLayer", "topologyName": "s1"}, "nodeNum": 4}]});
+    live.push(rewritten).unwrap();
+    live.refresh();
+    assert_eq!(live.stats().resolutions, before);
+    // An update that cannot be read keeps the layers (Koordinator keeps its tree), said.
+    let mut broken = network_topology();
+    broken["metadata"]["resourceVersion"] = json!("3");
+    broken["spec"]["networkTopologySpec"][1]["parentTopologyLayer"] = json!("Nowhere");
+    live.push(broken).unwrap();
+    live.refresh();
+    assert_eq!(
+        only_gang(live.snapshot()).topology_key.as_deref(),
+        Some("koordinator.sh/network-layer-SpineLayer")
+    );
+    assert!(said(&live, "not found in spec"), "{:?}", live.problems());
+    // It goes: said again, and the gang is placed without levels.
+    live.remove("scheduling.koordinator.sh/v1alpha1", "ClusterNetworkTopology", "", "default");
+    live.refresh();
+    assert_eq!(only_gang(live.snapshot()).topology_key, None);
+    assert!(said(&live, "no ClusterNetworkTopology named \"default\""), "{:?}", live.problems());
 }

@@ -526,7 +526,7 @@ fn a_cluster_network_topology_is_read_as_koordinator_builds_its_tree() {
         serde_json::json!({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
             "metadata": {"name": "default"}, "spec": {"networkTopologySpec": spec}})
     };
-    // Koordinator's documented object, its entries in any order: broadest first, the nodes left out.
+    // Koordinator's documented object, its entries in any order: broadest first, the nodes last.
     let doc = cnt(serde_json::json!([
         {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"},
         {"labelKey": ["network.topology.nvidia.com/spine"], "topologyLayer": "SpineLayer"},
@@ -538,7 +538,8 @@ fn a_cluster_network_topology_is_read_as_koordinator_builds_its_tree() {
         names,
         [
             ("SpineLayer", &["network.topology.nvidia.com/spine".to_string()][..]),
-            ("BlockLayer", &["network.topology.nvidia.com/block".to_string()][..])
+            ("BlockLayer", &["network.topology.nvidia.com/block".to_string()][..]),
+            ("NodeTopologyLayer", &[][..])
         ]
     );
     let errors = |spec: serde_json::Value| -> Vec<String> {

@@ -789,8 +789,9 @@ pub struct Gang {
     /// `ClusterNetworkTopology`, whose order decides the required and preferred levels
     /// ([`crate::read::dialect::koordinator::gather_levels`]), so they are turned into
     /// `topology_key` and `topology_preferred` once that is known.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub network_gather: Vec<GatherRule>,
+    /// Boxed: few gangs have one, and every gang of a cluster is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_gather: Option<Box<NetworkGather>>,
     /// Exclusive placement (JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology`): members are
     /// grouped by the subgroup they name (a JobSet's child job); each group lands whole in one
     /// domain of this node label, and no two groups share a domain.
@@ -851,7 +852,7 @@ impl Gang {
             topology_key: None,
             topology_preferred: None,
             topology_object: None,
-            network_gather: Vec::new(),
+            network_gather: None,
             exclusive_topology: None,
             gang_group: Vec::new(),
             stale_grace: None,
@@ -866,6 +867,17 @@ impl Gang {
             state: GangState::default(),
         }
     }
+}
+
+/// A Koordinator gang's `network-topology-spec`, as read: its rules, or why it could not be read
+/// (Koordinator then schedules the gang without it, and so do we, saying why).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkGather {
+    #[serde(default)]
+    pub rules: Vec<GatherRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 /// One rule of Koordinator's `gatherStrategy`: a network layer, and whether the gang must be in

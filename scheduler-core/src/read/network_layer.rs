@@ -30,34 +30,42 @@ pub fn key_of(layer: &str) -> String {
 
 /// For each node (by index in `nodes`), its domain in network layer `layer` of `layers`: the
 /// value of the first of the layer's label keys it carries; for the layer right above the nodes,
-/// the node's own name when it carries none; for [`NODE_LAYER`], the node's name. `None`: the
-/// node is not in the tree (it lacks a broader layer's label), or `layer` is not one of them.
+/// the node's own name when it carries none; for [`NODE_LAYER`], the node's name; for
+/// [`CLUSTER_LAYER`], one domain of every node in the tree. `None`: the node is not in the tree
+/// (it lacks a broader layer's label), or `layer` is not one of them.
 pub fn domains(nodes: &[Node], layers: &NetworkLayers, layer: &str) -> Vec<Option<String>> {
     let all = layers.layers();
-    let Some(last) = all.len().checked_sub(1) else { return vec![None; nodes.len()] };
-    let at = if layer == NODE_LAYER { None } else { all.iter().position(|l| l.name == layer) };
-    if layer != NODE_LAYER && at.is_none() {
+    // The layers above the nodes, broadest first (`NodeTopologyLayer` is last when read).
+    let above = match all.last() {
+        Some(l) if l.name == NODE_LAYER => &all[..all.len() - 1],
+        _ => all,
+    };
+    let at = above.iter().position(|l| l.name == layer);
+    if all.is_empty() || (at.is_none() && layer != NODE_LAYER && layer != CLUSTER_LAYER) {
         return vec![None; nodes.len()];
     }
+    let parent = above.len().checked_sub(1);
     nodes
         .iter()
         .map(|node| {
             let mut mine = None;
-            for (i, l) in all.iter().enumerate() {
+            for (i, l) in above.iter().enumerate() {
                 let value = l.label_keys.iter().find_map(|k| node.labels.get(k).filter(|v| !v.is_empty()));
-                let name = match value {
-                    Some(v) => v.clone(),
-                    // Koordinator makes the node a domain of its own right above the nodes
-                    // (accelerators without a block of their own), and leaves it out of the tree
-                    // when a broader layer is missing.
-                    None if i == last => node.name.to_string(),
-                    None => return None,
-                };
+                // Koordinator makes the node a domain of its own right above the nodes
+                // (accelerators without a block of their own), and leaves it out of the tree
+                // when a broader layer is missing.
+                if value.is_none() && Some(i) != parent {
+                    return None;
+                }
                 if Some(i) == at {
-                    mine = Some(name);
+                    mine = Some(value.map_or_else(|| node.name.to_string(), String::clone));
                 }
             }
-            if at.is_none() { Some(node.name.to_string()) } else { mine }
+            match layer {
+                NODE_LAYER => Some(node.name.to_string()),
+                CLUSTER_LAYER => Some("cluster".to_string()),
+                _ => mine,
+            }
         })
         .collect()
 }
@@ -82,6 +90,7 @@ mod tests {
         vec![
             NetworkLayer { name: "SpineLayer".into(), label_keys: vec!["spine".into()] },
             NetworkLayer { name: "BlockLayer".into(), label_keys: vec!["block".into(), "block-alt".into()] },
+            NetworkLayer { name: NODE_LAYER.into(), label_keys: vec![] },
         ]
         .into()
     }
@@ -102,12 +111,23 @@ mod tests {
         assert_eq!(names("SpineLayer"), [Some("s1".into()), Some("s1".into()), Some("s2".into()), None]);
         assert_eq!(names("BlockLayer"), [Some("b1".into()), Some("b2".into()), Some("n3".into()), None]);
         assert_eq!(names(NODE_LAYER), [Some("n1".into()), Some("n2".into()), Some("n3".into()), None]);
+        let tree = Some("cluster".to_string());
+        assert_eq!(names(CLUSTER_LAYER), [tree.clone(), tree.clone(), tree, None]);
         assert_eq!(names("RackLayer"), [None, None, None, None]);
         assert_eq!(domains(&nodes, &NetworkLayers::default(), "BlockLayer"), [None, None, None, None]);
         assert_eq!(
             l.keys(),
-            ["koordinator.sh/network-layer-SpineLayer", "koordinator.sh/network-layer-BlockLayer"]
+            [
+                "koordinator.sh/network-layer-ClusterTopologyLayer",
+                "koordinator.sh/network-layer-SpineLayer",
+                "koordinator.sh/network-layer-BlockLayer",
+                "koordinator.sh/network-layer-NodeTopologyLayer"
+            ]
         );
+        // A ClusterNetworkTopology of the nodes alone still has its tree: every node.
+        let only_nodes: NetworkLayers =
+            vec![NetworkLayer { name: NODE_LAYER.into(), label_keys: vec![] }].into();
+        assert_eq!(domains(&nodes[..1], &only_nodes, CLUSTER_LAYER), [Some("cluster".to_string())]);
         assert_eq!(
             (layer_of(&key_of("BlockLayer")), layer_of("rack"), layer_of(NETWORK_LAYER_PREFIX)),
             (Some("BlockLayer"), None, None)

@@ -464,7 +464,7 @@ pub fn levels_from_value(v: &Value) -> Result<Vec<String>, Vec<FieldError>> {
 pub const MAX_LAYER_LABEL_KEYS: usize = 16;
 
 /// Reads Koordinator's `ClusterNetworkTopology` (`scheduling.koordinator.sh/v1alpha1`): its name
-/// and its layers, broadest first, `NodeTopologyLayer` left out. The layers must form one chain
+/// and its layers, broadest first, `NodeTopologyLayer` last. The layers must form one chain
 /// from `NodeTopologyLayer` up through `parentTopologyLayer` holding every entry once, as
 /// Koordinator's scheduler requires to build its tree ("topology layer … not found in spec"); at
 /// most [`MAX_TOPOLOGY_OBJECT_LEVELS`] layers of at most [`MAX_LAYER_LABEL_KEYS`] label keys, each
@@ -558,7 +558,6 @@ pub fn network_topology_from_value(v: &Value) -> Result<(String, Vec<NetworkLaye
     let layers = chain
         .into_iter()
         .rev()
-        .filter(|e| e.topology_layer != crate::read::model::volume::NODE_LAYER)
         .map(|e| NetworkLayer { name: e.topology_layer.clone(), label_keys: e.label_key.clone() })
         .collect();
     Ok((name, layers))

@@ -181,9 +181,14 @@ impl Assembly {
             StoredKind::HyperNode => drop(storage.hypernodes.remove(&key.name)),
             StoredKind::KaiTopology => drop(storage.kai_topologies.remove(&key.name)),
             StoredKind::KueueTopology => drop(storage.kueue_topologies.remove(&key.name)),
-            // Koordinator's gangs take their levels from the `default` one: read again.
+            // Replaced below, or kept when the new version cannot be read (as Koordinator keeps
+            // the tree it has when a rebuild fails).
             StoredKind::NetworkTopology => {
-                if key.name == NETWORK_TOPOLOGY_NAME && !storage.network_layers.is_empty() {
+                if key.name == NETWORK_TOPOLOGY_NAME
+                    && !storage.network_layers.is_empty()
+                    && !cluster.storage.contains_key(key)
+                {
+                    // Koordinator's gangs take their levels from it: resolved again.
                     storage.network_layers = Default::default();
                     self.stale = true;
                 }
@@ -204,7 +209,11 @@ impl Assembly {
             Some(Ok(Stored::KueueTopology(levels))) => {
                 drop(storage.kueue_topologies.insert(key.name.clone(), levels))
             }
-            Some(Ok(Stored::NetworkTopology(name, layers))) if name == NETWORK_TOPOLOGY_NAME => {
+            // Resolved again only when its layers change (Koordinator rewrites its status as
+            // nodes come and go).
+            Some(Ok(Stored::NetworkTopology(name, layers)))
+                if name == NETWORK_TOPOLOGY_NAME && storage.network_layers.layers() != layers.as_slice() =>
+            {
                 storage.network_layers = layers.into();
                 self.stale = true;
             }
@@ -415,16 +424,16 @@ impl Assembly {
         self.object_problems = resolved.object_problems;
         // Koordinator's gather rules name layers of the cluster's ClusterNetworkTopology: levels
         // once it is known.
-        for g in self.snapshot.gangs.iter_mut().filter(|g| !g.network_gather.is_empty()) {
-            let rules = std::mem::take(&mut g.network_gather);
-            match dialect::koordinator::gather_levels(&rules, &self.snapshot.storage.network_layers) {
-                Ok((required, preferred)) => {
-                    g.topology_key = required;
-                    g.topology_preferred = preferred;
-                }
-                Err(e) => self
-                    .object_problems
-                    .push(Problem { object: format!("{} {}", g.source.kind, g.key), errors: vec![e] }),
+        for g in &mut self.snapshot.gangs {
+            let Some(gather) = g.network_gather.take() else { continue };
+            let (required, preferred, said) =
+                dialect::koordinator::gather_levels(&gather, &self.snapshot.storage.network_layers);
+            if required.is_some() {
+                (g.topology_key, g.topology_preferred) = (required, preferred);
+            }
+            if !said.is_empty() {
+                self.object_problems
+                    .push(Problem { object: format!("{} {}", g.source.kind, g.key), errors: said });
             }
         }
         // A gang object's own priority class: its value is the gang's priority.

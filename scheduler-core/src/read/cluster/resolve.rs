@@ -121,6 +121,11 @@ pub(super) fn resolve<'a, H: Held>(
             if defined.contains_key(&c.gang) || annotation_source.contains_key(&c.gang) {
                 continue;
             }
+            // Only a 1.35 `workloadRef` is read from the pod among upstream claims (a PodGroup
+            // claim defines no gang of its own): no decoding for the rest (a 1.38 Job's pods).
+            if c.dialect == Dialect::Upstream && c.path != dialect::upstream::WORKLOAD_REF_PATH {
+                continue;
+            }
             let pod: &Value = raw.get_or_insert_with(|| claimed[j].raw.value());
             if c.path == dialect::upstream::WORKLOAD_REF_PATH {
                 // 1.35: the gang is one pod group (and replica key) of the named Workload.
@@ -196,8 +201,12 @@ pub(super) fn resolve<'a, H: Held>(
         let has_other = all.iter().any(|c| c.dialect != Dialect::Upstream);
         let upstream =
             all.iter().find(|c| c.dialect == Dialect::Upstream).filter(|c| !basic.contains(&c.gang));
-        let membership = |c: &Claim| match (c.dialect, resolution.get(&c.gang)) {
-            (Dialect::Upstream, Some((root, leaf))) => {
+        // A claim naming the upstream claim's own group (the same gang in two dialects) resolves
+        // as the upstream one does: to the root of its tree.
+        let membership = |c: &Claim| match resolution.get(&c.gang) {
+            Some((root, leaf))
+                if c.dialect == Dialect::Upstream || upstream.is_some_and(|u| u.gang == c.gang) =>
+            {
                 Membership { gang: root.clone(), subgroup: leaf.clone() }
             }
             _ => Membership { gang: c.gang.clone(), subgroup: c.subgroup.clone() },
@@ -219,7 +228,7 @@ pub(super) fn resolve<'a, H: Held>(
                     errors: vec![FieldError::new(
                         up.path.clone(),
                         format!(
-                            "pod is claimed by two gangs: {} {} ({}) and upstream {}, a PodGroup with the gang policy; it belongs to {} {}, and {} does not count it",
+                            "pod is claimed by two gangs: {} {} ({}) and upstream {}, a group that defines a gang (not a plain basic PodGroup); it belongs to {} {}, and {} does not count it",
                             mine.dialect, m.gang, mine.path, up.gang, mine.dialect, m.gang, theirs.gang
                         ),
                     )],

@@ -45,29 +45,38 @@ pub fn network_topology_warnings(annotations: Option<&serde_json::Map<String, Va
     let Some(a) = annotations else { return Vec::new() };
     let mut out = Vec::new();
     let spec_path = annotation_path(NETWORK_TOPOLOGY_SPEC);
-    if let Some(spec) = a.get(NETWORK_TOPOLOGY_SPEC).and_then(Value::as_str)
+    let spec = a.get(NETWORK_TOPOLOGY_SPEC).and_then(Value::as_str).filter(|s| !s.is_empty());
+    if let Some(Err(e)) = spec.map(gather_rules) {
+        out.push(format!("{e}: Koordinator ignores such a spec (it logs it), and so does the scheduler"));
+    }
+    if let Some(spec) = spec
         && let Ok(Value::Object(spec)) = serde_json::from_str::<Value>(spec)
     {
-        for k in spec.keys().filter(|k| *k != "gatherStrategy") {
+        // Keys are matched as Go's decoder matches them: without regard to case.
+        let known = |k: &str, names: &[&str]| names.iter().any(|n| n.eq_ignore_ascii_case(k));
+        for k in spec.keys().filter(|k| !known(k, &["gatherStrategy"])) {
             out.push(format!("{spec_path}: key {k:?} is not Koordinator's (only gatherStrategy): ignored"));
         }
-        let rules = spec.get("gatherStrategy").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let rules = (spec.iter().find(|(k, _)| known(k, &["gatherStrategy"])))
+            .and_then(|(_, v)| v.as_array())
+            .map_or(&[][..], Vec::as_slice);
         for (i, rule) in rules.iter().enumerate() {
             let Some(rule) = rule.as_object() else { continue };
-            if rule.get("podCountMultiple").and_then(Value::as_i64).is_some_and(|n| n > 1) {
+            let multiple =
+                rule.iter().find(|(k, _)| known(k, &["podCountMultiple"])).and_then(|(_, v)| v.as_i64());
+            if multiple.is_some_and(|n| n > 1) {
                 out.push(format!(
                     "{spec_path}: gatherStrategy[{i}].podCountMultiple: not evaluated: pods are not \
                      placed in multiples per domain"
                 ));
             }
-            for k in rule.keys().filter(|k| !["layer", "strategy", "podCountMultiple"].contains(&k.as_str()))
-            {
+            for k in rule.keys().filter(|k| !known(k, &["layer", "strategy", "podCountMultiple"])) {
                 out.push(format!(
                     "{spec_path}: gatherStrategy[{i}]: key {k:?} is not Koordinator's: ignored"
                 ));
             }
         }
-        if !rules.is_empty() && a.contains_key(GROUPS) {
+        if a.contains_key(GROUPS) {
             out.push(format!(
                 "{spec_path}: the gang is gathered on its own, not with the other gangs of its \
                  {} group in one domain as Koordinator gathers them",
@@ -105,38 +114,61 @@ pub fn member_network_warnings(annotations: Option<&serde_json::Map<String, Valu
     out
 }
 
-/// Reads a `network-topology-spec` annotation: its `gatherStrategy` rules, each a layer and
-/// `MustGather` or `PreferGather`, as Koordinator's scheduler decodes it.
+/// Reads a `network-topology-spec` annotation as Koordinator's scheduler decodes it with Go's
+/// `encoding/json`: its `gatherStrategy` rules, each a layer and `MustGather` or `PreferGather`,
+/// object keys matched without regard to case, unknown keys ignored (said by
+/// [`network_topology_warnings`]), `null` as absent.
 fn gather_rules(v: &str) -> Result<Vec<crate::read::model::GatherRule>, FieldError> {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Spec {
-        #[serde(default)]
-        gather_strategy: Vec<Rule>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Rule {
-        #[serde(default)]
-        layer: String,
-        #[serde(default)]
-        strategy: String,
-    }
     let path = annotation_path(NETWORK_TOPOLOGY_SPEC);
-    let spec: Spec = serde_json::from_str(v)
+    let spec: Value = serde_json::from_str(v)
         .map_err(|e| FieldError::new(&path, format!("not a JSON object of gatherStrategy rules: {e}")))?;
-    if spec.gather_strategy.len() > MAX_GATHER_RULES {
+    // Go's decoder matches a struct's keys case-insensitively.
+    let field = |obj: &serde_json::Map<String, Value>, name: &str| -> Option<Value> {
+        obj.get(name)
+            .or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
+            .cloned()
+    };
+    let spec = match spec {
+        Value::Null => return Ok(Vec::new()),
+        Value::Object(o) => o,
+        other => return Err(FieldError::new(&path, format!("must be a JSON object, got {other}"))),
+    };
+    let rules = match field(&spec, "gatherStrategy") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(FieldError::new(
+                format!("{path}.gatherStrategy"),
+                format!("must be a list, got {other}"),
+            ));
+        }
+    };
+    if rules.len() > MAX_GATHER_RULES {
         return Err(FieldError::new(
             format!("{path}.gatherStrategy"),
-            format!("Too many: {}: must have at most {MAX_GATHER_RULES} items", spec.gather_strategy.len()),
+            format!("Too many: {}: must have at most {MAX_GATHER_RULES} items", rules.len()),
         ));
     }
-    let mut rules = Vec::with_capacity(spec.gather_strategy.len());
-    for (i, r) in spec.gather_strategy.into_iter().enumerate() {
+    let mut out = Vec::with_capacity(rules.len());
+    for (i, r) in rules.iter().enumerate() {
         let at = format!("{path}.gatherStrategy[{i}]");
-        if r.layer.is_empty() {
+        let Value::Object(r) = r else {
+            return Err(FieldError::new(at, format!("must be an object, got {r}")));
+        };
+        let text = |name: &str| -> Result<String, FieldError> {
+            match field(r, name) {
+                None | Some(Value::Null) => Ok(String::new()),
+                Some(Value::String(s)) => Ok(s),
+                Some(other) => {
+                    Err(FieldError::new(format!("{at}.{name}"), format!("must be a string, got {other}")))
+                }
+            }
+        };
+        let (layer, strategy) = (text("layer")?, text("strategy")?);
+        if layer.is_empty() {
             return Err(FieldError::new(format!("{at}.layer"), "Required value"));
         }
-        let must = match r.strategy.as_str() {
+        let must = match strategy.as_str() {
             "MustGather" => true,
             "PreferGather" => false,
             other => {
@@ -148,71 +180,77 @@ fn gather_rules(v: &str) -> Result<Vec<crate::read::model::GatherRule>, FieldErr
                 ));
             }
         };
-        rules.push(crate::read::model::GatherRule { layer: r.layer, must });
+        out.push(crate::read::model::GatherRule { layer, must });
     }
-    Ok(rules)
+    Ok(out)
 }
 
 /// A gang's required and preferred levels from its gather rules, through the cluster's network
-/// `layers` (broadest first), as Koordinator's solver places it: within one domain of the
-/// narrowest `MustGather` layer (`ClusterTopologyLayer`: anywhere), and — whatever layers the
-/// `PreferGather` rules name — in the tightest domain that holds the whole gang, tried from the
-/// narrowest layer up (its solver descends to the deepest domain with room for every pod). `Err`:
-/// why the rules cannot be evaluated (no `ClusterNetworkTopology` named `default`, a layer it does
-/// not have), the gang placed without them.
+/// `layers`, as Koordinator's solver places it: within one domain of the narrowest `MustGather`
+/// layer (none: the whole tree, `ClusterTopologyLayer`; only nodes in the tree are used), and in
+/// the tightest domain that holds every pod, tried from a single node up (the solver descends to
+/// the deepest domain with room, whatever layer a `PreferGather` rule names — so those name
+/// nothing here either). A `MustGather` layer the cluster's object lacks ranks as broad as its
+/// broadest layer, as in Koordinator's ordering; when no known layer is narrower it is the
+/// required level, which no node is in, so the gang waits, as Koordinator's finds no candidate.
+/// Returns the levels and what to say (a layer the object lacks; no such object, or a spec that
+/// could not be read: then no levels, as Koordinator schedules the gang without them).
 pub fn gather_levels(
-    rules: &[crate::read::model::GatherRule],
+    gather: &crate::read::model::NetworkGather,
     layers: &crate::read::model::volume::NetworkLayers,
-) -> Result<(Option<String>, Option<String>), FieldError> {
+) -> (Option<String>, Option<String>, Vec<FieldError>) {
     use crate::read::network_layer::{CLUSTER_LAYER, NODE_LAYER, key_of};
     let path = annotation_path(NETWORK_TOPOLOGY_SPEC);
-    if rules.is_empty() {
-        return Ok((None, None));
+    if let Some(why) = &gather.unreadable {
+        return (
+            None,
+            None,
+            vec![FieldError::new(
+                &path,
+                format!("{why}; the gang is placed without it, as Koordinator places it"),
+            )],
+        );
     }
     if layers.is_empty() {
-        return Err(FieldError::new(
-            path,
+        let why = format!(
+            "not evaluated: the cluster has no ClusterNetworkTopology named {:?} (scheduling.koordinator.sh/v1alpha1) to read its layers from; the gang is placed without them",
+            crate::read::model::volume::NETWORK_TOPOLOGY_NAME
+        );
+        return (None, None, vec![FieldError::new(path, why)]);
+    }
+    let names = layers.layers();
+    let known = |l: &str| l == CLUSTER_LAYER || names.iter().any(|n| n.name == l);
+    let mut said = Vec::new();
+    for (i, r) in gather.rules.iter().enumerate().filter(|(_, r)| !known(&r.layer)) {
+        let list: Vec<&str> = names.iter().map(|l| l.name.as_str()).collect();
+        let what = if r.must {
+            "no node is in a domain of it, so the gang waits (Koordinator finds no candidate for it either)"
+        } else {
+            "PreferGather names no level anyway: the gang is gathered as tightly as the layers allow"
+        };
+        said.push(FieldError::new(
+            format!("{path}.gatherStrategy[{i}].layer"),
             format!(
-                "not evaluated: the cluster has no ClusterNetworkTopology named {:?} \
-                 (scheduling.koordinator.sh/v1alpha1) to read its layers from; the gang is placed without them",
-                crate::read::model::volume::NETWORK_TOPOLOGY_NAME
+                "layer {:?} is not one of the cluster's ClusterNetworkTopology ({}): {what}",
+                r.layer,
+                list.join(", ")
             ),
         ));
     }
-    let names = layers.layers();
-    // Rank: the cluster -1, the layers broadest first, the nodes last.
-    let rank = |layer: &str| -> Option<isize> {
-        match layer {
-            CLUSTER_LAYER => Some(-1),
-            NODE_LAYER => isize::try_from(names.len()).ok(),
-            _ => names.iter().position(|l| l.name == layer).and_then(|i| isize::try_from(i).ok()),
-        }
+    // Rank, broadest first: the tree 0, the layers from 1 (an unknown one as the broadest).
+    let rank = |l: &str| -> usize {
+        if l == CLUSTER_LAYER { 0 } else { names.iter().position(|n| n.name == l).map_or(1, |i| i + 1) }
     };
-    for (i, r) in rules.iter().enumerate() {
-        if rank(&r.layer).is_none() {
-            let known: Vec<&str> = names.iter().map(|l| l.name.as_str()).collect();
-            return Err(FieldError::new(
-                format!("{path}.gatherStrategy[{i}].layer"),
-                format!(
-                    "not evaluated: layer {:?} is not one of the cluster's ClusterNetworkTopology ({}, {NODE_LAYER}); the gang is placed without its rules",
-                    r.layer,
-                    known.join(", ")
-                ),
-            ));
-        }
-    }
-    let must = rules.iter().filter(|r| r.must).filter_map(|r| rank(&r.layer)).max().unwrap_or(-1);
-    let key_at = |at: isize| -> Option<String> {
-        match usize::try_from(at) {
-            Ok(i) if i < names.len() => Some(key_of(&names[i].name)),
-            Ok(_) => Some(key_of(NODE_LAYER)),
-            Err(_) => None,
-        }
-    };
-    let required = key_at(must);
-    let narrowest = isize::try_from(names.len()).unwrap_or(isize::MAX) - 1;
-    let preferred = (narrowest > must).then(|| key_at(narrowest)).flatten();
-    Ok((required, preferred))
+    let narrowest = gather
+        .rules
+        .iter()
+        .filter(|r| r.must)
+        // Of equal rank, a layer the object has.
+        .max_by_key(|r| (rank(&r.layer), known(&r.layer)))
+        .map_or(CLUSTER_LAYER, |r| r.layer.as_str());
+    let required = key_of(narrowest);
+    let preferred = (narrowest != NODE_LAYER).then(|| key_of(NODE_LAYER));
+    (Some(required), preferred, said)
 }
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
@@ -258,11 +296,15 @@ fn extras(meta: &Meta<'_>, key: &GangKey, gang: &mut Gang, errors: &mut Vec<Fiel
             Err(e) => errors.push(FieldError::new(annotation_path(WAITING_TIME), e)),
         }
     }
-    if let Some(v) = a.get(NETWORK_TOPOLOGY_SPEC) {
-        match gather_rules(v) {
-            Ok(rules) => gang.network_gather = rules,
-            Err(e) => errors.push(e),
-        }
+    // Empty: no spec, as Koordinator reads it. One it cannot decode it logs and schedules the gang
+    // without: said when the cluster is assembled, never a reason to drop the gang.
+    if let Some(v) = a.get(NETWORK_TOPOLOGY_SPEC).filter(|v| !v.is_empty()) {
+        gang.network_gather = Some(Box::new(match gather_rules(v) {
+            Ok(rules) => crate::read::model::NetworkGather { rules, unreadable: None },
+            Err(e) => {
+                crate::read::model::NetworkGather { rules: Vec::new(), unreadable: Some(e.to_string()) }
+            }
+        }));
     }
     if let Some(v) = a.get(GROUPS) {
         match serde_json::from_str::<Vec<String>>(v) {
@@ -307,70 +349,105 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::read::model::GatherRule;
+    use crate::read::model::NetworkGather;
     use crate::read::model::volume::{NetworkLayer, NetworkLayers};
 
     fn layers() -> NetworkLayers {
-        ["SpineLayer", "BlockLayer"]
+        ["SpineLayer", "BlockLayer", "NodeTopologyLayer"]
             .into_iter()
             .map(|n| NetworkLayer { name: n.into(), label_keys: vec![n.to_lowercase()] })
             .collect::<Vec<_>>()
             .into()
     }
 
-    fn rules(spec: &str) -> Vec<GatherRule> {
-        gather_rules(spec).unwrap()
+    fn gather(spec: &str) -> NetworkGather {
+        NetworkGather { rules: gather_rules(spec).unwrap(), unreadable: None }
     }
 
     fn levels(spec: &str) -> (Option<String>, Option<String>) {
-        gather_levels(&rules(spec), &layers()).unwrap()
+        let (r, p, said) = gather_levels(&gather(spec), &layers());
+        assert!(said.is_empty(), "{said:?}");
+        (r, p)
     }
 
+    const TREE: &str = "koordinator.sh/network-layer-ClusterTopologyLayer";
     const SPINE: &str = "koordinator.sh/network-layer-SpineLayer";
     const BLOCK: &str = "koordinator.sh/network-layer-BlockLayer";
+    const NODE: &str = "koordinator.sh/network-layer-NodeTopologyLayer";
+
+    fn must(l: &str) -> String {
+        format!(r#"{{"layer": "{l}", "strategy": "MustGather"}}"#)
+    }
+
+    fn prefer(l: &str) -> String {
+        format!(r#"{{"layer": "{l}", "strategy": "PreferGather"}}"#)
+    }
+
+    fn spec(r: &[String]) -> String {
+        format!(r#"{{"gatherStrategy": [{}]}}"#, r.join(", "))
+    }
 
     #[test]
     fn the_narrowest_must_gather_layer_bounds_the_gang_and_it_gathers_as_tightly_as_it_can() {
-        let must = |l: &str| format!(r#"{{"layer": "{l}", "strategy": "MustGather"}}"#);
-        let prefer = |l: &str| format!(r#"{{"layer": "{l}", "strategy": "PreferGather"}}"#);
-        let spec = |r: &[String]| format!(r#"{{"gatherStrategy": [{}]}}"#, r.join(", "));
-        // Koordinator's documented PodGroup: prefer one block.
-        assert_eq!(levels(&spec(&[prefer("BlockLayer")])), (None, Some(BLOCK.into())));
-        // Whatever layer a preference names, the solver gathers as tightly as the layers allow.
-        assert_eq!(levels(&spec(&[prefer("SpineLayer")])), (None, Some(BLOCK.into())));
-        assert_eq!(
-            levels(&spec(&[must("SpineLayer"), prefer("BlockLayer")])),
-            (Some(SPINE.into()), Some(BLOCK.into()))
-        );
+        let some = |s: &str| Some(s.to_string());
+        // Koordinator's documented PodGroup: prefer one block. Whatever layer a preference names,
+        // the solver goes down to the deepest domain with room, a node included, within the tree.
+        assert_eq!(levels(&spec(&[prefer("BlockLayer")])), (some(TREE), some(NODE)));
+        assert_eq!(levels(&spec(&[prefer("SpineLayer")])), (some(TREE), some(NODE)));
+        assert_eq!(levels(&spec(&[must("SpineLayer"), prefer("BlockLayer")])), (some(SPINE), some(NODE)));
         // Two MustGather layers, in either order: the narrower bounds it.
         for r in [[must("SpineLayer"), must("BlockLayer")], [must("BlockLayer"), must("SpineLayer")]] {
-            assert_eq!(levels(&spec(&r)), (Some(BLOCK.into()), None));
+            assert_eq!(levels(&spec(&r)), (some(BLOCK), some(NODE)));
         }
-        assert_eq!(
-            levels(&spec(&[must("NodeTopologyLayer")])).0.as_deref(),
-            Some("koordinator.sh/network-layer-NodeTopologyLayer")
-        );
-        assert_eq!(levels(&spec(&[must("ClusterTopologyLayer")])), (None, Some(BLOCK.into())));
-        assert_eq!(levels(r#"{"gatherStrategy": []}"#), (None, None));
-        // A layer the cluster does not have, or no ClusterNetworkTopology: not evaluated, said.
-        let e = gather_levels(&rules(&spec(&[must("RackLayer")])), &layers()).unwrap_err();
-        assert_eq!(
-            e.path,
-            "metadata.annotations[gang.scheduling.koordinator.sh/network-topology-spec].gatherStrategy[0].layer"
-        );
-        assert!(
-            e.message.contains(
-                "\"RackLayer\" is not one of the cluster's ClusterNetworkTopology (SpineLayer, BlockLayer"
-            ),
-            "{e}"
-        );
-        let e = gather_levels(&rules(&spec(&[must("BlockLayer")])), &NetworkLayers::default()).unwrap_err();
-        assert!(e.message.contains("no ClusterNetworkTopology named \"default\""), "{e}");
+        assert_eq!(levels(&spec(&[must("NodeTopologyLayer")])), (some(NODE), None));
+        assert_eq!(levels(&spec(&[must("ClusterTopologyLayer")])), (some(TREE), some(NODE)));
+        assert_eq!(levels(r#"{"gatherStrategy": []}"#), (some(TREE), some(NODE)));
     }
 
     #[test]
-    fn a_malformed_spec_is_refused_naming_the_rule() {
+    fn layers_the_cluster_lacks_are_ranked_and_said_as_koordinator_ranks_them() {
+        let some = |s: &str| Some(s.to_string());
+        // An unknown PreferGather layer names nothing anyway: the MustGather stands, and it is said.
+        let (r, p, said) =
+            gather_levels(&gather(&spec(&[must("SpineLayer"), prefer("RackLayer")])), &layers());
+        assert_eq!((r, p), (some(SPINE), some(NODE)));
+        assert_eq!(
+            said[0].path,
+            "metadata.annotations[gang.scheduling.koordinator.sh/network-topology-spec].gatherStrategy[1].layer"
+        );
+        assert!(
+            said[0].message.contains("\"RackLayer\" is not one of the cluster's ClusterNetworkTopology"),
+            "{}",
+            said[0]
+        );
+        // An unknown MustGather layer ranks as the broadest: a narrower known one bounds the gang.
+        let (r, _, said) = gather_levels(&gather(&spec(&[must("RackLayer"), must("BlockLayer")])), &layers());
+        assert_eq!((r.as_deref(), said.len()), (Some(BLOCK), 1));
+        // Alone, it is the required level: no node is in it, and the gang waits, saying why.
+        let (r, _, said) = gather_levels(&gather(&spec(&[must("RackLayer")])), &layers());
+        assert_eq!(r.as_deref(), Some("koordinator.sh/network-layer-RackLayer"));
+        assert!(said[0].message.contains("so the gang waits"), "{}", said[0]);
+        // No ClusterNetworkTopology, or a spec that could not be read: no levels, said.
+        let (r, p, said) = gather_levels(&gather(&spec(&[must("BlockLayer")])), &NetworkLayers::default());
+        assert_eq!((r, p), (None, None));
+        assert!(said[0].message.contains("no ClusterNetworkTopology named \"default\""), "{}", said[0]);
+        let bad = NetworkGather { rules: vec![], unreadable: Some("x: not JSON".into()) };
+        let (r, _, said) = gather_levels(&bad, &layers());
+        assert_eq!(
+            (r, said[0].message.starts_with("x: not JSON; the gang is placed without it")),
+            (None, true)
+        );
+    }
+
+    #[test]
+    fn a_spec_is_decoded_as_go_decodes_it_and_a_malformed_one_named() {
         let path = "metadata.annotations[gang.scheduling.koordinator.sh/network-topology-spec]";
+        // Keys without regard to case, `null` as absent.
+        let r = gather_rules(r#"{"GatherStrategy": [{"Layer": "BlockLayer", "STRATEGY": "MustGather"}]}"#)
+            .unwrap();
+        assert_eq!((r[0].layer.as_str(), r[0].must), ("BlockLayer", true));
+        assert!(gather_rules("null").unwrap().is_empty());
+        assert!(gather_rules(r#"{"gatherStrategy": null}"#).unwrap().is_empty());
         let e = gather_rules(r#"{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "Gather"}]}"#)
             .unwrap_err();
         assert_eq!(e.path, format!("{path}.gatherStrategy[0].strategy"));
@@ -378,14 +455,20 @@ mod tests {
         let e = gather_rules(r#"{"gatherStrategy": [{"strategy": "MustGather"}]}"#).unwrap_err();
         assert_eq!(e.path, format!("{path}.gatherStrategy[0].layer"));
         assert_eq!(gather_rules("[1]").unwrap_err().path, path);
-        let many = format!(
-            r#"{{"gatherStrategy": [{}]}}"#,
-            vec![r#"{"layer": "L", "strategy": "MustGather"}"#; 40].join(",")
-        );
+        assert_eq!(gather_rules("{").unwrap_err().path, path);
+        let many = format!(r#"{{"gatherStrategy": [{}]}}"#, vec![must("L"); 40].join(","));
         assert!(gather_rules(&many).unwrap_err().message.starts_with("Too many: 40"));
-        // What Koordinator ignores is said: unknown keys, podCountMultiple, a gang group.
+        // A PodGroup whose spec is malformed is still a gang (Koordinator logs the spec and goes on).
+        let pg = serde_json::json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ml", "annotations": {NETWORK_TOPOLOGY_SPEC: "{"}}, "spec": {"minMember": 2}});
+        let g = read(&pg).unwrap();
+        assert!(g.network_gather.unwrap().unreadable.unwrap().contains("not a JSON object"));
+        let empty = serde_json::json!({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ml", "annotations": {NETWORK_TOPOLOGY_SPEC: ""}}, "spec": {"minMember": 2}});
+        assert!(read(&empty).unwrap().network_gather.is_none(), "empty: no spec");
+        // What Koordinator ignores is said: unknown keys, podCountMultiple, a gang group, bad specs.
         let mut a = serde_json::Map::new();
-        a.insert(NETWORK_TOPOLOGY_SPEC.into(), serde_json::json!(r#"{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather", "podCountMultiple": 4, "weight": 1}], "topologyPolicy": "x"}"#));
+        a.insert(NETWORK_TOPOLOGY_SPEC.into(), serde_json::json!(r#"{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather", "PodCountMultiple": 4, "weight": 1}], "topologyPolicy": "x"}"#));
         a.insert(GROUPS.into(), serde_json::json!(r#"["default/a", "default/b"]"#));
         let w = network_topology_warnings(Some(&a));
         assert_eq!(w.len(), 4, "{w:#?}");
@@ -393,5 +476,7 @@ mod tests {
         assert!(w.iter().any(|w| w.contains("\"weight\" is not Koordinator's")));
         assert!(w.iter().any(|w| w.contains("\"topologyPolicy\" is not Koordinator's")));
         assert!(w.iter().any(|w| w.contains("gathered on its own")));
+        a.insert(NETWORK_TOPOLOGY_SPEC.into(), serde_json::json!("{"));
+        assert!(network_topology_warnings(Some(&a))[0].contains("Koordinator ignores such a spec"));
     }
 }

@@ -58,15 +58,17 @@ pub struct Storage {
     pub kueue_topologies: BTreeMap<String, Vec<String>>,
     /// Koordinator's `ClusterNetworkTopology` named `default` (`scheduling.koordinator.sh`, the
     /// only one its scheduler reads): its network layers, broadest first, `NodeTopologyLayer`
-    /// left out; each is read as the level [`NETWORK_LAYER_PREFIX`]`<layer>`
-    /// ([`crate::read::network_layer`]). Empty: the cluster has none.
+    /// last; each is read as the level [`NETWORK_LAYER_PREFIX`]`<layer>`, and so is
+    /// `ClusterTopologyLayer`, the whole tree ([`crate::read::network_layer`]). Empty: the
+    /// cluster has none.
     #[serde(default, skip_serializing_if = "NetworkLayers::is_empty")]
     pub network_layers: NetworkLayers,
 }
 
-/// The layers of Koordinator's `ClusterNetworkTopology`, broadest first, with the level each is
-/// read as ([`NETWORK_LAYER_PREFIX`]`<layer>`), kept beside them so they can be handed out as a
-/// level order. Serialized as the list of layers.
+/// The layers of Koordinator's `ClusterNetworkTopology`, broadest first (`NodeTopologyLayer`
+/// last), with the levels they are read as ([`NETWORK_LAYER_PREFIX`]`<layer>`, the
+/// `ClusterTopologyLayer` first), kept beside them so they can be handed out as a level order.
+/// Serialized as the list of layers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "Vec<NetworkLayer>", into = "Vec<NetworkLayer>")]
 pub struct NetworkLayers {
@@ -79,7 +81,8 @@ impl NetworkLayers {
         &self.layers
     }
 
-    /// The levels the layers are read as, broadest first.
+    /// The levels the layers are read as, broadest first: the whole tree
+    /// (`ClusterTopologyLayer`), each layer, the nodes. Empty when there are no layers.
     pub fn keys(&self) -> &[String] {
         &self.keys
     }
@@ -91,7 +94,14 @@ impl NetworkLayers {
 
 impl From<Vec<NetworkLayer>> for NetworkLayers {
     fn from(layers: Vec<NetworkLayer>) -> Self {
-        let keys = layers.iter().map(|l| format!("{NETWORK_LAYER_PREFIX}{}", l.name)).collect();
+        let keys = if layers.is_empty() {
+            Vec::new()
+        } else {
+            std::iter::once(CLUSTER_LAYER)
+                .chain(layers.iter().map(|l| l.name.as_str()))
+                .map(|l| format!("{NETWORK_LAYER_PREFIX}{l}"))
+                .collect()
+        };
         NetworkLayers { layers, keys }
     }
 }
