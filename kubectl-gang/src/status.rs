@@ -419,41 +419,45 @@ fn first_line(s: &str) -> String {
 /// (Volcano HyperNode tiers, Koordinator network layers) are derived as the cycle derives them.
 pub fn held_domains(gang: &Gang, pods: &[&Pod], snapshot: &scheduler_core::Snapshot) -> Vec<String> {
     let on: Vec<&&Pod> = pods.iter().filter(|p| p.is_active() && p.node_name.is_some()).collect();
+    // (what, required, preferred, the leaves it covers): the gang, then each subgroup.
     let mut asked: Vec<(String, &str, Option<Vec<String>>)> = Vec::new();
-    for (what, key) in [("required", &gang.topology_key), ("preferred", &gang.topology_preferred)] {
-        if let Some(k) = key {
-            asked.push((what.to_string(), k, None));
-        }
-    }
-    for s in &gang.subgroups {
-        for (what, key) in [("required", &s.topology_key), ("preferred", &s.topology_preferred)] {
+    let whole = std::iter::once((String::new(), &gang.topology_key, &gang.topology_preferred, None));
+    let subs = gang.subgroups.iter().map(|s| {
+        (
+            format!("subgroup {} ", s.name),
+            &s.topology_key,
+            &s.topology_preferred,
+            Some(tree::leaves_under(gang, &s.name)),
+        )
+    });
+    for (what, required, preferred, leaves) in whole.chain(subs) {
+        // A preferred level that is the required one says nothing more.
+        let preferred = preferred.as_ref().filter(|p| Some(*p) != required.as_ref());
+        for (kind, key) in [("required", required.as_ref()), ("preferred", preferred)] {
             if let Some(k) = key {
-                asked.push((
-                    format!("subgroup {} {what}", s.name),
-                    k,
-                    Some(tree::leaves_under(gang, &s.name)),
-                ));
+                asked.push((format!("{what}{kind}"), k.as_str(), leaves.clone()));
             }
         }
     }
     if asked.is_empty() || on.is_empty() {
         return Vec::new();
     }
-    let derived = asked.iter().any(|(_, k, _)| {
-        scheduler_core::hypernode::tier_of(k).is_some()
-            || scheduler_core::network_layer::layer_of(k).is_some()
-    });
-    let labelled;
-    let nodes: &[scheduler_core::Node] = if derived {
-        labelled = crate::map::with_tiers(snapshot.nodes.clone(), &snapshot.storage);
-        &labelled
-    } else {
-        &snapshot.nodes
-    };
-    let by_name: std::collections::HashMap<&str, &scheduler_core::Node> =
-        nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let at: std::collections::HashMap<&str, usize> =
+        snapshot.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
     let mut out = Vec::new();
     for (what, key, leaves) in asked {
+        // A level no node carries as a label is derived for this key alone, no node copied.
+        let derived = scheduler_core::hypernode::tier_of(key)
+            .map(|t| scheduler_core::hypernode::domains(&snapshot.nodes, &snapshot.storage.hypernodes, t))
+            .or_else(|| {
+                scheduler_core::network_layer::layer_of(key).map(|l| {
+                    scheduler_core::network_layer::domains(
+                        &snapshot.nodes,
+                        &snapshot.storage.network_layers,
+                        l,
+                    )
+                })
+            });
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for p in &on {
             let in_scope = leaves.as_ref().is_none_or(|l| {
@@ -462,16 +466,14 @@ pub fn held_domains(gang: &Gang, pods: &[&Pod], snapshot: &scheduler_core::Snaps
                     .and_then(|m| m.subgroup.as_deref())
                     .is_some_and(|sg| l.iter().any(|x| x == sg))
             });
-            if !in_scope {
+            let Some(&n) = p.node_name.as_deref().and_then(|n| at.get(n)).filter(|_| in_scope) else {
                 continue;
-            }
-            let value = p
-                .node_name
-                .as_deref()
-                .and_then(|n| by_name.get(n))
-                .and_then(|n| n.labels.get(key))
-                .map_or("<none>", String::as_str);
-            *counts.entry(value).or_default() += 1;
+            };
+            let value = match &derived {
+                Some(d) => d.get(n).and_then(Option::as_deref),
+                None => snapshot.nodes[n].labels.get(key).map(String::as_str),
+            };
+            *counts.entry(value.unwrap_or("<none>")).or_default() += 1;
         }
         if counts.is_empty() {
             continue;

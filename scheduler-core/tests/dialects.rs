@@ -849,6 +849,38 @@ fn an_opted_in_job_whose_podgroup_is_a_gang_is_claimed_twice_and_said_so() {
     ]);
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(members(&snap, "llm"), [("a-0".to_string(), Some("a".to_string()))]);
+    // So with a gang's annotations on the pod: no gang of the leaf's name is made of them.
+    let tree = || {
+        vec![
+            json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup", "metadata": {"name": "llm", "namespace": "ml"},
+                   "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 1}}}}),
+            json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup", "metadata": {"name": "a", "namespace": "ml"},
+                   "spec": {"parentCompositePodGroupName": "llm", "schedulingPolicy": {"gang": {"minCount": 1}}}}),
+        ]
+    };
+    let mut objects = tree();
+    objects.push(pod(
+        "a-0",
+        json!({"kube-gang.io/gang": "a"}),
+        json!({"kube-gang.io/min-member": "2"}),
+        json!({"schedulingGroup": {"podGroupName": "a"}}),
+    ));
+    let (snap, problems) = assemble(objects);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(snap.gangs.iter().map(|g| g.key.name.as_str()).collect::<Vec<_>>(), ["llm"]);
+    assert_eq!(members(&snap, "llm").len(), 1);
+    // A gang another object defines under the leaf's name keeps its claim, and the conflict is said.
+    let mut objects = tree();
+    objects.push(json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "a", "namespace": "ml"}, "spec": {"minMember": 1}}));
+    objects.push(pod(
+        "a-0",
+        json!({"scheduling.x-k8s.io/pod-group": "a"}),
+        json!({}),
+        json!({"schedulingGroup": {"podGroupName": "a"}}),
+    ));
+    let (snap, problems) = assemble(objects);
+    assert_eq!(members(&snap, "a").len(), 1);
+    assert!(problems.iter().any(|p| p.contains("claimed by two gangs")), "{problems:?}");
     // A PodGroup not created yet decides nothing either.
     let (snap, problems) = assemble(vec![opted_in_job_pod("w0"), opted_in_job_pod("w1")]);
     assert!(problems.is_empty(), "{problems:?}");

@@ -549,6 +549,10 @@ fn a_cluster_network_topology_is_read_as_koordinator_builds_its_tree() {
             .map(|e| format!("{}: {}", e.path, e.message))
             .collect()
     };
+    assert_eq!(
+        errors(serde_json::json!([])),
+        ["spec.networkTopologySpec: Required value: at least the NodeTopologyLayer layer"]
+    );
     // No chain from the nodes: Koordinator's "topology layer … not found in spec".
     let e = errors(serde_json::json!([{"labelKey": ["spine"], "topologyLayer": "SpineLayer"}]));
     assert!(

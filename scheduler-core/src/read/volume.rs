@@ -496,6 +496,14 @@ pub fn network_topology_from_value(v: &Value) -> Result<(String, Vec<NetworkLaye
     let mut errors = Vec::new();
     let name = required_name(&raw.metadata, &mut errors);
     let entries = raw.spec.network_topology_spec;
+    // Koordinator builds a tree of its root alone from none: no node in it, no gang placed.
+    if entries.is_empty() {
+        errors.push(FieldError::new(
+            "spec.networkTopologySpec",
+            format!("Required value: at least the {} layer", crate::read::model::volume::NODE_LAYER),
+        ));
+        return Err(errors);
+    }
     if entries.len() > MAX_TOPOLOGY_OBJECT_LEVELS + 1 {
         errors.push(FieldError::new(
             "spec.networkTopologySpec",

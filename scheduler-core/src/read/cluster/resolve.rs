@@ -126,6 +126,13 @@ pub(super) fn resolve<'a, H: Held>(
             if c.dialect == Dialect::Upstream && c.path != dialect::upstream::WORKLOAD_REF_PATH {
                 continue;
             }
+            // A claim naming the pod's own upstream group, a leaf of a tree, is that claim (the
+            // pod joins the tree): no gang of the leaf's name from the pod's annotations.
+            if claims_of(j).iter().any(|u| u.dialect == Dialect::Upstream && u.gang == c.gang)
+                && resolution.get(&c.gang).is_some_and(|(root, _)| *root != c.gang)
+            {
+                continue;
+            }
             let pod: &Value = raw.get_or_insert_with(|| claimed[j].raw.value());
             if c.path == dialect::upstream::WORKLOAD_REF_PATH {
                 // 1.35: the gang is one pod group (and replica key) of the named Workload.
@@ -204,8 +211,10 @@ pub(super) fn resolve<'a, H: Held>(
         // A claim naming the upstream claim's own group (the same gang in two dialects) resolves
         // as the upstream one does: to the root of its tree.
         let membership = |c: &Claim| match resolution.get(&c.gang) {
+            // (A gang another object defines under the same name keeps its claim: a conflict.)
             Some((root, leaf))
-                if c.dialect == Dialect::Upstream || upstream.is_some_and(|u| u.gang == c.gang) =>
+                if c.dialect == Dialect::Upstream
+                    || (upstream.is_some_and(|u| u.gang == c.gang) && !defined.contains_key(&c.gang)) =>
             {
                 Membership { gang: root.clone(), subgroup: leaf.clone() }
             }
