@@ -368,43 +368,15 @@ mod tests {
         Source(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i)))
     }
 
-    #[tokio::test]
-    async fn waiting_clients_are_served_in_turn_not_in_arrival_order() {
+    /// The order in which `queued` requests (client, cost), queued one after another behind a
+    /// held unit of a one-unit budget, are granted once it is given back; each grant is held
+    /// across a yield, so the next waits for it.
+    async fn granted_order(queued: &[(u8, u64)]) -> Vec<u8> {
         let fair = Fair::new(1, 1);
         let held = fair.acquire(src(9), 1).await;
-        // Client 1 queues five requests, then client 2 one.
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
-        for (client, k) in [(1u8, 0), (1, 1), (1, 2), (1, 3), (1, 4), (2, 0)] {
-            let (fair, order) = (fair.clone(), order.clone());
-            tasks.push(tokio::spawn(async move {
-                let share = fair.acquire(src(client), 1).await;
-                order.lock().unwrap().push((client, k));
-                tokio::task::yield_now().await;
-                drop(share);
-            }));
-            tokio::task::yield_now().await;
-        }
-        drop(held);
-        for t in tasks {
-            t.await.unwrap();
-        }
-        let order = order.lock().unwrap().clone();
-        let second = order.iter().position(|&(c, _)| c == 2).unwrap();
-        assert!(second <= 1, "client 2 waited behind client 1's backlog: {order:?}");
-        assert_eq!(fair.available(), 1);
-    }
-
-    #[tokio::test]
-    async fn weighted_turns_share_cost_not_count() {
-        let fair = Fair::new(1, 1);
-        let held = fair.acquire(src(9), 1).await;
-        // Client 1 queues four 62 KiB requests, then client 2 eight 4 KiB ones.
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        let queued: Vec<(u8, u64)> =
-            std::iter::repeat_n((1u8, 62 * 1024), 4).chain(std::iter::repeat_n((2u8, 4 * 1024), 8)).collect();
-        for (client, cost) in queued {
+        for &(client, cost) in queued {
             let (fair, order) = (fair.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
                 let share = fair.acquire_weighted(src(client), 1, cost).await;
@@ -418,32 +390,32 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        let order = order.lock().unwrap().clone();
-        // Client 1's request goes once its credit covers 62 KiB (four turns of 16 KiB), and each
-        // turn client 2 is granted its 4 KiB: three of client 2's before client 1's first, four
-        // between its first and second, and client 1 is not starved once client 2 runs out.
-        assert_eq!(order, [2, 2, 2, 1, 2, 2, 2, 2, 1, 2, 1, 1]);
         assert_eq!(fair.available(), 1);
-        // Unweighted, the same queue alternates (one grant a client a round).
-        let fair = Fair::new(1, 1);
-        let held = fair.acquire(src(9), 1).await;
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        for client in [1u8, 1, 1, 1, 2, 2, 2, 2] {
-            let (fair, order) = (fair.clone(), order.clone());
-            tasks.push(tokio::spawn(async move {
-                let share = fair.acquire(src(client), 1).await;
-                order.lock().unwrap().push(client);
-                tokio::task::yield_now().await;
-                drop(share);
-            }));
-            tokio::task::yield_now().await;
-        }
-        drop(held);
-        for t in tasks {
-            t.await.unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), [1, 2, 1, 2, 1, 2, 1, 2]);
+        order.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn waiting_clients_are_served_in_turn_not_in_arrival_order() {
+        // Client 1 queues five requests, then client 2 one: client 2 waits for one of client 1's.
+        let order = granted_order(&[(1, 1), (1, 1), (1, 1), (1, 1), (1, 1), (2, 1)]).await;
+        let second = order.iter().position(|&c| c == 2).unwrap();
+        assert!(second <= 1, "client 2 waited behind client 1's backlog: {order:?}");
+        // Unweighted, two backlogs alternate (one grant a client a round).
+        assert_eq!(
+            granted_order(&[(1, 1), (1, 1), (1, 1), (1, 1), (2, 1), (2, 1), (2, 1), (2, 1)]).await,
+            [1, 2, 1, 2, 1, 2, 1, 2]
+        );
+    }
+
+    #[tokio::test]
+    async fn weighted_turns_share_cost_not_count() {
+        // Client 1 queues four 62 KiB requests, then client 2 eight 4 KiB ones. Client 1's request
+        // goes once its credit covers 62 KiB (four turns of 16 KiB), and each turn client 2 is
+        // granted its 4 KiB: three of client 2's before client 1's first, four between its first
+        // and second, and client 1 is not starved once client 2 runs out.
+        let queued: Vec<(u8, u64)> =
+            std::iter::repeat_n((1u8, 62 * 1024), 4).chain(std::iter::repeat_n((2u8, 4 * 1024), 8)).collect();
+        assert_eq!(granted_order(&queued).await, [2, 2, 2, 1, 2, 2, 2, 2, 1, 2, 1, 1]);
     }
 
     #[tokio::test]
