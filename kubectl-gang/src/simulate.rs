@@ -347,7 +347,11 @@ pub fn simulate_kept<H: Held>(
         held.sort_by(|a, b| a.pod.cmp(&b.pod));
         let schedulable = matches!(
             outcome.reason,
-            Reason::Scheduled | Reason::Running | Reason::Preempting | Reason::WaitingForVolumes
+            Reason::Scheduled
+                | Reason::Running
+                | Reason::Preempting
+                | Reason::WaitingForVolumes
+                | Reason::WaitingForDevices
         );
         let mut volumes = claims.remove(&key).unwrap_or_default();
         volumes.sort_by(|a, b| a.claim.cmp(&b.claim));

@@ -210,6 +210,7 @@ fn waiting_for(
         Reason::Reserved => "more room (reserving)".into(),
         Reason::WaitingForGangGroup => "its gang group".into(),
         Reason::WaitingForVolumes => "its PVCs to be bound".into(),
+        Reason::WaitingForDevices => "its ResourceClaims to be allocated and reserved".into(),
         Reason::Degraded => "members to return".into(),
         Reason::Stale => "eviction".into(),
         Reason::InvalidSpec => "a valid spec".into(),

@@ -541,6 +541,144 @@ fn bench_anchored(c: &mut Criterion) {
     group.finish();
 }
 
+/// S6: 4,000 nodes (64 CPU) each publishing 8 GPUs through one ResourceSlice (32,000 devices,
+/// 40Gi or 80Gi of memory), 30% of them allocated already (whole nodes, 1,200 of them), and 500
+/// gangs of 8 pods each claiming 8 GPUs of at least 40Gi by a CEL selector: 350 gangs are
+/// placed, each member's claim allocated on its node; 150 find no node with 8 free GPUs.
+fn s6() -> Snapshot {
+    use scheduler_core::model::device::{
+        AllocatedDevice, AttributeValue, Count, Device, DeviceAsk, DeviceClass, DeviceId, DeviceRequest,
+        Reach, ResourceSlice, Subrequest,
+    };
+    use scheduler_core::model::volume::{Allocation, ClaimName, PodResourceClaim, ResourceClaim};
+    const DRIVER: &str = "gpu.example.com";
+    let mut snap = Snapshot::default();
+    snap.storage.device_classes.insert(
+        DRIVER.into(),
+        DeviceClass {
+            name: DRIVER.into(),
+            selectors: vec![format!("device.driver == '{DRIVER}'")],
+            config: Vec::new(),
+        },
+    );
+    for i in 0..4_000 {
+        let name = format!("node-{i:05}");
+        snap.nodes.push(node(name.clone(), 64_000, 512 << 30, 0, &[]));
+        let devices = (0..8)
+            .map(|d| Device {
+                name: format!("gpu-{d}"),
+                // Every device distinct, as drivers publish them (a UUID each).
+                attributes: BTreeMap::from([
+                    (format!("{DRIVER}/index"), AttributeValue::Int(d)),
+                    (format!("{DRIVER}/model"), AttributeValue::String("a100".into())),
+                    (format!("{DRIVER}/uuid"), AttributeValue::String(format!("gpu-{i:05}-{d}"))),
+                ]),
+                capacity: BTreeMap::from([(
+                    format!("{DRIVER}/memory"),
+                    if i % 2 == 0 { "80Gi" } else { "40Gi" }.to_string(),
+                )]),
+                reach: None,
+                unsupported: None,
+            })
+            .collect();
+        snap.storage.resource_slices.insert(
+            name.clone(),
+            ResourceSlice {
+                name: name.clone(),
+                driver: DRIVER.into(),
+                pool: name.clone(),
+                generation: 1,
+                slice_count: 1,
+                reach: Some(Reach::Node(name.clone())),
+                devices,
+                unsupported: Vec::new(),
+            },
+        );
+        // 30% of the devices in use: every device of 1,200 nodes spread over the cluster.
+        if i % 10 < 3 {
+            let key = ObjectKey::new("used", format!("held-{i:05}"));
+            let devices = (0..8)
+                .map(|d| AllocatedDevice {
+                    request: "gpu".into(),
+                    id: DeviceId { driver: DRIVER.into(), pool: name.clone(), device: format!("gpu-{d}") },
+                    admin_access: false,
+                })
+                .collect();
+            snap.storage.resource_claims.insert(
+                key.clone(),
+                ResourceClaim {
+                    key,
+                    uid: format!("held-{i}"),
+                    deleting: false,
+                    owner: None,
+                    allocation: Some(Allocation { node_selector: None, devices }),
+                    reserved_for: vec![format!("held-{i}")],
+                    ask: DeviceAsk::default(),
+                },
+            );
+        }
+    }
+    let ask = DeviceAsk {
+        requests: vec![DeviceRequest {
+            name: "gpu".into(),
+            alternatives: vec![Subrequest {
+                name: "gpu".into(),
+                class: DRIVER.into(),
+                selectors: vec![format!(
+                    "device.capacity['{DRIVER}'].memory.compareTo(quantity('40Gi')) >= 0"
+                )],
+                count: Count::Exact(8),
+                admin_access: false,
+            }],
+        }],
+        ..DeviceAsk::default()
+    };
+    for g in 0..500 {
+        let gk = GangKey::new("bench", format!("g-{g:03}"));
+        snap.gangs.push(gang("bench", format!("g-{g:03}"), 8));
+        for m in 0..8 {
+            let name = format!("g-{g:03}-{m}");
+            let mut p = pod("bench", name.clone(), Resources::new().with("cpu", 8_000), None, Some(&gk));
+            // A claim generated from the pod's template and owned by it, as Jobs and JobSets make them.
+            let claim = ObjectKey::new("bench", format!("{name}-gpu"));
+            p.resource_claims = vec![PodResourceClaim {
+                name: "gpu".into(),
+                claim: ClaimName::Generated(claim.name.to_string()),
+            }];
+            snap.storage.resource_claims.insert(
+                claim.clone(),
+                ResourceClaim {
+                    key: claim,
+                    uid: format!("{name}-gpu"),
+                    deleting: false,
+                    owner: Some(name.clone()),
+                    allocation: None,
+                    reserved_for: Vec::new(),
+                    ask: ask.clone(),
+                },
+            );
+            snap.pods.push(p);
+        }
+    }
+    snap
+}
+
+fn bench_s6(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S6");
+    group.sample_size(10);
+    let snap = carried(s6());
+    let plan = schedule(&snap, &config(), Time::from_secs(1_000));
+    let placed =
+        plan.outcomes.iter().filter(|o| o.reason == scheduler_core::Reason::WaitingForDevices).count();
+    assert_eq!(placed, 350, "350 gangs have their devices allocated");
+    assert_eq!(plan.claims.len(), 350 * 8);
+    group.throughput(Throughput::Elements(4_000));
+    group.bench_function("S6-4000n-32000dev-500x8-dra", |b| {
+        b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000)))
+    });
+    group.finish();
+}
+
 fn carried(mut snap: Snapshot) -> Snapshot {
     snap.usage = Some(Usage::of(&snap.pods));
     snap
@@ -770,7 +908,8 @@ criterion_group!(
     bench_terms,
     bench_volumes,
     bench_anchored,
-    bench_s5
+    bench_s5,
+    bench_s6
 );
 
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
@@ -779,7 +918,7 @@ criterion_group!(
 /// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`,
 /// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
 /// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`, `S1-5000-volumes`,
-/// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`.
+/// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`, `S6`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -804,6 +943,7 @@ fn runs(spec: &str) {
         "anchored-fit" => carried(anchored(1 << 30)),
         "anchored-never" => carried(anchored(20 << 30)),
         "S5-flat" => carried(s5(false)),
+        "S6" => carried(s6()),
         "S5-levels" => carried(s5(true)),
         "S5-block" => {
             let mut snap = s5(true);

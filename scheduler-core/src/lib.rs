@@ -23,7 +23,7 @@ pub mod rules;
 // are how the crate is organised inside, not something its users need to spell.
 pub use decide::{config, plan, provision, replay, schedule};
 pub use read::{
-    cluster, convert, coverage, crd, dialect, duration, error, hypernode, labels, model, network_layer,
+    cel, cluster, convert, coverage, crd, dialect, duration, error, hypernode, labels, model, network_layer,
     object, quantity, resources, tree, volume, workload,
 };
 pub use rules::{admit, prepare, validate};
@@ -33,8 +33,8 @@ pub use config::Config;
 pub use error::{FieldError, FieldErrors};
 pub use model::{Gang, GangKey, Node, Pod, PodKey, SmolStr, Snapshot, Time};
 pub use plan::{Outcome, Plan, Reason};
-pub use schedule::schedule;
 #[doc(hidden)]
 pub use schedule::schedule_reference;
+pub use schedule::{schedule, schedule_with_stats};
 
 pub use read::labels::{GROUP, SCHEDULER_NAME, VERSION};

@@ -26,6 +26,8 @@ const ALLOWED: &[&str] = &[
     "smol_str",
     "sha1",
     "regex",
+    "cel",
+    "semver",
 ];
 
 /// Crates that do I/O (or exist to); none may be reachable from scheduler-core.

@@ -92,6 +92,13 @@ struct Expect {
     volumes: Option<BTreeMap<String, String>>,
     /// Claims provisioned, to any of the listed nodes: claim → nodes.
     provisioned_on: Option<BTreeMap<String, Vec<String>>>,
+    /// Exactly these ResourceClaims are allocated or reserved first: claim → the devices
+    /// allocated (`pool/device`, sorted, joined by `,`; `reserve` when allocated already).
+    claims: Option<BTreeMap<String, String>>,
+    /// ResourceClaims allocated for one of the listed nodes: claim → nodes.
+    allocated_on: Option<BTreeMap<String, Vec<String>>>,
+    /// Exactly these ResourceClaims are released: claim → `deallocate` or `unreserve <pod>`.
+    releases: Option<BTreeMap<String, String>>,
     /// The pods of each list are bound to distinct nodes.
     #[serde(default)]
     apart: Vec<Vec<String>>,
@@ -213,6 +220,32 @@ fn plan_of(w: &World, file: &Path, step: &str) -> (scheduler_core::Snapshot, Pla
 /// The plan applied as the cluster would: pods bound and running; each claim bound first to
 /// its PV, or provisioned (a PV `pv-{claim}` of its size and class, on its node) and bound.
 fn apply(w: &mut World, plan: &Plan) {
+    for r in &plan.releases {
+        let ck = ("ResourceClaim".to_string(), r.claim.namespace.to_string(), r.claim.name.to_string());
+        let Some(claim) = w.get_mut(&ck) else { continue };
+        if let Some(list) = claim["status"]["reservedFor"].as_array_mut() {
+            list.retain(|e| e["uid"] != r.uid.as_str());
+        }
+        if r.deallocate {
+            claim["status"] = json!({});
+        }
+    }
+    for c in &plan.claims {
+        let ck = ("ResourceClaim".to_string(), c.claim.namespace.to_string(), c.claim.name.to_string());
+        let Some(claim) = w.get_mut(&ck) else { continue };
+        if let Some(a) = &c.allocation {
+            let mut allocation = json!({"devices": {"results": a.devices, "config": a.config}});
+            if let Some(selector) = &a.node_selector {
+                allocation["nodeSelector"] = selector.clone();
+            }
+            claim["status"]["allocation"] = allocation;
+        }
+        let entry = json!({"resource": "pods", "name": c.pod.name, "uid": c.uid});
+        match claim["status"]["reservedFor"].as_array_mut() {
+            Some(list) => list.push(entry),
+            None => claim["status"]["reservedFor"] = json!([entry]),
+        }
+    }
     for b in &plan.bindings {
         let k = ("Pod".to_string(), b.pod.namespace.to_string(), b.pod.name.to_string());
         if let Some(p) = w.get_mut(&k) {
@@ -298,8 +331,79 @@ fn check(file: &Path, step: &str, plan: &Plan, e: &Expect) -> Vec<String> {
             fail(format!("{claim}: want provisioned on one of {nodes:?}, got {:?}", volumes.get(claim)));
         }
     }
-    // No pod is bound while a claim of its is bound first; no static PV is given twice.
-    let waiting: BTreeSet<&str> = plan.volumes.iter().map(|v| v.pod.name.as_str()).collect();
+    let claims: BTreeMap<String, String> = plan
+        .claims
+        .iter()
+        .map(|c| {
+            let devices = match &c.allocation {
+                Some(a) => {
+                    let mut d: Vec<String> =
+                        a.devices.iter().map(|d| format!("{}/{}", d.id.pool, d.id.device)).collect();
+                    d.sort();
+                    d.join(",")
+                }
+                None => "reserve".to_string(),
+            };
+            (c.claim.name.to_string(), devices)
+        })
+        .collect();
+    if let Some(want) = &e.claims
+        && &claims != want
+    {
+        fail(format!("claims: want {want:?}, got {claims:?}"));
+    }
+    let releases: BTreeMap<String, String> = plan
+        .releases
+        .iter()
+        .map(|r| {
+            let what =
+                if r.deallocate { "deallocate".to_string() } else { format!("unreserve {}", r.pod.name) };
+            (r.claim.name.to_string(), what)
+        })
+        .collect();
+    if let Some(want) = &e.releases
+        && &releases != want
+    {
+        fail(format!("releases: want {want:?}, got {releases:?}"));
+    }
+    // A pod placed by the plan releases nothing.
+    let placed: BTreeSet<&str> = plan
+        .bindings
+        .iter()
+        .map(|b| b.pod.name.as_str())
+        .chain(plan.claims.iter().map(|c| c.pod.name.as_str()))
+        .collect();
+    if let Some(r) = plan.releases.iter().find(|r| placed.contains(r.pod.name.as_str())) {
+        fail(format!("{} placed and its claim {} released", r.pod, r.claim));
+    }
+    for (claim, nodes) in e.allocated_on.iter().flatten() {
+        let on = plan.claims.iter().find(|c| c.claim.name == claim.as_str() && c.allocation.is_some());
+        if !on.is_some_and(|c| nodes.iter().any(|n| n == c.node.as_str())) {
+            fail(format!("{claim}: want allocated for one of {nodes:?}, got {:?}", on.map(|c| &c.node)));
+        }
+    }
+    // One device is allocated to one claim at most; a claim shared by pods gets one allocation.
+    let mut owner: BTreeMap<String, &str> = BTreeMap::new();
+    let mut given: BTreeMap<&str, &scheduler_core::plan::DeviceAllocation> = BTreeMap::new();
+    for c in &plan.claims {
+        let Some(a) = &c.allocation else { continue };
+        if given.insert(c.claim.name.as_str(), a).is_some_and(|before| before != a) {
+            fail(format!("claim {} given two allocations", c.claim));
+        }
+        for d in a.devices.iter().filter(|d| !d.admin_access) {
+            let id = d.id.to_string();
+            if owner.insert(id.clone(), c.claim.name.as_str()).is_some_and(|o| o != c.claim.name.as_str()) {
+                fail(format!("device {id} allocated to two claims"));
+            }
+        }
+    }
+    // No pod is bound while a claim of its is bound or allocated first; no static PV is given twice.
+    let waiting: BTreeSet<&str> = plan
+        .volumes
+        .iter()
+        .map(|v| v.pod.name.as_str())
+        .chain(plan.claims.iter().map(|c| c.pod.name.as_str()))
+        .collect();
     if let Some(b) = plan.bindings.iter().find(|b| waiting.contains(b.pod.name.as_str())) {
         fail(format!("{} bound while its claims are bound first", b.pod));
     }

@@ -7,6 +7,7 @@
 //! [`evict`] (off the loop), status and events to a background reporter. Everything that decides is pure and tested without a cluster.
 
 pub mod apply;
+pub mod claims;
 mod clock;
 pub mod config;
 pub mod evict;

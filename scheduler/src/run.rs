@@ -495,7 +495,8 @@ impl Loop {
 
         // 6. Bind.
         let concurrency = self.settings.bind_concurrency.max(1);
-        let claims = self.volumes.plan(&plan.volumes, index);
+        let mut claims = self.volumes.plan(&plan.volumes, index);
+        claims.extend(self.volumes.plan_claims(&plan.claims, &plan.releases, index));
         self.volumes.send(&w.loop_client, &w.standing, claims, concurrency).await;
         let mut binds = writes.bindings;
         binds.extend(again);

@@ -126,6 +126,11 @@ impl Binder {
         Binder::default()
     }
 
+    /// Whether `w` was sent already, computed from the version the watch still shows.
+    pub(crate) fn sent_from(&self, w: &VolumeWrite) -> bool {
+        self.sent.get(&w.object) == Some(&w.resource_version)
+    }
+
     /// Each claim's steps (a claim shared by members once), less what was sent from a version the
     /// watch still shows.
     pub fn plan(&mut self, volumes: &[VolumeBinding], index: &Index) -> Vec<Steps> {
@@ -160,7 +165,7 @@ impl Binder {
                     let made = match may_send(client, standing, &w.http).await {
                         Some(Ok(_)) => true,
                         Some(Err(e)) => {
-                            tracing::info!(object = %w.object.describe(), error = %e, "volume binding write failed; the next cycle decides again");
+                            tracing::info!(object = %w.object.describe(), error = %e, "claim write failed; the next cycle decides again");
                             false
                         }
                         None => false,

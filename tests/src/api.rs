@@ -34,8 +34,8 @@ pub struct Answer {
 impl FakeApi {
     /// Starts a fake serving the core kinds (nodes, pods, namespaces, events in both APIs, leases,
     /// priority classes, PodDisruptionBudgets, PodTemplates, PVCs, PVs, StorageClasses, CSINodes)
-    /// plus `extra` resources as `(prefix, plural)` (ResourceClaims among them, when a test's
-    /// cluster has DRA).
+    /// plus `extra` resources as `(prefix, plural)` (ResourceClaims, ResourceSlices and
+    /// DeviceClasses among them, when a test's cluster has DRA).
     pub async fn start(extra: &[(&str, &str)]) -> FakeApi {
         let (changes, _) = broadcast::channel(1 << 16);
         let mut served: Vec<Resource> = [
@@ -161,6 +161,11 @@ impl FakeApi {
     }
 
     /// Injects a fault of any kind for the next `times` matching requests.
+    /// Drops every fault not yet served.
+    pub fn clear_faults(&self) {
+        self.store().faults.clear();
+    }
+
     pub fn fault_with(&self, method: &str, path_suffix: &str, kind: FaultKind, times: usize) {
         self.store().faults.push(Fault {
             method: method.into(),

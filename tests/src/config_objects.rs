@@ -162,12 +162,7 @@ pub fn validate_webhook_configuration(obj: &Value, mutating: bool, errs: &mut Ve
                 errs.push(FieldError::invalid(format!("{p}.name"), name, m));
             }
             if !names.insert(name) {
-                errs.push(FieldError {
-                    field: format!("{p}.name"),
-                    kind: crate::status::ErrorKind::Duplicate,
-                    value: format!("{name:?}"),
-                    detail: String::new(),
-                });
+                errs.push(FieldError::duplicate(format!("{p}.name"), name));
             }
         }
         let versions: Vec<&str> = w
@@ -228,12 +223,7 @@ pub fn validate_webhook_configuration(obj: &Value, mutating: bool, errs: &mut Ve
                         errs.push(FieldError::invalid(format!("{p}.matchConditions[{j}].name"), n, m));
                     }
                     if !seen.insert(n) {
-                        errs.push(FieldError {
-                            field: format!("{p}.matchConditions[{j}].name"),
-                            kind: crate::status::ErrorKind::Duplicate,
-                            value: format!("{n:?}"),
-                            detail: String::new(),
-                        });
+                        errs.push(FieldError::duplicate(format!("{p}.matchConditions[{j}].name"), n));
                     }
                 }
                 if c.get("expression").and_then(Value::as_str).is_none_or(str::is_empty) {

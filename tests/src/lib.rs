@@ -23,6 +23,10 @@
 //!   validates them (what the webhook's certificate management writes);
 //! - [`volumes`]: PVCs, PVs and StorageClasses as the API server validates their updates (a
 //!   PVC's spec immutable but for `volumeName` set once, a PV's source);
+//! - [`dra`]: ResourceClaims, ResourceSlices and DeviceClasses (`resource.k8s.io`), a claim's
+//!   updates checked as the API server checks kube-scheduler's (spec immutable, allocation set
+//!   once, `reservedFor` only on an allocated claim);
+//! - [`equality`]: old and new compared as the API server's update rules compare them;
 //! - [`pv_controller`]: the PV controller's and a provisioner's part of binding, when a test runs
 //!   them;
 //! - [`faults`]: injected statuses, lost responses, bindings lost to another scheduler, delays.
@@ -34,6 +38,8 @@ pub mod admission_match;
 mod api;
 pub mod config_objects;
 pub mod disruption;
+pub mod dra;
+pub mod equality;
 pub mod faults;
 pub mod names;
 pub mod patch;

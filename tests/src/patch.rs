@@ -46,6 +46,8 @@ pub fn merge_key(path: &str) -> Option<&'static str> {
         "spec.topologySpreadConstraints" => "topologyKey",
         "status.conditions" | "status.addresses" => "type",
         "status.podIPs" => "ip",
+        // A ResourceClaim's consumers.
+        "status.reservedFor" => "uid",
         _ if sub(".ports") => "containerPort",
         _ if sub(".env") => "name",
         _ if sub(".volumeMounts") => "mountPath",

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::equality::set;
 use crate::store::{Resource, Store};
-use crate::volumes::set;
 
 const CLAIMS: &str = "persistentvolumeclaims";
 const VOLUMES: &str = "persistentvolumes";

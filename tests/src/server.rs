@@ -232,7 +232,15 @@ fn set_meta(obj: &mut Value, field: &str, v: Value) {
 
 /// Kinds whose `metadata.generation` tracks spec changes.
 fn tracks_generation(kind: Kind) -> bool {
-    matches!(kind, Kind::Pod | Kind::PodDisruptionBudget | Kind::Gang | Kind::Custom)
+    matches!(
+        kind,
+        Kind::Pod
+            | Kind::PodDisruptionBudget
+            | Kind::Gang
+            | Kind::ResourceSlice
+            | Kind::DeviceClass
+            | Kind::Custom
+    )
 }
 
 fn create(s: &mut Store, t: &Target, mut body: Value) -> Result<Value, ApiError> {
@@ -262,8 +270,15 @@ fn create(s: &mut Store, t: &Target, mut body: Value) -> Result<Value, ApiError>
     if tracks_generation(kind) {
         set_meta(&mut body, "generation", json!(1));
     }
-    if kind == Kind::Pod {
-        body["status"] = json!({"phase": "Pending"});
+    match kind {
+        Kind::Pod => body["status"] = json!({"phase": "Pending"}),
+        // A claim's status is not the creator's to set (`PrepareForCreate`).
+        Kind::ResourceClaim => {
+            if let Some(m) = body.as_object_mut() {
+                m.remove("status");
+            }
+        }
+        _ => {}
     }
     validation::normalize(kind, &mut body);
     Ok(s.commit(&t.res, key, body, "ADDED"))
@@ -297,8 +312,14 @@ fn updated(kind: Kind, sub: Option<&str>, current: &Value, new: &Value) -> Value
                 kept.as_object_mut().map(|m| m.remove("status"));
             }
         }
-        for f in ["labels", "annotations"] {
-            set_meta(&mut kept, f, new.pointer(&format!("/metadata/{f}")).cloned().unwrap_or(Value::Null));
+        if !kind.status_keeps_metadata() {
+            for f in ["labels", "annotations"] {
+                set_meta(
+                    &mut kept,
+                    f,
+                    new.pointer(&format!("/metadata/{f}")).cloned().unwrap_or(Value::Null),
+                );
+            }
         }
         kept
     } else {
@@ -357,7 +378,7 @@ fn replace(s: &mut Store, t: &Target, name: &str, body: Value) -> Result<Value, 
     preconditions(t, name, &current, &body)?;
     let mut out = updated(kind, t.sub.as_deref(), &current, &body);
     validation::validate(kind, &t.res.1, &out, &t.namespace)?;
-    validation::update(kind, &t.res.1, &current, &out)?;
+    validation::update(kind, &t.res.1, t.sub.as_deref(), &current, &out)?;
     validation::normalize(kind, &mut out);
     Ok(s.commit(&t.res, key, out, "MODIFIED"))
 }
@@ -383,7 +404,7 @@ fn patch(s: &mut Store, t: &Target, name: &str, content_type: &str, body: &Value
     }
     let mut out = updated(kind, t.sub.as_deref(), &current, &patched);
     validation::validate(kind, &t.res.1, &out, &t.namespace)?;
-    validation::update(kind, &t.res.1, &current, &out)?;
+    validation::update(kind, &t.res.1, t.sub.as_deref(), &current, &out)?;
     validation::normalize(kind, &mut out);
     Ok(s.commit(&t.res, key, out, "MODIFIED"))
 }

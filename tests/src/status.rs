@@ -100,6 +100,16 @@ impl FieldError {
         }
     }
 
+    /// `field.Duplicate`: `value` seen before in the same list.
+    pub fn duplicate(field: impl Into<String>, value: &str) -> Self {
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::Duplicate,
+            value: quote(value),
+            detail: String::new(),
+        }
+    }
+
     /// `field.TypeInvalid`: `value` already rendered.
     pub fn type_invalid(field: impl Into<String>, value: String, detail: impl Into<String>) -> Self {
         FieldError { field: field.into(), kind: ErrorKind::TypeInvalid, value, detail: detail.into() }

@@ -264,6 +264,8 @@ pub fn kind_name(plural: &str) -> String {
         "storageclasses" => "StorageClass".into(),
         "csinodes" => "CSINode".into(),
         "resourceclaims" => "ResourceClaim".into(),
+        "resourceslices" => "ResourceSlice".into(),
+        "deviceclasses" => "DeviceClass".into(),
         "hypernodes" => "HyperNode".into(),
         other => {
             let singular = other.strip_suffix("ies").map(|s| format!("{s}y")).unwrap_or_else(|| {
@@ -304,6 +306,8 @@ mod tests {
             ("StorageClass", "storageclasses"),
             ("CSINode", "csinodes"),
             ("ResourceClaim", "resourceclaims"),
+            ("ResourceSlice", "resourceslices"),
+            ("DeviceClass", "deviceclasses"),
             ("HyperNode", "hypernodes"),
         ] {
             assert_eq!(resource_of("v1", kind).1, plural);

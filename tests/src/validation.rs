@@ -12,7 +12,8 @@
 //!    them (the field paths are the internal type's, as the API server reports them: `note` is
 //!    `message`, `regarding` is `involvedObject`); `metav1.Condition`s as apimachinery's
 //!    `ValidateConditions`; pod condition types; Lease durations; the `Gang` against its CRD's
-//!    OpenAPI schema ([`crate::schema`]).
+//!    OpenAPI schema ([`crate::schema`]); on update, each kind's update rules ([`update`]: a
+//!    ResourceClaim's in [`crate::dra`]).
 //!
 //! Sources: `k8s.io/apimachinery/pkg/util/validation` (names, labels),
 //! `k8s.io/apimachinery/pkg/api/validation` (object meta, `maskTrailingDash`),
@@ -78,8 +79,12 @@ pub enum Kind {
     StorageClass,
     /// `storage.k8s.io/v1` CSINode.
     CsiNode,
-    /// `resource.k8s.io` ResourceClaim (`v1`, `v1beta2`, `v1beta1`).
+    /// `resource.k8s.io` ResourceClaim (`v1`, `v1beta2`, `v1beta1`; updates in [`crate::dra`]).
     ResourceClaim,
+    /// `resource.k8s.io` ResourceSlice (cluster-scoped, no status).
+    ResourceSlice,
+    /// `resource.k8s.io` DeviceClass (cluster-scoped, no status).
+    DeviceClass,
     /// Any other custom resource: metadata checked, the rest taken as it comes.
     Custom,
 }
@@ -116,6 +121,18 @@ impl Kind {
                 | "/apis/resource.k8s.io/v1beta1",
                 "resourceclaims",
             ) => Kind::ResourceClaim,
+            (
+                "/apis/resource.k8s.io/v1"
+                | "/apis/resource.k8s.io/v1beta2"
+                | "/apis/resource.k8s.io/v1beta1",
+                "resourceslices",
+            ) => Kind::ResourceSlice,
+            (
+                "/apis/resource.k8s.io/v1"
+                | "/apis/resource.k8s.io/v1beta2"
+                | "/apis/resource.k8s.io/v1beta1",
+                "deviceclasses",
+            ) => Kind::DeviceClass,
             _ => Kind::Custom,
         }
     }
@@ -140,7 +157,16 @@ impl Kind {
                 | Kind::ValidatingWebhookConfiguration
                 | Kind::StorageClass
                 | Kind::CsiNode
+                | Kind::ResourceSlice
+                | Kind::DeviceClass
         )
+    }
+
+    /// Whether a `/status` write keeps all of the stored metadata (`ResetObjectMetaForStatus`:
+    /// labels, annotations, finalizers, owner references). Otherwise it may change labels and
+    /// annotations, as the pod and node status strategies allow.
+    pub fn status_keeps_metadata(self) -> bool {
+        matches!(self, Kind::ResourceClaim)
     }
 
     /// `Kind.group` as `NewInvalid` qualifies it.
@@ -169,6 +195,8 @@ impl Kind {
             Kind::StorageClass => "StorageClass.storage.k8s.io".into(),
             Kind::CsiNode => "CSINode.storage.k8s.io".into(),
             Kind::ResourceClaim => "ResourceClaim.resource.k8s.io".into(),
+            Kind::ResourceSlice => "ResourceSlice.resource.k8s.io".into(),
+            Kind::DeviceClass => "DeviceClass.resource.k8s.io".into(),
             Kind::Custom => fallback.into(),
         }
     }
@@ -194,6 +222,8 @@ impl Kind {
             Kind::StorageClass => "StorageClass",
             Kind::CsiNode => "CSINode",
             Kind::ResourceClaim => "ResourceClaim",
+            Kind::ResourceSlice => "ResourceSlice",
+            Kind::DeviceClass => "DeviceClass",
             Kind::Custom => "object",
         }
     }
@@ -226,6 +256,15 @@ impl Kind {
             // A custom resource's times are its schema's `format: date-time` ([`crate::schema`]).
             Kind::Gang => &[],
             Kind::ProvisioningRequest => &[("status.conditions[].lastTransitionTime", Stamp::Time)],
+            Kind::ResourceClaim => &[
+                ("status.allocation.allocationTimestamp", Stamp::Time),
+                ("status.devices[].conditions[].lastTransitionTime", Stamp::Time),
+            ],
+            // `v1beta1` nests a device's fields under `basic`.
+            Kind::ResourceSlice => &[
+                ("spec.devices[].taints[].timeAdded", Stamp::Time),
+                ("spec.devices[].basic.taints[].timeAdded", Stamp::Time),
+            ],
             Kind::Namespace
             | Kind::PriorityClass
             | Kind::PodTemplate
@@ -236,7 +275,7 @@ impl Kind {
             | Kind::PersistentVolume
             | Kind::StorageClass
             | Kind::CsiNode
-            | Kind::ResourceClaim
+            | Kind::DeviceClass
             | Kind::Custom => &[],
         }
     }
@@ -354,6 +393,16 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
             "v1beta2" => typed::<api::resource::v1beta2::ResourceClaim>(obj),
             _ => typed::<api::resource::v1beta1::ResourceClaim>(obj),
         },
+        Kind::ResourceSlice => match version {
+            "v1" => typed::<api::resource::v1::ResourceSlice>(obj),
+            "v1beta2" => typed::<api::resource::v1beta2::ResourceSlice>(obj),
+            _ => typed::<api::resource::v1beta1::ResourceSlice>(obj),
+        },
+        Kind::DeviceClass => match version {
+            "v1" => typed::<api::resource::v1::DeviceClass>(obj),
+            "v1beta2" => typed::<api::resource::v1beta2::DeviceClass>(obj),
+            _ => typed::<api::resource::v1beta1::DeviceClass>(obj),
+        },
         Kind::Custom => {
             if obj.is_object() {
                 Ok(())
@@ -439,12 +488,7 @@ fn conditions(list: &Value, path: &str, errs: &mut Vec<FieldError>) {
         let ty = str_at(c, "/type");
         errs.extend(qualified_name(ty).into_iter().map(|m| FieldError::invalid(format!("{p}.type"), ty, m)));
         if !seen.insert(ty.to_string()) {
-            errs.push(FieldError {
-                field: format!("{p}.type"),
-                kind: crate::status::ErrorKind::Duplicate,
-                value: Value::String(ty.into()).to_string(),
-                detail: String::new(),
-            });
+            errs.push(FieldError::duplicate(format!("{p}.type"), ty));
         }
         let status = str_at(c, "/status");
         if !matches!(status, "True" | "False" | "Unknown") {
@@ -618,10 +662,20 @@ fn event_update(current: &Value, new: &Value, errs: &mut Vec<FieldError>) {
 }
 
 /// The update rules of a kind (`self == oldSelf` in a CRD's schema): `current` is what is stored,
-/// `new` what would replace it.
-pub fn update(kind: Kind, fallback_kind: &str, current: &Value, new: &Value) -> Result<(), ApiError> {
+/// `new` what would replace it through the main resource or, `sub` `Some("status")`, its status.
+pub fn update(
+    kind: Kind,
+    fallback_kind: &str,
+    sub: Option<&str>,
+    current: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
     let mut errs = Vec::new();
     match kind {
+        Kind::ResourceClaim if sub == Some("status") => {
+            crate::dra::claim_status_update(current, new, &mut errs)
+        }
+        Kind::ResourceClaim => crate::dra::claim_update(current, new, &mut errs),
         Kind::ProvisioningRequest => crate::provisioning::immutable(current, new, &mut errs),
         Kind::Pod => errs.extend(crate::pod_update::errors(current, new)),
         Kind::Event => event_update(current, new, &mut errs),

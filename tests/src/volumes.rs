@@ -17,6 +17,7 @@
 
 use serde_json::{Value, json};
 
+use crate::equality::{same, set};
 use crate::status::FieldError;
 
 const SUPPORTED_ACCESS_MODES: [&str; 4] =
@@ -47,30 +48,6 @@ const PV_SOURCES: [&str; 22] = [
     "storageos",
     "vsphereVolume",
 ];
-
-pub(crate) fn set(v: Option<&Value>) -> bool {
-    v.is_some_and(|x| !x.is_null())
-}
-
-/// `null`, `[]` and `{}` removed at every depth: what `Semantic.DeepEqual` does not tell apart.
-fn semantic(v: &Value) -> Option<Value> {
-    match v {
-        Value::Null => None,
-        Value::Array(a) if a.is_empty() => None,
-        Value::Array(a) => Some(Value::Array(a.iter().map(|x| semantic(x).unwrap_or(Value::Null)).collect())),
-        Value::Object(m) if m.is_empty() => None,
-        Value::Object(m) => {
-            let kept: serde_json::Map<String, Value> =
-                m.iter().filter_map(|(k, x)| semantic(x).map(|x| (k.clone(), x))).collect();
-            (!kept.is_empty()).then_some(Value::Object(kept))
-        }
-        other => Some(other.clone()),
-    }
-}
-
-fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
-    a.and_then(semantic) == b.and_then(semantic)
-}
 
 fn access_modes(path: &str, modes: Option<&Value>, errs: &mut Vec<FieldError>) {
     let list: Vec<&str> =

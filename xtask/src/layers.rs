@@ -37,7 +37,7 @@ pub const CORE: &Table = &[
             &["error", "labels", "coverage", "duration", "quantity", "object"],
             &["resources"],
             &["model"],
-            &["tree", "crd", "volume", "hypernode", "network_layer"],
+            &["tree", "crd", "volume", "hypernode", "network_layer", "cel"],
             &["convert", "dialect"],
             &["workload"],
             &["cluster"],

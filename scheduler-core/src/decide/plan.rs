@@ -10,6 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::read::crd;
+use crate::read::model::device::AllocatedDevice;
 use crate::read::model::{
     GangKey, GangState, NodeSelectorTerm, ObjectKey, PodKey, Reservation, SmolStr, Time, Toleration,
 };
@@ -102,6 +103,9 @@ pub enum Reason {
     /// Placed, but its members' PVCs are bound or provisioned first (volume bindings in the
     /// plan); they are bound once every one is.
     WaitingForVolumes,
+    /// Placed, but its members' ResourceClaims are allocated and reserved for them first (claim
+    /// allocations in the plan); they are bound once every one is.
+    WaitingForDevices,
     /// Active members fell below the minimum; evicted after the grace period.
     Degraded,
     /// Degraded past its grace period: remaining members evicted.
@@ -128,6 +132,7 @@ impl Reason {
             Reason::Reserved => "Reserved",
             Reason::WaitingForGangGroup => "WaitingForGangGroup",
             Reason::WaitingForVolumes => "WaitingForVolumes",
+            Reason::WaitingForDevices => "WaitingForDevices",
             Reason::Degraded => "Degraded",
             Reason::Stale => "Stale",
             Reason::InvalidSpec => "InvalidSpec",
@@ -295,6 +300,60 @@ pub struct Plan {
     /// PVCs to bind or provision before the pods placed on them are bound (in a later cycle).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<VolumeBinding>,
+    /// ResourceClaims to allocate and reserve before the pods placed with them are bound (in a
+    /// later cycle), in claim then pod order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<ClaimAllocation>,
+    /// ResourceClaims reserved for pending pods of ours that this plan does not place: each pod
+    /// taken out of `reservedFor`, and the claim deallocated when no other consumer is left (as
+    /// kube-scheduler's `Unreserve` and `PostFilter` do), so devices allocated for a gang that
+    /// could not be completed are not held while it waits. In claim then pod order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub releases: Vec<ClaimRelease>,
+}
+
+/// Take pod `uid` out of ResourceClaim `claim`'s `reservedFor`; with `deallocate`, clear its
+/// allocation too (the pod was its only consumer).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimRelease {
+    pub claim: ObjectKey,
+    pub pod: PodKey,
+    pub uid: SmolStr,
+    pub deallocate: bool,
+}
+
+/// Before `pod` is bound to `node`: ResourceClaim `claim` gets `allocation` (absent: it has one
+/// already) and `pod` is added to its `reservedFor` — written as kube-scheduler's `PreBind`
+/// writes them (the finalizer `resource.kubernetes.io/delete-protection`, then the status). The
+/// pod, and every other member of its gang placed with it, is bound in a later cycle, once each
+/// of their claims is allocated and reserved for them. One claim shared by several pods appears
+/// once per pod, with the same allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimAllocation {
+    pub pod: PodKey,
+    /// The pod's UID (the `reservedFor` entry names it).
+    pub uid: SmolStr,
+    pub node: SmolStr,
+    pub claim: ObjectKey,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<DeviceAllocation>,
+}
+
+/// A ResourceClaim's `status.allocation`, as the cycle chose it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceAllocation {
+    /// `devices.results`.
+    pub devices: Vec<AllocatedDevice>,
+    /// `nodeSelector`, as the API writes it (`{"nodeSelectorTerms": [...]}`); `None`: the
+    /// devices are reachable from every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<serde_json::Value>,
+    /// `devices.config`: the classes' (`FromClass`) then the claim's (`FromClaim`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<serde_json::Value>,
 }
 
 /// A gang's state to keep on one of its active member pods (annotation `kube-gang.io/state`,

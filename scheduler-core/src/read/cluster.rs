@@ -168,6 +168,8 @@ impl StoredAt {
             StoredKind::Pv
             | StoredKind::StorageClass
             | StoredKind::CsiNode
+            | StoredKind::ResourceSlice
+            | StoredKind::DeviceClass
             | StoredKind::HyperNode
             | StoredKind::KaiTopology
             | StoredKind::KueueTopology

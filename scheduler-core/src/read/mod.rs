@@ -5,9 +5,10 @@
 //! gang dialect, opt-in workloads, the `Gang` CRD type and the assembly of a whole cluster.
 //! Nothing here may use the layers above it ([`crate::rules`], [`crate::decide`]), and inside it a
 //! module uses only those of lower rank: `error`, `labels`, `coverage`, `duration`, `quantity`, `object` <
-//! `resources` < `model` < `tree`, `crd`, `volume`, `hypernode`, `network_layer` < `convert`, `dialect` < `workload` < `cluster`. The
+//! `resources` < `model` < `tree`, `crd`, `volume`, `hypernode`, `network_layer`, `cel` < `convert`, `dialect` < `workload` < `cluster`. The
 //! import check (`cargo xtask tidy`, table `CORE` in `xtask/src/layers.rs`) fails when one does.
 
+pub mod cel;
 pub mod cluster;
 pub mod convert;
 pub mod coverage;

@@ -7,6 +7,7 @@
 //! pod affinity, topology spread) is in [`terms`]; the storage and device objects the volume
 //! filters read are in [`volume`].
 
+pub mod device;
 pub mod terms;
 pub mod volume;
 

@@ -56,7 +56,7 @@ pub const GANG: ApiKind = api_kind("kube-gang.io", "v1alpha1", "Gang", "gangs");
 /// StorageClasses, CSINodes, DRA ResourceClaims), Volcano's HyperNodes and the Topology objects
 /// that order levels. `cluster::READ` is this and a row per version of every kind in the
 /// dialects' table (`dialect::GANG_KINDS`).
-pub const BASE: [ApiKind; 19] = [
+pub const BASE: [ApiKind; 25] = [
     NODE,
     POD,
     builtin("", "v1", "Namespace", "namespaces"),
@@ -71,6 +71,13 @@ pub const BASE: [ApiKind; 19] = [
     api_kind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims"),
     api_kind("resource.k8s.io", "v1beta2", "ResourceClaim", "resourceclaims"),
     api_kind("resource.k8s.io", "v1beta1", "ResourceClaim", "resourceclaims"),
+    // The devices drivers publish and the classes claims select them through (cluster-scoped).
+    api_kind("resource.k8s.io", "v1", "ResourceSlice", "resourceslices"),
+    api_kind("resource.k8s.io", "v1beta2", "ResourceSlice", "resourceslices"),
+    api_kind("resource.k8s.io", "v1beta1", "ResourceSlice", "resourceslices"),
+    api_kind("resource.k8s.io", "v1", "DeviceClass", "deviceclasses"),
+    api_kind("resource.k8s.io", "v1beta2", "DeviceClass", "deviceclasses"),
+    api_kind("resource.k8s.io", "v1beta1", "DeviceClass", "deviceclasses"),
     // Volcano's network tiers, which its PodGroups' `networkTopology` names.
     api_kind("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes"),
     // Level orders: KAI's Topology (`v1`; `v1alpha1` before it) and Kueue's (`v1beta2` from
@@ -128,6 +135,10 @@ pub enum StoredKind {
     CsiNode,
     /// A DRA ResourceClaim, at any version of `resource.k8s.io`.
     ResourceClaim,
+    /// A DRA ResourceSlice, at any version.
+    ResourceSlice,
+    /// A DRA DeviceClass, at any version.
+    DeviceClass,
     /// A Volcano HyperNode (read with the storage kinds: cluster-scoped objects the cycle reads).
     HyperNode,
     /// KAI-Scheduler's `Topology`, at any version of `kai.scheduler`.
@@ -192,6 +203,12 @@ fn filed(group: &str, version: &str, kind: &str) -> Filed {
         ("storage.k8s.io", "v1", "CSINode") => Filed::Storage(StoredKind::CsiNode),
         ("resource.k8s.io", "v1" | "v1beta2" | "v1beta1", "ResourceClaim") => {
             Filed::Storage(StoredKind::ResourceClaim)
+        }
+        ("resource.k8s.io", "v1" | "v1beta2" | "v1beta1", "ResourceSlice") => {
+            Filed::Storage(StoredKind::ResourceSlice)
+        }
+        ("resource.k8s.io", "v1" | "v1beta2" | "v1beta1", "DeviceClass") => {
+            Filed::Storage(StoredKind::DeviceClass)
         }
         ("topology.volcano.sh", "v1alpha1", "HyperNode") => Filed::Storage(StoredKind::HyperNode),
         (KAI_TOPOLOGY_GROUP, "v1" | "v1alpha1", "Topology") => Filed::Storage(StoredKind::KaiTopology),

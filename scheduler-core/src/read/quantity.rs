@@ -139,6 +139,59 @@ impl Quantity {
     pub fn is_zero(&self) -> bool {
         self.mantissa == 0
     }
+
+    /// The integer `i`.
+    pub fn from_int(i: i64) -> Self {
+        Quantity { mantissa: i128::from(i), exponent: 0 }
+    }
+
+    /// `-self`.
+    pub fn negated(&self) -> Self {
+        Quantity { mantissa: -self.mantissa, exponent: self.exponent }
+    }
+
+    /// -1, 0 or 1.
+    pub fn signum(&self) -> i64 {
+        self.mantissa.signum() as i64
+    }
+
+    /// Both mantissas at the smaller exponent; `None` when one does not fit.
+    fn aligned(&self, other: &Self) -> Option<(i128, i128, i32)> {
+        let e = self.exponent.min(other.exponent);
+        let up = |q: &Self| q.mantissa.checked_mul(10i128.checked_pow(u32::try_from(q.exponent - e).ok()?)?);
+        Some((up(self)?, up(other)?, e))
+    }
+
+    /// `self + other`, exact; `None` on overflow.
+    pub fn checked_add(&self, other: &Self) -> Option<Self> {
+        let (a, b, e) = self.aligned(other)?;
+        Some(Quantity { mantissa: a.checked_add(b)?, exponent: e })
+    }
+
+    /// The value as an integer, when it is one and fits an `i64`.
+    pub fn as_integer(&self) -> Option<i64> {
+        let floor = self.scaled_ceil(0)?;
+        (Quantity::from_int(floor).cmp_value(self).is_eq()).then_some(floor)
+    }
+
+    /// The value, approximately.
+    pub fn as_f64(&self) -> f64 {
+        (self.mantissa as f64) * 10f64.powi(self.exponent)
+    }
+
+    /// Compares values exactly (`Quantity.Cmp`); `1Gi` and `1073741824` are equal.
+    pub fn cmp_value(&self, other: &Self) -> std::cmp::Ordering {
+        match self.aligned(other) {
+            Some((a, b, _)) => a.cmp(&b),
+            // Exponents too far apart to align: the signs decide, then the larger exponent
+            // (the mantissas of parsed quantities are bounded, their exponents are not).
+            None => (self.mantissa.signum(), self.exponent.saturating_mul(self.mantissa.signum() as i32))
+                .cmp(&(
+                    other.mantissa.signum(),
+                    other.exponent.saturating_mul(other.mantissa.signum() as i32),
+                )),
+        }
+    }
 }
 
 impl fmt::Display for Quantity {

@@ -13,6 +13,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::read::error::{FieldError, Wording, decode};
+use crate::read::model::device::{
+    AllocatedDevice, AttributeValue, Count, Device, DeviceAsk, DeviceClass, DeviceId, DeviceRequest,
+    MatchAttribute, REQUESTS_MAX, Reach, ResourceSlice, Subrequest,
+};
 use crate::read::model::volume::{
     AccessMode, Allocation, Attachable, BETA_STORAGE_CLASS, BIND_COMPLETED, BindingMode, ClaimName, ClaimRef,
     CsiNode, Disk, HyperNode, HyperNodeMember, MAX_PATTERN_SIZE, MIGRATED_PLUGINS, MemberSelector,
@@ -23,7 +27,7 @@ use crate::read::model::{
     LabelOperator, LabelRequirement, LabelSelector, NodeSelectorOperator, NodeSelectorRequirement,
     NodeSelectorTerm, ObjectKey,
 };
-use crate::read::object::{KAI_TOPOLOGY_GROUP, KOORDINATOR_NETWORK_GROUP, KUEUE_TOPOLOGY_GROUP};
+use crate::read::object::{At as _, KAI_TOPOLOGY_GROUP, KOORDINATOR_NETWORK_GROUP, KUEUE_TOPOLOGY_GROUP};
 
 /// What one storage or device object reads as.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +37,8 @@ pub enum Stored {
     Class(StorageClass),
     CsiNode(CsiNode),
     ResourceClaim(ResourceClaim),
+    ResourceSlice(ResourceSlice),
+    DeviceClass(DeviceClass),
     HyperNode(HyperNode),
     /// A KAI `Topology`'s levels (node label keys, broadest first).
     KaiTopology(Vec<String>),
@@ -54,6 +60,12 @@ pub fn from_value(v: &Value) -> Option<Result<Stored, Vec<FieldError>>> {
         ("storage.k8s.io", "v1", "CSINode") => csi_node_from_value(v).map(Stored::CsiNode),
         ("resource.k8s.io", version, "ResourceClaim") => {
             resource_claim_from_value(version, v).map(Stored::ResourceClaim)
+        }
+        ("resource.k8s.io", version, "ResourceSlice") => {
+            resource_slice_from_value(version, v).map(Stored::ResourceSlice)
+        }
+        ("resource.k8s.io", version, "DeviceClass") => {
+            device_class_from_value(version, v).map(Stored::DeviceClass)
         }
         ("topology.volcano.sh", "v1alpha1", "HyperNode") => hypernode_from_value(v).map(Stored::HyperNode),
         (KAI_TOPOLOGY_GROUP, "v1" | "v1alpha1", "Topology") => levels_from_value(v).map(Stored::KaiTopology),
@@ -748,7 +760,9 @@ pub fn resource_claim_from_value(version: &str, v: &Value) -> Result<ResourceCla
                 &mut errors,
             )
         }),
+        devices: allocated_devices(v.at("/status/allocation/devices/results")),
     });
+    let ask = device_ask(version, v.at("/spec/devices"));
     let out = ResourceClaim {
         key: ObjectKey::new(namespace, name),
         uid: meta.uid.clone().unwrap_or_default(),
@@ -759,8 +773,270 @@ pub fn resource_claim_from_value(version: &str, v: &Value) -> Result<ResourceCla
             .and_then(|s| s.reserved_for.as_ref())
             .map(|r| r.iter().map(|c| c.uid.clone()).collect())
             .unwrap_or_default(),
+        ask,
     };
     if errors.is_empty() { Ok(out) } else { Err(errors) }
+}
+
+/// `status.allocation.devices.results[]` (already checked by the claim's type).
+fn allocated_devices(results: Option<&Value>) -> Vec<AllocatedDevice> {
+    let text = |r: &Value, f: &str| r.get(f).and_then(Value::as_str).unwrap_or("").to_string();
+    results
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|r| AllocatedDevice {
+            request: text(r, "request"),
+            id: DeviceId { driver: text(r, "driver"), pool: text(r, "pool"), device: text(r, "device") },
+            admin_access: r.get("adminAccess").and_then(Value::as_bool).unwrap_or(false),
+        })
+        .collect()
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+}
+
+/// The CEL expressions of a `selectors[]` list.
+fn cel_selectors(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.at("/cel/expression").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect()
+}
+
+/// One way to satisfy a request (an `exactly`, a `firstAvailable` entry, or a `v1beta1` request
+/// itself), or the field this scheduler does not allocate for.
+fn subrequest(name: String, path: &str, v: &Value) -> Result<Subrequest, String> {
+    // Fields that change what may be allocated and that this scheduler does not implement: a
+    // claim that uses them waits, naming them, rather than be allocated as if they were absent.
+    for field in ["tolerations", "capacity"] {
+        if v.get(field).is_some_and(|f| !f.is_null() && f != &Value::Array(Vec::new())) {
+            return Err(format!("{path}.{field}"));
+        }
+    }
+    let count = match v.get("allocationMode").and_then(Value::as_str).unwrap_or("ExactCount") {
+        "All" => Count::All,
+        _ => {
+            let n = v.get("count").and_then(Value::as_i64).unwrap_or(1);
+            Count::Exact(u32::try_from(n.max(1)).unwrap_or(u32::MAX))
+        }
+    };
+    Ok(Subrequest {
+        name,
+        class: v.get("deviceClassName").and_then(Value::as_str).unwrap_or("").to_string(),
+        selectors: cel_selectors(v.get("selectors")),
+        count,
+        admin_access: v.get("adminAccess").and_then(Value::as_bool).unwrap_or(false),
+    })
+}
+
+/// A claim's (or template's) `spec.devices`, at `version`: `v1` and `v1beta2` put a request's
+/// device in `exactly`, `v1beta1` in the request itself.
+pub fn device_ask(version: &str, devices: Option<&Value>) -> DeviceAsk {
+    let mut ask = DeviceAsk::default();
+    let Some(devices) = devices else { return ask };
+    let requests = devices.get("requests").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    for (i, r) in requests.iter().enumerate().take(REQUESTS_MAX) {
+        let name = r.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        let path = format!("spec.devices.requests[{i}]");
+        let first = r.get("firstAvailable").and_then(Value::as_array).filter(|f| !f.is_empty());
+        let alternatives = match first {
+            Some(subs) => subs
+                .iter()
+                .enumerate()
+                .map(|(j, sub)| {
+                    let sub_name = sub.get("name").and_then(Value::as_str).unwrap_or("");
+                    subrequest(format!("{name}/{sub_name}"), &format!("{path}.firstAvailable[{j}]"), sub)
+                })
+                .collect::<Result<Vec<_>, _>>(),
+            None if version == "v1beta1" => subrequest(name.clone(), &path, r).map(|s| vec![s]),
+            None => match r.get("exactly") {
+                Some(exactly) => {
+                    subrequest(name.clone(), &format!("{path}.exactly"), exactly).map(|s| vec![s])
+                }
+                None => Err(format!("{path}.exactly")),
+            },
+        };
+        match alternatives {
+            Ok(alternatives) => ask.requests.push(DeviceRequest { name, alternatives }),
+            Err(field) => {
+                ask.unsupported.get_or_insert(field);
+            }
+        }
+    }
+    for (i, c) in devices.get("constraints").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        match c.get("matchAttribute").and_then(Value::as_str) {
+            Some(attribute) => ask.constraints.push(MatchAttribute {
+                requests: strings(c.get("requests")),
+                attribute: attribute.to_string(),
+            }),
+            None => {
+                // `distinctAttribute` (alpha, 1.34): not implemented.
+                ask.unsupported.get_or_insert(format!("spec.devices.constraints[{i}]"));
+            }
+        }
+    }
+    ask.config = devices.get("config").and_then(Value::as_array).cloned().unwrap_or_default();
+    ask
+}
+
+/// A raw DeviceClass of `resource.k8s.io/{version}`, checked against its version's type.
+pub fn device_class_from_value(version: &str, v: &Value) -> Result<DeviceClass, Vec<FieldError>> {
+    use k8s_openapi::api::resource;
+    match version {
+        "v1" => drop(typed::<resource::v1::DeviceClass>(v)?),
+        "v1beta2" => drop(typed::<resource::v1beta2::DeviceClass>(v)?),
+        "v1beta1" => drop(typed::<resource::v1beta1::DeviceClass>(v)?),
+        other => {
+            return Err(vec![FieldError::new("apiVersion", format!("resource.k8s.io/{other} is not read"))]);
+        }
+    }
+    let name = v.at("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() {
+        return Err(vec![FieldError::new("metadata.name", "required")]);
+    }
+    Ok(DeviceClass {
+        name: name.to_string(),
+        selectors: cel_selectors(v.at("/spec/selectors")),
+        config: v.at("/spec/config").and_then(Value::as_array).cloned().unwrap_or_default(),
+    })
+}
+
+/// Where a slice (or, with `perDeviceNodeSelection`, a device) says its devices are reachable
+/// from: `Ok(None)` when it says none of the three.
+fn reach(path: &str, v: &Value, errors: &mut Vec<FieldError>) -> Option<Reach> {
+    if let Some(node) = v.get("nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+        return Some(Reach::Node(node.to_string()));
+    }
+    if let Some(sel) = v.get("nodeSelector").filter(|s| !s.is_null()) {
+        return match serde_json::from_value::<core::NodeSelector>(sel.clone()) {
+            Ok(sel) => Some(Reach::Selector(node_selector_terms(
+                &format!("{path}.nodeSelector.nodeSelectorTerms"),
+                &sel.node_selector_terms,
+                errors,
+            ))),
+            Err(e) => {
+                errors.push(FieldError::new(format!("{path}.nodeSelector"), e.to_string()));
+                None
+            }
+        };
+    }
+    v.get("allNodes").and_then(Value::as_bool).unwrap_or(false).then_some(Reach::All)
+}
+
+/// A name qualified with its domain, or with the driver's name when it has none.
+fn qualified(driver: &str, name: &str) -> String {
+    if name.contains('/') { name.to_string() } else { format!("{driver}/{name}") }
+}
+
+/// A raw ResourceSlice of `resource.k8s.io/{version}`, checked against its version's type.
+pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSlice, Vec<FieldError>> {
+    use k8s_openapi::api::resource;
+    match version {
+        "v1" => drop(typed::<resource::v1::ResourceSlice>(v)?),
+        "v1beta2" => drop(typed::<resource::v1beta2::ResourceSlice>(v)?),
+        "v1beta1" => drop(typed::<resource::v1beta1::ResourceSlice>(v)?),
+        other => {
+            return Err(vec![FieldError::new("apiVersion", format!("resource.k8s.io/{other} is not read"))]);
+        }
+    }
+    let mut errors = Vec::new();
+    let text = |p: &str| v.at(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let name = text("/metadata/name");
+    if name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "required"));
+    }
+    let driver = text("/spec/driver");
+    let spec = v.get("spec").unwrap_or(&Value::Null);
+    let per_device = spec.get("perDeviceNodeSelection").and_then(Value::as_bool).unwrap_or(false);
+    let slice_reach = if per_device { None } else { reach("spec", spec, &mut errors) };
+    if !per_device && slice_reach.is_none() {
+        errors.push(FieldError::new(
+            "spec",
+            "exactly one of nodeName, nodeSelector, allNodes or perDeviceNodeSelection is required",
+        ));
+    }
+    let mut unsupported = Vec::new();
+    if spec.get("sharedCounters").and_then(Value::as_array).is_some_and(|c| !c.is_empty()) {
+        unsupported.push("spec.sharedCounters".to_string());
+    }
+    let mut devices = Vec::new();
+    for (i, d) in spec.get("devices").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let path = format!("spec.devices[{i}]");
+        // `v1beta1` keeps a device's fields under `basic`.
+        let body = if version == "v1beta1" { d.get("basic").unwrap_or(&Value::Null) } else { d };
+        let mut attributes = BTreeMap::new();
+        for (k, a) in body.get("attributes").and_then(Value::as_object).into_iter().flatten() {
+            let value = if let Some(i) = a.get("int").and_then(Value::as_i64) {
+                AttributeValue::Int(i)
+            } else if let Some(b) = a.get("bool").and_then(Value::as_bool) {
+                AttributeValue::Bool(b)
+            } else if let Some(s) = a.get("string").and_then(Value::as_str) {
+                AttributeValue::String(s.to_string())
+            } else if let Some(s) = a.get("version").and_then(Value::as_str) {
+                AttributeValue::Version(s.to_string())
+            } else {
+                errors.push(FieldError::new(
+                    format!("{path}.attributes[{k}]"),
+                    "exactly one of int, bool, string or version is required",
+                ));
+                continue;
+            };
+            attributes.insert(qualified(&driver, k), value);
+        }
+        let mut capacity = BTreeMap::new();
+        for (k, c) in body.get("capacity").and_then(Value::as_object).into_iter().flatten() {
+            let q = c.get("value").and_then(Value::as_str).unwrap_or("");
+            match crate::read::quantity::parse(q) {
+                Ok(_) => drop(capacity.insert(qualified(&driver, k), q.to_string())),
+                Err(e) => errors.push(FieldError::new(format!("{path}.capacity[{k}].value"), e.to_string())),
+            }
+        }
+        let device_reach = if per_device {
+            let r = reach(&path, body, &mut errors);
+            if r.is_none() {
+                errors.push(FieldError::new(
+                    &path,
+                    "with perDeviceNodeSelection, exactly one of nodeName, nodeSelector or allNodes is required",
+                ));
+            }
+            r
+        } else {
+            None
+        };
+        // What would change where the device may go or who may share it, and is not
+        // implemented here: the device is not allocated by this scheduler, said by field.
+        let present = |f: &str| body.get(f).is_some_and(|x| !x.is_null() && x != &Value::Array(Vec::new()));
+        let unsupported_field = ["taints", "bindingConditions", "consumesCounters"]
+            .into_iter()
+            .find(|f| present(f))
+            .map(|f| format!("{path}.{f}"))
+            .or_else(|| {
+                (body.get("allowMultipleAllocations").and_then(Value::as_bool) == Some(true))
+                    .then(|| format!("{path}.allowMultipleAllocations"))
+            });
+        devices.push(Device {
+            name: d.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+            attributes,
+            capacity,
+            reach: device_reach,
+            unsupported: unsupported_field,
+        });
+    }
+    let slice = ResourceSlice {
+        name,
+        driver,
+        pool: text("/spec/pool/name"),
+        generation: v.at("/spec/pool/generation").and_then(Value::as_i64).unwrap_or(0),
+        slice_count: v.at("/spec/pool/resourceSliceCount").and_then(Value::as_i64).unwrap_or(0),
+        reach: slice_reach,
+        devices,
+        unsupported,
+    };
+    if errors.is_empty() { Ok(slice) } else { Err(errors) }
 }
 
 /// The name of the PVC an ephemeral volume's controller creates for it (`ephemeral.VolumeClaimName`).

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::devices::{Allocated, DeviceIx};
 use crate::read::model::ObjectKey;
 use crate::read::model::volume::Disk;
 
@@ -37,6 +38,10 @@ pub(crate) struct Booked {
     disks: BTreeMap<usize, Vec<(Disk, usize)>>,
     /// Node → the volumes attached there.
     attached: BTreeMap<usize, BTreeSet<Attached>>,
+    /// ResourceClaims allocated, and for which pod.
+    allocations: BTreeMap<ObjectKey, (Allocated, usize)>,
+    /// The devices those allocations took (admin access takes none).
+    devices: BTreeSet<DeviceIx>,
 }
 
 /// Nothing taken (what a transaction that took no volumes reads as).
@@ -50,6 +55,8 @@ impl Booked {
             rwop: BTreeMap::new(),
             disks: BTreeMap::new(),
             attached: BTreeMap::new(),
+            allocations: BTreeMap::new(),
+            devices: BTreeSet::new(),
         }
     }
 
@@ -64,6 +71,8 @@ impl Booked {
         for (n, attached) in other.attached {
             self.attached.entry(n).or_default().extend(attached);
         }
+        self.allocations.extend(other.allocations);
+        self.devices.extend(other.devices);
     }
 
     /// The volume `claim` was given, and to which pod.
@@ -108,5 +117,21 @@ impl Booked {
 
     pub fn attach(&mut self, n: usize, volume: Attached) {
         self.attached.entry(n).or_default().insert(volume);
+    }
+
+    /// The allocation made for `claim` in this cycle, and for which pod.
+    pub fn allocation(&self, claim: &ObjectKey) -> Option<&(Allocated, usize)> {
+        self.allocations.get(claim)
+    }
+
+    /// Whether an allocation of this cycle took device `ix`.
+    pub fn device_taken(&self, ix: DeviceIx) -> bool {
+        self.devices.contains(&ix)
+    }
+
+    /// `claim` allocated `a` for pod `p`.
+    pub fn allocate(&mut self, claim: ObjectKey, a: Allocated, p: usize) {
+        self.devices.extend(a.devices.iter().filter(|d| !d.2).map(|d| d.1));
+        self.allocations.insert(claim, (a, p));
     }
 }

@@ -8,9 +8,9 @@
 use super::GangFacts;
 use super::ledger::Txn;
 use super::preempt::Allowance;
-use super::volumes::Work;
+use super::volumes::{Todo, Work};
 use crate::decide::plan::{
-    Binding, Eviction, EvictionReason, Keep, Nomination, Outcome, Phase, VolumeBinding,
+    Binding, ClaimAllocation, Eviction, EvictionReason, Keep, Nomination, Outcome, Phase, VolumeBinding,
 };
 use crate::decide::plan::{Plan, Reason};
 use crate::read::model::SmolStr;
@@ -165,18 +165,31 @@ pub(super) fn assemble(
     let mut allowance = Allowance::new(snap, std::iter::empty());
     plan.bindings.reserve_exact(singles.len() + decisions.iter().map(|d| d.bindings.len()).sum::<usize>());
     plan.bindings.extend(singles.iter().map(|&(p, n)| binding(p, n)));
-    let volume = |w: &Work| VolumeBinding {
-        pod: pods[w.pod].key.clone(),
-        node: nodes[w.node].name.clone(),
-        claim: w.claim.clone(),
-        volume: w.volume.clone(),
+    let work = |plan: &mut Plan, w: &Work| match &w.todo {
+        Todo::Volume(volume) => plan.volumes.push(VolumeBinding {
+            pod: pods[w.pod].key.clone(),
+            node: nodes[w.node].name.clone(),
+            claim: w.claim.clone(),
+            volume: volume.clone(),
+        }),
+        Todo::Devices(allocation) => plan.claims.push(ClaimAllocation {
+            pod: pods[w.pod].key.clone(),
+            uid: pods[w.pod].uid.clone(),
+            node: nodes[w.node].name.clone(),
+            claim: w.claim.clone(),
+            allocation: allocation.clone(),
+        }),
     };
-    plan.volumes.extend(single_volumes.iter().map(volume));
+    for w in single_volumes {
+        work(&mut plan, w);
+    }
     for d in decisions {
         let gang = &gangs[d.gang];
         tracing::debug!(gang = %gang.key, reason = %d.reason, "gang decided");
         plan.bindings.extend(d.bindings.iter().map(|&(p, n)| binding(p, n)));
-        plan.volumes.extend(d.volumes.iter().map(volume));
+        for w in &d.volumes {
+            work(&mut plan, w);
+        }
         for &(p, reason) in &d.evictions {
             let pod = &pods[p];
             let Some(node) = pod.node_name.as_deref().map(SmolStr::new) else { continue };

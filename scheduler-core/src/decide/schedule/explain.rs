@@ -197,6 +197,10 @@ fn refused(block: &VolumeBlock) -> String {
         VolumeBlock::Rwop(claim, _) => format!("cannot take ReadWriteOncePod PVC {claim}, in use"),
         VolumeBlock::Disk(_) => "have no available disk".into(),
         VolumeBlock::Limit(driver, limit) => format!("exceed max volume count ({limit} {driver})"),
+        VolumeBlock::Devices(claim, why) => format!("cannot allocate ResourceClaim {claim}: {why}"),
+        VolumeBlock::Allocated(claim, _) => {
+            format!("cannot reach the devices allocated in this cycle for ResourceClaim {claim}")
+        }
     }
 }
 
@@ -239,7 +243,9 @@ fn summary(
                 Err(None) => "have no free pod slots".to_string(),
                 Err(Some(r)) => {
                     let name = &res.names[r];
-                    if node.allocatable.get(name) < pod.requests.get(name) {
+                    // DRA devices: a count, not an allocatable (the allocator's reasons are given
+                    // where the count allows the node).
+                    if name != super::ledger::DEVICES && node.allocatable.get(name) < pod.requests.get(name) {
                         format!("lack {name}")
                     } else {
                         format!("have too little free {name}")

@@ -12,6 +12,10 @@ use super::booked::{self, Booked};
 use crate::read::model::{Node, NodeUsage, Pod};
 use crate::read::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 
+/// The resource a node's free DRA devices are counted as, and a pod's at-least need of them: a
+/// name no real resource can have, read in messages ("have too little free DRA devices").
+pub(crate) const DEVICES: &str = "DRA devices";
+
 /// Interned resource names for one cycle.
 #[derive(Debug, Default)]
 pub(crate) struct ResourceIndex {
@@ -98,8 +102,8 @@ pub(crate) struct Demands {
     table: Vec<Demand>,
     /// Pod index → its entry in `table` (zeroed memory: untouched entries cost no page).
     of: Vec<u32>,
-    /// The last pending pod read, and its entry.
-    last: Option<(usize, u32)>,
+    /// The last pending pod read, its DRA devices, and its entry.
+    last: Option<(usize, i64, u32)>,
 }
 
 impl Demands {
@@ -109,18 +113,24 @@ impl Demands {
     }
 
     /// Reads the demand of `pods[p]`; pods are read in increasing index order, each at most once.
-    pub fn read(&mut self, pods: &[Pod], p: usize, res: &mut ResourceIndex) {
+    /// `devices`: how many DRA devices local to its node it needs at least, counted as the
+    /// resource [`DEVICES`] (see [`super::devices::Capacity`]).
+    pub fn read(&mut self, pods: &[Pod], p: usize, res: &mut ResourceIndex, devices: i64) {
         let pod = &pods[p];
         let entry = match self.last {
             _ if !pod.is_pending() => 0,
-            Some((q, entry)) if pods[q].requests == pod.requests => entry,
+            Some((q, d, entry)) if d == devices && pods[q].requests == pod.requests => entry,
             _ => {
-                self.table.push(res.demand(&pod.requests));
+                let mut demand = res.demand(&pod.requests);
+                if devices > 0 {
+                    demand.0.insert(0, (res.intern(DEVICES), devices));
+                }
+                self.table.push(demand);
                 u32::try_from(self.table.len() - 1).unwrap_or(u32::MAX)
             }
         };
         if entry != 0 {
-            self.last = Some((p, entry));
+            self.last = Some((p, devices, entry));
         }
         if let Some(slot) = self.of.get_mut(p) {
             *slot = entry;
@@ -157,7 +167,15 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
+    #[cfg(test)]
     pub fn new(nodes: &[Node], res: &mut ResourceIndex) -> Self {
+        Self::with_devices(nodes, res, &[])
+    }
+
+    /// [`Ledger::new`], with each node's free DRA devices as the resource [`DEVICES`] (`devices`
+    /// indexed like `nodes`; empty: no node has any).
+    pub fn with_devices(nodes: &[Node], res: &mut ResourceIndex, devices: &[i64]) -> Self {
+        let dra = (!devices.is_empty()).then(|| res.intern(DEVICES));
         for n in nodes {
             for (name, _) in n.allocatable.iter() {
                 if name != PODS {
@@ -176,6 +194,11 @@ impl Ledger {
                     let r = res.intern(name);
                     free[i * width + r] = amount;
                 }
+            }
+        }
+        if let Some(r) = dra {
+            for (i, &d) in devices.iter().enumerate().take(nodes.len()) {
+                free[i * width + r] = d;
             }
         }
         Ledger { version: 0, width, free, pods, log: Vec::new(), volumes: Booked::default() }
@@ -439,7 +462,7 @@ mod tests {
         let mut res = ResourceIndex::default();
         let mut demands = Demands::new(pods.len());
         for p in 0..pods.len() {
-            demands.read(&pods, p, &mut res);
+            demands.read(&pods, p, &mut res, 0);
         }
         let cpu = res.find("cpu").unwrap_or(usize::MAX);
         assert_eq!(demands[0], Demand(vec![(cpu, 100)]));

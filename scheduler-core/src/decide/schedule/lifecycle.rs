@@ -13,7 +13,7 @@ use super::explain::{self, FitSummaries};
 use super::ledger::{Ledger, Txn};
 use super::place::{Placement, PlacementRequest, Placer};
 use super::preempt;
-use super::volumes::Work;
+use super::volumes::{Todo, Work};
 use super::{Facts, PodFacts};
 use crate::decide::config::TimeoutAction;
 use crate::decide::plan::Reason;
@@ -347,7 +347,7 @@ impl View<'_, '_> {
             String::new()
         } else {
             format!(
-                "; {} more member(s) wait while PVCs are bound: {}",
+                "; {} more member(s) wait while their claims are bound or allocated first: {}",
                 waiting.len(),
                 self.placer.volumes().describe_work(&work)
             )
@@ -457,7 +457,7 @@ impl View<'_, '_> {
             } else {
                 // Members on nodes while the rest wait for their claims: still held to the grace
                 // period, never half-bound for longer.
-                let why = "the rest wait for their PVCs to be bound";
+                let why = "the rest wait for their claims to be bound or allocated";
                 if let Some(d) = self.incomplete(g, st.clone(), why)
                     && d.reason == Reason::Stale
                 {
@@ -466,12 +466,18 @@ impl View<'_, '_> {
                 st.degraded_since.get_or_insert(self.facts.input.now);
             }
             let claims: BTreeSet<&crate::read::model::ObjectKey> = work.iter().map(|w| &w.claim).collect();
+            let pvcs = work.iter().any(|w| matches!(w.todo, Todo::Volume(_)));
+            let (reason, what) = if pvcs {
+                (Reason::WaitingForVolumes, "binding {} of their PVC(s)")
+            } else {
+                (Reason::WaitingForDevices, "allocating and reserving {} of their ResourceClaim(s)")
+            };
+            let what = what.replace("{}", &claims.len().to_string());
             let msg = format!(
-                "placed {n} member(s); binding {} of their PVC(s) first: {}; the members are bound once every one is",
-                claims.len(),
+                "placed {n} member(s); {what} first: {}; the members are bound once every one is",
                 volumes.describe_work(&work)
             );
-            let mut d = Decision::new(g, Reason::WaitingForVolumes, Phase::Pending, msg, st);
+            let mut d = Decision::new(g, reason, Phase::Pending, msg, st);
             d.volumes = work;
             return d;
         }

@@ -24,6 +24,7 @@
 mod booked;
 mod cache;
 mod decision;
+mod devices;
 mod exclusive;
 mod explain;
 mod filter;
@@ -49,6 +50,19 @@ use members::Members;
 /// One scheduling cycle. Pure and deterministic: the same snapshot, config and `now` always give
 /// the same plan.
 pub fn schedule(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
+    cycle(snapshot, config, now, true).0
+}
+
+/// What a cycle counted beside its plan, for benchmarks and tests that bound its cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// DRA selector expressions run through the CEL interpreter (each at most once per selector
+    /// and device).
+    pub selector_evaluations: u64,
+}
+
+/// [`schedule`], with what the cycle counted.
+pub fn schedule_with_stats(snapshot: &Snapshot, config: &Config, now: Time) -> (Plan, Stats) {
     cycle(snapshot, config, now, true)
 }
 
@@ -59,7 +73,7 @@ pub fn schedule(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
 /// to it — the shortcuts must never change a plan.
 #[doc(hidden)]
 pub fn schedule_reference(snapshot: &Snapshot, config: &Config, now: Time) -> Plan {
-    cycle(snapshot, config, now, false)
+    cycle(snapshot, config, now, false).0
 }
 
 /// What the cycle reads before deciding anything (steps 1 and 2), in three parts a step takes
@@ -266,15 +280,16 @@ impl<T> PodSlots<T> {
 /// Node name → index in [`Snapshot::nodes`], made once a cycle and shared by its parts.
 pub(super) type NodeIndex<'a> = std::rc::Rc<HashMap<&'a str, usize, std::hash::BuildHasherDefault<Fx>>>;
 
-fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
+fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> (Plan, Stats) {
     // 1. Index.
     let mut res = ResourceIndex::default();
-    let mut ledger = Ledger::new(&snap.nodes, &mut res);
     let node_index: NodeIndex<'_> =
         std::rc::Rc::new(snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect());
+    let devices = devices::Capacity::of(snap, &node_index);
+    let mut ledger = Ledger::with_devices(&snap.nodes, &mut res, &devices.nodes);
     let gang_index: HashMap<&GangKey, usize> =
         snap.gangs.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
-    let scan = scan_pods(snap, &config.scheduler_name, &gang_index, &mut res, fast);
+    let scan = scan_pods(snap, &config.scheduler_name, &gang_index, &mut res, &devices, fast);
     let demand = scan.demand;
     if fast {
         take_usage(snap, &node_index, &mut ledger, &res);
@@ -308,6 +323,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     // 4. Decide.
     let placer = place::Placer::new(snap, config, fast, facts.pods.node_index.clone(), scan.inter_pod);
     placer.volumes().pending(scan.with_claims);
+    let with_devices = scan.with_devices;
     let mut progress = lifecycle::Progress::new(ledger);
     let mut done = vec![false; snap.gangs.len()];
     let mut rest = units.as_slice();
@@ -363,11 +379,13 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> Plan {
     // 5. Assemble.
     let (decisions, singles, single_volumes) = progress.into_decisions();
     let mut plan = decision::assemble(snap, &facts.gangs, decisions, &singles, &single_volumes, now);
+    plan.releases = devices::releases(snap, &plan, &with_devices);
     // 6. Ask the autoscaler for what has no room (policy `provisioning`; off by default).
     plan.provisioning = crate::decide::provision::asks(snap, config, &plan, |node, pod| {
         filter::static_fit(node, pod).is_ok()
     });
-    plan
+    let stats = Stats { selector_evaluations: placer.volumes().selector_evaluations() };
+    (plan, stats)
 }
 
 /// What the cycle learns of the pods in its one pass over them.
@@ -383,6 +401,8 @@ struct PodScan {
     inter_pod: bool,
     /// Pending pods with volumes (any scheduler's), for the claims several of them share.
     with_claims: Vec<usize>,
+    /// Pending pods of ours with ResourceClaims: those the plan does not place release theirs.
+    with_devices: Vec<usize>,
 }
 
 /// One pass over the pods: their demands, their gangs and the pods of ours outside any gang. When
@@ -395,6 +415,7 @@ fn scan_pods(
     scheduler_name: &str,
     gang_index: &HashMap<&GangKey, usize>,
     res: &mut ResourceIndex,
+    devices: &devices::Capacity,
     fast: bool,
 ) -> PodScan {
     let mut scan = PodScan {
@@ -403,6 +424,7 @@ fn scan_pods(
         singles: Vec::new(),
         inter_pod: snap.usage.as_ref().is_some_and(|u| fast && u.any_repelling()),
         with_claims: Vec::new(),
+        with_devices: Vec::new(),
     };
     // `take_usage` checks (in debug builds) that the carried open pods are current.
     let open: &mut dyn Iterator<Item = usize> = match &snap.usage {
@@ -411,10 +433,13 @@ fn scan_pods(
     };
     for i in open {
         let Some(p) = snap.pods.get(i) else { continue };
-        scan.demand.read(&snap.pods, i, res);
+        scan.demand.read(&snap.pods, i, res, devices.demand(snap, p));
         scan.inter_pod |= p.terms().is_some_and(|t| t.depends_on_others());
         if !p.volumes.is_empty() && p.is_pending() {
             scan.with_claims.push(i);
+        }
+        if !p.resource_claims.is_empty() && p.is_pending() && p.scheduler_name == scheduler_name {
+            scan.with_devices.push(i);
         }
         match &p.gang {
             Some(m) => {

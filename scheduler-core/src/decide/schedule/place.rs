@@ -280,7 +280,7 @@ impl<'a> Placer<'a> {
         work: &mut Vec<VolumeWork>,
     ) {
         for (q, n) in placed {
-            if self.snap.pods[q].volumes.is_empty() {
+            if self.snap.pods[q].volumes.is_empty() && self.snap.pods[q].resource_claims.is_empty() {
                 bound.push((q, n));
                 continue;
             }

@@ -24,9 +24,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
 use super::booked::{Attached, Choice};
+use super::devices::{Allocated, DeviceIx, Devices, Refusal};
 use super::filter::term_matches;
 use super::ledger::{Ledger, Txn};
 use super::{Fx, PodSlots};
+use crate::decide::plan::DeviceAllocation;
 use crate::read::model::volume::{
     AccessMode, Attachable, BindingMode, ClaimName, CsiNode, Disk, PodVolume, Pv, Pvc, RESERVED_FOR_MAX,
     Storage, csi_driver_of,
@@ -85,6 +87,11 @@ pub(super) struct Needs {
     disks: Vec<Disk>,
     /// What a node attaches for it (in-tree ones counted where migrated).
     attach: Vec<Attachable>,
+    /// ResourceClaims that need devices allocated (wherever the pod goes).
+    allocate: Vec<ObjectKey>,
+    /// ResourceClaims allocated already and not reserved for the pod: it is added to their
+    /// `reservedFor` before it is bound, as kube-scheduler's `PreBind` does.
+    reserve: Vec<ObjectKey>,
     /// Whether placing it depends on other placements.
     dynamic: bool,
     /// The nodes its rules allow ([`Volumes::allowed`]), once asked.
@@ -136,6 +143,11 @@ pub(super) enum Block {
     Disk(Option<usize>),
     /// The node's attach limit for a CSI driver would be exceeded.
     Limit(String, i64),
+    /// A ResourceClaim's devices cannot be allocated there, and why.
+    Devices(ObjectKey, String),
+    /// The ResourceClaim was allocated in this cycle for another pod, whose devices the node
+    /// cannot reach.
+    Allocated(ObjectKey, usize),
 }
 
 /// What a placement takes of volumes.
@@ -145,16 +157,27 @@ enum Booking {
     Rwop(ObjectKey),
     Mount(Disk),
     Attach(Attached),
+    Allocate(ObjectKey, Allocated),
 }
 
-/// A claim to bind before a pod is bound ([`Volumes::work`]).
+/// A claim to bind (a PVC) or to allocate and reserve (a ResourceClaim) before a pod is bound
+/// ([`Volumes::work`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Work {
     pub pod: usize,
     pub node: usize,
     pub claim: ObjectKey,
-    /// The static PV chosen; `None`: provisioned for the node.
-    pub volume: Option<String>,
+    pub todo: Todo,
+}
+
+/// What a [`Work`] does to its claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Todo {
+    /// A PVC: bound to the static PV chosen; `None`: provisioned for the node.
+    Volume(Option<String>),
+    /// A ResourceClaim: its devices allocated (`None`: allocated already), and the pod added to
+    /// its `reservedFor`.
+    Devices(Option<DeviceAllocation>),
 }
 
 /// The volume filters of one cycle (see the module documentation).
@@ -188,6 +211,7 @@ pub(super) struct Volumes<'a> {
     limits: bool,
     /// Pod → why it was last refused every node for a reason that depends on other placements.
     notes: RefCell<HashMap<usize, Block>>,
+    devices: Devices<'a>,
 }
 
 impl std::fmt::Debug for Volumes<'_> {
@@ -297,6 +321,7 @@ impl<'a> Volumes<'a> {
             on_nodes: OnceCell::new(),
             limits,
             notes: RefCell::new(HashMap::new()),
+            devices: Devices::new(snap),
         }
     }
 
@@ -322,6 +347,11 @@ impl<'a> Volumes<'a> {
         let n = Rc::new(self.read_needs(p));
         self.needs.borrow_mut().set(p, self.snap.pods.len(), n.clone());
         n
+    }
+
+    /// DRA selector expressions this cycle ran through the interpreter.
+    pub fn selector_evaluations(&self) -> u64 {
+        self.devices.evaluations()
     }
 
     /// Whether placing pod `p` depends on other placements (it is placed one at a time, and what
@@ -962,12 +992,28 @@ impl<'a> Volumes<'a> {
                 );
             }
             match &claim.allocation {
-                None => wait(
-                    &mut needs,
-                    format!(
-                        "ResourceClaim {key} needs devices allocated: device allocation is not supported yet"
-                    ),
-                ),
+                None => {
+                    if let Some(field) = &claim.ask.unsupported {
+                        wait(
+                            &mut needs,
+                            format!(
+                                "ResourceClaim {key} uses {field}, which gang-scheduler does not allocate"
+                            ),
+                        );
+                    }
+                    let classes = claim.ask.requests.iter().flat_map(|r| &r.alternatives).map(|a| &a.class);
+                    for class in classes {
+                        if !storage.device_classes.contains_key(class) {
+                            wait(
+                                &mut needs,
+                                format!("DeviceClass {class} of ResourceClaim {key} does not exist"),
+                            );
+                        }
+                    }
+                    if !needs.allocate.contains(&key) {
+                        needs.allocate.push(key.clone());
+                    }
+                }
                 Some(a) => {
                     let reserved = claim.reserved_for.iter().any(|u| u == pod.uid);
                     if !reserved && claim.reserved_for.len() >= RESERVED_FOR_MAX {
@@ -982,12 +1028,16 @@ impl<'a> Volumes<'a> {
                     if a.node_selector.is_some() {
                         needs.rules.push(Rule::Allocation { claim: key.clone() });
                     }
+                    if !reserved && !needs.reserve.contains(&key) {
+                        needs.reserve.push(key.clone());
+                    }
                 }
             }
         }
         unbound.sort();
         needs.unbound = unbound.into_iter().map(|(_, k)| k).collect();
         needs.dynamic = choices
+            || !needs.allocate.is_empty()
             || !needs.rwop.is_empty()
             || !needs.disks.is_empty()
             || (self.limits && !needs.attach.is_empty());
@@ -1016,6 +1066,7 @@ impl<'a> Volumes<'a> {
                 Booking::Rwop(claim) => txn.volumes_mut().use_rwop(claim, p),
                 Booking::Mount(disk) => txn.volumes_mut().mount(n, disk, p),
                 Booking::Attach(a) => txn.volumes_mut().attach(n, a),
+                Booking::Allocate(claim, a) => txn.volumes_mut().allocate(claim, a, p),
             }
         }
     }
@@ -1058,6 +1109,11 @@ impl<'a> Volumes<'a> {
             }
             Block::Limit(driver, limit) => format!(
                 "the nodes with room for pod {pod} would exceed their limit of {limit} {driver} volume(s)"
+            ),
+            Block::Devices(claim, why) => format!("ResourceClaim {claim} of pod {pod}: {why}"),
+            Block::Allocated(claim, q) => format!(
+                "ResourceClaim {claim} of pod {pod} is shared with pod {}, placed in this cycle, whose devices the nodes with room cannot reach",
+                pods[*q].key
             ),
         }
     }
@@ -1113,6 +1169,30 @@ impl<'a> Volumes<'a> {
                 None => return Err(Block::NoVolume(claim.clone())),
             }
         }
+        let mut devices: Vec<DeviceIx> = Vec::new();
+        for claim in &needs.allocate {
+            let node = &self.snap.nodes[n];
+            if let Some((a, q)) = here.allocation(claim).or_else(|| committed.allocation(claim)) {
+                if !Devices::serves(&a.node_selector, node) {
+                    return Err(Block::Allocated(claim.clone(), *q));
+                }
+                continue;
+            }
+            let Some(c) = storage.resource_claims.get(claim) else {
+                return Err(Block::Devices(claim.clone(), "it does not exist".into()));
+            };
+            let taken =
+                |ix: DeviceIx| here.device_taken(ix) || committed.device_taken(ix) || devices.contains(&ix);
+            match self.devices.allocate(c, node, &taken) {
+                Ok(a) => {
+                    devices.extend(a.devices.iter().filter(|d| !d.2).map(|d| d.1));
+                    out.push(Booking::Allocate(claim.clone(), a));
+                }
+                Err(Refusal::NoFit(why) | Refusal::Error(why)) => {
+                    return Err(Block::Devices(claim.clone(), why));
+                }
+            }
+        }
         for claim in &needs.rwop {
             if let Some(q) = here.rwop(claim).or_else(|| committed.rwop(claim)).filter(|&q| q != p) {
                 return Err(Block::Rwop(claim.clone(), q));
@@ -1156,22 +1236,75 @@ impl<'a> Volumes<'a> {
     pub fn work(&self, bindings: &[(usize, usize)], ledger: &Ledger, txn: &Txn) -> Vec<Work> {
         let mut out = Vec::new();
         for &(p, n) in bindings {
-            for claim in &self.needs(p).unbound {
+            let needs = self.needs(p);
+            for claim in &needs.unbound {
                 let choice = txn.volumes().claim(claim).or_else(|| ledger.volumes().claim(claim));
                 let volume = match choice {
                     Some((Choice::Pv(pv), _)) => Some(pv.clone()),
                     _ => None,
                 };
-                out.push(Work { pod: p, node: n, claim: claim.clone(), volume });
+                out.push(Work { pod: p, node: n, claim: claim.clone(), todo: Todo::Volume(volume) });
+            }
+            for claim in &needs.allocate {
+                let allocated =
+                    txn.volumes().allocation(claim).or_else(|| ledger.volumes().allocation(claim));
+                let Some((a, _)) = allocated else {
+                    debug_assert!(false, "pod {p} placed without its claim {claim} allocated");
+                    continue;
+                };
+                let allocation = self.allocation_of(claim, a);
+                out.push(Work {
+                    pod: p,
+                    node: n,
+                    claim: claim.clone(),
+                    todo: Todo::Devices(Some(allocation)),
+                });
+            }
+            for claim in &needs.reserve {
+                out.push(Work { pod: p, node: n, claim: claim.clone(), todo: Todo::Devices(None) });
             }
         }
         out
     }
 
+    /// The allocation result the claim's status is written with: the devices, the node selector,
+    /// and the configuration for the driver — each class's (`FromClass`, for the requests that
+    /// used it) then the claim's own (`FromClaim`), as upstream's allocator copies them.
+    fn allocation_of(&self, key: &ObjectKey, a: &Allocated) -> DeviceAllocation {
+        let storage = &self.snap.storage;
+        let mut config = Vec::new();
+        if let Some(claim) = storage.resource_claims.get(key) {
+            for (class, requests) in Devices::classes_used(claim, a) {
+                for c in storage.device_classes.get(&class).map_or(&[][..], |c| c.config.as_slice()) {
+                    let mut entry = c.clone();
+                    if let Some(m) = entry.as_object_mut() {
+                        m.insert("source".into(), "FromClass".into());
+                        m.insert("requests".into(), requests.iter().cloned().collect::<Vec<_>>().into());
+                    }
+                    config.push(entry);
+                }
+            }
+            for c in &claim.ask.config {
+                let mut entry = c.clone();
+                if let Some(m) = entry.as_object_mut() {
+                    m.insert("source".into(), "FromClaim".into());
+                }
+                config.push(entry);
+            }
+        }
+        DeviceAllocation {
+            devices: self.devices.results(a),
+            node_selector: a.node_selector.as_deref().map(wire_selector),
+            config,
+        }
+    }
+
     /// Whether the claim of `w` is being provisioned for its node already (the annotation is set).
     pub fn asked(&self, w: &Work) -> bool {
         let node = &self.snap.nodes[w.node].name;
-        self.snap.storage.claims.get(&w.claim).and_then(|c| c.selected_node.as_deref()) == Some(node.as_str())
+        matches!(w.todo, Todo::Volume(None))
+            && self.snap.storage.claims.get(&w.claim).and_then(|c| c.selected_node.as_deref())
+                == Some(node.as_str())
     }
 
     /// `PVC ml/data-0 to PV local-3, PVC ml/scratch-1 provisioned for node n2 (asked), …`: what
@@ -1184,12 +1317,19 @@ impl<'a> Volumes<'a> {
         let mut each: Vec<String> = distinct
             .iter()
             .take(NAMED)
-            .map(|w| match &w.volume {
-                Some(pv) => format!("PVC {} to PV {pv}", w.claim),
-                None if self.asked(w) => {
+            .map(|w| match &w.todo {
+                Todo::Devices(Some(a)) => format!(
+                    "ResourceClaim {} allocated {} device(s) for node {}",
+                    w.claim,
+                    a.devices.len(),
+                    self.snap.nodes[w.node].name
+                ),
+                Todo::Devices(None) => format!("ResourceClaim {} reserved", w.claim),
+                Todo::Volume(Some(pv)) => format!("PVC {} to PV {pv}", w.claim),
+                Todo::Volume(None) if self.asked(w) => {
                     format!("PVC {} being provisioned for node {}", w.claim, self.snap.nodes[w.node].name)
                 }
-                None => {
+                Todo::Volume(None) => {
                     format!("PVC {} to be provisioned for node {}", w.claim, self.snap.nodes[w.node].name)
                 }
             })
@@ -1199,6 +1339,43 @@ impl<'a> Volumes<'a> {
         }
         each.join(", ")
     }
+}
+
+/// A node selector as the API writes it.
+fn wire_selector(terms: &[NodeSelectorTerm]) -> serde_json::Value {
+    let requirements = |rs: &[crate::read::model::NodeSelectorRequirement]| -> Vec<serde_json::Value> {
+        rs.iter()
+            .map(|r| {
+                let operator = match r.operator {
+                    NodeSelectorOperator::In => "In",
+                    NodeSelectorOperator::NotIn => "NotIn",
+                    NodeSelectorOperator::Exists => "Exists",
+                    NodeSelectorOperator::DoesNotExist => "DoesNotExist",
+                    NodeSelectorOperator::Gt => "Gt",
+                    NodeSelectorOperator::Lt => "Lt",
+                };
+                let mut out = serde_json::json!({"key": r.key, "operator": operator});
+                if !r.values.is_empty() {
+                    out["values"] = r.values.clone().into();
+                }
+                out
+            })
+            .collect()
+    };
+    let terms: Vec<serde_json::Value> = terms
+        .iter()
+        .map(|t| {
+            let mut out = serde_json::Map::new();
+            if !t.match_expressions.is_empty() {
+                out.insert("matchExpressions".into(), requirements(&t.match_expressions).into());
+            }
+            if !t.match_fields.is_empty() {
+                out.insert("matchFields".into(), requirements(&t.match_fields).into());
+            }
+            serde_json::Value::Object(out)
+        })
+        .collect();
+    serde_json::json!({ "nodeSelectorTerms": terms })
 }
 
 /// The allocatable a node once stated its attach limit per CSI driver in (kube-scheduler still

@@ -178,6 +178,8 @@ impl Assembly {
             StoredKind::StorageClass => drop(storage.classes.remove(&key.name)),
             StoredKind::CsiNode => drop(storage.csi_nodes.remove(&key.name)),
             StoredKind::ResourceClaim => drop(storage.resource_claims.remove(&object)),
+            StoredKind::ResourceSlice => drop(storage.resource_slices.remove(&key.name)),
+            StoredKind::DeviceClass => drop(storage.device_classes.remove(&key.name)),
             StoredKind::HyperNode => drop(storage.hypernodes.remove(&key.name)),
             StoredKind::KaiTopology => drop(storage.kai_topologies.remove(&key.name)),
             StoredKind::KueueTopology => drop(storage.kueue_topologies.remove(&key.name)),
@@ -202,6 +204,8 @@ impl Assembly {
             Some(Ok(Stored::Class(c))) => drop(storage.classes.insert(key.name.clone(), c)),
             Some(Ok(Stored::CsiNode(n))) => drop(storage.csi_nodes.insert(key.name.clone(), n)),
             Some(Ok(Stored::ResourceClaim(c))) => drop(storage.resource_claims.insert(object, c)),
+            Some(Ok(Stored::ResourceSlice(s))) => drop(storage.resource_slices.insert(key.name.clone(), s)),
+            Some(Ok(Stored::DeviceClass(c))) => drop(storage.device_classes.insert(key.name.clone(), c)),
             Some(Ok(Stored::HyperNode(h))) => drop(storage.hypernodes.insert(key.name.clone(), h)),
             Some(Ok(Stored::KaiTopology(levels))) => {
                 drop(storage.kai_topologies.insert(key.name.clone(), levels))

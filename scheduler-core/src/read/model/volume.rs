@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::device::{AllocatedDevice, DeviceAsk, DeviceClass, ResourceSlice};
 use super::{LabelSelector, NodeSelectorTerm, ObjectKey};
 
 /// PVC annotation: the node kube-scheduler (or we) chose for a WaitForFirstConsumer claim to be
@@ -63,6 +64,13 @@ pub struct Storage {
     /// cluster has none.
     #[serde(default, skip_serializing_if = "NetworkLayers::is_empty")]
     pub network_layers: NetworkLayers,
+    /// DRA ResourceSlices (`resource.k8s.io`, cluster-scoped), by name: the devices drivers
+    /// publish, which claims are allocated from.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resource_slices: BTreeMap<String, ResourceSlice>,
+    /// DRA DeviceClasses, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub device_classes: BTreeMap<String, DeviceClass>,
 }
 
 /// The layers of Koordinator's `ClusterNetworkTopology`, broadest first (`NodeTopologyLayer`
@@ -209,6 +217,8 @@ impl Storage {
             && self.kai_topologies.is_empty()
             && self.kueue_topologies.is_empty()
             && self.network_layers.is_empty()
+            && self.resource_slices.is_empty()
+            && self.device_classes.is_empty()
     }
 }
 
@@ -429,6 +439,9 @@ pub struct ResourceClaim {
     /// `status.reservedFor[].uid`: the consumers it is reserved for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reserved_for: Vec<String>,
+    /// `spec.devices`: what it asks for.
+    #[serde(default)]
+    pub ask: DeviceAsk,
 }
 
 /// A ResourceClaim's `status.allocation`, as far as placement goes.
@@ -438,6 +451,9 @@ pub struct Allocation {
     /// `nodeSelector.nodeSelectorTerms` (ORed); `None`: the devices are reachable from any node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<Vec<NodeSelectorTerm>>,
+    /// `devices.results[]`: the devices it holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<AllocatedDevice>,
 }
 
 /// One entry of a pod's `spec.volumes` the volume filters read (the others — configMaps,

@@ -1,0 +1,724 @@
+//! Device allocation (DRA), as upstream's structured allocator defines it, for one claim on one
+//! node at a time — the cycle calls it for each member as it places the gang, with the devices
+//! earlier members (and earlier gangs) took counted as taken, so a gang is placed only where every
+//! member of its minimum has its devices.
+//!
+//! What counts: the ResourceSlices of each pool's newest generation (a pool with fewer slices
+//! than it says is incomplete: its devices serve exact counts, never an `All` request, as
+//! upstream), devices reachable from the node (`nodeName`, `nodeSelector`, `allNodes`, per
+//! device), not allocated to any claim (admin access excepted), passing their class's selectors
+//! and the request's (CEL, [`crate::read::cel`]). A request takes `exactly` or the first of its
+//! `firstAvailable` subrequests that can be satisfied; `matchAttribute` constraints hold across
+//! the requests they name. The choice is a depth-first search that backtracks over devices and
+//! alternatives, bounded by [`SEARCH_BUDGET`] steps per claim and node.
+//!
+//! Cost: each distinct selector is compiled once per cycle, and evaluated at most once per device
+//! per cycle (the verdict is kept), so a cycle evaluates at most selectors × devices expressions
+//! whatever the number of pods and nodes tried ([`Devices::evaluations`] counts them).
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
+
+use std::hash::BuildHasherDefault;
+
+use super::Fx;
+use super::filter::term_matches;
+use crate::decide::plan::{ClaimRelease, Plan, Reason};
+use crate::read::cel::{self, Evaluator};
+use crate::read::model::device::{
+    AllocatedDevice, AttributeValue, Count, Device, DeviceId, RESULTS_MAX, Reach, ResourceSlice, Subrequest,
+};
+use crate::read::model::volume::{ClaimName, ResourceClaim};
+use crate::read::model::{
+    Node, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, ObjectKey, PodKey, Snapshot,
+};
+
+/// A device of the cycle's table.
+pub(crate) type DeviceIx = u32;
+
+/// The most steps one claim's search on one node takes (a step: one device tried for a request).
+pub const SEARCH_BUDGET: u32 = 20_000;
+
+/// A device that counts, and where it is.
+#[derive(Debug)]
+struct Entry<'a> {
+    slice: &'a ResourceSlice,
+    device: &'a Device,
+    /// Its pool is incomplete (newest generation has fewer slices than it says).
+    incomplete: bool,
+}
+
+impl Entry<'_> {
+    fn reach(&self) -> Option<&Reach> {
+        self.device.reach.as_ref().or(self.slice.reach.as_ref())
+    }
+
+    fn id(&self) -> DeviceId {
+        DeviceId {
+            driver: self.slice.driver.clone(),
+            pool: self.slice.pool.clone(),
+            device: self.device.name.clone(),
+        }
+    }
+}
+
+/// The devices of one claim's allocation on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Allocated {
+    /// (request or `<request>/<subrequest>` name, device, admin access), in request order.
+    pub devices: Vec<(String, DeviceIx, bool)>,
+    /// The allocation's `nodeSelector`: `None` when its devices are reachable from every node.
+    pub node_selector: Option<Vec<NodeSelectorTerm>>,
+}
+
+/// Why a claim cannot be allocated on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Not enough devices there, in words.
+    NoFit(String),
+    /// An error that is the claim's, not the node's (a selector that fails, a class missing):
+    /// the claim cannot be allocated anywhere.
+    Error(String),
+}
+
+/// A selector's verdict on a device: (selector, passes or the error).
+type Verdict = (usize, Result<bool, String>);
+
+/// The devices an alternative selects on a node, or why it cannot select any.
+type Selected = Rc<Result<Vec<DeviceIx>, String>>;
+
+/// The cycle's device table and selector verdicts (see the module documentation).
+pub(crate) struct Devices<'a> {
+    snap: &'a Snapshot,
+    entries: Vec<Entry<'a>>,
+    /// Node name → the devices local to it.
+    local: HashMap<&'a str, Vec<DeviceIx>>,
+    /// Devices reachable from nodes by selector or from all nodes.
+    shared: Vec<DeviceIx>,
+    /// Devices allocated to claims (not for admin access).
+    allocated: Vec<bool>,
+    by_id: HashMap<(&'a str, &'a str, &'a str), DeviceIx>,
+    /// Devices this scheduler does not allocate, by node (`""`: shared ones): counted in reasons.
+    unsupported: HashMap<&'a str, usize>,
+    eval: OnceCell<Evaluator>,
+    /// Selector text → its index in `compiled`.
+    selector_ids: RefCell<HashMap<String, usize>>,
+    compiled: RefCell<Vec<Rc<Result<cel::Selector, String>>>>,
+    /// Per device, the verdicts of the selectors evaluated on it: (selector, verdict).
+    verdicts: RefCell<Vec<Vec<Verdict>>>,
+    /// A claim's alternative (by address: the snapshot outlives the cycle) → the selectors its
+    /// devices pass: its class's, then its own.
+    alternative_selectors: RefCell<HashMap<usize, Rc<[usize]>, BuildHasherDefault<Fx>>>,
+    /// (alternative, node) → the devices reachable there that its selectors select, free or not.
+    selected: RefCell<HashMap<(usize, usize), Selected, BuildHasherDefault<Fx>>>,
+    evaluations: Cell<u64>,
+    /// Claims whose allocation failed with an error (a selector that fails at run time, …):
+    /// kube-scheduler gives up on the pod at the first such error, so the claim is allocated
+    /// nowhere else in the cycle either.
+    broken: RefCell<HashMap<ObjectKey, String>>,
+}
+
+impl std::fmt::Debug for Devices<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Devices").field("devices", &self.entries.len()).finish_non_exhaustive()
+    }
+}
+
+impl<'a> Devices<'a> {
+    pub fn new(snap: &'a Snapshot) -> Self {
+        let storage = &snap.storage;
+        // Each pool's newest generation, and how many of its slices are here.
+        let mut pools: HashMap<(&str, &str), (i64, i64, i64)> = HashMap::new();
+        for s in storage.resource_slices.values() {
+            let e =
+                pools.entry((s.driver.as_str(), s.pool.as_str())).or_insert((s.generation, 0, s.slice_count));
+            if s.generation > e.0 {
+                *e = (s.generation, 0, s.slice_count);
+            }
+            if s.generation == e.0 {
+                e.1 += 1;
+            }
+        }
+        let mut out = Devices {
+            snap,
+            entries: Vec::new(),
+            local: HashMap::new(),
+            shared: Vec::new(),
+            allocated: Vec::new(),
+            by_id: HashMap::new(),
+            unsupported: HashMap::new(),
+            eval: OnceCell::new(),
+            selector_ids: RefCell::new(HashMap::new()),
+            compiled: RefCell::new(Vec::new()),
+            verdicts: RefCell::new(Vec::new()),
+            alternative_selectors: RefCell::new(HashMap::default()),
+            selected: RefCell::new(HashMap::default()),
+            evaluations: Cell::new(0),
+            broken: RefCell::new(HashMap::new()),
+        };
+        for s in storage.resource_slices.values() {
+            let (generation, seen, count) = pools[&(s.driver.as_str(), s.pool.as_str())];
+            if s.generation != generation {
+                continue;
+            }
+            for d in &s.devices {
+                let reach = d.reach.as_ref().or(s.reach.as_ref());
+                let at = match reach {
+                    Some(Reach::Node(n)) => n.as_str(),
+                    _ => "",
+                };
+                if d.unsupported.is_some() {
+                    *out.unsupported.entry(at).or_default() += 1;
+                    continue;
+                }
+                let Ok(ix) = DeviceIx::try_from(out.entries.len()) else { break };
+                // A device name twice in a pool makes the pool invalid upstream: the second is not used.
+                if out.by_id.insert((&s.driver, &s.pool, &d.name), ix).is_some() {
+                    continue;
+                }
+                out.entries.push(Entry { slice: s, device: d, incomplete: seen != count });
+                match reach {
+                    Some(Reach::Node(n)) => out.local.entry(n.as_str()).or_default().push(ix),
+                    Some(_) => out.shared.push(ix),
+                    None => {}
+                }
+            }
+        }
+        out.allocated = vec![false; out.entries.len()];
+        out.verdicts = RefCell::new(vec![Vec::new(); out.entries.len()]);
+        for c in storage.resource_claims.values() {
+            for d in c.allocation.iter().flat_map(|a| &a.devices).filter(|d| !d.admin_access) {
+                if let Some(&ix) =
+                    out.by_id.get(&(d.id.driver.as_str(), d.id.pool.as_str(), d.id.device.as_str()))
+                {
+                    out.allocated[ix as usize] = true;
+                }
+            }
+        }
+        out
+    }
+
+    /// How many selector evaluations the cycle made.
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations.get()
+    }
+
+    pub fn id(&self, ix: DeviceIx) -> DeviceId {
+        self.entries[ix as usize].id()
+    }
+
+    /// Whether device `ix` is allocated to a claim in the cluster.
+    pub fn allocated(&self, ix: DeviceIx) -> bool {
+        self.allocated[ix as usize]
+    }
+
+    fn reachable(&self, ix: DeviceIx, node: &Node) -> bool {
+        match self.entries[ix as usize].reach() {
+            Some(Reach::Node(n)) => n == node.name.as_str(),
+            Some(Reach::Selector(terms)) => terms.iter().any(|t| term_matches(t, node)),
+            Some(Reach::All) => true,
+            None => false,
+        }
+    }
+
+    /// The devices reachable from `node`, local ones first.
+    fn on<'s>(&'s self, node: &'s Node) -> impl Iterator<Item = DeviceIx> + 's {
+        let local = self.local.get(node.name.as_str()).map_or(&[][..], Vec::as_slice);
+        local.iter().copied().chain(self.shared.iter().copied().filter(move |&ix| self.reachable(ix, node)))
+    }
+
+    /// The selector compiled from `expr`, by id (compiled once per cycle).
+    fn selector(&self, expr: &str) -> usize {
+        if let Some(&id) = self.selector_ids.borrow().get(expr) {
+            return id;
+        }
+        let compiled = Rc::new(cel::compile(expr));
+        let mut all = self.compiled.borrow_mut();
+        let id = all.len();
+        all.push(compiled);
+        self.selector_ids.borrow_mut().insert(expr.to_string(), id);
+        id
+    }
+
+    /// The selectors of alternative `alt` (its class's, then its own), or the class missing.
+    fn selectors_of(&self, alt: &Subrequest) -> Result<Rc<[usize]>, String> {
+        let at = std::ptr::from_ref(alt) as usize;
+        if let Some(ids) = self.alternative_selectors.borrow().get(&at) {
+            return Ok(ids.clone());
+        }
+        let Some(c) = self.snap.storage.device_classes.get(&alt.class) else {
+            return Err(format!("DeviceClass {} does not exist", alt.class));
+        };
+        let ids: Rc<[usize]> = c.selectors.iter().chain(&alt.selectors).map(|e| self.selector(e)).collect();
+        self.alternative_selectors.borrow_mut().insert(at, ids.clone());
+        Ok(ids)
+    }
+
+    /// Whether device `ix` passes selector `id`: evaluated once per cycle, with every other
+    /// selector compiled so far that has no verdict on it (the device read into CEL once).
+    fn passes(&self, id: usize, ix: DeviceIx) -> Result<bool, String> {
+        if let Some((_, v)) = self.verdicts.borrow()[ix as usize].iter().find(|(s, _)| *s == id) {
+            return v.clone();
+        }
+        let compiled = self.compiled.borrow();
+        let missing: Vec<usize> = {
+            let have = &self.verdicts.borrow()[ix as usize];
+            (0..compiled.len()).filter(|s| !have.iter().any(|(h, _)| h == s)).collect()
+        };
+        let ok: Vec<(usize, &cel::Selector)> =
+            missing.iter().filter_map(|&s| compiled[s].as_ref().as_ref().ok().map(|sel| (s, sel))).collect();
+        let e = &self.entries[ix as usize];
+        let eval = self.eval.get_or_init(Evaluator::new);
+        let interpreted = ok.iter().filter(|(_, sel)| Evaluator::interpreted(sel)).count();
+        self.evaluations.set(self.evaluations.get() + interpreted as u64);
+        let sels: Vec<&cel::Selector> = ok.iter().map(|(_, s)| *s).collect();
+        let verdicts = eval.matches_all(&sels, &e.slice.driver, e.device);
+        let mut all = self.verdicts.borrow_mut();
+        let have = &mut all[ix as usize];
+        for ((s, _), v) in ok.iter().zip(verdicts) {
+            have.push((*s, v));
+        }
+        for &s in &missing {
+            if let Err(e) = compiled[s].as_ref() {
+                have.push((s, Err(e.clone())));
+            }
+        }
+        have.iter().find(|(s, _)| *s == id).map_or(Ok(false), |(_, v)| v.clone())
+    }
+
+    /// The devices reachable from `node` that alternative `alt` selects, free or not (once per
+    /// alternative and node).
+    fn selected(&self, alt: &Subrequest, node: &Node) -> Selected {
+        let key = (std::ptr::from_ref(alt) as usize, std::ptr::from_ref(node) as usize);
+        if let Some(s) = self.selected.borrow().get(&key) {
+            return s.clone();
+        }
+        let out = Rc::new(self.select(alt, node));
+        self.selected.borrow_mut().insert(key, out.clone());
+        out
+    }
+
+    fn select(&self, alt: &Subrequest, node: &Node) -> Result<Vec<DeviceIx>, String> {
+        let ids = self.selectors_of(alt)?;
+        let class_selectors =
+            self.snap.storage.device_classes.get(&alt.class).map_or(0, |c| c.selectors.len());
+        let mut out = Vec::new();
+        'devices: for ix in self.on(node) {
+            for (i, &id) in ids.iter().enumerate() {
+                match self.passes(id, ix) {
+                    Ok(true) => {}
+                    Ok(false) => continue 'devices,
+                    Err(e) => {
+                        let which = if i < class_selectors {
+                            format!("a selector of DeviceClass {}", alt.class)
+                        } else {
+                            "a selector".to_string()
+                        };
+                        return Err(format!("{which} fails on device {}: {e}", self.id(ix)));
+                    }
+                }
+            }
+            out.push(ix);
+        }
+        Ok(out)
+    }
+
+    /// Allocates `claim` on `node`: the devices, or why not. `taken`: what placements earlier in
+    /// the cycle took.
+    pub fn allocate(
+        &self,
+        claim: &ResourceClaim,
+        node: &Node,
+        taken: &dyn Fn(DeviceIx) -> bool,
+    ) -> Result<Allocated, Refusal> {
+        if let Some(e) = self.broken.borrow().get(&claim.key) {
+            return Err(Refusal::Error(e.clone()));
+        }
+        let ask = &claim.ask;
+        // Per request, per alternative: the devices selected, free (admin access: in use too).
+        let mut options: Vec<Vec<Vec<DeviceIx>>> = Vec::with_capacity(ask.requests.len());
+        for r in &ask.requests {
+            let mut per = Vec::with_capacity(r.alternatives.len());
+            for alt in &r.alternatives {
+                let selected = self.selected(alt, node);
+                let selected = match &*selected {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.broken.borrow_mut().insert(claim.key.clone(), e.clone());
+                        return Err(Refusal::Error(e.clone()));
+                    }
+                };
+                let free: Vec<DeviceIx> = selected
+                    .iter()
+                    .copied()
+                    .filter(|&ix| alt.admin_access || !(self.allocated(ix) || taken(ix)))
+                    .collect();
+                if alt.count == Count::All && free.iter().any(|&ix| self.entries[ix as usize].incomplete) {
+                    return Err(Refusal::Error(format!(
+                        "request {} asks for all matching devices, and a pool they are in is incomplete (fewer ResourceSlices than its resourceSliceCount)",
+                        alt.name
+                    )));
+                }
+                per.push(free);
+            }
+            options.push(per);
+        }
+        let mut search = Search {
+            devices: self,
+            claim,
+            options: &options,
+            picked: Vec::new(),
+            fixed: vec![None; ask.constraints.len()],
+            budget: SEARCH_BUDGET,
+        };
+        if search.request(0) {
+            let local = search
+                .picked
+                .iter()
+                .any(|(_, ix, _)| matches!(self.entries[*ix as usize].reach(), Some(Reach::Node(_))));
+            let node_selector = if local {
+                Some(vec![NodeSelectorTerm {
+                    match_expressions: Vec::new(),
+                    match_fields: vec![NodeSelectorRequirement {
+                        key: "metadata.name".into(),
+                        operator: NodeSelectorOperator::In,
+                        values: vec![node.name.to_string()],
+                    }],
+                }])
+            } else {
+                self.merged_selector(search.picked.iter().map(|(_, ix, _)| *ix))
+            };
+            let devices = search.picked.into_iter().collect();
+            return Ok(Allocated { devices, node_selector });
+        }
+        if search.budget == 0 {
+            return Err(Refusal::NoFit(format!("no allocation found within {SEARCH_BUDGET} search steps")));
+        }
+        Err(Refusal::NoFit(self.shortfall(claim, &options, node)))
+    }
+
+    /// One term with every requirement of the selectors of the devices' slices (upstream merges
+    /// them so); `None` when all are reachable from every node.
+    fn merged_selector(&self, devices: impl Iterator<Item = DeviceIx>) -> Option<Vec<NodeSelectorTerm>> {
+        let mut exprs: Vec<NodeSelectorRequirement> = Vec::new();
+        let mut fields: Vec<NodeSelectorRequirement> = Vec::new();
+        let mut any = false;
+        for ix in devices {
+            if let Some(Reach::Selector(terms)) = self.entries[ix as usize].reach()
+                && let Some(t) = terms.first()
+            {
+                any = true;
+                for r in &t.match_expressions {
+                    if !exprs.contains(r) {
+                        exprs.push(r.clone());
+                    }
+                }
+                for r in &t.match_fields {
+                    if !fields.contains(r) {
+                        fields.push(r.clone());
+                    }
+                }
+            }
+        }
+        any.then(|| vec![NodeSelectorTerm { match_expressions: exprs, match_fields: fields }])
+    }
+
+    /// Why the claim's requests find too few devices on `node`, the first short one named.
+    fn shortfall(&self, claim: &ResourceClaim, options: &[Vec<Vec<DeviceIx>>], node: &Node) -> String {
+        let skipped = self.unsupported.get(node.name.as_str()).copied().unwrap_or(0);
+        let note = if skipped > 0 {
+            format!(" ({skipped} device(s) there use features this scheduler does not allocate)")
+        } else {
+            String::new()
+        };
+        for (r, per) in claim.ask.requests.iter().zip(options) {
+            let fits = r.alternatives.iter().zip(per).any(|(alt, free)| match alt.count {
+                Count::Exact(k) => free.len() >= k as usize,
+                Count::All => !free.is_empty(),
+            });
+            if !fits {
+                let alt = &r.alternatives[0];
+                let need = match alt.count {
+                    Count::Exact(k) => k.to_string(),
+                    Count::All => "all (at least 1)".into(),
+                };
+                return format!(
+                    "request {} finds {} free device(s) of class {} matching its selectors, needs {need}{note}",
+                    r.name,
+                    per[0].len(),
+                    alt.class,
+                );
+            }
+        }
+        format!(
+            "the free devices cannot satisfy the claim's constraints (matchAttribute {}){note}",
+            claim.ask.constraints.iter().map(|c| c.attribute.as_str()).collect::<Vec<_>>().join(", ")
+        )
+    }
+
+    /// Whether an allocation with `node_selector` serves a pod on `node`.
+    pub fn serves(node_selector: &Option<Vec<NodeSelectorTerm>>, node: &Node) -> bool {
+        node_selector.as_ref().is_none_or(|terms| terms.iter().any(|t| term_matches(t, node)))
+    }
+
+    /// The allocation result's devices, as the claim's status names them.
+    pub fn results(&self, a: &Allocated) -> Vec<AllocatedDevice> {
+        a.devices
+            .iter()
+            .map(|(request, ix, admin)| AllocatedDevice {
+                request: request.clone(),
+                id: self.id(*ix),
+                admin_access: *admin,
+            })
+            .collect()
+    }
+
+    /// The classes an allocation used, each with the requests that used it (for `FromClass`
+    /// configuration).
+    pub fn classes_used(claim: &ResourceClaim, a: &Allocated) -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (name, _, _) in &a.devices {
+            for r in &claim.ask.requests {
+                if let Some(alt) = r.alternatives.iter().find(|alt| &alt.name == name) {
+                    out.entry(alt.class.clone()).or_default().insert(r.name.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The DRA devices each node has free, counted as a resource so the capacity ledger keeps pods
+/// off nodes without enough of them before any allocation is tried: every device local to the
+/// node (`nodeName`, or a per-device `nodeName`) of a pool's newest generation, that this
+/// scheduler allocates and no claim holds. A pending pod's need is the least number of devices its
+/// claims take whatever is chosen (per request the smallest count of its alternatives, 1 for
+/// `All`, 0 for admin access), for claims generated for it (a claim shared by pods is allocated
+/// once: not counted). A necessary condition only — the allocator decides — and only where every
+/// device is local to a node (one reachable from several nodes would serve a node without local
+/// devices): then nothing is counted.
+#[derive(Debug, Default)]
+pub(crate) struct Capacity {
+    /// Per node (indexed like the snapshot's), its free devices; empty when none is counted.
+    pub nodes: Vec<i64>,
+}
+
+impl Capacity {
+    pub fn of(snap: &Snapshot, node_index: &HashMap<&str, usize, impl std::hash::BuildHasher>) -> Self {
+        let slices = &snap.storage.resource_slices;
+        if slices.is_empty() {
+            return Capacity::default();
+        }
+        let mut newest: HashMap<(&str, &str), i64> = HashMap::new();
+        for s in slices.values() {
+            let g = newest.entry((s.driver.as_str(), s.pool.as_str())).or_insert(s.generation);
+            *g = (*g).max(s.generation);
+        }
+        let allocated: HashSet<(&str, &str, &str)> = snap
+            .storage
+            .resource_claims
+            .values()
+            .flat_map(|c| c.allocation.iter().flat_map(|a| &a.devices))
+            .filter(|d| !d.admin_access)
+            .map(|d| (d.id.driver.as_str(), d.id.pool.as_str(), d.id.device.as_str()))
+            .collect();
+        let mut nodes = vec![0i64; snap.nodes.len()];
+        for s in slices.values() {
+            if newest[&(s.driver.as_str(), s.pool.as_str())] != s.generation {
+                continue;
+            }
+            for d in &s.devices {
+                match d.reach.as_ref().or(s.reach.as_ref()) {
+                    Some(Reach::Node(node)) => {
+                        if d.unsupported.is_none()
+                            && !allocated.contains(&(s.driver.as_str(), s.pool.as_str(), d.name.as_str()))
+                            && let Some(&n) = node_index.get(node.as_str())
+                        {
+                            nodes[n] += 1;
+                        }
+                    }
+                    // Reachable from several nodes: counting local devices would refuse nodes
+                    // such a device serves.
+                    Some(_) => return Capacity::default(),
+                    None => {}
+                }
+            }
+        }
+        Capacity { nodes }
+    }
+
+    /// The least number of local devices pending pod `pod` needs (see the type).
+    pub fn demand(&self, snap: &Snapshot, pod: &crate::read::model::Pod) -> i64 {
+        if self.nodes.is_empty() || pod.resource_claims.is_empty() || !pod.is_pending() {
+            return 0;
+        }
+        let mut need = 0i64;
+        for rc in &pod.resource_claims {
+            let ClaimName::Generated(name) = &rc.claim else { continue };
+            let key = ObjectKey::new(pod.key.namespace.as_str(), name.as_str());
+            let Some(claim) = snap.storage.resource_claims.get(&key) else { continue };
+            if claim.allocation.is_some() || claim.owner.as_deref() != Some(pod.uid.as_str()) {
+                continue;
+            }
+            for r in &claim.ask.requests {
+                let least = r
+                    .alternatives
+                    .iter()
+                    .map(|a| match (a.admin_access, a.count) {
+                        (true, _) => 0,
+                        (false, Count::All) => 1,
+                        (false, Count::Exact(k)) => i64::from(k),
+                    })
+                    .min()
+                    .unwrap_or(0);
+                need = need.saturating_add(least);
+            }
+        }
+        need
+    }
+}
+
+/// What the plan releases (see [`crate::decide::plan::Plan::releases`]): for each pending pod
+/// of ours with claims (`pending`) that the plan neither binds, nor allocates or reserves claims
+/// for, nor nominates, nor holds room for — nor places while its gang's other claims are bound or
+/// allocated first (its claims are what the next cycle binds it with) — each claim reserved for it.
+pub(crate) fn releases(snap: &Snapshot, plan: &Plan, pending: &[usize]) -> Vec<ClaimRelease> {
+    if pending.is_empty() {
+        return Vec::new();
+    }
+    let placed: HashSet<&PodKey> = (plan.bindings.iter().map(|b| &b.pod))
+        .chain(plan.claims.iter().map(|c| &c.pod))
+        .chain(plan.nominations.iter().map(|n| &n.pod))
+        .chain(plan.reservations.iter().map(|r| &r.pod))
+        .collect();
+    let waiting: HashSet<&crate::read::model::GangKey> = plan
+        .outcomes
+        .iter()
+        .filter(|o| matches!(o.reason, Reason::WaitingForVolumes | Reason::WaitingForDevices))
+        .map(|o| &o.gang)
+        .collect();
+    let mut out = Vec::new();
+    for &p in pending {
+        let pod = &snap.pods[p];
+        if placed.contains(&pod.key) || pod.gang.as_ref().is_some_and(|m| waiting.contains(&m.gang)) {
+            continue;
+        }
+        for rc in &pod.resource_claims {
+            let name = match &rc.claim {
+                ClaimName::Named(n) | ClaimName::Generated(n) => n,
+                ClaimName::NotCreated | ClaimName::NotNeeded => continue,
+            };
+            let key = ObjectKey::new(pod.key.namespace.as_str(), name.as_str());
+            let Some(claim) = snap.storage.resource_claims.get(&key) else { continue };
+            if claim.allocation.is_none() || !claim.reserved_for.iter().any(|u| u == pod.uid) {
+                continue;
+            }
+            out.push(ClaimRelease {
+                claim: key,
+                pod: pod.key.clone(),
+                uid: pod.uid.clone(),
+                deallocate: claim.reserved_for.iter().all(|u| u == pod.uid),
+            });
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The depth-first search over one claim's requests on one node.
+struct Search<'s, 'a> {
+    devices: &'s Devices<'a>,
+    claim: &'s ResourceClaim,
+    options: &'s [Vec<Vec<DeviceIx>>],
+    picked: Vec<(String, DeviceIx, bool)>,
+    /// Per constraint: the attribute value the devices picked so far share.
+    fixed: Vec<Option<&'a AttributeValue>>,
+    budget: u32,
+}
+
+impl<'s, 'a> Search<'s, 'a> {
+    /// Satisfies requests `r..`; on success `picked` holds the devices.
+    fn request(&mut self, r: usize) -> bool {
+        let requests = &self.claim.ask.requests;
+        if r == requests.len() {
+            return true;
+        }
+        for (a, alt) in requests[r].alternatives.iter().enumerate() {
+            let free = &self.options[r][a];
+            let ok = match alt.count {
+                Count::Exact(k) => self.pick(r, a, 0, k as usize),
+                Count::All => {
+                    if free.is_empty() || free.len() > RESULTS_MAX {
+                        false
+                    } else {
+                        let mark = (self.picked.len(), self.fixed.clone());
+                        let all = free.iter().all(|&ix| self.take(r, a, ix));
+                        if all && self.request(r + 1) {
+                            return true;
+                        }
+                        self.picked.truncate(mark.0);
+                        self.fixed = mark.1;
+                        false
+                    }
+                }
+            };
+            if ok {
+                return true;
+            }
+            if self.budget == 0 {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Picks `need` more devices for alternative `a` of request `r` from index `from` of its
+    /// free ones, then the requests after it.
+    fn pick(&mut self, r: usize, a: usize, from: usize, need: usize) -> bool {
+        if need == 0 {
+            return self.request(r + 1);
+        }
+        let free = &self.options[r][a];
+        for i in from..free.len() {
+            if free.len() - i < need || self.budget == 0 {
+                return false;
+            }
+            self.budget -= 1;
+            let ix = free[i];
+            if self.picked.iter().any(|(_, p, admin)| *p == ix && !admin) {
+                continue;
+            }
+            let mark = (self.picked.len(), self.fixed.clone());
+            if self.take(r, a, ix) && self.pick(r, a, i + 1, need - 1) {
+                return true;
+            }
+            self.picked.truncate(mark.0);
+            self.fixed = mark.1;
+        }
+        false
+    }
+
+    /// Adds device `ix` for alternative `a` of request `r`, if the constraints allow it.
+    fn take(&mut self, r: usize, a: usize, ix: DeviceIx) -> bool {
+        let request = &self.claim.ask.requests[r];
+        let alt = &request.alternatives[a];
+        let device = self.devices.entries[ix as usize].device;
+        for (c, constraint) in self.claim.ask.constraints.iter().enumerate() {
+            let applies = constraint.requests.is_empty()
+                || constraint.requests.iter().any(|n| *n == request.name || *n == alt.name);
+            if !applies {
+                continue;
+            }
+            let Some(value) = device.attributes.get(&constraint.attribute) else { return false };
+            match self.fixed[c] {
+                Some(v) if v != value => return false,
+                Some(_) => {}
+                None => self.fixed[c] = Some(value),
+            }
+        }
+        self.picked.push((alt.name.clone(), ix, alt.admin_access));
+        true
+    }
+}

@@ -1,0 +1,492 @@
+//! DRA device selectors: CEL expressions evaluated against one device at a time, with the
+//! variables and libraries Kubernetes gives them (`k8s.io/dynamic-resource-allocation/cel`):
+//! `device.driver`, `device.attributes[<domain>].<name>`, `device.capacity[<domain>].<name>`;
+//! Kubernetes' quantity library (`quantity()`, `isQuantity()`, `compareTo`, `isGreaterThan`,
+//! `isLessThan`, `sign`, `isInteger`, `asInteger`, `asApproximateFloat`, `add`, `sub`) and semver
+//! library (`semver()`, `isSemver()`, `major`, `minor`, `patch`, `compareTo`, `isGreaterThan`,
+//! `isLessThan`); a version attribute is a semver value, a capacity a quantity.
+//!
+//! As upstream: a domain no attribute uses reads as an empty map, a missing name within a domain
+//! is a runtime error (the claim cannot be allocated, the error said — never "no device matches"),
+//! and a selector must evaluate to a boolean.
+//!
+//! Cost: an expression is at most [`MAX_LENGTH`] bytes (`CELSelectorExpressionMaxLength`) and holds
+//! at most [`MAX_COMPREHENSIONS`] comprehension macros (`all`, `exists`, `exists_one`, `map`,
+//! `filter`), so one evaluation visits at most (attributes + capacities)^3 entries of a device —
+//! the budget upstream enforces by its cost estimate (`CELSelectorExpressionMaxCost`), which
+//! this interpreter does not compute. Compiled once per distinct expression, evaluated at most once
+//! per (expression, device) by the allocator.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use cel::extractors::This;
+use cel::objects::{Opaque, Value};
+use cel::{Context, Env, ExecutionError, Program};
+
+use crate::read::model::device::{AttributeValue, Device};
+use crate::read::quantity::{self, Quantity};
+
+/// The longest selector expression the API server accepts (`CELSelectorExpressionMaxLength`).
+pub const MAX_LENGTH: usize = 10 * 1024;
+/// The most comprehension macros an expression may hold here.
+pub const MAX_COMPREHENSIONS: usize = 3;
+
+/// A Kubernetes quantity inside CEL; equal when their values are (`1Gi == 1073741824`).
+#[derive(Debug)]
+struct Q(Quantity);
+
+impl PartialEq for Q {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.cmp_value(&other.0).is_eq()
+    }
+}
+
+impl Eq for Q {}
+
+impl Opaque for Q {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Quantity"
+    }
+}
+
+/// A semantic version inside CEL.
+#[derive(Debug, PartialEq, Eq)]
+struct V(semver::Version);
+
+impl Opaque for V {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Semver"
+    }
+}
+
+/// A compiled selector, and the domains it may index (string literals), so a device without an
+/// attribute of such a domain reads an empty map there, as upstream's does. The selector every
+/// DeviceClass starts with, `device.driver == "<name>"`, is decided without the interpreter.
+pub struct Selector {
+    program: Option<Program>,
+    driver: Option<String>,
+    domains: Vec<String>,
+}
+
+impl std::fmt::Debug for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Selector").field("domains", &self.domains).finish_non_exhaustive()
+    }
+}
+
+/// The string literals of an expression (quoted with `'` or `"`, escapes skipped): the domains
+/// it may index `device.attributes` and `device.capacity` with.
+fn literals(expr: &str) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    let mut chars = expr.chars();
+    while let Some(c) = chars.next() {
+        if c != '\'' && c != '"' {
+            continue;
+        }
+        let mut lit = String::new();
+        while let Some(d) = chars.next() {
+            match d {
+                '\\' => drop(chars.next()),
+                d if d == c => break,
+                d => lit.push(d),
+            }
+        }
+        if !lit.is_empty() && lit.len() <= 253 {
+            out.insert(lit);
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn comprehensions(expr: &str) -> usize {
+    [".all(", ".exists(", ".exists_one(", ".map(", ".filter("].iter().map(|m| expr.matches(m).count()).sum()
+}
+
+/// Compiles a selector, or says why the API server (or this scheduler's bound) refuses it.
+pub fn compile(expr: &str) -> Result<Selector, String> {
+    if expr.len() > MAX_LENGTH {
+        return Err(format!("the expression is {} bytes, more than the {MAX_LENGTH} allowed", expr.len()));
+    }
+    if comprehensions(expr) > MAX_COMPREHENSIONS {
+        return Err(format!(
+            "the expression uses more than {MAX_COMPREHENSIONS} comprehension macros (all, exists, exists_one, map, filter): too complex"
+        ));
+    }
+    let program = Env::stdlib().compile(expr).map_err(|e| format!("does not compile: {e}"))?;
+    if let Some(driver) = driver_equality(expr) {
+        return Ok(Selector { program: None, driver: Some(driver), domains: Vec::new() });
+    }
+    Ok(Selector { program: Some(program), driver: None, domains: literals(expr) })
+}
+
+/// `"gpu.example.com"` of `device.driver == "gpu.example.com"` (either quote, any spaces, either
+/// side), when that is the whole expression.
+fn driver_equality(expr: &str) -> Option<String> {
+    let (a, b) = expr.split_once("==")?;
+    let (a, b) = (a.trim(), b.trim());
+    let literal = |s: &str| {
+        let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+        let inner = s.strip_prefix(q)?.strip_suffix(q)?;
+        let plain = inner.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_');
+        plain.then(|| inner.to_string())
+    };
+    match (a, b) {
+        ("device.driver", lit) | (lit, "device.driver") => literal(lit),
+        _ => None,
+    }
+}
+
+fn quantity_of(v: &Arc<dyn Opaque>) -> Option<Quantity> {
+    v.downcast_ref::<Q>().map(|q| q.0)
+}
+
+fn version_of(v: &Arc<dyn Opaque>) -> Option<&semver::Version> {
+    v.downcast_ref::<V>().map(|v| &v.0)
+}
+
+fn compare(
+    name: &str,
+    a: &Arc<dyn Opaque>,
+    b: &Arc<dyn Opaque>,
+) -> Result<std::cmp::Ordering, ExecutionError> {
+    if let (Some(x), Some(y)) = (quantity_of(a), quantity_of(b)) {
+        return Ok(x.cmp_value(&y));
+    }
+    if let (Some(x), Some(y)) = (version_of(a), version_of(b)) {
+        return Ok(x.cmp(y));
+    }
+    Err(ExecutionError::function_error(name, "compares a quantity with a quantity, a semver with a semver"))
+}
+
+fn opaque(q: Quantity) -> Value {
+    Value::Opaque(Arc::new(Q(q)))
+}
+
+/// Kubernetes' semver library accepts `major.minor.patch` with optional pre-release and build.
+fn parse_version(s: &str) -> Option<semver::Version> {
+    semver::Version::parse(s).ok()
+}
+
+/// The evaluation context: the standard library and Kubernetes' quantity and semver functions.
+/// One per cycle; each evaluation adds `device` in a scope of its own.
+pub struct Evaluator {
+    root: Context<'static, 'static>,
+}
+
+impl std::fmt::Debug for Evaluator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Evaluator")
+    }
+}
+
+impl Default for Evaluator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Evaluator {
+    pub fn new() -> Self {
+        let mut ctx = Context::with_env(Arc::new(Env::stdlib()));
+        let add = |name: &str, result: Result<(), cel::DeclarationError>| {
+            debug_assert!(result.is_ok(), "{name} declared twice");
+        };
+        add(
+            "quantity",
+            ctx.add_function("quantity", |s: Arc<String>| -> Result<Value, ExecutionError> {
+                quantity::parse(&s).map(opaque).map_err(|e| ExecutionError::function_error("quantity", e))
+            }),
+        );
+        add("isQuantity", ctx.add_function("isQuantity", |s: Arc<String>| quantity::parse(&s).is_ok()));
+        add(
+            "semver",
+            ctx.add_function("semver", |s: Arc<String>| -> Result<Value, ExecutionError> {
+                parse_version(&s)
+                    .map(|v| Value::Opaque(Arc::new(V(v))))
+                    .ok_or_else(|| ExecutionError::function_error("semver", format!("{s:?} is not a semver")))
+            }),
+        );
+        add("isSemver", ctx.add_function("isSemver", |s: Arc<String>| parse_version(&s).is_some()));
+        add(
+            "compareTo",
+            ctx.add_function(
+                "compareTo",
+                |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| -> Result<i64, ExecutionError> {
+                    Ok(compare("compareTo", &a, &b)? as i64)
+                },
+            ),
+        );
+        add(
+            "isGreaterThan",
+            ctx.add_function(
+                "isGreaterThan",
+                |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| -> Result<bool, ExecutionError> {
+                    Ok(compare("isGreaterThan", &a, &b)?.is_gt())
+                },
+            ),
+        );
+        add(
+            "isLessThan",
+            ctx.add_function(
+                "isLessThan",
+                |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| -> Result<bool, ExecutionError> {
+                    Ok(compare("isLessThan", &a, &b)?.is_lt())
+                },
+            ),
+        );
+        let q = |name: &'static str, v: &Arc<dyn Opaque>| {
+            quantity_of(v).ok_or_else(|| ExecutionError::function_error(name, "expects a quantity"))
+        };
+        add(
+            "sign",
+            ctx.add_function("sign", move |This(a): This<Arc<dyn Opaque>>| -> Result<i64, ExecutionError> {
+                Ok(q("sign", &a)?.signum())
+            }),
+        );
+        add(
+            "isInteger",
+            ctx.add_function(
+                "isInteger",
+                move |This(a): This<Arc<dyn Opaque>>| -> Result<bool, ExecutionError> {
+                    Ok(q("isInteger", &a)?.as_integer().is_some())
+                },
+            ),
+        );
+        add(
+            "asInteger",
+            ctx.add_function(
+                "asInteger",
+                move |This(a): This<Arc<dyn Opaque>>| -> Result<i64, ExecutionError> {
+                    q("asInteger", &a)?.as_integer().ok_or_else(|| {
+                        ExecutionError::function_error(
+                            "asInteger",
+                            "the quantity is not an integer that fits 64 bits",
+                        )
+                    })
+                },
+            ),
+        );
+        add(
+            "asApproximateFloat",
+            ctx.add_function(
+                "asApproximateFloat",
+                move |This(a): This<Arc<dyn Opaque>>| -> Result<f64, ExecutionError> {
+                    Ok(q("asApproximateFloat", &a)?.as_f64())
+                },
+            ),
+        );
+        add(
+            "add",
+            ctx.add_function(
+                "add",
+                move |This(a): This<Arc<dyn Opaque>>, b: Value| -> Result<Value, ExecutionError> {
+                    let a = q("add", &a)?;
+                    let b = match b {
+                        Value::Int(i) => Quantity::from_int(i),
+                        Value::Opaque(o) => q("add", &o)?,
+                        _ => return Err(ExecutionError::function_error("add", "adds a quantity or an int")),
+                    };
+                    a.checked_add(&b)
+                        .map(opaque)
+                        .ok_or_else(|| ExecutionError::function_error("add", "overflow"))
+                },
+            ),
+        );
+        add(
+            "sub",
+            ctx.add_function(
+                "sub",
+                move |This(a): This<Arc<dyn Opaque>>, b: Value| -> Result<Value, ExecutionError> {
+                    let a = q("sub", &a)?;
+                    let b = match b {
+                        Value::Int(i) => Quantity::from_int(i),
+                        Value::Opaque(o) => q("sub", &o)?,
+                        _ => {
+                            return Err(ExecutionError::function_error(
+                                "sub",
+                                "subtracts a quantity or an int",
+                            ));
+                        }
+                    };
+                    a.checked_add(&b.negated())
+                        .map(opaque)
+                        .ok_or_else(|| ExecutionError::function_error("sub", "overflow"))
+                },
+            ),
+        );
+        let v = |name: &'static str, x: &Arc<dyn Opaque>| {
+            version_of(x).cloned().ok_or_else(|| ExecutionError::function_error(name, "expects a semver"))
+        };
+        add(
+            "major",
+            ctx.add_function("major", move |This(a): This<Arc<dyn Opaque>>| -> Result<i64, ExecutionError> {
+                Ok(i64::try_from(v("major", &a)?.major).unwrap_or(i64::MAX))
+            }),
+        );
+        add(
+            "minor",
+            ctx.add_function("minor", move |This(a): This<Arc<dyn Opaque>>| -> Result<i64, ExecutionError> {
+                Ok(i64::try_from(v("minor", &a)?.minor).unwrap_or(i64::MAX))
+            }),
+        );
+        add(
+            "patch",
+            ctx.add_function("patch", move |This(a): This<Arc<dyn Opaque>>| -> Result<i64, ExecutionError> {
+                Ok(i64::try_from(v("patch", &a)?.patch).unwrap_or(i64::MAX))
+            }),
+        );
+        Evaluator { root: ctx }
+    }
+
+    /// Whether `device` of `driver` passes `selector`: `Err` with the runtime error (a missing
+    /// attribute, a type mismatch, a result that is not a boolean).
+    pub fn matches(&self, selector: &Selector, driver: &str, device: &Device) -> Result<bool, String> {
+        self.matches_all(&[selector], driver, device).remove(0)
+    }
+
+    /// [`Evaluator::matches`] for several selectors, the device read into CEL once.
+    pub fn matches_all(
+        &self,
+        selectors: &[&Selector],
+        driver: &str,
+        device: &Device,
+    ) -> Vec<Result<bool, String>> {
+        let mut domains: Vec<String> = selectors.iter().flat_map(|s| s.domains.iter().cloned()).collect();
+        domains.sort();
+        domains.dedup();
+        let mut scope = None;
+        selectors
+            .iter()
+            .map(|selector| {
+                if let Some(d) = &selector.driver {
+                    return Ok(d == driver);
+                }
+                let Some(program) = &selector.program else { return Ok(false) };
+                let scope = scope.get_or_insert_with(|| {
+                    let mut s = self.root.new_inner_scope();
+                    s.add_variable_from_value("device", device_value(driver, device, &domains));
+                    s
+                });
+                match program.execute(scope) {
+                    Ok(Value::Bool(b)) => Ok(b),
+                    Ok(other) => Err(format!("the expression evaluates to {other:?}, not a boolean")),
+                    Err(e) => Err(e.to_string()),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether evaluating `selector` runs the interpreter (not decided by its driver alone).
+    pub fn interpreted(selector: &Selector) -> bool {
+        selector.program.is_some()
+    }
+}
+
+/// `device` as CEL sees it: attributes and capacity grouped by domain, every domain in `domains`
+/// present (empty when the device has nothing there).
+fn device_value(driver: &str, device: &Device, domains: &[String]) -> Value {
+    let mut attributes: HashMap<String, HashMap<String, Value>> = HashMap::new();
+    let mut capacity: HashMap<String, HashMap<String, Value>> = HashMap::new();
+    for d in domains {
+        attributes.entry(d.clone()).or_default();
+        capacity.entry(d.clone()).or_default();
+    }
+    for (name, value) in &device.attributes {
+        let (domain, id) = name.rsplit_once('/').unwrap_or((driver, name));
+        let v = match value {
+            AttributeValue::Int(i) => Value::Int(*i),
+            AttributeValue::Bool(b) => Value::Bool(*b),
+            AttributeValue::String(s) => Value::String(Arc::new(s.clone())),
+            AttributeValue::Version(s) => match parse_version(s) {
+                Some(v) => Value::Opaque(Arc::new(V(v))),
+                None => Value::String(Arc::new(s.clone())),
+            },
+        };
+        attributes.entry(domain.to_string()).or_default().insert(id.to_string(), v);
+    }
+    for (name, q) in &device.capacity {
+        let (domain, id) = name.rsplit_once('/').unwrap_or((driver, name));
+        if let Ok(q) = quantity::parse(q) {
+            capacity.entry(domain.to_string()).or_default().insert(id.to_string(), opaque(q));
+        }
+    }
+    let mut map: HashMap<String, Value> = HashMap::new();
+    map.insert("driver".into(), Value::String(Arc::new(driver.to_string())));
+    map.insert("attributes".into(), attributes.into());
+    map.insert("capacity".into(), capacity.into());
+    map.insert("allowMultipleAllocations".into(), Value::Bool(false));
+    Value::Map(map.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn gpu() -> Device {
+        Device {
+            name: "gpu-0".into(),
+            attributes: BTreeMap::from([
+                ("gpu.example.com/model".into(), AttributeValue::String("a100".into())),
+                ("gpu.example.com/index".into(), AttributeValue::Int(0)),
+                ("gpu.example.com/driverVersion".into(), AttributeValue::Version("1.2.3".into())),
+                ("example.com/nvlink".into(), AttributeValue::Bool(true)),
+            ]),
+            capacity: BTreeMap::from([("gpu.example.com/memory".into(), "80Gi".into())]),
+            reach: None,
+            unsupported: None,
+        }
+    }
+
+    fn eval(expr: &str) -> Result<bool, String> {
+        Evaluator::new().matches(&compile(expr)?, "gpu.example.com", &gpu())
+    }
+
+    #[test]
+    fn selectors_read_the_device_as_kubernetes_defines_it() {
+        for (expr, want) in [
+            ("device.driver == 'gpu.example.com'", true),
+            ("device.driver == \"other.example.com\"", false),
+            ("'gpu.example.com'==device.driver", true),
+            ("device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].index == 0", true),
+            ("device.attributes['gpu.example.com'].model == 'a100'", true),
+            ("device.attributes['gpu.example.com'].index == 1", false),
+            ("device.attributes['example.com'].nvlink", true),
+            ("device.capacity['gpu.example.com'].memory.compareTo(quantity('80Gi')) >= 0", true),
+            ("device.capacity['gpu.example.com'].memory.isGreaterThan(quantity('81920Mi'))", false),
+            ("device.capacity['gpu.example.com'].memory.isLessThan(quantity('0.1Ti'))", true),
+            ("device.attributes['gpu.example.com'].driverVersion.isGreaterThan(semver('1.2.0'))", true),
+            ("device.attributes['gpu.example.com'].driverVersion.major() == 1", true),
+            ("quantity('1.5').isInteger()", false),
+            ("quantity('2k').asInteger() == 2000", true),
+            ("quantity('1Gi') == quantity('1073741824')", true),
+            ("device.capacity['gpu.example.com'].memory == quantity('80Gi')", true),
+            // A domain no attribute uses is an empty map: `has` and `in` read it.
+            ("'model' in device.attributes['other.example.com']", false),
+            ("!has(device.attributes['other.example.com'].model)", true),
+        ] {
+            assert_eq!(eval(expr), Ok(want), "{expr}");
+        }
+    }
+
+    #[test]
+    fn a_missing_attribute_or_a_result_that_is_not_a_boolean_is_an_error_not_a_mismatch() {
+        let e = eval("device.attributes['gpu.example.com'].memory == 1").unwrap_err();
+        assert!(e.contains("memory"), "{e}");
+        let e = eval("device.attributes['gpu.example.com'].index").unwrap_err();
+        assert!(e.contains("not a boolean"), "{e}");
+        let e = eval("quantity('lots').sign() == 1").unwrap_err();
+        assert!(e.contains("lots"), "{e}");
+    }
+
+    #[test]
+    fn expressions_past_the_bounds_are_refused_before_evaluation() {
+        let long = format!("device.driver == '{}'", "x".repeat(MAX_LENGTH));
+        assert!(compile(&long).unwrap_err().contains("bytes"));
+        let nested = "device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, device.attributes.exists(d, true))))";
+        assert!(compile(nested).unwrap_err().contains("too complex"));
+        assert!(compile("device.driver ==").unwrap_err().contains("does not compile"));
+    }
+}
