@@ -667,11 +667,15 @@ fn bench_s6(c: &mut Criterion) {
     let mut group = c.benchmark_group("S6");
     group.sample_size(10);
     let snap = carried(s6());
-    let plan = schedule(&snap, &config(), Time::from_secs(1_000));
+    let (plan, stats) = scheduler_core::schedule_with_stats(&snap, &config(), Time::from_secs(1_000));
     let placed =
         plan.outcomes.iter().filter(|o| o.reason == scheduler_core::Reason::WaitingForDevices).count();
     assert_eq!(placed, 350, "350 gangs have their devices allocated");
     assert_eq!(plan.claims.len(), 350 * 8);
+    // One selector the interpreter runs (the class's `device.driver ==` is decided without it),
+    // at most once per device.
+    assert!(stats.selector_evaluations <= 32_000, "{stats:?}");
+    eprintln!("S6: {} selector evaluations in a cycle", stats.selector_evaluations);
     group.throughput(Throughput::Elements(4_000));
     group.bench_function("S6-4000n-32000dev-500x8-dra", |b| {
         b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000)))
