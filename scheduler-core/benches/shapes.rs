@@ -579,6 +579,12 @@ fn s6() -> Snapshot {
                 )]),
                 reach: None,
                 unsupported: None,
+                fingerprint: None,
+            })
+            // As the slice reader does: each device's fingerprint once, when its slice is read.
+            .map(|mut d: Device| {
+                d.fingerprint = Some(scheduler_core::model::device::fingerprint(DRIVER, &d));
+                d
             })
             .collect();
         snap.storage.resource_slices.insert(
@@ -677,8 +683,21 @@ fn bench_s6(c: &mut Criterion) {
     assert!(stats.selector_evaluations <= 32_000, "{stats:?}");
     eprintln!("S6: {} selector evaluations in a cycle", stats.selector_evaluations);
     group.throughput(Throughput::Elements(4_000));
+    // The selector verdicts kept from the cycle before (the scheduler's steady state).
     group.bench_function("S6-4000n-32000dev-500x8-dra", |b| {
         b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000)))
+    });
+    // None kept: every device's selectors evaluated (the first cycle, or every slice changed).
+    group.bench_function("S6-4000n-32000dev-500x8-dra-cold", |b| {
+        b.iter_batched(
+            || {
+                let mut s = snap.clone();
+                s.storage.selector_cache = Default::default();
+                s
+            },
+            |s| schedule(black_box(&s), &config(), Time::from_secs(1_000)),
+            criterion::BatchSize::LargeInput,
+        )
     });
     group.finish();
 }
@@ -922,7 +941,7 @@ criterion_group!(
 /// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`,
 /// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
 /// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`, `S1-5000-volumes`,
-/// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`, `S6`.
+/// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`, `S6` (selector verdicts kept between cycles), `S6-cold` (none kept).
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -948,6 +967,14 @@ fn runs(spec: &str) {
         "anchored-never" => carried(anchored(20 << 30)),
         "S5-flat" => carried(s5(false)),
         "S6" => carried(s6()),
+        "S6-cold" => {
+            let mut snap = carried(s6());
+            for _ in 0..n {
+                snap.storage.selector_cache = Default::default();
+                black_box(schedule(black_box(&snap), &config(), Time::from_secs(1_000)));
+            }
+            return;
+        }
         "S5-levels" => carried(s5(true)),
         "S5-block" => {
             let mut snap = s5(true);

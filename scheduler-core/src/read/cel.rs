@@ -437,6 +437,7 @@ mod tests {
             capacity: BTreeMap::from([("gpu.example.com/memory".into(), "80Gi".into())]),
             reach: None,
             unsupported: None,
+            fingerprint: None,
         }
     }
 

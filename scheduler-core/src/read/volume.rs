@@ -1018,13 +1018,16 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
                 (body.get("allowMultipleAllocations").and_then(Value::as_bool) == Some(true))
                     .then(|| format!("{path}.allowMultipleAllocations"))
             });
-        devices.push(Device {
+        let mut device = Device {
             name: d.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
             attributes,
             capacity,
             reach: device_reach,
             unsupported: unsupported_field,
-        });
+            fingerprint: None,
+        };
+        device.fingerprint = Some(crate::read::model::device::fingerprint(&driver, &device));
+        devices.push(device);
     }
     let slice = ResourceSlice {
         name,

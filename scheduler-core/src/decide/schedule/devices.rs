@@ -28,6 +28,7 @@ use crate::decide::plan::{ClaimRelease, Plan, Reason};
 use crate::read::cel::{self, Evaluator};
 use crate::read::model::device::{
     AllocatedDevice, AttributeValue, Count, Device, DeviceId, RESULTS_MAX, Reach, ResourceSlice, Subrequest,
+    fingerprint, selector_key,
 };
 use crate::read::model::volume::{ClaimName, ResourceClaim};
 use crate::read::model::{
@@ -82,6 +83,9 @@ pub(crate) enum Refusal {
     Error(String),
 }
 
+/// A map keyed by the cycle's own values (not user input): the fast hasher.
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
 /// A selector's verdict on a device: (selector, passes or the error).
 type Verdict = (usize, Result<bool, String>);
 
@@ -93,18 +97,22 @@ pub(crate) struct Devices<'a> {
     snap: &'a Snapshot,
     entries: Vec<Entry<'a>>,
     /// Node name → the devices local to it.
-    local: HashMap<&'a str, Vec<DeviceIx>>,
+    local: HashMap<&'a str, Vec<DeviceIx>, BuildHasherDefault<Fx>>,
     /// Devices reachable from nodes by selector or from all nodes.
     shared: Vec<DeviceIx>,
     /// Devices allocated to claims (not for admin access).
     allocated: Vec<bool>,
-    by_id: HashMap<(&'a str, &'a str, &'a str), DeviceIx>,
+    by_id: HashMap<(&'a str, &'a str, &'a str), DeviceIx, BuildHasherDefault<Fx>>,
     /// Devices this scheduler does not allocate, by node (`""`: shared ones): counted in reasons.
-    unsupported: HashMap<&'a str, usize>,
+    unsupported: HashMap<&'a str, usize, BuildHasherDefault<Fx>>,
     eval: OnceCell<Evaluator>,
-    /// Selector text → its index in `compiled`.
+    /// Selector text → its index in `compiled` and `texts`.
     selector_ids: RefCell<HashMap<String, usize>>,
     compiled: RefCell<Vec<Rc<Result<cel::Selector, String>>>>,
+    /// Per selector, its [`selector_key`].
+    texts: RefCell<Vec<u64>>,
+    /// Per device, its [`fingerprint`] once computed.
+    fingerprints: RefCell<Vec<Option<u64>>>,
     /// Per device, the verdicts of the selectors evaluated on it: (selector, verdict).
     verdicts: RefCell<Vec<Vec<Verdict>>>,
     /// A claim's alternative (by address: the snapshot outlives the cycle) → the selectors its
@@ -129,7 +137,8 @@ impl<'a> Devices<'a> {
     pub fn new(snap: &'a Snapshot) -> Self {
         let storage = &snap.storage;
         // Each pool's newest generation, and how many of its slices are here.
-        let mut pools: HashMap<(&str, &str), (i64, i64, i64)> = HashMap::new();
+        // (driver, pool) → (newest generation, its slices here, the slices it says it has).
+        let mut pools: FxMap<(&str, &str), (i64, i64, i64)> = HashMap::default();
         for s in storage.resource_slices.values() {
             let e =
                 pools.entry((s.driver.as_str(), s.pool.as_str())).or_insert((s.generation, 0, s.slice_count));
@@ -143,14 +152,16 @@ impl<'a> Devices<'a> {
         let mut out = Devices {
             snap,
             entries: Vec::new(),
-            local: HashMap::new(),
+            local: HashMap::default(),
             shared: Vec::new(),
             allocated: Vec::new(),
-            by_id: HashMap::new(),
-            unsupported: HashMap::new(),
+            by_id: HashMap::default(),
+            unsupported: HashMap::default(),
             eval: OnceCell::new(),
             selector_ids: RefCell::new(HashMap::new()),
             compiled: RefCell::new(Vec::new()),
+            texts: RefCell::new(Vec::new()),
+            fingerprints: RefCell::new(Vec::new()),
             verdicts: RefCell::new(Vec::new()),
             alternative_selectors: RefCell::new(HashMap::default()),
             selected: RefCell::new(HashMap::default()),
@@ -187,6 +198,7 @@ impl<'a> Devices<'a> {
         }
         out.allocated = vec![false; out.entries.len()];
         out.verdicts = RefCell::new(vec![Vec::new(); out.entries.len()]);
+        out.fingerprints = RefCell::new(vec![None; out.entries.len()]);
         for c in storage.resource_claims.values() {
             for d in c.allocation.iter().flat_map(|a| &a.devices).filter(|d| !d.admin_access) {
                 if let Some(&ix) =
@@ -237,8 +249,19 @@ impl<'a> Devices<'a> {
         let mut all = self.compiled.borrow_mut();
         let id = all.len();
         all.push(compiled);
+        self.texts.borrow_mut().push(selector_key(expr));
         self.selector_ids.borrow_mut().insert(expr.to_string(), id);
         id
+    }
+
+    fn fingerprint(&self, ix: DeviceIx) -> u64 {
+        if let Some(f) = self.fingerprints.borrow()[ix as usize] {
+            return f;
+        }
+        let e = &self.entries[ix as usize];
+        let f = e.device.fingerprint.unwrap_or_else(|| fingerprint(&e.slice.driver, e.device));
+        self.fingerprints.borrow_mut()[ix as usize] = Some(f);
+        f
     }
 
     /// The selectors of alternative `alt` (its class's, then its own), or the class missing.
@@ -255,11 +278,19 @@ impl<'a> Devices<'a> {
         Ok(ids)
     }
 
-    /// Whether device `ix` passes selector `id`: evaluated once per cycle, with every other
-    /// selector compiled so far that has no verdict on it (the device read into CEL once).
+    /// Whether device `ix` passes selector `id`: kept from earlier cycles while the device and
+    /// the selector stay the same ([`crate::read::model::device::SelectorCache`]), else evaluated — with every other selector
+    /// compiled so far that has no verdict on it (the device read into CEL once).
     fn passes(&self, id: usize, ix: DeviceIx) -> Result<bool, String> {
         if let Some((_, v)) = self.verdicts.borrow()[ix as usize].iter().find(|(s, _)| *s == id) {
             return v.clone();
+        }
+        let cache = &self.snap.storage.selector_cache;
+        let fingerprint = self.fingerprint(ix);
+        let texts = self.texts.borrow();
+        if let Some(v) = cache.get(texts[id], fingerprint) {
+            self.verdicts.borrow_mut()[ix as usize].push((id, v.clone()));
+            return v;
         }
         let compiled = self.compiled.borrow();
         let missing: Vec<usize> = {
@@ -277,6 +308,7 @@ impl<'a> Devices<'a> {
         let mut all = self.verdicts.borrow_mut();
         let have = &mut all[ix as usize];
         for ((s, _), v) in ok.iter().zip(verdicts) {
+            cache.put(texts[*s], fingerprint, v.clone());
             have.push((*s, v));
         }
         for &s in &missing {
@@ -510,12 +542,12 @@ impl Capacity {
         if slices.is_empty() {
             return Capacity::default();
         }
-        let mut newest: HashMap<(&str, &str), i64> = HashMap::new();
+        let mut newest: HashMap<(&str, &str), i64, BuildHasherDefault<Fx>> = HashMap::default();
         for s in slices.values() {
             let g = newest.entry((s.driver.as_str(), s.pool.as_str())).or_insert(s.generation);
             *g = (*g).max(s.generation);
         }
-        let allocated: HashSet<(&str, &str, &str)> = snap
+        let allocated: HashSet<(&str, &str, &str), BuildHasherDefault<Fx>> = snap
             .storage
             .resource_claims
             .values()

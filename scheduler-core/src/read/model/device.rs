@@ -4,7 +4,7 @@
 //! snapshot's [`super::volume::Storage`]; [`crate::read::volume`] reads the Kubernetes objects into
 //! these types, and the cycle's allocator allocates as upstream's structured allocator does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +68,7 @@ pub struct ResourceSlice {
 }
 
 /// An attribute's value (`DeviceAttribute`: exactly one of its fields).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum AttributeValue {
     Int(i64),
@@ -78,8 +78,8 @@ pub enum AttributeValue {
     Version(String),
 }
 
-/// One device of a slice.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One device of a slice (equal to another whatever their cached fingerprints).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Device {
     pub name: String,
@@ -97,6 +97,17 @@ pub struct Device {
     /// multiple allocations: fields named); `None` when it may.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
+    /// Its [`fingerprint`], computed when the slice is read (so not once per cycle); `None`:
+    /// computed when needed.
+    #[serde(skip)]
+    pub fingerprint: Option<u64>,
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.name, &self.attributes, &self.capacity, &self.reach, &self.unsupported)
+            == (&other.name, &other.attributes, &other.capacity, &other.reach, &other.unsupported)
+    }
 }
 
 /// A DeviceClass: the selectors (CEL) every device allocated through it must pass, and the
@@ -120,6 +131,99 @@ pub enum Count {
     Exact(u32),
     /// `All` the matching devices on the node (at least one).
     All,
+}
+
+/// The verdicts of DRA selectors on devices, kept from cycle to cycle: a selector's verdict on a
+/// device depends only on the selector's text and the device's driver, attributes and capacity,
+/// so it is computed once while those stay the same — not once per cycle. Shared by the clones of
+/// a snapshot (a cluster view hands the same one to every cycle); not serialized, and equal to
+/// any other (it changes no decision, only what deciding costs). Emptied when it holds more than
+/// [`SelectorCache::MAX`] verdicts.
+#[derive(Clone, Default)]
+pub struct SelectorCache(std::sync::Arc<std::sync::Mutex<Verdicts>>);
+
+/// (selector text hashed by [`selector_key`], device fingerprint) → verdict.
+type Verdicts = HashMap<(u64, u64), Result<bool, String>, std::hash::BuildHasherDefault<Mix>>;
+
+/// A hasher for keys that are hashes already: mixes the words it is given.
+#[derive(Debug, Default)]
+pub struct Mix(u64);
+
+impl std::hash::Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// A selector's text, hashed for [`SelectorCache`].
+pub fn selector_key(selector: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    selector.hash(&mut h);
+    h.finish()
+}
+
+impl SelectorCache {
+    pub const MAX: usize = 1 << 20;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Verdicts> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The verdict of the selector keyed `selector` ([`selector_key`]) on a device of this
+    /// `fingerprint`, if computed.
+    pub fn get(&self, selector: u64, fingerprint: u64) -> Option<Result<bool, String>> {
+        self.lock().get(&(selector, fingerprint)).cloned()
+    }
+
+    pub fn put(&self, selector: u64, fingerprint: u64, verdict: Result<bool, String>) {
+        let mut v = self.lock();
+        if v.len() >= Self::MAX {
+            v.clear();
+        }
+        v.insert((selector, fingerprint), verdict);
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl PartialEq for SelectorCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for SelectorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SelectorCache({} verdicts)", self.len())
+    }
+}
+
+/// What a selector can read of a device (its driver, attributes and capacity), hashed: devices
+/// with the same fingerprint get the same verdicts.
+pub fn fingerprint(driver: &str, device: &Device) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    driver.hash(&mut h);
+    device.attributes.hash(&mut h);
+    device.capacity.hash(&mut h);
+    h.finish()
 }
 
 /// One way to satisfy a request: `exactly`, or one of `firstAvailable`'s subrequests.

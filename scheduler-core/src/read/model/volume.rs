@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::device::{AllocatedDevice, DeviceAsk, DeviceClass, ResourceSlice};
+use super::device::{AllocatedDevice, DeviceAsk, DeviceClass, ResourceSlice, SelectorCache};
 use super::{LabelSelector, NodeSelectorTerm, ObjectKey};
 
 /// PVC annotation: the node kube-scheduler (or we) chose for a WaitForFirstConsumer claim to be
@@ -71,6 +71,9 @@ pub struct Storage {
     /// DRA DeviceClasses, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub device_classes: BTreeMap<String, DeviceClass>,
+    /// Selector verdicts kept between cycles (see [`SelectorCache`]).
+    #[serde(skip)]
+    pub selector_cache: SelectorCache,
 }
 
 /// The layers of Koordinator's `ClusterNetworkTopology`, broadest first (`NodeTopologyLayer`
