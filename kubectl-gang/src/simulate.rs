@@ -71,6 +71,10 @@ pub struct GangResult {
     /// provisioned for the member's node.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<ClaimPlace>,
+    /// DRA claims allocated and reserved before the members (reason `WaitingForDevices`): each
+    /// member's claims, with the devices chosen for them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DevicePlace>,
     /// What the gang would ask the cluster autoscaler for (policy `provisioning`): node shapes ×
     /// counts, from the core's `provision::asks`, the function the scheduler writes requests from.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,6 +94,17 @@ pub struct ClaimPlace {
     pub node: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub volume: Option<String>,
+}
+
+/// A DRA claim allocated (or, with no devices, only reserved) for a member before it is bound.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DevicePlace {
+    pub claim: String,
+    pub pod: String,
+    pub node: String,
+    /// `driver/pool/device` (`request` first when it names a subrequest); empty: allocated
+    /// already, the member added to its `reservedFor`.
+    pub devices: Vec<String>,
 }
 
 /// One ProvisioningRequest the gang would write.
@@ -183,8 +198,18 @@ pub fn simulate_kept<H: Held>(
     // The claims controllers make for the pods — a StatefulSet's (expanded with them), the
     // ephemeral volume controller's — unless the cluster has them already.
     let mut claims = Vec::new();
-    for o in objects {
-        let o = o.decode();
+    let objects: Vec<Value> = objects.into_iter().map(|o| o.decode()).collect();
+    // ResourceClaimTemplates (input only: the cluster view does not hold them), for the claims
+    // the resourceclaim controller makes from them.
+    let templates: BTreeMap<(String, String), Value> = objects
+        .iter()
+        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("ResourceClaimTemplate"))
+        .map(|o| {
+            let at = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+            ((at("/metadata/namespace"), at("/metadata/name")), o.clone())
+        })
+        .collect();
+    for mut o in objects {
         let what = describe(&o);
         if o.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim") {
             claims.push(o);
@@ -192,6 +217,7 @@ pub fn simulate_kept<H: Held>(
         }
         if o.get("kind").and_then(Value::as_str) == Some("Pod") {
             claims.extend(scheduler_core::volume::ephemeral_claims(&o));
+            claims.extend(scheduler_core::volume::template_claims(&mut o, &templates));
         }
         if let Err(e) = cluster.push(o) {
             sim.warnings.push(format!("{what}: {e}"));
@@ -290,6 +316,21 @@ pub fn simulate_kept<H: Held>(
             }
         }
     }
+    let mut devices: HashMap<&GangKey, Vec<DevicePlace>> = HashMap::new();
+    for c in &plan.claims {
+        waiting.insert(&c.pod, &c.node);
+        if let Some(g) = member_of.get(&c.pod) {
+            let chosen = c.allocation.iter().flat_map(|a| &a.devices).map(|d| {
+                if d.request.contains('/') { format!("{} ({})", d.id, d.request) } else { d.id.to_string() }
+            });
+            devices.entry(g).or_default().push(DevicePlace {
+                claim: c.claim.to_string(),
+                pod: c.pod.to_string(),
+                node: c.node.to_string(),
+                devices: chosen.collect(),
+            });
+        }
+    }
     let placed = plan
         .bindings
         .iter()
@@ -334,6 +375,7 @@ pub fn simulate_kept<H: Held>(
                 on_nodes: Vec::new(),
                 preemptions: Vec::new(),
                 volumes: Vec::new(),
+                devices: Vec::new(),
                 provisioning: None,
                 object: object_of(&key),
                 levels: levels_of(&key),
@@ -365,6 +407,7 @@ pub fn simulate_kept<H: Held>(
             on_nodes: held,
             preemptions,
             volumes,
+            devices: devices.remove(&key).unwrap_or_default(),
             provisioning: plan.provisioning_for(&key).map(Ask::of),
             object: object_of(&key),
             levels: levels_of(&key),
@@ -430,6 +473,22 @@ pub fn render(sim: &Simulation, no_headers: bool, color: bool, map: bool) -> Str
             for c in &g.volumes {
                 let volume = c.volume.clone().unwrap_or_else(|| "(provisioned)".into());
                 grid.row([c.claim.clone(), volume, c.node.clone()]);
+            }
+            out.push_str(&grid.render(no_headers, color, 2));
+        }
+        if !g.devices.is_empty() {
+            let _ = writeln!(
+                out,
+                "  would allocate these ResourceClaims first (the members once each is allocated and reserved):"
+            );
+            let mut grid = Grid::new(&["CLAIM", "POD", "NODE", "DEVICES"]);
+            for d in &g.devices {
+                let devices = if d.devices.is_empty() {
+                    "(allocated; reserved)".to_string()
+                } else {
+                    d.devices.join(", ")
+                };
+                grid.row([d.claim.clone(), d.pod.clone(), d.node.clone(), devices]);
             }
             out.push_str(&grid.render(no_headers, color, 2));
         }

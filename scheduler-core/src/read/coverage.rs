@@ -69,7 +69,7 @@ pub const POD_SPEC: &[Field] = &[
     f(
         "resourceClaims",
         Filter(
-            "DynamicResources: an allocated claim's node selector; a claim still to allocate waits, named",
+            "DynamicResources: an allocated claim's node selector; a claim to allocate gets devices as the structured allocator chooses them, for the whole gang at once, allocated and reserved before the pod is bound",
         ),
     ),
     f(

@@ -1179,6 +1179,72 @@ pub fn ephemeral_claims(pod: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// The ResourceClaims the resourceclaim controller creates for `pod`'s `spec.resourceClaims`
+/// entries that name a template (what `kubectl gang simulate` adds beside the pods it expands):
+/// named `<pod>-<entry>` (the controller adds five random characters), in the pod's namespace,
+/// owned by the pod, with the template's labels, annotations and `spec.spec`, at the template's
+/// `apiVersion`; each recorded in the pod's `status.resourceClaimStatuses`, as the controller
+/// records it. `templates`: (namespace, name) → the ResourceClaimTemplate. An entry whose template
+/// is not there, or that the pod's status names already, gets none.
+pub fn template_claims(pod: &mut Value, templates: &BTreeMap<(String, String), Value>) -> Vec<Value> {
+    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+    let namespace =
+        pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+    let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+    let entries = pod.pointer("/spec/resourceClaims").and_then(Value::as_array).cloned().unwrap_or_default();
+    let named: BTreeSet<String> = pod
+        .pointer("/status/resourceClaimStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    let mut claims = Vec::new();
+    let mut statuses = Vec::new();
+    for e in &entries {
+        let (Some(entry), Some(template)) = (
+            e.get("name").and_then(Value::as_str),
+            e.get("resourceClaimTemplateName").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        if named.contains(entry) {
+            continue;
+        }
+        let Some(t) = templates.get(&(namespace.clone(), template.to_string())) else { continue };
+        let claim = format!("{name}-{entry}");
+        let mut metadata = serde_json::Map::new();
+        for key in ["labels", "annotations"] {
+            if let Some(m) = t.pointer(&format!("/spec/metadata/{key}")).filter(|m| m.is_object()) {
+                metadata.insert(key.into(), m.clone());
+            }
+        }
+        metadata.insert("name".into(), Value::String(claim.clone()));
+        metadata.insert("namespace".into(), Value::String(namespace.clone()));
+        metadata.insert(
+            "ownerReferences".into(),
+            serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid,
+                                "controller": true, "blockOwnerDeletion": true}]),
+        );
+        let api_version = t.get("apiVersion").cloned().unwrap_or_else(|| "resource.k8s.io/v1".into());
+        claims.push(
+            serde_json::json!({"apiVersion": api_version, "kind": "ResourceClaim", "metadata": metadata,
+            "spec": t.pointer("/spec/spec").cloned().unwrap_or_else(|| serde_json::json!({}))}),
+        );
+        statuses.push(serde_json::json!({"name": entry, "resourceClaimName": claim}));
+    }
+    if !statuses.is_empty() {
+        if !pod.get("status").is_some_and(Value::is_object) {
+            pod["status"] = serde_json::json!({});
+        }
+        match pod["status"]["resourceClaimStatuses"].as_array_mut() {
+            Some(list) => list.extend(statuses),
+            None => pod["status"]["resourceClaimStatuses"] = Value::Array(statuses),
+        }
+    }
+    claims
+}
+
 /// A pod's `spec.resourceClaims`, each with the claim it names: a template's from the pod's
 /// `status.resourceClaimStatuses` (`resourceclaim.Name`).
 pub fn pod_resource_claims(

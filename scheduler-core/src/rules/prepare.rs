@@ -186,7 +186,10 @@ pub fn unreadable(obj: &Value) -> Option<String> {
 
 /// Whether `kind` names a cluster-scoped object of those an input may hold.
 fn cluster_scoped(obj: &Value) -> bool {
-    matches!(obj.get("kind").and_then(Value::as_str), Some("Node" | "Namespace" | "PriorityClass"))
+    matches!(
+        obj.get("kind").and_then(Value::as_str),
+        Some("Node" | "Namespace" | "PriorityClass" | "ResourceSlice" | "DeviceClass")
+    )
 }
 
 /// Step 1: the namespace (`default_ns` where the object has none and is namespaced) and, when
@@ -458,6 +461,14 @@ impl Preparing<'_> {
                 let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
                 self.out.gang_objects.insert(GangKey::new(ns, name));
             }
+            self.out.objects.push(Compact::new(&obj));
+        } else if kind == "ResourceClaimTemplate"
+            && obj
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|v| v.starts_with("resource.k8s.io/"))
+        {
+            // What the resourceclaim controller makes pods' claims from (simulate creates them).
             self.out.objects.push(Compact::new(&obj));
         } else if cluster_scoped(&obj) || cluster::reads(&ObjectRef::of(&obj)) {
             // Nodes, and what the filters read (PVCs, PVs, StorageClasses, …) the input brings.
