@@ -5,7 +5,9 @@
 use std::io::Write as _;
 
 use clap::Parser as _;
-use kubectl_gang::simulate::{Ask, AskedPods, ClaimPlace, GangResult, OnNode, Place, Simulation, Victim};
+use kubectl_gang::simulate::{
+    Ask, AskedPods, ClaimPlace, DevicePlace, GangResult, OnNode, Place, Simulation, Victim,
+};
 use kubectl_gang::{COLOURS, Cli, error_text, may_colour, run, write_escaped};
 use proptest::prelude::*;
 use scheduler_core::cluster::Cluster;
@@ -163,6 +165,12 @@ proptest! {
                 on_nodes: vec![OnNode { pod: s.clone(), node: s.clone(), how: "pinned" }],
                 preemptions: vec![Victim { pod: s.clone(), node: s.clone(), violates: Some(s.clone()) }],
                 volumes: vec![ClaimPlace { claim: s.clone(), node: s.clone(), volume: Some(s.clone()) }],
+                devices: vec![DevicePlace {
+                    claim: s.clone(),
+                    pod: s.clone(),
+                    node: s.clone(),
+                    devices: vec![s.clone()],
+                }],
                 provisioning: Some(Ask { class: s.clone(), pod_sets: vec![AskedPods {
                     count: 1, requests: s.clone(), node_selector: [(s.clone(), s.clone())].into(), pods: vec![s.clone()],
                 }] }),
