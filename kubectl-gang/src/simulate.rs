@@ -198,18 +198,20 @@ pub fn simulate_kept<H: Held>(
     // The claims controllers make for the pods — a StatefulSet's (expanded with them), the
     // ephemeral volume controller's — unless the cluster has them already.
     let mut claims = Vec::new();
-    let objects: Vec<Value> = objects.into_iter().map(|o| o.decode()).collect();
     // ResourceClaimTemplates (input only: the cluster view does not hold them), for the claims
-    // the resourceclaim controller makes from them.
+    // the resourceclaim controller makes from them; the other objects decoded one at a time.
     let templates: BTreeMap<(String, String), Value> = objects
         .iter()
+        .filter(|o| o.mentions("\"ResourceClaimTemplate\""))
+        .map(|o| o.decode())
         .filter(|o| o.get("kind").and_then(Value::as_str) == Some("ResourceClaimTemplate"))
         .map(|o| {
             let at = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
             ((at("/metadata/namespace"), at("/metadata/name")), o.clone())
         })
         .collect();
-    for mut o in objects {
+    for o in objects {
+        let mut o = o.decode();
         let what = describe(&o);
         if o.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim") {
             claims.push(o);

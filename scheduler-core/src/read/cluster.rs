@@ -210,6 +210,11 @@ impl Compact {
         Compact(serde_json::to_string(obj).unwrap_or_default().into_boxed_str())
     }
 
+    /// Whether its JSON text holds `needle` (a cheap test before decoding it).
+    pub fn mentions(&self, needle: &str) -> bool {
+        self.0.contains(needle)
+    }
+
     /// The object, decoded.
     pub fn decode(&self) -> Value {
         // Written by serde_json from a `Value`: it reads back (`Null` only past serde_json's
