@@ -113,7 +113,11 @@ pub fn compile(expr: &str) -> Result<Selector, String> {
             "the expression uses more than {MAX_COMPREHENSIONS} comprehension macros (all, exists, exists_one, map, filter): too complex"
         ));
     }
-    let program = Env::stdlib().compile(expr).map_err(|e| format!("does not compile: {e}"))?;
+    // Kubernetes' CEL has optional syntax (`?.`, `[?`): parsed as it is.
+    let program = Env::stdlib()
+        .with_optional_support(true)
+        .compile(expr)
+        .map_err(|e| format!("does not compile: {e}"))?;
     if let Some(driver) = driver_equality(expr) {
         return Ok(Selector { program: None, driver: Some(driver), domains: Vec::new() });
     }

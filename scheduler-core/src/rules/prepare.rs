@@ -178,10 +178,58 @@ pub fn unreadable(obj: &Value) -> Option<String> {
         Some("Pod") => convert::pod_from_value(obj, &convert::PriorityClasses::default()).err(),
         // PVCs, PVs, StorageClasses, CSINodes, ResourceClaims, HyperNodes.
         _ => volume::from_value(obj).and_then(Result::err),
-    }?;
+    }
+    .unwrap_or_default();
+    if errors.is_empty() {
+        return None;
+    }
     let text: Vec<String> =
         errors.iter().filter(|e| e.path != "spec.priorityClassName").map(ToString::to_string).collect();
     (!text.is_empty()).then(|| text.join("; "))
+}
+
+/// The DRA selectors of a ResourceClaim, ResourceClaimTemplate or DeviceClass
+/// (`resource.k8s.io`) that the API server refuses: longer than it allows, or that do not
+/// compile; each named by its field.
+pub fn selector_errors(obj: &Value) -> Vec<crate::read::error::FieldError> {
+    use crate::read::object::At as _;
+    let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if !api.starts_with("resource.k8s.io/") {
+        return Vec::new();
+    }
+    let beta1 = api == "resource.k8s.io/v1beta1";
+    let (root, requests) = match obj.get("kind").and_then(Value::as_str) {
+        Some("DeviceClass") => ("spec", None),
+        Some("ResourceClaim") => ("spec.devices", obj.at("/spec/devices/requests")),
+        Some("ResourceClaimTemplate") => ("spec.spec.devices", obj.at("/spec/spec/devices/requests")),
+        _ => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    let mut check = |path: String, selectors: Option<&Value>| {
+        for (i, s) in selectors.and_then(Value::as_array).into_iter().flatten().enumerate() {
+            if let Some(expr) = s.at("/cel/expression").and_then(Value::as_str)
+                && let Err(e) = crate::read::cel::compile(expr)
+            {
+                out.push(crate::read::error::FieldError::new(format!("{path}[{i}].cel.expression"), e));
+            }
+        }
+    };
+    if root == "spec" {
+        check("spec.selectors".into(), obj.at("/spec/selectors"));
+        return out;
+    }
+    for (i, r) in requests.and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let at = format!("{root}.requests[{i}]");
+        if beta1 {
+            check(format!("{at}.selectors"), r.get("selectors"));
+        } else {
+            check(format!("{at}.exactly.selectors"), r.at("/exactly/selectors"));
+        }
+        for (j, sub) in r.get("firstAvailable").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            check(format!("{at}.firstAvailable[{j}].selectors"), sub.get("selectors"));
+        }
+    }
+    out
 }
 
 /// Whether `kind` names a cluster-scoped object of those an input may hold.
@@ -213,6 +261,10 @@ pub fn refused_before_admission(obj: &Value) -> Vec<String> {
     let refused = workload::metadata_errors(obj);
     if !refused.is_empty() {
         return refused.iter().map(ToString::to_string).collect();
+    }
+    let selectors = selector_errors(obj);
+    if !selectors.is_empty() {
+        return selectors.iter().map(ToString::to_string).collect();
     }
     crd::unknown_fields(obj)
         .iter()
@@ -469,6 +521,10 @@ impl Preparing<'_> {
                 .is_some_and(|v| v.starts_with("resource.k8s.io/"))
         {
             // What the resourceclaim controller makes pods' claims from (simulate creates them).
+            if let Some(e) = unreadable(&obj) {
+                self.errors.push(format!("{source}: {what}: {e}"));
+                return;
+            }
             self.out.objects.push(Compact::new(&obj));
         } else if cluster_scoped(&obj) || cluster::reads(&ObjectRef::of(&obj)) {
             // Nodes, and what the filters read (PVCs, PVs, StorageClasses, …) the input brings.
@@ -635,6 +691,35 @@ fn spec_hash(spec: Option<&Value>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dra_selectors_the_api_server_refuses_are_refused_by_field() {
+        let template = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "t", "namespace": "ml"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "g",
+                "selectors": [{"cel": {"expression": "device.attributes['x'].?y.orValue(1) == 1"}},
+                              {"cel": {"expression": "device.driver =="}}]}}]}}}});
+        let refused = refused_before_admission(&template);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].starts_with(
+            "spec.spec.devices.requests[0].exactly.selectors[1].cel.expression: does not compile"
+        ));
+        let beta = serde_json::json!({"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "ml"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "g",
+                "selectors": [{"cel": {"expression": format!("'{}' == device.driver", "x".repeat(10 * 1024))}}]}]}}});
+        let refused = refused_before_admission(&beta);
+        assert!(
+            refused[0].starts_with("spec.devices.requests[0].selectors[0].cel.expression: the expression is"),
+            "{refused:?}"
+        );
+        let class = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "g"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'g'"}}]}});
+        assert!(refused_before_admission(&class).is_empty());
+        let broken = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "g"},
+            "spec": {"selectors": [{"cel": {"expression": ")("}}]}});
+        assert!(refused_before_admission(&broken)[0].starts_with("spec.selectors[0].cel.expression"));
+    }
 
     fn job(name: &str, parallelism: u32) -> Sourced {
         Sourced {
