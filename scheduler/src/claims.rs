@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use scheduler_core::model::ObjectKey;
 use scheduler_core::model::device::CLAIM_FINALIZER;
+use scheduler_core::model::volume::RESERVED_FOR_MAX;
 use scheduler_core::object::{ObjectRef, at};
 use scheduler_core::plan::{ClaimAllocation, ClaimRelease, DeviceAllocation};
 use serde_json::{Value, json};
@@ -120,6 +121,11 @@ pub fn step(allocs: &[&ClaimAllocation], releases: &[&ClaimRelease], claim: &Val
         }
         let mut list = reserved.clone();
         for c in allocs {
+            // The API server refuses more than 256 consumers: those past it stay unreserved,
+            // and their gang waits (it is never bound with a member unreserved).
+            if list.len() >= RESERVED_FOR_MAX {
+                break;
+            }
             if !reserved_for(&c.uid) && !list.iter().any(|r| str_of(r, "/uid") == c.uid.as_str()) {
                 list.push(json!({"resource": "pods", "name": c.pod.name, "uid": c.uid}));
             }

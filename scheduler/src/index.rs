@@ -164,6 +164,22 @@ impl Index {
                     self.ahead_gangs.remove(&key);
                 }
             }
+            // A claim or volume the scheduler wrote is held as the API server answered the write;
+            // a watch event older than that (delivered after the answer) does not undo it. The
+            // versions are compared as numbers, as kube-scheduler's assume cache compares them.
+            Filed::Storage(_) => {
+                let version = |v: &Value| {
+                    v.pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .and_then(|s| s.parse::<u64>().ok())
+                };
+                if let (Some(held), Some(new)) =
+                    (self.live.get_ref(&r).as_deref().and_then(version), version(&obj))
+                    && new < held
+                {
+                    return;
+                }
+            }
             _ => {}
         }
         // Objects the core cannot file are reported with the snapshot's problems, not here.

@@ -497,7 +497,13 @@ impl Loop {
         let concurrency = self.settings.bind_concurrency.max(1);
         let mut claims = self.volumes.plan(&plan.volumes, index);
         claims.extend(self.volumes.plan_claims(&plan.claims, &plan.releases, index));
-        self.volumes.send(&w.loop_client, &w.standing, claims, concurrency).await;
+        let written = self.volumes.send(&w.loop_client, &w.standing, claims, concurrency).await;
+        // What was written is what the next cycle sees, before the watch says so (as
+        // kube-scheduler's assume cache holds its claim writes): a device allocated now is taken
+        // then, a claim released now is no longer reserved.
+        for (r, obj) in written.objects {
+            index.apply(r, obj);
+        }
         let mut binds = writes.bindings;
         binds.extend(again);
         let bound = bind_all(&w.loop_client, binds, concurrency, &w.standing).await;

@@ -112,6 +112,9 @@ pub fn steps(b: &VolumeBinding, get: impl Fn(&ObjectRef) -> Option<Value>) -> St
 pub struct Bound {
     pub made: usize,
     pub failed: usize,
+    /// The objects as the API server answered the writes made (the versions they made), for
+    /// the index to hold before the watch delivers them: the next cycle sees what was written.
+    pub objects: Vec<(ObjectRef, Value)>,
 }
 
 /// Binds the claims a plan binds first, remembering what it sent until the watch shows it.
@@ -158,20 +161,21 @@ impl Binder {
         plan: Vec<Steps>,
         concurrency: usize,
     ) -> Bound {
-        let results: Vec<Vec<(ObjectRef, String, bool)>> = futures::stream::iter(plan)
+        let results: Vec<Vec<(ObjectRef, String, Option<Value>)>> = futures::stream::iter(plan)
             .map(|steps| async move {
                 let mut done = Vec::new();
                 for w in steps {
                     let made = match may_send(client, standing, &w.http).await {
-                        Some(Ok(_)) => true,
+                        Some(Ok(answer)) => Some(answer),
                         Some(Err(e)) => {
                             tracing::info!(object = %w.object.describe(), error = %e, "claim write failed; the next cycle decides again");
-                            false
+                            None
                         }
-                        None => false,
+                        None => None,
                     };
+                    let stop = made.is_none();
                     done.push((w.object, w.resource_version, made));
-                    if !made {
+                    if stop {
                         break;
                     }
                 }
@@ -182,11 +186,15 @@ impl Binder {
             .await;
         let mut out = Bound::default();
         for (object, version, made) in results.into_iter().flatten() {
-            if made {
-                out.made += 1;
-                self.sent.insert(object, version);
-            } else {
-                out.failed += 1;
+            match made {
+                Some(answer) => {
+                    out.made += 1;
+                    if answer.pointer("/metadata/resourceVersion").is_some() {
+                        out.objects.push((ObjectRef::of(&answer), answer));
+                    }
+                    self.sent.insert(object, version);
+                }
+                None => out.failed += 1,
             }
         }
         out

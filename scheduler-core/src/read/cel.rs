@@ -29,8 +29,8 @@ use crate::read::quantity::{self, Quantity};
 
 /// The longest selector expression the API server accepts (`CELSelectorExpressionMaxLength`).
 pub const MAX_LENGTH: usize = 10 * 1024;
-/// The most comprehension macros an expression may hold here.
-pub const MAX_COMPREHENSIONS: usize = 3;
+/// The most comprehension macros an expression may hold here (none inside another's loop).
+pub const MAX_COMPREHENSIONS: usize = 8;
 
 /// A Kubernetes quantity inside CEL; equal when their values are (`1Gi == 1073741824`).
 #[derive(Debug)]
@@ -75,32 +75,56 @@ impl std::fmt::Debug for Selector {
     }
 }
 
-/// The string literals of an expression (quoted with `'` or `"`, escapes skipped): the domains
-/// it may index `device.attributes` and `device.capacity` with.
-fn literals(expr: &str) -> Vec<String> {
+/// The domains an expression indexes `device.attributes` or `device.capacity` with by a string
+/// literal (`attributes['gpu.example.com']`, `capacity["x"]`): those a device without such an
+/// attribute reads as an empty map, as upstream's lookup does. A domain only tested with `in`
+/// is not one of them (`'x' in device.attributes` stays false).
+fn indexed_domains(expr: &str) -> Vec<String> {
     let mut out = BTreeSet::new();
-    let mut chars = expr.chars();
-    while let Some(c) = chars.next() {
-        if c != '\'' && c != '"' {
-            continue;
-        }
-        let mut lit = String::new();
-        while let Some(d) = chars.next() {
-            match d {
-                '\\' => drop(chars.next()),
-                d if d == c => break,
-                d => lit.push(d),
+    for field in ["attributes", "capacity"] {
+        for (at, _) in expr.match_indices(field) {
+            let rest = expr[at + field.len()..].trim_start();
+            let Some(rest) = rest.strip_prefix('[') else { continue };
+            let rest = rest.trim_start();
+            let Some(q) = rest.chars().next().filter(|c| *c == '\'' || *c == '"') else { continue };
+            let body = &rest[1..];
+            if let Some(end) = body.find(q) {
+                let lit = &body[..end];
+                if !lit.is_empty() && lit.len() <= 253 && !lit.contains('\\') {
+                    out.insert(lit.to_string());
+                }
             }
-        }
-        if !lit.is_empty() && lit.len() <= 253 {
-            out.insert(lit);
         }
     }
     out.into_iter().collect()
 }
 
-fn comprehensions(expr: &str) -> usize {
-    [".all(", ".exists(", ".exists_one(", ".map(", ".filter("].iter().map(|m| expr.matches(m).count()).sum()
+/// (How deep comprehension macros nest, how many there are) in `e`: a comprehension in another's
+/// loop multiplies their iterations, one beside another adds them.
+fn comprehensions(e: &cel::IdedExpr) -> (usize, usize) {
+    use cel::common::ast::{EntryExpr, Expr};
+    fn all<'e>(es: impl Iterator<Item = &'e cel::IdedExpr>) -> (usize, usize) {
+        es.map(comprehensions).fold((0, 0), |(d, n), (d2, n2)| (d.max(d2), n + n2))
+    }
+    fn entries(es: &[cel::common::ast::IdedEntryExpr]) -> (usize, usize) {
+        all(es.iter().flat_map(|en| match &en.expr {
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        }))
+    }
+    match &e.expr {
+        Expr::Comprehension(c) => {
+            let (outside, n1) = all([&c.iter_range, &c.accu_init, &c.result].into_iter());
+            let (inside, n2) = all([&c.loop_cond, &c.loop_step].into_iter());
+            (outside.max(inside + 1), n1 + n2 + 1)
+        }
+        Expr::Call(call) => all(call.target.iter().map(|t| &**t).chain(&call.args)),
+        Expr::Select(sel) => comprehensions(&sel.operand),
+        Expr::List(list) => all(list.elements.iter()),
+        Expr::Map(map) => entries(&map.entries),
+        Expr::Struct(st) => entries(&st.entries),
+        _ => (0, 0),
+    }
 }
 
 /// Compiles a selector, or says why the API server (or this scheduler's bound) refuses it.
@@ -108,20 +132,27 @@ pub fn compile(expr: &str) -> Result<Selector, String> {
     if expr.len() > MAX_LENGTH {
         return Err(format!("the expression is {} bytes, more than the {MAX_LENGTH} allowed", expr.len()));
     }
-    if comprehensions(expr) > MAX_COMPREHENSIONS {
-        return Err(format!(
-            "the expression uses more than {MAX_COMPREHENSIONS} comprehension macros (all, exists, exists_one, map, filter): too complex"
-        ));
-    }
-    // Kubernetes' CEL has optional syntax (`?.`, `[?`): parsed as it is.
+    // Kubernetes' CEL has optional syntax (`.?`, `[?`): parsed as it is.
     let program = Env::stdlib()
         .with_optional_support(true)
         .compile(expr)
         .map_err(|e| format!("does not compile: {e}"))?;
+    let (depth, count) = comprehensions(program.expression());
+    if depth > 1 {
+        return Err(
+            "a comprehension macro (all, exists, exists_one, map, filter) inside another's: too complex for this scheduler to bound"
+                .into(),
+        );
+    }
+    if count > MAX_COMPREHENSIONS {
+        return Err(format!(
+            "the expression uses {count} comprehension macros (all, exists, exists_one, map, filter), more than the {MAX_COMPREHENSIONS} this scheduler bounds"
+        ));
+    }
     if let Some(driver) = driver_equality(expr) {
         return Ok(Selector { program: None, driver: Some(driver), domains: Vec::new() });
     }
-    Ok(Selector { program: Some(program), driver: None, domains: literals(expr) })
+    Ok(Selector { program: Some(program), driver: None, domains: indexed_domains(expr) })
 }
 
 /// `"gpu.example.com"` of `device.driver == "gpu.example.com"` (either quote, any spaces, either
@@ -356,10 +387,8 @@ impl Evaluator {
         driver: &str,
         device: &Device,
     ) -> Vec<Result<bool, String>> {
-        let mut domains: Vec<String> = selectors.iter().flat_map(|s| s.domains.iter().cloned()).collect();
-        domains.sort();
-        domains.dedup();
-        let mut scope = None;
+        // Each selector sees the domains it indexes, never another's.
+        let mut scopes: Vec<(&[String], Context<'_, 'static>)> = Vec::new();
         selectors
             .iter()
             .map(|selector| {
@@ -367,12 +396,19 @@ impl Evaluator {
                     return Ok(d == driver);
                 }
                 let Some(program) = &selector.program else { return Ok(false) };
-                let scope = scope.get_or_insert_with(|| {
-                    let mut s = self.root.new_inner_scope();
-                    s.add_variable_from_value("device", device_value(driver, device, &domains));
-                    s
-                });
-                match program.execute(scope) {
+                let at = match scopes.iter().position(|(d, _)| *d == selector.domains.as_slice()) {
+                    Some(at) => at,
+                    None => {
+                        let mut scope = self.root.new_inner_scope();
+                        scope.add_variable_from_value(
+                            "device",
+                            device_value(driver, device, &selector.domains),
+                        );
+                        scopes.push((selector.domains.as_slice(), scope));
+                        scopes.len() - 1
+                    }
+                };
+                match program.execute(&scopes[at].1) {
                     Ok(Value::Bool(b)) => Ok(b),
                     Ok(other) => Err(format!("the expression evaluates to {other:?}, not a boolean")),
                     Err(e) => Err(e.to_string()),
@@ -471,6 +507,10 @@ mod tests {
             // A domain no attribute uses is an empty map: `has` and `in` read it.
             ("'model' in device.attributes['other.example.com']", false),
             ("!has(device.attributes['other.example.com'].model)", true),
+            // Only a domain indexed reads as present-but-empty; `in` alone sees what is there.
+            ("'other.example.com' in device.attributes", false),
+            ("'example.com' in device.attributes", true),
+            ("device.attributes.size() == 2", true),
         ] {
             assert_eq!(eval(expr), Ok(want), "{expr}");
         }
@@ -490,8 +530,14 @@ mod tests {
     fn expressions_past_the_bounds_are_refused_before_evaluation() {
         let long = format!("device.driver == '{}'", "x".repeat(MAX_LENGTH));
         assert!(compile(&long).unwrap_err().contains("bytes"));
-        let nested = "device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, device.attributes.exists(d, true))))";
-        assert!(compile(nested).unwrap_err().contains("too complex"));
+        // Nested comprehensions multiply: refused, however they are spaced.
+        let nested = "device.attributes.all (a, device.attributes.exists(b, true))";
+        assert!(compile(nested).unwrap_err().contains("inside another's"));
+        // Side by side they add up: four are fine, nine are not.
+        let four = "device.attributes.exists(a, true) && device.capacity.exists(b, true) && [1].all(x, x > 0) && [2].exists(y, y > 1)";
+        assert!(compile(four).is_ok());
+        let nine = ["[1].exists(x, x > 0)"; 9].join(" && ");
+        assert!(compile(&nine).unwrap_err().contains("9 comprehension macros"));
         assert!(compile("device.driver ==").unwrap_err().contains("does not compile"));
     }
 }

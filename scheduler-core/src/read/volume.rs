@@ -817,6 +817,15 @@ fn subrequest(name: String, path: &str, v: &Value) -> Result<Subrequest, String>
             return Err(format!("{path}.{field}"));
         }
     }
+    // A selector of another kind than `cel` (none exists yet; a newer API's would select
+    // differently): not allocated as if it were absent.
+    if let Some(i) = v
+        .get("selectors")
+        .and_then(Value::as_array)
+        .and_then(|l| l.iter().position(|s| s.get("cel").and_then(|c| c.get("expression")).is_none()))
+    {
+        return Err(format!("{path}.selectors[{i}]"));
+    }
     let count = match v.get("allocationMode").and_then(Value::as_str).unwrap_or("ExactCount") {
         "All" => Count::All,
         _ => {
@@ -1015,8 +1024,10 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
             .find(|f| present(f))
             .map(|f| format!("{path}.{f}"))
             .or_else(|| {
-                (body.get("allowMultipleAllocations").and_then(Value::as_bool) == Some(true))
-                    .then(|| format!("{path}.allowMultipleAllocations"))
+                ["allowMultipleAllocations", "bindsToNode"]
+                    .into_iter()
+                    .find(|f| body.get(*f).and_then(Value::as_bool) == Some(true))
+                    .map(|f| format!("{path}.{f}"))
             });
         let mut device = Device {
             name: d.get("name").and_then(Value::as_str).unwrap_or("").to_string(),

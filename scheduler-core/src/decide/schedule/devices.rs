@@ -10,7 +10,8 @@
 //! and the request's (CEL, [`crate::read::cel`]). A request takes `exactly` or the first of its
 //! `firstAvailable` subrequests that can be satisfied; `matchAttribute` constraints hold across
 //! the requests they name. The choice is a depth-first search that backtracks over devices and
-//! alternatives, bounded by [`SEARCH_BUDGET`] steps per claim and node.
+//! alternatives, bounded by [`SEARCH_BUDGET`] steps per claim and node and [`CYCLE_BUDGET`] for
+//! the cycle.
 //!
 //! Cost: each distinct selector is compiled once per cycle, and evaluated at most once per device
 //! per cycle (the verdict is kept), so a cycle evaluates at most selectors × devices expressions
@@ -39,7 +40,11 @@ use crate::read::model::{
 pub(crate) type DeviceIx = u32;
 
 /// The most steps one claim's search on one node takes (a step: one device tried for a request).
-pub const SEARCH_BUDGET: u32 = 20_000;
+pub const SEARCH_BUDGET: u32 = 4_096;
+/// The most steps all searches of one cycle take together: past it, claims that need a search
+/// find nothing more in the cycle (said), so a claim whose constraints no node can meet costs a
+/// bounded time however many nodes there are.
+pub const CYCLE_BUDGET: u64 = 4_000_000;
 
 /// A device that counts, and where it is.
 #[derive(Debug)]
@@ -48,6 +53,8 @@ struct Entry<'a> {
     device: &'a Device,
     /// Its pool is incomplete (newest generation has fewer slices than it says).
     incomplete: bool,
+    /// Its pool names a device twice: invalid, none of its devices is allocated (as upstream).
+    invalid: bool,
 }
 
 impl Entry<'_> {
@@ -89,6 +96,10 @@ type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 /// A selector's verdict on a device: (selector, passes or the error).
 type Verdict = (usize, Result<bool, String>);
 
+/// A selector chain (a class's selectors then a request's): its id and selectors, or why it
+/// cannot select anywhere.
+type Chain = Result<(usize, Rc<[usize]>), String>;
+
 /// The devices an alternative selects on a node, or why it cannot select any.
 type Selected = Rc<Result<Vec<DeviceIx>, String>>;
 
@@ -117,10 +128,15 @@ pub(crate) struct Devices<'a> {
     verdicts: RefCell<Vec<Vec<Verdict>>>,
     /// A claim's alternative (by address: the snapshot outlives the cycle) → the selectors its
     /// devices pass: its class's, then its own.
-    alternative_selectors: RefCell<HashMap<usize, Rc<[usize]>, BuildHasherDefault<Fx>>>,
+    alternative_selectors: RefCell<HashMap<usize, Chain, BuildHasherDefault<Fx>>>,
+    /// Selector chains by content → their id: alternatives alike (claims made from one template)
+    /// share one, its check and its devices per node.
+    chains: RefCell<HashMap<Rc<[usize]>, Chain>>,
     /// (alternative, node) → the devices reachable there that its selectors select, free or not.
     selected: RefCell<HashMap<(usize, usize), Selected, BuildHasherDefault<Fx>>>,
     evaluations: Cell<u64>,
+    /// Search steps left for the cycle ([`CYCLE_BUDGET`]).
+    budget: Cell<u64>,
     /// Claims whose allocation failed with an error (a selector that fails at run time, …):
     /// kube-scheduler gives up on the pod at the first such error, so the claim is allocated
     /// nowhere else in the cycle either.
@@ -164,10 +180,13 @@ impl<'a> Devices<'a> {
             fingerprints: RefCell::new(Vec::new()),
             verdicts: RefCell::new(Vec::new()),
             alternative_selectors: RefCell::new(HashMap::default()),
+            chains: RefCell::new(HashMap::new()),
             selected: RefCell::new(HashMap::default()),
             evaluations: Cell::new(0),
+            budget: Cell::new(CYCLE_BUDGET),
             broken: RefCell::new(HashMap::new()),
         };
+        let mut invalid: HashSet<(&str, &str)> = HashSet::new();
         for s in storage.resource_slices.values() {
             let (generation, seen, count) = pools[&(s.driver.as_str(), s.pool.as_str())];
             if s.generation != generation {
@@ -184,16 +203,23 @@ impl<'a> Devices<'a> {
                     continue;
                 }
                 let Ok(ix) = DeviceIx::try_from(out.entries.len()) else { break };
-                // A device name twice in a pool makes the pool invalid upstream: the second is not used.
-                if out.by_id.insert((&s.driver, &s.pool, &d.name), ix).is_some() {
+                // A device name twice in a pool makes the pool invalid upstream.
+                if let Some(first) = out.by_id.insert((&s.driver, &s.pool, &d.name), ix) {
+                    invalid.insert((s.driver.as_str(), s.pool.as_str()));
+                    out.by_id.insert((&s.driver, &s.pool, &d.name), first);
                     continue;
                 }
-                out.entries.push(Entry { slice: s, device: d, incomplete: seen != count });
+                out.entries.push(Entry { slice: s, device: d, incomplete: seen != count, invalid: false });
                 match reach {
                     Some(Reach::Node(n)) => out.local.entry(n.as_str()).or_default().push(ix),
                     Some(_) => out.shared.push(ix),
                     None => {}
                 }
+            }
+        }
+        if !invalid.is_empty() {
+            for e in &mut out.entries {
+                e.invalid = invalid.contains(&(e.slice.driver.as_str(), e.slice.pool.as_str()));
             }
         }
         out.allocated = vec![false; out.entries.len()];
@@ -237,7 +263,9 @@ impl<'a> Devices<'a> {
     /// The devices reachable from `node`, local ones first.
     fn on<'s>(&'s self, node: &'s Node) -> impl Iterator<Item = DeviceIx> + 's {
         let local = self.local.get(node.name.as_str()).map_or(&[][..], Vec::as_slice);
-        local.iter().copied().chain(self.shared.iter().copied().filter(move |&ix| self.reachable(ix, node)))
+        (local.iter().copied())
+            .chain(self.shared.iter().copied().filter(move |&ix| self.reachable(ix, node)))
+            .filter(|&ix| !self.entries[ix as usize].invalid)
     }
 
     /// The selector compiled from `expr`, by id (compiled once per cycle).
@@ -264,18 +292,55 @@ impl<'a> Devices<'a> {
         f
     }
 
-    /// The selectors of alternative `alt` (its class's, then its own), or the class missing.
-    fn selectors_of(&self, alt: &Subrequest) -> Result<Rc<[usize]>, String> {
+    /// The selectors of alternative `alt` (its class's, then its own), or why it cannot be
+    /// allocated anywhere: its class missing, or a selector failing on some device. The chain is
+    /// run on every device of the cycle once per alternative (verdicts kept, so once per device
+    /// and selector): kube-scheduler gives up on a pod at the first selector error its filter
+    /// meets, so an error anywhere leaves the claim unallocated, whatever order nodes are tried in.
+    fn selectors_of(&self, alt: &Subrequest) -> Chain {
         let at = std::ptr::from_ref(alt) as usize;
-        if let Some(ids) = self.alternative_selectors.borrow().get(&at) {
-            return Ok(ids.clone());
+        if let Some(chain) = self.alternative_selectors.borrow().get(&at) {
+            return chain.clone();
         }
         let Some(c) = self.snap.storage.device_classes.get(&alt.class) else {
             return Err(format!("DeviceClass {} does not exist", alt.class));
         };
         let ids: Rc<[usize]> = c.selectors.iter().chain(&alt.selectors).map(|e| self.selector(e)).collect();
-        self.alternative_selectors.borrow_mut().insert(at, ids.clone());
-        Ok(ids)
+        let known = self.chains.borrow().get(&ids).cloned();
+        let chain = match known {
+            Some(chain) => chain,
+            None => {
+                let id = self.chains.borrow().len();
+                let chain =
+                    self.check_everywhere(&ids, c.selectors.len(), &alt.class).map(|()| (id, ids.clone()));
+                self.chains.borrow_mut().insert(ids, chain.clone());
+                chain
+            }
+        };
+        self.alternative_selectors.borrow_mut().insert(at, chain.clone());
+        chain
+    }
+
+    /// The first error of the selector chain `ids` on any device, in device order.
+    fn check_everywhere(&self, ids: &[usize], class_selectors: usize, class: &str) -> Result<(), String> {
+        let Ok(devices) = DeviceIx::try_from(self.entries.len()) else { return Ok(()) };
+        for ix in 0..devices {
+            for (i, &id) in ids.iter().enumerate() {
+                match self.passes(id, ix) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        let which = if i < class_selectors {
+                            format!("a selector of DeviceClass {class}")
+                        } else {
+                            "a selector".to_string()
+                        };
+                        return Err(format!("{which} fails on device {}: {e}", self.id(ix)));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether device `ix` passes selector `id`: kept from earlier cycles while the device and
@@ -322,38 +387,20 @@ impl<'a> Devices<'a> {
     /// The devices reachable from `node` that alternative `alt` selects, free or not (once per
     /// alternative and node).
     fn selected(&self, alt: &Subrequest, node: &Node) -> Selected {
-        let key = (std::ptr::from_ref(alt) as usize, std::ptr::from_ref(node) as usize);
+        let (chain, ids) = match self.selectors_of(alt) {
+            Ok(c) => c,
+            Err(e) => return Rc::new(Err(e)),
+        };
+        let key = (chain, std::ptr::from_ref(node) as usize);
         if let Some(s) = self.selected.borrow().get(&key) {
             return s.clone();
         }
-        let out = Rc::new(self.select(alt, node));
+        // Every device's verdicts are known, none an error (checked on every device first).
+        let out: Vec<DeviceIx> =
+            self.on(node).filter(|&ix| ids.iter().all(|&id| self.passes(id, ix) == Ok(true))).collect();
+        let out = Rc::new(Ok(out));
         self.selected.borrow_mut().insert(key, out.clone());
         out
-    }
-
-    fn select(&self, alt: &Subrequest, node: &Node) -> Result<Vec<DeviceIx>, String> {
-        let ids = self.selectors_of(alt)?;
-        let class_selectors =
-            self.snap.storage.device_classes.get(&alt.class).map_or(0, |c| c.selectors.len());
-        let mut out = Vec::new();
-        'devices: for ix in self.on(node) {
-            for (i, &id) in ids.iter().enumerate() {
-                match self.passes(id, ix) {
-                    Ok(true) => {}
-                    Ok(false) => continue 'devices,
-                    Err(e) => {
-                        let which = if i < class_selectors {
-                            format!("a selector of DeviceClass {}", alt.class)
-                        } else {
-                            "a selector".to_string()
-                        };
-                        return Err(format!("{which} fails on device {}: {e}", self.id(ix)));
-                    }
-                }
-            }
-            out.push(ix);
-        }
-        Ok(out)
     }
 
     /// Allocates `claim` on `node`: the devices, or why not. `taken`: what placements earlier in
@@ -386,11 +433,19 @@ impl<'a> Devices<'a> {
                     .copied()
                     .filter(|&ix| alt.admin_access || !(self.allocated(ix) || taken(ix)))
                     .collect();
-                if alt.count == Count::All && free.iter().any(|&ix| self.entries[ix as usize].incomplete) {
-                    return Err(Refusal::Error(format!(
-                        "request {} asks for all matching devices, and a pool they are in is incomplete (fewer ResourceSlices than its resourceSliceCount)",
-                        alt.name
-                    )));
+                if alt.count == Count::All {
+                    if selected.iter().any(|&ix| self.entries[ix as usize].incomplete) {
+                        return Err(Refusal::Error(format!(
+                            "request {} asks for all matching devices, and a pool they are in is incomplete (fewer ResourceSlices than its resourceSliceCount)",
+                            alt.name
+                        )));
+                    }
+                    // Every matching device, or none: one in use makes the request unsatisfiable
+                    // here, as upstream's allocator judges `All`.
+                    if free.len() < selected.len() {
+                        per.push(Vec::new());
+                        continue;
+                    }
                 }
                 per.push(free);
             }
@@ -402,9 +457,12 @@ impl<'a> Devices<'a> {
             options: &options,
             picked: Vec::new(),
             fixed: vec![None; ask.constraints.len()],
-            budget: SEARCH_BUDGET,
+            budget: u32::try_from(self.budget.get().min(u64::from(SEARCH_BUDGET))).unwrap_or(0),
         };
-        if search.request(0) {
+        let start = search.budget;
+        let found = search.request(0);
+        self.budget.set(self.budget.get().saturating_sub(u64::from(start - search.budget)));
+        if found {
             let local = search
                 .picked
                 .iter()
@@ -425,7 +483,11 @@ impl<'a> Devices<'a> {
             return Ok(Allocated { devices, node_selector });
         }
         if search.budget == 0 {
-            return Err(Refusal::NoFit(format!("no allocation found within {SEARCH_BUDGET} search steps")));
+            return Err(Refusal::NoFit(if self.budget.get() == 0 {
+                format!("the cycle's {CYCLE_BUDGET} allocation search steps are spent")
+            } else {
+                format!("no allocation found within {SEARCH_BUDGET} search steps")
+            }));
         }
         Err(Refusal::NoFit(self.shortfall(claim, &options, node)))
     }
@@ -621,6 +683,7 @@ pub(crate) fn releases(snap: &Snapshot, plan: &Plan, pending: &[usize]) -> Vec<C
     }
     let placed: HashSet<&PodKey> = (plan.bindings.iter().map(|b| &b.pod))
         .chain(plan.claims.iter().map(|c| &c.pod))
+        .chain(plan.volumes.iter().map(|v| &v.pod))
         .chain(plan.nominations.iter().map(|n| &n.pod))
         .chain(plan.reservations.iter().map(|r| &r.pod))
         .collect();
@@ -650,12 +713,28 @@ pub(crate) fn releases(snap: &Snapshot, plan: &Plan, pending: &[usize]) -> Vec<C
                 claim: key,
                 pod: pod.key.clone(),
                 uid: pod.uid.clone(),
-                deallocate: claim.reserved_for.iter().all(|u| u == pod.uid),
+                deallocate: false,
             });
         }
     }
     out.sort();
     out.dedup();
+    // A claim is deallocated when every consumer it is reserved for is released by this plan
+    // (one pod, or all the pods sharing it).
+    let mut i = 0;
+    while i < out.len() {
+        let j = i + out[i..].iter().take_while(|r| r.claim == out[i].claim).count();
+        let released: HashSet<&str> = out[i..j].iter().map(|r| r.uid.as_str()).collect();
+        let all = snap
+            .storage
+            .resource_claims
+            .get(&out[i].claim)
+            .is_some_and(|c| c.reserved_for.iter().all(|u| released.contains(u.as_str())));
+        for r in &mut out[i..j] {
+            r.deallocate = all;
+        }
+        i = j;
+    }
     out
 }
 
@@ -736,6 +815,13 @@ impl<'s, 'a> Search<'s, 'a> {
     fn take(&mut self, r: usize, a: usize, ix: DeviceIx) -> bool {
         let request = &self.claim.ask.requests[r];
         let alt = &request.alternatives[a];
+        // A device serves one request of the claim (admin access aside), and an allocation
+        // holds at most `RESULTS_MAX` results.
+        if (!alt.admin_access && self.picked.iter().any(|(_, p, admin)| *p == ix && !admin))
+            || self.picked.len() >= RESULTS_MAX
+        {
+            return false;
+        }
         let device = self.devices.entries[ix as usize].device;
         for (c, constraint) in self.claim.ask.constraints.iter().enumerate() {
             let applies = constraint.requests.is_empty()
