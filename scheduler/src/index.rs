@@ -173,8 +173,7 @@ impl Index {
                         .and_then(Value::as_str)
                         .and_then(|s| s.parse::<u64>().ok())
                 };
-                if let (Some(held), Some(new)) =
-                    (self.live.get_ref(&r).as_deref().and_then(version), version(&obj))
+                if let (Some(held), Some(new)) = (self.live.get_ref(&r).and_then(version), version(&obj))
                     && new < held
                 {
                     return;
