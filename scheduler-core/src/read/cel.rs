@@ -517,6 +517,14 @@ mod tests {
     }
 
     #[test]
+    fn selectors_evaluated_together_each_see_only_the_domains_they_index() {
+        let indexing = compile("!has(device.attributes['x.example.com'].y)").unwrap();
+        let counting = compile("device.attributes.size() == 2").unwrap();
+        let got = Evaluator::new().matches_all(&[&indexing, &counting], "gpu.example.com", &gpu());
+        assert_eq!(got, vec![Ok(true), Ok(true)], "the first selector's domain is not the second's");
+    }
+
+    #[test]
     fn a_missing_attribute_or_a_result_that_is_not_a_boolean_is_an_error_not_a_mismatch() {
         let e = eval("device.attributes['gpu.example.com'].memory == 1").unwrap_err();
         assert!(e.contains("memory"), "{e}");
