@@ -584,14 +584,13 @@ impl<'a> Devices<'a> {
 }
 
 /// The DRA devices each node has free, counted as a resource so the capacity ledger keeps pods
-/// off nodes without enough of them before any allocation is tried: every device local to the
-/// node (`nodeName`, or a per-device `nodeName`) of a pool's newest generation, that this
-/// scheduler allocates and no claim holds. A pending pod's need is the least number of devices its
-/// claims take whatever is chosen (per request the smallest count of its alternatives, 1 for
-/// `All`, 0 for admin access), for claims generated for it (a claim shared by pods is allocated
-/// once: not counted). A necessary condition only — the allocator decides — and only where every
-/// device is local to a node (one reachable from several nodes would serve a node without local
-/// devices): then nothing is counted.
+/// off nodes without enough of them before any allocation is tried: every device the node
+/// reaches (local to it, selected for it, or reachable from all nodes) of a pool's newest
+/// generation, that this scheduler allocates and no claim holds. A pending pod's need is the
+/// least number of devices its claims take whatever is chosen (per request the smallest count of
+/// its alternatives, 1 for `All`, 0 for admin access), for claims generated for it (a claim
+/// shared by pods is allocated once: not counted). A necessary condition only — the allocator
+/// decides.
 #[derive(Debug, Default)]
 pub(crate) struct Capacity {
     /// Per node (indexed like the snapshot's), its free devices; empty when none is counted.
@@ -618,24 +617,47 @@ impl Capacity {
             .map(|d| (d.id.driver.as_str(), d.id.pool.as_str(), d.id.device.as_str()))
             .collect();
         let mut nodes = vec![0i64; snap.nodes.len()];
+        // Devices reachable from every node, and from the nodes a selector selects (counted per
+        // distinct selector, its nodes found once).
+        let mut everywhere = 0i64;
+        let mut by_selector: Vec<(&[NodeSelectorTerm], i64)> = Vec::new();
         for s in slices.values() {
             if newest[&(s.driver.as_str(), s.pool.as_str())] != s.generation {
                 continue;
             }
             for d in &s.devices {
+                if d.unsupported.is_some()
+                    || allocated.contains(&(s.driver.as_str(), s.pool.as_str(), d.name.as_str()))
+                {
+                    continue;
+                }
                 match d.reach.as_ref().or(s.reach.as_ref()) {
                     Some(Reach::Node(node)) => {
-                        if d.unsupported.is_none()
-                            && !allocated.contains(&(s.driver.as_str(), s.pool.as_str(), d.name.as_str()))
-                            && let Some(&n) = node_index.get(node.as_str())
-                        {
+                        if let Some(&n) = node_index.get(node.as_str()) {
                             nodes[n] += 1;
                         }
                     }
-                    // Reachable from several nodes: counting local devices would refuse nodes
-                    // such a device serves.
-                    Some(_) => return Capacity::default(),
+                    Some(Reach::All) => everywhere += 1,
+                    Some(Reach::Selector(terms)) => {
+                        match by_selector.iter_mut().find(|(t, _)| *t == terms.as_slice()) {
+                            Some((_, count)) => *count += 1,
+                            None => by_selector.push((terms.as_slice(), 1)),
+                        }
+                    }
                     None => {}
+                }
+            }
+        }
+        // A node's count is every free device it reaches: a pod needs that many distinct
+        // devices there whichever it gets, and pods on one node never share one. (Pods on
+        // other nodes taking a shared device do not lower it: looser, never wrong.)
+        if everywhere > 0 || !by_selector.is_empty() {
+            for (n, node) in snap.nodes.iter().enumerate() {
+                nodes[n] += everywhere;
+                for (terms, count) in &by_selector {
+                    if terms.iter().any(|t| term_matches(t, node)) {
+                        nodes[n] += count;
+                    }
                 }
             }
         }
