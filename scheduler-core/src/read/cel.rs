@@ -31,6 +31,15 @@ use crate::read::quantity::{self, Quantity};
 pub const MAX_LENGTH: usize = 10 * 1024;
 /// The most comprehension macros an expression may hold here (none inside another's loop).
 pub const MAX_COMPREHENSIONS: usize = 8;
+/// The deepest an expression's syntax tree may be. The interpreter and its parser recurse once per
+/// level, with frames large enough that a few thousand levels overflow a thread's stack and abort
+/// the process (measured: `1 + 1 + … == 1` of 1,500 terms in a release build, 64 in a debug one,
+/// on a 2 MiB stack) — so a user's selector could kill the scheduler. Selectors in use nest a
+/// handful of levels (`device.attributes['d'].x == 'y'` is four).
+pub const MAX_DEPTH: usize = 32;
+/// The most operator characters (`+-*/%!<>=&|?.`, outside string literals) an expression may hold
+/// before it is parsed: a bound on the parser's recursion, checked without recursing.
+pub const MAX_OPERATORS: usize = 512;
 
 /// A Kubernetes quantity inside CEL; equal when their values are (`1Gi == 1073741824`).
 #[derive(Debug)]
@@ -99,6 +108,64 @@ fn indexed_domains(expr: &str) -> Vec<String> {
     out.into_iter().collect()
 }
 
+/// (Operator characters outside string literals, deepest bracket nesting) of `expr`.
+fn shape(expr: &str) -> (usize, usize) {
+    let (mut operators, mut nesting, mut deepest) = (0usize, 0usize, 0usize);
+    let mut chars = expr.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => drop(chars.next()),
+                        d if d == c => break,
+                        _ => {}
+                    }
+                }
+            }
+            '(' | '[' | '{' => {
+                nesting += 1;
+                deepest = deepest.max(nesting);
+            }
+            ')' | ']' | '}' => nesting = nesting.saturating_sub(1),
+            '+' | '-' | '*' | '/' | '%' | '!' | '<' | '>' | '=' | '&' | '|' | '?' | '.' => operators += 1,
+            _ => {}
+        }
+    }
+    (operators, deepest)
+}
+
+/// The children of a syntax-tree node.
+fn children(e: &cel::IdedExpr) -> Vec<&cel::IdedExpr> {
+    use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr};
+    fn entry(en: &IdedEntryExpr) -> Vec<&cel::IdedExpr> {
+        match &en.expr {
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        }
+    }
+    match &e.expr {
+        Expr::Comprehension(c) => vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result],
+        Expr::Call(call) => call.target.iter().map(|t| &**t).chain(&call.args).collect(),
+        Expr::Select(sel) => vec![&*sel.operand],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => map.entries.iter().flat_map(entry).collect(),
+        Expr::Struct(st) => st.entries.iter().flat_map(entry).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// How deep the syntax tree `e` is, found without recursing.
+fn depth(e: &cel::IdedExpr) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(e, 1usize)];
+    while let Some((e, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        stack.extend(children(e).into_iter().map(|c| (c, d + 1)));
+    }
+    deepest
+}
+
 /// (How deep comprehension macros nest, how many there are) in `e`: a comprehension in another's
 /// loop multiplies their iterations, one beside another adds them.
 fn comprehensions(e: &cel::IdedExpr) -> (usize, usize) {
@@ -132,11 +199,23 @@ pub fn compile(expr: &str) -> Result<Selector, String> {
     if expr.len() > MAX_LENGTH {
         return Err(format!("the expression is {} bytes, more than the {MAX_LENGTH} allowed", expr.len()));
     }
+    let (operators, nesting) = shape(expr);
+    if operators > MAX_OPERATORS || nesting > MAX_DEPTH {
+        return Err(format!(
+            "the expression has {operators} operator characters and nests {nesting} brackets deep, more than the {MAX_OPERATORS} and {MAX_DEPTH} this scheduler evaluates safely"
+        ));
+    }
     // Kubernetes' CEL has optional syntax (`.?`, `[?`): parsed as it is.
     let program = Env::stdlib()
         .with_optional_support(true)
         .compile(expr)
         .map_err(|e| format!("does not compile: {e}"))?;
+    let depth = depth(program.expression());
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "the expression's syntax tree is {depth} levels deep, more than the {MAX_DEPTH} this scheduler evaluates safely"
+        ));
+    }
     let (depth, count) = comprehensions(program.expression());
     if depth > 1 {
         return Err(
@@ -538,6 +617,16 @@ mod tests {
     fn expressions_past_the_bounds_are_refused_before_evaluation() {
         let long = format!("device.driver == '{}'", "x".repeat(MAX_LENGTH));
         assert!(compile(&long).unwrap_err().contains("bytes"));
+        // Deep trees abort the process when evaluated (the interpreter recurses per level):
+        // refused before parsing, or once parsed, however they are written.
+        let chain = format!("{} == 1", ["1"; 200].join(" + "));
+        assert!(compile(&chain).unwrap_err().contains("syntax tree is"), "{:?}", compile(&chain).err());
+        let long_chain = format!("{} == 1", ["1"; 2_000].join("+"));
+        assert!(compile(&long_chain).unwrap_err().contains("operator characters"));
+        let parens = format!("{}1{} == 1", "(".repeat(40), ")".repeat(40));
+        assert!(compile(&parens).unwrap_err().contains("brackets deep"));
+        // Operators inside string literals do not count.
+        assert!(compile(&format!("device.driver == '{}'", "+".repeat(1_000))).is_ok());
         // Nested comprehensions multiply: refused, however they are spaced.
         let nested = "device.attributes.all (a, device.attributes.exists(b, true))";
         assert!(compile(nested).unwrap_err().contains("inside another's"));
