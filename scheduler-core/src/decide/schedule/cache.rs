@@ -234,7 +234,13 @@ impl std::fmt::Debug for Caches<'_> {
 }
 
 impl<'a> Caches<'a> {
-    pub fn new(snap: &'a Snapshot, config: &Config, fast: bool, node_index: NodeIndex<'a>) -> Self {
+    pub fn new(
+        snap: &'a Snapshot,
+        config: &Config,
+        fast: bool,
+        node_index: NodeIndex<'a>,
+        devices: super::devices::Devices<'a>,
+    ) -> Self {
         Caches {
             snap,
             rank: {
@@ -262,7 +268,7 @@ impl<'a> Caches<'a> {
             totals: RefCell::new(HashMap::new()),
             jobset_pods: std::cell::OnceCell::new(),
             priority_ids: RefCell::new(HashMap::new()),
-            volumes: Volumes::new(snap),
+            volumes: Volumes::new(snap, devices),
             restricted: RefCell::new(HashMap::new()),
             fast,
         }

@@ -137,10 +137,6 @@ pub(crate) struct Devices<'a> {
     evaluations: Cell<u64>,
     /// Search steps left for the cycle ([`CYCLE_BUDGET`]).
     budget: Cell<u64>,
-    /// Claims whose allocation failed with an error (a selector that fails at run time, …):
-    /// kube-scheduler gives up on the pod at the first such error, so the claim is allocated
-    /// nowhere else in the cycle either.
-    broken: RefCell<HashMap<ObjectKey, String>>,
 }
 
 impl std::fmt::Debug for Devices<'_> {
@@ -184,7 +180,6 @@ impl<'a> Devices<'a> {
             selected: RefCell::new(HashMap::default()),
             evaluations: Cell::new(0),
             budget: Cell::new(CYCLE_BUDGET),
-            broken: RefCell::new(HashMap::new()),
         };
         let mut invalid: HashSet<(&str, &str)> = HashSet::new();
         for s in storage.resource_slices.values() {
@@ -411,9 +406,6 @@ impl<'a> Devices<'a> {
         node: &Node,
         taken: &dyn Fn(DeviceIx) -> bool,
     ) -> Result<Allocated, Refusal> {
-        if let Some(e) = self.broken.borrow().get(&claim.key) {
-            return Err(Refusal::Error(e.clone()));
-        }
         let ask = &claim.ask;
         // Per request, per alternative: the devices selected, free (admin access: in use too).
         let mut options: Vec<Vec<Vec<DeviceIx>>> = Vec::with_capacity(ask.requests.len());
@@ -423,10 +415,8 @@ impl<'a> Devices<'a> {
                 let selected = self.selected(alt, node);
                 let selected = match &*selected {
                     Ok(s) => s,
-                    Err(e) => {
-                        self.broken.borrow_mut().insert(claim.key.clone(), e.clone());
-                        return Err(Refusal::Error(e.clone()));
-                    }
+                    // The same error for every node (its chain is checked on every device).
+                    Err(e) => return Err(Refusal::Error(e.clone())),
                 };
                 let free: Vec<DeviceIx> = selected
                     .iter()
@@ -598,61 +588,42 @@ pub(crate) struct Capacity {
 }
 
 impl Capacity {
-    pub fn of(snap: &Snapshot, node_index: &HashMap<&str, usize, impl std::hash::BuildHasher>) -> Self {
-        let slices = &snap.storage.resource_slices;
-        if slices.is_empty() {
+    /// Each node's count, from the cycle's device table (`devices`, built once: the newest pool
+    /// generations, devices this scheduler allocates, valid pools) less the devices claims hold.
+    pub fn of(devices: &Devices<'_>, node_index: &HashMap<&str, usize, impl std::hash::BuildHasher>) -> Self {
+        if devices.entries.is_empty() {
             return Capacity::default();
         }
-        let mut newest: HashMap<(&str, &str), i64, BuildHasherDefault<Fx>> = HashMap::default();
-        for s in slices.values() {
-            let g = newest.entry((s.driver.as_str(), s.pool.as_str())).or_insert(s.generation);
-            *g = (*g).max(s.generation);
-        }
-        let allocated: HashSet<(&str, &str, &str), BuildHasherDefault<Fx>> = snap
-            .storage
-            .resource_claims
-            .values()
-            .flat_map(|c| c.allocation.iter().flat_map(|a| &a.devices))
-            .filter(|d| !d.admin_access)
-            .map(|d| (d.id.driver.as_str(), d.id.pool.as_str(), d.id.device.as_str()))
-            .collect();
-        let mut nodes = vec![0i64; snap.nodes.len()];
+        let mut nodes = vec![0i64; devices.snap.nodes.len()];
         // Devices reachable from every node, and from the nodes a selector selects (counted per
         // distinct selector, its nodes found once).
         let mut everywhere = 0i64;
         let mut by_selector: Vec<(&[NodeSelectorTerm], i64)> = Vec::new();
-        for s in slices.values() {
-            if newest[&(s.driver.as_str(), s.pool.as_str())] != s.generation {
+        for (ix, e) in devices.entries.iter().enumerate() {
+            if e.invalid || devices.allocated[ix] {
                 continue;
             }
-            for d in &s.devices {
-                if d.unsupported.is_some()
-                    || allocated.contains(&(s.driver.as_str(), s.pool.as_str(), d.name.as_str()))
-                {
-                    continue;
-                }
-                match d.reach.as_ref().or(s.reach.as_ref()) {
-                    Some(Reach::Node(node)) => {
-                        if let Some(&n) = node_index.get(node.as_str()) {
-                            nodes[n] += 1;
-                        }
+            match e.reach() {
+                Some(Reach::Node(node)) => {
+                    if let Some(&n) = node_index.get(node.as_str()) {
+                        nodes[n] += 1;
                     }
-                    Some(Reach::All) => everywhere += 1,
-                    Some(Reach::Selector(terms)) => {
-                        match by_selector.iter_mut().find(|(t, _)| *t == terms.as_slice()) {
-                            Some((_, count)) => *count += 1,
-                            None => by_selector.push((terms.as_slice(), 1)),
-                        }
-                    }
-                    None => {}
                 }
+                Some(Reach::All) => everywhere += 1,
+                Some(Reach::Selector(terms)) => {
+                    match by_selector.iter_mut().find(|(t, _)| *t == terms.as_slice()) {
+                        Some((_, count)) => *count += 1,
+                        None => by_selector.push((terms.as_slice(), 1)),
+                    }
+                }
+                None => {}
             }
         }
         // A node's count is every free device it reaches: a pod needs that many distinct
         // devices there whichever it gets, and pods on one node never share one. (Pods on
         // other nodes taking a shared device do not lower it: looser, never wrong.)
         if everywhere > 0 || !by_selector.is_empty() {
-            for (n, node) in snap.nodes.iter().enumerate() {
+            for (n, node) in devices.snap.nodes.iter().enumerate() {
                 nodes[n] += everywhere;
                 for (terms, count) in &by_selector {
                     if terms.iter().any(|t| term_matches(t, node)) {

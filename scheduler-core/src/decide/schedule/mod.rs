@@ -285,7 +285,9 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> (Plan, Stat
     let mut res = ResourceIndex::default();
     let node_index: NodeIndex<'_> =
         std::rc::Rc::new(snap.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect());
-    let devices = devices::Capacity::of(snap, &node_index);
+    // The DRA device table, built once: the free devices each node counts, then the allocator's.
+    let device_table = devices::Devices::new(snap);
+    let devices = devices::Capacity::of(&device_table, &node_index);
     let mut ledger = Ledger::with_devices(&snap.nodes, &mut res, &devices.nodes);
     let gang_index: HashMap<&GangKey, usize> =
         snap.gangs.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
@@ -321,7 +323,8 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> (Plan, Stat
     let groups = order::gang_groups(snap, &facts.gangs.priorities, &facts.gangs.gang_index);
 
     // 4. Decide.
-    let placer = place::Placer::new(snap, config, fast, facts.pods.node_index.clone(), scan.inter_pod);
+    let placer =
+        place::Placer::new(snap, config, fast, facts.pods.node_index.clone(), scan.inter_pod, device_table);
     placer.volumes().pending(scan.with_claims);
     let with_devices = scan.with_devices;
     let mut progress = lifecycle::Progress::new(ledger);

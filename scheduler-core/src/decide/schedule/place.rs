@@ -141,10 +141,11 @@ impl<'a> Placer<'a> {
         fast: bool,
         node_index: NodeIndex<'a>,
         inter_pod: bool,
+        devices: super::devices::Devices<'a>,
     ) -> Self {
         let joint = Joint::new(snap, fast, node_index.clone(), inter_pod);
         let levels = config.topology_levels.clone();
-        Placer { snap, caches: Caches::new(snap, config, fast, node_index), joint, fast, levels }
+        Placer { snap, caches: Caches::new(snap, config, fast, node_index, devices), joint, fast, levels }
     }
 
     /// Notes bindings committed this cycle (see [`Caches::committed`]): JobSet's exclusive

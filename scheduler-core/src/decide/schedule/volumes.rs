@@ -301,7 +301,7 @@ fn pending_handle(claim: &ObjectKey) -> String {
 }
 
 impl<'a> Volumes<'a> {
-    pub fn new(snap: &'a Snapshot) -> Self {
+    pub fn new(snap: &'a Snapshot, devices: Devices<'a>) -> Self {
         let limits = snap.storage.csi_nodes.values().any(|c| !c.limits.is_empty())
             || snap.nodes.iter().any(|n| n.allocatable.iter().any(|(r, _)| r.starts_with(ATTACH_PREFIX)));
         Volumes {
@@ -321,7 +321,7 @@ impl<'a> Volumes<'a> {
             on_nodes: OnceCell::new(),
             limits,
             notes: RefCell::new(HashMap::new()),
-            devices: Devices::new(snap),
+            devices,
         }
     }
 
