@@ -5,45 +5,18 @@
 //! allocated and reserved for them. A write refused is retried; a restart part-way finishes from
 //! what the cluster shows; a gang that cannot be completed gives back what was allocated for it.
 
+#[path = "support/run.rs"]
+mod support;
+use support::start;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use gang_scheduler::metrics::Metrics;
-use gang_scheduler::run::{Settings, run};
 use kube_gang_tests::{FakeApi, Recorded, gang, gang_pod, node};
-use scheduler_core::Config;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 const V1: &str = "/apis/resource.k8s.io/v1";
 const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
-
-fn settings() -> Settings {
-    Settings {
-        config: Config::default(),
-        period: Duration::from_millis(100),
-        leader_elect: false,
-        lease_name: "gang-scheduler".into(),
-        lease_namespace: "kube-gang-system".into(),
-        identity: "test-replica".into(),
-        lease_duration: Duration::from_secs(15),
-        retry_period: Duration::from_millis(500),
-        bind_concurrency: 4,
-        qps: 1000.0,
-        burst: 1000,
-        discovery_period: Duration::from_millis(200),
-    }
-}
-
-fn start(fake: &FakeApi) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let config = kube::Config::new(fake.url().parse().unwrap());
-    let stop = CancellationToken::new();
-    let s = stop.clone();
-    let handle = tokio::spawn(async move {
-        run(config, settings(), Metrics::new(), s).await.unwrap();
-    });
-    (stop, handle)
-}
 
 async fn fake() -> FakeApi {
     FakeApi::start(&[
