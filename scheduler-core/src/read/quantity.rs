@@ -158,7 +158,9 @@ impl Quantity {
     /// Both mantissas at the smaller exponent; `None` when one does not fit.
     fn aligned(&self, other: &Self) -> Option<(i128, i128, i32)> {
         let e = self.exponent.min(other.exponent);
-        let up = |q: &Self| q.mantissa.checked_mul(10i128.checked_pow(u32::try_from(q.exponent - e).ok()?)?);
+        let up = |q: &Self| {
+            q.mantissa.checked_mul(10i128.checked_pow(u32::try_from(q.exponent.checked_sub(e)?).ok()?)?)
+        };
         Some((up(self)?, up(other)?, e))
     }
 
@@ -203,6 +205,25 @@ impl fmt::Display for Quantity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_compare_exactly_and_exponents_far_apart_neither_overflow_nor_mislead() {
+        use std::cmp::Ordering::*;
+        let q = |s: &str| parse(s).unwrap();
+        assert_eq!(q("1Gi").cmp_value(&q("1073741824")), Equal);
+        assert_eq!(q("80Gi").cmp_value(&q("81920Mi")), Equal);
+        assert_eq!(q("1.5").cmp_value(&q("1500m")), Equal);
+        // A zero keeps whatever exponent it was written with (`0e2147483647` is valid, as in
+        // apimachinery): aligning it with a value of another exponent overflows an `i32`, which
+        // is said, not wrapped (nor a panic, which a CEL selector could reach).
+        let zero = q("0e2147483647");
+        assert_eq!(zero.cmp_value(&q("1n")), Less);
+        assert_eq!(zero.cmp_value(&q("-1n")), Greater);
+        assert_eq!(zero.cmp_value(&q("0")), Equal);
+        assert_eq!(q("0e-2147483648").checked_add(&q("1e40")), None);
+        assert_eq!(q("2k").as_integer(), Some(2000));
+        assert_eq!(q("1.5").as_integer(), None);
+    }
 
     #[test]
     fn tiny_quantities_round_up_to_one_nano_unit_as_apimachinery_does() {
