@@ -578,6 +578,7 @@ fn s6() -> Snapshot {
                     if i % 2 == 0 { "80Gi" } else { "40Gi" }.to_string(),
                 )]),
                 reach: None,
+                consumes: Vec::new(),
                 unsupported: None,
                 fingerprint: None,
             })
@@ -597,6 +598,7 @@ fn s6() -> Snapshot {
                 slice_count: 1,
                 reach: Some(Reach::Node(name.clone())),
                 devices,
+                counters: Vec::new(),
                 unsupported: Vec::new(),
             },
         );
@@ -698,6 +700,170 @@ fn bench_s6(c: &mut Criterion) {
             |s| schedule(black_box(&s), &config(), Time::from_secs(1_000)),
             criterion::BatchSize::LargeInput,
         )
+    });
+    group.finish();
+}
+
+/// S7: partitionable GPUs. `nodes` nodes (64 CPU) each publish `gpus` GPUs in one pool, each GPU
+/// a counter set (80Gi of memory, 7 compute) drawn on by its whole device (all of it), two 3g
+/// partitions (40Gi, 3) and seven 1g partitions (10Gi, 1): 10 devices a GPU. Every whole GPU of
+/// `held` percent of the nodes is allocated already. `gangs` gangs of 8 pods each claim one
+/// partition, `firstAvailable` [3g, 1g] by CEL selectors on the profile: a node serves two 3g
+/// pods a GPU, or seven 1g. When they do not all fit, the members of the gangs that do not fit
+/// are refused for counters their own gang used, and earlier members' choices are revisited
+/// within the budgets.
+fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize) -> Snapshot {
+    use scheduler_core::model::device::{
+        AllocatedDevice, AttributeValue, Count, CounterSet, CounterUse, Device, DeviceAsk, DeviceClass,
+        DeviceId, DeviceRequest, Reach, ResourceSlice, Subrequest,
+    };
+    use scheduler_core::model::volume::{Allocation, ClaimName, PodResourceClaim, ResourceClaim};
+    const DRIVER: &str = "gpu.example.com";
+    let mut snap = Snapshot::default();
+    snap.storage.device_classes.insert(
+        DRIVER.into(),
+        DeviceClass {
+            name: DRIVER.into(),
+            selectors: vec![format!("device.driver == '{DRIVER}'")],
+            config: Vec::new(),
+        },
+    );
+    let milli = |gi: i64, compute: i64| {
+        BTreeMap::from([("memory".to_string(), (gi << 30) * 1000), ("compute".to_string(), compute * 1000)])
+    };
+    for i in 0..nodes {
+        let name = format!("node-{i:05}");
+        snap.nodes.push(node(name.clone(), 64_000, 512 << 30, 0, &[]));
+        let mut devices = Vec::new();
+        let mut counters = Vec::new();
+        for g in 0..gpus {
+            let set = format!("gpu-{g}-counter-set");
+            counters.push(CounterSet { name: set.clone(), milli: milli(80, 7) });
+            let parts = std::iter::once(("whole".to_string(), "whole", 80, 7))
+                .chain((0..2).map(|k| (format!("3g-{k}"), "3g", 40, 3)))
+                .chain((0..7).map(|k| (format!("1g-{k}"), "1g", 10, 1)));
+            for (part, profile, gi, compute) in parts {
+                let mut d = Device {
+                    name: format!("gpu-{g}-{part}"),
+                    attributes: BTreeMap::from([
+                        (format!("{DRIVER}/profile"), AttributeValue::String(profile.into())),
+                        (format!("{DRIVER}/uuid"), AttributeValue::String(format!("{name}-{g}-{part}"))),
+                    ]),
+                    capacity: BTreeMap::new(),
+                    reach: None,
+                    consumes: vec![CounterUse { counter_set: set.clone(), milli: milli(gi, compute) }],
+                    unsupported: None,
+                    fingerprint: None,
+                };
+                d.fingerprint = Some(scheduler_core::model::device::fingerprint(DRIVER, &d));
+                devices.push(d);
+            }
+        }
+        snap.storage.resource_slices.insert(
+            name.clone(),
+            ResourceSlice {
+                name: name.clone(),
+                driver: DRIVER.into(),
+                pool: name.clone(),
+                generation: 1,
+                slice_count: 1,
+                reach: Some(Reach::Node(name.clone())),
+                devices,
+                counters,
+                unsupported: Vec::new(),
+            },
+        );
+        if i % 100 < held {
+            let key = ObjectKey::new("used", format!("held-{i:05}"));
+            let devices = (0..gpus)
+                .map(|g| AllocatedDevice {
+                    request: "gpu".into(),
+                    id: DeviceId {
+                        driver: DRIVER.into(),
+                        pool: name.clone(),
+                        device: format!("gpu-{g}-whole"),
+                    },
+                    admin_access: false,
+                })
+                .collect();
+            snap.storage.resource_claims.insert(
+                key.clone(),
+                ResourceClaim {
+                    key,
+                    uid: format!("held-{i}"),
+                    deleting: false,
+                    owner: None,
+                    allocation: Some(Allocation { node_selector: None, devices }),
+                    reserved_for: vec![format!("held-{i}")],
+                    ask: DeviceAsk::default(),
+                },
+            );
+        }
+    }
+    let profile = |p: &str| Subrequest {
+        name: format!("gpu/{p}"),
+        class: DRIVER.into(),
+        selectors: vec![format!("device.attributes['{DRIVER}'].profile == '{p}'")],
+        count: Count::Exact(1),
+        admin_access: false,
+    };
+    let ask = DeviceAsk {
+        requests: vec![DeviceRequest {
+            name: "gpu".into(),
+            alternatives: vec![profile("3g"), profile("1g")],
+        }],
+        ..DeviceAsk::default()
+    };
+    for g in 0..gangs {
+        let gk = GangKey::new("bench", format!("g-{g:04}"));
+        snap.gangs.push(gang("bench", format!("g-{g:04}"), 8));
+        for m in 0..8 {
+            let name = format!("g-{g:04}-{m}");
+            let mut p = pod("bench", name.clone(), Resources::new().with("cpu", 1_000), None, Some(&gk));
+            let claim = ObjectKey::new("bench", format!("{name}-gpu"));
+            p.resource_claims = vec![PodResourceClaim {
+                name: "gpu".into(),
+                claim: ClaimName::Generated(claim.name.to_string()),
+            }];
+            snap.storage.resource_claims.insert(
+                claim.clone(),
+                ResourceClaim {
+                    key: claim,
+                    uid: format!("{name}-gpu"),
+                    deleting: false,
+                    owner: Some(name.clone()),
+                    allocation: None,
+                    reserved_for: Vec::new(),
+                    ask: ask.clone(),
+                },
+            );
+            snap.pods.push(p);
+        }
+    }
+    snap
+}
+
+fn bench_s7(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S7");
+    group.sample_size(10);
+    // 1,000 nodes × 8 GPUs (80,000 devices), 30% of the nodes held: 700 × 8 × 2 = 11,200 3g
+    // partitions free for 350 gangs × 8 = 2,800 pods.
+    let fits = carried(s7(1_000, 8, 30, 350));
+    let plan = schedule(&fits, &config(), Time::from_secs(1_000));
+    assert_eq!(plan.claims.len(), 350 * 8, "every member's claim is allocated");
+    group.throughput(Throughput::Elements(2_800));
+    group.bench_function("S7-1000n-80000dev-350x8-partitions", |b| {
+        b.iter(|| schedule(black_box(&fits), &config(), Time::from_secs(1_000)))
+    });
+    // 200 nodes × 1 GPU: at most 7 pods a node (1g), 1,400 in all, for 200 gangs × 8: the
+    // gangs that find no room spend the revisit budgets.
+    let full = carried(s7(200, 1, 0, 200));
+    let plan = schedule(&full, &config(), Time::from_secs(1_000));
+    let placed = plan.claims.len() / 8;
+    assert!((150..=175).contains(&placed), "{placed} gangs placed");
+    eprintln!("S7-full: {placed} of 200 gangs placed");
+    group.bench_function("S7-200n-2000dev-200x8-partitions-full", |b| {
+        b.iter(|| schedule(black_box(&full), &config(), Time::from_secs(1_000)))
     });
     group.finish();
 }
@@ -932,7 +1098,8 @@ criterion_group!(
     bench_volumes,
     bench_anchored,
     bench_s5,
-    bench_s6
+    bench_s6,
+    bench_s7
 );
 
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
@@ -941,7 +1108,8 @@ criterion_group!(
 /// `S1-15000`, `S2-3000x3`, `S2-9x1000`, `S3-1500x4-rack`, `S4`, `S4-exclusive`,
 /// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
 /// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`, `S1-5000-volumes`,
-/// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`, `S6` (selector verdicts kept between cycles), `S6-cold` (none kept).
+/// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`, `S6` (selector verdicts kept between cycles), `S6-cold` (none kept), `S7`,
+/// `S7-full`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -967,6 +1135,8 @@ fn runs(spec: &str) {
         "anchored-never" => carried(anchored(20 << 30)),
         "S5-flat" => carried(s5(false)),
         "S6" => carried(s6()),
+        "S7" => carried(s7(1_000, 8, 30, 350)),
+        "S7-full" => carried(s7(200, 1, 0, 200)),
         "S6-cold" => {
             let mut snap = carried(s6());
             for _ in 0..n {

@@ -555,6 +555,7 @@ mod tests {
             ]),
             capacity: BTreeMap::from([("gpu.example.com/memory".into(), "80Gi".into())]),
             reach: None,
+            consumes: Vec::new(),
             unsupported: None,
             fingerprint: None,
         }

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 use crate::read::error::{FieldError, Wording, decode};
 use crate::read::model::device::{
-    AllocatedDevice, AttributeValue, Count, Device, DeviceAsk, DeviceClass, DeviceId, DeviceRequest,
-    MatchAttribute, REQUESTS_MAX, Reach, ResourceSlice, Subrequest,
+    AllocatedDevice, AttributeValue, Count, CounterSet, CounterUse, Device, DeviceAsk, DeviceClass, DeviceId,
+    DeviceRequest, MatchAttribute, REQUESTS_MAX, Reach, ResourceSlice, Subrequest,
 };
 use crate::read::model::volume::{
     AccessMode, Allocation, Attachable, BETA_STORAGE_CLASS, BIND_COMPLETED, BindingMode, ClaimName, ClaimRef,
@@ -968,9 +968,16 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
             "exactly one of nodeName, nodeSelector, allNodes or perDeviceNodeSelection is required",
         ));
     }
-    let mut unsupported = Vec::new();
-    if spec.get("sharedCounters").and_then(Value::as_array).is_some_and(|c| !c.is_empty()) {
-        unsupported.push("spec.sharedCounters".to_string());
+    let unsupported = Vec::new();
+    let mut counters = Vec::new();
+    for (i, c) in spec.get("sharedCounters").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let path = format!("spec.sharedCounters[{i}]");
+        let name = c.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        if name.is_empty() {
+            errors.push(FieldError::new(format!("{path}.name"), "required"));
+        }
+        let milli = counter_amounts(&path, c, &mut errors);
+        counters.push(CounterSet { name, milli });
     }
     let mut devices = Vec::new();
     for (i, d) in spec.get("devices").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -1019,10 +1026,28 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
         // What would change where the device may go or who may share it, and is not
         // implemented here: the device is not allocated by this scheduler, said by field.
         let present = |f: &str| body.get(f).is_some_and(|x| !x.is_null() && x != &Value::Array(Vec::new()));
-        let unsupported_field = ["taints", "bindingConditions", "consumesCounters"]
+        let mut consumes = Vec::new();
+        let mut negative = None;
+        for (j, c) in body.get("consumesCounters").and_then(Value::as_array).into_iter().flatten().enumerate()
+        {
+            let at = format!("{path}.consumesCounters[{j}]");
+            let counter_set = c.get("counterSet").and_then(Value::as_str).unwrap_or("").to_string();
+            if counter_set.is_empty() {
+                errors.push(FieldError::new(format!("{at}.counterSet"), "required"));
+            }
+            let milli = counter_amounts(&at, c, &mut errors);
+            // The API accepts a negative amount; consuming one would add to the set for every
+            // other device: this scheduler does not allocate such a device, said.
+            if let Some(k) = milli.iter().find(|(_, v)| **v < 0).map(|(k, _)| k) {
+                negative.get_or_insert(format!("{at}.counters[{k}] (negative)"));
+            }
+            consumes.push(CounterUse { counter_set, milli });
+        }
+        let unsupported_field = ["taints", "bindingConditions"]
             .into_iter()
             .find(|f| present(f))
             .map(|f| format!("{path}.{f}"))
+            .or(negative)
             .or_else(|| {
                 ["allowMultipleAllocations", "bindsToNode"]
                     .into_iter()
@@ -1034,6 +1059,7 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
             attributes,
             capacity,
             reach: device_reach,
+            consumes,
             unsupported: unsupported_field,
             fingerprint: None,
         };
@@ -1048,9 +1074,27 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
         slice_count: v.at("/spec/pool/resourceSliceCount").and_then(Value::as_i64).unwrap_or(0),
         reach: slice_reach,
         devices,
+        counters,
         unsupported,
     };
     if errors.is_empty() { Ok(slice) } else { Err(errors) }
+}
+
+/// The `counters` map of a counter set or of a device's consumption at `path`: each value in
+/// thousandths, rounded up (past `i64`: `i64::MAX`, a counter no device exhausts).
+fn counter_amounts(path: &str, v: &Value, errors: &mut Vec<FieldError>) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (k, c) in v.get("counters").and_then(Value::as_object).into_iter().flatten() {
+        let q = c.get("value").and_then(Value::as_str).unwrap_or("");
+        match crate::read::quantity::parse(q) {
+            Ok(q) => {
+                let milli = q.milli_ceil().unwrap_or(if q.is_negative() { i64::MIN } else { i64::MAX });
+                out.insert(k.clone(), milli);
+            }
+            Err(e) => errors.push(FieldError::new(format!("{path}.counters[{k}].value"), e.to_string())),
+        }
+    }
+    out
 }
 
 /// The name of the PVC an ephemeral volume's controller creates for it (`ephemeral.VolumeClaimName`).
@@ -1432,6 +1476,49 @@ mod tests {
             let terms = c.allocation.and_then(|a| a.node_selector).unwrap();
             assert_eq!(terms[0].match_fields[0].values, ["n1"]);
         }
+    }
+
+    #[test]
+    fn shared_counters_and_consumption_are_read_in_thousandths_in_every_version() {
+        for version in ["v1", "v1beta2", "v1beta1"] {
+            let uses = json!([{"counterSet": "gpu-0", "counters": {"memory": {"value": "40Gi"}, "compute": {"value": "1.5"}}}]);
+            let device = if version == "v1beta1" {
+                json!({"name": "mig", "basic": {"consumesCounters": uses}})
+            } else {
+                json!({"name": "mig", "consumesCounters": uses})
+            };
+            let slice = json!({"apiVersion": format!("resource.k8s.io/{version}"), "kind": "ResourceSlice",
+                "metadata": {"name": "s"},
+                "spec": {"driver": "gpu.example.com", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1}, "nodeName": "n1",
+                         "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}, "compute": {"value": "7"}}}],
+                         "devices": [device]}});
+            let s = resource_slice_from_value(version, &slice).unwrap_or_else(|e| panic!("{version}: {e:?}"));
+            assert_eq!(s.counters[0].name, "gpu-0");
+            assert_eq!(s.counters[0].milli["memory"], 80 * (1 << 30) * 1000);
+            assert_eq!(s.counters[0].milli["compute"], 7000);
+            let d = &s.devices[0];
+            assert_eq!(d.consumes[0].counter_set, "gpu-0", "{version}");
+            assert_eq!(d.consumes[0].milli["compute"], 1500);
+            assert_eq!(d.unsupported, None, "{version}: counters are allocated");
+        }
+        // A malformed amount is refused by field; a negative consumption (the API accepts it)
+        // makes the device one this scheduler does not allocate, named.
+        let slice = |amount: &str| {
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+                "spec": {"driver": "d", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "allNodes": true,
+                         "sharedCounters": [{"name": "set", "counters": {"c": {"value": "2"}}}],
+                         "devices": [{"name": "x", "consumesCounters": [{"counterSet": "set", "counters": {"c": {"value": amount}}}]}]}})
+        };
+        let errors = resource_slice_from_value("v1", &slice("lots")).unwrap_err();
+        assert_eq!(errors[0].path, "spec.devices[0].consumesCounters[0].counters[c].value", "{errors:?}");
+        let s = resource_slice_from_value("v1", &slice("-1")).unwrap();
+        assert_eq!(
+            s.devices[0].unsupported.as_deref(),
+            Some("spec.devices[0].consumesCounters[0].counters[c] (negative)")
+        );
+        // Past what thousandths hold in an i64: a counter no device exhausts.
+        let s = resource_slice_from_value("v1", &slice("1e30")).unwrap();
+        assert_eq!(s.devices[0].consumes[0].milli["c"], i64::MAX);
     }
 
     #[test]

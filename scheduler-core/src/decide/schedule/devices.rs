@@ -28,8 +28,8 @@ use super::filter::term_matches;
 use crate::decide::plan::{ClaimRelease, Plan, Reason};
 use crate::read::cel::{self, Evaluator};
 use crate::read::model::device::{
-    AllocatedDevice, AttributeValue, Count, Device, DeviceId, RESULTS_MAX, Reach, ResourceSlice, Subrequest,
-    fingerprint, selector_key,
+    AllocatedDevice, AttributeValue, Count, Device, DeviceId, DeviceRequest, MatchAttribute, RESULTS_MAX,
+    Reach, ResourceSlice, Subrequest, fingerprint, selector_key,
 };
 use crate::read::model::volume::{ClaimName, ResourceClaim};
 use crate::read::model::{
@@ -53,8 +53,27 @@ struct Entry<'a> {
     device: &'a Device,
     /// Its pool is incomplete (newest generation has fewer slices than it says).
     incomplete: bool,
-    /// Its pool names a device twice: invalid, none of its devices is allocated (as upstream).
+    /// Its pool is invalid (a device named twice, a counter set named twice, a consumption of a
+    /// counter set or counter it does not have): none of its devices is allocated, as upstream.
     invalid: bool,
+    /// Its pool, in [`Devices::pools`].
+    pool: u32,
+    /// What it consumes while allocated: (counter, thousandths), counters as [`Devices::base`]
+    /// indexes them.
+    uses: Box<[(u32, i64)]>,
+}
+
+/// A pool of the newest generation: what partitionable devices need of it.
+#[derive(Debug, Default)]
+struct Pool<'a> {
+    driver: &'a str,
+    name: &'a str,
+    /// Why it is invalid, if it is.
+    invalid: Option<String>,
+    /// Its counters, as [`Devices::base`] indexes them.
+    counters: Vec<u32>,
+    /// Its devices that consume counters.
+    consumers: Vec<DeviceIx>,
 }
 
 impl Entry<'_> {
@@ -83,12 +102,17 @@ pub(crate) struct Allocated {
 /// Why a claim cannot be allocated on a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// Not enough devices there, in words.
-    NoFit(String),
+    /// Not enough devices there, in words; and whether devices (or shared counters) the step's
+    /// own placements took are among those it could have used — another choice of theirs might
+    /// leave room.
+    NoFit(String, bool),
     /// An error that is the claim's, not the node's (a selector that fails, a class missing):
     /// the claim cannot be allocated anywhere.
     Error(String),
 }
+
+/// What a claim asks that decides where it fits: its requests and constraints.
+type Shape = (Vec<DeviceRequest>, Vec<MatchAttribute>);
 
 /// A map keyed by the cycle's own values (not user input): the fast hasher.
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
@@ -113,6 +137,13 @@ pub(crate) struct Devices<'a> {
     shared: Vec<DeviceIx>,
     /// Devices allocated to claims (not for admin access).
     allocated: Vec<bool>,
+    /// The pools of the newest generations.
+    pools: Vec<Pool<'a>>,
+    /// Per counter of every pool: its value less what devices allocated in the cluster consume
+    /// (negative when over-committed), in thousandths.
+    base: Vec<i128>,
+    /// Per counter: (its set's name, its name), for messages.
+    counter_names: Vec<(&'a str, &'a str)>,
     by_id: HashMap<(&'a str, &'a str, &'a str), DeviceIx, BuildHasherDefault<Fx>>,
     /// Devices this scheduler does not allocate, by node (`""`: shared ones): counted in reasons.
     unsupported: HashMap<&'a str, usize, BuildHasherDefault<Fx>>,
@@ -137,6 +168,14 @@ pub(crate) struct Devices<'a> {
     evaluations: Cell<u64>,
     /// Search steps left for the cycle ([`CYCLE_BUDGET`]).
     budget: Cell<u64>,
+    /// A claim (by address) → the id of what it asks (requests and constraints): claims made from
+    /// one template share one.
+    shapes: RefCell<FxMap<usize, u32>>,
+    shape_ids: RefCell<HashMap<Shape, u32>>,
+    /// (what a claim asks, node by address) → why it cannot be allocated there, found with no
+    /// device of the step's own placements in the way: what the cycle commits only ever takes
+    /// more, so it stays true for the rest of the cycle and is not searched again.
+    dead: RefCell<FxMap<(u32, usize), String>>,
 }
 
 impl std::fmt::Debug for Devices<'_> {
@@ -167,6 +206,9 @@ impl<'a> Devices<'a> {
             local: HashMap::default(),
             shared: Vec::new(),
             allocated: Vec::new(),
+            pools: Vec::new(),
+            base: Vec::new(),
+            counter_names: Vec::new(),
             by_id: HashMap::default(),
             unsupported: HashMap::default(),
             eval: OnceCell::new(),
@@ -180,12 +222,39 @@ impl<'a> Devices<'a> {
             selected: RefCell::new(HashMap::default()),
             evaluations: Cell::new(0),
             budget: Cell::new(CYCLE_BUDGET),
+            shapes: RefCell::new(HashMap::default()),
+            shape_ids: RefCell::new(HashMap::new()),
+            dead: RefCell::new(HashMap::default()),
         };
-        let mut invalid: HashSet<(&str, &str)> = HashSet::new();
+        let mut pool_ids: FxMap<(&str, &str), u32> = HashMap::default();
+        // (pool, set, counter) → its index in `base`.
+        let mut counter_ids: FxMap<(u32, &str, &str), u32> = HashMap::default();
+        let mut set_names: HashSet<(u32, &str)> = HashSet::new();
         for s in storage.resource_slices.values() {
             let (generation, seen, count) = pools[&(s.driver.as_str(), s.pool.as_str())];
             if s.generation != generation {
                 continue;
+            }
+            let next = u32::try_from(out.pools.len()).unwrap_or(u32::MAX);
+            let pool = *pool_ids.entry((s.driver.as_str(), s.pool.as_str())).or_insert_with(|| {
+                out.pools.push(Pool { driver: &s.driver, name: &s.pool, ..Pool::default() });
+                next
+            });
+            for set in &s.counters {
+                // Counter sets are the pool's (Kubernetes 1.35): a name twice makes it invalid.
+                if !set_names.insert((pool, set.name.as_str())) {
+                    out.pools[pool as usize]
+                        .invalid
+                        .get_or_insert(format!("counter set {} is defined twice", set.name));
+                    continue;
+                }
+                for (counter, &milli) in &set.milli {
+                    let Ok(id) = u32::try_from(out.base.len()) else { break };
+                    counter_ids.insert((pool, set.name.as_str(), counter.as_str()), id);
+                    out.pools[pool as usize].counters.push(id);
+                    out.base.push(i128::from(milli));
+                    out.counter_names.push((&set.name, counter));
+                }
             }
             for d in &s.devices {
                 let reach = d.reach.as_ref().or(s.reach.as_ref());
@@ -200,11 +269,23 @@ impl<'a> Devices<'a> {
                 let Ok(ix) = DeviceIx::try_from(out.entries.len()) else { break };
                 // A device name twice in a pool makes the pool invalid upstream.
                 if let Some(first) = out.by_id.insert((&s.driver, &s.pool, &d.name), ix) {
-                    invalid.insert((s.driver.as_str(), s.pool.as_str()));
+                    out.pools[pool as usize]
+                        .invalid
+                        .get_or_insert(format!("device {} is listed twice", d.name));
                     out.by_id.insert((&s.driver, &s.pool, &d.name), first);
                     continue;
                 }
-                out.entries.push(Entry { slice: s, device: d, incomplete: seen != count, invalid: false });
+                if !d.consumes.is_empty() {
+                    out.pools[pool as usize].consumers.push(ix);
+                }
+                out.entries.push(Entry {
+                    slice: s,
+                    device: d,
+                    incomplete: seen != count,
+                    invalid: false,
+                    pool,
+                    uses: Box::default(),
+                });
                 match reach {
                     Some(Reach::Node(n)) => out.local.entry(n.as_str()).or_default().push(ix),
                     Some(_) => out.shared.push(ix),
@@ -212,10 +293,37 @@ impl<'a> Devices<'a> {
                 }
             }
         }
-        if !invalid.is_empty() {
-            for e in &mut out.entries {
-                e.invalid = invalid.contains(&(e.slice.driver.as_str(), e.slice.pool.as_str()));
+        // What each device consumes; a set or counter its pool lacks makes the pool invalid.
+        for e in &mut out.entries {
+            if e.device.consumes.is_empty() {
+                continue;
             }
+            let mut uses = Vec::new();
+            for c in &e.device.consumes {
+                for (counter, &milli) in &c.milli {
+                    match counter_ids.get(&(e.pool, c.counter_set.as_str(), counter.as_str())) {
+                        Some(&id) => uses.push((id, milli)),
+                        None => {
+                            let missing = if set_names.contains(&(e.pool, c.counter_set.as_str())) {
+                                format!(
+                                    "device {} consumes counter {counter} that counter set {} does not have",
+                                    e.device.name, c.counter_set
+                                )
+                            } else {
+                                format!(
+                                    "device {} consumes from counter set {}, which the pool does not define",
+                                    e.device.name, c.counter_set
+                                )
+                            };
+                            out.pools[e.pool as usize].invalid.get_or_insert(missing);
+                        }
+                    }
+                }
+            }
+            e.uses = uses.into_boxed_slice();
+        }
+        for e in &mut out.entries {
+            e.invalid = out.pools[e.pool as usize].invalid.is_some();
         }
         out.allocated = vec![false; out.entries.len()];
         out.verdicts = RefCell::new(vec![Vec::new(); out.entries.len()]);
@@ -224,12 +332,28 @@ impl<'a> Devices<'a> {
             for d in c.allocation.iter().flat_map(|a| &a.devices).filter(|d| !d.admin_access) {
                 if let Some(&ix) =
                     out.by_id.get(&(d.id.driver.as_str(), d.id.pool.as_str(), d.id.device.as_str()))
+                    && !out.allocated[ix as usize]
                 {
                     out.allocated[ix as usize] = true;
+                    // Allocated devices consume their counters (an over-committed counter goes
+                    // negative and then no device consuming from its pool fits, as upstream).
+                    for &(c, milli) in &out.entries[ix as usize].uses {
+                        out.base[c as usize] -= i128::from(milli);
+                    }
                 }
             }
         }
         out
+    }
+
+    /// Whether there is any device to allocate.
+    pub fn any(&self) -> bool {
+        !self.entries.is_empty()
+    }
+
+    /// Whether any device draws on shared counters.
+    pub fn partitionable(&self) -> bool {
+        self.pools.iter().any(|p| !p.consumers.is_empty())
     }
 
     /// How many selector evaluations the cycle made.
@@ -399,15 +523,24 @@ impl<'a> Devices<'a> {
     }
 
     /// Allocates `claim` on `node`: the devices, or why not. `taken`: what placements earlier in
-    /// the cycle took.
+    /// the cycle took; `avoid`: device sets (sorted) not to choose — a gang revisiting a choice
+    /// that left a later member without devices ([`super::place`]).
     pub fn allocate(
         &self,
         claim: &ResourceClaim,
         node: &Node,
-        taken: &dyn Fn(DeviceIx) -> bool,
+        taken: &dyn Fn(DeviceIx) -> Taken,
+        avoid: &[Vec<DeviceIx>],
     ) -> Result<Allocated, Refusal> {
         let ask = &claim.ask;
-        // Per request, per alternative: the devices selected, free (admin access: in use too).
+        let dead_key = (self.shape(claim), std::ptr::from_ref(node) as usize);
+        if let Some(why) = self.dead.borrow().get(&dead_key) {
+            return Err(Refusal::NoFit(why.clone(), false));
+        }
+        let mut counters = Counters::default();
+        let mut contended = false;
+        // Per request, per alternative: the devices selected, free (admin access: in use too),
+        // whose counters have room each on its own.
         let mut options: Vec<Vec<Vec<DeviceIx>>> = Vec::with_capacity(ask.requests.len());
         for r in &ask.requests {
             let mut per = Vec::with_capacity(r.alternatives.len());
@@ -418,11 +551,33 @@ impl<'a> Devices<'a> {
                     // The same error for every node (its chain is checked on every device).
                     Err(e) => return Err(Refusal::Error(e.clone())),
                 };
-                let free: Vec<DeviceIx> = selected
-                    .iter()
-                    .copied()
-                    .filter(|&ix| alt.admin_access || !(self.allocated(ix) || taken(ix)))
-                    .collect();
+                let mut free: Vec<DeviceIx> = Vec::with_capacity(selected.len());
+                for &ix in selected {
+                    if alt.admin_access {
+                        free.push(ix);
+                        continue;
+                    }
+                    if self.allocated(ix) {
+                        continue;
+                    }
+                    match taken(ix) {
+                        Taken::Free => {}
+                        Taken::Step => {
+                            contended = true;
+                            continue;
+                        }
+                        Taken::Earlier => continue,
+                    }
+                    if !self.entries[ix as usize].uses.is_empty() {
+                        let pool = self.entries[ix as usize].pool;
+                        contended |= self.count_pool(pool, taken, &mut counters);
+                        if let Err(c) = self.counters_allow(ix, &counters) {
+                            counters.short.get_or_insert(c);
+                            continue;
+                        }
+                    }
+                    free.push(ix);
+                }
                 if alt.count == Count::All {
                     if selected.iter().any(|&ix| self.entries[ix as usize].incomplete) {
                         return Err(Refusal::Error(format!(
@@ -447,6 +602,9 @@ impl<'a> Devices<'a> {
             options: &options,
             picked: Vec::new(),
             fixed: vec![None; ask.constraints.len()],
+            counters,
+            avoid,
+            avoided: 0,
             budget: u32::try_from(self.budget.get().min(u64::from(SEARCH_BUDGET))).unwrap_or(0),
         };
         let start = search.budget;
@@ -472,14 +630,110 @@ impl<'a> Devices<'a> {
             let devices = search.picked.into_iter().collect();
             return Ok(Allocated { devices, node_selector });
         }
+        let avoided = search.avoided > 0;
+        let short = search.counters.short;
         if search.budget == 0 {
-            return Err(Refusal::NoFit(if self.budget.get() == 0 {
-                format!("the cycle's {CYCLE_BUDGET} allocation search steps are spent")
-            } else {
-                format!("no allocation found within {SEARCH_BUDGET} search steps")
-            }));
+            return Err(Refusal::NoFit(
+                if self.budget.get() == 0 {
+                    format!("the cycle's {CYCLE_BUDGET} allocation search steps are spent")
+                } else {
+                    format!("no allocation found within {SEARCH_BUDGET} search steps")
+                },
+                contended || avoided,
+            ));
         }
-        Err(Refusal::NoFit(self.shortfall(claim, &options, node)))
+        let mut why = self.shortfall(claim, &options, node);
+        if let Some(c) = short {
+            let (set, counter) = self.counter_names[c as usize];
+            let pool = &self.pools[self.pool_of_counter(c) as usize];
+            why.push_str(&format!(
+                "; devices that match are partitions whose shared counter {counter} (set {set}, pool {}/{}) has too little left",
+                pool.driver, pool.name
+            ));
+        }
+        if avoided {
+            why.push_str("; other choices here were tried for the gang already");
+        }
+        if !contended && !avoided {
+            self.dead.borrow_mut().insert(dead_key, why.clone());
+        }
+        Err(Refusal::NoFit(why, contended || avoided))
+    }
+
+    /// The id of what `claim` asks (see [`Devices::shapes`]).
+    fn shape(&self, claim: &ResourceClaim) -> u32 {
+        let at = std::ptr::from_ref(claim) as usize;
+        if let Some(&id) = self.shapes.borrow().get(&at) {
+            return id;
+        }
+        let key = (claim.ask.requests.clone(), claim.ask.constraints.clone());
+        let mut ids = self.shape_ids.borrow_mut();
+        let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        let id = *ids.entry(key).or_insert(next);
+        self.shapes.borrow_mut().insert(at, id);
+        id
+    }
+
+    /// Whether device `ix`'s counters have room for it with nothing else of the cycle taken:
+    /// what it consumes is left in every counter, and no counter of its pool is over-committed.
+    fn counters_room(&self, ix: DeviceIx) -> bool {
+        let e = &self.entries[ix as usize];
+        e.uses.is_empty()
+            || (e.uses.iter().all(|&(c, milli)| self.base[c as usize] >= i128::from(milli))
+                && self.pools[e.pool as usize].counters.iter().all(|&c| self.base[c as usize] >= 0))
+    }
+
+    /// The pool counter `c` belongs to.
+    fn pool_of_counter(&self, c: u32) -> u32 {
+        let found = self.pools.iter().position(|p| p.counters.contains(&c));
+        found.and_then(|p| u32::try_from(p).ok()).unwrap_or(0)
+    }
+
+    /// Counts in `counters`, once per allocation, what the devices of `pool` that placements of
+    /// the cycle took consume; whether the step's own placements took any of them.
+    fn count_pool(&self, pool: u32, taken: &dyn Fn(DeviceIx) -> Taken, counters: &mut Counters) -> bool {
+        if let Some(&(_, step, _)) = counters.pools.iter().find(|(p, _, _)| *p == pool) {
+            return step;
+        }
+        let mut step = false;
+        for &d in &self.pools[pool as usize].consumers {
+            if self.allocated(d) {
+                continue;
+            }
+            let t = taken(d);
+            if t == Taken::Free {
+                continue;
+            }
+            step |= t == Taken::Step;
+            for &(c, milli) in &self.entries[d as usize].uses {
+                *counters.used.entry(c).or_default() += i128::from(milli);
+            }
+        }
+        let over = self.pools[pool as usize]
+            .counters
+            .iter()
+            .copied()
+            .find(|&c| self.base[c as usize] - counters.used.get(&c).copied().unwrap_or(0) < 0);
+        counters.pools.push((pool, step, over));
+        step
+    }
+
+    /// Whether device `ix`'s consumption fits what its pool's counters have left beside what
+    /// `counters` holds as used (its pool counted by [`Self::count_pool`]): `Err` names a
+    /// counter that is short. A pool with a counter over-committed (allocations consume more
+    /// than it has, after its slice changed) allocates no partition, as upstream checks every
+    /// counter of the pool.
+    fn counters_allow(&self, ix: DeviceIx, counters: &Counters) -> Result<(), u32> {
+        let e = &self.entries[ix as usize];
+        if let Some(&(_, _, Some(c))) = counters.pools.iter().find(|(p, _, _)| *p == e.pool) {
+            return Err(c);
+        }
+        for &(c, milli) in e.uses.iter() {
+            if self.base[c as usize] - counters.used.get(&c).copied().unwrap_or(0) < i128::from(milli) {
+                return Err(c);
+            }
+        }
+        Ok(())
     }
 
     /// One term with every requirement of the selectors of the devices' slices (upstream merges
@@ -511,11 +765,28 @@ impl<'a> Devices<'a> {
     /// Why the claim's requests find too few devices on `node`, the first short one named.
     fn shortfall(&self, claim: &ResourceClaim, options: &[Vec<Vec<DeviceIx>>], node: &Node) -> String {
         let skipped = self.unsupported.get(node.name.as_str()).copied().unwrap_or(0);
-        let note = if skipped > 0 {
+        let mut note = if skipped > 0 {
             format!(" ({skipped} device(s) there use features this scheduler does not allocate)")
         } else {
             String::new()
         };
+        // Invalid pools the node reaches: their devices are never allocated, said once each.
+        let local = self.local.get(node.name.as_str()).map_or(&[][..], Vec::as_slice);
+        let reached = local.iter().chain(self.shared.iter()).filter(|&&ix| self.entries[ix as usize].invalid);
+        let mut said: Vec<u32> = Vec::new();
+        for &ix in reached {
+            let pool = self.entries[ix as usize].pool;
+            if said.contains(&pool) || !self.reachable(ix, node) {
+                continue;
+            }
+            said.push(pool);
+            let p = &self.pools[pool as usize];
+            let why = p.invalid.as_deref().unwrap_or("");
+            note.push_str(&format!(
+                " (pool {}/{} is invalid, its devices are not allocated: {why})",
+                p.driver, p.name
+            ));
+        }
         for (r, per) in claim.ask.requests.iter().zip(options) {
             let fits = r.alternatives.iter().zip(per).any(|(alt, free)| match alt.count {
                 Count::Exact(k) => free.len() >= k as usize,
@@ -600,7 +871,8 @@ impl Capacity {
         let mut everywhere = 0i64;
         let mut by_selector: Vec<(&[NodeSelectorTerm], i64)> = Vec::new();
         for (ix, e) in devices.entries.iter().enumerate() {
-            if e.invalid || devices.allocated[ix] {
+            // A partition whose counters the cluster's allocations used up is not free.
+            if e.invalid || devices.allocated[ix] || !devices.counters_room(ix as DeviceIx) {
                 continue;
             }
             match e.reach() {
@@ -731,6 +1003,27 @@ pub(crate) fn releases(snap: &Snapshot, plan: &Plan, pending: &[usize]) -> Vec<C
     out
 }
 
+/// Whether a device is taken by a placement of the cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Taken {
+    Free,
+    /// By a placement committed earlier in the cycle.
+    Earlier,
+    /// By a placement of the step being tried (the gang's members so far).
+    Step,
+}
+
+/// The shared counters one allocation sees used by the cycle's placements and its own choices.
+#[derive(Debug, Default)]
+struct Counters {
+    /// Counter → thousandths used beyond what allocations in the cluster use.
+    used: FxMap<u32, i128>,
+    /// Pools counted: (pool, whether the step took from it, a counter over-committed).
+    pools: Vec<(u32, bool, Option<u32>)>,
+    /// A counter that refused a device, for the message.
+    short: Option<u32>,
+}
+
 /// The depth-first search over one claim's requests on one node.
 struct Search<'s, 'a> {
     devices: &'s Devices<'a>,
@@ -739,6 +1032,11 @@ struct Search<'s, 'a> {
     picked: Vec<(String, DeviceIx, bool)>,
     /// Per constraint: the attribute value the devices picked so far share.
     fixed: Vec<Option<&'a AttributeValue>>,
+    counters: Counters,
+    /// Device sets (sorted) not to end with.
+    avoid: &'s [Vec<DeviceIx>],
+    /// How many complete choices `avoid` turned down.
+    avoided: u32,
     budget: u32,
 }
 
@@ -747,6 +1045,15 @@ impl<'s, 'a> Search<'s, 'a> {
     fn request(&mut self, r: usize) -> bool {
         let requests = &self.claim.ask.requests;
         if r == requests.len() {
+            if self.avoid.is_empty() {
+                return true;
+            }
+            let mut got: Vec<DeviceIx> = self.picked.iter().filter(|d| !d.2).map(|d| d.1).collect();
+            got.sort_unstable();
+            if self.avoid.contains(&got) {
+                self.avoided += 1;
+                return false;
+            }
             return true;
         }
         for (a, alt) in requests[r].alternatives.iter().enumerate() {
@@ -762,7 +1069,7 @@ impl<'s, 'a> Search<'s, 'a> {
                         if all && self.request(r + 1) {
                             return true;
                         }
-                        self.picked.truncate(mark.0);
+                        self.untake_to(mark.0);
                         self.fixed = mark.1;
                         false
                     }
@@ -798,7 +1105,7 @@ impl<'s, 'a> Search<'s, 'a> {
             if self.take(r, a, ix) && self.pick(r, a, i + 1, need - 1) {
                 return true;
             }
-            self.picked.truncate(mark.0);
+            self.untake_to(mark.0);
             self.fixed = mark.1;
         }
         false
@@ -815,7 +1122,17 @@ impl<'s, 'a> Search<'s, 'a> {
         {
             return false;
         }
-        let device = self.devices.entries[ix as usize].device;
+        let entry = &self.devices.entries[ix as usize];
+        let device = entry.device;
+        // Partitions of one device draw on its counters: what the devices picked so far use
+        // counts.
+        if !alt.admin_access
+            && !entry.uses.is_empty()
+            && let Err(c) = self.devices.counters_allow(ix, &self.counters)
+        {
+            self.counters.short.get_or_insert(c);
+            return false;
+        }
         for (c, constraint) in self.claim.ask.constraints.iter().enumerate() {
             let applies = constraint.requests.is_empty()
                 || constraint.requests.iter().any(|n| *n == request.name || *n == alt.name);
@@ -829,7 +1146,24 @@ impl<'s, 'a> Search<'s, 'a> {
                 None => self.fixed[c] = Some(value),
             }
         }
+        if !alt.admin_access {
+            for &(c, milli) in entry.uses.iter() {
+                *self.counters.used.entry(c).or_default() += i128::from(milli);
+            }
+        }
         self.picked.push((alt.name.clone(), ix, alt.admin_access));
         true
+    }
+
+    /// Drops the devices picked after the first `mark`, giving back their counters.
+    fn untake_to(&mut self, mark: usize) {
+        while self.picked.len() > mark {
+            let Some((_, ix, admin)) = self.picked.pop() else { break };
+            if !admin {
+                for &(c, milli) in self.devices.entries[ix as usize].uses.iter() {
+                    *self.counters.used.entry(c).or_default() -= i128::from(milli);
+                }
+            }
+        }
     }
 }

@@ -44,6 +44,20 @@ pub(super) struct Placer<'a> {
     fast: bool,
     /// The policy's topology levels, broadest first ([`Config::topology_levels`]).
     levels: Vec<String>,
+    /// The device decisions of the gang placement being tried, in order ([`Placer::whole`]).
+    decisions: std::cell::RefCell<Vec<Decision>>,
+    /// Members that placements of gangs tried again may place, left for the cycle
+    /// ([`CYCLE_DEVICE_REVISITS`]).
+    revisits: std::cell::Cell<u32>,
+}
+
+/// A device decision of a placement attempt: a member placed with a claim allocated for it on a
+/// node (the claim allocated last, with its devices sorted), or a member with claims to allocate
+/// that found no node.
+#[derive(Clone, Debug)]
+enum Decision {
+    Placed { pod: usize, node: usize, claim: crate::read::model::ObjectKey, devices: Vec<u32> },
+    Failed(usize),
 }
 
 /// The passes of the walk: `cap`, only up to each leaf's minimum; `keep_partial`, keep what was
@@ -121,6 +135,15 @@ struct Work {
     counts: LeafCounts,
 }
 
+/// Placements of one gang tried again with an earlier member's device choice revisited, when a
+/// later member found no devices where that choice took them (kubernetes#138765: two pods that
+/// fit on two halves of a partitionable device, the first having taken it whole).
+pub const MAX_DEVICE_REVISITS: u32 = 64;
+/// Members placed again in such placements, in one cycle, all gangs together (a placement
+/// again of a gang of `m` members counts `m`): a gang that cannot fit however its devices are
+/// chosen costs the cycle a bounded time.
+pub const CYCLE_DEVICE_REVISITS: u32 = 65_536;
+
 /// Failed trial placements of member groups in one [`Placer::anchored`] pass: its cost is
 /// bounded by one placement per group plus this many (and sorting the domains of each group's
 /// key once), whatever the cluster's size.
@@ -145,7 +168,15 @@ impl<'a> Placer<'a> {
     ) -> Self {
         let joint = Joint::new(snap, fast, node_index.clone(), inter_pod);
         let levels = config.topology_levels.clone();
-        Placer { snap, caches: Caches::new(snap, config, fast, node_index, devices), joint, fast, levels }
+        Placer {
+            snap,
+            caches: Caches::new(snap, config, fast, node_index, devices),
+            joint,
+            fast,
+            levels,
+            decisions: std::cell::RefCell::new(Vec::new()),
+            revisits: std::cell::Cell::new(CYCLE_DEVICE_REVISITS),
+        }
     }
 
     /// Notes bindings committed this cycle (see [`Caches::committed`]): JobSet's exclusive
@@ -595,10 +626,12 @@ impl<'a> Placer<'a> {
         // Its volumes depend on what others took: the best node whose volumes also fit, looking
         // at more of the best each time (most often the first fits).
         let mut k = 1;
+        let mut seen = 0;
         let mut first_block = None;
         loop {
             let best = self.caches.candidates_where(state, txn, ask, k, also);
-            for &(_, n) in &best {
+            // The best `seen` were tried in the round before (the order is the same).
+            for &(_, n) in best.iter().skip(seen) {
                 match volumes.fits(p, n, state, txn) {
                     Ok(()) => return Some(n),
                     Err(b) => {
@@ -612,6 +645,7 @@ impl<'a> Placer<'a> {
                 }
                 return None;
             }
+            seen = best.len();
             k = k.saturating_mul(4);
         }
     }
@@ -1174,7 +1208,82 @@ impl<'a> Placer<'a> {
     }
 
     /// Minimums first; extras once the tree is satisfied (or right away when placing extras).
+    /// When the minimums are not met and a member found no devices where the gang's own earlier
+    /// members took them, earlier device choices are revisited ([`Placer::revisit`]).
     fn whole(&self, r: &PlacementRequest<'_>, start: Work, filter: &Filter, keep_partial: bool) -> Work {
+        let volumes = self.caches.volumes();
+        if r.extras || !volumes.has_devices() {
+            return self.whole_once(r, start, filter, keep_partial);
+        }
+        volumes.clear_contended();
+        self.decisions.borrow_mut().clear();
+        let first = self.whole_once(r, start.clone(), filter, keep_partial);
+        if tree::satisfied(r.gang, &first.counts) || !volumes.revisable(&r.members.all) {
+            return first;
+        }
+        self.revisit(r, start, filter, keep_partial).unwrap_or(first)
+    }
+
+    /// Chronological backtracking over the device choices of the attempt just made: the first
+    /// member that found no devices where the step's own placements took them (or whose choices
+    /// were all revisited), and the member placed with devices last before it: that member's
+    /// choice (node and devices of its last claim) is not made again, the choices made after it
+    /// are free again, and the gang is placed anew — at most [`MAX_DEVICE_REVISITS`] times for
+    /// the gang, [`CYCLE_DEVICE_REVISITS`] members in the cycle; only when another choice could
+    /// matter ([`Volumes::revisable`]). The first placement that satisfies the
+    /// gang is kept; `None` when none did (the first attempt's notes are put back).
+    fn revisit(
+        &self,
+        r: &PlacementRequest<'_>,
+        start: Work,
+        filter: &Filter,
+        keep_partial: bool,
+    ) -> Option<Work> {
+        let volumes = self.caches.volumes();
+        let notes = volumes.notes();
+        let mut nogoods: Vec<super::volumes::Nogood> = Vec::new();
+        let mut found = None;
+        for _ in 0..MAX_DEVICE_REVISITS {
+            let decisions = std::mem::take(&mut *self.decisions.borrow_mut());
+            let stuck = decisions.iter().position(|d| match d {
+                Decision::Failed(p) => volumes.contended(*p) || nogoods.iter().any(|g| g.pod == *p),
+                Decision::Placed { .. } => false,
+            });
+            let Some(stuck) = stuck else { break };
+            let Some(back) = decisions[..stuck].iter().rposition(|d| matches!(d, Decision::Placed { .. }))
+            else {
+                break;
+            };
+            let cost = u32::try_from(r.members.all.len()).unwrap_or(u32::MAX).max(1);
+            let Some(left) = self.revisits.get().checked_sub(cost) else { break };
+            self.revisits.set(left);
+            // Choices made after the one revisited were made beside it: free again.
+            let later: HashSet<usize> = decisions[back + 1..]
+                .iter()
+                .map(|d| match d {
+                    Decision::Placed { pod, .. } | Decision::Failed(pod) => *pod,
+                })
+                .collect();
+            nogoods.retain(|g| !later.contains(&g.pod));
+            let Decision::Placed { pod, node, claim, devices } = decisions[back].clone() else { break };
+            nogoods.push(super::volumes::Nogood { pod, node, claim, devices });
+            volumes.set_nogoods(nogoods.clone());
+            volumes.clear_contended();
+            let w = self.whole_once(r, start.clone(), filter, keep_partial);
+            if tree::satisfied(r.gang, &w.counts) {
+                found = Some(w);
+                break;
+            }
+        }
+        volumes.set_nogoods(Vec::new());
+        self.decisions.borrow_mut().clear();
+        if found.is_none() {
+            volumes.restore_notes(notes);
+        }
+        found
+    }
+
+    fn whole_once(&self, r: &PlacementRequest<'_>, start: Work, filter: &Filter, keep_partial: bool) -> Work {
         if r.extras {
             let mut w = start;
             self.subtree(r, None, filter, &mut w, Pass { cap: false, keep_partial: true }, 0);
@@ -1534,15 +1643,17 @@ impl<'a> Placer<'a> {
                 || self.volume_dynamic(p);
             if pinned || self.constrained(p, Tentative::of(r.siblings, &w.bindings)) {
                 let before = Tentative::of(r.siblings, &w.bindings);
-                if let Some(n) = self.best_node(
+                let found = self.best_node(
                     r.ledger,
                     &w.txn,
                     r.demand,
                     p,
                     Spot { filter, reserved: r.reserved.get(&p), before },
-                ) {
+                );
+                if let Some(n) = found {
                     self.place(r, w, leaf, p, n);
                 }
+                self.decided(p, found, &w.txn);
                 i += 1;
                 continue;
             }
@@ -1567,6 +1678,22 @@ impl<'a> Placer<'a> {
             self.place_run(r, w, leaf, run, &feasible, filter);
             i = end;
         }
+    }
+
+    /// Logs pod `p`'s device decision (placed on `node`, or not) for [`Placer::revisit`].
+    fn decided(&self, p: usize, node: Option<usize>, txn: &Txn) {
+        let volumes = self.caches.volumes();
+        if !volumes.has_devices() || !volumes.allocates(p) {
+            return;
+        }
+        let d = match node {
+            None => Decision::Failed(p),
+            Some(node) => match volumes.last_allocation(p, txn) {
+                Some((claim, devices)) => Decision::Placed { pod: p, node, claim, devices },
+                None => return,
+            },
+        };
+        self.decisions.borrow_mut().push(d);
     }
 
     fn place(&self, r: &PlacementRequest<'_>, w: &mut Work, leaf: &str, p: usize, n: usize) {

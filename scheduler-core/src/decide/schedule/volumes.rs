@@ -24,7 +24,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
 use super::booked::{Attached, Choice};
-use super::devices::{Allocated, DeviceIx, Devices, Refusal};
+use super::devices::{Allocated, DeviceIx, Devices, Refusal, Taken};
 use super::filter::term_matches;
 use super::ledger::{Ledger, Txn};
 use super::{Fx, PodSlots};
@@ -212,6 +212,21 @@ pub(super) struct Volumes<'a> {
     /// Pod → why it was last refused every node for a reason that depends on other placements.
     notes: RefCell<HashMap<usize, Block>>,
     devices: Devices<'a>,
+    /// Device choices a gang being placed does not make again (see [`Nogood`]).
+    nogoods: RefCell<Vec<Nogood>>,
+    /// Pods refused a node for devices that a placement of the same step took (another choice
+    /// there might have left room): since [`Volumes::clear_contended`].
+    contended: RefCell<HashSet<usize>>,
+}
+
+/// A device choice not to make again while a gang is placed: pod, node, claim, and the devices
+/// (sorted) its allocation took there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Nogood {
+    pub pod: usize,
+    pub node: usize,
+    pub claim: ObjectKey,
+    pub devices: Vec<DeviceIx>,
 }
 
 impl std::fmt::Debug for Volumes<'_> {
@@ -322,6 +337,8 @@ impl<'a> Volumes<'a> {
             limits,
             notes: RefCell::new(HashMap::new()),
             devices,
+            nogoods: RefCell::new(Vec::new()),
+            contended: RefCell::new(HashSet::new()),
         }
     }
 
@@ -347,6 +364,87 @@ impl<'a> Volumes<'a> {
         let n = Rc::new(self.read_needs(p));
         self.needs.borrow_mut().set(p, self.snap.pods.len(), n.clone());
         n
+    }
+
+    /// Whether pod `p` has claims whose devices the cycle allocates.
+    pub fn allocates(&self, p: usize) -> bool {
+        !self.needs(p).allocate.is_empty()
+    }
+
+    /// Whether another choice of devices for pod `pods[0]`'s claims could leave a different
+    /// room for the others': some claim of theirs has several requests or alternatives, a
+    /// `matchAttribute` constraint, or devices drawing on shared counters, or their claims do not
+    /// all ask the same. When none of these holds, every choice on a node is like every other
+    /// (the same count of alike devices) and revisiting one is waste.
+    pub fn revisable(&self, pods: &[usize]) -> bool {
+        if self.devices.partitionable() {
+            return true;
+        }
+        let storage = &self.snap.storage;
+        let mut first: Option<&crate::read::model::device::DeviceAsk> = None;
+        for &p in pods {
+            for key in &self.needs(p).allocate {
+                let Some(claim) = storage.resource_claims.get(key) else { continue };
+                let ask = &claim.ask;
+                if ask.requests.len() > 1
+                    || !ask.constraints.is_empty()
+                    || ask.requests.iter().any(|r| r.alternatives.len() > 1)
+                {
+                    return true;
+                }
+                match first {
+                    None => first = Some(ask),
+                    Some(f) if f.requests != ask.requests => return true,
+                    Some(_) => {}
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether the cycle has any device to allocate.
+    pub fn has_devices(&self) -> bool {
+        self.devices.any()
+    }
+
+    /// The device choices placements avoid from now on.
+    pub fn set_nogoods(&self, nogoods: Vec<Nogood>) {
+        *self.nogoods.borrow_mut() = nogoods;
+    }
+
+    /// Forgets which pods were refused for devices the step took.
+    pub fn clear_contended(&self) {
+        if !self.contended.borrow().is_empty() {
+            self.contended.borrow_mut().clear();
+        }
+    }
+
+    /// Whether pod `p` was refused a node for devices its step's placements took.
+    pub fn contended(&self, p: usize) -> bool {
+        self.contended.borrow().contains(&p)
+    }
+
+    /// Every note, to put back ([`Volumes::restore_notes`]) after attempts that are given up.
+    pub fn notes(&self) -> HashMap<usize, Block> {
+        self.notes.borrow().clone()
+    }
+
+    pub fn restore_notes(&self, notes: HashMap<usize, Block>) {
+        *self.notes.borrow_mut() = notes;
+    }
+
+    /// The last claim (in the pod's order) `txn` allocated for pod `p`, and its devices sorted:
+    /// the choice a gang revisits first.
+    pub fn last_allocation(&self, p: usize, txn: &Txn) -> Option<(ObjectKey, Vec<DeviceIx>)> {
+        let needs = self.needs(p);
+        needs.allocate.iter().rev().find_map(|claim| {
+            let (a, q) = txn.volumes().allocation(claim)?;
+            (*q == p).then(|| {
+                let mut devices: Vec<DeviceIx> = a.devices.iter().filter(|d| !d.2).map(|d| d.1).collect();
+                devices.sort_unstable();
+                (claim.clone(), devices)
+            })
+        })
     }
 
     /// DRA selector expressions this cycle ran through the interpreter.
@@ -1181,16 +1279,34 @@ impl<'a> Volumes<'a> {
             let Some(c) = storage.resource_claims.get(claim) else {
                 return Err(Block::Devices(claim.clone(), "it does not exist".into()));
             };
-            let taken =
-                |ix: DeviceIx| here.device_taken(ix) || committed.device_taken(ix) || devices.contains(&ix);
-            match self.devices.allocate(c, node, &taken) {
+            let taken = |ix: DeviceIx| {
+                if here.device_taken(ix) || devices.contains(&ix) {
+                    Taken::Step
+                } else if committed.device_taken(ix) {
+                    Taken::Earlier
+                } else {
+                    Taken::Free
+                }
+            };
+            let avoid: Vec<Vec<DeviceIx>> = self
+                .nogoods
+                .borrow()
+                .iter()
+                .filter(|g| g.pod == p && g.node == n && g.claim == *claim)
+                .map(|g| g.devices.clone())
+                .collect();
+            match self.devices.allocate(c, node, &taken, &avoid) {
                 Ok(a) => {
                     devices.extend(a.devices.iter().filter(|d| !d.2).map(|d| d.1));
                     out.push(Booking::Allocate(claim.clone(), a));
                 }
-                Err(Refusal::NoFit(why) | Refusal::Error(why)) => {
+                Err(Refusal::NoFit(why, contended)) => {
+                    if contended {
+                        self.contended.borrow_mut().insert(p);
+                    }
                     return Err(Block::Devices(claim.clone(), why));
                 }
+                Err(Refusal::Error(why)) => return Err(Block::Devices(claim.clone(), why)),
             }
         }
         for claim in &needs.rwop {

@@ -61,6 +61,10 @@ pub struct ResourceSlice {
     pub reach: Option<Reach>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<Device>,
+    /// `sharedCounters[]`: counter sets the pool's devices consume from while allocated (a
+    /// partitionable device: a whole GPU and its partitions drawing on one set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<CounterSet>,
     /// Why some of its devices cannot be allocated by this scheduler (a feature it does not
     /// implement, named by field): they are left alone, and said when a claim finds no device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -93,6 +97,9 @@ pub struct Device {
     /// Where it is reachable from, when its slice selects per device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reach: Option<Reach>,
+    /// `consumesCounters[]`: what it takes of its pool's counter sets while allocated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumes: Vec<CounterUse>,
     /// Why this scheduler does not allocate it (taints, binding conditions, counters,
     /// multiple allocations: fields named); `None` when it may.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,9 +112,34 @@ pub struct Device {
 
 impl PartialEq for Device {
     fn eq(&self, other: &Self) -> bool {
-        (&self.name, &self.attributes, &self.capacity, &self.reach, &self.unsupported)
-            == (&other.name, &other.attributes, &other.capacity, &other.reach, &other.unsupported)
+        (&self.name, &self.attributes, &self.capacity, &self.reach, &self.consumes, &self.unsupported)
+            == (
+                &other.name,
+                &other.attributes,
+                &other.capacity,
+                &other.reach,
+                &other.consumes,
+                &other.unsupported,
+            )
     }
+}
+
+/// A counter set of a pool (`sharedCounters[]`): each counter's value in thousandths of its
+/// unit (the quantity rounded up; one past `i64` reads as `i64::MAX`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CounterSet {
+    pub name: String,
+    pub milli: BTreeMap<String, i64>,
+}
+
+/// What a device consumes of one counter set (`consumesCounters[]`), in thousandths as
+/// [`CounterSet`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CounterUse {
+    pub counter_set: String,
+    pub milli: BTreeMap<String, i64>,
 }
 
 /// A DeviceClass: the selectors (CEL) every device allocated through it must pass, and the
@@ -124,7 +156,7 @@ pub struct DeviceClass {
 }
 
 /// How many devices a request asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Count {
     /// `ExactCount` with `count`.
@@ -227,7 +259,7 @@ pub fn fingerprint(driver: &str, device: &Device) -> u64 {
 }
 
 /// One way to satisfy a request: `exactly`, or one of `firstAvailable`'s subrequests.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Subrequest {
     /// The name a result carries: the request's, or `<request>/<subrequest>`.
@@ -242,7 +274,7 @@ pub struct Subrequest {
 }
 
 /// One entry of a claim's `spec.devices.requests`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRequest {
     pub name: String,
@@ -252,7 +284,7 @@ pub struct DeviceRequest {
 
 /// A claim's `spec.devices.constraints[]` entry with `matchAttribute`: every device allocated for
 /// `requests` (every request when empty) has the same value of `attribute`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MatchAttribute {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
