@@ -263,3 +263,57 @@ async fn a_gang_that_cannot_be_completed_gives_back_the_devices_allocated_for_it
     stop.cancel();
     handle.await.unwrap();
 }
+
+/// kubernetes#138765 through the API: one pool of node n1 in the 1.35 shape (a slice with only
+/// the counter set, a slice of devices drawing on it: `whole` takes both widgets, each half one),
+/// two members each claiming `firstAvailable` [whole, half]. The first member's greedy choice
+/// (whole) would starve the second; the gang is allocated a half each, both claims written before
+/// either member is bound, the counter never over-committed.
+#[tokio::test]
+async fn a_gang_on_a_partitionable_device_gets_the_halves_that_serve_every_member() {
+    let fake = fake().await;
+    fake.put(node("n1", "8", 0, &[("kubernetes.io/hostname", "n1")]));
+    fake.put(json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "widget.example.com"},
+                    "spec": {"selectors": [{"cel": {"expression": "device.driver == 'widget.example.com'"}}]}}));
+    let pool = json!({"name": "n1", "generation": 1, "resourceSliceCount": 2});
+    fake.put(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-counters"},
+                    "spec": {"driver": "widget.example.com", "pool": pool, "nodeName": "n1",
+                             "sharedCounters": [{"name": "widgets", "counters": {"widgets": {"value": "2"}}}]}}));
+    let part = |name: &str, size: &str, widgets: &str| {
+        json!({"name": name, "attributes": {"size": {"string": size}},
+               "consumesCounters": [{"counterSet": "widgets", "counters": {"widgets": {"value": widgets}}}]})
+    };
+    fake.put(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-devices"},
+                    "spec": {"driver": "widget.example.com", "pool": pool, "nodeName": "n1",
+                             "devices": [part("whole", "whole", "2"), part("half-1", "half", "1"), part("half-2", "half", "1")]}}));
+    fake.put(gang("ml", "pair", 2));
+    let size = |s: &str| json!([{"cel": {"expression": format!("device.attributes['widget.example.com'].size == '{s}'")}}]);
+    for i in 0..2 {
+        fake.put(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": format!("pair-{i}-gpu"), "namespace": "ml", "uid": format!("uid-pair-{i}-gpu")},
+            "spec": {"devices": {"requests": [{"name": "widget", "firstAvailable": [
+                {"name": "whole", "deviceClassName": "widget.example.com", "selectors": size("whole")},
+                {"name": "half", "deviceClassName": "widget.example.com", "selectors": size("half")}]}]}}}));
+        fake.put(member("pair", i));
+    }
+    let (stop, handle) = start(&fake);
+    let done = fake
+        .wait_for(Duration::from_secs(20), |f| bound(f, "pair-0").is_some() && bound(f, "pair-1").is_some())
+        .await;
+    assert!(done, "claim: {:#}", get_claim(&fake, "pair-0-gpu"));
+    let mut devices = BTreeSet::new();
+    for i in 0..2 {
+        let c = get_claim(&fake, &format!("pair-{i}-gpu"));
+        let results = c["status"]["allocation"]["devices"]["results"].as_array().unwrap();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0]["request"], "widget/half", "{c:#}");
+        devices.insert(results[0]["device"].as_str().unwrap().to_string());
+    }
+    assert_eq!(devices, BTreeSet::from(["half-1".to_string(), "half-2".to_string()]));
+    let requests = fake.requests();
+    let first_binding =
+        requests.iter().position(|r| r.method == "POST" && r.path.ends_with("/binding")).unwrap();
+    assert!(claim_status_writes(&requests).iter().all(|&i| i < first_binding));
+    stop.cancel();
+    handle.await.unwrap();
+}
