@@ -728,7 +728,7 @@ fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize) -> Snapshot {
             config: Vec::new(),
         },
     );
-    let milli = |gi: i64, compute: i64| {
+    let milli = |gi: i128, compute: i128| {
         BTreeMap::from([("memory".to_string(), (gi << 30) * 1000), ("compute".to_string(), compute * 1000)])
     };
     for i in 0..nodes {

@@ -122,6 +122,28 @@ impl Quantity {
         i64::try_from(v).ok()
     }
 
+    /// Thousandths of the value, rounded up (`up`) or down, as an `i128`; `None` past it (a
+    /// quantity's exponent is unbounded).
+    pub fn milli_wide(&self, up: bool) -> Option<i128> {
+        let e = self.exponent.checked_add(3)?;
+        if self.mantissa == 0 {
+            return Some(0);
+        }
+        if e >= 0 {
+            return self.mantissa.checked_mul(10i128.checked_pow(u32::try_from(e).ok()?)?);
+        }
+        let Some(div) = 10i128.checked_pow(u32::try_from(e.checked_neg()?).ok()?) else {
+            // Smaller than a thousandth: rounds to 0 or ±1 by the sign and the direction.
+            return Some(match (self.mantissa > 0, up) {
+                (true, true) => 1,
+                (false, false) => -1,
+                _ => 0,
+            });
+        };
+        let q = self.mantissa.div_euclid(div);
+        Some(if up && self.mantissa.rem_euclid(div) != 0 { q + 1 } else { q })
+    }
+
     /// Thousandths of the value, rounded up (`MilliValue()`); `None` when it overflows `i64`.
     pub fn milli_ceil(&self) -> Option<i64> {
         self.scaled_ceil(3)

@@ -976,7 +976,7 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
         if name.is_empty() {
             errors.push(FieldError::new(format!("{path}.name"), "required"));
         }
-        let milli = counter_amounts(&path, c, &mut errors);
+        let milli = counter_amounts(&path, c, false, &mut errors);
         counters.push(CounterSet { name, milli });
     }
     let mut devices = Vec::new();
@@ -1035,7 +1035,7 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
             if counter_set.is_empty() {
                 errors.push(FieldError::new(format!("{at}.counterSet"), "required"));
             }
-            let milli = counter_amounts(&at, c, &mut errors);
+            let milli = counter_amounts(&at, c, true, &mut errors);
             // The API accepts a negative amount; consuming one would add to the set for every
             // other device: this scheduler does not allocate such a device, said.
             if let Some(k) = milli.iter().find(|(_, v)| **v < 0).map(|(k, _)| k) {
@@ -1081,14 +1081,15 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
 }
 
 /// The `counters` map of a counter set or of a device's consumption at `path`: each value in
-/// thousandths, rounded up (past `i64`: `i64::MAX`, a counter no device exhausts).
-fn counter_amounts(path: &str, v: &Value, errors: &mut Vec<FieldError>) -> BTreeMap<String, i64> {
+/// thousandths, rounded up (`up`: what a device consumes) or down (what a set has), so no
+/// rounding makes room that is not there (past `i128`: its bound).
+fn counter_amounts(path: &str, v: &Value, up: bool, errors: &mut Vec<FieldError>) -> BTreeMap<String, i128> {
     let mut out = BTreeMap::new();
     for (k, c) in v.get("counters").and_then(Value::as_object).into_iter().flatten() {
         let q = c.get("value").and_then(Value::as_str).unwrap_or("");
         match crate::read::quantity::parse(q) {
             Ok(q) => {
-                let milli = q.milli_ceil().unwrap_or(if q.is_negative() { i64::MIN } else { i64::MAX });
+                let milli = q.milli_wide(up).unwrap_or(if q.is_negative() { i128::MIN } else { i128::MAX });
                 out.insert(k.clone(), milli);
             }
             Err(e) => errors.push(FieldError::new(format!("{path}.counters[{k}].value"), e.to_string())),
@@ -1516,9 +1517,17 @@ mod tests {
             s.devices[0].unsupported.as_deref(),
             Some("spec.devices[0].consumesCounters[0].counters[c] (negative)")
         );
-        // Past what thousandths hold in an i64: a counter no device exhausts.
+        // Large amounts are exact; a set's value rounds down and a consumption up.
         let s = resource_slice_from_value("v1", &slice("1e30")).unwrap();
-        assert_eq!(s.devices[0].consumes[0].milli["c"], i64::MAX);
+        assert_eq!(s.devices[0].consumes[0].milli["c"], 10i128.pow(33));
+        let s = resource_slice_from_value("v1", &slice("1500u")).unwrap();
+        assert_eq!(s.devices[0].consumes[0].milli["c"], 2, "1.5 thousandths consumed read as 2");
+        let mut set = slice("1");
+        set["spec"]["sharedCounters"][0]["counters"]["c"]["value"] = json!("1500u");
+        let s = resource_slice_from_value("v1", &set).unwrap();
+        assert_eq!(s.counters[0].milli["c"], 1, "a set of 1.5 thousandths holds 1");
+        let s = resource_slice_from_value("v1", &slice("1e40")).unwrap();
+        assert_eq!(s.devices[0].consumes[0].milli["c"], i128::MAX);
     }
 
     #[test]

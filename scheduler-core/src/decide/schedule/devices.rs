@@ -60,7 +60,10 @@ struct Entry<'a> {
     pool: u32,
     /// What it consumes while allocated: (counter, thousandths), counters as [`Devices::base`]
     /// indexes them.
-    uses: Box<[(u32, i64)]>,
+    uses: Box<[(u32, i128)]>,
+    /// A device this scheduler does not allocate ([`Device::unsupported`]): never a candidate,
+    /// but counted for its pool.
+    unsupported: bool,
 }
 
 /// A pool of the newest generation: what partitionable devices need of it.
@@ -252,7 +255,7 @@ impl<'a> Devices<'a> {
                     let Ok(id) = u32::try_from(out.base.len()) else { break };
                     counter_ids.insert((pool, set.name.as_str(), counter.as_str()), id);
                     out.pools[pool as usize].counters.push(id);
-                    out.base.push(i128::from(milli));
+                    out.base.push(milli);
                     out.counter_names.push((&set.name, counter));
                 }
             }
@@ -262,9 +265,11 @@ impl<'a> Devices<'a> {
                     Some(Reach::Node(n)) => n.as_str(),
                     _ => "",
                 };
-                if d.unsupported.is_some() {
+                // A device this scheduler does not allocate still counts for its pool: what it
+                // consumes while allocated, and whether its references make the pool invalid.
+                let unsupported = d.unsupported.is_some();
+                if unsupported {
                     *out.unsupported.entry(at).or_default() += 1;
-                    continue;
                 }
                 let Ok(ix) = DeviceIx::try_from(out.entries.len()) else { break };
                 // A device name twice in a pool makes the pool invalid upstream.
@@ -285,8 +290,10 @@ impl<'a> Devices<'a> {
                     invalid: false,
                     pool,
                     uses: Box::default(),
+                    unsupported,
                 });
                 match reach {
+                    _ if unsupported => {}
                     Some(Reach::Node(n)) => out.local.entry(n.as_str()).or_default().push(ix),
                     Some(_) => out.shared.push(ix),
                     None => {}
@@ -338,7 +345,7 @@ impl<'a> Devices<'a> {
                     // Allocated devices consume their counters (an over-committed counter goes
                     // negative and then no device consuming from its pool fits, as upstream).
                     for &(c, milli) in &out.entries[ix as usize].uses {
-                        out.base[c as usize] -= i128::from(milli);
+                        out.base[c as usize] = out.base[c as usize].saturating_sub(milli);
                     }
                 }
             }
@@ -443,7 +450,7 @@ impl<'a> Devices<'a> {
     /// The first error of the selector chain `ids` on any device, in device order.
     fn check_everywhere(&self, ids: &[usize], class_selectors: usize, class: &str) -> Result<(), String> {
         let Ok(devices) = DeviceIx::try_from(self.entries.len()) else { return Ok(()) };
-        for ix in 0..devices {
+        for ix in (0..devices).filter(|&ix| !self.entries[ix as usize].unsupported) {
             for (i, &id) in ids.iter().enumerate() {
                 match self.passes(id, ix) {
                     Ok(true) => {}
@@ -523,14 +530,14 @@ impl<'a> Devices<'a> {
     }
 
     /// Allocates `claim` on `node`: the devices, or why not. `taken`: what placements earlier in
-    /// the cycle took; `avoid`: device sets (sorted) not to choose — a gang revisiting a choice
-    /// that left a later member without devices ([`super::place`]).
+    /// the cycle took; `avoid`: choices not to make again — a gang revisiting a choice that left a
+    /// later member without devices ([`super::place`]).
     pub fn allocate(
         &self,
         claim: &ResourceClaim,
         node: &Node,
         taken: &dyn Fn(DeviceIx) -> Taken,
-        avoid: &[Vec<DeviceIx>],
+        avoid: &[Avoid],
     ) -> Result<Allocated, Refusal> {
         let ask = &claim.ask;
         let dead_key = (self.shape(claim), std::ptr::from_ref(node) as usize);
@@ -539,6 +546,9 @@ impl<'a> Devices<'a> {
         }
         let mut counters = Counters::default();
         let mut contended = false;
+        // Whether the pod's own other claims took a device it could have used: the failure
+        // depends on their choice, so it is not remembered for the node.
+        let mut own = false;
         // Per request, per alternative: the devices selected, free (admin access: in use too),
         // whose counters have room each on its own.
         let mut options: Vec<Vec<Vec<DeviceIx>>> = Vec::with_capacity(ask.requests.len());
@@ -553,20 +563,24 @@ impl<'a> Devices<'a> {
                 };
                 let mut free: Vec<DeviceIx> = Vec::with_capacity(selected.len());
                 for &ix in selected {
-                    if alt.admin_access {
-                        free.push(ix);
-                        continue;
-                    }
-                    if self.allocated(ix) {
-                        continue;
-                    }
-                    match taken(ix) {
-                        Taken::Free => {}
-                        Taken::Step => {
-                            contended = true;
+                    // Admin access takes devices in use too, but not past their counters (as
+                    // upstream checks them whatever the access).
+                    if !alt.admin_access {
+                        if self.allocated(ix) {
                             continue;
                         }
-                        Taken::Earlier => continue,
+                        match taken(ix) {
+                            Taken::Free => {}
+                            Taken::Step => {
+                                contended = true;
+                                continue;
+                            }
+                            Taken::Own => {
+                                own = true;
+                                continue;
+                            }
+                            Taken::Earlier => continue,
+                        }
                     }
                     if !self.entries[ix as usize].uses.is_empty() {
                         let pool = self.entries[ix as usize].pool;
@@ -632,6 +646,7 @@ impl<'a> Devices<'a> {
         }
         let avoided = search.avoided > 0;
         let short = search.counters.short;
+        let own_pool = search.counters.own_pool;
         if search.budget == 0 {
             return Err(Refusal::NoFit(
                 if self.budget.get() == 0 {
@@ -654,7 +669,7 @@ impl<'a> Devices<'a> {
         if avoided {
             why.push_str("; other choices here were tried for the gang already");
         }
-        if !contended && !avoided {
+        if !contended && !avoided && !own && !own_pool {
             self.dead.borrow_mut().insert(dead_key, why.clone());
         }
         Err(Refusal::NoFit(why, contended || avoided))
@@ -679,7 +694,7 @@ impl<'a> Devices<'a> {
     fn counters_room(&self, ix: DeviceIx) -> bool {
         let e = &self.entries[ix as usize];
         e.uses.is_empty()
-            || (e.uses.iter().all(|&(c, milli)| self.base[c as usize] >= i128::from(milli))
+            || (e.uses.iter().all(|&(c, milli)| self.base[c as usize] >= milli)
                 && self.pools[e.pool as usize].counters.iter().all(|&c| self.base[c as usize] >= 0))
     }
 
@@ -705,15 +720,16 @@ impl<'a> Devices<'a> {
                 continue;
             }
             step |= t == Taken::Step;
+            counters.own_pool |= t == Taken::Own;
             for &(c, milli) in &self.entries[d as usize].uses {
-                *counters.used.entry(c).or_default() += i128::from(milli);
+                let used = counters.used.entry(c).or_default();
+                *used = used.saturating_add(milli);
             }
         }
-        let over = self.pools[pool as usize]
-            .counters
-            .iter()
-            .copied()
-            .find(|&c| self.base[c as usize] - counters.used.get(&c).copied().unwrap_or(0) < 0);
+        let over =
+            self.pools[pool as usize].counters.iter().copied().find(|&c| {
+                self.base[c as usize].saturating_sub(counters.used.get(&c).copied().unwrap_or(0)) < 0
+            });
         counters.pools.push((pool, step, over));
         step
     }
@@ -729,7 +745,7 @@ impl<'a> Devices<'a> {
             return Err(c);
         }
         for &(c, milli) in e.uses.iter() {
-            if self.base[c as usize] - counters.used.get(&c).copied().unwrap_or(0) < i128::from(milli) {
+            if self.base[c as usize].saturating_sub(counters.used.get(&c).copied().unwrap_or(0)) < milli {
                 return Err(c);
             }
         }
@@ -872,7 +888,7 @@ impl Capacity {
         let mut by_selector: Vec<(&[NodeSelectorTerm], i64)> = Vec::new();
         for (ix, e) in devices.entries.iter().enumerate() {
             // A partition whose counters the cluster's allocations used up is not free.
-            if e.invalid || devices.allocated[ix] || !devices.counters_room(ix as DeviceIx) {
+            if e.invalid || e.unsupported || devices.allocated[ix] || !devices.counters_room(ix as DeviceIx) {
                 continue;
             }
             match e.reach() {
@@ -1011,6 +1027,18 @@ pub(crate) enum Taken {
     Earlier,
     /// By a placement of the step being tried (the gang's members so far).
     Step,
+    /// By the pod's own claims allocated before this one.
+    Own,
+}
+
+/// A choice an allocation does not make again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Avoid {
+    /// These devices (sorted).
+    Devices(Vec<DeviceIx>),
+    /// Devices for these requests or subrequests (the results' names, sorted): among claims
+    /// alike, another device for the same subrequests only swaps one member's for another's.
+    Names(Vec<String>),
 }
 
 /// The shared counters one allocation sees used by the cycle's placements and its own choices.
@@ -1022,6 +1050,8 @@ struct Counters {
     pools: Vec<(u32, bool, Option<u32>)>,
     /// A counter that refused a device, for the message.
     short: Option<u32>,
+    /// Whether a pool counted has devices the pod's own other claims took.
+    own_pool: bool,
 }
 
 /// The depth-first search over one claim's requests on one node.
@@ -1033,8 +1063,8 @@ struct Search<'s, 'a> {
     /// Per constraint: the attribute value the devices picked so far share.
     fixed: Vec<Option<&'a AttributeValue>>,
     counters: Counters,
-    /// Device sets (sorted) not to end with.
-    avoid: &'s [Vec<DeviceIx>],
+    /// Choices not to end with.
+    avoid: &'s [Avoid],
     /// How many complete choices `avoid` turned down.
     avoided: u32,
     budget: u32,
@@ -1048,9 +1078,15 @@ impl<'s, 'a> Search<'s, 'a> {
             if self.avoid.is_empty() {
                 return true;
             }
-            let mut got: Vec<DeviceIx> = self.picked.iter().filter(|d| !d.2).map(|d| d.1).collect();
-            got.sort_unstable();
-            if self.avoid.contains(&got) {
+            let mut devices: Vec<DeviceIx> = self.picked.iter().filter(|d| !d.2).map(|d| d.1).collect();
+            devices.sort_unstable();
+            let mut names: Vec<&str> = self.picked.iter().map(|d| d.0.as_str()).collect();
+            names.sort_unstable();
+            let avoided = self.avoid.iter().any(|a| match a {
+                Avoid::Devices(d) => *d == devices,
+                Avoid::Names(n) => n.iter().map(String::as_str).eq(names.iter().copied()),
+            });
+            if avoided {
                 self.avoided += 1;
                 return false;
             }
@@ -1126,8 +1162,7 @@ impl<'s, 'a> Search<'s, 'a> {
         let device = entry.device;
         // Partitions of one device draw on its counters: what the devices picked so far use
         // counts.
-        if !alt.admin_access
-            && !entry.uses.is_empty()
+        if !entry.uses.is_empty()
             && let Err(c) = self.devices.counters_allow(ix, &self.counters)
         {
             self.counters.short.get_or_insert(c);
@@ -1146,10 +1181,9 @@ impl<'s, 'a> Search<'s, 'a> {
                 None => self.fixed[c] = Some(value),
             }
         }
-        if !alt.admin_access {
-            for &(c, milli) in entry.uses.iter() {
-                *self.counters.used.entry(c).or_default() += i128::from(milli);
-            }
+        for &(c, milli) in entry.uses.iter() {
+            let used = self.counters.used.entry(c).or_default();
+            *used = used.saturating_add(milli);
         }
         self.picked.push((alt.name.clone(), ix, alt.admin_access));
         true
@@ -1158,11 +1192,10 @@ impl<'s, 'a> Search<'s, 'a> {
     /// Drops the devices picked after the first `mark`, giving back their counters.
     fn untake_to(&mut self, mark: usize) {
         while self.picked.len() > mark {
-            let Some((_, ix, admin)) = self.picked.pop() else { break };
-            if !admin {
-                for &(c, milli) in self.devices.entries[ix as usize].uses.iter() {
-                    *self.counters.used.entry(c).or_default() -= i128::from(milli);
-                }
+            let Some((_, ix, _)) = self.picked.pop() else { break };
+            for &(c, milli) in self.devices.entries[ix as usize].uses.iter() {
+                let used = self.counters.used.entry(c).or_default();
+                *used = used.saturating_sub(milli);
             }
         }
     }

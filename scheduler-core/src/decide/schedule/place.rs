@@ -49,6 +49,9 @@ pub(super) struct Placer<'a> {
     /// Members that placements of gangs tried again may place, left for the cycle
     /// ([`CYCLE_DEVICE_REVISITS`]).
     revisits: std::cell::Cell<u32>,
+    /// Placements again and members placed again left for the gang being placed
+    /// ([`MAX_DEVICE_REVISITS`], [`GANG_DEVICE_REVISITS`]).
+    gang_revisits: std::cell::Cell<(u32, u32)>,
 }
 
 /// A device decision of a placement attempt: a member placed with a claim allocated for it on a
@@ -56,7 +59,13 @@ pub(super) struct Placer<'a> {
 /// that found no node.
 #[derive(Clone, Debug)]
 enum Decision {
-    Placed { pod: usize, node: usize, claim: crate::read::model::ObjectKey, devices: Vec<u32> },
+    Placed {
+        pod: usize,
+        node: usize,
+        claim: crate::read::model::ObjectKey,
+        devices: Vec<u32>,
+        names: Vec<String>,
+    },
     Failed(usize),
 }
 
@@ -137,11 +146,15 @@ struct Work {
 
 /// Placements of one gang tried again with an earlier member's device choice revisited, when a
 /// later member found no devices where that choice took them (kubernetes#138765: two pods that
-/// fit on two halves of a partitionable device, the first having taken it whole).
+/// fit on two halves of a partitionable device, the first having taken it whole), in all its
+/// trials of the cycle (topology domains, preferred levels).
 pub const MAX_DEVICE_REVISITS: u32 = 64;
-/// Members placed again in such placements, in one cycle, all gangs together (a placement
-/// again of a gang of `m` members counts `m`): a gang that cannot fit however its devices are
-/// chosen costs the cycle a bounded time.
+/// Members placed again in those placements of one gang (a placement again of a gang of `m`
+/// members counts `m`).
+pub const GANG_DEVICE_REVISITS: u32 = 4_096;
+/// Members placed again in such placements in one cycle, all gangs together: gangs that cannot
+/// fit however their devices are chosen cost the cycle a bounded time (past it, gangs are placed
+/// as their members choose, without revisits).
 pub const CYCLE_DEVICE_REVISITS: u32 = 65_536;
 
 /// Failed trial placements of member groups in one [`Placer::anchored`] pass: its cost is
@@ -176,6 +189,7 @@ impl<'a> Placer<'a> {
             levels,
             decisions: std::cell::RefCell::new(Vec::new()),
             revisits: std::cell::Cell::new(CYCLE_DEVICE_REVISITS),
+            gang_revisits: std::cell::Cell::new((MAX_DEVICE_REVISITS, GANG_DEVICE_REVISITS)),
         }
     }
 
@@ -653,6 +667,7 @@ impl<'a> Placer<'a> {
     /// Tries to place gang `r.gang` as the request says.
     pub fn gang(&self, r: &PlacementRequest<'_>) -> Placement {
         let gang = r.gang;
+        self.gang_revisits.set((MAX_DEVICE_REVISITS, GANG_DEVICE_REVISITS));
         let start = Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone() };
         let keep_partial = r.extras || gang.mode == GangMode::NonStrict;
         // JobSet's exclusive placement, from the gang (an annotation gang) or from its members'
@@ -1228,9 +1243,10 @@ impl<'a> Placer<'a> {
     /// member that found no devices where the step's own placements took them (or whose choices
     /// were all revisited), and the member placed with devices last before it: that member's
     /// choice (node and devices of its last claim) is not made again, the choices made after it
-    /// are free again, and the gang is placed anew — at most [`MAX_DEVICE_REVISITS`] times for
-    /// the gang, [`CYCLE_DEVICE_REVISITS`] members in the cycle; only when another choice could
-    /// matter ([`Volumes::revisable`]). The first placement that satisfies the
+    /// are free again, and the gang is placed anew — at most [`MAX_DEVICE_REVISITS`] times and
+    /// [`GANG_DEVICE_REVISITS`] members for the gang, [`CYCLE_DEVICE_REVISITS`] members in the
+    /// cycle; only when another choice could matter ([`Volumes::revisable`]). Between members
+    /// whose claims ask alike, a choice revisited is its subrequests, not its devices. The first placement that satisfies the
     /// gang is kept; `None` when none did (the first attempt's notes are put back).
     fn revisit(
         &self,
@@ -1243,7 +1259,7 @@ impl<'a> Placer<'a> {
         let notes = volumes.notes();
         let mut nogoods: Vec<super::volumes::Nogood> = Vec::new();
         let mut found = None;
-        for _ in 0..MAX_DEVICE_REVISITS {
+        loop {
             let decisions = std::mem::take(&mut *self.decisions.borrow_mut());
             let stuck = decisions.iter().position(|d| match d {
                 Decision::Failed(p) => volumes.contended(*p) || nogoods.iter().any(|g| g.pod == *p),
@@ -1255,8 +1271,14 @@ impl<'a> Placer<'a> {
                 break;
             };
             let cost = u32::try_from(r.members.all.len()).unwrap_or(u32::MAX).max(1);
-            let Some(left) = self.revisits.get().checked_sub(cost) else { break };
-            self.revisits.set(left);
+            let (times, members) = self.gang_revisits.get();
+            let (Some(times), Some(members), Some(cycle)) =
+                (times.checked_sub(1), members.checked_sub(cost), self.revisits.get().checked_sub(cost))
+            else {
+                break;
+            };
+            self.gang_revisits.set((times, members));
+            self.revisits.set(cycle);
             // Choices made after the one revisited were made beside it: free again.
             let later: HashSet<usize> = decisions[back + 1..]
                 .iter()
@@ -1265,8 +1287,18 @@ impl<'a> Placer<'a> {
                 })
                 .collect();
             nogoods.retain(|g| !later.contains(&g.pod));
-            let Decision::Placed { pod, node, claim, devices } = decisions[back].clone() else { break };
-            nogoods.push(super::volumes::Nogood { pod, node, claim, devices });
+            let Decision::Placed { pod, node, claim, devices, names } = decisions[back].clone() else {
+                break;
+            };
+            let Decision::Failed(failed) = decisions[stuck] else { break };
+            // Between members whose claims ask alike, another device for the same subrequests only
+            // swaps theirs: the next choice is another subrequest.
+            let avoid = if volumes.asks_alike(pod, failed) {
+                super::devices::Avoid::Names(names)
+            } else {
+                super::devices::Avoid::Devices(devices)
+            };
+            nogoods.push(super::volumes::Nogood { pod, node, claim, avoid });
             volumes.set_nogoods(nogoods.clone());
             volumes.clear_contended();
             let w = self.whole_once(r, start.clone(), filter, keep_partial);
@@ -1689,7 +1721,7 @@ impl<'a> Placer<'a> {
         let d = match node {
             None => Decision::Failed(p),
             Some(node) => match volumes.last_allocation(p, txn) {
-                Some((claim, devices)) => Decision::Placed { pod: p, node, claim, devices },
+                Some((claim, devices, names)) => Decision::Placed { pod: p, node, claim, devices, names },
                 None => return,
             },
         };

@@ -24,7 +24,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
 use super::booked::{Attached, Choice};
-use super::devices::{Allocated, DeviceIx, Devices, Refusal, Taken};
+use super::devices::{Allocated, Avoid, DeviceIx, Devices, Refusal, Taken};
 use super::filter::term_matches;
 use super::ledger::{Ledger, Txn};
 use super::{Fx, PodSlots};
@@ -219,14 +219,14 @@ pub(super) struct Volumes<'a> {
     contended: RefCell<HashSet<usize>>,
 }
 
-/// A device choice not to make again while a gang is placed: pod, node, claim, and the devices
-/// (sorted) its allocation took there.
+/// A device choice not to make again while a gang is placed: pod, node, claim, and what its
+/// allocation took there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Nogood {
     pub pod: usize,
     pub node: usize,
     pub claim: ObjectKey,
-    pub devices: Vec<DeviceIx>,
+    pub avoid: Avoid,
 }
 
 impl std::fmt::Debug for Volumes<'_> {
@@ -433,18 +433,35 @@ impl<'a> Volumes<'a> {
         *self.notes.borrow_mut() = notes;
     }
 
-    /// The last claim (in the pod's order) `txn` allocated for pod `p`, and its devices sorted:
-    /// the choice a gang revisits first.
-    pub fn last_allocation(&self, p: usize, txn: &Txn) -> Option<(ObjectKey, Vec<DeviceIx>)> {
+    /// The last claim (in the pod's order) `txn` allocated for pod `p`, with its devices and
+    /// its results' names (each sorted): the choice a gang revisits first.
+    pub fn last_allocation(&self, p: usize, txn: &Txn) -> Option<(ObjectKey, Vec<DeviceIx>, Vec<String>)> {
         let needs = self.needs(p);
         needs.allocate.iter().rev().find_map(|claim| {
             let (a, q) = txn.volumes().allocation(claim)?;
             (*q == p).then(|| {
                 let mut devices: Vec<DeviceIx> = a.devices.iter().filter(|d| !d.2).map(|d| d.1).collect();
                 devices.sort_unstable();
-                (claim.clone(), devices)
+                let mut names: Vec<String> = a.devices.iter().map(|d| d.0.clone()).collect();
+                names.sort_unstable();
+                (claim.clone(), devices, names)
             })
         })
+    }
+
+    /// Whether pods `p` and `q` have claims to allocate that ask alike (the same requests and
+    /// constraints, in order): claims made from one template.
+    pub fn asks_alike(&self, p: usize, q: usize) -> bool {
+        let claims = &self.snap.storage.resource_claims;
+        let shape = |p: usize| {
+            let needs = self.needs(p);
+            needs
+                .allocate
+                .iter()
+                .map(|k| claims.get(k).map(|c| (c.ask.requests.clone(), c.ask.constraints.clone())))
+                .collect::<Vec<_>>()
+        };
+        shape(p) == shape(q)
     }
 
     /// DRA selector expressions this cycle ran through the interpreter.
@@ -1280,7 +1297,9 @@ impl<'a> Volumes<'a> {
                 return Err(Block::Devices(claim.clone(), "it does not exist".into()));
             };
             let taken = |ix: DeviceIx| {
-                if here.device_taken(ix) || devices.contains(&ix) {
+                if devices.contains(&ix) {
+                    Taken::Own
+                } else if here.device_taken(ix) {
                     Taken::Step
                 } else if committed.device_taken(ix) {
                     Taken::Earlier
@@ -1288,12 +1307,12 @@ impl<'a> Volumes<'a> {
                     Taken::Free
                 }
             };
-            let avoid: Vec<Vec<DeviceIx>> = self
+            let avoid: Vec<Avoid> = self
                 .nogoods
                 .borrow()
                 .iter()
                 .filter(|g| g.pod == p && g.node == n && g.claim == *claim)
-                .map(|g| g.devices.clone())
+                .map(|g| g.avoid.clone())
                 .collect();
             match self.devices.allocate(c, node, &taken, &avoid) {
                 Ok(a) => {
