@@ -709,10 +709,11 @@ fn bench_s6(c: &mut Criterion) {
 /// partitions (40Gi, 3) and seven 1g partitions (10Gi, 1): 10 devices a GPU. Every whole GPU of
 /// `held` percent of the nodes is allocated already. `gangs` gangs of 8 pods each claim one
 /// partition, `firstAvailable` [3g, 1g] by CEL selectors on the profile: a node serves two 3g
-/// pods a GPU, or seven 1g. When they do not all fit, the members of the gangs that do not fit
-/// are refused for counters their own gang used, and earlier members' choices are revisited
-/// within the budgets.
-fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize) -> Snapshot {
+/// pods a GPU, or seven 1g. `members` per gang; `one_node`: each gang must be on one node
+/// (required topology `kubernetes.io/hostname`), so on one GPU a gang of 7 fits only as seven 1g
+/// partitions: taken greedily the first two members take the 3g ones and the third finds nothing,
+/// and earlier members' choices are revisited until every member has a 1g partition.
+fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize, members: usize, one_node: bool) -> Snapshot {
     use scheduler_core::model::device::{
         AllocatedDevice, AttributeValue, Count, CounterSet, CounterUse, Device, DeviceAsk, DeviceClass,
         DeviceId, DeviceRequest, Reach, ResourceSlice, Subrequest,
@@ -733,7 +734,7 @@ fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize) -> Snapshot {
     };
     for i in 0..nodes {
         let name = format!("node-{i:05}");
-        snap.nodes.push(node(name.clone(), 64_000, 512 << 30, 0, &[]));
+        snap.nodes.push(node(name.clone(), 64_000, 512 << 30, 0, &[(HOSTNAME, name.clone())]));
         let mut devices = Vec::new();
         let mut counters = Vec::new();
         for g in 0..gpus {
@@ -816,8 +817,12 @@ fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize) -> Snapshot {
     };
     for g in 0..gangs {
         let gk = GangKey::new("bench", format!("g-{g:04}"));
-        snap.gangs.push(gang("bench", format!("g-{g:04}"), 8));
-        for m in 0..8 {
+        let mut gang = gang("bench", format!("g-{g:04}"), u32::try_from(members).unwrap_or(u32::MAX));
+        if one_node {
+            gang.topology_key = Some(HOSTNAME.into());
+        }
+        snap.gangs.push(gang);
+        for m in 0..members {
             let name = format!("g-{g:04}-{m}");
             let mut p = pod("bench", name.clone(), Resources::new().with("cpu", 1_000), None, Some(&gk));
             let claim = ObjectKey::new("bench", format!("{name}-gpu"));
@@ -848,22 +853,29 @@ fn bench_s7(c: &mut Criterion) {
     group.sample_size(10);
     // 1,000 nodes × 8 GPUs (80,000 devices), 30% of the nodes held: 700 × 8 × 2 = 11,200 3g
     // partitions free for 350 gangs × 8 = 2,800 pods.
-    let fits = carried(s7(1_000, 8, 30, 350));
+    let fits = carried(s7(1_000, 8, 30, 350, 8, false));
     let plan = schedule(&fits, &config(), Time::from_secs(1_000));
     assert_eq!(plan.claims.len(), 350 * 8, "every member's claim is allocated");
     group.throughput(Throughput::Elements(2_800));
     group.bench_function("S7-1000n-80000dev-350x8-partitions", |b| {
         b.iter(|| schedule(black_box(&fits), &config(), Time::from_secs(1_000)))
     });
-    // 200 nodes × 1 GPU: at most 7 pods a node (1g), 1,400 in all, for 200 gangs × 8: the
-    // gangs that find no room spend the revisit budgets.
-    let full = carried(s7(200, 1, 0, 200));
-    let plan = schedule(&full, &config(), Time::from_secs(1_000));
-    let placed = plan.claims.len() / 8;
-    assert!((150..=175).contains(&placed), "{placed} gangs placed");
-    eprintln!("S7-full: {placed} of 200 gangs placed");
-    group.bench_function("S7-200n-2000dev-200x8-partitions-full", |b| {
-        b.iter(|| schedule(black_box(&full), &config(), Time::from_secs(1_000)))
+    // 200 nodes × 1 GPU, 200 gangs of 7 each on one node: each fits only as seven 1g
+    // partitions, found by revisiting the greedy choice.
+    let host = carried(s7(200, 1, 0, 200, 7, true));
+    let plan = schedule(&host, &config(), Time::from_secs(1_000));
+    assert_eq!(plan.claims.len(), 200 * 7, "every gang fits with its choices revisited");
+    group.throughput(Throughput::Elements(1_400));
+    group.bench_function("S7-200n-2000dev-200x7-one-node-revisited", |b| {
+        b.iter(|| schedule(black_box(&host), &config(), Time::from_secs(1_000)))
+    });
+    // The same with gangs of 8: none fits one GPU however it is chosen, and every gang spends
+    // its revisits (within the per-gang and per-cycle budgets).
+    let never = carried(s7(200, 1, 0, 200, 8, true));
+    let plan = schedule(&never, &config(), Time::from_secs(1_000));
+    assert!(plan.claims.is_empty(), "no gang of 8 fits one GPU");
+    group.bench_function("S7-200n-2000dev-200x8-one-node-never", |b| {
+        b.iter(|| schedule(black_box(&never), &config(), Time::from_secs(1_000)))
     });
     group.finish();
 }
@@ -1109,7 +1121,7 @@ criterion_group!(
 /// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
 /// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`, `S1-5000-volumes`,
 /// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`, `S6` (selector verdicts kept between cycles), `S6-cold` (none kept), `S7`,
-/// `S7-full`.
+/// `S7-host`, `S7-never`.
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -1135,8 +1147,9 @@ fn runs(spec: &str) {
         "anchored-never" => carried(anchored(20 << 30)),
         "S5-flat" => carried(s5(false)),
         "S6" => carried(s6()),
-        "S7" => carried(s7(1_000, 8, 30, 350)),
-        "S7-full" => carried(s7(200, 1, 0, 200)),
+        "S7" => carried(s7(1_000, 8, 30, 350, 8, false)),
+        "S7-host" => carried(s7(200, 1, 0, 200, 7, true)),
+        "S7-never" => carried(s7(200, 1, 0, 200, 8, true)),
         "S6-cold" => {
             let mut snap = carried(s6());
             for _ in 0..n {

@@ -698,6 +698,17 @@ impl<'a> Devices<'a> {
                 && self.pools[e.pool as usize].counters.iter().all(|&c| self.base[c as usize] >= 0))
     }
 
+    /// The counter set (by its first counter's index) every counter device `e` consumes belongs
+    /// to, when it is one.
+    fn one_set(&self, e: &Entry<'_>) -> Option<u32> {
+        let &(first, _) = e.uses.first()?;
+        let set = self.counter_names[first as usize].0;
+        let pool = &self.pools[e.pool as usize];
+        e.uses.iter().all(|&(c, _)| self.counter_names[c as usize].0 == set).then(|| {
+            pool.counters.iter().copied().find(|&c| self.counter_names[c as usize].0 == set).unwrap_or(first)
+        })
+    }
+
     /// The pool counter `c` belongs to.
     fn pool_of_counter(&self, c: u32) -> u32 {
         let found = self.pools.iter().position(|p| p.counters.contains(&c));
@@ -886,6 +897,9 @@ impl Capacity {
         // distinct selector, its nodes found once).
         let mut everywhere = 0i64;
         let mut by_selector: Vec<(&[NodeSelectorTerm], i64)> = Vec::new();
+        // A node's partitions of one counter set: (node, set's first counter) → how many, and
+        // per counter how many of them consume it and the least any does.
+        let mut sets: FxMap<(usize, u32), (i64, FxMap<u32, (i64, i128)>)> = HashMap::default();
         for (ix, e) in devices.entries.iter().enumerate() {
             // A partition whose counters the cluster's allocations used up is not free.
             if e.invalid || e.unsupported || devices.allocated[ix] || !devices.counters_room(ix as DeviceIx) {
@@ -893,8 +907,17 @@ impl Capacity {
             }
             match e.reach() {
                 Some(Reach::Node(node)) => {
-                    if let Some(&n) = node_index.get(node.as_str()) {
-                        nodes[n] += 1;
+                    let Some(&n) = node_index.get(node.as_str()) else { continue };
+                    match devices.one_set(e) {
+                        Some(set) => {
+                            let (count, uses) = sets.entry((n, set)).or_default();
+                            *count += 1;
+                            for &(c, milli) in e.uses.iter() {
+                                let u = uses.entry(c).or_insert((0, i128::MAX));
+                                *u = (u.0 + 1, u.1.min(milli));
+                            }
+                        }
+                        None => nodes[n] += 1,
                     }
                 }
                 Some(Reach::All) => everywhere += 1,
@@ -906,6 +929,17 @@ impl Capacity {
                 }
                 None => {}
             }
+        }
+        // Partitions of one set are allocated together no more than its counters allow: at most
+        // what is left of a counter every one of them consumes over the least any consumes.
+        for ((n, _), (count, uses)) in sets {
+            let bound = uses
+                .iter()
+                .filter(|(_, (consumers, least))| *consumers == count && *least > 0)
+                .map(|(&c, (_, least))| devices.base[c as usize].max(0) / least)
+                .min()
+                .map_or(count, |b| i64::try_from(b).unwrap_or(i64::MAX).min(count));
+            nodes[n] += bound;
         }
         // A node's count is every free device it reaches: a pod needs that many distinct
         // devices there whichever it gets, and pods on one node never share one. (Pods on

@@ -44,8 +44,10 @@ pub(super) struct Placer<'a> {
     fast: bool,
     /// The policy's topology levels, broadest first ([`Config::topology_levels`]).
     levels: Vec<String>,
-    /// The device decisions of the gang placement being tried, in order ([`Placer::whole`]).
+    /// The device decisions of the gang placement being tried, in order ([`Placer::whole`]),
+    /// while `logging`.
     decisions: std::cell::RefCell<Vec<Decision>>,
+    logging: std::cell::Cell<bool>,
     /// Members that placements of gangs tried again may place, left for the cycle
     /// ([`CYCLE_DEVICE_REVISITS`]).
     revisits: std::cell::Cell<u32>,
@@ -188,6 +190,7 @@ impl<'a> Placer<'a> {
             fast,
             levels,
             decisions: std::cell::RefCell::new(Vec::new()),
+            logging: std::cell::Cell::new(false),
             revisits: std::cell::Cell::new(CYCLE_DEVICE_REVISITS),
             gang_revisits: std::cell::Cell::new((MAX_DEVICE_REVISITS, GANG_DEVICE_REVISITS)),
         }
@@ -727,7 +730,13 @@ impl<'a> Placer<'a> {
                 break;
             }
             let filter: Filter = vec![(topo.clone(), u32::try_from(d).unwrap_or(u32::MAX))];
-            let w = self.whole(r, start.clone(), &filter, keep_partial);
+            // Device choices are revisited until a domain takes the gang; past it, domains are
+            // only compared as their members choose (the budgets go to gangs still without one).
+            let w = if best.is_some() {
+                self.whole_once(r, start.clone(), &filter, keep_partial)
+            } else {
+                self.whole(r, start.clone(), &filter, keep_partial)
+            };
             report.push((topo.domains[d].0.clone(), w.bindings.len()));
             if tree::satisfied(gang, &w.counts) {
                 let left = self.leftover(r, &topo, d, &w);
@@ -754,7 +763,7 @@ impl<'a> Placer<'a> {
                 };
                 let mut p = self.finish(r, w, None, report);
                 // Would it fit with the constraint lifted? Then the topology is what blocks it.
-                let free = self.whole(r, start, &Vec::new(), false);
+                let free = self.whole_once(r, start, &Vec::new(), false);
                 p.topology_failed = tree::satisfied(gang, &free.counts);
                 p
             }
@@ -1205,7 +1214,7 @@ impl<'a> Placer<'a> {
         }
         let mut p = self.finish(r, w, None, Vec::new());
         if !p.satisfied && !r.extras {
-            let free = self.whole(
+            let free = self.whole_once(
                 r,
                 Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone() },
                 &Vec::new(),
@@ -1232,11 +1241,16 @@ impl<'a> Placer<'a> {
         }
         volumes.clear_contended();
         self.decisions.borrow_mut().clear();
+        self.logging.set(true);
         let first = self.whole_once(r, start.clone(), filter, keep_partial);
-        if tree::satisfied(r.gang, &first.counts) || !volumes.revisable(&r.members.all) {
-            return first;
-        }
-        self.revisit(r, start, filter, keep_partial).unwrap_or(first)
+        let out = if tree::satisfied(r.gang, &first.counts) || !volumes.revisable(&r.members.all) {
+            first
+        } else {
+            self.revisit(r, start, filter, keep_partial).unwrap_or(first)
+        };
+        self.logging.set(false);
+        self.decisions.borrow_mut().clear();
+        out
     }
 
     /// Chronological backtracking over the device choices of the attempt just made: the first
@@ -1256,7 +1270,7 @@ impl<'a> Placer<'a> {
         keep_partial: bool,
     ) -> Option<Work> {
         let volumes = self.caches.volumes();
-        let notes = volumes.notes();
+        let notes = volumes.notes_of(&r.members.all);
         let mut nogoods: Vec<super::volumes::Nogood> = Vec::new();
         let mut found = None;
         loop {
@@ -1715,7 +1729,7 @@ impl<'a> Placer<'a> {
     /// Logs pod `p`'s device decision (placed on `node`, or not) for [`Placer::revisit`].
     fn decided(&self, p: usize, node: Option<usize>, txn: &Txn) {
         let volumes = self.caches.volumes();
-        if !volumes.has_devices() || !volumes.allocates(p) {
+        if !self.logging.get() || !volumes.has_devices() || !volumes.allocates(p) {
             return;
         }
         let d = match node {

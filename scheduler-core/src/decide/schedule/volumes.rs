@@ -424,13 +424,21 @@ impl<'a> Volumes<'a> {
         self.contended.borrow().contains(&p)
     }
 
-    /// Every note, to put back ([`Volumes::restore_notes`]) after attempts that are given up.
-    pub fn notes(&self) -> HashMap<usize, Block> {
-        self.notes.borrow().clone()
+    /// The notes of pods `pods`, to put back ([`Volumes::restore_notes`]) after attempts that
+    /// are given up.
+    pub fn notes_of(&self, pods: &[usize]) -> Vec<(usize, Option<Block>)> {
+        let notes = self.notes.borrow();
+        pods.iter().map(|p| (*p, notes.get(p).cloned())).collect()
     }
 
-    pub fn restore_notes(&self, notes: HashMap<usize, Block>) {
-        *self.notes.borrow_mut() = notes;
+    pub fn restore_notes(&self, saved: Vec<(usize, Option<Block>)>) {
+        let mut notes = self.notes.borrow_mut();
+        for (p, note) in saved {
+            match note {
+                Some(b) => drop(notes.insert(p, b)),
+                None => drop(notes.remove(&p)),
+            }
+        }
     }
 
     /// The last claim (in the pod's order) `txn` allocated for pod `p`, with its devices and
