@@ -117,6 +117,10 @@ pub(crate) enum Refusal {
 /// What a claim asks that decides where it fits: its requests and constraints.
 type Shape = (Vec<DeviceRequest>, Vec<MatchAttribute>);
 
+/// A node's free partitions of one counter set: how many, and per counter how many of them
+/// consume it and the least any does.
+type SetCount = (i64, FxMap<u32, (i64, i128)>);
+
 /// A map keyed by the cycle's own values (not user input): the fast hasher.
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 
@@ -899,7 +903,7 @@ impl Capacity {
         let mut by_selector: Vec<(&[NodeSelectorTerm], i64)> = Vec::new();
         // A node's partitions of one counter set: (node, set's first counter) → how many, and
         // per counter how many of them consume it and the least any does.
-        let mut sets: FxMap<(usize, u32), (i64, FxMap<u32, (i64, i128)>)> = HashMap::default();
+        let mut sets: FxMap<(usize, u32), SetCount> = HashMap::default();
         for (ix, e) in devices.entries.iter().enumerate() {
             // A partition whose counters the cluster's allocations used up is not free.
             if e.invalid || e.unsupported || devices.allocated[ix] || !devices.counters_room(ix as DeviceIx) {
