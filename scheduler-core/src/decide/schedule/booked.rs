@@ -42,6 +42,9 @@ pub(crate) struct Booked {
     allocations: BTreeMap<ObjectKey, (Allocated, usize)>,
     /// The devices those allocations took (admin access takes none).
     devices: BTreeSet<DeviceIx>,
+    /// Crowded ResourceClaims → how many pods were added to their `reservedFor` (the pod an
+    /// allocation is made for included).
+    reserved: BTreeMap<ObjectKey, usize>,
 }
 
 /// Nothing taken (what a transaction that took no volumes reads as).
@@ -57,6 +60,7 @@ impl Booked {
             attached: BTreeMap::new(),
             allocations: BTreeMap::new(),
             devices: BTreeSet::new(),
+            reserved: BTreeMap::new(),
         }
     }
 
@@ -73,6 +77,9 @@ impl Booked {
         }
         self.allocations.extend(other.allocations);
         self.devices.extend(other.devices);
+        for (claim, n) in other.reserved {
+            *self.reserved.entry(claim).or_default() += n;
+        }
     }
 
     /// The volume `claim` was given, and to which pod.
@@ -129,9 +136,20 @@ impl Booked {
         self.devices.contains(&ix)
     }
 
-    /// `claim` allocated `a` for pod `p`.
+    /// `claim` allocated `a` for pod `p` (and reserved for it).
     pub fn allocate(&mut self, claim: ObjectKey, a: Allocated, p: usize) {
         self.devices.extend(a.devices.iter().filter(|d| !d.2).map(|d| d.1));
+        *self.reserved.entry(claim.clone()).or_default() += 1;
         self.allocations.insert(claim, (a, p));
+    }
+
+    /// A pod added to `claim`'s `reservedFor`.
+    pub fn reserve(&mut self, claim: ObjectKey) {
+        *self.reserved.entry(claim).or_default() += 1;
+    }
+
+    /// How many pods were added to `claim`'s `reservedFor`.
+    pub fn reserved(&self, claim: &ObjectKey) -> usize {
+        self.reserved.get(claim).copied().unwrap_or(0)
     }
 }

@@ -326,6 +326,7 @@ fn cycle(snap: &Snapshot, config: &Config, now: Time, fast: bool) -> (Plan, Stat
     let placer =
         place::Placer::new(snap, config, fast, facts.pods.node_index.clone(), scan.inter_pod, device_table);
     placer.volumes().pending(scan.with_claims);
+    placer.volumes().pending_with_devices(scan.with_devices.clone());
     let with_devices = scan.with_devices;
     let mut progress = lifecycle::Progress::new(ledger);
     let mut done = vec![false; snap.gangs.len()];

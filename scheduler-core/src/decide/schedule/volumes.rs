@@ -92,6 +92,9 @@ pub(super) struct Needs {
     /// ResourceClaims allocated already and not reserved for the pod: it is added to their
     /// `reservedFor` before it is bound, as kube-scheduler's `PreBind` does.
     reserve: Vec<ObjectKey>,
+    /// Its ResourceClaims that the pending pods using them could fill past
+    /// [`RESERVED_FOR_MAX`] consumers: who is reserved in the cycle is counted for them.
+    crowded: Vec<ObjectKey>,
     /// Whether placing it depends on other placements.
     dynamic: bool,
     /// The nodes its rules allow ([`Volumes::allowed`]), once asked.
@@ -158,6 +161,8 @@ enum Booking {
     Mount(Disk),
     Attach(Attached),
     Allocate(ObjectKey, Allocated),
+    /// The pod added to a crowded claim's `reservedFor`.
+    Reserve(ObjectKey),
 }
 
 /// A claim to bind (a PVC) or to allocate and reserve (a ResourceClaim) before a pod is bound
@@ -203,6 +208,10 @@ pub(super) struct Volumes<'a> {
     /// [`quick_hash`]es of the claims the pending pods use, and of those more than one of them
     /// uses (each sorted).
     claims: OnceCell<(Vec<u64>, Vec<u64>)>,
+    /// ResourceClaim → how many pending pods use it (read once, when first asked).
+    claim_users: OnceCell<HashMap<ObjectKey, usize>>,
+    /// The pending pods with ResourceClaims, as the cycle's pass over the pods found them.
+    pending_with_devices: OnceCell<Vec<usize>>,
     /// Node lists by content: pods whose rules allow the same nodes share one list.
     lists: RefCell<HashSet<Rc<[usize]>>>,
     candidates: RefCell<HashMap<ObjectKey, Rc<Candidates>>>,
@@ -331,6 +340,8 @@ impl<'a> Volumes<'a> {
             pv_index: OnceCell::new(),
             pending: OnceCell::new(),
             claims: OnceCell::new(),
+            claim_users: OnceCell::new(),
+            pending_with_devices: OnceCell::new(),
             lists: RefCell::new(HashSet::new()),
             candidates: RefCell::new(HashMap::new()),
             on_nodes: OnceCell::new(),
@@ -792,6 +803,39 @@ impl<'a> Volumes<'a> {
         self.claims().1.binary_search(&quick_hash(&key.namespace, &key.name)).is_ok()
     }
 
+    /// The pending pods of ours with ResourceClaims (the cycle's pass over the pods finds them).
+    pub fn pending_with_devices(&self, pods: Vec<usize>) {
+        let _ = self.pending_with_devices.set(pods);
+    }
+
+    /// How many pending pods use ResourceClaim `key` (those [`Volumes::pending_with_devices`]
+    /// told, else every pending pod; one pass the first time asked).
+    fn claim_users(&self, key: &ObjectKey) -> usize {
+        let users = self.claim_users.get_or_init(|| {
+            let pods = &self.snap.pods;
+            let every: Vec<usize>;
+            let list = match self.pending_with_devices.get() {
+                Some(l) => l,
+                None => {
+                    every = (0..pods.len()).filter(|&p| pods[p].is_pending()).collect();
+                    &every
+                }
+            };
+            let mut users: HashMap<ObjectKey, usize> = HashMap::new();
+            for &p in list {
+                let pod = &pods[p];
+                for rc in &pod.resource_claims {
+                    if let ClaimName::Named(n) | ClaimName::Generated(n) = &rc.claim {
+                        *users.entry(ObjectKey::new(pod.key.namespace.as_str(), n.as_str())).or_default() +=
+                            1;
+                    }
+                }
+            }
+            users
+        });
+        users.get(key).copied().unwrap_or(0)
+    }
+
     /// The claims the pending pods use, and those more than one of them uses, as [`quick_hash`]es
     /// (one pass over those pods, the first time a claim asks). The pods are those
     /// [`Volumes::pending`] told, else every pod is read.
@@ -1136,9 +1180,18 @@ impl<'a> Volumes<'a> {
                     if !needs.allocate.contains(&key) {
                         needs.allocate.push(key.clone());
                     }
+                    if self.claim_users(&key) > RESERVED_FOR_MAX && !needs.crowded.contains(&key) {
+                        needs.crowded.push(key.clone());
+                    }
                 }
                 Some(a) => {
                     let reserved = claim.reserved_for.iter().any(|u| u == pod.uid);
+                    if !reserved
+                        && claim.reserved_for.len().saturating_add(self.claim_users(&key)) > RESERVED_FOR_MAX
+                        && !needs.crowded.contains(&key)
+                    {
+                        needs.crowded.push(key.clone());
+                    }
                     if !reserved && claim.reserved_for.len() >= RESERVED_FOR_MAX {
                         wait(
                             &mut needs,
@@ -1161,6 +1214,7 @@ impl<'a> Volumes<'a> {
         needs.unbound = unbound.into_iter().map(|(_, k)| k).collect();
         needs.dynamic = choices
             || !needs.allocate.is_empty()
+            || !needs.crowded.is_empty()
             || !needs.rwop.is_empty()
             || !needs.disks.is_empty()
             || (self.limits && !needs.attach.is_empty());
@@ -1190,6 +1244,7 @@ impl<'a> Volumes<'a> {
                 Booking::Mount(disk) => txn.volumes_mut().mount(n, disk, p),
                 Booking::Attach(a) => txn.volumes_mut().attach(n, a),
                 Booking::Allocate(claim, a) => txn.volumes_mut().allocate(claim, a, p),
+                Booking::Reserve(claim) => txn.volumes_mut().reserve(claim),
             }
         }
     }
@@ -1334,6 +1389,23 @@ impl<'a> Volumes<'a> {
                     return Err(Block::Devices(claim.clone(), why));
                 }
                 Err(Refusal::Error(why)) => return Err(Block::Devices(claim.clone(), why)),
+            }
+        }
+        // A claim may be reserved for 256 consumers: with those the cycle added, counted.
+        for claim in &needs.crowded {
+            let Some(c) = storage.resource_claims.get(claim) else { continue };
+            let mine = out.iter().any(|b| matches!(b, Booking::Allocate(k, _) if k == claim));
+            let added = here.reserved(claim).saturating_add(committed.reserved(claim));
+            if !mine && c.reserved_for.len().saturating_add(added) >= RESERVED_FOR_MAX {
+                return Err(Block::Devices(
+                    claim.clone(),
+                    format!(
+                        "it would be reserved for more than {RESERVED_FOR_MAX} consumers with the pods placed before it in this cycle, the most it allows"
+                    ),
+                ));
+            }
+            if !mine {
+                out.push(Booking::Reserve(claim.clone()));
             }
         }
         for claim in &needs.rwop {
