@@ -729,8 +729,9 @@ fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize, members: usize, one_
             config: Vec::new(),
         },
     );
-    let milli = |gi: i128, compute: i128| {
-        BTreeMap::from([("memory".to_string(), (gi << 30) * 1000), ("compute".to_string(), compute * 1000)])
+    let nano = |gi: i128, compute: i128| {
+        let n = 1_000_000_000;
+        BTreeMap::from([("memory".to_string(), (gi << 30) * n), ("compute".to_string(), compute * n)])
     };
     for i in 0..nodes {
         let name = format!("node-{i:05}");
@@ -739,7 +740,7 @@ fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize, members: usize, one_
         let mut counters = Vec::new();
         for g in 0..gpus {
             let set = format!("gpu-{g}-counter-set");
-            counters.push(CounterSet { name: set.clone(), milli: milli(80, 7) });
+            counters.push(CounterSet { name: set.clone(), nano: nano(80, 7) });
             let parts = std::iter::once(("whole".to_string(), "whole", 80, 7))
                 .chain((0..2).map(|k| (format!("3g-{k}"), "3g", 40, 3)))
                 .chain((0..7).map(|k| (format!("1g-{k}"), "1g", 10, 1)));
@@ -752,7 +753,7 @@ fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize, members: usize, one_
                     ]),
                     capacity: BTreeMap::new(),
                     reach: None,
-                    consumes: vec![CounterUse { counter_set: set.clone(), milli: milli(gi, compute) }],
+                    consumes: vec![CounterUse { counter_set: set.clone(), nano: nano(gi, compute) }],
                     unsupported: None,
                     fingerprint: None,
                 };

@@ -122,10 +122,10 @@ impl Quantity {
         i64::try_from(v).ok()
     }
 
-    /// Thousandths of the value, rounded up (`up`) or down, as an `i128`; `None` past it (a
-    /// quantity's exponent is unbounded).
-    pub fn milli_wide(&self, up: bool) -> Option<i128> {
-        let e = self.exponent.checked_add(3)?;
+    /// Billionths of the value (the finest a canonical quantity has), rounded up (`up`) or
+    /// down, as an `i128`; `None` past it (a quantity's exponent is unbounded).
+    pub fn nano_wide(&self, up: bool) -> Option<i128> {
+        let e = self.exponent.checked_add(9)?;
         if self.mantissa == 0 {
             return Some(0);
         }
@@ -133,7 +133,7 @@ impl Quantity {
             return self.mantissa.checked_mul(10i128.checked_pow(u32::try_from(e).ok()?)?);
         }
         let Some(div) = 10i128.checked_pow(u32::try_from(e.checked_neg()?).ok()?) else {
-            // Smaller than a thousandth: rounds to 0 or ±1 by the sign and the direction.
+            // Smaller than a billionth: rounds to 0 or ±1 by the sign and the direction.
             return Some(match (self.mantissa > 0, up) {
                 (true, true) => 1,
                 (false, false) => -1,

@@ -976,8 +976,8 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
         if name.is_empty() {
             errors.push(FieldError::new(format!("{path}.name"), "required"));
         }
-        let milli = counter_amounts(&path, c, false, &mut errors);
-        counters.push(CounterSet { name, milli });
+        let nano = counter_amounts(&path, c, false, &mut errors);
+        counters.push(CounterSet { name, nano });
     }
     let mut devices = Vec::new();
     for (i, d) in spec.get("devices").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -1035,13 +1035,13 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
             if counter_set.is_empty() {
                 errors.push(FieldError::new(format!("{at}.counterSet"), "required"));
             }
-            let milli = counter_amounts(&at, c, true, &mut errors);
+            let nano = counter_amounts(&at, c, true, &mut errors);
             // The API accepts a negative amount; consuming one would add to the set for every
             // other device: this scheduler does not allocate such a device, said.
-            if let Some(k) = milli.iter().find(|(_, v)| **v < 0).map(|(k, _)| k) {
+            if let Some(k) = nano.iter().find(|(_, v)| **v < 0).map(|(k, _)| k) {
                 negative.get_or_insert(format!("{at}.counters[{k}] (negative)"));
             }
-            consumes.push(CounterUse { counter_set, milli });
+            consumes.push(CounterUse { counter_set, nano });
         }
         let unsupported_field = ["taints", "bindingConditions"]
             .into_iter()
@@ -1081,16 +1081,17 @@ pub fn resource_slice_from_value(version: &str, v: &Value) -> Result<ResourceSli
 }
 
 /// The `counters` map of a counter set or of a device's consumption at `path`: each value in
-/// thousandths, rounded up (`up`: what a device consumes) or down (what a set has), so no
-/// rounding makes room that is not there (past `i128`: its bound).
+/// billionths, exact for canonical quantities, finer ones rounded up (`up`: what a device
+/// consumes) or down (what a set has), so no rounding makes room that is not there (past
+/// `i128`: its bound).
 fn counter_amounts(path: &str, v: &Value, up: bool, errors: &mut Vec<FieldError>) -> BTreeMap<String, i128> {
     let mut out = BTreeMap::new();
     for (k, c) in v.get("counters").and_then(Value::as_object).into_iter().flatten() {
         let q = c.get("value").and_then(Value::as_str).unwrap_or("");
         match crate::read::quantity::parse(q) {
             Ok(q) => {
-                let milli = q.milli_wide(up).unwrap_or(if q.is_negative() { i128::MIN } else { i128::MAX });
-                out.insert(k.clone(), milli);
+                let nano = q.nano_wide(up).unwrap_or(if q.is_negative() { i128::MIN } else { i128::MAX });
+                out.insert(k.clone(), nano);
             }
             Err(e) => errors.push(FieldError::new(format!("{path}.counters[{k}].value"), e.to_string())),
         }
@@ -1480,7 +1481,7 @@ mod tests {
     }
 
     #[test]
-    fn shared_counters_and_consumption_are_read_in_thousandths_in_every_version() {
+    fn shared_counters_and_consumption_are_read_in_billionths_in_every_version() {
         for version in ["v1", "v1beta2", "v1beta1"] {
             let uses = json!([{"counterSet": "gpu-0", "counters": {"memory": {"value": "40Gi"}, "compute": {"value": "1.5"}}}]);
             let device = if version == "v1beta1" {
@@ -1495,11 +1496,11 @@ mod tests {
                          "devices": [device]}});
             let s = resource_slice_from_value(version, &slice).unwrap_or_else(|e| panic!("{version}: {e:?}"));
             assert_eq!(s.counters[0].name, "gpu-0");
-            assert_eq!(s.counters[0].milli["memory"], 80 * (1 << 30) * 1000);
-            assert_eq!(s.counters[0].milli["compute"], 7000);
+            assert_eq!(s.counters[0].nano["memory"], 80 * (1 << 30) * 1_000_000_000);
+            assert_eq!(s.counters[0].nano["compute"], 7_000_000_000);
             let d = &s.devices[0];
             assert_eq!(d.consumes[0].counter_set, "gpu-0", "{version}");
-            assert_eq!(d.consumes[0].milli["compute"], 1500);
+            assert_eq!(d.consumes[0].nano["compute"], 1_500_000_000);
             assert_eq!(d.unsupported, None, "{version}: counters are allocated");
         }
         // A malformed amount is refused by field; a negative consumption (the API accepts it)
@@ -1518,16 +1519,20 @@ mod tests {
             Some("spec.devices[0].consumesCounters[0].counters[c] (negative)")
         );
         // Large amounts are exact; a set's value rounds down and a consumption up.
-        let s = resource_slice_from_value("v1", &slice("1e30")).unwrap();
-        assert_eq!(s.devices[0].consumes[0].milli["c"], 10i128.pow(33));
+        let s = resource_slice_from_value("v1", &slice("1e25")).unwrap();
+        assert_eq!(s.devices[0].consumes[0].nano["c"], 10i128.pow(34));
         let s = resource_slice_from_value("v1", &slice("1500u")).unwrap();
-        assert_eq!(s.devices[0].consumes[0].milli["c"], 2, "1.5 thousandths consumed read as 2");
+        assert_eq!(s.devices[0].consumes[0].nano["c"], 1_500_000, "exact to the billionth");
+        // Finer than a billionth, a quantity is rounded up when parsed, as Kubernetes parses it
+        // (`1.5e-9` is `2n`), a set's value as a consumption.
+        let s = resource_slice_from_value("v1", &slice("1.5e-9")).unwrap();
+        assert_eq!(s.devices[0].consumes[0].nano["c"], 2);
         let mut set = slice("1");
-        set["spec"]["sharedCounters"][0]["counters"]["c"]["value"] = json!("1500u");
+        set["spec"]["sharedCounters"][0]["counters"]["c"]["value"] = json!("1.5e-9");
         let s = resource_slice_from_value("v1", &set).unwrap();
-        assert_eq!(s.counters[0].milli["c"], 1, "a set of 1.5 thousandths holds 1");
+        assert_eq!(s.counters[0].nano["c"], 2);
         let s = resource_slice_from_value("v1", &slice("1e40")).unwrap();
-        assert_eq!(s.devices[0].consumes[0].milli["c"], i128::MAX);
+        assert_eq!(s.devices[0].consumes[0].nano["c"], i128::MAX);
     }
 
     #[test]

@@ -42,9 +42,10 @@ pub(crate) struct Booked {
     allocations: BTreeMap<ObjectKey, (Allocated, usize)>,
     /// The devices those allocations took (admin access takes none).
     devices: BTreeSet<DeviceIx>,
-    /// Crowded ResourceClaims → how many pods were added to their `reservedFor` (the pod an
-    /// allocation is made for included).
-    reserved: BTreeMap<ObjectKey, usize>,
+    /// ResourceClaims → the pods added to their `reservedFor` (the pod an allocation is made for
+    /// included): a set, so absorbing a transaction that holds what it was cloned from counts
+    /// each once.
+    reserved: BTreeMap<ObjectKey, BTreeSet<usize>>,
 }
 
 /// Nothing taken (what a transaction that took no volumes reads as).
@@ -77,8 +78,8 @@ impl Booked {
         }
         self.allocations.extend(other.allocations);
         self.devices.extend(other.devices);
-        for (claim, n) in other.reserved {
-            *self.reserved.entry(claim).or_default() += n;
+        for (claim, pods) in other.reserved {
+            self.reserved.entry(claim).or_default().extend(pods);
         }
     }
 
@@ -139,17 +140,36 @@ impl Booked {
     /// `claim` allocated `a` for pod `p` (and reserved for it).
     pub fn allocate(&mut self, claim: ObjectKey, a: Allocated, p: usize) {
         self.devices.extend(a.devices.iter().filter(|d| !d.2).map(|d| d.1));
-        *self.reserved.entry(claim.clone()).or_default() += 1;
+        self.reserved.entry(claim.clone()).or_default().insert(p);
         self.allocations.insert(claim, (a, p));
     }
 
-    /// A pod added to `claim`'s `reservedFor`.
-    pub fn reserve(&mut self, claim: ObjectKey) {
-        *self.reserved.entry(claim).or_default() += 1;
+    /// Pod `p` added to `claim`'s `reservedFor`.
+    pub fn reserve(&mut self, claim: ObjectKey, p: usize) {
+        self.reserved.entry(claim).or_default().insert(p);
     }
 
-    /// How many pods were added to `claim`'s `reservedFor`.
-    pub fn reserved(&self, claim: &ObjectKey) -> usize {
-        self.reserved.get(claim).copied().unwrap_or(0)
+    /// The pods added to `claim`'s `reservedFor`.
+    pub fn reserved(&self, claim: &ObjectKey) -> Option<&BTreeSet<usize>> {
+        self.reserved.get(claim)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_absorbed_with_what_it_was_cloned_from_counts_each_reservation_once() {
+        let claim = ObjectKey::new("ml", "net");
+        let mut group = Booked::new();
+        group.reserve(claim.clone(), 1);
+        // A gang of the group is tried on a clone of the group's transaction, then absorbed.
+        let mut step = group.clone();
+        step.reserve(claim.clone(), 2);
+        group.absorb(step.clone());
+        assert_eq!(group.reserved(&claim).map(BTreeSet::len), Some(2));
+        group.absorb(step);
+        assert_eq!(group.reserved(&claim).map(BTreeSet::len), Some(2));
     }
 }

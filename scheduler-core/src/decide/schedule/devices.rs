@@ -58,7 +58,7 @@ struct Entry<'a> {
     invalid: bool,
     /// Its pool, in [`Devices::pools`].
     pool: u32,
-    /// What it consumes while allocated: (counter, thousandths), counters as [`Devices::base`]
+    /// What it consumes while allocated: (counter, billionths), counters as [`Devices::base`]
     /// indexes them.
     uses: Box<[(u32, i128)]>,
     /// A device this scheduler does not allocate ([`Device::unsupported`]): never a candidate,
@@ -147,7 +147,7 @@ pub(crate) struct Devices<'a> {
     /// The pools of the newest generations.
     pools: Vec<Pool<'a>>,
     /// Per counter of every pool: its value less what devices allocated in the cluster consume
-    /// (negative when over-committed), in thousandths.
+    /// (negative when over-committed), in billionths.
     base: Vec<i128>,
     /// Per counter: (its set's name, its name), for messages.
     counter_names: Vec<(&'a str, &'a str)>,
@@ -255,7 +255,7 @@ impl<'a> Devices<'a> {
                         .get_or_insert(format!("counter set {} is defined twice", set.name));
                     continue;
                 }
-                for (counter, &milli) in &set.milli {
+                for (counter, &milli) in &set.nano {
                     let Ok(id) = u32::try_from(out.base.len()) else { break };
                     counter_ids.insert((pool, set.name.as_str(), counter.as_str()), id);
                     out.pools[pool as usize].counters.push(id);
@@ -311,7 +311,7 @@ impl<'a> Devices<'a> {
             }
             let mut uses = Vec::new();
             for c in &e.device.consumes {
-                for (counter, &milli) in &c.milli {
+                for (counter, &milli) in &c.nano {
                     match counter_ids.get(&(e.pool, c.counter_set.as_str(), counter.as_str())) {
                         Some(&id) => uses.push((id, milli)),
                         None => {
@@ -1082,7 +1082,7 @@ pub(crate) enum Avoid {
 /// The shared counters one allocation sees used by the cycle's placements and its own choices.
 #[derive(Debug, Default)]
 struct Counters {
-    /// Counter → thousandths used beyond what allocations in the cluster use.
+    /// Counter → billionths used beyond what allocations in the cluster use.
     used: FxMap<u32, i128>,
     /// Pools counted: (pool, whether the step took from it, a counter over-committed).
     pools: Vec<(u32, bool, Option<u32>)>,

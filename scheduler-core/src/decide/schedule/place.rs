@@ -51,9 +51,10 @@ pub(super) struct Placer<'a> {
     /// Members that placements of gangs tried again may place, left for the cycle
     /// ([`CYCLE_DEVICE_REVISITS`]).
     revisits: std::cell::Cell<u32>,
-    /// Placements again and members placed again left for the gang being placed
-    /// ([`MAX_DEVICE_REVISITS`], [`GANG_DEVICE_REVISITS`]).
-    gang_revisits: std::cell::Cell<(u32, u32)>,
+    /// The gang (by address) whose revisit budget this is, and its placements again and members
+    /// placed again left ([`MAX_DEVICE_REVISITS`], [`GANG_DEVICE_REVISITS`]): one budget for all
+    /// of a gang's placements in the cycle (its first attempt and every preemption probe).
+    gang_revisits: std::cell::Cell<(usize, u32, u32)>,
 }
 
 /// A device decision of a placement attempt: a member placed with a claim allocated for it on a
@@ -192,7 +193,7 @@ impl<'a> Placer<'a> {
             decisions: std::cell::RefCell::new(Vec::new()),
             logging: std::cell::Cell::new(false),
             revisits: std::cell::Cell::new(CYCLE_DEVICE_REVISITS),
-            gang_revisits: std::cell::Cell::new((MAX_DEVICE_REVISITS, GANG_DEVICE_REVISITS)),
+            gang_revisits: std::cell::Cell::new((0, MAX_DEVICE_REVISITS, GANG_DEVICE_REVISITS)),
         }
     }
 
@@ -670,7 +671,10 @@ impl<'a> Placer<'a> {
     /// Tries to place gang `r.gang` as the request says.
     pub fn gang(&self, r: &PlacementRequest<'_>) -> Placement {
         let gang = r.gang;
-        self.gang_revisits.set((MAX_DEVICE_REVISITS, GANG_DEVICE_REVISITS));
+        let at = std::ptr::from_ref(gang) as usize;
+        if self.gang_revisits.get().0 != at {
+            self.gang_revisits.set((at, MAX_DEVICE_REVISITS, GANG_DEVICE_REVISITS));
+        }
         let start = Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone() };
         let keep_partial = r.extras || gang.mode == GangMode::NonStrict;
         // JobSet's exclusive placement, from the gang (an annotation gang) or from its members'
@@ -921,7 +925,11 @@ impl<'a> Placer<'a> {
                 }
                 filter.insert(0, (rt.clone(), within));
             }
-            let w = self.whole(r, start.clone(), &filter, false);
+            let w = if best.is_some() {
+                self.whole_once(r, start.clone(), &filter, false)
+            } else {
+                self.whole(r, start.clone(), &filter, false)
+            };
             report.push((ptopo.domains[d].0.clone(), w.bindings.len()));
             if tree::satisfied(r.gang, &w.counts) {
                 let left = self.leftover(r, &ptopo, d, &w);
@@ -1285,13 +1293,13 @@ impl<'a> Placer<'a> {
                 break;
             };
             let cost = u32::try_from(r.members.all.len()).unwrap_or(u32::MAX).max(1);
-            let (times, members) = self.gang_revisits.get();
+            let (at, times, members) = self.gang_revisits.get();
             let (Some(times), Some(members), Some(cycle)) =
                 (times.checked_sub(1), members.checked_sub(cost), self.revisits.get().checked_sub(cost))
             else {
                 break;
             };
-            self.gang_revisits.set((times, members));
+            self.gang_revisits.set((at, times, members));
             self.revisits.set(cycle);
             // Choices made after the one revisited were made beside it: free again.
             let later: HashSet<usize> = decisions[back + 1..]
@@ -1306,8 +1314,9 @@ impl<'a> Placer<'a> {
             };
             let Decision::Failed(failed) = decisions[stuck] else { break };
             // Between members whose claims ask alike, another device for the same subrequests only
-            // swaps theirs: the next choice is another subrequest.
-            let avoid = if volumes.asks_alike(pod, failed) {
+            // swaps theirs: the next choice is another subrequest (when the claim has any: a
+            // request without `firstAvailable` has one name whatever it takes).
+            let avoid = if volumes.asks_alike(pod, failed) && volumes.has_alternatives(&claim) {
                 super::devices::Avoid::Names(names)
             } else {
                 super::devices::Avoid::Devices(devices)

@@ -468,6 +468,12 @@ impl<'a> Volumes<'a> {
         })
     }
 
+    /// Whether ResourceClaim `claim` has a request with `firstAvailable` alternatives.
+    pub fn has_alternatives(&self, claim: &ObjectKey) -> bool {
+        let claims = &self.snap.storage.resource_claims;
+        claims.get(claim).is_some_and(|c| c.ask.requests.iter().any(|r| r.alternatives.len() > 1))
+    }
+
     /// Whether pods `p` and `q` have claims to allocate that ask alike (the same requests and
     /// constraints, in order): claims made from one template.
     pub fn asks_alike(&self, p: usize, q: usize) -> bool {
@@ -1244,7 +1250,7 @@ impl<'a> Volumes<'a> {
                 Booking::Mount(disk) => txn.volumes_mut().mount(n, disk, p),
                 Booking::Attach(a) => txn.volumes_mut().attach(n, a),
                 Booking::Allocate(claim, a) => txn.volumes_mut().allocate(claim, a, p),
-                Booking::Reserve(claim) => txn.volumes_mut().reserve(claim),
+                Booking::Reserve(claim) => txn.volumes_mut().reserve(claim, p),
             }
         }
     }
@@ -1395,7 +1401,13 @@ impl<'a> Volumes<'a> {
         for claim in &needs.crowded {
             let Some(c) = storage.resource_claims.get(claim) else { continue };
             let mine = out.iter().any(|b| matches!(b, Booking::Allocate(k, _) if k == claim));
-            let added = here.reserved(claim).saturating_add(committed.reserved(claim));
+            // What the cycle committed and what this step added (a step's transaction may hold
+            // some of what was committed: each pod once).
+            let added = match (here.reserved(claim), committed.reserved(claim)) {
+                (Some(a), Some(b)) => a.union(b).count(),
+                (Some(a), None) | (None, Some(a)) => a.len(),
+                (None, None) => 0,
+            };
             if !mine && c.reserved_for.len().saturating_add(added) >= RESERVED_FOR_MAX {
                 return Err(Block::Devices(
                     claim.clone(),

@@ -124,22 +124,23 @@ impl PartialEq for Device {
     }
 }
 
-/// A counter set of a pool (`sharedCounters[]`): each counter's value in thousandths of its
-/// unit, rounded down (a set never reads as more than it has; past `i128`, `i128::MAX`).
+/// A counter set of a pool (`sharedCounters[]`): each counter's value in billionths of its unit
+/// (exact for canonical quantities; finer ones rounded down, so a set never reads as more than
+/// it has; past `i128`, `i128::MAX`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CounterSet {
     pub name: String,
-    pub milli: BTreeMap<String, i128>,
+    pub nano: BTreeMap<String, i128>,
 }
 
-/// What a device consumes of one counter set (`consumesCounters[]`), in thousandths, rounded up
-/// (a device never reads as taking less than it does).
+/// What a device consumes of one counter set (`consumesCounters[]`), in billionths (finer
+/// amounts rounded up: a device never reads as taking less than it does).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CounterUse {
     pub counter_set: String,
-    pub milli: BTreeMap<String, i128>,
+    pub nano: BTreeMap<String, i128>,
 }
 
 /// A DeviceClass: the selectors (CEL) every device allocated through it must pass, and the
@@ -329,7 +330,7 @@ mod tests {
     fn counter_amounts_past_i64_survive_a_snapshot_round_trip() {
         let set = CounterSet {
             name: "gpu-0".into(),
-            milli: BTreeMap::from([("bytes".to_string(), 10i128.pow(33)), ("min".to_string(), i128::MIN)]),
+            nano: BTreeMap::from([("bytes".to_string(), 10i128.pow(33)), ("min".to_string(), i128::MIN)]),
         };
         let text = serde_json::to_string(&set).unwrap();
         let back: CounterSet = serde_json::from_str(&text).unwrap();
