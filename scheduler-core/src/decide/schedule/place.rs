@@ -727,6 +727,7 @@ impl<'a> Placer<'a> {
         let mut best: Option<(i64, usize, Work)> = None;
         let mut best_partial: Option<(usize, Work)> = None;
         let most = self.most_taken(r, None);
+        let (need, _) = self.least_needed(r);
         for (free, d) in self.by_free(r, &topo, self.candidate_domains(r, &topo, None, &start), &start) {
             // Domains come least free first, and one can strand no less than its free capacity
             // less everything the gang could take: past that bound none can beat the best.
@@ -736,7 +737,9 @@ impl<'a> Placer<'a> {
             let filter: Filter = vec![(topo.clone(), u32::try_from(d).unwrap_or(u32::MAX))];
             // Device choices are revisited until a domain takes the gang; past it, domains are
             // only compared as their members choose (the budgets go to gangs still without one).
-            let w = if best.is_some() {
+            // Nor in a domain without the room the gang's minimum needs of its scarce resource:
+            // no choice of devices makes that room.
+            let w = if best.is_some() || free < need {
                 self.whole_once(r, start.clone(), &filter, keep_partial)
             } else {
                 self.whole(r, start.clone(), &filter, keep_partial)
