@@ -547,10 +547,9 @@ fn bench_anchored(c: &mut Criterion) {
 /// placed, each member's claim allocated on its node; 150 find no node with 8 free GPUs.
 fn s6() -> Snapshot {
     use scheduler_core::model::device::{
-        AllocatedDevice, AttributeValue, Count, Device, DeviceAsk, DeviceClass, DeviceId, DeviceRequest,
-        Reach, ResourceSlice, Subrequest,
+        AttributeValue, Count, Device, DeviceAsk, DeviceClass, DeviceRequest, Reach, ResourceSlice,
+        Subrequest,
     };
-    use scheduler_core::model::volume::{Allocation, ClaimName, PodResourceClaim, ResourceClaim};
     const DRIVER: &str = "gpu.example.com";
     let mut snap = Snapshot::default();
     snap.storage.device_classes.insert(
@@ -604,26 +603,7 @@ fn s6() -> Snapshot {
         );
         // 30% of the devices in use: every device of 1,200 nodes spread over the cluster.
         if i % 10 < 3 {
-            let key = ObjectKey::new("used", format!("held-{i:05}"));
-            let devices = (0..8)
-                .map(|d| AllocatedDevice {
-                    request: "gpu".into(),
-                    id: DeviceId { driver: DRIVER.into(), pool: name.clone(), device: format!("gpu-{d}") },
-                    admin_access: false,
-                })
-                .collect();
-            snap.storage.resource_claims.insert(
-                key.clone(),
-                ResourceClaim {
-                    key,
-                    uid: format!("held-{i}"),
-                    deleting: false,
-                    owner: None,
-                    allocation: Some(Allocation { node_selector: None, devices }),
-                    reserved_for: vec![format!("held-{i}")],
-                    ask: DeviceAsk::default(),
-                },
-            );
+            held_claim(&mut snap, i, DRIVER, &name, (0..8).map(|d| format!("gpu-{d}")));
         }
     }
     let ask = DeviceAsk {
@@ -646,26 +626,8 @@ fn s6() -> Snapshot {
         snap.gangs.push(gang("bench", format!("g-{g:03}"), 8));
         for m in 0..8 {
             let name = format!("g-{g:03}-{m}");
-            let mut p = pod("bench", name.clone(), Resources::new().with("cpu", 8_000), None, Some(&gk));
-            // A claim generated from the pod's template and owned by it, as Jobs and JobSets make them.
-            let claim = ObjectKey::new("bench", format!("{name}-gpu"));
-            p.resource_claims = vec![PodResourceClaim {
-                name: "gpu".into(),
-                claim: ClaimName::Generated(claim.name.to_string()),
-            }];
-            snap.storage.resource_claims.insert(
-                claim.clone(),
-                ResourceClaim {
-                    key: claim,
-                    uid: format!("{name}-gpu"),
-                    deleting: false,
-                    owner: Some(name.clone()),
-                    allocation: None,
-                    reserved_for: Vec::new(),
-                    ask: ask.clone(),
-                },
-            );
-            snap.pods.push(p);
+            let p = pod("bench", name, Resources::new().with("cpu", 8_000), None, Some(&gk));
+            with_generated_claim(&mut snap, p, &ask);
         }
     }
     snap
@@ -715,10 +677,9 @@ fn bench_s6(c: &mut Criterion) {
 /// and earlier members' choices are revisited until every member has a 1g partition.
 fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize, members: usize, one_node: bool) -> Snapshot {
     use scheduler_core::model::device::{
-        AllocatedDevice, AttributeValue, Count, CounterSet, CounterUse, Device, DeviceAsk, DeviceClass,
-        DeviceId, DeviceRequest, Reach, ResourceSlice, Subrequest,
+        AttributeValue, Count, CounterSet, CounterUse, Device, DeviceAsk, DeviceClass, DeviceRequest, Reach,
+        ResourceSlice, Subrequest,
     };
-    use scheduler_core::model::volume::{Allocation, ClaimName, PodResourceClaim, ResourceClaim};
     const DRIVER: &str = "gpu.example.com";
     let mut snap = Snapshot::default();
     snap.storage.device_classes.insert(
@@ -776,30 +737,7 @@ fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize, members: usize, one_
             },
         );
         if i % 100 < held {
-            let key = ObjectKey::new("used", format!("held-{i:05}"));
-            let devices = (0..gpus)
-                .map(|g| AllocatedDevice {
-                    request: "gpu".into(),
-                    id: DeviceId {
-                        driver: DRIVER.into(),
-                        pool: name.clone(),
-                        device: format!("gpu-{g}-whole"),
-                    },
-                    admin_access: false,
-                })
-                .collect();
-            snap.storage.resource_claims.insert(
-                key.clone(),
-                ResourceClaim {
-                    key,
-                    uid: format!("held-{i}"),
-                    deleting: false,
-                    owner: None,
-                    allocation: Some(Allocation { node_selector: None, devices }),
-                    reserved_for: vec![format!("held-{i}")],
-                    ask: DeviceAsk::default(),
-                },
-            );
+            held_claim(&mut snap, i, DRIVER, &name, (0..gpus).map(|g| format!("gpu-{g}-whole")));
         }
     }
     let profile = |p: &str| Subrequest {
@@ -825,25 +763,8 @@ fn s7(nodes: usize, gpus: usize, held: usize, gangs: usize, members: usize, one_
         snap.gangs.push(gang);
         for m in 0..members {
             let name = format!("g-{g:04}-{m}");
-            let mut p = pod("bench", name.clone(), Resources::new().with("cpu", 1_000), None, Some(&gk));
-            let claim = ObjectKey::new("bench", format!("{name}-gpu"));
-            p.resource_claims = vec![PodResourceClaim {
-                name: "gpu".into(),
-                claim: ClaimName::Generated(claim.name.to_string()),
-            }];
-            snap.storage.resource_claims.insert(
-                claim.clone(),
-                ResourceClaim {
-                    key: claim,
-                    uid: format!("{name}-gpu"),
-                    deleting: false,
-                    owner: Some(name.clone()),
-                    allocation: None,
-                    reserved_for: Vec::new(),
-                    ask: ask.clone(),
-                },
-            );
-            snap.pods.push(p);
+            let p = pod("bench", name, Resources::new().with("cpu", 1_000), None, Some(&gk));
+            with_generated_claim(&mut snap, p, &ask);
         }
     }
     snap
@@ -879,6 +800,61 @@ fn bench_s7(c: &mut Criterion) {
         b.iter(|| schedule(black_box(&never), &config(), Time::from_secs(1_000)))
     });
     group.finish();
+}
+
+/// Adds a claim of a pod running elsewhere that holds `devices` of pool `pool` (node `i`'s).
+fn held_claim(
+    snap: &mut Snapshot,
+    i: usize,
+    driver: &str,
+    pool: &str,
+    devices: impl Iterator<Item = String>,
+) {
+    use scheduler_core::model::device::{AllocatedDevice, DeviceAsk, DeviceId};
+    use scheduler_core::model::volume::{Allocation, ResourceClaim};
+    let key = ObjectKey::new("used", format!("held-{i:05}"));
+    let devices = devices
+        .map(|device| AllocatedDevice {
+            request: "gpu".into(),
+            id: DeviceId { driver: driver.into(), pool: pool.into(), device },
+            admin_access: false,
+        })
+        .collect();
+    snap.storage.resource_claims.insert(
+        key.clone(),
+        ResourceClaim {
+            key,
+            uid: format!("held-{i}"),
+            deleting: false,
+            owner: None,
+            allocation: Some(Allocation { node_selector: None, devices }),
+            reserved_for: vec![format!("held-{i}")],
+            ask: DeviceAsk::default(),
+        },
+    );
+}
+
+/// Adds pod `p` with a claim `gpu` generated from its template and owned by it (as Jobs and
+/// JobSets make them), asking `ask`.
+fn with_generated_claim(snap: &mut Snapshot, mut p: Pod, ask: &scheduler_core::model::device::DeviceAsk) {
+    use scheduler_core::model::volume::{ClaimName, PodResourceClaim, ResourceClaim};
+    let name = p.key.name.to_string();
+    let claim = ObjectKey::new("bench", format!("{name}-gpu"));
+    p.resource_claims =
+        vec![PodResourceClaim { name: "gpu".into(), claim: ClaimName::Generated(claim.name.to_string()) }];
+    snap.storage.resource_claims.insert(
+        claim.clone(),
+        ResourceClaim {
+            key: claim,
+            uid: format!("{name}-gpu"),
+            deleting: false,
+            owner: Some(name),
+            allocation: None,
+            reserved_for: Vec::new(),
+            ask: ask.clone(),
+        },
+    );
+    snap.pods.push(p);
 }
 
 fn carried(mut snap: Snapshot) -> Snapshot {
