@@ -1271,8 +1271,9 @@ impl<'a> Placer<'a> {
     /// are free again, and the gang is placed anew — at most [`MAX_DEVICE_REVISITS`] times and
     /// [`GANG_DEVICE_REVISITS`] members for the gang, [`CYCLE_DEVICE_REVISITS`] members in the
     /// cycle; only when another choice could matter ([`Volumes::revisable`]). Between members
-    /// whose claims ask alike, a choice revisited is its subrequests, not its devices. The first placement that satisfies the
-    /// gang is kept; `None` when none did (the first attempt's notes are put back).
+    /// whose claims ask alike with `firstAvailable`, a choice revisited is its subrequests, not
+    /// its devices. The first placement that satisfies the gang is kept; `None` when none did
+    /// (the first attempt's notes are put back).
     fn revisit(
         &self,
         r: &PlacementRequest<'_>,
