@@ -473,10 +473,16 @@ impl View<'_, '_> {
                 (Reason::WaitingForDevices, "allocating and reserving {} of their ResourceClaim(s)")
             };
             let what = what.replace("{}", &claims.len().to_string());
-            let msg = format!(
+            let mut msg = format!(
                 "placed {n} member(s); {what} first: {}; the members are bound once every one is",
                 volumes.describe_work(&work)
             );
+            if p.revisited > 0 {
+                msg.push_str(&format!(
+                    " (devices chosen again {} time(s): the members' first choices left one without)",
+                    p.revisited
+                ));
+            }
             let mut d = Decision::new(g, reason, Phase::Pending, msg, st);
             d.volumes = work;
             return d;

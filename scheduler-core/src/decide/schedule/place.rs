@@ -135,6 +135,9 @@ pub(super) struct Placement {
     pub siblings: Vec<(usize, usize)>,
     /// Why the gang is not in one domain of its preferred level, when it has one and is not.
     pub preferred_note: Option<String>,
+    /// How many times the members' device choices were revisited to place it (0: as they first
+    /// chose).
+    pub revisited: u32,
     /// Why the gang cannot be placed at all whatever the room (the level order it names is not
     /// in the cluster, or lacks its levels), when so.
     pub blocked: Option<String>,
@@ -145,6 +148,8 @@ struct Work {
     txn: Txn,
     bindings: Vec<(usize, usize)>,
     counts: LeafCounts,
+    /// How many times the members' device choices were revisited to reach it.
+    revisited: u32,
 }
 
 /// Placements of one gang tried again with an earlier member's device choice revisited, when a
@@ -675,7 +680,8 @@ impl<'a> Placer<'a> {
         if self.gang_revisits.get().0 != at {
             self.gang_revisits.set((at, MAX_DEVICE_REVISITS, GANG_DEVICE_REVISITS));
         }
-        let start = Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone() };
+        let start =
+            Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone(), revisited: 0 };
         let keep_partial = r.extras || gang.mode == GangMode::NonStrict;
         // JobSet's exclusive placement, from the gang (an annotation gang) or from its members'
         // annotation, whichever dialect gives the JobSet its gang.
@@ -1112,6 +1118,7 @@ impl<'a> Placer<'a> {
             siblings: r.siblings.to_vec(),
             preferred_note: None,
             blocked: None,
+            revisited: w.revisited,
         }
     }
 
@@ -1227,7 +1234,12 @@ impl<'a> Placer<'a> {
         if !p.satisfied && !r.extras {
             let free = self.whole_once(
                 r,
-                Work { txn: r.txn.clone(), bindings: Vec::new(), counts: r.members.held.clone() },
+                Work {
+                    txn: r.txn.clone(),
+                    bindings: Vec::new(),
+                    counts: r.members.held.clone(),
+                    revisited: 0,
+                },
                 &Vec::new(),
                 false,
             );
@@ -1285,6 +1297,7 @@ impl<'a> Placer<'a> {
         let notes = volumes.notes_of(&r.members.all);
         let mut nogoods: Vec<super::volumes::Nogood> = Vec::new();
         let mut found = None;
+        let mut tries = 0;
         loop {
             let decisions = std::mem::take(&mut *self.decisions.borrow_mut());
             let stuck = decisions.iter().position(|d| match d {
@@ -1328,8 +1341,10 @@ impl<'a> Placer<'a> {
             nogoods.push(super::volumes::Nogood { pod, node, claim, avoid });
             volumes.set_nogoods(nogoods.clone());
             volumes.clear_contended();
-            let w = self.whole_once(r, start.clone(), filter, keep_partial);
+            let mut w = self.whole_once(r, start.clone(), filter, keep_partial);
+            tries += 1;
             if tree::satisfied(r.gang, &w.counts) {
+                w.revisited = tries;
                 found = Some(w);
                 break;
             }
