@@ -149,8 +149,8 @@ pub(crate) struct Devices<'a> {
     /// Per counter of every pool: its value less what devices allocated in the cluster consume
     /// (negative when over-committed), in billionths.
     base: Vec<i128>,
-    /// Per counter: (its set's name, its name), for messages.
-    counter_names: Vec<(&'a str, &'a str)>,
+    /// Per counter: (its pool, its set's name, its name).
+    counter_names: Vec<(u32, &'a str, &'a str)>,
     by_id: HashMap<(&'a str, &'a str, &'a str), DeviceIx, BuildHasherDefault<Fx>>,
     /// Devices this scheduler does not allocate, by node (`""`: shared ones): counted in reasons.
     unsupported: HashMap<&'a str, usize, BuildHasherDefault<Fx>>,
@@ -260,7 +260,7 @@ impl<'a> Devices<'a> {
                     counter_ids.insert((pool, set.name.as_str(), counter.as_str()), id);
                     out.pools[pool as usize].counters.push(id);
                     out.base.push(milli);
-                    out.counter_names.push((&set.name, counter));
+                    out.counter_names.push((pool, &set.name, counter));
                 }
             }
             for d in &s.devices {
@@ -663,8 +663,8 @@ impl<'a> Devices<'a> {
         }
         let mut why = self.shortfall(claim, &options, node);
         if let Some(c) = short {
-            let (set, counter) = self.counter_names[c as usize];
-            let pool = &self.pools[self.pool_of_counter(c) as usize];
+            let (pool, set, counter) = self.counter_names[c as usize];
+            let pool = &self.pools[pool as usize];
             why.push_str(&format!(
                 "; devices that match are partitions whose shared counter {counter} (set {set}, pool {}/{}) has too little left",
                 pool.driver, pool.name
@@ -706,17 +706,11 @@ impl<'a> Devices<'a> {
     /// to, when it is one.
     fn one_set(&self, e: &Entry<'_>) -> Option<u32> {
         let &(first, _) = e.uses.first()?;
-        let set = self.counter_names[first as usize].0;
+        let set = self.counter_names[first as usize].1;
         let pool = &self.pools[e.pool as usize];
-        e.uses.iter().all(|&(c, _)| self.counter_names[c as usize].0 == set).then(|| {
-            pool.counters.iter().copied().find(|&c| self.counter_names[c as usize].0 == set).unwrap_or(first)
+        e.uses.iter().all(|&(c, _)| self.counter_names[c as usize].1 == set).then(|| {
+            pool.counters.iter().copied().find(|&c| self.counter_names[c as usize].1 == set).unwrap_or(first)
         })
-    }
-
-    /// The pool counter `c` belongs to.
-    fn pool_of_counter(&self, c: u32) -> u32 {
-        let found = self.pools.iter().position(|p| p.counters.contains(&c));
-        found.and_then(|p| u32::try_from(p).ok()).unwrap_or(0)
     }
 
     /// Counts in `counters`, once per allocation, what the devices of `pool` that placements of
