@@ -208,6 +208,12 @@ fn waiting_for(
             _ => "retry".into(),
         },
         Reason::Reserved => "more room (reserving)".into(),
+        Reason::WaitingForResources => match o.expected_start {
+            Some(t) if t > now => format!("room held, starts in {}", age(t, now)),
+            Some(_) => "room held, starting".into(),
+            None => "room on nodes".into(),
+        },
+        Reason::WaitingForPriority => "gangs ahead of it (held room)".into(),
         Reason::WaitingForGangGroup => "its gang group".into(),
         Reason::WaitingForVolumes => "its PVCs to be bound".into(),
         Reason::WaitingForDevices => "its ResourceClaims to be allocated and reserved".into(),

@@ -76,6 +76,8 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, node: Option<Str
         terms: None,
         volumes: Vec::new(),
         resource_claims: Vec::new(),
+        started: None,
+        time_limit: None,
     }
 }
 

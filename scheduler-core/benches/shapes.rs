@@ -90,6 +90,8 @@ fn pod(
         terms: None,
         volumes: Vec::new(),
         resource_claims: Vec::new(),
+        started: None,
+        time_limit: None,
     }
 }
 

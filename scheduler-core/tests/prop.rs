@@ -255,6 +255,8 @@ fn pod(name: &str, gang: Option<&GangKey>, gpus: i64, cpu: i64, priority: i32, n
         terms: None,
         volumes: Vec::new(),
         resource_claims: Vec::new(),
+        started: None,
+        time_limit: None,
     }
 }
 

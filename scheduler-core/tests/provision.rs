@@ -49,6 +49,8 @@ fn member(gang: &str, name: &str, gpus: i64) -> Pod {
         terms: None,
         volumes: Vec::new(),
         resource_claims: Vec::new(),
+        started: None,
+        time_limit: None,
     }
 }
 
@@ -263,6 +265,8 @@ fn pod(name: &str, gang: &GangKey, gpus: i64, cores: i64, pool: Option<u8>, prio
         terms: None,
         volumes: Vec::new(),
         resource_claims: Vec::new(),
+        started: None,
+        time_limit: None,
     }
 }
 

@@ -74,6 +74,8 @@ fn pod(gang: &GangKey, name: String, cpu: i64, created: Time) -> Pod {
         terms: None,
         volumes: Vec::new(),
         resource_claims: Vec::new(),
+        started: None,
+        time_limit: None,
     }
 }
 
@@ -210,8 +212,8 @@ proptest! {
         prop_assert_eq!(decided(&plan), decided(&other));
         for (i, (advance, e)) in steps.iter().enumerate() {
             // Each applies its own plan: the same decisions, and the gang state each wrote.
-            replay::apply(&mut kept, &plan);
-            replay::apply(&mut forgot, &other);
+            replay::apply(&mut kept, &plan, now);
+            replay::apply(&mut forgot, &other, now);
             now = now.plus(Duration::from_secs(*advance));
             happen(&mut kept, &plan, e, &gangs, now, &mut added_a);
             happen(&mut forgot, &plan, e, &gangs, now, &mut added_b);

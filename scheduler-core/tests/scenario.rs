@@ -115,6 +115,8 @@ struct FGang {
     /// status.
     #[serde(default)]
     crd_less: bool,
+    /// Its time limit (`kube-gang.io/time-limit` on the gang), seconds.
+    time_limit_seconds: Option<u64>,
 }
 
 fn default_ns() -> String {
@@ -194,6 +196,10 @@ struct FPod {
     /// Scheduling fields the cycle does not evaluate (field paths).
     #[serde(default)]
     unevaluated: Vec<String>,
+    /// Its time limit (`kube-gang.io/time-limit`), seconds.
+    time_limit_seconds: Option<u64>,
+    /// Seconds before `now` it started (`status.startTime`).
+    started_ago_seconds: Option<u64>,
 }
 
 /// A label selector: `matchLabels` and `matchExpressions` as `key Op v1,v2`.
@@ -363,12 +369,24 @@ struct SameDomain {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct FOutcome {
     reason: scheduler_core::Reason,
     phase: Option<scheduler_core::plan::Phase>,
     #[serde(default)]
     message: Vec<String>,
+    /// Backfill: seconds after the cycle's `now` it is expected to start (`null`: no time).
+    #[serde(default, deserialize_with = "some")]
+    expected_start_seconds: Option<Option<u64>>,
+    /// Backfill: exactly these nodes hold capacity for it.
+    held_nodes: Option<Vec<String>>,
+    /// Backfill: placed on capacity held for a gang ahead of it.
+    backfilled: Option<bool>,
+}
+
+/// A present field, `null` included, as `Some`.
+fn some<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// Fixture quantities (`64Gi`, `500m`, `8`) in the crate's units; a tiny subset of the real grammar,
@@ -467,6 +485,8 @@ fn pods(f: &FPod, now: Time) -> Vec<Pod> {
             terms: pod_terms(f),
             volumes: Vec::new(),
             resource_claims: Vec::new(),
+            started: f.started_ago_seconds.map(|s| Time(now.0 - 1000 * s as i64)),
+            time_limit: f.time_limit_seconds.map(Duration::from_secs),
         })
         .collect()
 }
@@ -524,6 +544,7 @@ fn snapshot(s: &Scenario) -> Snapshot {
             gang.pod_floor = g.pod_floor;
             gang.created = Time(s.now.0 - 1000 * g.age_seconds as i64);
             gang.state = g.state.clone();
+            gang.time_limit = g.time_limit_seconds.map(Duration::from_secs);
             gang
         })
         .collect();
@@ -549,7 +570,7 @@ fn config(v: &serde_json::Value) -> Config {
     if v.is_null() { Config::default() } else { serde_json::from_value(v.clone()).expect("config") }
 }
 
-fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> Vec<String> {
+fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect, now: Time) -> Vec<String> {
     let mut failures = Vec::new();
     let mut fail = |m: String| failures.push(format!("{}: {step}: {m}", file.display()));
     let got: BTreeMap<String, String> =
@@ -648,6 +669,26 @@ fn check(file: &Path, step: &str, snap: &Snapshot, plan: &Plan, e: &Expect) -> V
                 fail(format!("{gang}: message {:?} lacks {needle:?}", o.message));
             }
         }
+        if let Some(want) = want.expected_start_seconds {
+            let got = o.expected_start.map(|t| (t.0 - now.0) / 1000);
+            if got != want.map(|s| s as i64) {
+                fail(format!(
+                    "{gang}: expected start: want {want:?} s from now, got {got:?} ({})",
+                    o.message
+                ));
+            }
+        }
+        if let Some(want) = &want.held_nodes {
+            let got: Vec<String> = o.held_nodes.iter().map(ToString::to_string).collect();
+            if &got != want {
+                fail(format!("{gang}: held nodes: want {want:?}, got {got:?}"));
+            }
+        }
+        if let Some(want) = want.backfilled
+            && o.backfilled != want
+        {
+            fail(format!("{gang}: backfilled: want {want}, got {} ({})", o.backfilled, o.message));
+        }
     }
     failures
 }
@@ -687,10 +728,10 @@ fn scenarios() {
         let mut carried = snap.clone();
         carried.usage = Some(scheduler_core::model::Usage::of(&carried.pods));
         assert_eq!(plan, schedule(&carried, &config, now), "{}: carried usage, same plan", file.display());
-        failures.extend(check(&file, "cycle 1", &snap, &plan, &s.expect));
+        failures.extend(check(&file, "cycle 1", &snap, &plan, &s.expect, now));
         let mut plan = plan;
         for (i, step) in s.then.iter().enumerate() {
-            replay::apply(&mut snap, &plan);
+            replay::apply(&mut snap, &plan, now);
             now = now.plus(Duration::from_secs(step.advance_seconds));
             snap.pods.retain(|p| !step.delete_pods.iter().any(|d| *d == p.key.name));
             for p in &mut snap.pods {
@@ -708,7 +749,7 @@ fn scenarios() {
                 restart(&mut snap);
             }
             plan = schedule(&snap, &config, now);
-            failures.extend(check(&file, &format!("cycle {}", i + 2), &snap, &plan, &step.expect));
+            failures.extend(check(&file, &format!("cycle {}", i + 2), &snap, &plan, &step.expect, now));
         }
     }
     assert!(failures.is_empty(), "{} scenario failure(s):\n{}", failures.len(), failures.join("\n"));

@@ -708,6 +708,9 @@ mod tests {
                 ..GangState::default()
             },
             waited_since: None,
+            expected_start: None,
+            held_nodes: Vec::new(),
+            backfilled: false,
         }
     }
 
@@ -900,6 +903,9 @@ mod tests {
             counts: Counts { members: 4, ..Counts::default() },
             state: GangState { waiting_since: Some(Time(1_700_000_000_123)), ..GangState::default() },
             waited_since: None,
+            expected_start: None,
+            held_nodes: Vec::new(),
+            backfilled: false,
         };
         let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
                           "metadata": {"name": "g", "namespace": "ml", "generation": 3},

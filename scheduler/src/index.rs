@@ -666,6 +666,9 @@ mod tests {
             counts: Counts::default(),
             state: GangState::default(),
             waited_since: None,
+            expected_start: None,
+            held_nodes: Vec::new(),
+            backfilled: false,
         };
         let now = Time::from_secs(100);
         let key = PodKey::new("ml", "p");

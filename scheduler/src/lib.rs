@@ -40,7 +40,7 @@ pub struct Args {
     pub period: Duration,
     /// Scheduling policy file (YAML; every key in docs/reference.md): schedulerName, scoring,
     /// defaultTimeout, timeoutAction, staleGracePeriod, preemption, provisioning,
-    /// podTopologySpread, topologyLevels.
+    /// podTopologySpread, topologyLevels, backfill.
     #[arg(long, env = "GANG_SCHEDULER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address of the plain-HTTP probe server: /healthz, /readyz, /metrics. /readyz is 200 once the

@@ -923,6 +923,9 @@ mod tests {
                 counts: Counts::default(),
                 state: GangState { waiting_since: Some(Time::from_secs(since)), ..GangState::default() },
                 waited_since: None,
+                expected_start: None,
+                held_nodes: Vec::new(),
+                backfilled: false,
             }],
             ..Plan::default()
         };

@@ -72,6 +72,104 @@ pub struct Config {
     /// above it). Empty: the preferred level, then the required one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topology_levels: Vec<String>,
+    /// Holding capacity for the gangs that wait longest in line, and starting lower gangs on it
+    /// only when they end before it is needed (Slurm's backfill). `None` (the default): off, and
+    /// the cycle is what it was without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<Backfill>,
+}
+
+/// The backfill policy (`backfill` in the policy file; durations in seconds).
+///
+/// The first `maxReservations` gangs (in the cycle's order) that cannot be placed now get the
+/// earliest time within `window` at which their whole minimum fits, found from when the pods
+/// running now are expected to end (each pod's start plus its time limit, rounded up to
+/// `resolution`), and the capacity they would use then is held for them: a lower gang may start
+/// on held capacity only if its own time limit ends it by then; a gang with no limit never does.
+/// Nothing of it is stored: every cycle finds the same holds again from what the cluster shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Backfill {
+    /// Whether holds are made (`false`: the section is kept but does nothing).
+    pub enabled: bool,
+    /// How many waiting gangs get a hold in one cycle, at most [`MAX_RESERVATIONS`].
+    pub max_reservations: u32,
+    /// How far ahead a start is looked for: a gang whose minimum fits no sooner gets no hold.
+    #[serde(with = "secs")]
+    pub window: Duration,
+    /// Expected ends are rounded up to a multiple of this: the start times tried are at most
+    /// `window / resolution`.
+    #[serde(with = "secs")]
+    pub resolution: Duration,
+    /// The time limit of a pod or gang that states none (`kube-gang.io/time-limit`,
+    /// `activeDeadlineSeconds`). `None`: such work has no expected end and never backfills.
+    #[serde(with = "opt_secs", skip_serializing_if = "Option::is_none")]
+    pub default_time_limit: Option<Duration>,
+}
+
+/// The most gangs [`Backfill::max_reservations`] may allow: each costs the cycle a few
+/// placements of its gang.
+pub const MAX_RESERVATIONS: u32 = 100;
+
+/// The most start times one hold may try: `window / resolution` is held to it.
+pub const MAX_BACKFILL_STEPS: u64 = 100_000;
+
+impl Default for Backfill {
+    fn default() -> Self {
+        Backfill {
+            enabled: true,
+            max_reservations: 10,
+            window: Duration::from_secs(24 * 3600),
+            resolution: Duration::from_secs(60),
+            default_time_limit: None,
+        }
+    }
+}
+
+impl Backfill {
+    fn check(&self) -> Result<(), PolicyError> {
+        if self.max_reservations > MAX_RESERVATIONS {
+            return Err(PolicyError(format!(
+                "backfill.maxReservations: {} exceeds the maximum ({MAX_RESERVATIONS})",
+                self.max_reservations
+            )));
+        }
+        if self.resolution.is_zero() {
+            return Err(PolicyError("backfill.resolution: must be at least 1 second".into()));
+        }
+        if self.window < self.resolution {
+            return Err(PolicyError(format!(
+                "backfill.window: {} s is shorter than backfill.resolution ({} s)",
+                self.window.as_secs(),
+                self.resolution.as_secs()
+            )));
+        }
+        if self.window > crate::read::duration::MAX_TIME_LIMIT {
+            return Err(PolicyError(format!(
+                "backfill.window: {} s exceeds the one-year maximum ({} s)",
+                self.window.as_secs(),
+                crate::read::duration::MAX_TIME_LIMIT.as_secs()
+            )));
+        }
+        let steps = self.window.as_secs() / self.resolution.as_secs();
+        if steps > MAX_BACKFILL_STEPS {
+            return Err(PolicyError(format!(
+                "backfill.resolution: {} s divides the {} s window into {steps} steps; at most \
+                 {MAX_BACKFILL_STEPS} (raise the resolution or shorten the window)",
+                self.resolution.as_secs(),
+                self.window.as_secs()
+            )));
+        }
+        if let Some(d) = self.default_time_limit
+            && (d.is_zero() || d > crate::read::duration::MAX_TIME_LIMIT)
+        {
+            return Err(PolicyError(format!(
+                "backfill.defaultTimeLimit: {} s is not between 1 s and one year",
+                d.as_secs()
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Topology levels a policy may list: more than any real hierarchy has.
@@ -283,6 +381,7 @@ impl Default for Config {
             provisioning: None,
             pod_topology_spread: None,
             topology_levels: Vec::new(),
+            backfill: None,
         }
     }
 }
@@ -354,6 +453,9 @@ impl Config {
         if let Some(p) = &config.pod_topology_spread {
             p.check()?;
         }
+        if let Some(b) = &config.backfill {
+            b.check()?;
+        }
         Ok(config)
     }
 }
@@ -394,6 +496,34 @@ mod tests {
         assert!(bad.starts_with("invalid scheduling policy: ") && bad.contains(" at line "), "{bad}");
         let field = Config::from_policy_text("scoring: sideways\n").unwrap_err().to_string();
         assert!(field.starts_with("invalid scheduling policy: scoring: unknown variant"), "{field}");
+    }
+
+    #[test]
+    fn backfill_reads_with_defaults_and_refuses_what_cannot_be_planned_with() {
+        let on = Config::from_policy_text("backfill: {}\n").unwrap().backfill.unwrap();
+        assert_eq!(on, Backfill::default());
+        assert!(on.enabled && on.max_reservations == 10 && on.resolution == Duration::from_secs(60));
+        let set = Config::from_policy_text(
+            "backfill: {maxReservations: 3, window: 7200, resolution: 300, defaultTimeLimit: 3600}\n",
+        )
+        .unwrap()
+        .backfill
+        .unwrap();
+        assert_eq!(set.window, Duration::from_secs(7200));
+        assert_eq!(set.default_time_limit, Some(Duration::from_secs(3600)));
+        for (doc, names) in [
+            ("backfill: {maxReservations: 101}", "backfill.maxReservations"),
+            ("backfill: {resolution: 0}", "backfill.resolution"),
+            ("backfill: {window: 30, resolution: 60}", "backfill.window"),
+            ("backfill: {window: 40000000}", "backfill.window"),
+            ("backfill: {window: 1000000, resolution: 1}", "backfill.resolution"),
+            ("backfill: {defaultTimeLimit: 0}", "backfill.defaultTimeLimit"),
+            ("backfill: {windw: 60}", "backfill: unknown field `windw`"),
+            ("backfill: {window: soon}", "backfill: invalid type"),
+        ] {
+            let e = Config::from_policy_text(doc).unwrap_err().to_string();
+            assert!(e.contains(names), "{doc}: {e}");
+        }
     }
 
     #[test]

@@ -98,6 +98,12 @@ pub enum Reason {
     BackingOff,
     /// A NonStrict gang that holds reservations and waits for more room.
     Reserved,
+    /// Does not fit now; with backfill on, capacity is held for it from when it is expected to
+    /// fit (`expected_start`, `held_nodes`), as running pods end by their time limits.
+    WaitingForResources,
+    /// Would fit now, but on capacity held for gangs ahead of it in line (backfill), and its
+    /// time limit does not end it before they start (or it states none).
+    WaitingForPriority,
     /// Part of a gang group whose other gangs are not satisfiable this cycle.
     WaitingForGangGroup,
     /// Placed, but its members' PVCs are bound or provisioned first (volume bindings in the
@@ -130,6 +136,8 @@ impl Reason {
             Reason::TimedOut => "TimedOut",
             Reason::BackingOff => "BackingOff",
             Reason::Reserved => "Reserved",
+            Reason::WaitingForResources => "WaitingForResources",
+            Reason::WaitingForPriority => "WaitingForPriority",
             Reason::WaitingForGangGroup => "WaitingForGangGroup",
             Reason::WaitingForVolumes => "WaitingForVolumes",
             Reason::WaitingForDevices => "WaitingForDevices",
@@ -260,6 +268,18 @@ impl Outcome {
             ..crd::GangStatus::default()
         };
         crate::read::dialect::kubegang::write_state(&self.state, &mut out);
+        out.expected_start_time = self.expected_start.map(Time::to_k8s);
+        if !self.held_nodes.is_empty() {
+            out.reservation = Some(crd::GangReservation {
+                node_count: count(u32::try_from(self.held_nodes.len()).unwrap_or(u32::MAX)),
+                nodes: self
+                    .held_nodes
+                    .iter()
+                    .take(crd::RESERVATION_NODES_LISTED)
+                    .map(ToString::to_string)
+                    .collect(),
+            });
+        }
         out
     }
 }
@@ -280,6 +300,17 @@ pub struct Outcome {
     /// `gang_wait_duration_seconds` observes once the bindings are made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_since: Option<Time>,
+    /// Backfill: when the gang is expected to start, the time from which capacity is held for it
+    /// (`held_nodes`). Found again every cycle from what runs and its time limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_start: Option<Time>,
+    /// Backfill: the nodes on which capacity is held for the gang, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_nodes: Vec<SmolStr>,
+    /// Backfill: the gang was placed this cycle on capacity held for gangs ahead of it, because
+    /// its time limit ends it before they start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backfilled: bool,
 }
 
 /// Everything one cycle decided. Lists are sorted; outcomes are in gang-key order.

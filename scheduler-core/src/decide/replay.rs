@@ -265,9 +265,10 @@ pub struct Report {
     pub nodes_added: u32,
 }
 
-/// Applies a plan to a snapshot the way a cluster would: bound pods start running, evicted pods go
-/// away, outcome states and reservations are handed to the next cycle.
-pub fn apply(snapshot: &mut Snapshot, plan: &Plan) {
+/// Applies a plan made at `now` to a snapshot the way a cluster would: bound pods start running
+/// (started at `now`), evicted pods go away, outcome states and reservations are handed to the
+/// next cycle.
+pub fn apply(snapshot: &mut Snapshot, plan: &Plan, now: Time) {
     // Pods change below: the usage carried with them is added up again by the next cycle.
     snapshot.usage = None;
     let bindings: HashMap<&PodKey, &str> = plan.bindings.iter().map(|b| (&b.pod, b.node.as_str())).collect();
@@ -280,6 +281,7 @@ pub fn apply(snapshot: &mut Snapshot, plan: &Plan) {
             p.node_name = Some((*node).to_string());
             p.phase = PodPhase::Running;
             p.nominated_node = None;
+            p.started = Some(now);
         } else if let Some(node) = nominated.get(&p.key) {
             p.nominated_node = Some((*node).to_string());
         }
@@ -378,7 +380,7 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
                 restarted.insert(i);
             }
         }
-        apply(&mut snap, &plan);
+        apply(&mut snap, &plan, now);
         for &i in &restarted {
             reports[i].preempted += 1;
             running_until.remove(&i);
@@ -565,6 +567,8 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         terms: None,
         volumes: Vec::new(),
         resource_claims: Vec::new(),
+        started: None,
+        time_limit: None,
     };
     let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
         at_secs,

@@ -343,6 +343,12 @@ struct PodFields<'a> {
     preemption_policy: Option<&'a str>,
     scheduling_gates: Vec<&'a str>,
     phase: Option<&'a str>,
+    /// `status.startTime`.
+    started: Option<Time>,
+    /// The `kube-gang.io/time-limit` annotation.
+    time_limit: Option<&'a str>,
+    /// `spec.activeDeadlineSeconds`.
+    active_deadline: Option<i64>,
     nominated: Option<&'a str>,
     reason: Option<&'a str>,
     message: Option<&'a str>,
@@ -507,6 +513,13 @@ impl<'a> PodFields<'a> {
                 .map(|g| g.name.as_str())
                 .collect(),
             phase: status.and_then(|s| s.phase.as_deref()),
+            started: status.and_then(|s| s.start_time.as_ref()).map(Time::from_k8s),
+            time_limit: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::read::labels::ANNOTATION_TIME_LIMIT))
+                .map(String::as_str),
+            active_deadline: spec.and_then(|s| s.active_deadline_seconds),
             nominated: status.and_then(|s| s.nominated_node_name.as_deref()),
             reason: status.and_then(|s| s.reason.as_deref()),
             message: status.and_then(|s| s.message.as_deref()),
@@ -747,6 +760,9 @@ impl<'a> PodFields<'a> {
             preemption_policy: raw::string(spec, "preemptionPolicy")?,
             scheduling_gates,
             phase: raw::string(status, "phase")?,
+            started: raw::time(status, "startTime")?,
+            time_limit: raw::string(annotations, crate::read::labels::ANNOTATION_TIME_LIMIT)?,
+            active_deadline: raw::int64(spec, "activeDeadlineSeconds")?,
             nominated: raw::string(status, "nominatedNodeName")?,
             reason: raw::string(status, "reason")?,
             message: raw::string(status, "message")?,
@@ -822,6 +838,10 @@ mod raw {
 
     pub fn boolean(m: Fields<'_>, key: &str) -> Result<Option<bool>, Odd> {
         field(m, key).map(|v| v.as_bool().ok_or(Odd)).transpose()
+    }
+
+    pub fn int64(m: Fields<'_>, key: &str) -> Result<Option<i64>, Odd> {
+        field(m, key).map(|v| v.as_i64().ok_or(Odd)).transpose()
     }
 
     pub fn int32(m: Fields<'_>, key: &str) -> Result<Option<i32>, Odd> {
@@ -931,6 +951,16 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
         }
     };
     let terms = pod_terms(&f, &namespace, &mut errors);
+    let time_limit = match f.time_limit {
+        Some(v) => crate::read::duration::time_limit(v)
+            .map_err(|e| {
+                let path = format!("metadata.annotations[{}]", crate::read::labels::ANNOTATION_TIME_LIMIT);
+                errors.push(FieldError::new(path, e));
+            })
+            .ok(),
+        // The API server holds `activeDeadlineSeconds` to 1 and more.
+        None => f.active_deadline.and_then(|s| u64::try_from(s).ok()).map(std::time::Duration::from_secs),
+    };
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -967,6 +997,8 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
         terms: (!terms.is_empty()).then(|| Box::new(terms)),
         volumes: f.volumes,
         resource_claims: f.resource_claims,
+        started: f.started,
+        time_limit,
     })
 }
 

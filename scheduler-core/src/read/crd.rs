@@ -178,7 +178,30 @@ pub struct GangStatus {
     /// The scheduler gave up after a timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gave_up: Option<bool>,
+    /// Backfill: when the gang is expected to start (capacity is held for it from then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_start_time: Option<Time>,
+    /// Backfill: the capacity held for the gang.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<GangReservation>,
 }
+
+/// Capacity held for a waiting gang (backfill): recomputed every cycle from what runs, so it is
+/// what the scheduler would keep if it restarted now.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GangReservation {
+    /// How many nodes hold capacity for it.
+    #[serde(default)]
+    pub node_count: i32,
+    /// The first of those nodes, sorted by name (at most 64 listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub nodes: Vec<String>,
+}
+
+/// The most nodes a Gang's `status.reservation.nodes` lists.
+pub const RESERVATION_NODES_LISTED: usize = 64;
 
 /// A structural OpenAPI v3 schema for `T`: everything inlined, nulls as `nullable`, no `$schema`,
 /// `title` or definitions — what the API server accepts in a CRD.

@@ -43,6 +43,23 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(total))
 }
 
+/// The longest time limit a gang or pod may state (`kube-gang.io/time-limit`): a year. Past it an
+/// estimate says nothing a scheduler could plan with.
+pub const MAX_TIME_LIMIT: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// A `kube-gang.io/time-limit` value: a duration ([`parse`]) more than 0 and at most
+/// [`MAX_TIME_LIMIT`], rounded up to whole seconds.
+pub fn time_limit(s: &str) -> Result<Duration, String> {
+    let d = parse(s)?;
+    if d.is_zero() {
+        return Err("must be greater than 0: how long the work runs at most once started".into());
+    }
+    if d > MAX_TIME_LIMIT {
+        return Err(format!("{s:?} exceeds the one-year maximum ({} s)", MAX_TIME_LIMIT.as_secs()));
+    }
+    Ok(Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +72,16 @@ mod tests {
         assert_eq!(parse("1.5h"), Ok(Duration::from_secs(5400)));
         for bad in ["", "h", "10x", "-5s", "1e9h", "5 s"] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn time_limits_are_positive_whole_seconds_within_a_year() {
+        assert_eq!(time_limit("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(time_limit("1.5s"), Ok(Duration::from_secs(2)));
+        assert_eq!(time_limit("8784h"), Ok(MAX_TIME_LIMIT));
+        for bad in ["0", "0s", "8785h", "soon", ""] {
+            assert!(time_limit(bad).is_err(), "{bad}");
         }
     }
 }

@@ -44,6 +44,12 @@ pub const ANNOTATION_GANG_GROUP: &str = "kube-gang.io/gang-group";
 /// controller writes the workload's name ([`GANG_FROM_LABELS`]), and the gang is named after it,
 /// as if the pods carried `kube-gang.io/gang` with that value. Injected by the webhook.
 pub const ANNOTATION_GANG_FROM: &str = "kube-gang.io/gang-from";
+/// How long the work runs at most once started (a duration: `90m`, `4h`): on a pod, or on a
+/// `Gang` object or pod template for the whole gang. What backfill plans with: a running pod is
+/// expected to end this long after it started, and a gang may start on capacity held for another
+/// only if it ends before that one's expected start. A pod's `spec.activeDeadlineSeconds` counts
+/// as one; the webhook writes a Job's into its pod template.
+pub const ANNOTATION_TIME_LIMIT: &str = "kube-gang.io/time-limit";
 /// Gang (on a `Gang` object or a CRD-less gang's pods): `"true"` or `"false"`, whether it asks the
 /// cluster autoscaler for capacity when the policy turns `provisioning` on.
 pub const ANNOTATION_PROVISIONING: &str = "kube-gang.io/provisioning";
@@ -81,6 +87,7 @@ pub const KNOWN: &[(&str, KeyKind)] = &[
     (ANNOTATION_TOTAL_MEMBER, KeyKind::Annotation),
     (ANNOTATION_MODE, KeyKind::Annotation),
     (ANNOTATION_TIMEOUT, KeyKind::Annotation),
+    (ANNOTATION_TIME_LIMIT, KeyKind::Annotation),
     (ANNOTATION_TOPOLOGY_KEY, KeyKind::Annotation),
     (ANNOTATION_TOPOLOGY_REQUIRED, KeyKind::Annotation),
     (ANNOTATION_TOPOLOGY_PREFERRED, KeyKind::Annotation),

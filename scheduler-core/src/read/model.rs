@@ -345,6 +345,14 @@ pub struct Pod {
     /// `spec.resourceClaims` (DRA), each with the ResourceClaim it names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_claims: Vec<volume::PodResourceClaim>,
+    /// `status.startTime`: when the kubelet took the pod. With its time limit, when it is
+    /// expected to end (backfill, [`crate::decide::config::Backfill`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<Time>,
+    /// How long the pod may run: its `kube-gang.io/time-limit` annotation, else
+    /// `spec.activeDeadlineSeconds` (the kubelet ends the pod then). `None`: no limit known.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    pub time_limit: Option<Duration>,
 }
 
 /// A pod's labels, shared: a snapshot is cloned whole (compaction, the CLI), and at 140,000 pods
@@ -770,6 +778,11 @@ pub struct Gang {
     /// How long the gang may wait once its quorum exists. `None`: the configured default.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
     pub timeout: Option<Duration>,
+    /// How long the gang runs at most once started (`kube-gang.io/time-limit` on the gang's
+    /// object or, for a gang of annotations, its pods): what backfill plans with. `None`: its
+    /// members' own limits, else the policy's default.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    pub time_limit: Option<Duration>,
     /// Every member lands in one domain of this node label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,
@@ -850,6 +863,7 @@ impl Gang {
             pod_floor: 0,
             mode: GangMode::Strict,
             timeout: None,
+            time_limit: None,
             topology_key: None,
             topology_preferred: None,
             topology_object: None,
@@ -1174,6 +1188,8 @@ mod tests {
             terms: None,
             volumes: Vec::new(),
             resource_claims: Vec::new(),
+            started: None,
+            time_limit: None,
         }
     }
 

@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 
 /// The keys `Config::from_policy_text` accepts, asked of the reader itself: an unknown key's error
-/// lists the expected ones (serde's `deny_unknown_fields`), at the top and under `provisioning`;
+/// lists the expected ones (serde's `deny_unknown_fields`), at the top and under `provisioning`
+/// and `backfill`;
 /// `timeoutAction`'s keys are the ones a document using them all is read with.
 pub fn policy_keys() -> BTreeSet<String> {
     use scheduler_core::Config;
@@ -14,6 +15,7 @@ pub fn policy_keys() -> BTreeSet<String> {
     };
     let mut keys: BTreeSet<String> = expected("zzz: 1\n").into_iter().collect();
     keys.extend(expected("provisioning: {zzz: 1}\n").into_iter().map(|k| format!("provisioning.{k}")));
+    keys.extend(expected("backfill: {zzz: 1}\n").into_iter().map(|k| format!("backfill.{k}")));
     let c = Config::from_policy_text("timeoutAction: {action: retry, initialBackoff: 7, maxBackoff: 70}\n")
         .unwrap();
     assert_eq!(

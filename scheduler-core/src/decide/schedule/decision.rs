@@ -39,6 +39,12 @@ pub(super) struct Decision {
     pub txn: Txn,
     /// Claims bound first: their pods are placed (their capacity taken) but not bound yet.
     pub volumes: Vec<Work>,
+    /// Capacity held for the gang from when it is expected to fit (backfill); taken by `txn`.
+    pub hold: Option<super::backfill::Hold>,
+    /// When the gang is expected to start (backfill).
+    pub expected_start: Option<crate::read::model::Time>,
+    /// Placed on capacity held for gangs ahead in line (backfill).
+    pub backfilled: bool,
 }
 
 impl Decision {
@@ -56,6 +62,9 @@ impl Decision {
             reservations: Vec::new(),
             txn: Txn::default(),
             volumes: Vec::new(),
+            hold: None,
+            expected_start: None,
+            backfilled: false,
         }
     }
 }
@@ -236,6 +245,15 @@ pub(super) fn assemble(
             counts,
             state,
             waited_since,
+            expected_start: d.expected_start,
+            held_nodes: d
+                .hold
+                .iter()
+                .flat_map(|h| h.bindings.iter().map(|&(_, n)| nodes[n].name.clone()))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            backfilled: d.backfilled,
         });
     }
     plan.bindings.sort();

@@ -447,6 +447,8 @@ mod tests {
             terms: None,
             volumes: Vec::new(),
             resource_claims: Vec::new(),
+            started: None,
+            time_limit: None,
         }
     }
 

@@ -6,8 +6,11 @@
 //! the list of pods placed so far, which `Progress` keeps as it applies decisions — no step looks
 //! into the decisions another step returned.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
+use std::time::Duration;
 
+use super::backfill::{self, Ending, Hold, Timeline};
 use super::decision::Decision;
 use super::explain::{self, FitSummaries};
 use super::ledger::{Ledger, Txn};
@@ -52,6 +55,11 @@ pub(super) struct Progress {
     singles: Vec<(usize, usize)>,
     /// Pods outside any gang placed, whose claims are bound first (see [`Decision::volumes`]).
     single_volumes: Vec<Work>,
+    /// Capacity held for gangs waiting in line (backfill), in the order made; their capacity is
+    /// taken in the ledger.
+    holds: Vec<Hold>,
+    /// When the pods on nodes are expected to end (backfill), read on the cycle's first hold.
+    endings: OnceCell<Vec<Ending>>,
 }
 
 impl Progress {
@@ -64,6 +72,8 @@ impl Progress {
             decisions: Vec::new(),
             singles: Vec::new(),
             single_volumes: Vec::new(),
+            holds: Vec::new(),
+            endings: OnceCell::new(),
         }
     }
 
@@ -81,6 +91,8 @@ impl Progress {
             evicted: &self.evicted,
             summaries: &self.summaries,
             placed: &self.placed,
+            holds: &self.holds,
+            endings: &self.endings,
         }
     }
 
@@ -92,6 +104,9 @@ impl Progress {
         self.placed.extend_from_slice(&d.bindings);
         let evicted = &mut self.evicted;
         d.evictions.retain(|&(p, _)| !pods[p].deleting && evicted.insert(p));
+        if let Some(h) = &d.hold {
+            self.holds.push(h.clone());
+        }
         let reason = d.reason;
         self.decisions.push(d);
         reason
@@ -224,9 +239,12 @@ struct View<'v, 'a> {
     summaries: &'v FitSummaries,
     /// Gang members placed earlier in this cycle: (pod, node); they hold nodes as bound pods do.
     placed: &'v [(usize, usize)],
+    /// Capacity held for gangs ahead in line (backfill).
+    holds: &'v [Hold],
+    endings: &'v OnceCell<Vec<Ending>>,
 }
 
-impl View<'_, '_> {
+impl<'v> View<'v, '_> {
     /// The bound members of gang `g` (as the snapshot has them) that are not already going away:
     /// what holding or releasing the gang is about (a member being deleted releases itself).
     fn bound(&self, g: usize) -> Vec<usize> {
@@ -418,8 +436,32 @@ impl View<'_, '_> {
     /// `siblings`: (pod, node) bindings of its gang group placed in the same step, not yet
     /// decisions; they count as placed earlier in this cycle.
     fn place_gang(&self, g: usize, base: &Txn, extras: bool, siblings: &[(usize, usize)]) -> Placement {
-        let f = self.facts;
         let mut txn = base.clone();
+        // Capacity held for gangs ahead in line is its to use when it ends before they start:
+        // given back to place it, and taken again after, so what is committed is what it takes
+        // (a node it backfills is over-held until it ends, which is before the hold starts).
+        let usable: Vec<&Hold> = match self.clock() {
+            Some(clock) => {
+                let limit = self.limit(g);
+                self.holds.iter().filter(|h| h.gang != g && backfill::may_use(clock.now, limit, h)).collect()
+            }
+            None => Vec::new(),
+        };
+        let held =
+            || usable.iter().flat_map(|h| h.bindings.iter().map(|&(p, n)| (n, &self.facts.pods.demand[p])));
+        for (n, d) in held() {
+            self.ledger.give(&mut txn, n, d);
+        }
+        let mut placement = self.place_gang_on(g, txn, extras, siblings);
+        for (n, d) in held() {
+            self.ledger.take(&mut placement.txn, n, d);
+        }
+        placement
+    }
+
+    /// [`View::place_gang`] on `txn` as it is: no held capacity given back.
+    fn place_gang_on(&self, g: usize, mut txn: Txn, extras: bool, siblings: &[(usize, usize)]) -> Placement {
+        let f = self.facts;
         // The gang's own reservations are its to use: give them back before placing.
         for &p in f.gangs.members[g].pending.values().flatten() {
             if let Some(&n) = f.pods.reserved.get(&p) {
@@ -503,7 +545,15 @@ impl View<'_, '_> {
         if let Some(note) = &p.preferred_note {
             msg.push_str(&format!("; {note}"));
         }
+        let backfilled = self.backfilled_on(g, &p.bindings);
+        if !backfilled.is_empty() {
+            msg.push_str(&format!(
+                "; started on capacity held for {}: its time limit ends it by then",
+                self.hold_names(&backfilled)
+            ));
+        }
         let mut d = Decision::new(g, Reason::Scheduled, Phase::Scheduled, msg, st);
+        d.backfilled = !backfilled.is_empty();
         d.bindings = p.bindings;
         d
     }
@@ -660,6 +710,51 @@ impl View<'_, '_> {
             d.txn = attempt.txn;
             return d;
         }
+        if let Some(clock) = self.clock().filter(|_| alone) {
+            let blocked = self.blocked_by(g);
+            let room = self.holds.len() < clock.policy.max_reservations as usize;
+            let hold = if room { self.find_hold(g, clock) } else { None };
+            if !blocked.is_empty() || hold.is_some() {
+                let mut msg = String::new();
+                if let Some(first) = blocked.iter().map(|h| h.start).min() {
+                    msg.push_str(&format!(
+                        "would fit now, but on capacity held for {}; a gang may start there only if it ends by then, and {}. ",
+                        self.hold_names(&blocked),
+                        self.limit_note(g, first)
+                    ));
+                }
+                let reason =
+                    if blocked.is_empty() { Reason::WaitingForResources } else { Reason::WaitingForPriority };
+                let mut d = match hold {
+                    Some(h) => {
+                        let nodes: BTreeSet<usize> = h.bindings.iter().map(|&(_, n)| n).collect();
+                        let names: Vec<&str> =
+                            nodes.iter().take(5).map(|&n| f.input.snap.nodes[n].name.as_str()).collect();
+                        let more = if nodes.len() > names.len() { ", …" } else { "" };
+                        msg.push_str(&format!(
+                            "Expected to start by {} (as running pods end by their time limits); capacity on {} node(s) is held for it: {}{more}. Now: {why}",
+                            h.start,
+                            nodes.len(),
+                            names.join(", ")
+                        ));
+                        let mut d = Decision::new(g, reason, Phase::Pending, msg, st);
+                        let mut txn = Txn::default();
+                        for &(p, n) in &h.bindings {
+                            self.ledger.take(&mut txn, n, &f.pods.demand[p]);
+                        }
+                        d.txn = txn;
+                        d.hold = Some(h);
+                        d
+                    }
+                    None => {
+                        msg.push_str(&format!("Now: {why}"));
+                        Decision::new(g, reason, Phase::Pending, msg, st)
+                    }
+                };
+                d.expected_start = d.hold.as_ref().map(|h| h.start);
+                return d;
+            }
+        }
         let reason =
             if attempt.topology_failed { Reason::TopologyUnsatisfiable } else { Reason::Unschedulable };
         Decision::new(g, reason, Phase::Pending, why, st)
@@ -689,6 +784,150 @@ impl View<'_, '_> {
             first.failure.as_deref().unwrap_or(""),
             if failed.len() > 1 { ", …" } else { "" }
         )
+    }
+
+    /// The backfill clock, when the policy turns backfill on.
+    fn clock(&self) -> Option<Timeline<'v>> {
+        let policy = self.facts.input.config.backfill.as_ref().filter(|b| b.enabled)?;
+        Some(Timeline { now: self.facts.input.now, policy })
+    }
+
+    /// Gang `g`'s time limit, were it to start now (backfill on only).
+    fn limit(&self, g: usize) -> Option<Duration> {
+        let f = self.facts;
+        self.clock()?.gang_limit(
+            &f.input.snap.gangs[g],
+            &f.input.snap.pods,
+            f.gangs.members[g].pending.values().flatten().copied(),
+        )
+    }
+
+    /// The earliest step of the backfill window at which gang `g` fits whole, with what runs
+    /// now (and what this cycle placed or held) given back as it is expected to end, and where
+    /// it is placed then: the capacity to hold for it. `None`: not within the window.
+    fn find_hold(&self, g: usize, clock: Timeline<'_>) -> Option<Hold> {
+        let f = self.facts;
+        let snap = f.input.snap;
+        let ends = self.endings.get_or_init(|| {
+            backfill::endings(
+                snap,
+                clock,
+                |n| f.pods.node_index.get(n).copied(),
+                |k| f.gangs.gang_index.get(k).copied(),
+                |p| f.pods.res.known_demand(&p.requests),
+            )
+        });
+        // What this cycle placed ends by its limits too, and what it held once its gang ends.
+        let gang_of = |p: usize| {
+            snap.pods[p].gang.as_ref().and_then(|m| f.gangs.gang_index.get(&m.gang)).map(|&g| &snap.gangs[g])
+        };
+        let mut more: Vec<Ending> = Vec::new();
+        for &(p, n) in self.placed {
+            if let Some(l) = clock.pod_limit(&snap.pods[p], gang_of(p)) {
+                let at = clock.step(clock.now.plus(l));
+                if at <= clock.horizon() {
+                    more.push(Ending { at, node: n, demand: f.pods.demand[p].clone() });
+                }
+            }
+        }
+        for h in self.holds {
+            let Some(at) = h.end.map(|e| clock.step(e)).filter(|&t| t <= clock.horizon()) else { continue };
+            for &(p, n) in &h.bindings {
+                more.push(Ending { at, node: n, demand: f.pods.demand[p].clone() });
+            }
+        }
+        more.sort_by_key(|e| e.at);
+        let (start, placement) = backfill::earliest(self.ledger, ends, &more, |base| {
+            let p = self.place_gang_on(g, base.clone(), false, &[]);
+            p.satisfied.then_some(p)
+        })?;
+        Some(Hold { gang: g, start, end: self.limit(g).map(|l| start.plus(l)), bindings: placement.bindings })
+    }
+
+    /// The holds of gangs ahead in line that keep gang `g` from fitting now: those on the nodes
+    /// it would be placed on were nothing held for them (none: it does not fit either way).
+    fn blocked_by(&self, g: usize) -> Vec<&'v Hold> {
+        if self.holds.iter().all(|h| h.gang == g) {
+            return Vec::new();
+        }
+        let mut txn = Txn::default();
+        for h in self.holds.iter().filter(|h| h.gang != g) {
+            for &(p, n) in &h.bindings {
+                self.ledger.give(&mut txn, n, &self.facts.pods.demand[p]);
+            }
+        }
+        let free = self.place_gang_on(g, txn, false, &[]);
+        if !free.satisfied {
+            return Vec::new();
+        }
+        let nodes: BTreeSet<usize> = free.bindings.iter().map(|&(_, n)| n).collect();
+        self.holds
+            .iter()
+            .filter(|h| h.gang != g && h.bindings.iter().any(|(_, n)| nodes.contains(n)))
+            .collect()
+    }
+
+    /// `ns/a (expected to start at T), ns/b (…)`: the gangs of `holds`, once each.
+    fn hold_names(&self, holds: &[&Hold]) -> String {
+        let mut seen = BTreeSet::new();
+        holds
+            .iter()
+            .filter(|h| seen.insert(h.gang))
+            .map(|h| {
+                format!("{} (expected to start at {})", self.facts.input.snap.gangs[h.gang].key, h.start)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// What gang `g`'s time limit says about backfilling: why it may not use held capacity.
+    fn limit_note(&self, g: usize, first_start: Time) -> String {
+        match self.limit(g) {
+            None => format!(
+                "it states no time limit ({}, activeDeadlineSeconds, or the policy's backfill.defaultTimeLimit), so it never starts on held capacity",
+                crate::read::labels::ANNOTATION_TIME_LIMIT
+            ),
+            Some(l) => format!(
+                "its time limit of {}s would end it at {}, after {first_start}",
+                l.as_secs(),
+                at(self.facts.input.now.plus(l))
+            ),
+        }
+    }
+
+    /// For a gang about to be placed (`bindings`, not committed yet): the holds of gangs ahead
+    /// in line whose capacity it takes — on a node where what it places needs more than the
+    /// holds leave free (it may: it ends before they start).
+    fn backfilled_on(&self, g: usize, bindings: &[(usize, usize)]) -> Vec<&'v Hold> {
+        let Some(clock) = self.clock() else { return Vec::new() };
+        if self.holds.is_empty() {
+            return Vec::new();
+        }
+        let limit = self.limit(g);
+        let usable: Vec<&Hold> =
+            self.holds.iter().filter(|h| h.gang != g && backfill::may_use(clock.now, limit, h)).collect();
+        let mut on: std::collections::BTreeMap<usize, (Vec<i64>, i64)> = Default::default();
+        for &(p, n) in bindings {
+            let (want, pods) = on.entry(n).or_default();
+            *pods += 1;
+            for &(r, a) in &self.facts.pods.demand[p].0 {
+                if want.len() <= r {
+                    want.resize(r + 1, 0);
+                }
+                want[r] += a;
+            }
+        }
+        let none = Txn::default();
+        let over: BTreeSet<usize> = on
+            .into_iter()
+            .filter(|(n, (want, pods))| {
+                let (free, free_pods) = self.ledger.left(&none, *n);
+                *pods > free_pods
+                    || want.iter().enumerate().any(|(r, &a)| a > 0 && a > free.get(r).copied().unwrap_or(0))
+            })
+            .map(|(n, _)| n)
+            .collect();
+        usable.into_iter().filter(|h| h.bindings.iter().any(|(_, n)| over.contains(n))).collect()
     }
 
     /// The phase of a gang that is placed: `Running` once its minimum runs.

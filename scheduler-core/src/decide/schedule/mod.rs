@@ -21,6 +21,7 @@
 //! 6. **Ask** the cluster autoscaler, when the policy says so, for the members of unplaceable
 //!    gangs that have no room ([`crate::decide::provision::asks`]).
 
+mod backfill;
 mod booked;
 mod cache;
 mod decision;

@@ -231,6 +231,12 @@ pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
             Err(e) => errors.push(e),
         }
     }
+    if let Some(v) = meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_TIME_LIMIT)) {
+        match crate::read::duration::time_limit(v) {
+            Ok(d) => gang.time_limit = Some(d),
+            Err(e) => errors.push(FieldError::new(annotation_path(ANNOTATION_TIME_LIMIT), e)),
+        }
+    }
     if let Some(status) = &g.status {
         gang.state = state_of(status);
     }
@@ -316,6 +322,12 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
         match parse_duration(v) {
             Ok(d) => gang.timeout = Some(d),
             Err(e) => errors.push(FieldError::new(annotation_path(ANNOTATION_TIMEOUT), e)),
+        }
+    }
+    if let Some(v) = a.get(ANNOTATION_TIME_LIMIT) {
+        match crate::read::duration::time_limit(v) {
+            Ok(d) => gang.time_limit = Some(d),
+            Err(e) => errors.push(FieldError::new(annotation_path(ANNOTATION_TIME_LIMIT), e)),
         }
     }
     let key = a.get(ANNOTATION_TOPOLOGY_KEY);

@@ -1,0 +1,231 @@
+//! Backfill (policy `backfill`, Slurm's semantics): capacity held for the gangs first in line
+//! that cannot start now, and the rule that lets later gangs use it.
+//!
+//! - **When running work ends**: each pod on a node is expected to end at its start plus its time
+//!   limit (its own `kube-gang.io/time-limit` or `activeDeadlineSeconds`, else its gang's, else
+//!   the policy's default); a pod being deleted ends now, one past its limit at the next step;
+//!   one with no limit never ends within the window. Ends are rounded up to the policy's
+//!   `resolution`, so the start times tried are at most `window / resolution` ([`Timeline`]).
+//! - **A hold** ([`Hold`]): for a gang that cannot be placed now, the earliest of those times at
+//!   which its placement succeeds with what ended by then given back (found by bisection: a
+//!   handful of placements of the gang, not one per step), and the capacity that placement uses,
+//!   taken from the ledger for the rest of the cycle — so a gang behind it sees that capacity as
+//!   taken, unless it may backfill.
+//! - **Backfill**: a gang may use a hold's capacity when its own time limit ends it by the hold's
+//!   start ([`may_use`]); a gang with no limit never does. A hold ends when its gang does (its
+//!   start plus its limit): later holds may count on that capacity after it.
+//!
+//! Nothing here is kept between cycles: the holds are found again from the snapshot every cycle,
+//! in the same order, so a restarted or new leader holds the same capacity for the same gangs.
+
+use std::time::Duration;
+
+use super::ledger::{Demand, Ledger, Txn};
+use crate::decide::config::Backfill;
+use crate::read::model::{Gang, GangKey, Pod, Snapshot, Time};
+
+/// Capacity held for a gang that waits: where its placement at `start` puts its members.
+#[derive(Clone, Debug)]
+pub(super) struct Hold {
+    pub gang: usize,
+    /// When the gang is expected to start (a step of the timeline).
+    pub start: Time,
+    /// When it is expected to end (`start` plus its time limit); `None`: no limit, never.
+    pub end: Option<Time>,
+    /// (pod, node) of its placement at `start`: each pod's demand is held on its node.
+    pub bindings: Vec<(usize, usize)>,
+}
+
+/// Work expected to end, giving back `demand` on `node` at `at`.
+#[derive(Clone, Debug)]
+pub(super) struct Ending {
+    pub at: Time,
+    pub node: usize,
+    pub demand: Demand,
+}
+
+/// The cycle's clock for backfill: `now`, the policy, and the steps ends are rounded up to.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Timeline<'a> {
+    pub now: Time,
+    pub policy: &'a Backfill,
+}
+
+impl Timeline<'_> {
+    /// The last time a start is looked for.
+    pub fn horizon(&self) -> Time {
+        self.now.plus(self.policy.window)
+    }
+
+    /// `t` rounded up to the next step after `now` (a time already past is the first step).
+    pub fn step(&self, t: Time) -> Time {
+        let res = i64::try_from(self.policy.resolution.as_millis()).unwrap_or(i64::MAX).max(1);
+        let after = t.0.saturating_sub(self.now.0).max(1);
+        let steps = after.saturating_add(res - 1) / res;
+        Time(self.now.0.saturating_add(steps.saturating_mul(res)))
+    }
+
+    /// The time limit of a pod: its own, else its gang's, else the policy's default.
+    pub fn pod_limit(&self, pod: &Pod, gang: Option<&Gang>) -> Option<Duration> {
+        pod.time_limit.or(gang.and_then(|g| g.time_limit)).or(self.policy.default_time_limit)
+    }
+
+    /// The time limit of a gang about to start with `members` pending: its own, else the longest
+    /// of its members' when every one states one, else the policy's default.
+    pub fn gang_limit(
+        &self,
+        gang: &Gang,
+        pods: &[Pod],
+        members: impl Iterator<Item = usize>,
+    ) -> Option<Duration> {
+        if let Some(l) = gang.time_limit {
+            return Some(l);
+        }
+        let mut longest: Option<Duration> = None;
+        for p in members {
+            match pods[p].time_limit {
+                Some(l) => longest = Some(longest.map_or(l, |m| m.max(l))),
+                None => return self.policy.default_time_limit,
+            }
+        }
+        longest.or(self.policy.default_time_limit)
+    }
+
+    /// When a pod on a node is expected to end, as a step of the timeline; `None` when it has no
+    /// limit or ends past the window.
+    pub fn pod_end(&self, pod: &Pod, gang: Option<&Gang>) -> Option<Time> {
+        let at = if pod.deleting {
+            self.now
+        } else {
+            let limit = self.pod_limit(pod, gang)?;
+            pod.started.unwrap_or(self.now).plus(limit)
+        };
+        Some(self.step(at)).filter(|&t| t <= self.horizon())
+    }
+}
+
+/// Every pod on a node with an expected end within the window, with what it gives back there,
+/// sorted by end: read once a cycle, on its first hold (one pass over the pods).
+pub(super) fn endings(
+    snap: &Snapshot,
+    clock: Timeline<'_>,
+    node_of: impl Fn(&str) -> Option<usize>,
+    gang_of: impl Fn(&GangKey) -> Option<usize>,
+    demand: impl Fn(&Pod) -> Demand,
+) -> Vec<Ending> {
+    let mut out: Vec<Ending> = snap
+        .pods
+        .iter()
+        .filter(|p| p.uses_node())
+        .filter_map(|p| {
+            let node = node_of(p.node_name.as_deref()?)?;
+            let gang = p.gang.as_ref().and_then(|m| gang_of(&m.gang)).map(|g| &snap.gangs[g]);
+            let at = clock.pod_end(p, gang)?;
+            Some(Ending { at, node, demand: demand(p) })
+        })
+        .collect();
+    out.sort_by_key(|e| e.at);
+    out
+}
+
+/// Whether a gang that starts now with time limit `limit` may use `hold`'s capacity: it ends by
+/// the hold's start.
+pub(super) fn may_use(now: Time, limit: Option<Duration>, hold: &Hold) -> bool {
+    limit.is_some_and(|l| now.plus(l) <= hold.start)
+}
+
+/// The earliest step at which `fits` holds, among the distinct times of `ends` and `more` (each
+/// sorted by time): the last is tried first (none fits: `None`), then the steps are bisected.
+/// `fits` is handed a transaction giving back everything that ends by the step. Returns the step
+/// and what `fits` returned there.
+pub(super) fn earliest<T>(
+    ledger: &Ledger,
+    ends: &[Ending],
+    more: &[Ending],
+    mut fits: impl FnMut(&Txn) -> Option<T>,
+) -> Option<(Time, T)> {
+    let mut steps: Vec<Time> = ends.iter().chain(more).map(|e| e.at).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let base_at = |t: Time| {
+        let mut txn = Txn::default();
+        for list in [ends, more] {
+            for e in &list[..list.partition_point(|e| e.at <= t)] {
+                ledger.give(&mut txn, e.node, &e.demand);
+            }
+        }
+        txn
+    };
+    let &last = steps.last()?;
+    let mut found = (last, fits(&base_at(last))?);
+    // The step at `hi` fits; those before `lo` were found not to.
+    let (mut lo, mut hi) = (0, steps.len() - 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match fits(&base_at(steps[mid])) {
+            Some(v) => {
+                found = (steps[mid], v);
+                hi = mid;
+            }
+            None => lo = mid + 1,
+        }
+    }
+    Some(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::schedule::ledger::ResourceIndex;
+    use crate::read::model::Node;
+    use crate::read::resources::Resources;
+
+    fn policy(res: u64) -> Backfill {
+        Backfill { resolution: Duration::from_secs(res), ..Backfill::default() }
+    }
+
+    #[test]
+    fn ends_round_up_to_the_next_step_and_past_ones_come_first() {
+        let p = policy(60);
+        let clock = Timeline { now: Time::from_secs(1000), policy: &p };
+        assert_eq!(clock.step(Time::from_secs(1001)), Time::from_secs(1060));
+        assert_eq!(clock.step(Time::from_secs(1060)), Time::from_secs(1060));
+        assert_eq!(clock.step(Time::from_secs(1061)), Time::from_secs(1120));
+        assert_eq!(clock.step(Time::from_secs(10)), Time::from_secs(1060));
+    }
+
+    #[test]
+    fn the_earliest_step_that_fits_is_found_by_bisection() {
+        let nodes: Vec<Node> = (0..8)
+            .map(|i| Node {
+                name: format!("n{i}").into(),
+                allocatable: Resources::new().with("cpu", 1).with("pods", 110),
+                labels: Default::default(),
+                taints: vec![],
+                unschedulable: false,
+                ready: true,
+            })
+            .collect();
+        let mut res = ResourceIndex::default();
+        let ledger = Ledger::new(&nodes, &mut res);
+        let cpu = res.find("cpu").unwrap();
+        let ends: Vec<Ending> = (0..8)
+            .map(|i| Ending {
+                at: Time::from_secs(60 * (1 + i / 2)),
+                node: i as usize,
+                demand: Demand(vec![(cpu, 1)]),
+            })
+            .collect();
+        // Fits once 5 nodes' worth came back: the step at which the fifth ends (the third).
+        let mut tries = 0;
+        let got = earliest(&ledger, &ends[..5], &ends[5..], |txn| {
+            tries += 1;
+            let back: i64 = (0..8).map(|n| ledger.free(txn, n, cpu) - 1).sum();
+            (back >= 5).then_some(back)
+        });
+        assert_eq!(got, Some((Time::from_secs(180), 6)));
+        assert!(tries <= 4, "{tries} tries for 4 steps");
+        assert_eq!(earliest(&ledger, &ends, &[], |_| None::<()>), None);
+        assert_eq!(earliest(&ledger, &[], &[], |_| Some(())), None);
+    }
+}
