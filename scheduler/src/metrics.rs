@@ -21,6 +21,26 @@ pub struct PhaseLabel {
     pub phase: String,
 }
 
+/// A gang's size as a label: `1`, `2-8`, `9-64`, `65-512` or `513+` members (five values, so
+/// the cardinality stays flat).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SizeLabel {
+    pub size: &'static str,
+}
+
+impl SizeLabel {
+    pub fn of(members: u32) -> Self {
+        let size = match members {
+            0 | 1 => "1",
+            2..=8 => "2-8",
+            9..=64 => "9-64",
+            65..=512 => "65-512",
+            _ => "513+",
+        };
+        SizeLabel { size }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
@@ -34,8 +54,15 @@ pub struct Metrics {
     pub pending_gangs: Gauge,
     /// Gangs by phase at the leader's last cycle (`gang_gangs{phase}`), every phase present.
     pub gangs: Family<PhaseLabel, Gauge>,
-    pub wait_duration: Histogram,
+    /// Time from quorum to placement, by gang size (`gang_wait_duration_seconds{size}`).
+    pub wait_duration: Family<SizeLabel, Histogram>,
     pub pods_bound: Counter,
+    /// Backfill: gangs capacity is held for at the last cycle.
+    pub reservations: Gauge,
+    /// Backfill: nodes holding capacity for waiting gangs at the last cycle.
+    pub reserved_nodes: Gauge,
+    /// Backfill: gangs placed on capacity held for gangs ahead of them.
+    pub backfill_starts: Counter,
     /// Events sent, by result (`sent`, `refused`).
     pub events: Family<ResultLabel, Counter>,
     pub leader: Gauge,
@@ -71,11 +98,31 @@ impl Metrics {
             "Gangs by phase (Pending, Scheduled, Running, Degraded, Completed, Failed) at the last cycle",
             gangs.clone(),
         );
-        let wait_duration = Histogram::new(exponential_buckets(1.0, 2.0, 16));
+        let wait_duration = Family::<SizeLabel, Histogram>::new_with_constructor(
+            (|| Histogram::new(exponential_buckets(1.0, 2.0, 16))) as fn() -> Histogram,
+        );
         registry.register(
             "gang_wait_duration_seconds",
-            "Time from a gang's quorum to its placement",
+            "Time from a gang's quorum to its placement, by gang size (members placed)",
             wait_duration.clone(),
+        );
+        let reservations = Gauge::default();
+        registry.register(
+            "gang_reservations",
+            "Gangs capacity is held for (backfill) at the last cycle",
+            reservations.clone(),
+        );
+        let reserved_nodes = Gauge::default();
+        registry.register(
+            "gang_reserved_nodes",
+            "Nodes holding capacity for waiting gangs (backfill) at the last cycle",
+            reserved_nodes.clone(),
+        );
+        let backfill_starts = Counter::default();
+        registry.register(
+            "gang_backfill_starts",
+            "Gangs placed on capacity held for gangs ahead of them, ending before those start",
+            backfill_starts.clone(),
         );
         let pods_bound = Counter::default();
         registry.register(
@@ -109,6 +156,9 @@ impl Metrics {
             gangs,
             wait_duration,
             pods_bound,
+            reservations,
+            reserved_nodes,
+            backfill_starts,
             events,
             leader,
             provisioning_enabled,

@@ -515,9 +515,12 @@ impl Loop {
         }
         // A gang placed whole has waited: how long, once every binding was made. (One whose
         // bindings were not all made is half-bound now: the next cycle completes or releases it.)
-        for (gang, waited) in starting {
+        for (gang, waited, size, backfilled) in starting {
             if !bound.failed_gangs.contains(&gang) {
-                metrics.wait_duration.observe(waited);
+                metrics.wait_duration.get_or_create(&crate::metrics::SizeLabel::of(size)).observe(waited);
+                if backfilled {
+                    metrics.backfill_starts.inc();
+                }
             }
         }
         index.carry(&plan);
@@ -722,15 +725,21 @@ fn record(metrics: &Metrics, plan: &Plan) {
     }
     metrics.pending_gangs.set(pending);
     metrics.record_phases(plan.outcomes.iter().map(|o| o.phase));
+    let held = plan.outcomes.iter().filter(|o| !o.held_nodes.is_empty());
+    metrics.reservations.set(held.clone().count() as i64);
+    let nodes: BTreeSet<&str> = held.flat_map(|o| o.held_nodes.iter().map(|n| n.as_str())).collect();
+    metrics.reserved_nodes.set(nodes.len() as i64);
 }
 
 /// Gangs this plan starts (placed for the first time), with how long each waited since it could
 /// first be placed (its quorum): what `gang_wait_duration_seconds` observes once the bindings are
 /// made.
-fn starting(plan: &Plan, now: scheduler_core::Time) -> Vec<(GangKey, f64)> {
+fn starting(plan: &Plan, now: scheduler_core::Time) -> Vec<(GangKey, f64, u32, bool)> {
     plan.outcomes
         .iter()
-        .filter_map(|o| Some((o.gang.clone(), now.since(o.waited_since?).as_secs_f64())))
+        .filter_map(|o| {
+            Some((o.gang.clone(), now.since(o.waited_since?).as_secs_f64(), o.counts.bound, o.backfilled))
+        })
         .collect()
 }
 

@@ -898,7 +898,7 @@ async fn a_refused_binding_never_leaves_its_gang_half_bound_past_its_grace_perio
     // /metrics counts bindings made, not planned, and one gang start (solo; train never started).
     let text = scrape(&metrics).await;
     assert_eq!(sample(&text, "gang_pods_bound_total"), Some(accepted_bindings(&fake) as f64), "{text}");
-    assert_eq!(sample(&text, "gang_wait_duration_seconds_count"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "gang_wait_duration_seconds_count{size=\"1\"}"), Some(1.0), "{text}");
     assert!(
         sample(&text, "gang_schedule_attempts_total{result=\"Scheduled\"}").is_some_and(|v| v >= 1.0),
         "{text}"
@@ -1267,10 +1267,10 @@ async fn metrics_count_what_happened_family_by_family() {
     // Bindings made, exactly; one gang started, after waiting no longer than the test ran.
     assert_eq!(value("gang_pods_bound_total"), accepted_bindings(&fake) as f64);
     assert_eq!(value("gang_pods_bound_total"), 1.0);
-    assert_eq!(value("gang_wait_duration_seconds_count"), 1.0);
-    let waited = value("gang_wait_duration_seconds_sum");
+    assert_eq!(value("gang_wait_duration_seconds_count{size=\"1\"}"), 1.0);
+    let waited = value("gang_wait_duration_seconds_sum{size=\"1\"}");
     assert!((0.0..=elapsed).contains(&waited), "{waited} of {elapsed}");
-    assert_eq!(value("gang_wait_duration_seconds_bucket{le=\"+Inf\"}"), 1.0);
+    assert_eq!(value("gang_wait_duration_seconds_bucket{le=\"+Inf\",size=\"1\"}"), 1.0);
     // Every cycle timed: as many observations as the +Inf bucket, in total no longer than the run.
     let cycles = value("gang_cycle_duration_seconds_count");
     assert!(cycles >= 1.0, "{text}");
@@ -1293,4 +1293,85 @@ async fn metrics_count_what_happened_family_by_family() {
     assert_eq!(value("gang_provisioning_enabled"), 0.0);
     let build = format!("gang_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
     assert_eq!(value(&build), 1.0);
+}
+
+/// Backfill against the API: the first gang in line that cannot start gets capacity held from
+/// when the running job ends (its start plus its time limit), written to its status; a gang whose
+/// time limit ends it first starts on the held node; one with no limit waits for priority. The
+/// metrics count the hold, its nodes and the start.
+#[tokio::test]
+async fn backfill_holds_room_for_the_first_gang_writes_when_and_lets_a_short_gang_start_first() {
+    let fake = fake().await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(node("gpu-2", "64", 8, &[]));
+    // A job of higher priority runs on gpu-1 until 50 minutes from now (no preemption of it).
+    let started =
+        (k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_mins(10)).to_string();
+    let mut job = gang_pod("ml", "job-0", "other", 8);
+    job["metadata"]["labels"] = json!({});
+    job["metadata"]["annotations"] = json!({"kube-gang.io/time-limit": "1h"});
+    job["spec"]["nodeName"] = json!("gpu-1");
+    job["spec"]["priority"] = json!(100);
+    job["status"] = json!({"phase": "Running", "startTime": started});
+    fake.put(job);
+    let with = |mut pod: serde_json::Value, priority: i32, limit: Option<&str>| {
+        pod["spec"]["priority"] = json!(priority);
+        if let Some(l) = limit {
+            pod["metadata"]["annotations"] = json!({"kube-gang.io/time-limit": l});
+        }
+        pod
+    };
+    fake.put(gang("ml", "big", 2));
+    fake.put(with(gang_pod("ml", "big-0", "big", 8), 10, None));
+    fake.put(with(gang_pod("ml", "big-1", "big", 8), 10, None));
+    fake.put(gang("ml", "short", 1));
+    fake.put(with(gang_pod("ml", "short-0", "short", 8), 0, Some("20m")));
+    fake.put(gang("ml", "long", 1));
+    fake.put(with(gang_pod("ml", "long-0", "long", 8), 0, None));
+    let policy = Config { backfill: Some(scheduler_core::config::Backfill::default()), ..Config::default() };
+    let metrics = Metrics::new();
+    let (stop, handle) = start_full(&fake, false, policy, Duration::from_secs(15), metrics.clone()).await;
+    let settled = |f: &FakeApi| {
+        bound(f, "ml", "short-0").is_some()
+            && !f.requests_to("PATCH", "/gangs/big/status").is_empty()
+            && !f.requests_to("PATCH", "/gangs/long/status").is_empty()
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), settled).await, "{:#?}", fake.requests());
+    assert_eq!(bound(&fake, "ml", "short-0").as_deref(), Some("gpu-2"));
+    assert_eq!(bound(&fake, "ml", "long-0"), None);
+    assert_eq!(bound(&fake, "ml", "big-0"), None);
+    let big = fake.get("kube-gang.io/v1alpha1", "Gang", "ml", "big").unwrap();
+    let status = &big["status"];
+    assert_eq!(status["conditions"][0]["reason"], "WaitingForResources", "{status}");
+    assert_eq!(status["reservation"]["nodeCount"], 2, "{status}");
+    assert_eq!(status["reservation"]["nodes"], json!(["gpu-1", "gpu-2"]), "{status}");
+    // Expected when the job ends: 50 minutes from now, to the minute (the default resolution).
+    let expected: k8s_openapi::jiff::Timestamp =
+        status["expectedStartTime"].as_str().unwrap().parse().unwrap();
+    let ahead = expected.duration_since(k8s_openapi::jiff::Timestamp::now()).as_secs();
+    assert!((49 * 60..=51 * 60).contains(&ahead), "{ahead} s ahead: {status}");
+    let long = fake.get("kube-gang.io/v1alpha1", "Gang", "ml", "long").unwrap();
+    assert_eq!(long["status"]["conditions"][0]["reason"], "WaitingForPriority", "{long}");
+    let message = long["status"]["conditions"][0]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("capacity held for ml/big") && message.contains("states no time limit"),
+        "{message}"
+    );
+    // What is written does not move with the clock: once the short gang's binding is seen (the
+    // big gang's "now" changes with it), cycles go on and the status is not written again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let writes = fake.requests_to("PATCH", "/gangs/big/status").len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        fake.requests_to("PATCH", "/gangs/big/status").len(),
+        writes,
+        "rewritten while nothing changed: {:#?}",
+        fake.requests_to("PATCH", "/gangs/big/status").iter().map(|r| r.body.clone()).collect::<Vec<_>>()
+    );
+    let text = scrape(&metrics).await;
+    assert_eq!(sample(&text, "gang_reservations"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "gang_reserved_nodes"), Some(2.0), "{text}");
+    assert_eq!(sample(&text, "gang_backfill_starts_total"), Some(1.0), "{text}");
+    stop.cancel();
+    handle.await.unwrap();
 }

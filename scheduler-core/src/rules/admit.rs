@@ -328,6 +328,34 @@ mod tests {
         assert_eq!(admit(&mut again, None, None).changes, vec![]);
     }
 
+    /// A Job's `activeDeadlineSeconds` becomes its pods' time limit (what backfill plans with),
+    /// unless the template states its own; a bad one in the template is refused by name.
+    #[test]
+    fn a_jobs_deadline_becomes_its_pods_time_limit() {
+        let limit = crate::read::labels::ANNOTATION_TIME_LIMIT;
+        let mut obj = job(json!({LABEL_ENABLED: "true"}));
+        obj["spec"]["activeDeadlineSeconds"] = json!(5400);
+        let v = admit(&mut obj, None, None);
+        assert!(v.allowed(), "{v:?}");
+        assert_eq!(obj["spec"]["template"]["metadata"]["annotations"][limit], "5400s");
+        let mut own = job(json!({LABEL_ENABLED: "true"}));
+        own["spec"]["activeDeadlineSeconds"] = json!(5400);
+        own["spec"]["template"]["metadata"] = json!({"annotations": {limit: "2h"}});
+        assert!(admit(&mut own, None, None).allowed());
+        assert_eq!(own["spec"]["template"]["metadata"]["annotations"][limit], "2h");
+        let mut none = job(json!({LABEL_ENABLED: "true"}));
+        assert!(admit(&mut none, None, None).allowed());
+        assert!(none["spec"]["template"]["metadata"]["annotations"].get(limit).is_none());
+        let mut bad = job(json!({LABEL_ENABLED: "true"}));
+        bad["spec"]["template"]["metadata"] = json!({"annotations": {limit: "soon"}});
+        let v = admit(&mut bad, None, None);
+        assert!(!v.allowed(), "{v:?}");
+        assert!(
+            format!("{v:?}").contains(&format!("metadata.annotations[{limit}]")),
+            "the field is named: {v:?}"
+        );
+    }
+
     #[test]
     fn update_injects_nothing_and_says_what_is_missing() {
         let old = job(json!({}));

@@ -57,12 +57,13 @@ impl Timeline<'_> {
         self.now.plus(self.policy.window)
     }
 
-    /// `t` rounded up to the next step after `now` (a time already past is the first step).
+    /// `t` rounded up to a multiple of the resolution (since the epoch, so the steps are the
+    /// same in every cycle, and what is written from them does not change from one to the next),
+    /// and after `now` (a time already past is the first step after it).
     pub fn step(&self, t: Time) -> Time {
         let res = i64::try_from(self.policy.resolution.as_millis()).unwrap_or(i64::MAX).max(1);
-        let after = t.0.saturating_sub(self.now.0).max(1);
-        let steps = after.saturating_add(res - 1) / res;
-        Time(self.now.0.saturating_add(steps.saturating_mul(res)))
+        let t = t.0.max(self.now.0.saturating_add(1));
+        Time(t.saturating_add(res - 1).div_euclid(res).saturating_mul(res))
     }
 
     /// The time limit of a pod: its own, else its gang's, else the policy's default.
@@ -185,13 +186,17 @@ mod tests {
     }
 
     #[test]
-    fn ends_round_up_to_the_next_step_and_past_ones_come_first() {
+    fn ends_round_up_to_steps_fixed_in_time_and_past_ones_come_first() {
         let p = policy(60);
         let clock = Timeline { now: Time::from_secs(1000), policy: &p };
-        assert_eq!(clock.step(Time::from_secs(1001)), Time::from_secs(1060));
-        assert_eq!(clock.step(Time::from_secs(1060)), Time::from_secs(1060));
-        assert_eq!(clock.step(Time::from_secs(1061)), Time::from_secs(1120));
-        assert_eq!(clock.step(Time::from_secs(10)), Time::from_secs(1060));
+        assert_eq!(clock.step(Time::from_secs(1001)), Time::from_secs(1020));
+        assert_eq!(clock.step(Time::from_secs(1020)), Time::from_secs(1020));
+        assert_eq!(clock.step(Time::from_secs(1021)), Time::from_secs(1080));
+        assert_eq!(clock.step(Time::from_secs(10)), Time::from_secs(1020));
+        assert_eq!(clock.step(Time::from_secs(1000)), Time::from_secs(1020), "now is past");
+        // The same step a few seconds later: the grid does not move with the clock.
+        let later = Timeline { now: Time::from_secs(1007), policy: &p };
+        assert_eq!(later.step(Time::from_secs(1050)), clock.step(Time::from_secs(1050)));
     }
 
     #[test]

@@ -222,6 +222,10 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
                 annotations.push((crate::read::labels::KAI_TOPOLOGY, topology));
             }
         }
+        // A Job's deadline bounds its pods' run: their time limit, for backfill.
+        if let Some(limit) = job_deadline(obj, &shape, &role.template) {
+            annotations.push((crate::read::labels::ANNOTATION_TIME_LIMIT, limit));
+        }
         if with_roles && !role.name.is_empty() {
             labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
         }
@@ -242,6 +246,19 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
         add_scheduler(template, &role.template, &mut out);
     }
     Ok(out)
+}
+
+/// The time limit a Job's `spec.activeDeadlineSeconds` gives the pods of the template at
+/// `template` (a Job's, or a JobSet's child Job's): `"{n}s"`, written as
+/// `kube-gang.io/time-limit` unless the template states its own. The Job controller ends every
+/// pod once the deadline passes (counted from the Job's start, so no pod runs longer).
+fn job_deadline(obj: &Value, shape: &WorkloadShape, template: &str) -> Option<String> {
+    if !matches!(shape.kind.as_str(), "Job" | "JobSet") {
+        return None;
+    }
+    let job = template.strip_suffix("/template")?;
+    let secs = obj.at(&format!("{job}/activeDeadlineSeconds"))?.as_i64().filter(|&n| n > 0)?;
+    Some(format!("{secs}s"))
 }
 
 /// What a workload's KAI topology annotations become on its templates, as KAI's pod grouper
