@@ -25,6 +25,12 @@ use crate::world::{World, load};
 #[serde(rename_all = "camelCase")]
 pub struct Row {
     pub bound: u32,
+    /// Backfill: when the gang is expected to start (capacity is held for it from then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_start_time: Option<String>,
+    /// Backfill: how many nodes hold capacity for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_nodes: Option<usize>,
     pub members: u32,
     pub message: String,
     pub min_member: u64,
@@ -38,6 +44,9 @@ pub struct Row {
     pub waiting_for: String,
     #[serde(skip)]
     age: String,
+    /// The EXPECTED START column: `in 50m`, `-`.
+    #[serde(skip)]
+    expected_in: String,
     /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
     #[serde(skip)]
     pub object: String,
@@ -98,7 +107,15 @@ pub fn row(
         None => ("Unknown".into(), "Pending".into(), String::new()),
     };
     let waiting_for = waiting_for(g, pods, ours, outcome, u64::from(members), min, now);
+    let expected = outcome.and_then(|o| o.expected_start);
     Row {
+        expected_start_time: expected.map(|t| t.to_string()),
+        held_nodes: outcome.map(|o| o.held_nodes.len()).filter(|&n| n > 0),
+        expected_in: match expected {
+            Some(t) if t > now => format!("in {}", age(t, now)),
+            Some(_) => "now".into(),
+            None => "-".into(),
+        },
         namespace: g.key.namespace.to_string(),
         name: g.key.name.to_string(),
         source: source(g),
@@ -208,11 +225,7 @@ fn waiting_for(
             _ => "retry".into(),
         },
         Reason::Reserved => "more room (reserving)".into(),
-        Reason::WaitingForResources => match o.expected_start {
-            Some(t) if t > now => format!("room held, starts in {}", age(t, now)),
-            Some(_) => "room held, starting".into(),
-            None => "room on nodes".into(),
-        },
+        Reason::WaitingForResources => "running work to end (room held)".into(),
         Reason::WaitingForPriority => "gangs ahead of it (held room)".into(),
         Reason::WaitingForGangGroup => "its gang group".into(),
         Reason::WaitingForVolumes => "its PVCs to be bound".into(),
@@ -357,7 +370,14 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
                 .map(|o| format!("{o}\n"))
                 .collect()
         }
-        f => table(&rows, g.all_namespaces, f == Some(Format::Wide), g.no_headers, color_enabled()),
+        f => {
+            let columns = Columns {
+                namespace: g.all_namespaces,
+                wide: f == Some(Format::Wide),
+                expected_start: config.backfill.as_ref().is_some_and(|b| b.enabled),
+            };
+            table(&rows, columns, g.no_headers, color_enabled())
+        }
     };
     // The process exits once this is printed: freeing a large cluster object by object would cost
     // a noticeable part of the run (0.4 s for 140,000 pods) and buy nothing.
@@ -382,13 +402,29 @@ fn with_capacity(r: &mut Row, world: &World, key: &GangKey, outcome: Option<&Out
     r.message = if r.message.is_empty() { line } else { format!("{line}; {}", r.message) };
 }
 
+/// Which columns the status table has beside the usual ones.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Columns {
+    /// NAMESPACE (`-A`).
+    pub namespace: bool,
+    /// REASON and MESSAGE (`-o wide`).
+    pub wide: bool,
+    /// EXPECTED START (the policy turns backfill on: only then can a gang have one).
+    pub expected_start: bool,
+}
+
 /// The status table.
-pub fn table(rows: &[Row], with_namespace: bool, wide: bool, no_headers: bool, color: bool) -> String {
+pub fn table(rows: &[Row], columns: Columns, no_headers: bool, color: bool) -> String {
+    let Columns { namespace: with_namespace, wide, expected_start } = columns;
     let mut headers = Vec::new();
     if with_namespace {
         headers.push("NAMESPACE");
     }
-    headers.extend(["NAME", "SOURCE", "MIN", "MEMBERS", "BOUND", "RUNNING", "PHASE", "WAITING FOR", "AGE"]);
+    headers.extend(["NAME", "SOURCE", "MIN", "MEMBERS", "BOUND", "RUNNING", "PHASE", "WAITING FOR"]);
+    if expected_start {
+        headers.push("EXPECTED START");
+    }
+    headers.push("AGE");
     if wide {
         headers.extend(["REASON", "MESSAGE"]);
     }
@@ -405,6 +441,9 @@ pub fn table(rows: &[Row], with_namespace: bool, wide: bool, no_headers: bool, c
         }
         cells.push((r.phase.clone(), Tone::of(&r.phase)));
         cells.push((r.waiting_for.clone(), Tone::Plain));
+        if expected_start {
+            cells.push((r.expected_in.clone(), Tone::Plain));
+        }
         cells.push((r.age.clone(), Tone::Plain));
         if wide {
             cells.push((r.reason.clone(), Tone::of(&r.reason)));
@@ -544,6 +583,14 @@ fn detail(
     field(&mut out, "Members", &format!("{} (bound {}, running {})", r.members, r.bound, r.running));
     field(&mut out, "Phase", &r.phase);
     field(&mut out, "Reason", &r.reason);
+    if let Some(o) = plan.outcome(&gang.key)
+        && let Some(t) = o.expected_start
+    {
+        field(&mut out, "Starts by", &format!("{t} ({})", r.expected_in));
+        let listed: Vec<&str> = o.held_nodes.iter().take(8).map(|n| n.as_str()).collect();
+        let more = if o.held_nodes.len() > listed.len() { ", …" } else { "" };
+        field(&mut out, "Held nodes", &format!("{}: {}{more}", o.held_nodes.len(), listed.join(", ")));
+    }
     field(&mut out, "Age", &r.age);
 
     if !gang.subgroups.is_empty() {

@@ -754,6 +754,18 @@ impl<'v> View<'v, '_> {
                 d.expected_start = d.hold.as_ref().map(|h| h.start);
                 return d;
             }
+            if room {
+                let why = format!(
+                    "{why}; not expected to start within the backfill window ({}s): what runs, and what is held for gangs ahead of it, does not end in time by the time limits known",
+                    clock.policy.window.as_secs()
+                );
+                let reason = if attempt.topology_failed {
+                    Reason::TopologyUnsatisfiable
+                } else {
+                    Reason::Unschedulable
+                };
+                return Decision::new(g, reason, Phase::Pending, why, st);
+            }
         }
         let reason =
             if attempt.topology_failed { Reason::TopologyUnsatisfiable } else { Reason::Unschedulable };
