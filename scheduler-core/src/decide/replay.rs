@@ -233,6 +233,13 @@ pub struct GangReport {
     pub finished_secs: Option<u64>,
     /// How many times it lost members to preemption.
     pub preempted: u32,
+    /// Backfill: the first start time the scheduler expected for it while it waited (seconds
+    /// after the simulation starts), if it got one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_expected_secs: Option<u64>,
+    /// Backfill: it started on capacity held for a gang ahead of it.
+    #[serde(default)]
+    pub backfilled: bool,
 }
 
 impl GangReport {
@@ -323,6 +330,8 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
             started_secs: None,
             finished_secs: None,
             preempted: 0,
+            first_expected_secs: None,
+            backfilled: false,
         })
         .collect();
     let index: HashMap<&GangKey, usize> =
@@ -407,7 +416,13 @@ pub fn run(scenario: &Scenario, config: &Config) -> Report {
             let Some(&i) = index.get(&o.gang) else { continue };
             if o.reason.is_satisfied() && !running_until.contains_key(&i) && !restarted.contains(&i) {
                 reports[i].started_secs.get_or_insert(t);
+                reports[i].backfilled |= o.backfilled;
                 running_until.insert(i, t + scenario.arrivals[i].duration_secs);
+            }
+            if let Some(e) = o.expected_start
+                && reports[i].started_secs.is_none()
+            {
+                reports[i].first_expected_secs.get_or_insert(e.since(scenario.start).as_secs());
             }
         }
 
@@ -598,6 +613,107 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
             scale_down_secs: 600,
             mode,
         }),
+    }
+}
+
+/// A mixed workload on `nodes` nodes of 8 GPUs for `hours` simulated hours, the shape backfill
+/// exists for (a pseudo-random stream, the same for the same arguments):
+///
+/// - small jobs, one every 5 s on average per 1,000 nodes (with the big gangs, a little more
+///   than the nodes can run: the queue is never empty): 1–4 members of 8 GPUs, running
+///   10–60 min, each stating a time limit of its run plus half, rounded up to 5 min (users
+///   overestimate);
+/// - a big gang (`big-N`) every hour from the first: `nodes / 16` members (64 on 1,000 nodes)
+///   of 8 GPUs, running 1 h, limit 90 min.
+///
+/// Every gang has the same priority: the order is arrival. Without holds, a big gang waits until
+/// its members fit at once, while the small jobs behind it take each node as it frees.
+pub fn backfill_trace(nodes: u32, hours: u32, start: Time) -> Scenario {
+    use crate::read::model::{Dialect, Membership, ObjectKey, PreemptionPolicy, Source};
+    use crate::read::resources::Resources;
+    let node = |i: u32| Node {
+        name: format!("gpu-{i}").into(),
+        allocatable: Resources::new()
+            .with(GPU, 8)
+            .with(crate::read::resources::CPU, 64_000)
+            .with("pods", 110),
+        labels: Default::default(),
+        taints: vec![],
+        unschedulable: false,
+        ready: true,
+    };
+    let member = |gang: &str, i: u32, limit: u64| Pod {
+        key: ObjectKey::new("ml", format!("{gang}-{i}")),
+        uid: format!("uid-{gang}-{i}").into(),
+        requests: Resources::new().with(GPU, 8).with(crate::read::resources::CPU, 8_000),
+        node_selector: Default::default(),
+        affinity: vec![],
+        tolerations: vec![],
+        priority: 0,
+        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+        phase: PodPhase::Pending,
+        node_name: None,
+        nominated_node: None,
+        created: start,
+        deleting: false,
+        scheduler_name: crate::read::labels::SCHEDULER_NAME.into(),
+        gang: Some(Membership { gang: ObjectKey::new("ml", gang), subgroup: None }),
+        failure: None,
+        scheduling_gates: vec![],
+        labels: Default::default(),
+        exclusive_topology: None,
+        persisted: None,
+        terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
+        started: None,
+        time_limit: Some(Duration::from_secs(limit)),
+    };
+    let arrival = |name: String, members: u32, at_secs: u64, duration_secs: u64, limit: u64| {
+        let mut gang = Gang::new(
+            ObjectKey::new("ml", &name),
+            members,
+            Source { dialect: Dialect::KubeGang, kind: "Gang".into() },
+        );
+        gang.time_limit = Some(Duration::from_secs(limit));
+        Arrival {
+            at_secs,
+            duration_secs,
+            pods: (0..members).map(|i| member(&name, i, limit)).collect(),
+            gang,
+        }
+    };
+    // xorshift64*: a fixed stream, no dependency.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(nodes) << 32 ^ u64::from(hours);
+    let mut next = move |below: u64| {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d) % below.max(1)
+    };
+    let horizon = u64::from(hours) * 3600;
+    let mean_gap_ms = 5_000 * 1_000 / u64::from(nodes.max(1));
+    let mut arrivals = Vec::new();
+    let (mut t_ms, mut n) = (0u64, 0u32);
+    while t_ms / 1000 < horizon {
+        t_ms += 1 + next(2 * mean_gap_ms);
+        let duration = 600 + 60 * next(51);
+        let limit = (duration * 3 / 2).div_ceil(300) * 300;
+        arrivals.push(arrival(format!("job-{n}"), 1 + next(4) as u32, t_ms / 1000, duration, limit));
+        n += 1;
+    }
+    for h in 1..hours {
+        arrivals.push(arrival(format!("big-{h}"), (nodes / 16).max(2), u64::from(h) * 3600, 3600, 5400));
+    }
+    arrivals.sort_by_key(|a| a.at_secs);
+    Scenario {
+        nodes: (0..nodes).map(node).collect(),
+        background: vec![],
+        arrivals,
+        start,
+        step_secs: 10,
+        horizon_secs: Some(horizon + 6 * 3600),
+        autoscale: None,
     }
 }
 
