@@ -40,7 +40,12 @@ use Coverage::{Cycle, Filter, NotScheduling, Score, Waits};
 
 /// `spec` of a Pod (and of a pod template).
 pub const POD_SPEC: &[Field] = &[
-    f("activeDeadlineSeconds", NotScheduling),
+    f(
+        "activeDeadlineSeconds",
+        Cycle(
+            "the pod's time limit when it states no kube-gang.io/time-limit: when backfill expects it to end",
+        ),
+    ),
     f("affinity", Cycle("see AFFINITY")),
     f("automountServiceAccountToken", NotScheduling),
     f("containers", Cycle("see CONTAINER")),

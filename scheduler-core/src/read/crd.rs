@@ -196,7 +196,7 @@ pub struct GangReservation {
     pub node_count: i32,
     /// The first of those nodes, sorted by name (at most 64 listed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), inner(length(max = 253)))]
     pub nodes: Vec<String>,
 }
 

@@ -71,25 +71,23 @@ impl Timeline<'_> {
         pod.time_limit.or(gang.and_then(|g| g.time_limit)).or(self.policy.default_time_limit)
     }
 
-    /// The time limit of a gang about to start with `members` pending: its own, else the longest
-    /// of its members' when every one states one, else the policy's default.
+    /// The time limit of a gang about to start with `members` pending: the longest of theirs
+    /// ([`Timeline::pod_limit`], the same rule that says when they end once they run), `None`
+    /// when one has none; with no member pending, the gang's own or the default.
     pub fn gang_limit(
         &self,
         gang: &Gang,
         pods: &[Pod],
         members: impl Iterator<Item = usize>,
     ) -> Option<Duration> {
-        if let Some(l) = gang.time_limit {
-            return Some(l);
-        }
         let mut longest: Option<Duration> = None;
+        let mut any = false;
         for p in members {
-            match pods[p].time_limit {
-                Some(l) => longest = Some(longest.map_or(l, |m| m.max(l))),
-                None => return self.policy.default_time_limit,
-            }
+            any = true;
+            let l = self.pod_limit(&pods[p], Some(gang))?;
+            longest = Some(longest.map_or(l, |m| m.max(l)));
         }
-        longest.or(self.policy.default_time_limit)
+        if any { longest } else { gang.time_limit.or(self.policy.default_time_limit) }
     }
 
     /// When a pod on a node is expected to end, as a step of the timeline; `None` when it has no

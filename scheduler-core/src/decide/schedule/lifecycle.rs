@@ -60,6 +60,9 @@ pub(super) struct Progress {
     holds: Vec<Hold>,
     /// When the pods on nodes are expected to end (backfill), read on the cycle's first hold.
     endings: OnceCell<Vec<Ending>>,
+    /// Satisfied gangs whose members beyond the minimum wait for room, in the cycle's order:
+    /// placed once every gang's minimum has been decided ([`Progress::surplus`]).
+    surplus: Vec<usize>,
 }
 
 impl Progress {
@@ -74,6 +77,7 @@ impl Progress {
             single_volumes: Vec::new(),
             holds: Vec::new(),
             endings: OnceCell::new(),
+            surplus: Vec::new(),
         }
     }
 
@@ -126,6 +130,18 @@ impl Progress {
         self.single_volumes.extend(work);
     }
 
+    /// The members beyond the minimum of the satisfied gangs, in the cycle's order, once every
+    /// gang's minimum has been decided: a gang that grows never takes the room a waiting gang's
+    /// minimum needs (nor what is held for one).
+    pub fn surplus(&mut self, facts: &Facts<'_>, placer: &Placer<'_>) {
+        for g in std::mem::take(&mut self.surplus) {
+            let before = self.placed.len();
+            let d = self.view(facts, placer).extras(g);
+            self.apply(&facts.input.snap.pods, d);
+            placer.committed(&self.placed[before..]);
+        }
+    }
+
     /// Decides a gang group (usually one gang): all of its gangs are placed in this cycle, or none.
     /// What it places is noted to the placer (JobSet's exclusive domains it now holds).
     pub fn gang_group(&mut self, facts: &Facts<'_>, placer: &Placer<'_>, group: &[usize]) {
@@ -159,13 +175,11 @@ impl Progress {
         blocked.sort();
         blocked.dedup();
 
-        // Gangs already satisfied only place extras; they never wait for their group.
+        // Gangs already satisfied only place extras, after every gang's minimum (`surplus`);
+        // they never wait for their group.
         let (extras, whole): (Vec<_>, Vec<_>) =
             attempts.into_iter().partition(|(_, a)| *a == Attempt::Extras);
-        for (g, _) in extras {
-            let d = self.view(facts, placer).extras(g);
-            self.apply(&facts.input.snap.pods, d);
-        }
+        self.surplus.extend(extras.into_iter().map(|(g, _)| g));
         if whole.is_empty() {
             return;
         }
