@@ -109,7 +109,7 @@ impl Metrics {
         // Every size present from the start (a histogram at 0): the family is exported, and a
         // rate over it has a series to start from.
         for members in [1, 2, 9, 65, 513] {
-            wait_duration.get_or_create(&SizeLabel::of(members));
+            let _ = wait_duration.get_or_create(&SizeLabel::of(members));
         }
         let reservations = Gauge::default();
         registry.register(
