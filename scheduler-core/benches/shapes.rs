@@ -24,6 +24,10 @@
 //!   WaitForFirstConsumer claims provisioned where the class allows: within 1.5× of the case
 //!   without.
 //!
+//! - S1-holds: S1 with a time limit on every bound pod and 10 gangs of 200 whole-node members
+//!   that fit only later: a cycle that makes 10 holds, within 1.5× of S1's (and the same
+//!   snapshot without backfill beside it).
+//!
 //! - anchored: a gang of 500 pairs that must each share a node, placed by the group-by-group
 //!   pass (every pair) or refused by it (its trial budget spent on the first pair): the cost of
 //!   the second pass, bounded.
@@ -117,6 +121,37 @@ fn s1(nodes: usize, pending: usize) -> Snapshot {
         snap.pods.push(pod("bench", format!("pod-{i:06}"), small(), None, None));
     }
     snap
+}
+
+/// S1 with backfill's work to do: every bound pod states a time limit and ends at its own minute
+/// within the next day (node `i`'s at `i mod 1,440` minutes), and 10 gangs of 200 whole-node
+/// members (priority 10, so decided first) fit only once enough nodes have emptied: each gets a
+/// hold (2,000 nodes held in all), found by bisection over 1,440 steps; the 50,000 pods of S1
+/// go on the other 3,000 nodes.
+fn s1_holds() -> Snapshot {
+    let mut snap = s1(5_000, 50_000);
+    let now = Time::from_secs(1_000);
+    for (i, p) in snap.pods.iter_mut().filter(|p| p.node_name.is_some()).enumerate() {
+        p.started = Some(now);
+        p.time_limit = Some(std::time::Duration::from_secs(60 * (1 + (i as u64 % 1_440))));
+        // As important as the big gangs: they wait for it to end rather than preempt it.
+        p.priority = 10;
+    }
+    for g in 0..10 {
+        let gang = gang("bench", format!("big-{g}"), 200);
+        for m in 0..200 {
+            let requests = Resources::new().with("cpu", 4_000).with("memory", 1 << 30);
+            let mut p = pod("bench", format!("big-{g}-{m:03}"), requests, None, Some(&gang.key));
+            p.priority = 10;
+            snap.pods.push(p);
+        }
+        snap.gangs.push(gang);
+    }
+    snap
+}
+
+fn backfill_config() -> Config {
+    Config { backfill: Some(scheduler_core::config::Backfill::default()), ..config() }
 }
 
 /// S2/S3: 5,000 nodes (32 CPU / 128Gi) in 50 racks of 100, and gangs of 1-CPU/2Gi pods.
@@ -909,6 +944,25 @@ fn bench_s1(c: &mut Criterion) {
     group.finish();
 }
 
+fn bench_holds(c: &mut Criterion) {
+    let mut group = c.benchmark_group("S1-holds");
+    group.sample_size(10);
+    let snap = carried(s1_holds());
+    let plan = schedule(&snap, &backfill_config(), Time::from_secs(1_000));
+    assert_eq!(plan.bindings.len(), 50_000, "S1's pods are placed");
+    let held = plan.outcomes.iter().filter(|o| o.expected_start.is_some()).count();
+    assert_eq!(held, 10, "every big gang has a hold");
+    group.throughput(Throughput::Elements(50_000));
+    group.bench_function("5000n-50000p-10-holds", |b| {
+        b.iter(|| schedule(black_box(&snap), &backfill_config(), Time::from_secs(1_000)))
+    });
+    // The same snapshot without backfill: what the big gangs cost when they only fail.
+    group.bench_function("5000n-50000p-10-unplaced", |b| {
+        b.iter(|| schedule(black_box(&snap), &config(), Time::from_secs(1_000)))
+    });
+    group.finish();
+}
+
 fn bench_volumes(c: &mut Criterion) {
     let mut group = c.benchmark_group("volumes");
     group.sample_size(10);
@@ -1090,7 +1144,8 @@ criterion_group!(
     bench_anchored,
     bench_s5,
     bench_s6,
-    bench_s7
+    bench_s7,
+    bench_holds
 );
 
 /// `SHAPES_RUNS=<case>:<n>` runs one case's cycle `n` times and nothing else, for counting with
@@ -1100,7 +1155,7 @@ criterion_group!(
 /// `S4-exclusive-mixed`, `scaling-15000`, `S1-terms-5000`, `S1-terms-15000`, `S4-terms`,
 /// `scaling-terms-1000`, `scaling-terms-5000`, `scaling-terms-15000`, `S1-5000-volumes`,
 /// `S4-volumes`, `anchored-fit`, `anchored-never`, `S5-flat`, `S5-levels`, `S6` (selector verdicts kept between cycles), `S6-cold` (none kept), `S7`,
-/// `S7-host`, `S7-never`.
+/// `S7-host`, `S7-never`, `S1-holds` (with backfill).
 fn runs(spec: &str) {
     let (case, n) = spec.split_once(':').unwrap_or((spec, "1"));
     let n: usize = n.parse().unwrap_or(1);
@@ -1129,6 +1184,13 @@ fn runs(spec: &str) {
         "S7" => carried(s7(1_000, 8, 30, 350, 8, false)),
         "S7-host" => carried(s7(200, 1, 0, 200, 7, true)),
         "S7-never" => carried(s7(200, 1, 0, 200, 8, true)),
+        "S1-holds" => {
+            let snap = carried(s1_holds());
+            for _ in 0..n {
+                black_box(schedule(black_box(&snap), &backfill_config(), Time::from_secs(1_000)));
+            }
+            return;
+        }
         "S6-cold" => {
             let mut snap = carried(s6());
             for _ in 0..n {

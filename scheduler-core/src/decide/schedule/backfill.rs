@@ -133,15 +133,27 @@ pub(super) fn may_use(now: Time, limit: Option<Duration>, hold: &Hold) -> bool {
     limit.is_some_and(|l| now.plus(l) <= hold.start)
 }
 
+/// What a gang needs at the least, for a cheap bound on when it can fit: `count` more pods, each
+/// asking at least `demand` (every resource at the least any of them asks).
+#[derive(Clone, Debug)]
+pub(super) struct AtLeast {
+    pub demand: Demand,
+    pub count: u64,
+}
+
 /// The earliest step at which `fits` holds, among the distinct times of `ends` and `more` (each
-/// sorted by time): the last is tried first (none fits: `None`), then the steps are bisected.
-/// `fits` is handed a transaction giving back everything that ends by the step. Returns the step
-/// and what `fits` returned there.
+/// sorted by time). Steps at which the nodes could not hold `at_least` (each node counted for
+/// as many of its pods as its room allows) are never tried; of the others, the last is tried
+/// first (none fits: `None`), then the first, then they are bisected. `fits` is handed a
+/// transaction giving back everything that ends by the step. Returns the step and what `fits`
+/// returned there.
 pub(super) fn earliest<T>(
     ledger: &Ledger,
+    nodes: usize,
     ends: &[Ending],
     more: &[Ending],
-    mut fits: impl FnMut(&Txn) -> Option<T>,
+    at_least: Option<&AtLeast>,
+    mut fits: impl FnMut(Txn) -> Option<T>,
 ) -> Option<(Time, T)> {
     let mut steps: Vec<Time> = ends.iter().chain(more).map(|e| e.at).collect();
     steps.sort_unstable();
@@ -155,13 +167,23 @@ pub(super) fn earliest<T>(
         }
         txn
     };
+    let first = match at_least {
+        Some(need) => first_room(ledger, nodes, ends, more, &steps, need)?,
+        None => 0,
+    };
     let &last = steps.last()?;
-    let mut found = (last, fits(&base_at(last))?);
-    // The step at `hi` fits; those before `lo` were found not to.
-    let (mut lo, mut hi) = (0, steps.len() - 1);
+    let mut found = (last, fits(base_at(last))?);
+    // The step at `hi` fits; those before `lo` were found not to, or cannot.
+    let (mut lo, mut hi) = (first, steps.len() - 1);
+    if lo < hi {
+        match fits(base_at(steps[lo])) {
+            Some(v) => return Some((steps[lo], v)),
+            None => lo += 1,
+        }
+    }
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        match fits(&base_at(steps[mid])) {
+        match fits(base_at(steps[mid])) {
             Some(v) => {
                 found = (steps[mid], v);
                 hi = mid;
@@ -170,6 +192,60 @@ pub(super) fn earliest<T>(
         }
     }
     Some(found)
+}
+
+/// The first of `steps` at which the nodes, with everything that ends by then given back, have
+/// room for `need.count` pods of `need.demand` between them (a node counted for as many as fit
+/// on it): a necessary condition for the gang to fit, found in one pass over the ends.
+fn first_room(
+    ledger: &Ledger,
+    nodes: usize,
+    ends: &[Ending],
+    more: &[Ending],
+    steps: &[Time],
+    need: &AtLeast,
+) -> Option<usize> {
+    let none = Txn::default();
+    let mut free: Vec<(Vec<i64>, i64)> = (0..nodes)
+        .map(|n| {
+            let (f, pods) = ledger.left(&none, n);
+            (f.to_vec(), pods)
+        })
+        .collect();
+    let room = |(f, pods): &(Vec<i64>, i64)| -> u64 {
+        let mut k = u64::try_from(*pods).unwrap_or(0);
+        for &(r, a) in &need.demand.0 {
+            if a > 0 {
+                let have = f.get(r).copied().unwrap_or(0);
+                k = k.min(u64::try_from(have.div_euclid(a)).unwrap_or(0));
+            }
+        }
+        k
+    };
+    let mut total: u64 = free.iter().map(room).sum();
+    let (mut i, mut j) = (0, 0);
+    for (s, &t) in steps.iter().enumerate() {
+        while let Some(e) = ends.get(i).filter(|e| e.at <= t).or_else(|| more.get(j).filter(|e| e.at <= t)) {
+            if ends.get(i).is_some_and(|x| std::ptr::eq(x, e)) {
+                i += 1;
+            } else {
+                j += 1;
+            }
+            let Some(slot) = free.get_mut(e.node) else { continue };
+            total -= room(slot);
+            for &(r, a) in &e.demand.0 {
+                if let Some(x) = slot.0.get_mut(r) {
+                    *x = x.saturating_add(a);
+                }
+            }
+            slot.1 = slot.1.saturating_add(1);
+            total += room(slot);
+        }
+        if total >= need.count {
+            return Some(s);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -221,14 +297,28 @@ mod tests {
             .collect();
         // Fits once 5 nodes' worth came back: the step at which the fifth ends (the third).
         let mut tries = 0;
-        let got = earliest(&ledger, &ends[..5], &ends[5..], |txn| {
+        let got = earliest(&ledger, 8, &ends[..5], &ends[5..], None, |txn| {
             tries += 1;
-            let back: i64 = (0..8).map(|n| ledger.free(txn, n, cpu) - 1).sum();
+            let back: i64 = (0..8).map(|n| ledger.free(&txn, n, cpu) - 1).sum();
             (back >= 5).then_some(back)
         });
         assert_eq!(got, Some((Time::from_secs(180), 6)));
         assert!(tries <= 4, "{tries} tries for 4 steps");
-        assert_eq!(earliest(&ledger, &ends, &[], |_| None::<()>), None);
-        assert_eq!(earliest(&ledger, &[], &[], |_| Some(())), None);
+        assert_eq!(earliest(&ledger, 8, &ends, &[], None, |_| None::<()>), None);
+        assert_eq!(earliest(&ledger, 8, &[], &[], None, |_| Some(())), None);
+        // Pods of 2 CPUs need 3 nodes emptied (each has 1 of 2 free until its pod ends): no
+        // step before the third is tried, and the third is tried right after the last.
+        let at_least = AtLeast { demand: Demand(vec![(cpu, 2)]), count: 3 };
+        let mut tried = Vec::new();
+        let got = earliest(&ledger, 8, &ends, &[], Some(&at_least), |txn| {
+            let whole = (0..8).filter(|&n| ledger.free(&txn, n, cpu) >= 2).count();
+            tried.push(whole);
+            (whole >= 3).then_some(whole)
+        });
+        assert_eq!(got, Some((Time::from_secs(120), 4)));
+        assert_eq!(tried, [8, 4], "the last step, then the first with room");
+        // Never room enough: nothing is tried.
+        let never = AtLeast { demand: Demand(vec![(cpu, 2)]), count: 9 };
+        assert_eq!(earliest(&ledger, 8, &ends, &[], Some(&never), |_| Some(())), None);
     }
 }

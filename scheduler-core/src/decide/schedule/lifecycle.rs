@@ -863,11 +863,41 @@ impl<'v> View<'v, '_> {
             }
         }
         more.sort_by_key(|e| e.at);
-        let (start, placement) = backfill::earliest(self.ledger, ends, &more, |base| {
-            let p = self.place_gang_on(g, base.clone(), false, &[]);
-            p.satisfied.then_some(p)
-        })?;
+        let at_least = self.at_least(g);
+        let nodes = snap.nodes.len();
+        let (start, placement) =
+            backfill::earliest(self.ledger, nodes, ends, &more, at_least.as_ref(), |base| {
+                let p = self.place_gang_on(g, base, false, &[]);
+                p.satisfied.then_some(p)
+            })?;
         Some(Hold { gang: g, start, end: self.limit(g).map(|l| start.plus(l)), bindings: placement.bindings })
+    }
+
+    /// What gang `g` needs at the least to fit: the pods its minimum still lacks, each asking at
+    /// least what every pending member asks (the least of each resource among them).
+    fn at_least(&self, g: usize) -> Option<backfill::AtLeast> {
+        let f = self.facts;
+        let m = &f.gangs.members[g];
+        let gang = &f.input.snap.gangs[g];
+        let held: u64 = m.held.values().map(|&n| u64::from(n)).sum();
+        let count = gang.min_pods()?.saturating_sub(held);
+        let mut least: Option<Vec<(usize, i64)>> = None;
+        for &p in m.pending.values().flatten() {
+            // Room held for its own members (NonStrict) is its to use, and not in the ledger's
+            // free counts: no bound then.
+            if f.pods.reserved.contains_key(&p) {
+                return None;
+            }
+            let d = &f.pods.demand[p].0;
+            least = Some(match least {
+                None => d.clone(),
+                Some(l) => l
+                    .into_iter()
+                    .filter_map(|(r, a)| d.iter().find(|(q, _)| *q == r).map(|&(_, b)| (r, a.min(b))))
+                    .collect(),
+            });
+        }
+        Some(backfill::AtLeast { demand: super::ledger::Demand(least?), count })
     }
 
     /// The holds of gangs ahead in line that keep gang `g` from fitting now: those on the nodes
