@@ -410,8 +410,21 @@ proptest! {
 
     #[test]
     fn with_nothing_that_can_end_backfill_holds_nothing(c in cluster(true), res in prop_oneof![Just(1u64), Just(60)]) {
-        let snap = build(&endless(c));
+        let snap = build(&endless(c.clone()));
         let on = Backfill { resolution: Duration::from_secs(res), ..Backfill::default() };
+        // Nothing held, whatever waits.
+        let plan = schedule(&snap, &config(Some(on.clone())), NOW);
+        for o in &plan.outcomes {
+            prop_assert!(o.expected_start.is_none() && o.held_nodes.is_empty() && !o.backfilled, "{o:?}");
+            prop_assert!(!matches!(o.reason, Reason::WaitingForResources | Reason::WaitingForPriority), "{o:?}");
+        }
+        // And with no members beyond the minimum (which backfill places after every gang's
+        // minimum), the plan of no backfill.
+        let mut c = c;
+        for w in &mut c.waiting {
+            w.extra = 0;
+        }
+        let snap = build(&endless(c));
         let mut plan = schedule(&snap, &config(Some(on)), NOW);
         let off = schedule(&snap, &config(None), NOW);
         // The plan without backfill, but that a gang that does not fit may say it is not

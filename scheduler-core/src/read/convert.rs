@@ -951,15 +951,14 @@ fn pod_of(f: PodFields<'_>, priorities: &PriorityClasses) -> Result<Pod, Vec<Fie
         }
     };
     let terms = pod_terms(&f, &namespace, &mut errors);
-    let time_limit = match f.time_limit {
-        Some(v) => crate::read::duration::time_limit(v)
-            .map_err(|e| {
-                let path = format!("metadata.annotations[{}]", crate::read::labels::ANNOTATION_TIME_LIMIT);
-                errors.push(FieldError::new(path, e));
-            })
-            .ok(),
-        // The API server holds `activeDeadlineSeconds` to 1 and more.
-        None => f.active_deadline.and_then(|s| u64::try_from(s).ok()).map(std::time::Duration::from_secs),
+    // The shorter of the annotation and `activeDeadlineSeconds` (which the kubelet enforces; the
+    // API server holds it to 1 and more). A malformed annotation is refused at admission (by
+    // name, `rules::validate`) and read as none here: the pod is kept whatever its annotations.
+    let deadline = f.active_deadline.and_then(|s| u64::try_from(s).ok()).map(std::time::Duration::from_secs);
+    let stated = f.time_limit.and_then(|v| crate::read::duration::time_limit(v).ok());
+    let time_limit = match (stated, deadline) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     };
     if !errors.is_empty() {
         return Err(errors);
@@ -1199,6 +1198,42 @@ pub fn pod_slots(n: &Node) -> i64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A pod is kept whatever its time-limit annotation says (annotations change after admission,
+    /// and the webhook does not see every pod): a malformed one is read as none; the shorter of
+    /// it and `activeDeadlineSeconds` is the pod's limit.
+    #[test]
+    fn a_time_limit_is_the_shorter_of_the_annotation_and_the_deadline_and_never_drops_the_pod() {
+        let pod = |annotation: Option<&str>, deadline: Option<i64>| {
+            let mut v = json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ml"},
+                "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x"}]},
+                "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}});
+            if let Some(a) = annotation {
+                v["metadata"]["annotations"] = json!({"kube-gang.io/time-limit": a});
+            }
+            if let Some(d) = deadline {
+                v["spec"]["activeDeadlineSeconds"] = json!(d);
+            }
+            v
+        };
+        let limit = |v: &Value| {
+            let a = pod_from_value(v, &PriorityClasses::default()).map(|p| p.time_limit);
+            let b = pod_from_raw(v, &PriorityClasses::default()).map(|p| p.time_limit);
+            assert_eq!(a, b, "typed and raw reads agree");
+            a
+        };
+        let secs = |s: u64| Ok(Some(std::time::Duration::from_secs(s)));
+        assert_eq!(limit(&pod(Some("2h"), None)), secs(7200));
+        assert_eq!(limit(&pod(Some("2h"), Some(600))), secs(600));
+        assert_eq!(limit(&pod(Some("5m"), Some(600))), secs(300));
+        assert_eq!(limit(&pod(None, Some(600))), secs(600));
+        assert_eq!(limit(&pod(Some("2 hours"), None)), Ok(None));
+        assert_eq!(limit(&pod(Some("2 hours"), Some(600))), secs(600));
+        let started = pod_from_value(&pod(None, None), &PriorityClasses::default()).unwrap().started;
+        assert_eq!(started, Some(Time::parse_rfc3339("2026-01-01T00:00:00Z").unwrap()));
+        // Admission refuses it by name: `rules::validate`'s test.
+    }
 
     #[test]
     fn a_label_or_annotation_that_is_not_a_string_is_named() {

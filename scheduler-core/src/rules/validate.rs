@@ -401,6 +401,16 @@ fn annotation_field(dialect: crate::read::model::Dialect, crd_path: &str) -> Str
 fn validate_pod(pod: &Value, v: &mut Findings) {
     // What the API server refuses in the inter-pod scheduling fields.
     v.errors.extend(super::podspec::errors(pod.at("/spec"), "spec"));
+    // A time limit backfill cannot read (the scheduler reads it as none).
+    let limit = crate::read::labels::ANNOTATION_TIME_LIMIT;
+    if let Some(text) = pod.at("/metadata/annotations").and_then(|a| a.get(limit))
+        && let Err(e) = text
+            .as_str()
+            .ok_or_else(|| "must be a string".to_string())
+            .and_then(crate::read::duration::time_limit)
+    {
+        v.errors.push(FieldError::new(format!("metadata.annotations[{limit}]"), e));
+    }
     // Every claim error (each dialect's, and conflicts), and the checks below on the claims that
     // could be read.
     let (claims, claim_errors) = crate::read::dialect::pod_claims_all(pod);
@@ -943,6 +953,23 @@ fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A time limit backfill cannot read is refused on any pod, gang or not, by name (the
+    /// scheduler would read it as none).
+    #[test]
+    fn a_malformed_time_limit_on_a_pod_is_refused_by_name() {
+        let pod = |limit: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "p", "namespace": "ml", "annotations": {"kube-gang.io/time-limit": limit}},
+                   "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        };
+        let path = "metadata.annotations[kube-gang.io/time-limit]";
+        for bad in ["2 hours", "0s", "9000h"] {
+            let found = validate(&pod(bad), None);
+            assert!(found.errors.iter().any(|e| e.path == path), "{bad}: {:?}", found.errors);
+        }
+        assert!(validate(&pod("90m"), None).errors.is_empty());
+    }
 
     #[test]
     fn a_templates_gang_annotations_are_checked_at_workload_admission_under_the_templates_path() {

@@ -128,9 +128,10 @@ pub(super) fn endings(
 }
 
 /// Whether a gang that starts now with time limit `limit` may use `hold`'s capacity: it ends by
-/// the hold's start.
-pub(super) fn may_use(now: Time, limit: Option<Duration>, hold: &Hold) -> bool {
-    limit.is_some_and(|l| now.plus(l) <= hold.start)
+/// the hold's start, with a step to spare — its pods' `status.startTime` comes a little after
+/// the binding, and a later cycle counts their ends from it.
+pub(super) fn may_use(clock: Timeline<'_>, limit: Option<Duration>, hold: &Hold) -> bool {
+    limit.is_some_and(|l| clock.now.plus(l).plus(clock.policy.resolution) <= hold.start)
 }
 
 /// What a gang needs at the least, for a cheap bound on when it can fit: `count` more pods, each

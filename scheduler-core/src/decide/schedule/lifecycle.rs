@@ -60,6 +60,8 @@ pub(super) struct Progress {
     holds: Vec<Hold>,
     /// When the pods on nodes are expected to end (backfill), read on the cycle's first hold.
     endings: OnceCell<Vec<Ending>>,
+    /// Gangs examined for backfill so far ([`clock_budget`]).
+    tested: std::cell::Cell<u32>,
     /// Satisfied gangs whose members beyond the minimum wait for room, in the cycle's order:
     /// placed once every gang's minimum has been decided ([`Progress::surplus`]).
     surplus: Vec<usize>,
@@ -77,6 +79,7 @@ impl Progress {
             single_volumes: Vec::new(),
             holds: Vec::new(),
             endings: OnceCell::new(),
+            tested: std::cell::Cell::new(0),
             surplus: Vec::new(),
         }
     }
@@ -97,6 +100,7 @@ impl Progress {
             placed: &self.placed,
             holds: &self.holds,
             endings: &self.endings,
+            tested: &self.tested,
         }
     }
 
@@ -175,11 +179,19 @@ impl Progress {
         blocked.sort();
         blocked.dedup();
 
-        // Gangs already satisfied only place extras, after every gang's minimum (`surplus`);
-        // they never wait for their group.
+        // Gangs already satisfied only place extras — with backfill on, after every gang's
+        // minimum (`surplus`), so that growing never takes what a waiting gang's minimum (or its
+        // hold) needs; they never wait for their group.
         let (extras, whole): (Vec<_>, Vec<_>) =
             attempts.into_iter().partition(|(_, a)| *a == Attempt::Extras);
-        self.surplus.extend(extras.into_iter().map(|(g, _)| g));
+        if self.view(facts, placer).clock().is_some() {
+            self.surplus.extend(extras.into_iter().map(|(g, _)| g));
+        } else {
+            for (g, _) in extras {
+                let d = self.view(facts, placer).extras(g);
+                self.apply(&facts.input.snap.pods, d);
+            }
+        }
         if whole.is_empty() {
             return;
         }
@@ -255,6 +267,8 @@ struct View<'v, 'a> {
     placed: &'v [(usize, usize)],
     /// Capacity held for gangs ahead in line (backfill).
     holds: &'v [Hold],
+    /// Gangs examined for backfill this cycle.
+    tested: &'v std::cell::Cell<u32>,
     endings: &'v OnceCell<Vec<Ending>>,
 }
 
@@ -457,7 +471,7 @@ impl<'v> View<'v, '_> {
         let usable: Vec<&Hold> = match self.clock() {
             Some(clock) => {
                 let limit = self.limit(g);
-                self.holds.iter().filter(|h| h.gang != g && backfill::may_use(clock.now, limit, h)).collect()
+                self.holds.iter().filter(|h| h.gang != g && backfill::may_use(clock, limit, h)).collect()
             }
             None => Vec::new(),
         };
@@ -467,6 +481,31 @@ impl<'v> View<'v, '_> {
             self.ledger.give(&mut txn, n, d);
         }
         let mut placement = self.place_gang_on(g, txn, extras, siblings);
+        // What it took of held capacity: on a node it is placed on, less is left than was given
+        // back there (the holds' amount).
+        if !usable.is_empty() && !placement.bindings.is_empty() {
+            let on: BTreeSet<usize> = placement.bindings.iter().map(|&(_, n)| n).collect();
+            let mut given: std::collections::BTreeMap<usize, Vec<(usize, i64)>> = Default::default();
+            for (n, d) in held().filter(|(n, _)| on.contains(n)) {
+                let sum = given.entry(n).or_default();
+                for &(r, a) in &d.0 {
+                    match sum.iter_mut().find(|(q, _)| *q == r) {
+                        Some(x) => x.1 += a,
+                        None => sum.push((r, a)),
+                    }
+                }
+            }
+            let over: BTreeSet<usize> = given
+                .iter()
+                .filter(|(n, sum)| sum.iter().any(|&(r, a)| self.ledger.free(&placement.txn, **n, r) < a))
+                .map(|(&n, _)| n)
+                .collect();
+            placement.backfilled = usable
+                .iter()
+                .filter(|h| h.bindings.iter().any(|(_, n)| over.contains(n)))
+                .map(|h| h.gang)
+                .collect();
+        }
         for (n, d) in held() {
             self.ledger.take(&mut placement.txn, n, d);
         }
@@ -490,6 +529,9 @@ impl<'v> View<'v, '_> {
             reserved: &f.pods.reserved,
             txn,
             extras,
+            // While backfill holds room, a gang's first placement is its minimum: what it places
+            // beyond it comes after every gang's minimum (`Progress::surplus`, a later cycle).
+            minimum_only: !extras && self.clock().is_some(),
             siblings,
             earlier: &|visit: &mut dyn FnMut(usize, usize)| {
                 for &(p, n) in self.placed.iter().chain(siblings) {
@@ -559,7 +601,7 @@ impl<'v> View<'v, '_> {
         if let Some(note) = &p.preferred_note {
             msg.push_str(&format!("; {note}"));
         }
-        let backfilled = self.backfilled_on(g, &p.bindings);
+        let backfilled: Vec<&Hold> = self.holds.iter().filter(|h| p.backfilled.contains(&h.gang)).collect();
         if !backfilled.is_empty() {
             msg.push_str(&format!(
                 "; started on capacity held for {}: its time limit ends it by then",
@@ -668,7 +710,9 @@ impl<'v> View<'v, '_> {
                 &pending,
                 domains.as_deref(),
                 |p| self.placer.feasible(p),
-                |base| self.place_gang(g, base, false, &[]),
+                // Not on held capacity: what preemption places starts only once its victims are
+                // gone, not now.
+                |base| self.place_gang_on(g, base.clone(), false, &[]),
                 |txn, p| {
                     if let Some(n) = room.node_of(p) {
                         self.ledger.give(txn, n, &f.pods.res.known_demand(&f.input.snap.pods[p].requests));
@@ -716,6 +760,13 @@ impl<'v> View<'v, '_> {
         }
         let why = format!("{why}{preemption_note}");
 
+        // A NonStrict gang's reservations last until it is placed, not a time limit: never on
+        // capacity held for another gang.
+        let attempt = if gang.mode == GangMode::NonStrict && !attempt.backfilled.is_empty() {
+            self.place_gang_on(g, Txn::default(), false, &[])
+        } else {
+            attempt
+        };
         if gang.mode == GangMode::NonStrict && !attempt.bindings.is_empty() {
             let count = attempt.bindings.len();
             let msg = format!("holding nodes for {count} member(s) until the rest fit. {why}");
@@ -724,7 +775,11 @@ impl<'v> View<'v, '_> {
             d.txn = attempt.txn;
             return d;
         }
-        if let Some(clock) = self.clock().filter(|_| alone) {
+        // At most `BACKFILL_TESTS_PER_HOLD` gangs per hold allowed are examined a cycle (each
+        // costs a few placements of the gang), as Slurm's `bf_max_job_test` bounds its pass.
+        let tests = (clock_budget(self.clock())).saturating_sub(self.tested.get());
+        if let Some(clock) = self.clock().filter(|_| alone && tests > 0) {
+            self.tested.set(self.tested.get() + 1);
             let blocked = self.blocked_by(g);
             let room = self.holds.len() < clock.policy.max_reservations as usize;
             let hold = if room { self.find_hold(g, clock) } else { None };
@@ -850,7 +905,8 @@ impl<'v> View<'v, '_> {
         let mut more: Vec<Ending> = Vec::new();
         for &(p, n) in self.placed {
             if let Some(l) = clock.pod_limit(&snap.pods[p], gang_of(p)) {
-                let at = clock.step(clock.now.plus(l));
+                // Counted from a start a step from now at the latest, as a later cycle counts it.
+                let at = clock.step(clock.now.plus(l).plus(clock.policy.resolution));
                 if at <= clock.horizon() {
                     more.push(Ending { at, node: n, demand: f.pods.demand[p].clone() });
                 }
@@ -943,47 +999,19 @@ impl<'v> View<'v, '_> {
                 "it states no time limit ({}, activeDeadlineSeconds, or the policy's backfill.defaultTimeLimit), so it never starts on held capacity",
                 crate::read::labels::ANNOTATION_TIME_LIMIT
             ),
-            Some(l) => format!(
-                "its time limit of {}s would end it at {}, after {first_start}",
-                l.as_secs(),
-                at(self.facts.input.now.plus(l))
-            ),
-        }
-    }
-
-    /// For a gang about to be placed (`bindings`, not committed yet): the holds of gangs ahead
-    /// in line whose capacity it takes — on a node where what it places needs more than the
-    /// holds leave free (it may: it ends before they start).
-    fn backfilled_on(&self, g: usize, bindings: &[(usize, usize)]) -> Vec<&'v Hold> {
-        let Some(clock) = self.clock() else { return Vec::new() };
-        if self.holds.is_empty() {
-            return Vec::new();
-        }
-        let limit = self.limit(g);
-        let usable: Vec<&Hold> =
-            self.holds.iter().filter(|h| h.gang != g && backfill::may_use(clock.now, limit, h)).collect();
-        let mut on: std::collections::BTreeMap<usize, (Vec<i64>, i64)> = Default::default();
-        for &(p, n) in bindings {
-            let (want, pods) = on.entry(n).or_default();
-            *pods += 1;
-            for &(r, a) in &self.facts.pods.demand[p].0 {
-                if want.len() <= r {
-                    want.resize(r + 1, 0);
+            Some(l) => {
+                let end = at(self.facts.input.now.plus(l));
+                let res = self.clock().map_or(0, |c| c.policy.resolution.as_secs());
+                if end > first_start {
+                    format!("its time limit of {}s would end it at {end}, after {first_start}", l.as_secs())
+                } else {
+                    format!(
+                        "its time limit of {}s would end it at {end}, less than a step ({res}s, backfill.resolution) before {first_start}: its pods start a little after they are bound",
+                        l.as_secs()
+                    )
                 }
-                want[r] += a;
             }
         }
-        let none = Txn::default();
-        let over: BTreeSet<usize> = on
-            .into_iter()
-            .filter(|(n, (want, pods))| {
-                let (free, free_pods) = self.ledger.left(&none, *n);
-                *pods > free_pods
-                    || want.iter().enumerate().any(|(r, &a)| a > 0 && a > free.get(r).copied().unwrap_or(0))
-            })
-            .map(|(n, _)| n)
-            .collect();
-        usable.into_iter().filter(|h| h.bindings.iter().any(|(_, n)| over.contains(n))).collect()
     }
 
     /// The phase of a gang that is placed: `Running` once its minimum runs.
@@ -994,6 +1022,15 @@ impl<'v> View<'v, '_> {
             Phase::Scheduled
         }
     }
+}
+
+/// Gangs a cycle examines for backfill per hold it may make: each costs a few placements of the
+/// gang (the hold's search, and whether held capacity is what keeps it out).
+const BACKFILL_TESTS_PER_HOLD: u32 = 4;
+
+/// How many gangs a cycle examines for backfill (none when backfill is off).
+fn clock_budget(clock: Option<Timeline<'_>>) -> u32 {
+    clock.map_or(0, |c| c.policy.max_reservations.max(1).saturating_mul(BACKFILL_TESTS_PER_HOLD))
 }
 
 /// The gang's minimum as its message says it: `minimum 4`, or for a gang of subgroups, whose

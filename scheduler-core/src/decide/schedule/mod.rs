@@ -14,8 +14,8 @@
 //! 4. **Decide each gang in one step** ([`lifecycle`]): invalid, completed, failed,
 //!    degraded/stale, waiting for members, backing off — or a placement of the whole gang (its
 //!    gang group included, see [`place`]) on a tentative [`ledger::Txn`], committed only if the
-//!    tree is satisfied. Members beyond a satisfied gang's minimum are placed last, after every
-//!    gang's minimum. A failed attempt may preempt ([`preempt`]), reserve (`NonStrict`), or
+//!    tree is satisfied. With backfill on, a gang's first placement is its minimum, and members
+//!    beyond a satisfied gang's minimum are placed last, after every gang's minimum. A failed attempt may preempt ([`preempt`]), reserve (`NonStrict`), or
 //!    time out, and is explained ([`explain`]) down to nodes and domains. Each step returns a
 //!    [`decision::Decision`]; the cycle commits it to the ledger before the next.
 //! 5. **Assemble** the [`Plan`] from the decisions ([`decision::assemble`]).

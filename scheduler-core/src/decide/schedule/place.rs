@@ -106,6 +106,10 @@ pub(super) struct PlacementRequest<'r> {
     pub txn: Txn,
     /// Place whatever fits (a satisfied or degraded gang), not all or nothing.
     pub extras: bool,
+    /// Place the minimum only (what satisfies the gang), not the members beyond it: what a
+    /// backfill hold is for, and a gang's first placement while backfill holds room (its
+    /// surplus comes after every gang's minimum).
+    pub minimum_only: bool,
     /// Visits the (pod, node) bindings decided earlier in this cycle, when a placement needs to
     /// know which pods go where beside the bound ones (exclusive topology); not called otherwise.
     pub earlier: &'r Earlier<'r>,
@@ -138,6 +142,9 @@ pub(super) struct Placement {
     /// How many times the members' device choices were revisited to place it (0: as they first
     /// chose).
     pub revisited: u32,
+    /// Backfill: the gangs whose held capacity this placement takes (it may: it ends before they
+    /// start), set by the cycle.
+    pub backfilled: Vec<usize>,
     /// Why the gang cannot be placed at all whatever the room (the level order it names is not
     /// in the cluster, or lacks its levels), when so.
     pub blocked: Option<String>,
@@ -1119,6 +1126,7 @@ impl<'a> Placer<'a> {
             preferred_note: None,
             blocked: None,
             revisited: w.revisited,
+            backfilled: Vec::new(),
         }
     }
 
@@ -1366,8 +1374,9 @@ impl<'a> Placer<'a> {
         let mut w = start;
         self.subtree(r, None, filter, &mut w, Pass { cap: true, keep_partial }, 0);
         // Once every minimum holds, members beyond them go too: they are extras, or the pods that
-        // lift the gang to its pod floor (which the tree's minimums alone do not reach).
-        if tree::minimums_met(r.gang, &w.counts) {
+        // lift the gang to its pod floor (which the tree's minimums alone do not reach) — only
+        // the latter when the minimum alone is asked for.
+        if tree::minimums_met(r.gang, &w.counts) && !(r.minimum_only && tree::satisfied(r.gang, &w.counts)) {
             self.subtree(r, None, filter, &mut w, Pass { cap: false, keep_partial: false }, 0);
         }
         w
