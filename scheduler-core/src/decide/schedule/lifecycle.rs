@@ -481,13 +481,20 @@ impl<'v> View<'v, '_> {
             self.ledger.give(&mut txn, n, d);
         }
         let mut placement = self.place_gang_on(g, txn, extras, siblings);
-        // What it took of held capacity: on a node it is placed on, less is left than was given
-        // back there (the holds' amount).
+        // What it took of held capacity: on a node it is placed on, a resource (or pod slots) it
+        // takes there is left below what the holds leave free — below nothing, or below what was
+        // free before they were given back when that was already short (a held node still runs
+        // the work its hold waits for).
         if !usable.is_empty() && !placement.bindings.is_empty() {
-            let on: BTreeSet<usize> = placement.bindings.iter().map(|&(_, n)| n).collect();
-            let mut given: std::collections::BTreeMap<usize, Vec<(usize, i64)>> = Default::default();
-            for (n, d) in held().filter(|(n, _)| on.contains(n)) {
-                let sum = given.entry(n).or_default();
+            let mut takes: std::collections::BTreeMap<usize, BTreeSet<usize>> = Default::default();
+            for &(p, n) in &placement.bindings {
+                takes.entry(n).or_default().extend(self.facts.pods.demand[p].0.iter().map(|&(r, _)| r));
+            }
+            // Per node: the held amount of each resource, then of pod slots.
+            let mut given: std::collections::BTreeMap<usize, (Vec<(usize, i64)>, i64)> = Default::default();
+            for (n, d) in held().filter(|(n, _)| takes.contains_key(n)) {
+                let (sum, pods) = given.entry(n).or_default();
+                *pods += 1;
                 for &(r, a) in &d.0 {
                     match sum.iter_mut().find(|(q, _)| *q == r) {
                         Some(x) => x.1 += a,
@@ -495,9 +502,22 @@ impl<'v> View<'v, '_> {
                     }
                 }
             }
+            let short = |after: i64, held: i64, before: i64| after - held < before.min(0);
             let over: BTreeSet<usize> = given
                 .iter()
-                .filter(|(n, sum)| sum.iter().any(|&(r, a)| self.ledger.free(&placement.txn, **n, r) < a))
+                .filter(|(n, (sum, pods))| {
+                    let n = **n;
+                    let taken = &takes[&n];
+                    short(self.ledger.free_pods(&placement.txn, n), *pods, self.ledger.free_pods(base, n))
+                        || sum.iter().any(|&(r, a)| {
+                            taken.contains(&r)
+                                && short(
+                                    self.ledger.free(&placement.txn, n, r),
+                                    a,
+                                    self.ledger.free(base, n, r),
+                                )
+                        })
+                })
                 .map(|(&n, _)| n)
                 .collect();
             placement.backfilled = usable
@@ -777,9 +797,13 @@ impl<'v> View<'v, '_> {
         }
         // At most `BACKFILL_TESTS_PER_HOLD` gangs per hold allowed are examined a cycle (each
         // costs a few placements of the gang), as Slurm's `bf_max_job_test` bounds its pass.
+        // Charged once a hold exists: before it, a gang that cannot be held costs the bound on
+        // its earliest start (one pass over what ends) and at most one placement.
         let tests = (clock_budget(self.clock())).saturating_sub(self.tested.get());
         if let Some(clock) = self.clock().filter(|_| alone && tests > 0) {
-            self.tested.set(self.tested.get() + 1);
+            if !self.holds.is_empty() {
+                self.tested.set(self.tested.get() + 1);
+            }
             let blocked = self.blocked_by(g);
             let room = self.holds.len() < clock.policy.max_reservations as usize;
             let hold = if room { self.find_hold(g, clock) } else { None };
@@ -913,7 +937,9 @@ impl<'v> View<'v, '_> {
             }
         }
         for h in self.holds {
-            let Some(at) = h.end.map(|e| clock.step(e)).filter(|&t| t <= clock.horizon()) else { continue };
+            // Its pods start a little after its start: counted a step later, as placed pods are.
+            let ends = h.end.map(|e| clock.step(e.plus(clock.policy.resolution)));
+            let Some(at) = ends.filter(|&t| t <= clock.horizon()) else { continue };
             for &(p, n) in &h.bindings {
                 more.push(Ending { at, node: n, demand: f.pods.demand[p].clone() });
             }
