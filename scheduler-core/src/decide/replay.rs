@@ -545,46 +545,8 @@ fn usage(snap: &Snapshot) -> (i64, i64, i64) {
 /// - `finetune`, 4 members, at +1 min, for 1 h;
 /// - `eval`, 2 members, at +2 min, for 30 min.
 pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
-    use crate::read::model::{Dialect, Membership, ObjectKey, PreemptionPolicy, Source};
-    use crate::read::resources::Resources;
-    let gpu_node = |name: &str| Node {
-        name: name.into(),
-        allocatable: Resources::new()
-            .with(GPU, 8)
-            .with(crate::read::resources::CPU, 64_000)
-            .with("pods", 110),
-        labels: Default::default(),
-        taints: vec![],
-        unschedulable: false,
-        ready: true,
-    };
-    let member = |gang: &str, i: u32| Pod {
-        key: ObjectKey::new("ml", format!("{gang}-{i}")),
-        uid: format!("uid-{gang}-{i}").into(),
-        requests: Resources::new().with(GPU, 8).with(crate::read::resources::CPU, 8_000),
-        node_selector: Default::default(),
-        affinity: vec![],
-        tolerations: vec![],
-        priority: 0,
-        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
-        phase: PodPhase::Pending,
-        node_name: None,
-        nominated_node: None,
-        created: start,
-        deleting: false,
-        scheduler_name: crate::read::labels::SCHEDULER_NAME.into(),
-        gang: Some(Membership { gang: ObjectKey::new("ml", gang), subgroup: None }),
-        failure: None,
-        scheduling_gates: vec![],
-        labels: Default::default(),
-        exclusive_topology: None,
-        persisted: None,
-        terms: None,
-        volumes: Vec::new(),
-        resource_claims: Vec::new(),
-        started: None,
-        time_limit: None,
-    };
+    use crate::read::model::{Dialect, ObjectKey, Source};
+    let member = |gang: &str, i: u32| gpu_member(gang, i, start);
     let arrival = |name: &str, members: u32, at_secs: u64, duration_secs: u64| Arrival {
         at_secs,
         duration_secs,
@@ -607,12 +569,61 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
         step_secs: 10,
         horizon_secs: Some(3 * 3600),
         autoscale: Some(Autoscale {
-            node: gpu_node("pool"),
+            node: gpu_node("pool".into()),
             max_nodes: 6,
             delay_secs: 300,
             scale_down_secs: 600,
             mode,
         }),
+    }
+}
+
+/// A node of 8 GPUs and 64 CPUs, as the examples' clusters have.
+fn gpu_node(name: String) -> Node {
+    use crate::read::resources::Resources;
+    Node {
+        name: name.into(),
+        allocatable: Resources::new()
+            .with(GPU, 8)
+            .with(crate::read::resources::CPU, 64_000)
+            .with("pods", 110),
+        labels: Default::default(),
+        taints: vec![],
+        unschedulable: false,
+        ready: true,
+    }
+}
+
+/// Member `i` of gang `gang` (namespace `ml`), pending since `created`, asking 8 GPUs and 8 CPUs.
+fn gpu_member(gang: &str, i: u32, created: Time) -> Pod {
+    use crate::read::model::{Membership, ObjectKey, PreemptionPolicy};
+    use crate::read::resources::Resources;
+    Pod {
+        key: ObjectKey::new("ml", format!("{gang}-{i}")),
+        uid: format!("uid-{gang}-{i}").into(),
+        requests: Resources::new().with(GPU, 8).with(crate::read::resources::CPU, 8_000),
+        node_selector: Default::default(),
+        affinity: vec![],
+        tolerations: vec![],
+        priority: 0,
+        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+        phase: PodPhase::Pending,
+        node_name: None,
+        nominated_node: None,
+        created,
+        deleting: false,
+        scheduler_name: crate::read::labels::SCHEDULER_NAME.into(),
+        gang: Some(Membership { gang: ObjectKey::new("ml", gang), subgroup: None }),
+        failure: None,
+        scheduling_gates: vec![],
+        labels: Default::default(),
+        exclusive_topology: None,
+        persisted: None,
+        terms: None,
+        volumes: Vec::new(),
+        resource_claims: Vec::new(),
+        started: None,
+        time_limit: None,
     }
 }
 
@@ -629,45 +640,11 @@ pub fn autoscaling_example(mode: ScaleUp, start: Time) -> Scenario {
 /// Every gang has the same priority: the order is arrival. Without holds, a big gang waits until
 /// its members fit at once, while the small jobs behind it take each node as it frees.
 pub fn backfill_trace(nodes: u32, hours: u32, start: Time) -> Scenario {
-    use crate::read::model::{Dialect, Membership, ObjectKey, PreemptionPolicy, Source};
-    use crate::read::resources::Resources;
-    let node = |i: u32| Node {
-        name: format!("gpu-{i}").into(),
-        allocatable: Resources::new()
-            .with(GPU, 8)
-            .with(crate::read::resources::CPU, 64_000)
-            .with("pods", 110),
-        labels: Default::default(),
-        taints: vec![],
-        unschedulable: false,
-        ready: true,
-    };
+    use crate::read::model::{Dialect, ObjectKey, Source};
+    let node = |i: u32| gpu_node(format!("gpu-{i}"));
     let member = |gang: &str, i: u32, limit: u64| Pod {
-        key: ObjectKey::new("ml", format!("{gang}-{i}")),
-        uid: format!("uid-{gang}-{i}").into(),
-        requests: Resources::new().with(GPU, 8).with(crate::read::resources::CPU, 8_000),
-        node_selector: Default::default(),
-        affinity: vec![],
-        tolerations: vec![],
-        priority: 0,
-        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
-        phase: PodPhase::Pending,
-        node_name: None,
-        nominated_node: None,
-        created: start,
-        deleting: false,
-        scheduler_name: crate::read::labels::SCHEDULER_NAME.into(),
-        gang: Some(Membership { gang: ObjectKey::new("ml", gang), subgroup: None }),
-        failure: None,
-        scheduling_gates: vec![],
-        labels: Default::default(),
-        exclusive_topology: None,
-        persisted: None,
-        terms: None,
-        volumes: Vec::new(),
-        resource_claims: Vec::new(),
-        started: None,
         time_limit: Some(Duration::from_secs(limit)),
+        ..gpu_member(gang, i, start)
     };
     let arrival = |name: String, members: u32, at_secs: u64, duration_secs: u64, limit: u64| {
         let mut gang = Gang::new(
