@@ -315,7 +315,7 @@ proptest! {
         for ask in &plan.provisioning {
             let gang = snap.gangs.iter().find(|g| g.key == ask.gang).unwrap();
             let outcome = plan.outcome(&ask.gang).unwrap();
-            prop_assert!(matches!(outcome.reason, Reason::Unschedulable | Reason::TopologyUnsatisfiable | Reason::Reserved),
+            prop_assert!(matches!(outcome.reason, Reason::Unschedulable | Reason::TopologyUnsatisfiable | Reason::Reserved | Reason::WaitingForResources | Reason::WaitingForPriority),
                 "{}: {:?} asks", ask.gang, outcome.reason);
             prop_assert_ne!(gang.provisioning, Some(false));
             let pending: BTreeSet<&PodKey> = snap.pods.iter()
@@ -390,4 +390,27 @@ proptest! {
         prop_assert_eq!(after.outcome(&key).unwrap().reason, Reason::Scheduled, "{}", after.outcome(&key).unwrap().message);
         prop_assert!(after.provisioning.is_empty());
     }
+}
+
+/// A gang backfill holds room for (it fits once what runs ends by its limit) still asks for the
+/// members with no room now: new nodes start it sooner than the hold.
+#[test]
+fn a_gang_with_a_hold_asks_for_what_has_no_room_now() {
+    let mut snap = gang_of(2, 2);
+    let mut running = member("other", "other-0", 8);
+    running.gang = None;
+    running.scheduler_name = "default-scheduler".into();
+    running.node_name = Some("n0".into());
+    running.phase = PodPhase::Running;
+    running.priority = 10;
+    running.started = Some(Time::from_secs(0));
+    running.time_limit = Some(std::time::Duration::from_secs(3600));
+    snap.pods.push(running);
+    let config = Config { backfill: Some(scheduler_core::config::Backfill::default()), ..on() };
+    let plan = schedule(&snap, &config, Time::from_secs(0));
+    let outcome = plan.outcome(&ObjectKey::new("ml", "bert")).unwrap();
+    assert_eq!(outcome.reason, Reason::WaitingForResources, "{}", outcome.message);
+    assert_eq!(outcome.expected_start, Some(Time::from_secs(3600)));
+    assert_eq!(plan.provisioning.len(), 1);
+    assert_eq!(plan.provisioning[0].count(), 1, "the member with no room now");
 }

@@ -605,7 +605,10 @@ pub fn writes(
         }
         let (type_, reason) = match o.reason {
             Reason::Scheduled => ("Normal", "Scheduled"),
-            Reason::Unschedulable | Reason::TopologyUnsatisfiable => ("Warning", "FailedScheduling"),
+            Reason::Unschedulable
+            | Reason::TopologyUnsatisfiable
+            | Reason::WaitingForResources
+            | Reason::WaitingForPriority => ("Warning", "FailedScheduling"),
             Reason::Preempting => ("Normal", "Preempting"),
             Reason::TimedOut => ("Warning", "GangTimedOut"),
             Reason::Stale => ("Warning", "StaleGangEvicted"),

@@ -21,9 +21,17 @@ use crate::decide::plan::{MAX_POD_SETS, Plan, PodSet, ProvisioningAsk, Reason, S
 use crate::read::model::{GangKey, Node, Pod, PodKey, Snapshot, Usage};
 use crate::read::resources::PODS;
 
-/// The outcomes that want capacity the cluster does not have.
+/// The outcomes that want capacity the cluster does not have (a gang backfill holds room for, or
+/// that waits behind such room, starts sooner on new nodes).
 fn wants_capacity(reason: Reason) -> bool {
-    matches!(reason, Reason::Unschedulable | Reason::TopologyUnsatisfiable | Reason::Reserved)
+    matches!(
+        reason,
+        Reason::Unschedulable
+            | Reason::TopologyUnsatisfiable
+            | Reason::Reserved
+            | Reason::WaitingForResources
+            | Reason::WaitingForPriority
+    )
 }
 
 /// A pod's shape: what it needs of a node.
