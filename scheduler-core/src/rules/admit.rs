@@ -343,6 +343,16 @@ mod tests {
         own["spec"]["template"]["metadata"] = json!({"annotations": {limit: "2h"}});
         assert!(admit(&mut own, None, None).allowed());
         assert_eq!(own["spec"]["template"]["metadata"]["annotations"][limit], "2h");
+        // On the Job itself: copied to its pods (a deadline too: the pod reads the shorter).
+        let mut on_job = job(json!({LABEL_ENABLED: "true"}));
+        on_job["metadata"]["annotations"] = json!({limit: "45m"});
+        on_job["spec"]["activeDeadlineSeconds"] = json!(5400);
+        assert!(admit(&mut on_job, None, None).allowed());
+        assert_eq!(on_job["spec"]["template"]["metadata"]["annotations"][limit], "45m");
+        let mut bad_on_job = job(json!({LABEL_ENABLED: "true"}));
+        bad_on_job["metadata"]["annotations"] = json!({limit: "soon"});
+        let v = admit(&mut bad_on_job, None, None);
+        assert!(!v.allowed() && format!("{v:?}").contains(limit), "refused by name: {v:?}");
         let mut none = job(json!({LABEL_ENABLED: "true"}));
         assert!(admit(&mut none, None, None).allowed());
         assert!(none["spec"]["template"]["metadata"]["annotations"].get(limit).is_none());

@@ -222,8 +222,14 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
                 annotations.push((crate::read::labels::KAI_TOPOLOGY, topology));
             }
         }
-        // A Job's deadline bounds its pods' run: their time limit, for backfill.
-        if let Some(limit) = job_deadline(obj, &shape, &role.template) {
+        // The workload's own time limit, else a Job's deadline (it bounds its pods' run): their
+        // time limit, for backfill.
+        let own_limit = obj
+            .at("/metadata/annotations")
+            .and_then(|a| a.get(crate::read::labels::ANNOTATION_TIME_LIMIT))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let Some(limit) = own_limit.or_else(|| job_deadline(obj, &shape, &role.template)) {
             annotations.push((crate::read::labels::ANNOTATION_TIME_LIMIT, limit));
         }
         if with_roles && !role.name.is_empty() {
