@@ -781,8 +781,10 @@ impl<'v> View<'v, '_> {
         let why = format!("{why}{preemption_note}");
 
         // A NonStrict gang's reservations last until it is placed, not a time limit: never on
-        // capacity held for another gang.
-        let attempt = if gang.mode == GangMode::NonStrict && !attempt.backfilled.is_empty() {
+        // capacity held for another gang. In a gang group the attempt was made on its siblings'
+        // placements, which are not made: what it reserves is placed on the cycle's state alone
+        // (else their capacity would be committed with it).
+        let attempt = if gang.mode == GangMode::NonStrict && (!attempt.backfilled.is_empty() || !alone) {
             self.place_gang_on(g, Txn::default(), false, &[])
         } else {
             attempt
