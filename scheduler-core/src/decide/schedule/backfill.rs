@@ -144,8 +144,8 @@ pub(super) struct AtLeast {
 
 /// The earliest step at which `fits` holds, among the distinct times of `ends` and `more` (each
 /// sorted by time). Steps at which the nodes could not hold `at_least` (each node counted for
-/// as many of its pods as its room allows) are never tried; of the others, the last is tried
-/// first (none fits: `None`), then the first, then they are bisected. `fits` is handed a
+/// as many of its pods as its room allows) are never tried; of the others, the first is tried
+/// first, then the last (none fits: `None`), then they are bisected. `fits` is handed a
 /// transaction giving back everything that ends by the step. Returns the step and what `fits`
 /// returned there.
 pub(super) fn earliest<T>(
@@ -172,16 +172,17 @@ pub(super) fn earliest<T>(
         Some(need) => first_room(ledger, nodes, ends, more, &steps, need)?,
         None => 0,
     };
+    // The first step with room is the answer more often than not: tried before the last.
+    if let Some(v) = fits(base_at(*steps.get(first)?)) {
+        return Some((steps[first], v));
+    }
     let &last = steps.last()?;
+    if first + 1 == steps.len() {
+        return None;
+    }
     let mut found = (last, fits(base_at(last))?);
     // The step at `hi` fits; those before `lo` were found not to, or cannot.
-    let (mut lo, mut hi) = (first, steps.len() - 1);
-    if lo < hi {
-        match fits(base_at(steps[lo])) {
-            Some(v) => return Some((steps[lo], v)),
-            None => lo += 1,
-        }
-    }
+    let (mut lo, mut hi) = (first + 1, steps.len() - 1);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         match fits(base_at(steps[mid])) {
@@ -193,6 +194,32 @@ pub(super) fn earliest<T>(
         }
     }
     Some(found)
+}
+
+/// How many pods of `demand` fit in `free` (by resource index) and `pods` slots.
+fn room(free: &[i64], pods: i64, demand: &Demand) -> u64 {
+    let mut k = u64::try_from(pods).unwrap_or(0);
+    for &(r, a) in &demand.0 {
+        if a > 0 {
+            let have = free.get(r).copied().unwrap_or(0);
+            k = k.min(u64::try_from(have.div_euclid(a)).unwrap_or(0));
+        }
+    }
+    k
+}
+
+/// Whether the `nodes` nodes, as `txn` leaves them, have room for `need` between them: a
+/// necessary condition for a gang to fit, cheaper than trying.
+pub(super) fn has_room(ledger: &Ledger, txn: &Txn, nodes: usize, need: &AtLeast) -> bool {
+    let mut total = 0u64;
+    for n in 0..nodes {
+        let (free, pods) = ledger.left(txn, n);
+        total = total.saturating_add(room(free, pods, &need.demand));
+        if total >= need.count {
+            return true;
+        }
+    }
+    false
 }
 
 /// The first of `steps` at which the nodes, with everything that ends by then given back, have
@@ -213,16 +240,7 @@ fn first_room(
             (f.to_vec(), pods)
         })
         .collect();
-    let room = |(f, pods): &(Vec<i64>, i64)| -> u64 {
-        let mut k = u64::try_from(*pods).unwrap_or(0);
-        for &(r, a) in &need.demand.0 {
-            if a > 0 {
-                let have = f.get(r).copied().unwrap_or(0);
-                k = k.min(u64::try_from(have.div_euclid(a)).unwrap_or(0));
-            }
-        }
-        k
-    };
+    let room = |(f, pods): &(Vec<i64>, i64)| room(f, *pods, &need.demand);
     let mut total: u64 = free.iter().map(room).sum();
     let (mut i, mut j) = (0, 0);
     for (s, &t) in steps.iter().enumerate() {
@@ -317,7 +335,7 @@ mod tests {
             (whole >= 3).then_some(whole)
         });
         assert_eq!(got, Some((Time::from_secs(120), 4)));
-        assert_eq!(tried, [8, 4], "the last step, then the first with room");
+        assert_eq!(tried, [4], "the first step with room, which fits");
         // Never room enough: nothing is tried.
         let never = AtLeast { demand: Demand(vec![(cpu, 2)]), count: 9 };
         assert_eq!(earliest(&ledger, 8, &ends, &[], Some(&never), |_| Some(())), None);

@@ -996,6 +996,11 @@ impl<'v> View<'v, '_> {
                 self.ledger.give(&mut txn, n, &self.facts.pods.demand[p]);
             }
         }
+        // Not even room for its least demand with every hold given back: no need to try.
+        let nodes = self.facts.input.snap.nodes.len();
+        if self.at_least(g).is_some_and(|need| !backfill::has_room(self.ledger, &txn, nodes, &need)) {
+            return Vec::new();
+        }
         let free = self.place_gang_on(g, txn, false, &[]);
         if !free.satisfied {
             return Vec::new();
