@@ -130,7 +130,7 @@ pub struct StatusArgs {
     /// scheduling cycle on the current state.
     pub name: Option<String>,
     /// The scheduler's policy file (its --config): the cycle that explains each gang runs with it
-    /// instead of the defaults.
+    /// instead of the defaults (with `backfill` on, the table has an EXPECTED START column).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// With NAME: draw the gang on the cluster's topology levels (the order its levels belong
