@@ -27,10 +27,10 @@ pub struct Row {
     pub bound: u32,
     /// Backfill: when the gang is expected to start (capacity is held for it from then).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub expected_start_time: Option<String>,
+    pub expected_start_time: Option<Time>,
     /// Backfill: how many nodes hold capacity for it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub held_nodes: Option<usize>,
+    pub held_nodes: Option<u32>,
     pub members: u32,
     pub message: String,
     pub min_member: u64,
@@ -44,9 +44,6 @@ pub struct Row {
     pub waiting_for: String,
     #[serde(skip)]
     age: String,
-    /// The EXPECTED START column: `in 50m`, `-`.
-    #[serde(skip)]
-    expected_in: String,
     /// What `-o name` prints, as kubectl would (`podgroup.scheduling.volcano.sh/x`).
     #[serde(skip)]
     pub object: String,
@@ -109,13 +106,8 @@ pub fn row(
     let waiting_for = waiting_for(g, pods, ours, outcome, u64::from(members), min, now);
     let expected = outcome.and_then(|o| o.expected_start);
     Row {
-        expected_start_time: expected.map(|t| t.to_string()),
-        held_nodes: outcome.map(|o| o.held_nodes.len()).filter(|&n| n > 0),
-        expected_in: match expected {
-            Some(t) if t > now => format!("in {}", age(t, now)),
-            Some(_) => "now".into(),
-            None => "-".into(),
-        },
+        expected_start_time: expected,
+        held_nodes: outcome.map(|o| u32::try_from(o.held_nodes.len()).unwrap_or(u32::MAX)).filter(|&n| n > 0),
         namespace: g.key.namespace.to_string(),
         name: g.key.name.to_string(),
         source: source(g),
@@ -374,7 +366,7 @@ pub fn run(g: &Global, args: &StatusArgs) -> anyhow::Result<Output> {
             let columns = Columns {
                 namespace: g.all_namespaces,
                 wide: f == Some(Format::Wide),
-                expected_start: config.backfill.as_ref().is_some_and(|b| b.enabled),
+                expected_start: config.backfill.as_ref().filter(|b| b.enabled).map(|_| world.now),
             };
             table(&rows, columns, g.no_headers, color_enabled())
         }
@@ -402,6 +394,15 @@ fn with_capacity(r: &mut Row, world: &World, key: &GangKey, outcome: Option<&Out
     r.message = if r.message.is_empty() { line } else { format!("{line}; {}", r.message) };
 }
 
+/// The EXPECTED START column: `in 50m`, `now`, `-`.
+fn expected_in(start: Option<Time>, now: Time) -> String {
+    match start {
+        Some(t) if t > now => format!("in {}", age(t, now)),
+        Some(_) => "now".into(),
+        None => "-".into(),
+    }
+}
+
 /// Which columns the status table has beside the usual ones.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Columns {
@@ -409,13 +410,16 @@ pub struct Columns {
     pub namespace: bool,
     /// REASON and MESSAGE (`-o wide`).
     pub wide: bool,
-    /// EXPECTED START (the policy turns backfill on: only then can a gang have one).
-    pub expected_start: bool,
+    /// EXPECTED START, counted from this time (the policy turns backfill on: only then can a gang
+    /// have one).
+    pub expected_start: Option<Time>,
 }
 
 /// The status table.
 pub fn table(rows: &[Row], columns: Columns, no_headers: bool, color: bool) -> String {
     let Columns { namespace: with_namespace, wide, expected_start } = columns;
+    let now = expected_start.unwrap_or_default();
+    let expected_start = expected_start.is_some();
     let mut headers = Vec::new();
     if with_namespace {
         headers.push("NAMESPACE");
@@ -442,7 +446,7 @@ pub fn table(rows: &[Row], columns: Columns, no_headers: bool, color: bool) -> S
         cells.push((r.phase.clone(), Tone::of(&r.phase)));
         cells.push((r.waiting_for.clone(), Tone::Plain));
         if expected_start {
-            cells.push((r.expected_in.clone(), Tone::Plain));
+            cells.push((expected_in(r.expected_start_time, now), Tone::Plain));
         }
         cells.push((r.age.clone(), Tone::Plain));
         if wide {
@@ -586,7 +590,7 @@ fn detail(
     if let Some(o) = plan.outcome(&gang.key)
         && let Some(t) = o.expected_start
     {
-        field(&mut out, "Starts by", &format!("{t} ({})", r.expected_in));
+        field(&mut out, "Starts by", &format!("{t} ({})", expected_in(Some(t), world.now)));
         let listed: Vec<&str> = o.held_nodes.iter().take(8).map(|n| n.as_str()).collect();
         let more = if o.held_nodes.len() > listed.len() { ", …" } else { "" };
         field(&mut out, "Held nodes", &format!("{}: {}{more}", o.held_nodes.len(), listed.join(", ")));

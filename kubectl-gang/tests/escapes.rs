@@ -157,7 +157,7 @@ proptest! {
                 kubectl_gang::status::row(g, &pods, &s, view.plan.outcome(&g.key), now, &cluster)
             })
             .collect();
-        let table = |color| kubectl_gang::status::table(&rows, kubectl_gang::status::Columns { namespace: true, wide: true, expected_start: false }, false, color);
+        let table = |color| kubectl_gang::status::table(&rows, kubectl_gang::status::Columns { namespace: true, wide: true, expected_start: None }, false, color);
         let sim = Simulation {
             gangs: vec![GangResult {
                 namespace: s.clone(), name: s.clone(), schedulable: false, reason: s.clone(), message: s.clone(),

@@ -80,7 +80,9 @@ fn peak_heap_stays_a_small_multiple_of_the_input() {
         (vec!["kubectl-gang", "simulate", "--cluster", n, "-f", r], realistic.len(), 8.0),
         (vec!["kubectl-gang", "status", "-A", "--cluster", p], pods.len(), 16.0),
         (vec!["kubectl-gang", "simulate", "--cluster", n, "-f", p], pods.len(), 18.0),
-        (vec!["kubectl-gang", "status", "-A", "--cluster", g], gangs.len(), 25.0),
+        // 26: each gang's outcome and row carry backfill's expected start and held nodes too
+        // (~60 bytes a gang; 24.7× measured with them, 25× was the bound before).
+        (vec!["kubectl-gang", "status", "-A", "--cluster", g], gangs.len(), 26.0),
         (vec!["kubectl-gang", "simulate", "--cluster", n, "-f", g], gangs.len(), 14.0),
     ] {
         let f = factor(&args, input);

@@ -117,6 +117,8 @@ struct FGang {
     crd_less: bool,
     /// Its time limit (`kube-gang.io/time-limit` on the gang), seconds.
     time_limit_seconds: Option<u64>,
+    /// `kube-gang.io/elastic-step`.
+    elastic_step: Option<String>,
 }
 
 fn default_ns() -> String {
@@ -545,6 +547,8 @@ fn snapshot(s: &Scenario) -> Snapshot {
             gang.created = Time(s.now.0 - 1000 * g.age_seconds as i64);
             gang.state = g.state.clone();
             gang.time_limit = g.time_limit_seconds.map(Duration::from_secs);
+            gang.elastic_step =
+                g.elastic_step.as_deref().map(|s| ElasticStep::parse(s).expect("elastic step"));
             gang
         })
         .collect();

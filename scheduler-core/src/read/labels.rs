@@ -50,6 +50,9 @@ pub const ANNOTATION_GANG_FROM: &str = "kube-gang.io/gang-from";
 /// only if it ends before that one's expected start. A pod's `spec.activeDeadlineSeconds` counts
 /// as one; the webhook writes a Job's into its pod template.
 pub const ANNOTATION_TIME_LIMIT: &str = "kube-gang.io/time-limit";
+/// Gang (on a `Gang` object or a CRD-less gang's pods): the member counts an elastic gang grows to
+/// beyond its minimum — `One` (any, the default), `PowerOfTwo`, `MultipleOf:N`.
+pub const ANNOTATION_ELASTIC_STEP: &str = "kube-gang.io/elastic-step";
 /// Gang (on a `Gang` object or a CRD-less gang's pods): `"true"` or `"false"`, whether it asks the
 /// cluster autoscaler for capacity when the policy turns `provisioning` on.
 pub const ANNOTATION_PROVISIONING: &str = "kube-gang.io/provisioning";
@@ -88,6 +91,7 @@ pub const KNOWN: &[(&str, KeyKind)] = &[
     (ANNOTATION_MODE, KeyKind::Annotation),
     (ANNOTATION_TIMEOUT, KeyKind::Annotation),
     (ANNOTATION_TIME_LIMIT, KeyKind::Annotation),
+    (ANNOTATION_ELASTIC_STEP, KeyKind::Annotation),
     (ANNOTATION_TOPOLOGY_KEY, KeyKind::Annotation),
     (ANNOTATION_TOPOLOGY_REQUIRED, KeyKind::Annotation),
     (ANNOTATION_TOPOLOGY_PREFERRED, KeyKind::Annotation),

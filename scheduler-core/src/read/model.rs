@@ -273,6 +273,53 @@ pub struct Membership {
     pub subgroup: Option<String>,
 }
 
+/// How an elastic gang grows beyond its minimum (`kube-gang.io/elastic-step`): the member counts it
+/// may run with. It never runs with fewer than its minimum, whatever the step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElasticStep {
+    /// Any count (`One`).
+    One,
+    /// A power of two (`PowerOfTwo`): 1, 2, 4, 8…
+    PowerOfTwo,
+    /// A multiple of N (`MultipleOf:N`, N ≥ 1).
+    MultipleOf(u32),
+}
+
+impl ElasticStep {
+    /// Reads `One`, `PowerOfTwo` or `MultipleOf:N`.
+    pub fn parse(s: &str) -> Result<ElasticStep, String> {
+        match s {
+            "One" => Ok(ElasticStep::One),
+            "PowerOfTwo" => Ok(ElasticStep::PowerOfTwo),
+            _ => match s.strip_prefix("MultipleOf:").map(str::parse::<u32>) {
+                Some(Ok(n)) if n >= 1 => Ok(ElasticStep::MultipleOf(n)),
+                _ => Err(format!(
+                    "{s:?} is not One, PowerOfTwo or MultipleOf:N (N a whole number of at least 1)"
+                )),
+            },
+        }
+    }
+
+    /// Whether a gang may run with `count` members.
+    pub fn allows(self, count: u64) -> bool {
+        match self {
+            ElasticStep::One => true,
+            ElasticStep::PowerOfTwo => count.is_power_of_two(),
+            ElasticStep::MultipleOf(n) => count.is_multiple_of(u64::from(n)),
+        }
+    }
+
+    /// The most members, at most `up_to`, a gang of minimum `min` may run with: the largest count
+    /// the step allows, and never below the minimum.
+    pub fn most(self, min: u64, up_to: u64) -> u64 {
+        let mut t = up_to;
+        while t > min && !self.allows(t) {
+            t -= 1;
+        }
+        t.max(min.min(up_to))
+    }
+}
+
 /// A pod as the scheduler sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pod {
@@ -835,6 +882,10 @@ pub struct Gang {
     /// (`None`: as the policy says).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning: Option<bool>,
+    /// `kube-gang.io/elastic-step`: the member counts a gang grows to beyond its minimum
+    /// (`None`: any, as `One`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic_step: Option<ElasticStep>,
     pub source: Source,
     #[serde(default)]
     pub created: Time,
@@ -876,6 +927,7 @@ impl Gang {
             priority: None,
             priority_class_name: None,
             provisioning: None,
+            elastic_step: None,
             source,
             created: Time::default(),
             uid: None,

@@ -956,6 +956,37 @@ mod tests {
 
     /// A time limit backfill cannot read is refused on any pod, gang or not, by name (the
     /// scheduler would read it as none).
+    /// `kube-gang.io/elastic-step` is read on a CRD-less gang's pods and on a `Gang`, and a value
+    /// it cannot be is refused by name.
+    #[test]
+    fn an_elastic_step_is_one_power_of_two_or_a_multiple() {
+        use crate::read::model::ElasticStep;
+        assert_eq!(ElasticStep::parse("MultipleOf:3"), Ok(ElasticStep::MultipleOf(3)));
+        for bad in ["MultipleOf:0", "MultipleOf:", "Twice", "powerOfTwo"] {
+            assert!(ElasticStep::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(ElasticStep::PowerOfTwo.most(3, 7), 4);
+        assert_eq!(ElasticStep::PowerOfTwo.most(3, 3), 3, "never below the minimum");
+        assert_eq!(ElasticStep::MultipleOf(4).most(2, 11), 8);
+        assert_eq!(ElasticStep::One.most(2, 5), 5);
+        let pod = |step: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "p", "namespace": "ml",
+                                "labels": {"kube-gang.io/gang": "g"},
+                                "annotations": {"kube-gang.io/min-member": "2", "kube-gang.io/elastic-step": step}},
+                   "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        };
+        let path = "metadata.annotations[kube-gang.io/elastic-step]";
+        let found = validate(&pod("Twice"), None);
+        assert!(found.errors.iter().any(|e| e.path == path), "{:?}", found.errors);
+        assert!(validate(&pod("PowerOfTwo"), None).errors.is_empty());
+        let gang = json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+                          "metadata": {"name": "g", "namespace": "ml", "annotations": {"kube-gang.io/elastic-step": "MultipleOf:x"}},
+                          "spec": {"minMember": 2}});
+        let found = validate(&gang, None);
+        assert!(found.errors.iter().any(|e| e.path == path), "{:?}", found.errors);
+    }
+
     #[test]
     fn a_malformed_time_limit_on_a_pod_is_refused_by_name() {
         let pod = |limit: &str| {

@@ -40,9 +40,8 @@ pub(super) struct Decision {
     /// Claims bound first: their pods are placed (their capacity taken) but not bound yet.
     pub volumes: Vec<Work>,
     /// Capacity held for the gang from when it is expected to fit (backfill); taken by `txn`.
-    pub hold: Option<super::backfill::Hold>,
-    /// When the gang is expected to start (backfill).
-    pub expected_start: Option<crate::read::model::Time>,
+    /// Boxed: one decision per gang, and few gangs have one.
+    pub hold: Option<Box<super::backfill::Hold>>,
     /// Placed on capacity held for gangs ahead in line (backfill).
     pub backfilled: bool,
 }
@@ -63,7 +62,6 @@ impl Decision {
             txn: Txn::default(),
             volumes: Vec::new(),
             hold: None,
-            expected_start: None,
             backfilled: false,
         }
     }
@@ -245,7 +243,7 @@ pub(super) fn assemble(
             counts,
             state,
             waited_since,
-            expected_start: d.expected_start,
+            expected_start: d.hold.as_ref().map(|h| h.start),
             held_nodes: d
                 .hold
                 .iter()

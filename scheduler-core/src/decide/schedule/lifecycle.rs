@@ -113,7 +113,7 @@ impl Progress {
         let evicted = &mut self.evicted;
         d.evictions.retain(|&(p, _)| !pods[p].deleting && evicted.insert(p));
         if let Some(h) = &d.hold {
-            self.holds.push(h.clone());
+            self.holds.push(Hold::clone(h));
         }
         let reason = d.reason;
         self.decisions.push(d);
@@ -382,7 +382,14 @@ impl<'v> View<'v, '_> {
         } else {
             let pending: usize =
                 m.pending.values().map(Vec::len).sum::<usize>().saturating_sub(waiting.len());
-            let msg = if pending > 0 {
+            let msg = if pending > 0
+                && let Some(step) = gang.elastic_step
+            {
+                format!(
+                    "minimum satisfied; {pending} member(s) beyond the minimum wait for room to grow to a count its {} allows ({step:?})",
+                    crate::read::labels::ANNOTATION_ELASTIC_STEP
+                )
+            } else if pending > 0 {
                 format!("minimum satisfied; {pending} member(s) beyond the minimum wait for room")
             } else {
                 "minimum satisfied".to_string()
@@ -541,7 +548,7 @@ impl<'v> View<'v, '_> {
                 self.ledger.give(&mut txn, n, &f.pods.demand[p]);
             }
         }
-        self.placer.gang(&PlacementRequest {
+        let mut placement = self.placer.gang(&PlacementRequest {
             gang: &f.input.snap.gangs[g],
             members: &f.gangs.members[g],
             ledger: self.ledger,
@@ -558,7 +565,34 @@ impl<'v> View<'v, '_> {
                     visit(p, n);
                 }
             },
-        })
+        });
+        self.elastic_step(g, &mut placement);
+        placement
+    }
+
+    /// An elastic gang (`kube-gang.io/elastic-step`) grows only to a count its step allows: of a
+    /// placement that would make it run with more, the members placed last (beyond the minimum)
+    /// are left out, and their room given back. Never below the minimum.
+    fn elastic_step(&self, g: usize, placement: &mut Placement) {
+        let f = self.facts;
+        let gang = &f.input.snap.gangs[g];
+        let Some(step) = gang.elastic_step else { return };
+        if !placement.satisfied && !self.is_satisfied_now(g) {
+            return;
+        }
+        let held: u64 = f.gangs.members[g].held.values().map(|&n| u64::from(n)).sum();
+        let placed = u64::try_from(placement.bindings.len()).unwrap_or(u64::MAX);
+        let min = gang.min_pods().unwrap_or(u64::from(gang.min_member));
+        let keep = step.most(min.max(held), held.saturating_add(placed)).saturating_sub(held);
+        let keep = usize::try_from(keep).unwrap_or(usize::MAX);
+        for (p, n) in placement.bindings.drain(keep.min(placement.bindings.len())..) {
+            self.ledger.give(&mut placement.txn, n, &f.pods.demand[p]);
+        }
+    }
+
+    /// Whether gang `g`'s minimum holds already (members bound, running or done).
+    fn is_satisfied_now(&self, g: usize) -> bool {
+        tree::satisfied(&self.facts.input.snap.gangs[g], &self.facts.gangs.members[g].held)
     }
 
     /// A gang placed whole (its capacity is committed by the caller, with its group's): bound, or
@@ -820,7 +854,7 @@ impl<'v> View<'v, '_> {
                 }
                 let reason =
                     if blocked.is_empty() { Reason::WaitingForResources } else { Reason::WaitingForPriority };
-                let mut d = match hold {
+                let d = match hold {
                     Some(h) => {
                         let nodes: BTreeSet<usize> = h.bindings.iter().map(|&(_, n)| n).collect();
                         let names: Vec<&str> =
@@ -838,7 +872,7 @@ impl<'v> View<'v, '_> {
                             self.ledger.take(&mut txn, n, &f.pods.demand[p]);
                         }
                         d.txn = txn;
-                        d.hold = Some(h);
+                        d.hold = Some(Box::new(h));
                         d
                     }
                     None => {
@@ -846,7 +880,6 @@ impl<'v> View<'v, '_> {
                         Decision::new(g, reason, Phase::Pending, msg, st)
                     }
                 };
-                d.expected_start = d.hold.as_ref().map(|h| h.start);
                 return d;
             }
             if room {

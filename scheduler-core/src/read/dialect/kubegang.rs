@@ -231,6 +231,12 @@ pub fn from_crd(g: &crd::Gang) -> Result<Gang, Vec<FieldError>> {
             Err(e) => errors.push(e),
         }
     }
+    if let Some(v) = meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_ELASTIC_STEP)) {
+        match crate::read::model::ElasticStep::parse(v) {
+            Ok(s) => gang.elastic_step = Some(s),
+            Err(e) => errors.push(FieldError::new(annotation_path(ANNOTATION_ELASTIC_STEP), e)),
+        }
+    }
     if let Some(v) = meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_TIME_LIMIT)) {
         match crate::read::duration::time_limit(v) {
             Ok(d) => gang.time_limit = Some(d),
@@ -371,6 +377,12 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
         match opt_in(v) {
             Ok(b) => gang.provisioning = Some(b),
             Err(e) => errors.push(e),
+        }
+    }
+    if let Some(v) = a.get(ANNOTATION_ELASTIC_STEP) {
+        match crate::read::model::ElasticStep::parse(v) {
+            Ok(s) => gang.elastic_step = Some(s),
+            Err(e) => errors.push(FieldError::new(annotation_path(ANNOTATION_ELASTIC_STEP), e)),
         }
     }
     if let Some(v) = a.get(ANNOTATION_GANG_GROUP) {
