@@ -85,7 +85,8 @@ pub struct Config {
 /// earliest time within `window` at which their whole minimum fits, found from when the pods
 /// running now are expected to end (each pod's start plus its time limit, rounded up to
 /// `resolution`), and the capacity they would use then is held for them: a lower gang may start
-/// on held capacity only if its own time limit ends it by then; a gang with no limit never does.
+/// on held capacity only if its own time limit ends it a step (`resolution`) before then; a gang
+/// with no limit never does.
 /// Nothing of it is stored: every cycle finds the same holds again from what the cluster shows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]

@@ -11,9 +11,10 @@
 //!   handful of placements of the gang, not one per step), and the capacity that placement uses,
 //!   taken from the ledger for the rest of the cycle — so a gang behind it sees that capacity as
 //!   taken, unless it may backfill.
-//! - **Backfill**: a gang may use a hold's capacity when its own time limit ends it by the hold's
-//!   start ([`may_use`]); a gang with no limit never does. A hold ends when its gang does (its
-//!   start plus its limit): later holds may count on that capacity after it.
+//! - **Backfill**: a gang may use a hold's capacity when its time limit (the longest of its
+//!   members') ends it a step before the hold's start ([`may_use`]: its pods' start times come
+//!   after the binding); a gang with no limit never does. A hold ends a step after its gang's
+//!   limit: later holds may count on that capacity after it.
 //!
 //! Nothing here is kept between cycles: the holds are found again from the snapshot every cycle,
 //! in the same order, so a restarted or new leader holds the same capacity for the same gangs.

@@ -847,7 +847,7 @@ impl<'v> View<'v, '_> {
                 let mut msg = String::new();
                 if let Some(first) = blocked.iter().map(|h| h.start).min() {
                     msg.push_str(&format!(
-                        "would fit now, but on capacity held for {}; a gang may start there only if it ends by then, and {}. ",
+                        "would fit now, but on capacity held for {}; a gang may start there only if its time limit ends it a step (backfill.resolution) before then, and {}. ",
                         self.hold_names(&blocked),
                         self.limit_note(g, first)
                     ));
