@@ -128,6 +128,54 @@ fn volcano_podgroup_with_task_minimums() {
     assert_eq!(members(&snap, "vj")[0].1.as_deref(), Some("ps"));
 }
 
+/// A Volcano Job's PodGroup waits `Pending` until a scheduler admits it, and Volcano's job
+/// controller makes no pod before: the waiting gang says so, and whether the scheduler will move
+/// it (opted in by its own label, copied from the Job, or its namespace's) or not.
+#[test]
+fn a_pending_volcano_podgroup_says_why_it_has_no_pods() {
+    let pg = |name: &str, labels: Value, status: Value| {
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+               "metadata": {"name": name, "namespace": "ml", "labels": labels},
+               "spec": {"minMember": 2}, "status": status})
+    };
+    let (snap, problems) = assemble(vec![
+        pg("ours", json!({"kube-gang.io/enabled": "true"}), json!({})),
+        pg("theirs", json!({}), json!({"phase": "Pending"})),
+        pg("admitted", json!({}), json!({"phase": "Inqueue"})),
+    ]);
+    assert!(problems.is_empty(), "{problems:?}");
+    let plan =
+        scheduler_core::schedule(&snap, &scheduler_core::Config::default(), scheduler_core::model::Time(0));
+    let message = |name: &str| plan.outcome(&GangKey::new("ml", name)).unwrap().message.clone();
+    let ours = message("ours");
+    assert!(
+        ours.starts_with("waiting for members: 0 of 2 exist")
+            && ours.contains("its PodGroup has no phase yet: Volcano's job controller creates the pods once it is Inqueue, to which the scheduler moves it"),
+        "{ours}"
+    );
+    let theirs = message("theirs");
+    assert!(
+        theirs.contains("its PodGroup is Pending and is not opted in (kube-gang.io/enabled=true on it, copied from its Volcano Job, or on namespace ml)"),
+        "{theirs}"
+    );
+    assert_eq!(message("admitted"), "waiting for members: 0 of 2 exist", "admitted: nothing more to say");
+    let mut labelled = assemble(vec![pg("theirs", json!({}), json!({"phase": "Pending"}))]).0;
+    labelled.namespaces.insert(
+        "ml".into(),
+        [("kube-gang.io/enabled".to_string(), "true".to_string())]
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into(),
+    );
+    let plan = scheduler_core::schedule(
+        &labelled,
+        &scheduler_core::Config::default(),
+        scheduler_core::model::Time(0),
+    );
+    let m = &plan.outcome(&GangKey::new("ml", "theirs")).unwrap().message;
+    assert!(m.contains("to which the scheduler moves it"), "opted in by its namespace: {m}");
+}
+
 #[test]
 fn a_podgroups_priority_class_is_the_gangs_priority_and_an_unknown_one_a_problem() {
     let podgroup = |name: &str, class: &str| {

@@ -57,6 +57,8 @@ pub enum StatusChange {
     /// The gang state kept on a member pod (annotation `kube-gang.io/state`), written to the pod
     /// of this UID only.
     Keep(Box<Keep>),
+    /// A gang object's `status.phase`, from `Pending` to the one its controllers wait for.
+    Phase(&'static str),
 }
 
 /// Everything that applies a plan, by kind, each in the order it should be sent.
@@ -71,13 +73,15 @@ pub struct Writes {
     pub events: Vec<Event>,
 }
 
-/// The object a status write changes: a pod's status, one of kube-gang's own `Gang`s, or the gang
-/// state a pod keeps (its metadata).
+/// The object a status write changes: a pod's status, one of kube-gang's own `Gang`s, the gang
+/// state a pod keeps (its metadata), or a Volcano PodGroup moved out of `Pending` so its
+/// controller creates the pods ([`enqueue`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
     Pod(PodKey),
     Gang(GangKey),
     Kept(PodKey),
+    Enqueue(GangKey),
 }
 
 impl Target {
@@ -88,8 +92,23 @@ impl Target {
                 ObjectRef::of_kind(&POD, k.namespace.as_str(), k.name.as_str())
             }
             Target::Gang(k) => ObjectRef::of_kind(&GANG, k.namespace.as_str(), k.name.as_str()),
+            Target::Enqueue(k) => {
+                ObjectRef::of_kind(volcano_podgroup(), k.namespace.as_str(), k.name.as_str())
+            }
         }
     }
+}
+
+/// Volcano's PodGroup as the cluster view reads it (`scheduling.volcano.sh/v1beta1`).
+pub(crate) fn volcano_podgroup() -> &'static scheduler_core::object::ApiKind {
+    use scheduler_core::dialect::volcano;
+    static KIND: std::sync::OnceLock<&'static scheduler_core::object::ApiKind> = std::sync::OnceLock::new();
+    KIND.get_or_init(|| {
+        scheduler_core::cluster::READ
+            .iter()
+            .find(|k| k.group == volcano::GROUP && k.kind == "PodGroup")
+            .expect("the cluster view reads Volcano PodGroups (dialect::GANG_KINDS)")
+    })
 }
 
 /// Who reports events (`reportingController`); `reportingInstance` is the replica's Lease
@@ -218,6 +237,7 @@ impl StatusWrite {
             StatusChange::Keep(k) => json!({"metadata": {"uid": k.uid, "annotations": {
                 scheduler_core::labels::ANNOTATION_STATE: k.text,
             }}}),
+            StatusChange::Phase(phase) => json!({"status": {"phase": phase}}),
         };
         if let Some(rv) = &self.resource_version {
             body["metadata"] = json!({"resourceVersion": rv});
@@ -243,6 +263,17 @@ impl StatusWrite {
                 ),
                 MERGE,
             ),
+            // Volcano's PodGroup CRD has no status subresource: its status is the object's.
+            (Target::Enqueue(k), _) => {
+                let pg = volcano_podgroup();
+                (
+                    format!(
+                        "/apis/{}/{}/namespaces/{}/{}/{}",
+                        pg.group, pg.version, k.namespace, pg.plural, k.name
+                    ),
+                    MERGE,
+                )
+            }
         };
         Http { method: "PATCH", path, content_type, body: self.patch() }
     }
@@ -334,6 +365,11 @@ pub trait Current {
     fn gang(&self, key: &GangKey) -> Option<GangNow<'_>>;
     /// Any raw object (a gang object of some dialect), if known.
     fn object(&self, r: &ObjectRef) -> Option<&Value>;
+    /// Whether a move of gang object `key` out of `Pending` ([`Target::Enqueue`]) was sent and is
+    /// not yet seen in the watch (nor refused).
+    fn enqueuing(&self, _key: &GangKey) -> bool {
+        false
+    }
 }
 
 /// Nothing known: every write is sent (and no `Gang` status, for want of the object).
@@ -400,6 +436,37 @@ pub fn gang_status(outcome: &Outcome, current: &GangNow<'_>, now: Time) -> Optio
         resource_version: current.resource_version.map(String::from),
         change: StatusChange::Gang { status: Box::new(status), previous: previous.cloned().map(Box::new) },
     })
+}
+
+/// The moves of opted-in gang objects out of `Pending` (Volcano PodGroups to `Inqueue`), for
+/// every gang of `snapshot` read from a kind whose controllers wait for it
+/// ([`scheduler_core::dialect::enqueue_phase`]) and that the object says waits
+/// ([`scheduler_core::dialect::volcano::awaits_enqueue`]); none that was sent and not yet seen.
+/// Conditional on the object's `resourceVersion`: a PodGroup its controller or Volcano's scheduler
+/// changed meanwhile is looked at again next cycle. One look-up per such gang.
+pub fn enqueue(snapshot: &Snapshot, current: &impl Current) -> Vec<StatusWrite> {
+    let mut out = Vec::new();
+    for g in &snapshot.gangs {
+        let Some(phase) = scheduler_core::dialect::enqueue_phase(g.source.dialect, &g.source.kind) else {
+            continue;
+        };
+        let target = Target::Enqueue(g.key.clone());
+        let Some(obj) = current.object(&target.object_ref()) else { continue };
+        let namespace = snapshot.namespaces.get(g.key.namespace.as_str());
+        let enabled = namespace.and_then(|l| l.get(scheduler_core::labels::LABEL_ENABLED));
+        if !scheduler_core::dialect::volcano::awaits_enqueue(obj, enabled) || current.enqueuing(&g.key) {
+            continue;
+        }
+        out.push(StatusWrite {
+            target,
+            resource_version: obj
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(String::from),
+            change: StatusChange::Phase(phase),
+        });
+    }
+    out
 }
 
 /// The write that keeps a gang's state on a member pod (the core chose which pods lack it).
@@ -586,6 +653,7 @@ pub fn writes(
         }
     }
     out.statuses.extend(plan.keep.iter().map(keep));
+    out.statuses.extend(enqueue(snapshot, current));
     let binding_now: HashSet<&PodKey> = plan.bindings.iter().map(|b| &b.pod).collect();
     for o in &plan.outcomes {
         let o = &*with_blocked(o, plan, blocked);

@@ -56,6 +56,8 @@ pub struct Index {
     /// Status writes sent and not yet seen in the watch, by pod and by `Gang`.
     ahead_pods: HashMap<PodKey, Ahead>,
     ahead_gangs: HashMap<GangKey, Ahead>,
+    /// Volcano PodGroups moved out of `Pending` ([`Target::Enqueue`]) and not yet seen so.
+    ahead_enqueues: HashMap<GangKey, Ahead>,
     /// Gang states written on member pods and not yet seen in the watch (see [`Index::kept`]).
     keeping: BTreeMap<PodKey, Keeping>,
 }
@@ -75,6 +77,11 @@ enum Fate {
     Made,
     /// Refused or failed: sent again ([`Index::keeps_to_retry`]).
     Failed,
+}
+
+/// The gang key of a gang object's identity.
+fn gang_key(r: &ObjectRef) -> GangKey {
+    GangKey::new(r.namespace.as_str(), r.name.as_str())
 }
 
 /// The revision of the gang state a raw pod keeps (0: none readable).
@@ -164,6 +171,12 @@ impl Index {
                     self.ahead_gangs.remove(&key);
                 }
             }
+            Filed::Other if !self.ahead_enqueues.is_empty() && r.is(crate::apply::volcano_podgroup()) => {
+                let key = gang_key(&r);
+                if self.ahead_enqueues.get_mut(&key).is_some_and(|a| a.delivered(&obj)) {
+                    self.ahead_enqueues.remove(&key);
+                }
+            }
             // A claim or volume the scheduler wrote is held as the API server answered the write;
             // a watch event older than that (delivered after the answer) does not undo it. The
             // versions are compared as numbers, as kube-scheduler's assume cache compares them.
@@ -232,6 +245,9 @@ impl Index {
             Filed::Other if r.is(&GANG) => {
                 self.ahead_gangs.remove(&GangKey::new(r.namespace.as_str(), r.name.as_str()));
             }
+            Filed::Other if !self.ahead_enqueues.is_empty() && r.is(crate::apply::volcano_podgroup()) => {
+                self.ahead_enqueues.remove(&gang_key(r));
+            }
             _ => {}
         }
         self.live.remove_ref(r);
@@ -281,6 +297,8 @@ impl Index {
             }
         } else if *kind == GANG {
             self.ahead_gangs.retain(|_, a| a.unanswered > 0);
+        } else if kind == crate::apply::volcano_podgroup() {
+            self.ahead_enqueues.retain(|_, a| a.unanswered > 0);
         }
         // Objects the core cannot file are reported with the snapshot's problems.
         let _ = self.live.replace(kind, objects);
@@ -388,6 +406,7 @@ impl Index {
         let ahead = match &w.target {
             Target::Pod(k) => self.ahead_pods.entry(k.clone()).or_default(),
             Target::Gang(k) => self.ahead_gangs.entry(k.clone()).or_default(),
+            Target::Enqueue(k) => self.ahead_enqueues.entry(k.clone()).or_default(),
             Target::Kept(k) => {
                 if let StatusChange::Keep(keep) = &w.change
                     && let Some(p) = Persisted::from_text(&keep.text)
@@ -409,7 +428,7 @@ impl Index {
             }
             StatusChange::Condition(c) => ahead.scheduled = Some((**c).clone()),
             StatusChange::Gang { status, .. } => ahead.gang = Some((**status).clone()),
-            StatusChange::Keep(_) => {}
+            StatusChange::Keep(_) | StatusChange::Phase(_) => {}
         }
     }
 
@@ -419,6 +438,7 @@ impl Index {
         let ahead = match t {
             Target::Pod(k) => self.ahead_pods.get_mut(k),
             Target::Gang(k) => self.ahead_gangs.get_mut(k),
+            Target::Enqueue(k) => self.ahead_enqueues.get_mut(k),
             Target::Kept(k) => {
                 if let Some(kept) = self.keeping.get_mut(k) {
                     kept.fate = Fate::Made;
@@ -475,6 +495,9 @@ impl Index {
             }
             Target::Gang(k) => {
                 self.ahead_gangs.remove(k);
+            }
+            Target::Enqueue(k) => {
+                self.ahead_enqueues.remove(k);
             }
             Target::Kept(k) => {
                 self.keeping.remove(k);
@@ -561,6 +584,10 @@ impl Current for Index {
 
     fn object(&self, r: &ObjectRef) -> Option<&Value> {
         self.live.get_ref(r)
+    }
+
+    fn enqueuing(&self, key: &GangKey) -> bool {
+        self.ahead_enqueues.contains_key(key)
     }
 }
 

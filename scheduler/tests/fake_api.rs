@@ -549,6 +549,76 @@ async fn a_gang_crd_installed_later_is_watched_and_its_gangs_placed() {
     handle.await.unwrap();
 }
 
+/// Volcano's job controller creates a Job's pods only once the Job's PodGroup has left `Pending`
+/// (Volcano's scheduler moves it to `Inqueue`): without that a Volcano Job opted in to kube-gang
+/// never gets a pod. The scheduler moves an opted-in PodGroup (its own label, copied from the Job
+/// by Volcano's controller, or its namespace's) to `Inqueue` once, with a patch of the object
+/// (the CRD has no status subresource); then, as the controller would, its pods are made and
+/// the gang is bound. PodGroups not opted in, or past `Pending`, are left as they are.
+#[tokio::test]
+async fn an_opted_in_volcano_podgroup_is_moved_to_inqueue_so_its_controller_creates_the_pods() {
+    let fake = FakeApi::start(&[
+        ("/apis/kube-gang.io/v1alpha1", "gangs"),
+        ("/apis/scheduling.volcano.sh/v1beta1", "podgroups"),
+    ])
+    .await;
+    fake.put(node("gpu-1", "64", 8, &[]));
+    fake.put(node("gpu-2", "64", 8, &[]));
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "lab", "labels": {"kube-gang.io/enabled": "true"}}}));
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}));
+    let podgroup = |ns: &str, name: &str, labels: serde_json::Value, status: serde_json::Value| {
+        let mut pg = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [
+                {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train",
+                 "uid": format!("job-{name}"), "controller": true}]},
+            "spec": {"minMember": 2, "queue": "default"}});
+        if !status.is_null() {
+            pg["status"] = status;
+        }
+        pg
+    };
+    let on = json!({"kube-gang.io/enabled": "true"});
+    // As Volcano's job controller makes it: the Job's labels, no status yet.
+    fake.put(podgroup("ml", "train-a1", on.clone(), json!(null)));
+    fake.put(podgroup("lab", "sweep-b2", json!({}), json!({"phase": "Pending"})));
+    fake.put(podgroup("ml", "theirs-c3", json!({}), json!(null)));
+    fake.put(podgroup("ml", "done-d4", on, json!({"phase": "Running", "running": 2})));
+    let (stop, handle) = start(&fake, false).await;
+    let phase = |f: &FakeApi, ns: &str, name: &str| {
+        f.get("scheduling.volcano.sh/v1beta1", "PodGroup", ns, name)
+            .and_then(|pg| pg.pointer("/status/phase").and_then(|p| p.as_str()).map(String::from))
+    };
+    let enqueued = |f: &FakeApi| {
+        phase(f, "ml", "train-a1").as_deref() == Some("Inqueue")
+            && phase(f, "lab", "sweep-b2").as_deref() == Some("Inqueue")
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), enqueued).await, "{:#?}", fake.requests());
+    // Volcano's controller, seeing `Inqueue`, creates the Job's pods.
+    for i in 0..2 {
+        let mut p = gang_pod("ml", &format!("train-worker-{i}"), "unused", 8);
+        p["metadata"]["labels"] = json!({});
+        p["metadata"]["annotations"] =
+            json!({"scheduling.k8s.io/group-name": "train-a1", "volcano.sh/task-spec": "worker"});
+        fake.put(p);
+    }
+    let both = |f: &FakeApi| {
+        bound(f, "ml", "train-worker-0").is_some() && bound(f, "ml", "train-worker-1").is_some()
+    };
+    assert!(fake.wait_for(Duration::from_secs(10), both).await, "{:#?}", fake.requests());
+    // Cycles go on (the bindings, the pods' watch events): the move is not sent again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(fake.requests_to("PATCH", "/podgroups/train-a1").len(), 1);
+    assert_eq!(fake.requests_to("PATCH", "/podgroups/sweep-b2").len(), 1);
+    // Not opted in (neither it nor its namespace), or past Pending: untouched.
+    assert_eq!(phase(&fake, "ml", "theirs-c3"), None);
+    assert_eq!(phase(&fake, "ml", "done-d4").as_deref(), Some("Running"));
+    assert!(fake.requests_to("PATCH", "/podgroups/theirs-c3").is_empty());
+    assert!(fake.requests_to("PATCH", "/podgroups/done-d4").is_empty());
+    stop.cancel();
+    handle.await.unwrap();
+}
+
 #[tokio::test]
 async fn a_grove_podgang_is_placed_whole_and_only_once_its_pod_groups_all_fit() {
     // A Grove PodGang (a frontend, and a scaling group's replica of a leader and two workers) with

@@ -26,6 +26,27 @@ pub fn gang() -> &'static Value {
     })
 }
 
+/// The parts of Volcano's PodGroup CRD schema (`config/crd/volcano/bases/
+/// scheduling.volcano.sh_podgroups.yaml`, 1.12) that kube-gang's writes and fixtures touch: the
+/// status' phase enum and counts, the condition times, `spec.minMember`. Written from that CRD's
+/// facts; the rest of the object is taken as it comes.
+pub fn volcano_podgroup() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let count = serde_json::json!({"type": "integer", "format": "int32", "minimum": 0});
+        serde_json::json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"minMember": count}},
+            "status": {"type": "object", "properties": {
+                "phase": {"type": "string", "enum": ["Pending", "Running", "Unknown", "Inqueue", "Completed"]},
+                "running": count, "succeeded": count, "failed": count,
+                "conditions": {"type": "array", "items": {"type": "object", "properties": {
+                    "lastTransitionTime": {"type": "string", "format": "date-time"},
+                    "message": {"type": "string"}, "reason": {"type": "string"},
+                    "status": {"type": "string"}, "transitionID": {"type": "string"},
+                    "type": {"type": "string"}}}}}}}})
+    })
+}
+
 /// The JSON type of a value, as kube-openapi names it in its messages.
 fn type_of(v: &Value) -> &'static str {
     match v {

@@ -239,6 +239,7 @@ fn tracks_generation(kind: Kind) -> bool {
             | Kind::Gang
             | Kind::ResourceSlice
             | Kind::DeviceClass
+            | Kind::VolcanoPodGroup
             | Kind::Custom
     )
 }
@@ -346,11 +347,15 @@ fn updated(kind: Kind, sub: Option<&str>, current: &Value, new: &Value) -> Value
         set_meta(&mut out, f, current.pointer(&format!("/metadata/{f}")).cloned().unwrap_or(Value::Null));
     }
     if tracks_generation(kind) && sub != Some("status") {
+        // Without a status subresource the status is content like any other: a custom
+        // resource's strategy bumps the generation for any change but to metadata.
         let strip = |v: &Value| {
             let mut v = v.clone();
             if let Some(m) = v.as_object_mut() {
                 m.remove("metadata");
-                m.remove("status");
+                if kind.has_status() {
+                    m.remove("status");
+                }
             }
             v
         };

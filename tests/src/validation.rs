@@ -85,6 +85,10 @@ pub enum Kind {
     ResourceSlice,
     /// `resource.k8s.io` DeviceClass (cluster-scoped, no status).
     DeviceClass,
+    /// Volcano's `scheduling.volcano.sh/v1beta1` PodGroup CRD: no status subresource (its status
+    /// is written with the object), checked against the parts of its schema the scheduler writes
+    /// ([`crate::schema::volcano_podgroup`]).
+    VolcanoPodGroup,
     /// Any other custom resource: metadata checked, the rest taken as it comes.
     Custom,
 }
@@ -133,6 +137,7 @@ impl Kind {
                 | "/apis/resource.k8s.io/v1beta1",
                 "deviceclasses",
             ) => Kind::DeviceClass,
+            ("/apis/scheduling.volcano.sh/v1beta1", "podgroups") => Kind::VolcanoPodGroup,
             _ => Kind::Custom,
         }
     }
@@ -140,7 +145,7 @@ impl Kind {
     /// A built-in kind (strategic merge patch applies); custom resources take JSON and merge
     /// patches only.
     pub fn built_in(self) -> bool {
-        !matches!(self, Kind::Gang | Kind::ProvisioningRequest | Kind::Custom)
+        !matches!(self, Kind::Gang | Kind::ProvisioningRequest | Kind::VolcanoPodGroup | Kind::Custom)
     }
 
     /// Whether the kind has a `/status` subresource that owns `.status`.
@@ -159,6 +164,7 @@ impl Kind {
                 | Kind::CsiNode
                 | Kind::ResourceSlice
                 | Kind::DeviceClass
+                | Kind::VolcanoPodGroup
         )
     }
 
@@ -197,6 +203,7 @@ impl Kind {
             Kind::ResourceClaim => "ResourceClaim.resource.k8s.io".into(),
             Kind::ResourceSlice => "ResourceSlice.resource.k8s.io".into(),
             Kind::DeviceClass => "DeviceClass.resource.k8s.io".into(),
+            Kind::VolcanoPodGroup => "PodGroup.scheduling.volcano.sh".into(),
             Kind::Custom => fallback.into(),
         }
     }
@@ -224,6 +231,7 @@ impl Kind {
             Kind::ResourceClaim => "ResourceClaim",
             Kind::ResourceSlice => "ResourceSlice",
             Kind::DeviceClass => "DeviceClass",
+            Kind::VolcanoPodGroup => "PodGroup",
             Kind::Custom => "object",
         }
     }
@@ -276,6 +284,7 @@ impl Kind {
             | Kind::StorageClass
             | Kind::CsiNode
             | Kind::DeviceClass
+            | Kind::VolcanoPodGroup
             | Kind::Custom => &[],
         }
     }
@@ -403,7 +412,7 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
             "v1beta2" => typed::<api::resource::v1beta2::DeviceClass>(obj),
             _ => typed::<api::resource::v1beta1::DeviceClass>(obj),
         },
-        Kind::Custom => {
+        Kind::VolcanoPodGroup | Kind::Custom => {
             if obj.is_object() {
                 Ok(())
             } else {
@@ -703,6 +712,7 @@ pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -
     object_meta(kind, obj, &mut errs);
     match kind {
         Kind::Event | Kind::CoreEvent => event(kind, obj, namespace, &mut errs),
+        Kind::VolcanoPodGroup => crate::schema::check(crate::schema::volcano_podgroup(), obj, "", &mut errs),
         Kind::Gang => {
             crate::schema::check(crate::schema::gang(), obj, "", &mut errs);
             // Stricter than the CRD's schema, which carries no patterns for conditions: our

@@ -7,6 +7,7 @@ use kube_gang_tests::{FakeApi, FaultKind, gang_pod, pdb};
 use serde_json::{Value, json};
 
 const JSON: &str = "application/json";
+const MERGE: &str = "application/merge-patch+json";
 
 fn binding(name: &str, uid: &str, node: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": "ml", "uid": uid},
@@ -378,4 +379,48 @@ async fn percentages_and_max_unavailable_count_the_controllers_scale() {
     assert_eq!(a.status, 201, "{:#}", a.body);
     let a = api.call("POST", &evict_uri("web-1"), JSON, &eviction("web-1")).await;
     assert_eq!(a.status, 429, "{:#}", a.body);
+}
+
+/// Volcano's PodGroup CRD serves no status subresource: its status is written with the object (a
+/// merge patch of the object), the phase must be one of its enum, a stale `resourceVersion` is a
+/// conflict, and the change bumps the generation as a custom resource's strategy does for any
+/// change but to metadata.
+#[tokio::test]
+async fn a_volcano_podgroup_has_no_status_subresource_and_its_phase_is_an_enum() {
+    let prefix = "/apis/scheduling.volcano.sh/v1beta1";
+    let api = FakeApi::start(&[(prefix, "podgroups")]).await;
+    api.put(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ml", "generation": 1}, "spec": {"minMember": 2}}));
+    let uri = format!("{prefix}/namespaces/ml/podgroups/pg");
+    let stale = api.get("scheduling.volcano.sh/v1beta1", "PodGroup", "ml", "pg").unwrap()["metadata"]
+        ["resourceVersion"]
+        .clone();
+    let a =
+        api.call("PATCH", &format!("{uri}/status"), MERGE, &json!({"status": {"phase": "Inqueue"}})).await;
+    assert_eq!(a.status, 404, "{:#}", a.body);
+    let a = api.call("PATCH", &uri, MERGE, &json!({"status": {"phase": "Queued"}})).await;
+    assert_eq!((a.status, a.body["details"]["causes"][0]["field"].as_str()), (422, Some("status.phase")));
+    assert!(a.body["message"].as_str().unwrap().contains("supported values: \"Pending\""), "{:#}", a.body);
+    let a = api
+        .call(
+            "PATCH",
+            &uri,
+            MERGE,
+            &json!({"metadata": {"resourceVersion": stale}, "status": {"phase": "Inqueue"}}),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:#}", a.body);
+    assert_eq!(
+        (a.body["status"]["phase"].as_str(), a.body["metadata"]["generation"].as_i64()),
+        (Some("Inqueue"), Some(2))
+    );
+    let a = api
+        .call(
+            "PATCH",
+            &uri,
+            MERGE,
+            &json!({"metadata": {"resourceVersion": stale}, "status": {"phase": "Running"}}),
+        )
+        .await;
+    assert_eq!(a.status, 409, "{:#}", a.body);
 }

@@ -262,11 +262,13 @@ fn rbac_is_least_privilege() {
             );
         }
     }
-    // Gang objects, from the core's table of gang kinds: read, never written, but for the
-    // status subresource the table says the scheduler writes a gang's state to (only our own
-    // Gang's: the others belong to their projects' controllers).
+    // Gang objects, from the core's table of gang kinds: read, never made, replaced or deleted;
+    // patched only where the table says the scheduler moves a waiting object to the phase its
+    // controllers wait for (Volcano's PodGroup, which has no status subresource); and the status
+    // subresource patched only where the table says the scheduler writes a gang's state to it
+    // (only our own Gang's: the others belong to their projects' controllers).
     for k in scheduler_core::dialect::GANG_KINDS {
-        for verb in ["create", "update", "patch", "delete"] {
+        for verb in ["create", "update", "delete"] {
             assert!(
                 !can(k.group, k.plural, verb),
                 "the scheduler never writes {}/{} ({verb})",
@@ -274,6 +276,13 @@ fn rbac_is_least_privilege() {
                 k.plural
             );
         }
+        assert_eq!(
+            can(k.group, k.plural, "patch"),
+            k.enqueue.is_some(),
+            "patch {}/{} is granted exactly when the table says the scheduler moves its phase",
+            k.group,
+            k.plural
+        );
         let status = format!("{}/status", k.plural);
         assert_eq!(
             can(k.group, &status, "patch"),

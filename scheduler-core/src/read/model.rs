@@ -853,6 +853,11 @@ pub struct Gang {
     /// Boxed: few gangs have one, and every gang of a cluster is held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_gather: Option<Box<NetworkGather>>,
+    /// A gang object whose project's controllers create the gang's pods only once a scheduler has
+    /// moved it out of `Pending` (Volcano's PodGroup: `Inqueue`), as read: what the scheduler does
+    /// and what a waiting gang's message says. Boxed: few gangs have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Box<Admission>>,
     /// Exclusive placement (JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology`): members are
     /// grouped by the subgroup they name (a JobSet's child job); each group lands whole in one
     /// domain of this node label, and no two groups share a domain.
@@ -919,6 +924,7 @@ impl Gang {
             topology_preferred: None,
             topology_object: None,
             network_gather: None,
+            admission: None,
             exclusive_topology: None,
             gang_group: Vec::new(),
             stale_grace: None,
@@ -932,6 +938,38 @@ impl Gang {
             created: Time::default(),
             uid: None,
             state: GangState::default(),
+        }
+    }
+}
+
+/// A gang object's admission by a scheduler, which its controllers wait for before they create
+/// the gang's pods ([`Gang::admission`]): Volcano's PodGroup phase, as its object says it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Admission {
+    /// `status.phase` (`""` when unset).
+    #[serde(default)]
+    pub phase: String,
+    /// Its own `kube-gang.io/enabled` label (Volcano's job controller copies the Job's labels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<String>,
+    /// Being deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
+}
+
+impl Admission {
+    /// Still waiting to be admitted: `Pending` (or no phase yet), and not being deleted.
+    pub fn waiting(&self) -> bool {
+        (self.phase.is_empty() || self.phase == "Pending") && !self.deleting
+    }
+
+    /// Opted in to kube-gang as the Volcano Job it came from is: by its own label, else by its
+    /// namespace's (`namespace_enabled`, that label's value there).
+    pub fn opted_in(&self, namespace_enabled: Option<&str>) -> bool {
+        match self.enabled.as_deref() {
+            Some(v) => v == "true",
+            None => namespace_enabled == Some("true"),
         }
     }
 }

@@ -334,6 +334,10 @@ impl<'v> View<'v, '_> {
                 msg.push_str(&format!(" ({short})"));
             }
             msg.push_str(&self.failures_note(g));
+            // No member yet: the controller may be waiting for the object's admission.
+            if let Some(a) = gang.admission.as_deref().filter(|a| a.waiting() && exist == 0) {
+                msg.push_str(&admission_note(a, &f.input.snap.namespaces, gang.key.namespace.as_str()));
+            }
             if let Some(first) = m.first_orphan {
                 let pod = &f.input.snap.pods[first];
                 let why = tree::attachment_error(gang, pod.gang.as_ref().and_then(|m| m.subgroup.as_deref()))
@@ -1107,5 +1111,32 @@ fn minimum(gang: &crate::read::model::Gang) -> String {
     } else {
         let top = gang.subgroups.iter().filter(|s| s.parent.is_none()).count();
         format!("minimum {} of {top} subgroup(s)", gang.min_member)
+    }
+}
+
+/// Why a gang object that waits to be admitted ([`crate::read::model::Admission`]: a Volcano
+/// PodGroup still `Pending`) has no pods yet: Volcano's job controller creates them only once it
+/// is `Inqueue`, which the scheduler writes for opted-in PodGroups.
+fn admission_note(
+    a: &crate::read::model::Admission,
+    namespaces: &std::collections::BTreeMap<String, crate::read::model::Labels>,
+    namespace: &str,
+) -> String {
+    let label = crate::read::labels::LABEL_ENABLED;
+    let enabled = namespaces.get(namespace).and_then(|l| l.get(label));
+    let phase = if a.phase.is_empty() { "has no phase yet" } else { "is Pending" };
+    if a.opted_in(enabled) {
+        format!(
+            "; its PodGroup {phase}: Volcano's job controller creates the pods once it is {}, to \
+             which the scheduler moves it",
+            crate::read::dialect::volcano::PHASE_INQUEUE
+        )
+    } else {
+        format!(
+            "; its PodGroup {phase} and is not opted in ({label}=true on it, copied from its Volcano \
+             Job, or on namespace {namespace}): Volcano's job controller creates no pods until a \
+             scheduler moves it to {}, and gang-scheduler moves only opted-in PodGroups",
+            crate::read::dialect::volcano::PHASE_INQUEUE
+        )
     }
 }

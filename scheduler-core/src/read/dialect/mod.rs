@@ -203,6 +203,12 @@ pub struct GangKind {
     /// `patch` on it); `None`: the object belongs to another project's controller, and the state
     /// goes on the gang's pods (annotation `kube-gang.io/state`, `Gang::keeps_state_on_pods`).
     pub status: Option<&'static str>,
+    /// The phase the scheduler moves a waiting object of this kind to, when the project's own
+    /// controllers create the gang's pods only after their scheduler has admitted the object
+    /// (Volcano's `Inqueue`): written by a merge patch of the object itself (Volcano's PodGroup
+    /// has no status subresource), only while the object is `Pending` and opted in
+    /// ([`volcano::awaits_enqueue`]). Its RBAC grants `patch` on the resource for it alone.
+    pub enqueue: Option<&'static str>,
     /// Whether our validating webhook and ValidatingAdmissionPolicy admit objects of this kind
     /// (only our own: the others are their projects' to validate).
     pub validated: bool,
@@ -226,6 +232,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::KubeGang,
         read: |o| kubegang::read(o).map(GangObject::Gang),
         status: Some("gangs/status"),
+        enqueue: None,
         validated: true,
         lookup: true,
     },
@@ -237,6 +244,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::Coscheduling,
         read: |o| coscheduling::read(o).map(GangObject::Gang),
         status: None,
+        enqueue: None,
         validated: false,
         lookup: false,
     },
@@ -248,6 +256,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::Volcano,
         read: |o| volcano::read(o).map(GangObject::Gang),
         status: None,
+        enqueue: Some(volcano::PHASE_INQUEUE),
         validated: false,
         lookup: false,
     },
@@ -259,6 +268,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::Kai,
         read: |o| kai::read(o).map(GangObject::Gang),
         status: None,
+        enqueue: None,
         validated: false,
         lookup: true,
     },
@@ -270,6 +280,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::Koordinator,
         read: |o| koordinator::read(o).map(GangObject::Gang),
         status: None,
+        enqueue: None,
         validated: false,
         lookup: false,
     },
@@ -281,6 +292,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::Grove,
         read: |o| grove::read(o).map(GangObject::Gang),
         status: None,
+        enqueue: None,
         validated: false,
         lookup: true,
     },
@@ -294,6 +306,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::Upstream,
         read: |o| upstream::read(o).map(GangObject::UpstreamGroup),
         status: None,
+        enqueue: None,
         validated: false,
         lookup: false,
     },
@@ -305,6 +318,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::Upstream,
         read: |o| upstream::read(o).map(GangObject::UpstreamGroup),
         status: None,
+        enqueue: None,
         validated: false,
         lookup: false,
     },
@@ -318,6 +332,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         dialect: Dialect::Upstream,
         read: |o| upstream::read_workload(o).map(GangObject::Workload),
         status: None,
+        enqueue: None,
         validated: false,
         lookup: false,
     },
@@ -361,6 +376,12 @@ pub fn object_group(dialect: Dialect, kind: &str) -> Option<&'static str> {
 /// to that object's status (the table's `status`); otherwise it goes on the gang's pods.
 pub fn writes_status(dialect: Dialect, kind: &str) -> bool {
     GANG_KINDS.iter().any(|k| k.dialect == dialect && k.kind == kind && k.status.is_some())
+}
+
+/// The phase the scheduler moves a waiting gang object of `dialect` and `kind` to (the table's
+/// `enqueue`), if its project's controllers wait for one before they create pods.
+pub fn enqueue_phase(dialect: Dialect, kind: &str) -> Option<&'static str> {
+    GANG_KINDS.iter().find(|k| k.dialect == dialect && k.kind == kind).and_then(|k| k.enqueue)
 }
 
 /// A gang defined by the annotations of its pods (kube-gang CRD-less, Koordinator): built from the

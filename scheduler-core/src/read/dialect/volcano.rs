@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{Claim, Meta, annotation_path, count_field, min_resources, typed};
 use crate::read::error::FieldError;
-use crate::read::model::{Dialect, Gang, GangKey, Source, SubGroup};
+use crate::read::model::{Admission, Dialect, Gang, GangKey, Source, SubGroup};
 
 /// The API group.
 pub const GROUP: &str = "scheduling.volcano.sh";
@@ -54,6 +54,35 @@ struct NetworkTopology {
     highest_tier_name: Option<String>,
 }
 
+/// The phase Volcano's scheduler gives a PodGroup it admits to be scheduled. Volcano's job
+/// controller creates a Job's pods only once the Job's PodGroup has a phase other than `Pending`
+/// (`syncJob` in its `pkg/controllers/job`), and Kubeflow's operators wait the same way for a
+/// Volcano PodGroup (`DelayPodCreationDueToPodGroup`): without a scheduler that moves it, such
+/// a gang never gets its pods.
+pub const PHASE_INQUEUE: &str = "Inqueue";
+
+/// Whether the Volcano PodGroup `pg` (as the API serves it) waits for this scheduler to move it
+/// to [`PHASE_INQUEUE`]: its phase is unset or `Pending`, it is not being deleted, and it is
+/// opted in to kube-gang as a Volcano Job is — by its own `kube-gang.io/enabled` label (Volcano's
+/// job controller copies the Job's labels onto its PodGroup), else by its namespace's
+/// (`namespace_enabled`, that label's value on the namespace). Volcano's scheduler moves only
+/// what its `enqueue` action admits by queue capacity; kube-gang admits at once, as Volcano does
+/// with that action turned off, and gangs then wait with their pods in the cycle.
+pub fn awaits_enqueue(pg: &Value, namespace_enabled: Option<&str>) -> bool {
+    let a = admission(pg);
+    a.waiting() && a.opted_in(namespace_enabled)
+}
+
+/// What a PodGroup says of its admission ([`crate::read::model::Gang::admission`]).
+pub fn admission(pg: &Value) -> Admission {
+    let label = pg.pointer("/metadata/labels").and_then(|l| l.get(crate::read::labels::LABEL_ENABLED));
+    Admission {
+        phase: pg.pointer("/status/phase").and_then(Value::as_str).unwrap_or("").to_string(),
+        enabled: label.and_then(Value::as_str).map(String::from),
+        deleting: pg.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()),
+    }
+}
+
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
     Ok(meta.annotations.get(ANNOTATION).map(|name| Claim {
         dialect: Dialect::Volcano,
@@ -72,6 +101,10 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Volcano, kind: "PodGroup".into() });
     gang.created = meta.created();
     gang.uid = meta.uid();
+    let admitted = admission(obj);
+    if admitted.waiting() {
+        gang.admission = Some(Box::new(admitted));
+    }
     // Volcano orders and preempts jobs by their PodGroup's class (its job controller copies the
     // Job's `spec.priorityClassName` here).
     gang.priority_class_name = pg.spec.priority_class_name.clone().filter(|c| !c.is_empty());
@@ -195,6 +228,31 @@ pub fn job_warnings(obj: &Value) -> Vec<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_pending_podgroup_opted_in_awaits_enqueue() {
+        let pg = |labels: Value, status: Value| {
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ml", "labels": labels},
+                "spec": {"minMember": 2}, "status": status})
+        };
+        let on = json!({"kube-gang.io/enabled": "true"});
+        // As Volcano's job controller makes it (no status yet), and as its scheduler leaves it.
+        assert!(awaits_enqueue(&pg(on.clone(), Value::Null), None));
+        assert!(awaits_enqueue(&pg(on.clone(), json!({"phase": "Pending"})), None));
+        for phase in ["Inqueue", "Running", "Unknown", "Completed"] {
+            assert!(!awaits_enqueue(&pg(on.clone(), json!({"phase": phase})), None), "{phase}");
+        }
+        // Opted in by the namespace; its own label wins either way, as for the Job it came from.
+        assert!(awaits_enqueue(&pg(json!({}), Value::Null), Some("true")));
+        assert!(!awaits_enqueue(&pg(json!({}), Value::Null), None));
+        assert!(!awaits_enqueue(&pg(json!({}), Value::Null), Some("false")));
+        assert!(!awaits_enqueue(&pg(json!({"kube-gang.io/enabled": "false"}), Value::Null), Some("true")));
+        assert!(!awaits_enqueue(&pg(json!({"kube-gang.io/enabled": "yes"}), Value::Null), None));
+        let mut going = pg(on, Value::Null);
+        going["metadata"]["deletionTimestamp"] = json!("2026-11-27T10:00:00Z");
+        assert!(!awaits_enqueue(&going, None), "a PodGroup being deleted is left alone");
+    }
 
     #[test]
     fn network_topology_is_the_gangs_hypernode_level() {
