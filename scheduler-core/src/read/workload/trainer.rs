@@ -19,8 +19,17 @@
 //!   policy's (60 when unset), and every pod labelled with it; `podGroupPolicy.volcano`: a Volcano
 //!   PodGroup of the same count, every pod annotated with it.
 //!
-//! Not modelled, said by a warning naming the field: `runtimePatches`, and the PodGroup's
-//! `minResources` (coscheduling's quorum check of free resources; the placement shows the same).
+//! - `runtimePatches` (what Kueue writes when it admits a TrainJob: node selector, tolerations,
+//!   scheduling gates, labels) are merged into the runtime's JobSet before anything is counted,
+//!   in order, as Trainer's `mergeRuntimePatches` does with a strategic merge patch: replicated
+//!   jobs, containers, volumes, scheduling gates, env and pull secrets by name, volume mounts by
+//!   mount path, maps key by key, tolerations and other lists replaced; the JobSet's labels and
+//!   annotations take each patch's. What Trainer's webhook refuses in them is refused in its
+//!   words (a manager not a domain-prefixed path, a replicated job or container the runtime
+//!   lacks, env on the `node` and initializer containers).
+//!
+//! Not modelled, said by a warning naming the field: the PodGroup's `minResources`
+//! (coscheduling's quorum check of free resources; the placement shows the same).
 //! Image, command, arguments and environment do not change where a pod may go. A suspended
 //! TrainJob is rendered as it runs once unsuspended (Kueue's admission, as `simulate` models it for
 //! Jobs); `activeDeadlineSeconds` bounds its run, not its placement; one `managedBy` another
@@ -112,16 +121,34 @@ pub fn render(trainjob: &Value, runtimes: &[Value]) -> Result<Option<Rendered>, 
     }) else {
         return Ok(None);
     };
-    let mut warnings = Vec::new();
-    if trainjob.at("/spec/runtimePatches").and_then(Value::as_array).is_some_and(|p| !p.is_empty()) {
-        warnings.push(
-            "spec.runtimePatches: not modelled: the JobSet is rendered from the runtime as it is, without the patches"
-                .to_string(),
-        );
-    }
+    let warnings = Vec::new();
     let ml_policy = runtime.at("/spec/mlPolicy").filter(|p| p.is_object());
     let policy_nodes = ml_policy.and_then(|p| p.get("numNodes")).and_then(Value::as_i64).unwrap_or(1);
     let mut spec = runtime.at("/spec/template/spec").cloned().unwrap_or_else(|| json!({}));
+    let mut jobset_meta = Map::new();
+    for field in ["labels", "annotations"] {
+        if let Some(m) = runtime.at(&format!("/spec/template/metadata/{field}")).filter(|m| m.is_object()) {
+            jobset_meta.insert(field.into(), m.clone());
+        }
+    }
+    let patches =
+        trainjob.at("/spec/runtimePatches").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let patch_errors = check_runtime_patches(patches, &spec);
+    if !patch_errors.is_empty() {
+        return Err(patch_errors);
+    }
+    for patch in patches {
+        if let Some(meta) = patch.at("/trainingRuntimeSpec/template/metadata").filter(|m| m.is_object()) {
+            for field in ["labels", "annotations"] {
+                if let Some(add) = meta.get(field).filter(|m| m.is_object()) {
+                    strategic_merge(jobset_meta.entry(field).or_insert_with(|| json!({})), add, "");
+                }
+            }
+        }
+        if let Some(over) = patch.at("/trainingRuntimeSpec/template/spec").filter(|p| p.is_object()) {
+            strategic_merge(&mut spec, over, "");
+        }
+    }
     let mut total: i64 = 0;
     let jobs = spec.get_mut("replicatedJobs").and_then(Value::as_array_mut);
     for job in jobs.into_iter().flatten() {
@@ -189,16 +216,162 @@ pub fn render(trainjob: &Value, runtimes: &[Value]) -> Result<Option<Rendered>, 
             }
         }
     }
-    let mut labels =
-        runtime.at("/spec/template/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
+    let mut labels = jobset_meta.get("labels").and_then(Value::as_object).cloned().unwrap_or_default();
     if let Some(own) = trainjob.at("/metadata/labels").and_then(Value::as_object) {
         labels.extend(own.clone());
     }
+    let mut metadata = json!({"name": name, "namespace": ns, "labels": labels});
+    if let Some(a) = jobset_meta.get("annotations").filter(|a| a.as_object().is_some_and(|m| !m.is_empty())) {
+        metadata["annotations"] = a.clone();
+    }
     let jobset = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": spec});
+        "metadata": metadata, "spec": spec});
     out.insert(0, jobset);
     Ok(Some((out, warnings)))
+}
+
+/// The key lists of a JobSet spec are merged by, as the strategic merge patch Trainer applies
+/// finds them in the Go types (`patchMergeKey`), by the path of the list (array indexes left
+/// out); any other list is replaced whole.
+fn merge_key(path: &str) -> Option<&'static str> {
+    const BY_NAME: &[&str] = &[
+        "/replicatedJobs",
+        "/template/spec/template/spec/containers",
+        "/template/spec/template/spec/initContainers",
+        "/template/spec/template/spec/volumes",
+        "/template/spec/template/spec/schedulingGates",
+        "/template/spec/template/spec/imagePullSecrets",
+        "/template/spec/template/spec/containers/env",
+        "/template/spec/template/spec/initContainers/env",
+    ];
+    if BY_NAME.iter().any(|p| path.ends_with(p)) {
+        return Some("name");
+    }
+    if path.ends_with("/containers/volumeMounts") || path.ends_with("/initContainers/volumeMounts") {
+        return Some("mountPath");
+    }
+    None
+}
+
+/// A strategic merge of `patch` into `target` at `path` (see [`merge_key`]): objects key by key
+/// (`null` deletes), lists with a merge key entry by entry (new entries appended), anything else
+/// replaced.
+fn strategic_merge(target: &mut Value, patch: &Value, path: &str) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                    continue;
+                }
+                let child = format!("{path}/{k}");
+                match t.get_mut(k) {
+                    Some(existing) => strategic_merge(existing, v, &child),
+                    None => {
+                        t.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (Value::Array(t), Value::Array(p)) if merge_key(path).is_some() => {
+            let key = merge_key(path).unwrap_or("name");
+            for entry in p {
+                let id = entry.get(key);
+                match t.iter_mut().find(|e| id.is_some() && e.get(key) == id) {
+                    Some(existing) => strategic_merge(existing, entry, path),
+                    None => t.push(entry.clone()),
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// What Trainer's webhook refuses in `runtimePatches` (`pkg/runtime/framework/plugins/jobset`
+/// `Validate`), in its words: a manager that is not a domain-prefixed path, a patch of a
+/// replicated job the runtime's JobSet lacks, of a container or init container its pod template
+/// lacks, or env for the `node` and initializer containers (set through the Trainer and
+/// Initializer APIs only). At most 16 patches, as the CRD bounds them.
+fn check_runtime_patches(patches: &[Value], spec: &Value) -> Vec<FieldError> {
+    let path = "spec.runtimePatches";
+    let mut errors = Vec::new();
+    if patches.len() > 16 {
+        errors
+            .push(FieldError::new(path, format!("Too many: {}: must have at most 16 items", patches.len())));
+        return errors;
+    }
+    let jobs = spec.get("replicatedJobs").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let names = |job: &Value, list: &str| -> Vec<String> {
+        job.at(&format!("/template/spec/template/spec/{list}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
+            .collect()
+    };
+    for (i, patch) in patches.iter().enumerate() {
+        let manager = patch.get("manager").and_then(Value::as_str).unwrap_or("");
+        if let Some(why) = domain_prefixed_path(manager) {
+            errors.push(FieldError::new(format!("{path}[{i}].manager"), why));
+        }
+        let rjobs = patch.at("/trainingRuntimeSpec/template/spec/replicatedJobs").and_then(Value::as_array);
+        for rj in rjobs.into_iter().flatten() {
+            let name = rj.get("name").and_then(Value::as_str).unwrap_or("");
+            let Some(job) = jobs.iter().find(|j| j.get("name").and_then(Value::as_str) == Some(name)) else {
+                errors.push(FieldError::new(
+                    path,
+                    "must not have replicated job that doesn't exist in the runtime job template",
+                ));
+                continue;
+            };
+            let Some(pod) = rj.at("/template/spec/template/spec") else { continue };
+            for (list, what) in [("initContainers", "initContainer"), ("containers", "container")] {
+                let have = names(job, list);
+                for c in pod.get(list).and_then(Value::as_array).into_iter().flatten() {
+                    let cname = c.get("name").and_then(Value::as_str).unwrap_or("");
+                    if !have.iter().any(|h| h == cname) {
+                        errors.push(FieldError::new(
+                            path,
+                            format!("must not have {what} that doesn't exist in the runtime job {name}"),
+                        ));
+                    } else if list == "containers"
+                        && c.get("env").and_then(Value::as_array).is_some_and(|e| !e.is_empty())
+                        && matches!(cname, "node" | "dataset-initializer" | "model-initializer")
+                    {
+                        errors.push(FieldError::new(
+                            path,
+                            "must not have envs for the dataset-initializer, model-initializer, node containers",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    errors
+}
+
+/// Why `s` is not a domain-prefixed path (`acme.io/foo`), as apimachinery's
+/// `IsDomainPrefixedPath` words it; `None` when it is one.
+fn domain_prefixed_path(s: &str) -> Option<String> {
+    if s.is_empty() {
+        return Some("Required value".into());
+    }
+    let Some((host, rest)) = s.split_once('/').filter(|(h, r)| !h.is_empty() && !r.is_empty()) else {
+        return Some(format!(
+            "Invalid value: {s:?}: must be a domain-prefixed path (such as \"acme.io/foo\")"
+        ));
+    };
+    if !crate::read::labels::is_dns_subdomain(host) {
+        return Some(format!(
+            "Invalid value: {host:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+        ));
+    }
+    if !rest.chars().all(|c| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c)) {
+        return Some(format!(
+            "Invalid value: {rest:?}: Invalid path: regex used for validation is '[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+'"
+        ));
+    }
+    None
 }
 
 /// Trainer's merge of `resourcesPerNode` into the trainer step's `node` container: each of
@@ -246,6 +419,68 @@ mod tests {
             "metadata": {"name": "fine-tune", "namespace": "ml"},
             "spec": {"runtimeRef": {"name": "torch-distributed"},
                      "trainer": {"numNodes": 4, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}}}}})
+    }
+
+    #[test]
+    fn runtime_patches_merge_as_trainers_strategic_merge_does() {
+        let mut rt = runtime(json!({"coscheduling": {}}));
+        rt["spec"]["template"]["metadata"] = json!({"labels": {"team": "a"}});
+        let pod = &mut rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"];
+        pod["spec"]["nodeSelector"] = json!({"zone": "z1"});
+        pod["spec"]["tolerations"] = json!([{"key": "old", "operator": "Exists"}]);
+        pod["spec"]["schedulingGates"] = json!([{"name": "one"}]);
+        let mut tj = trainjob();
+        tj["spec"]["runtimePatches"] = json!([
+            {"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {
+                "metadata": {"labels": {"kueue": "yes"}},
+                "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
+                    "metadata": {"labels": {"flavor": "h100"}},
+                    "spec": {"nodeSelector": {"pool": "p5"},
+                             "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                             "schedulingGates": [{"name": "two"}],
+                             "containers": [{"name": "node", "volumeMounts": [{"name": "v", "mountPath": "/d"}]}]}}}}}]}}}},
+            {"manager": "example.com/second", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"zone": null}}}}}}]}}}}
+        ]);
+        let (out, warnings) = render(&tj, &[rt]).unwrap().unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let js = &out[0];
+        assert_eq!(js["metadata"]["labels"]["team"], "a");
+        assert_eq!(js["metadata"]["labels"]["kueue"], "yes", "a patch's JobSet labels are the JobSet's");
+        let pod = &js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"];
+        assert_eq!(pod["metadata"]["labels"]["flavor"], "h100");
+        assert_eq!(pod["spec"]["nodeSelector"], json!({"pool": "p5"}), "merged key by key, null deletes");
+        assert_eq!(
+            pod["spec"]["tolerations"],
+            json!([{"key": "gpu", "operator": "Exists"}]),
+            "replaced whole"
+        );
+        assert_eq!(
+            pod["spec"]["schedulingGates"],
+            json!([{"name": "one"}, {"name": "two"}]),
+            "merged by name"
+        );
+        let node = &pod["spec"]["containers"][0];
+        assert_eq!(
+            (node["image"].as_str(), node["volumeMounts"][0]["mountPath"].as_str()),
+            (Some("pytorch"), Some("/d"))
+        );
+        assert_eq!(node["resources"]["limits"]["nvidia.com/gpu"], "8", "resourcesPerNode still merged after");
+        assert_eq!(js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"], 4);
+        // What Trainer's webhook refuses.
+        let mut bad = trainjob();
+        bad["spec"]["runtimePatches"] = json!([{"manager": "example.com/x", "trainingRuntimeSpec": {"template": {"spec": {
+            "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+                "containers": [{"name": "node", "env": [{"name": "A", "value": "b"}]}]}}}}}]}}}}]);
+        let e = render(&bad, &[runtime(json!({}))]).unwrap_err();
+        assert!(e[0].to_string().contains("must not have envs for the"), "{e:?}");
+        for (manager, why) in
+            [("", "Required value"), ("a/b/c", ""), ("Upper.io/x", "RFC 1123"), ("x.io/a b", "Invalid path")]
+        {
+            let found = domain_prefixed_path(manager);
+            assert_eq!(found.is_none(), why.is_empty(), "{manager:?}: {found:?}");
+            assert!(found.unwrap_or_default().contains(why), "{manager:?}");
+        }
     }
 
     #[test]
