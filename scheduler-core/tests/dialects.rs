@@ -135,7 +135,9 @@ fn volcano_podgroup_with_task_minimums() {
 fn a_pending_volcano_podgroup_says_why_it_has_no_pods() {
     let pg = |name: &str, labels: Value, status: Value| {
         json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-               "metadata": {"name": name, "namespace": "ml", "labels": labels},
+               "metadata": {"name": name, "namespace": "ml", "labels": labels, "ownerReferences": [
+                   {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": name, "uid": name,
+                    "controller": true}]},
                "spec": {"minMember": 2}, "status": status})
     };
     let (snap, problems) = assemble(vec![
@@ -155,7 +157,7 @@ fn a_pending_volcano_podgroup_says_why_it_has_no_pods() {
     );
     let theirs = message("theirs");
     assert!(
-        theirs.contains("its PodGroup is Pending and is not opted in (kube-gang.io/enabled=true on it, copied from its Volcano Job, or on namespace ml)"),
+        theirs.contains("its PodGroup is Pending and, as far as what was read shows, is not opted in (kube-gang.io/enabled=true on it, copied from its Volcano Job, or on namespace ml)"),
         "{theirs}"
     );
     assert_eq!(message("admitted"), "waiting for members: 0 of 2 exist", "admitted: nothing more to say");

@@ -58,6 +58,10 @@ pub struct Index {
     ahead_gangs: HashMap<GangKey, Ahead>,
     /// Volcano PodGroups moved out of `Pending` ([`Target::Enqueue`]) and not yet seen so.
     ahead_enqueues: HashMap<GangKey, Ahead>,
+    /// Moves out of `Pending` that failed: (failures in a row, not sent again before). A move the
+    /// API server refuses (a ClusterRole without the `patch`, say) is retried with a growing
+    /// delay, not every cycle.
+    enqueue_failures: HashMap<GangKey, (u32, Instant)>,
     /// Gang states written on member pods and not yet seen in the watch (see [`Index::kept`]).
     keeping: BTreeMap<PodKey, Keeping>,
 }
@@ -78,6 +82,11 @@ enum Fate {
     /// Refused or failed: sent again ([`Index::keeps_to_retry`]).
     Failed,
 }
+
+/// The first delay before a failed move out of `Pending` is sent again; it doubles per failure
+/// in a row, up to [`ENQUEUE_RETRY_MAX`].
+const ENQUEUE_RETRY_FIRST: Duration = Duration::from_secs(1);
+const ENQUEUE_RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// The gang key of a gang object's identity.
 fn gang_key(r: &ObjectRef) -> GangKey {
@@ -245,8 +254,9 @@ impl Index {
             Filed::Other if r.is(&GANG) => {
                 self.ahead_gangs.remove(&GangKey::new(r.namespace.as_str(), r.name.as_str()));
             }
-            Filed::Other if !self.ahead_enqueues.is_empty() && r.is(crate::apply::volcano_podgroup()) => {
+            Filed::Other if r.is(crate::apply::volcano_podgroup()) => {
                 self.ahead_enqueues.remove(&gang_key(r));
+                self.enqueue_failures.remove(&gang_key(r));
             }
             _ => {}
         }
@@ -299,6 +309,8 @@ impl Index {
             self.ahead_gangs.retain(|_, a| a.unanswered > 0);
         } else if kind == crate::apply::volcano_podgroup() {
             self.ahead_enqueues.retain(|_, a| a.unanswered > 0);
+            let listed: HashSet<GangKey> = objects.iter().map(|(r, _)| gang_key(r)).collect();
+            self.enqueue_failures.retain(|k, _| listed.contains(k));
         }
         // Objects the core cannot file are reported with the snapshot's problems.
         let _ = self.live.replace(kind, objects);
@@ -435,6 +447,9 @@ impl Index {
     /// A status write was made, the object now at `version` (if the answer said): the writes to
     /// it are held until the watch delivers that version.
     pub fn written(&mut self, t: &Target, version: Option<String>) {
+        if let Target::Enqueue(k) = t {
+            self.enqueue_failures.remove(k);
+        }
         let ahead = match t {
             Target::Pod(k) => self.ahead_pods.get_mut(k),
             Target::Gang(k) => self.ahead_gangs.get_mut(k),
@@ -464,6 +479,12 @@ impl Index {
     /// shown there — it is what the scheduler decided — and is sent again
     /// ([`Index::keeps_to_retry`]).
     pub fn unwrite(&mut self, t: &Target) {
+        if let Target::Enqueue(k) = t {
+            let failures = self.enqueue_failures.get(k).map_or(0, |(n, _)| *n).saturating_add(1);
+            let delay =
+                ENQUEUE_RETRY_FIRST.saturating_mul(1 << (failures - 1).min(16)).min(ENQUEUE_RETRY_MAX);
+            self.enqueue_failures.insert(k.clone(), (failures, Instant::now() + delay));
+        }
         if let Target::Kept(k) = t {
             if let Some(kept) = self.keeping.get_mut(k) {
                 kept.fate = Fate::Failed;
@@ -588,6 +609,7 @@ impl Current for Index {
 
     fn enqueuing(&self, key: &GangKey) -> bool {
         self.ahead_enqueues.contains_key(key)
+            || self.enqueue_failures.get(key).is_some_and(|(_, until)| *until > Instant::now())
     }
 }
 
@@ -672,6 +694,60 @@ mod tests {
         index.made(&b.pod);
         assert!(index.unknown_bindings().is_empty(), "made: not sent again (409)");
         assert_eq!(index.expire(Duration::ZERO), 0, "and its node stays booked");
+    }
+
+    /// A Volcano PodGroup moved to `Inqueue` ([`Target::Enqueue`]) is not moved again until the
+    /// watch shows the version the move made; a failed move is held back with a growing delay; a
+    /// re-list or a deletion forgets both.
+    #[test]
+    fn a_podgroup_moved_to_inqueue_is_not_moved_again_until_seen_and_failures_back_off() {
+        let mut index = Index::new();
+        let pg = |version: &str, phase: Option<&str>| {
+            let mut pg = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ml", "resourceVersion": version,
+                    "labels": {"kube-gang.io/enabled": "true"}, "ownerReferences": [
+                    {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "pg", "uid": "j", "controller": true}]},
+                "spec": {"minMember": 2}});
+            if let Some(p) = phase {
+                pg["status"] = json!({"phase": p});
+            }
+            pg
+        };
+        put(&mut index, pg("5", None));
+        index.refresh();
+        let key = GangKey::new("ml", "pg");
+        let moves = |index: &Index| crate::apply::enqueue(index.snapshot(), index);
+        let first = moves(&index);
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(first[0].resource_version.as_deref(), Some("5"));
+        assert_eq!(first[0].http().path, "/apis/scheduling.volcano.sh/v1beta1/namespaces/ml/podgroups/pg");
+        index.wrote(&first[0]);
+        assert!(moves(&index).is_empty(), "sent, not again");
+        index.written(&first[0].target, Some("7".into()));
+        put(&mut index, pg("6", None));
+        assert!(Current::enqueuing(&index, &key), "an older version does not show the move");
+        put(&mut index, pg("7", Some("Inqueue")));
+        assert!(!Current::enqueuing(&index, &key), "seen");
+        index.refresh();
+        assert!(moves(&index).is_empty(), "Inqueue: nothing to move");
+        // Back to Pending (Volcano's scheduler may do that): moved again.
+        put(&mut index, pg("8", Some("Pending")));
+        index.refresh();
+        let again = moves(&index);
+        assert_eq!(again.len(), 1);
+        // Refused twice: held back 1 s, then 2 s; a success or the object's deletion clears it.
+        index.wrote(&again[0]);
+        index.unwrite(&again[0].target);
+        assert!(moves(&index).is_empty(), "held back after a failure");
+        assert_eq!(index.enqueue_failures.get(&key).map(|f| f.0), Some(1));
+        index.wrote(&again[0]);
+        index.unwrite(&again[0].target);
+        let (n, until) = index.enqueue_failures[&key];
+        assert!(n == 2 && until > Instant::now() + Duration::from_millis(1500), "doubled");
+        index.replace(crate::apply::volcano_podgroup(), vec![(ObjectRef::of(&pg("9", None)), pg("9", None))]);
+        assert!(index.enqueue_failures.contains_key(&key), "still listed: still held back");
+        index.delete(&ObjectRef::of(&pg("9", None)));
+        assert!(index.enqueue_failures.is_empty() && index.ahead_enqueues.is_empty());
     }
 
     #[test]

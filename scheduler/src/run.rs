@@ -634,7 +634,12 @@ async fn report(
                     Msg::Written(w.target.clone(), version.map(String::from))
                 }
                 Some(Err(e)) => {
-                    tracing::debug!(object = ?w.target, error = %e, "status write failed; the next cycle retries");
+                    if matches!(w.target, Target::Enqueue(_)) {
+                        // Its Volcano Job gets no pods until this is made: worth seeing.
+                        tracing::warn!(object = ?w.target, error = %e, "moving a PodGroup to Inqueue failed; retried with a growing delay");
+                    } else {
+                        tracing::debug!(object = ?w.target, error = %e, "status write failed; the next cycle retries");
+                    }
                     Msg::Unwritten(w.target.clone())
                 }
                 None => Msg::Unwritten(w.target.clone()),

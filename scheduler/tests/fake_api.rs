@@ -584,6 +584,11 @@ async fn an_opted_in_volcano_podgroup_is_moved_to_inqueue_so_its_controller_crea
     fake.put(podgroup("lab", "sweep-b2", json!({}), json!({"phase": "Pending"})));
     fake.put(podgroup("ml", "theirs-c3", json!({}), json!(null)));
     fake.put(podgroup("ml", "done-d4", on, json!({"phase": "Running", "running": 2})));
+    // One Volcano's own controller makes for a Deployment's pods in an opted-in namespace: its
+    // pods are Volcano's scheduler's, and so is its queue admission.
+    let mut plain = podgroup("lab", "podgroup-e5", json!({}), json!({"phase": "Pending"}));
+    plain["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f", "uid": "rs-1", "controller": true}]);
+    fake.put(plain);
     let (stop, handle) = start(&fake, false).await;
     let phase = |f: &FakeApi, ns: &str, name: &str| {
         f.get("scheduling.volcano.sh/v1beta1", "PodGroup", ns, name)
@@ -615,6 +620,8 @@ async fn an_opted_in_volcano_podgroup_is_moved_to_inqueue_so_its_controller_crea
     assert_eq!(phase(&fake, "ml", "done-d4").as_deref(), Some("Running"));
     assert!(fake.requests_to("PATCH", "/podgroups/theirs-c3").is_empty());
     assert!(fake.requests_to("PATCH", "/podgroups/done-d4").is_empty());
+    assert!(fake.requests_to("PATCH", "/podgroups/podgroup-e5").is_empty());
+    assert_eq!(phase(&fake, "lab", "podgroup-e5").as_deref(), Some("Pending"));
     stop.cancel();
     handle.await.unwrap();
 }

@@ -1133,9 +1133,10 @@ fn admission_note(
         )
     } else {
         format!(
-            "; its PodGroup {phase} and is not opted in ({label}=true on it, copied from its Volcano \
-             Job, or on namespace {namespace}): Volcano's job controller creates no pods until a \
-             scheduler moves it to {}, and gang-scheduler moves only opted-in PodGroups",
+            "; its PodGroup {phase} and, as far as what was read shows, is not opted in \
+             ({label}=true on it, copied from its Volcano Job, or on namespace {namespace}): \
+             Volcano's job controller creates no pods until a scheduler moves it to {}, and \
+             gang-scheduler moves only opted-in PodGroups",
             crate::read::dialect::volcano::PHASE_INQUEUE
         )
     }

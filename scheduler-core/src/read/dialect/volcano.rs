@@ -62,25 +62,37 @@ struct NetworkTopology {
 pub const PHASE_INQUEUE: &str = "Inqueue";
 
 /// Whether the Volcano PodGroup `pg` (as the API serves it) waits for this scheduler to move it
-/// to [`PHASE_INQUEUE`]: its phase is unset or `Pending`, it is not being deleted, and it is
-/// opted in to kube-gang as a Volcano Job is — by its own `kube-gang.io/enabled` label (Volcano's
-/// job controller copies the Job's labels onto its PodGroup), else by its namespace's
-/// (`namespace_enabled`, that label's value on the namespace). Volcano's scheduler moves only
-/// what its `enqueue` action admits by queue capacity; kube-gang admits at once, as Volcano does
-/// with that action turned off, and gangs then wait with their pods in the cycle.
+/// to [`PHASE_INQUEUE`]: it is a Volcano Job's (its controller owner reference), its phase is
+/// unset or `Pending`, it is not being deleted, and it is opted in to kube-gang as its Job is —
+/// by its own `kube-gang.io/enabled` label (Volcano's job controller copies the Job's labels onto
+/// its PodGroup), else by its namespace's (`namespace_enabled`, that label's value on the
+/// namespace). PodGroups Volcano's controller makes for plain pods (a Deployment's), and those of
+/// other operators, are left to Volcano's scheduler: their pods exist already, or are Volcano's.
+/// Volcano's scheduler moves only what its `enqueue` action admits by queue capacity; kube-gang
+/// admits at once, as Volcano does with that action turned off, and gangs then wait with their
+/// pods in the cycle.
 pub fn awaits_enqueue(pg: &Value, namespace_enabled: Option<&str>) -> bool {
-    let a = admission(pg);
-    a.waiting() && a.opted_in(namespace_enabled)
+    admission(pg).is_some_and(|a| a.waiting() && a.opted_in(namespace_enabled))
 }
 
-/// What a PodGroup says of its admission ([`crate::read::model::Gang::admission`]).
-pub fn admission(pg: &Value) -> Admission {
+/// What a Volcano Job's PodGroup says of its admission ([`crate::read::model::Gang::admission`]);
+/// `None` for a PodGroup no Volcano Job controls.
+pub fn admission(pg: &Value) -> Option<Admission> {
+    let owners = pg.pointer("/metadata/ownerReferences").and_then(Value::as_array);
+    let of_job = owners.into_iter().flatten().any(|o| {
+        o.get("controller").and_then(Value::as_bool) == Some(true)
+            && o.get("kind").and_then(Value::as_str) == Some("Job")
+            && o.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("batch.volcano.sh/"))
+    });
+    if !of_job {
+        return None;
+    }
     let label = pg.pointer("/metadata/labels").and_then(|l| l.get(crate::read::labels::LABEL_ENABLED));
-    Admission {
+    Some(Admission {
         phase: pg.pointer("/status/phase").and_then(Value::as_str).unwrap_or("").to_string(),
         enabled: label.and_then(Value::as_str).map(String::from),
         deleting: pg.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()),
-    }
+    })
 }
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
@@ -101,8 +113,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Volcano, kind: "PodGroup".into() });
     gang.created = meta.created();
     gang.uid = meta.uid();
-    let admitted = admission(obj);
-    if admitted.waiting() {
+    if let Some(admitted) = admission(obj).filter(Admission::waiting) {
         gang.admission = Some(Box::new(admitted));
     }
     // Volcano orders and preempts jobs by their PodGroup's class (its job controller copies the
@@ -233,7 +244,9 @@ mod tests {
     fn a_pending_podgroup_opted_in_awaits_enqueue() {
         let pg = |labels: Value, status: Value| {
             json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": "pg", "namespace": "ml", "labels": labels},
+                "metadata": {"name": "pg", "namespace": "ml", "labels": labels, "ownerReferences": [
+                    {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "pg", "uid": "j",
+                     "controller": true}]},
                 "spec": {"minMember": 2}, "status": status})
         };
         let on = json!({"kube-gang.io/enabled": "true"});
@@ -249,6 +262,12 @@ mod tests {
         assert!(!awaits_enqueue(&pg(json!({}), Value::Null), Some("false")));
         assert!(!awaits_enqueue(&pg(json!({"kube-gang.io/enabled": "false"}), Value::Null), Some("true")));
         assert!(!awaits_enqueue(&pg(json!({"kube-gang.io/enabled": "yes"}), Value::Null), None));
+        // Not a Volcano Job's: one Volcano's controller made for a Deployment's pods, or by hand.
+        let mut plain = pg(on.clone(), Value::Null);
+        plain["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "r", "controller": true}]);
+        assert!(!awaits_enqueue(&plain, Some("true")));
+        plain["metadata"].as_object_mut().unwrap().remove("ownerReferences");
+        assert!(!awaits_enqueue(&plain, Some("true")));
         let mut going = pg(on, Value::Null);
         going["metadata"]["deletionTimestamp"] = json!("2026-11-27T10:00:00Z");
         assert!(!awaits_enqueue(&going, None), "a PodGroup being deleted is left alone");

@@ -350,6 +350,18 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
     if let Some(c) = class {
         out[0]["spec"]["priorityClassName"] = json!(c);
     }
+    // The Job's labels and annotations, and the Job as its controller, as Volcano's
+    // `createOrUpdatePodGroup` writes them (the labels carry the Job's opt-in to kube-gang).
+    for field in ["labels", "annotations"] {
+        if let Some(m) = obj.at(&format!("/metadata/{field}")).filter(|m| m.is_object()) {
+            out[0]["metadata"][field] = m.clone();
+        }
+    }
+    out[0]["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": obj.get("apiVersion").cloned().unwrap_or_else(|| json!("batch.volcano.sh/v1alpha1")),
+        "kind": "Job", "name": shape.name, "controller": true, "blockOwnerDeletion": true,
+        "uid": obj.at("/metadata/uid").cloned().unwrap_or_else(|| json!("")),
+    }]);
     // Its network-topology bound, as the controller copies it — with the Job CRD's defaults the
     // API server applies first (mode `hard`; `highestTierAllowed` 1 unless a tier is named).
     if let Some(t) = obj.at("/spec/networkTopology").filter(|t| !t.is_null()) {
