@@ -24,17 +24,19 @@ fn bench(c: &mut Criterion) {
         .unwrap()
     };
     // The same PyTorchJob wrapped in an AppWrapper (read twice: as the wrapper's component and
-    // as the kind it wraps), and the widest AppWrapper admission reads whole: 64 components (its
-    // pod-set limit), each a JobSet of one replicated job.
+    // as the kind it wraps), and the widest AppWrapper its webhook allows: 8 components (Kueue's
+    // pod-set limit), each a JobSet of one replicated job with declared pod sets, checked against
+    // the inferred ones.
     let wrapped = json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
         "metadata": {"name": "bert", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
         "spec": {"components": [{"template": job}]}});
-    let components: Vec<serde_json::Value> = (0..64)
+    let components: Vec<serde_json::Value> = (0..8)
         .map(|i| {
             json!({"template": {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                 "metadata": {"name": format!("js-{i}")},
                 "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {
-                    "parallelism": 4, "template": template}}}]}}})
+                    "parallelism": 4, "template": template}}}]}},
+                "podSets": [{"path": "template.spec.replicatedJobs[0].template.spec.template", "replicas": 8}]})
         })
         .collect();
     let widest = json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
@@ -44,9 +46,43 @@ fn bench(c: &mut Criterion) {
     c.bench_function("admit/mutate_appwrapper_pytorchjob", |b| {
         b.iter(|| review(Hook::Mutate, black_box(&wrapped), false))
     });
-    c.bench_function("admit/mutate_appwrapper_64_jobsets", |b| {
+    c.bench_function("admit/mutate_appwrapper_8_jobsets", |b| {
         b.iter(|| review(Hook::Mutate, black_box(&widest), false))
     });
+    // Kinds and shapes added with the dialects of 2026: a LeaderWorkerSet of 4 groups of 8 with
+    // subgroups (named as its controller names pods, SHA-1 keys), a Job whose gang minimum is
+    // KAI's `batch-min-member`, a Job with Kubernetes 1.37's `spec.scheduling` (its gang is
+    // upstream's PodGroup), and a JobSet created with only `generateName` (its gang named from
+    // the label its controller writes).
+    let lws = json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "serve", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"},
+                     "annotations": {"leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": "kube-gang.io/rack"}},
+        "spec": {"replicas": 4, "leaderWorkerTemplate": {"size": 8,
+            "subGroupPolicy": {"subGroupSize": 4},
+            "leaderTemplate": template, "workerTemplate": template}}});
+    let kai_job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml",
+                     "labels": {"kube-gang.io/enabled": "true"}, "annotations": {"kai.scheduler/batch-min-member": "6"}},
+        "spec": {"parallelism": 8, "completions": 8, "template": template}});
+    let scheduled_job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"parallelism": 8, "completions": 8, "template": template,
+                 "scheduling": {"schedulingPolicy": {"gang": {"minCount": 8}}}}});
+    let unnamed = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"generateName": "sweep-", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+        "spec": {"replicatedJobs": [{"name": "w", "replicas": 4, "template": {"spec": {
+            "parallelism": 2, "template": template}}}]}});
+    for (name, obj) in [
+        ("admit/mutate_leaderworkerset_subgroups", &lws),
+        ("admit/mutate_job_kai_batch_min_member", &kai_job),
+        ("admit/mutate_job_spec_scheduling", &scheduled_job),
+        ("admit/mutate_jobset_generate_name", &unnamed),
+    ] {
+        let (_, summary) = review(Hook::Mutate, &body(obj), false).expect("a review");
+        assert!(summary.allowed && summary.patched > 0, "{name}: {summary:?}");
+        let sent = body(obj);
+        c.bench_function(name, |b| b.iter(|| review(Hook::Mutate, black_box(&sent), false)));
+    }
     let (job, gang) = (body(&job), body(&gang));
     c.bench_function("admit/mutate_pytorchjob", |b| b.iter(|| review(Hook::Mutate, black_box(&job), false)));
     c.bench_function("admit/validate_pytorchjob", |b| {

@@ -14,7 +14,10 @@
 //!
 //! Refused as the AppWrapper webhook refuses (`validateAppWrapperCreate`): a nested AppWrapper, a
 //! component in another namespace, a declared pod set without a path or whose path does not lead
-//! to a pod template; and, ours, more components' pod sets than a gang has subgroups.
+//! to a pod template, declared pod sets that do not match those it infers for a kind it knows
+//! (`ValidatePodSets`: a path twice, another count, an inferred path missing, other replicas —
+//! a Ray group's being its `replicas`), no pod spec at all or more than Kueue's 8; and, ours,
+//! more components' pod sets than a gang has subgroups.
 
 use serde_json::Value;
 
@@ -41,6 +44,10 @@ pub(super) fn roles(obj: &Value, namespace: &str, roles: &mut Vec<Role>, errors:
         ));
         return;
     }
+    // Pod specs in all, as the webhook counts them (a component's declared or inferred pod sets,
+    // whichever are more): Kueue takes at most 8 pod sets a workload.
+    let mut pod_sets = 0usize;
+    let from = roles.len();
     for (i, c) in components.iter().enumerate() {
         let base = format!("/spec/components/{i}");
         let Some(t) = c.get("template").filter(|t| t.is_object()) else {
@@ -70,6 +77,9 @@ pub(super) fn roles(obj: &Value, namespace: &str, roles: &mut Vec<Role>, errors:
             continue;
         }
         let declared = c.get("podSets").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let (mut inferred_here, mut infer_errors) = (Vec::new(), Vec::new());
+        inferred(t, kind, group, &base, i, &mut inferred_here, &mut infer_errors);
+        pod_sets += declared.len().max(inferred_here.len());
         if !declared.is_empty() {
             for (j, ps) in declared.iter().enumerate() {
                 let at = format!("{base}/podSets/{j}");
@@ -96,8 +106,13 @@ pub(super) fn roles(obj: &Value, namespace: &str, roles: &mut Vec<Role>, errors:
                     template,
                 });
             }
+            // After each path is checked, as the webhook checks them in that order.
+            if let Some(why) = declared_against_inferred(declared, &inferred_here, obj, &base, group) {
+                errors.push(FieldError::new(path_of(&format!("{base}/podSets")), why));
+            }
         } else {
-            inferred(t, kind, group, &base, i, roles, errors);
+            roles.append(&mut inferred_here);
+            errors.append(&mut infer_errors);
         }
         if roles.len() > MAX_POD_SETS {
             errors.push(FieldError::new(
@@ -107,6 +122,96 @@ pub(super) fn roles(obj: &Value, namespace: &str, roles: &mut Vec<Role>, errors:
             return;
         }
     }
+    if pod_sets == 0 && roles.len() == from && errors.is_empty() {
+        errors.push(FieldError::new("spec.components", "Invalid value: components contains no podspecs"));
+    } else if pod_sets > MAX_KUEUE_POD_SETS {
+        errors.push(FieldError::new(
+            "spec.components",
+            format!(
+                "Invalid value: components contains {pod_sets} podspecs; at most {MAX_KUEUE_POD_SETS} are allowed"
+            ),
+        ));
+    }
+}
+
+/// The pod specs the AppWrapper webhook allows in one AppWrapper (Kueue's limit on a workload's
+/// pod sets).
+pub const MAX_KUEUE_POD_SETS: usize = 8;
+
+/// Why a component's declared pod sets do not match those the AppWrapper webhook infers for its
+/// kind (`ValidatePodSets`), in its words: a path declared twice; for a kind it infers pod sets
+/// for, another count, a path it infers that is not declared, or another replica count. `None`
+/// when they match, or when nothing is declared or inferred.
+fn declared_against_inferred(
+    declared: &[Value],
+    inferred: &[Role],
+    obj: &Value,
+    base: &str,
+    group: &str,
+) -> Option<String> {
+    if declared.is_empty() {
+        return None;
+    }
+    let mut paths: Vec<(String, i64)> = Vec::new();
+    for ps in declared {
+        let path = ps.get("path").and_then(Value::as_str).unwrap_or("");
+        if paths.iter().any(|(p, _)| p == path) {
+            return Some(format!("Invalid value: multiple DeclaredPodSets with path '{path}'"));
+        }
+        paths.push((path.to_string(), ps.get("replicas").and_then(Value::as_i64).unwrap_or(1)));
+    }
+    if inferred.is_empty() {
+        return None;
+    }
+    if inferred.len() != declared.len() {
+        return Some(format!(
+            "Invalid value: DeclaredPodSet count {} differs from inferred count {}",
+            declared.len(),
+            inferred.len()
+        ));
+    }
+    for role in inferred {
+        let path = path_from_pointer(role.template.strip_prefix(base).unwrap_or(&role.template));
+        let Some((_, replicas)) = paths.iter().find(|(p, _)| pointer_of(p) == pointer_of(&path)) else {
+            return Some(format!("Invalid value: PodSet with path '{path}' is missing"));
+        };
+        // The webhook infers a Ray group's count from its `replicas` alone (the head: 1), where
+        // the pods KubeRay makes (ours) also weigh the bounds, suspension and hosts.
+        let count = if group == "ray.io" {
+            let group_replicas = role.template.strip_suffix("/template").map(|g| format!("{g}/replicas"));
+            match group_replicas {
+                Some(at) if !role.template.ends_with("/headGroupSpec/template") => {
+                    obj.at(&at).and_then(Value::as_i64).unwrap_or(1)
+                }
+                _ => 1,
+            }
+        } else {
+            i64::from(role.pods)
+        };
+        if *replicas != count {
+            return Some(format!(
+                "Invalid value: replica count {replicas} differs from inferred count {count} for PodSet at path position '{path}'"
+            ));
+        }
+    }
+    None
+}
+
+/// A JSON pointer relative to a component (`/template/spec/replicatedJobs/1/template/spec/template`)
+/// as an AppWrapper pod-set path (`template.spec.replicatedJobs[1].template.spec.template`).
+fn path_from_pointer(pointer: &str) -> String {
+    let mut out = String::new();
+    for part in pointer.split('/').filter(|p| !p.is_empty()) {
+        if part.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{part}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&part.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    out
 }
 
 /// The pod sets of a component that declares none, as the AppWrapper webhook infers them.
@@ -231,7 +336,7 @@ mod tests {
         let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}});
         let aw = wrapper(json!([
             {"template": job},
-            {"template": deploy.clone(), "podSets": [{"path": "template.spec.template", "replicas": 2}]},
+            {"template": deploy.clone(), "podSets": [{"path": "template.spec.template", "replicas": 3}]},
             {"template": svc},
         ]));
         let shape = inspect(&aw).unwrap().unwrap();
@@ -241,10 +346,10 @@ mod tests {
             got,
             [
                 ("0-job", 2, "/spec/components/0/template/spec/template"),
-                ("1-deployment", 2, "/spec/components/1/template/spec/template"),
+                ("1-deployment", 3, "/spec/components/1/template/spec/template"),
             ]
         );
-        assert_eq!(shape.min_member, 4);
+        assert_eq!(shape.min_member, 5);
         // A kind AppWrapper infers no pod sets for (a TFJob): no member unless declared.
         let tf = json!({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "t"},
             "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": []}}}}}});
@@ -306,6 +411,59 @@ mod tests {
         assert!(e[0].starts_with("spec.components[0].podSets[0].path: Invalid value"), "{e:?}");
         let e = errors(&wrapper(json!([{"template": deploy, "podSets": [{"replicas": 1}]}])));
         assert!(e[0].contains("podspec must specify path"), "{e:?}");
+        // Declared pod sets against those the webhook infers for the kind (`ValidatePodSets`).
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                         "spec": {"parallelism": 4, "template": {"spec": {"containers": []}}}});
+        let declared = |sets: Value| errors(&wrapper(json!([{"template": job.clone(), "podSets": sets}])));
+        let e = declared(json!([{"path": "template.spec.template", "replicas": 3}]));
+        assert!(
+            e[0].ends_with("replica count 3 differs from inferred count 4 for PodSet at path position 'template.spec.template'"),
+            "{e:?}"
+        );
+        assert!(e[0].starts_with("spec.components[0].podSets: Invalid value"), "{e:?}");
+        let e = declared(
+            json!([{"path": "template.spec.template", "replicas": 4}, {"path": "template.spec.template"}]),
+        );
+        assert!(e[0].contains("multiple DeclaredPodSets with path 'template.spec.template'"), "{e:?}");
+        let js = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "s"},
+            "spec": {"replicatedJobs": [
+                {"name": "a", "template": {"spec": {"template": {"spec": {"containers": []}}}}},
+                {"name": "b", "replicas": 2, "template": {"spec": {"parallelism": 2, "template": {"spec": {"containers": []}}}}}]}});
+        let e = errors(&wrapper(json!([{"template": js.clone(), "podSets": [
+            {"path": "template.spec.replicatedJobs[0].template.spec.template"}]}])));
+        assert!(e[0].contains("DeclaredPodSet count 1 differs from inferred count 2"), "{e:?}");
+        let e = errors(&wrapper(json!([{"template": js.clone(), "podSets": [
+            {"path": "template.spec.replicatedJobs[0].template.spec.template"},
+            {"path": "template.spec.replicatedJobs[0].template.spec.template", "replicas": 4}]}])));
+        assert!(e[0].contains("multiple DeclaredPodSets"), "{e:?}");
+        let ok = wrapper(json!([{"template": js.clone(), "podSets": [
+            {"path": "template.spec.replicatedJobs[1].template.spec.template", "replicas": 4},
+            {"path": "template.spec.replicatedJobs[0].template.spec.template"}]}]));
+        assert_eq!(
+            inspect(&ok).unwrap().unwrap().min_member,
+            5,
+            "declared in another order: matched by path"
+        );
+        // A Ray group's count is its `replicas` to the webhook, whatever its hosts.
+        let ray = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": []}}},
+                     "workerGroupSpecs": [{"groupName": "w", "replicas": 2, "numOfHosts": 2,
+                        "template": {"spec": {"containers": []}}}]}});
+        let ok = wrapper(json!([{"template": ray.clone(), "podSets": [
+            {"path": "template.spec.headGroupSpec.template"},
+            {"path": "template.spec.workerGroupSpecs[0].template", "replicas": 2}]}]));
+        assert!(inspect(&ok).unwrap().is_ok(), "{:?}", inspect(&ok));
+        let e = errors(&wrapper(json!([{"template": ray, "podSets": [
+            {"path": "template.spec.headGroupSpec.template"},
+            {"path": "template.spec.workerGroupSpecs[0].template", "replicas": 4}]}])));
+        assert!(e[0].contains("replica count 4 differs from inferred count 2"), "{e:?}");
+        // Kueue's limit of 8 pod sets an AppWrapper, and none at all.
+        let many: Vec<Value> = (0..9).map(|_| json!({"template": job.clone()})).collect();
+        let e = errors(&wrapper(Value::Array(many)));
+        assert!(e[0].contains("components contains 9 podspecs; at most 8 are allowed"), "{e:?}");
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}});
+        let e = errors(&wrapper(json!([{"template": service}])));
+        assert!(e[0].contains("components contains no podspecs"), "{e:?}");
         // The wrapped object's own errors, under its path in the AppWrapper.
         let bad = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
                          "spec": {"parallelism": -1, "template": {"spec": {"containers": []}}}});
