@@ -59,6 +59,9 @@ pub enum StatusChange {
     Keep(Box<Keep>),
     /// A gang object's `status.phase`, from `Pending` to the one its controllers wait for.
     Phase(&'static str),
+    /// A Grove PodGang's status fields as the scheduler reports them (`phase`, the whole
+    /// `conditions` list with its `Scheduled` condition, `placementScore`), merged.
+    Report(Box<Value>),
 }
 
 /// Everything that applies a plan, by kind, each in the order it should be sent.
@@ -82,6 +85,9 @@ pub enum Target {
     Gang(GangKey),
     Kept(PodKey),
     Enqueue(GangKey),
+    /// A Grove PodGang's status, where the scheduler reports scheduling in Grove's terms
+    /// ([`podgang_status`]).
+    Report(GangKey),
 }
 
 impl Target {
@@ -95,8 +101,33 @@ impl Target {
             Target::Enqueue(k) => {
                 ObjectRef::of_kind(volcano_podgroup(), k.namespace.as_str(), k.name.as_str())
             }
+            Target::Report(k) => ObjectRef::of_kind(podgang(), k.namespace.as_str(), k.name.as_str()),
         }
     }
+
+    /// The write to another project's gang object that `r` is the object of, if any.
+    pub fn foreign(r: &ObjectRef) -> Option<Target> {
+        let key = GangKey::new(r.namespace.as_str(), r.name.as_str());
+        if r.is(volcano_podgroup()) {
+            Some(Target::Enqueue(key))
+        } else if r.is(podgang()) {
+            Some(Target::Report(key))
+        } else {
+            None
+        }
+    }
+}
+
+/// Grove's PodGang as the cluster view reads it (`scheduler.grove.io/v1alpha1`).
+pub(crate) fn podgang() -> &'static scheduler_core::object::ApiKind {
+    use scheduler_core::dialect::grove;
+    static KIND: std::sync::OnceLock<&'static scheduler_core::object::ApiKind> = std::sync::OnceLock::new();
+    KIND.get_or_init(|| {
+        scheduler_core::cluster::READ
+            .iter()
+            .find(|k| k.group == grove::GROUP && k.kind == grove::KIND)
+            .expect("the cluster view reads Grove PodGangs (dialect::GANG_KINDS)")
+    })
 }
 
 /// Volcano's PodGroup as the cluster view reads it (`scheduling.volcano.sh/v1beta1`).
@@ -238,6 +269,7 @@ impl StatusWrite {
                 scheduler_core::labels::ANNOTATION_STATE: k.text,
             }}}),
             StatusChange::Phase(phase) => json!({"status": {"phase": phase}}),
+            StatusChange::Report(status) => json!({"status": status}),
         };
         if let Some(rv) = &self.resource_version {
             body["metadata"] = json!({"resourceVersion": rv});
@@ -263,6 +295,16 @@ impl StatusWrite {
                 ),
                 MERGE,
             ),
+            (Target::Report(k), _) => {
+                let pg = podgang();
+                (
+                    format!(
+                        "/apis/{}/{}/namespaces/{}/{}/{}/status",
+                        pg.group, pg.version, k.namespace, pg.plural, k.name
+                    ),
+                    MERGE,
+                )
+            }
             // Volcano's PodGroup CRD has no status subresource: its status is the object's.
             (Target::Enqueue(k), _) => {
                 let pg = volcano_podgroup();
@@ -365,9 +407,9 @@ pub trait Current {
     fn gang(&self, key: &GangKey) -> Option<GangNow<'_>>;
     /// Any raw object (a gang object of some dialect), if known.
     fn object(&self, r: &ObjectRef) -> Option<&Value>;
-    /// Whether a move of gang object `key` out of `Pending` ([`Target::Enqueue`]) was sent and is
-    /// not yet seen in the watch (nor refused).
-    fn enqueuing(&self, _key: &GangKey) -> bool {
+    /// Whether a write to another project's gang object ([`Target::Enqueue`],
+    /// [`Target::Report`]) was sent and is not yet seen in the watch, or failed and is held back.
+    fn writing(&self, _target: &Target) -> bool {
         false
     }
 }
@@ -454,7 +496,7 @@ pub fn enqueue(snapshot: &Snapshot, current: &impl Current) -> Vec<StatusWrite> 
         let Some(obj) = current.object(&target.object_ref()) else { continue };
         let namespace = snapshot.namespaces.get(g.key.namespace.as_str());
         let enabled = namespace.and_then(|l| l.get(scheduler_core::labels::LABEL_ENABLED));
-        if !scheduler_core::dialect::volcano::awaits_enqueue(obj, enabled) || current.enqueuing(&g.key) {
+        if !scheduler_core::dialect::volcano::awaits_enqueue(obj, enabled) || current.writing(&target) {
             continue;
         }
         out.push(StatusWrite {
@@ -467,6 +509,87 @@ pub fn enqueue(snapshot: &Snapshot, current: &impl Current) -> Vec<StatusWrite> 
         });
     }
     out
+}
+
+/// What a Grove PodGang's status (`podgang`, as the API serves it) should say of `outcome`, in
+/// Grove's terms (`scheduler/api/core/v1alpha1/podgang.go`), when it says something else:
+/// - `phase`: `Running` once the gang's minimum runs, `Starting` once members are bound (or
+///   being bound) short of that, else `Pending`; a completed or failed gang's phase is left;
+/// - the `Scheduled` condition: `True` (reason `Scheduled`) once the minimum is placed, else
+///   `False` with the gang's reason and message; its `lastTransitionTime` kept while its status
+///   stays; the other conditions (Grove's operator writes `Initialized`) carried as they are,
+///   since a merge patch replaces the list whole;
+/// - `placementScore` (1.0 for the best placement): `score`, when given.
+///
+/// `None` when the object already says so. The write is conditional on its `resourceVersion`,
+/// so a status Grove's operator changed meanwhile is read again first.
+pub fn podgang_status(outcome: &Outcome, podgang: &Value, score: Option<f64>, now: Time) -> Option<Value> {
+    use scheduler_core::plan::Phase;
+    let current = podgang.get("status");
+    let phase = match outcome.phase {
+        Phase::Completed | Phase::Failed => current.and_then(|s| s.get("phase")).and_then(Value::as_str),
+        Phase::Running => Some("Running"),
+        Phase::Scheduled => Some("Starting"),
+        _ if outcome.counts.bound > 0 => Some("Starting"),
+        _ => Some("Pending"),
+    }
+    .unwrap_or("Pending");
+    let (status, reason) = if outcome.reason.is_satisfied() {
+        ("True", "Scheduled")
+    } else {
+        ("False", outcome.reason.as_str())
+    };
+    let message = scheduler_core::plan::within(&outcome.message, scheduler_core::plan::CONDITION_MESSAGE_MAX);
+    let conditions = current.and_then(|s| s.get("conditions")).and_then(Value::as_array);
+    let was =
+        conditions.into_iter().flatten().find(|c| c.get("type").and_then(Value::as_str) == Some("Scheduled"));
+    let same_condition = was.is_some_and(|c| {
+        c.get("status").and_then(Value::as_str) == Some(status)
+            && c.get("reason").and_then(Value::as_str) == Some(reason)
+            && c.get("message").and_then(Value::as_str) == Some(message.as_str())
+    });
+    let same_score =
+        score.is_none() || current.and_then(|s| s.get("placementScore")).and_then(Value::as_f64) == score;
+    if same_condition
+        && same_score
+        && current.and_then(|s| s.get("phase")).and_then(Value::as_str) == Some(phase)
+    {
+        return None;
+    }
+    let transition = was
+        .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| json!(seconds(now)));
+    let mut scheduled = json!({"type": "Scheduled", "status": status, "reason": reason, "message": message,
+                               "lastTransitionTime": transition});
+    if let Some(g) = podgang.pointer("/metadata/generation").and_then(Value::as_i64) {
+        scheduled["observedGeneration"] = json!(g);
+    }
+    let mut list: Vec<Value> = conditions
+        .into_iter()
+        .flatten()
+        .filter(|c| c.get("type").and_then(Value::as_str) != Some("Scheduled"))
+        .cloned()
+        .collect();
+    list.push(scheduled);
+    let mut out = json!({"phase": phase, "conditions": list});
+    if let Some(score) = score {
+        out["placementScore"] = json!(score);
+    }
+    Some(out)
+}
+
+/// A placed gang's placement score as Grove's PodGang reports it (1.0 the best): one over the
+/// domains of its preferred level (else its required one) that its members' nodes span — 1.0
+/// when the whole gang is packed into one. `None` for a gang with neither level, or no member on
+/// a node.
+fn placement_score<'a>(
+    gang: &Gang,
+    nodes: impl Iterator<Item = &'a scheduler_core::model::Node>,
+) -> Option<f64> {
+    let key = gang.topology_preferred.as_deref().or(gang.topology_key.as_deref())?;
+    let domains: HashSet<&str> = nodes.filter_map(|n| n.labels.get(key).map(String::as_str)).collect();
+    (!domains.is_empty()).then(|| 1.0 / domains.len() as f64)
 }
 
 /// The write that keeps a gang's state on a member pod (the core chose which pods lack it).
@@ -655,6 +778,14 @@ pub fn writes(
     out.statuses.extend(plan.keep.iter().map(keep));
     out.statuses.extend(enqueue(snapshot, current));
     let binding_now: HashSet<&PodKey> = plan.bindings.iter().map(|b| &b.pod).collect();
+    // This plan's nodes by gang, and the nodes by name, for the placement scores reported.
+    let mut bound_now: HashMap<&GangKey, Vec<&str>> = HashMap::new();
+    for b in &plan.bindings {
+        if let Some(g) = gang_of.get(&b.pod) {
+            bound_now.entry(*g).or_default().push(b.node.as_str());
+        }
+    }
+    let mut node_index: Option<HashMap<&str, &scheduler_core::model::Node>> = None;
     for o in &plan.outcomes {
         let o = &*with_blocked(o, plan, blocked);
         let gang = snapshot.gangs.binary_search_by(|g| g.key.cmp(&o.gang)).ok().map(|i| &snapshot.gangs[i]);
@@ -665,6 +796,35 @@ pub fn writes(
             && let Some(obj) = current.gang(&o.gang)
         {
             out.statuses.extend(gang_status(o, &obj, now));
+        }
+        if let Some(g) =
+            gang.filter(|g| scheduler_core::dialect::reports_status(g.source.dialect, &g.source.kind))
+        {
+            let target = Target::Report(g.key.clone());
+            if let Some(obj) = current.object(&target.object_ref()).filter(|_| !current.writing(&target)) {
+                let score = if o.reason.is_satisfied() {
+                    let nodes = node_index.get_or_insert_with(|| {
+                        snapshot.nodes.iter().map(|n| (n.name.as_str(), n)).collect::<HashMap<_, _>>()
+                    });
+                    let on = of_gang
+                        .iter()
+                        .filter_map(|p| p.node_name.as_deref().filter(|_| p.uses_node()))
+                        .chain(bound_now.get(&o.gang).into_iter().flatten().copied());
+                    placement_score(g, on.filter_map(|n| nodes.get(n).copied()))
+                } else {
+                    None
+                };
+                if let Some(status) = podgang_status(o, obj, score, now) {
+                    out.statuses.push(StatusWrite {
+                        target,
+                        resource_version: obj
+                            .pointer("/metadata/resourceVersion")
+                            .and_then(Value::as_str)
+                            .map(String::from),
+                        change: StatusChange::Report(Box::new(status)),
+                    });
+                }
+            }
         }
         if !o.reason.is_satisfied() {
             for p in of_gang.iter().filter(|p| p.is_pending() && !binding_now.contains(&p.key)) {
@@ -993,6 +1153,21 @@ mod tests {
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0", "namespace": "ml"},
                          "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": p.http().body["status"]});
         accepted(Kind::Pod, "v1", &pod, "ml");
+        // A Grove PodGang's report: the 40,000-byte message cut to what a condition takes.
+        let podgang = json!({"apiVersion": "scheduler.grove.io/v1alpha1", "kind": "PodGang",
+                             "metadata": {"name": "g", "namespace": "ml", "generation": 2},
+                             "spec": {"podgroups": []}});
+        let report = podgang_status(&o, &podgang, None, Time(1_700_000_000_456)).expect("a first report");
+        let mut stored = podgang.clone();
+        stored["status"] = report.clone();
+        accepted(Kind::GrovePodGang, "v1alpha1", &stored, "ml");
+        assert_eq!(report["phase"], "Pending");
+        assert_eq!(report["conditions"][0]["reason"], "WaitingForGangGroup");
+        assert_eq!(
+            podgang_status(&o, &stored, None, Time(1_700_000_100_000)),
+            None,
+            "said already: not again"
+        );
     }
 
     #[test]

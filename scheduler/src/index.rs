@@ -56,12 +56,13 @@ pub struct Index {
     /// Status writes sent and not yet seen in the watch, by pod and by `Gang`.
     ahead_pods: HashMap<PodKey, Ahead>,
     ahead_gangs: HashMap<GangKey, Ahead>,
-    /// Volcano PodGroups moved out of `Pending` ([`Target::Enqueue`]) and not yet seen so.
-    ahead_enqueues: HashMap<GangKey, Ahead>,
-    /// Moves out of `Pending` that failed: (failures in a row, not sent again before). A move the
-    /// API server refuses (a ClusterRole without the `patch`, say) is retried with a growing
-    /// delay, not every cycle.
-    enqueue_failures: HashMap<GangKey, (u32, Instant)>,
+    /// Writes to other projects' gang objects ([`Target::Enqueue`], [`Target::Report`]) sent and
+    /// not yet seen.
+    ahead_foreign: HashMap<Target, Ahead>,
+    /// Such writes that failed: (failures in a row, not sent again before). A write the API
+    /// server refuses (a ClusterRole without the `patch`, say) is retried with a growing delay,
+    /// not every cycle.
+    foreign_failures: HashMap<Target, (u32, Instant)>,
     /// Gang states written on member pods and not yet seen in the watch (see [`Index::kept`]).
     keeping: BTreeMap<PodKey, Keeping>,
 }
@@ -83,15 +84,10 @@ enum Fate {
     Failed,
 }
 
-/// The first delay before a failed move out of `Pending` is sent again; it doubles per failure
-/// in a row, up to [`ENQUEUE_RETRY_MAX`].
-const ENQUEUE_RETRY_FIRST: Duration = Duration::from_secs(1);
-const ENQUEUE_RETRY_MAX: Duration = Duration::from_secs(300);
-
-/// The gang key of a gang object's identity.
-fn gang_key(r: &ObjectRef) -> GangKey {
-    GangKey::new(r.namespace.as_str(), r.name.as_str())
-}
+/// The first delay before a failed write to another project's gang object is sent again; it
+/// doubles per failure in a row, up to [`FOREIGN_RETRY_MAX`].
+const FOREIGN_RETRY_FIRST: Duration = Duration::from_secs(1);
+const FOREIGN_RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// The revision of the gang state a raw pod keeps (0: none readable).
 fn kept_rev(pod: &Value) -> u64 {
@@ -180,10 +176,11 @@ impl Index {
                     self.ahead_gangs.remove(&key);
                 }
             }
-            Filed::Other if !self.ahead_enqueues.is_empty() && r.is(crate::apply::volcano_podgroup()) => {
-                let key = gang_key(&r);
-                if self.ahead_enqueues.get_mut(&key).is_some_and(|a| a.delivered(&obj)) {
-                    self.ahead_enqueues.remove(&key);
+            Filed::Other if !self.ahead_foreign.is_empty() && Target::foreign(&r).is_some() => {
+                if let Some(t) = Target::foreign(&r)
+                    && self.ahead_foreign.get_mut(&t).is_some_and(|a| a.delivered(&obj))
+                {
+                    self.ahead_foreign.remove(&t);
                 }
             }
             // A claim or volume the scheduler wrote is held as the API server answered the write;
@@ -254,9 +251,11 @@ impl Index {
             Filed::Other if r.is(&GANG) => {
                 self.ahead_gangs.remove(&GangKey::new(r.namespace.as_str(), r.name.as_str()));
             }
-            Filed::Other if r.is(crate::apply::volcano_podgroup()) => {
-                self.ahead_enqueues.remove(&gang_key(r));
-                self.enqueue_failures.remove(&gang_key(r));
+            Filed::Other if Target::foreign(r).is_some() => {
+                if let Some(t) = Target::foreign(r) {
+                    self.ahead_foreign.remove(&t);
+                    self.foreign_failures.remove(&t);
+                }
             }
             _ => {}
         }
@@ -307,10 +306,11 @@ impl Index {
             }
         } else if *kind == GANG {
             self.ahead_gangs.retain(|_, a| a.unanswered > 0);
-        } else if kind == crate::apply::volcano_podgroup() {
-            self.ahead_enqueues.retain(|_, a| a.unanswered > 0);
-            let listed: HashSet<GangKey> = objects.iter().map(|(r, _)| gang_key(r)).collect();
-            self.enqueue_failures.retain(|k, _| listed.contains(k));
+        } else if Target::foreign(&ObjectRef::of_kind(kind, "", "")).is_some() {
+            let listed: HashSet<Target> = objects.iter().filter_map(|(r, _)| Target::foreign(r)).collect();
+            let of_kind = |t: &Target| t.object_ref().is(kind);
+            self.ahead_foreign.retain(|t, a| !of_kind(t) || a.unanswered > 0);
+            self.foreign_failures.retain(|t, _| !of_kind(t) || listed.contains(t));
         }
         // Objects the core cannot file are reported with the snapshot's problems.
         let _ = self.live.replace(kind, objects);
@@ -418,7 +418,7 @@ impl Index {
         let ahead = match &w.target {
             Target::Pod(k) => self.ahead_pods.entry(k.clone()).or_default(),
             Target::Gang(k) => self.ahead_gangs.entry(k.clone()).or_default(),
-            Target::Enqueue(k) => self.ahead_enqueues.entry(k.clone()).or_default(),
+            Target::Enqueue(_) | Target::Report(_) => self.ahead_foreign.entry(w.target.clone()).or_default(),
             Target::Kept(k) => {
                 if let StatusChange::Keep(keep) = &w.change
                     && let Some(p) = Persisted::from_text(&keep.text)
@@ -440,20 +440,20 @@ impl Index {
             }
             StatusChange::Condition(c) => ahead.scheduled = Some((**c).clone()),
             StatusChange::Gang { status, .. } => ahead.gang = Some((**status).clone()),
-            StatusChange::Keep(_) | StatusChange::Phase(_) => {}
+            StatusChange::Keep(_) | StatusChange::Phase(_) | StatusChange::Report(_) => {}
         }
     }
 
     /// A status write was made, the object now at `version` (if the answer said): the writes to
     /// it are held until the watch delivers that version.
     pub fn written(&mut self, t: &Target, version: Option<String>) {
-        if let Target::Enqueue(k) = t {
-            self.enqueue_failures.remove(k);
+        if matches!(t, Target::Enqueue(_) | Target::Report(_)) {
+            self.foreign_failures.remove(t);
         }
         let ahead = match t {
             Target::Pod(k) => self.ahead_pods.get_mut(k),
             Target::Gang(k) => self.ahead_gangs.get_mut(k),
-            Target::Enqueue(k) => self.ahead_enqueues.get_mut(k),
+            Target::Enqueue(_) | Target::Report(_) => self.ahead_foreign.get_mut(t),
             Target::Kept(k) => {
                 if let Some(kept) = self.keeping.get_mut(k) {
                     kept.fate = Fate::Made;
@@ -479,11 +479,11 @@ impl Index {
     /// shown there — it is what the scheduler decided — and is sent again
     /// ([`Index::keeps_to_retry`]).
     pub fn unwrite(&mut self, t: &Target) {
-        if let Target::Enqueue(k) = t {
-            let failures = self.enqueue_failures.get(k).map_or(0, |(n, _)| *n).saturating_add(1);
+        if matches!(t, Target::Enqueue(_) | Target::Report(_)) {
+            let failures = self.foreign_failures.get(t).map_or(0, |(n, _)| *n).saturating_add(1);
             let delay =
-                ENQUEUE_RETRY_FIRST.saturating_mul(1 << (failures - 1).min(16)).min(ENQUEUE_RETRY_MAX);
-            self.enqueue_failures.insert(k.clone(), (failures, Instant::now() + delay));
+                FOREIGN_RETRY_FIRST.saturating_mul(1 << (failures - 1).min(16)).min(FOREIGN_RETRY_MAX);
+            self.foreign_failures.insert(t.clone(), (failures, Instant::now() + delay));
         }
         if let Target::Kept(k) = t {
             if let Some(kept) = self.keeping.get_mut(k) {
@@ -517,8 +517,8 @@ impl Index {
             Target::Gang(k) => {
                 self.ahead_gangs.remove(k);
             }
-            Target::Enqueue(k) => {
-                self.ahead_enqueues.remove(k);
+            Target::Enqueue(_) | Target::Report(_) => {
+                self.ahead_foreign.remove(t);
             }
             Target::Kept(k) => {
                 self.keeping.remove(k);
@@ -607,9 +607,9 @@ impl Current for Index {
         self.live.get_ref(r)
     }
 
-    fn enqueuing(&self, key: &GangKey) -> bool {
-        self.ahead_enqueues.contains_key(key)
-            || self.enqueue_failures.get(key).is_some_and(|(_, until)| *until > Instant::now())
+    fn writing(&self, target: &Target) -> bool {
+        self.ahead_foreign.contains_key(target)
+            || self.foreign_failures.get(target).is_some_and(|(_, until)| *until > Instant::now())
     }
 }
 
@@ -715,7 +715,7 @@ mod tests {
         };
         put(&mut index, pg("5", None));
         index.refresh();
-        let key = GangKey::new("ml", "pg");
+        let target = Target::Enqueue(GangKey::new("ml", "pg"));
         let moves = |index: &Index| crate::apply::enqueue(index.snapshot(), index);
         let first = moves(&index);
         assert_eq!(first.len(), 1, "{first:?}");
@@ -725,9 +725,9 @@ mod tests {
         assert!(moves(&index).is_empty(), "sent, not again");
         index.written(&first[0].target, Some("7".into()));
         put(&mut index, pg("6", None));
-        assert!(Current::enqueuing(&index, &key), "an older version does not show the move");
+        assert!(Current::writing(&index, &target), "an older version does not show the move");
         put(&mut index, pg("7", Some("Inqueue")));
-        assert!(!Current::enqueuing(&index, &key), "seen");
+        assert!(!Current::writing(&index, &target), "seen");
         index.refresh();
         assert!(moves(&index).is_empty(), "Inqueue: nothing to move");
         // Back to Pending (Volcano's scheduler may do that): moved again.
@@ -739,15 +739,15 @@ mod tests {
         index.wrote(&again[0]);
         index.unwrite(&again[0].target);
         assert!(moves(&index).is_empty(), "held back after a failure");
-        assert_eq!(index.enqueue_failures.get(&key).map(|f| f.0), Some(1));
+        assert_eq!(index.foreign_failures.get(&target).map(|f| f.0), Some(1));
         index.wrote(&again[0]);
         index.unwrite(&again[0].target);
-        let (n, until) = index.enqueue_failures[&key];
+        let (n, until) = index.foreign_failures[&target];
         assert!(n == 2 && until > Instant::now() + Duration::from_millis(1500), "doubled");
         index.replace(crate::apply::volcano_podgroup(), vec![(ObjectRef::of(&pg("9", None)), pg("9", None))]);
-        assert!(index.enqueue_failures.contains_key(&key), "still listed: still held back");
+        assert!(index.foreign_failures.contains_key(&target), "still listed: still held back");
         index.delete(&ObjectRef::of(&pg("9", None)));
-        assert!(index.enqueue_failures.is_empty() && index.ahead_enqueues.is_empty());
+        assert!(index.foreign_failures.is_empty() && index.ahead_foreign.is_empty());
     }
 
     #[test]

@@ -635,11 +635,16 @@ async fn a_grove_podgang_is_placed_whole_and_only_once_its_pod_groups_all_fit() 
         ("/apis/scheduler.grove.io/v1alpha1", "podgangs"),
     ])
     .await;
-    fake.put(node("gpu-1", "64", 8, &[]));
-    fake.put(node("gpu-2", "64", 8, &[]));
+    fake.put(node("gpu-1", "64", 8, &[("kube-gang.io/rack", "r1")]));
+    fake.put(node("gpu-2", "64", 8, &[("kube-gang.io/rack", "r2")]));
+    // As Grove's operator leaves it once every pod exists: Pending, Initialized.
     fake.put(json!({"apiVersion": "scheduler.grove.io/v1alpha1", "kind": "PodGang",
-        "metadata": {"name": "serve-0", "namespace": "ml"},
-        "spec": {"podgroups": [
+        "metadata": {"name": "serve-0", "namespace": "ml", "generation": 1},
+        "status": {"phase": "Pending", "conditions": [{"type": "Initialized", "status": "True",
+            "reason": "PodGangPodsCreated", "message": "PodGang is fully initialized",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        "spec": {"topologyConstraint": {"packConstraint": {"preferred": "kube-gang.io/rack"}},
+         "podgroups": [
             {"name": "serve-0-frontend", "minReplicas": 1, "podReferences": []},
             {"name": "serve-0-prefill-0-leader", "minReplicas": 1, "podReferences": []},
             {"name": "serve-0-prefill-0-worker", "minReplicas": 2, "podReferences": []}],
@@ -668,6 +673,21 @@ async fn a_grove_podgang_is_placed_whole_and_only_once_its_pod_groups_all_fit() 
         "{}",
         scheduled_message(&fake, "worker-a")
     );
+    // Reported back in Grove's terms: still Pending, Scheduled=False with the reason; Grove's
+    // own Initialized condition kept.
+    let podgang = |f: &FakeApi| f.get("scheduler.grove.io/v1alpha1", "PodGang", "ml", "serve-0").unwrap();
+    let scheduled = |f: &FakeApi| {
+        podgang(f)["status"]["conditions"]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["type"] == "Scheduled").cloned())
+            .unwrap_or_default()
+    };
+    assert!(fake.wait_for(Duration::from_secs(5), |f| scheduled(f)["status"] == "False").await);
+    let status = podgang(&fake)["status"].clone();
+    assert_eq!(status["phase"], "Pending", "{status}");
+    assert_eq!(scheduled(&fake)["reason"], "Unschedulable", "{status}");
+    assert_eq!(status["conditions"][0]["type"], "Initialized", "{status}");
+    assert_eq!(status.get("placementScore"), None);
     // Smaller workers: the PodGang fits, and is bound whole.
     for w in ["worker-a", "worker-b"] {
         fake.remove("v1", "Pod", "ml", w).unwrap();
@@ -678,8 +698,30 @@ async fn a_grove_podgang_is_placed_whole_and_only_once_its_pod_groups_all_fit() 
     };
     assert!(fake.wait_for(Duration::from_secs(10), all).await, "{:#?}", fake.requests());
     assert_ne!(bound(&fake, "ml", "worker-a"), bound(&fake, "ml", "worker-b"));
-    // Grove's object is Grove's: no status written to it.
-    assert!(fake.requests_to("PATCH", "/podgangs/serve-0/status").is_empty());
+    // Bound: Starting, Scheduled=True, and the placement spans both racks of the preferred level.
+    let started = |f: &FakeApi| podgang(f)["status"]["phase"] == "Starting";
+    assert!(fake.wait_for(Duration::from_secs(5), started).await, "{}", podgang(&fake)["status"]);
+    let status = podgang(&fake)["status"].clone();
+    assert_eq!(
+        (scheduled(&fake)["status"].as_str(), scheduled(&fake)["reason"].as_str()),
+        (Some("True"), Some("Scheduled"))
+    );
+    assert_eq!(status["placementScore"], 0.5, "{status}");
+    assert_eq!(scheduled(&fake)["observedGeneration"], 1);
+    assert_eq!(status["conditions"][0]["type"], "Initialized", "{status}");
+    // Running once its pods run; nothing Grove's operator wrote is lost, and an unchanged status
+    // is not written again.
+    for p in ["frontend-a", "leader-a", "worker-a", "worker-b"] {
+        let mut pod = fake.get("v1", "Pod", "ml", p).unwrap();
+        pod["status"]["phase"] = json!("Running");
+        fake.put(pod);
+    }
+    let running = |f: &FakeApi| podgang(f)["status"]["phase"] == "Running";
+    assert!(fake.wait_for(Duration::from_secs(5), running).await, "{}", podgang(&fake)["status"]);
+    let writes = fake.requests_to("PATCH", "/podgangs/serve-0/status").len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(fake.requests_to("PATCH", "/podgangs/serve-0/status").len(), writes);
+    assert_eq!(podgang(&fake)["status"]["conditions"].as_array().map(Vec::len), Some(2));
     stop.cancel();
     handle.await.unwrap();
 }

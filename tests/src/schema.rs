@@ -47,6 +47,31 @@ pub fn volcano_podgroup() -> &'static Value {
     })
 }
 
+/// The parts of Grove's PodGang CRD schema (`scheduler/api/core/v1alpha1/crds/
+/// scheduler.grove.io_podgangs.yaml`) that kube-gang's writes touch: the status (`phase`
+/// required, `placementScore` a number, each condition's required fields, `reason`'s length and
+/// pattern, `message`'s length, `status`'s enum), `spec.podgroups` required. Written from that
+/// CRD's facts; the rest of the object is taken as it comes.
+pub fn grove_podgang() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        serde_json::json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["podgroups"], "properties": {"podgroups": {"type": "array"}}},
+            "status": {"type": "object", "required": ["phase"], "properties": {
+                "phase": {"type": "string"},
+                "placementScore": {"type": "number"},
+                "conditions": {"type": "array", "items": {"type": "object",
+                    "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+                    "properties": {
+                        "lastTransitionTime": {"type": "string", "format": "date-time"},
+                        "message": {"type": "string", "maxLength": 32768},
+                        "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+                        "reason": {"type": "string", "maxLength": 1024, "minLength": 1},
+                        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                        "type": {"type": "string", "maxLength": 316}}}}}}}})
+    })
+}
+
 /// The JSON type of a value, as kube-openapi names it in its messages.
 fn type_of(v: &Value) -> &'static str {
     match v {

@@ -240,6 +240,7 @@ fn tracks_generation(kind: Kind) -> bool {
             | Kind::ResourceSlice
             | Kind::DeviceClass
             | Kind::VolcanoPodGroup
+            | Kind::GrovePodGang
             | Kind::Custom
     )
 }

@@ -89,6 +89,10 @@ pub enum Kind {
     /// is written with the object), checked against the parts of its schema the scheduler writes
     /// ([`crate::schema::volcano_podgroup`]).
     VolcanoPodGroup,
+    /// Grove's `scheduler.grove.io/v1alpha1` PodGang CRD (status subresource), checked against
+    /// the parts of its schema the scheduler writes ([`crate::schema::grove_podgang`]) and
+    /// `metav1.Condition`'s rules on its conditions.
+    GrovePodGang,
     /// Any other custom resource: metadata checked, the rest taken as it comes.
     Custom,
 }
@@ -138,6 +142,7 @@ impl Kind {
                 "deviceclasses",
             ) => Kind::DeviceClass,
             ("/apis/scheduling.volcano.sh/v1beta1", "podgroups") => Kind::VolcanoPodGroup,
+            ("/apis/scheduler.grove.io/v1alpha1", "podgangs") => Kind::GrovePodGang,
             _ => Kind::Custom,
         }
     }
@@ -145,7 +150,14 @@ impl Kind {
     /// A built-in kind (strategic merge patch applies); custom resources take JSON and merge
     /// patches only.
     pub fn built_in(self) -> bool {
-        !matches!(self, Kind::Gang | Kind::ProvisioningRequest | Kind::VolcanoPodGroup | Kind::Custom)
+        !matches!(
+            self,
+            Kind::Gang
+                | Kind::ProvisioningRequest
+                | Kind::VolcanoPodGroup
+                | Kind::GrovePodGang
+                | Kind::Custom
+        )
     }
 
     /// Whether the kind has a `/status` subresource that owns `.status`.
@@ -204,6 +216,7 @@ impl Kind {
             Kind::ResourceSlice => "ResourceSlice.resource.k8s.io".into(),
             Kind::DeviceClass => "DeviceClass.resource.k8s.io".into(),
             Kind::VolcanoPodGroup => "PodGroup.scheduling.volcano.sh".into(),
+            Kind::GrovePodGang => "PodGang.scheduler.grove.io".into(),
             Kind::Custom => fallback.into(),
         }
     }
@@ -232,6 +245,7 @@ impl Kind {
             Kind::ResourceSlice => "ResourceSlice",
             Kind::DeviceClass => "DeviceClass",
             Kind::VolcanoPodGroup => "PodGroup",
+            Kind::GrovePodGang => "PodGang",
             Kind::Custom => "object",
         }
     }
@@ -285,6 +299,7 @@ impl Kind {
             | Kind::CsiNode
             | Kind::DeviceClass
             | Kind::VolcanoPodGroup
+            | Kind::GrovePodGang
             | Kind::Custom => &[],
         }
     }
@@ -412,7 +427,7 @@ pub fn decode(kind: Kind, version: &str, obj: &Value) -> Result<(), ApiError> {
             "v1beta2" => typed::<api::resource::v1beta2::DeviceClass>(obj),
             _ => typed::<api::resource::v1beta1::DeviceClass>(obj),
         },
-        Kind::VolcanoPodGroup | Kind::Custom => {
+        Kind::VolcanoPodGroup | Kind::GrovePodGang | Kind::Custom => {
             if obj.is_object() {
                 Ok(())
             } else {
@@ -713,6 +728,14 @@ pub fn validate(kind: Kind, fallback_kind: &str, obj: &Value, namespace: &str) -
     match kind {
         Kind::Event | Kind::CoreEvent => event(kind, obj, namespace, &mut errs),
         Kind::VolcanoPodGroup => crate::schema::check(crate::schema::volcano_podgroup(), obj, "", &mut errs),
+        Kind::GrovePodGang => {
+            crate::schema::check(crate::schema::grove_podgang(), obj, "", &mut errs);
+            if let Some(list) = obj.pointer("/status/conditions").filter(|l| l.is_array()) {
+                conditions(list, "status.conditions", &mut errs);
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            errs.retain(|e| seen.insert((e.field.clone(), e.kind)));
+        }
         Kind::Gang => {
             crate::schema::check(crate::schema::gang(), obj, "", &mut errs);
             // Stricter than the CRD's schema, which carries no patterns for conditions: our

@@ -209,6 +209,10 @@ pub struct GangKind {
     /// has no status subresource), only while the object is `Pending` and opted in
     /// ([`volcano::awaits_enqueue`]). Its RBAC grants `patch` on the resource for it alone.
     pub enqueue: Option<&'static str>,
+    /// The status subresource the scheduler reports scheduling to in the project's own terms
+    /// (Grove's PodGang: `phase`, a `Scheduled` condition, `placementScore`), the gang's state
+    /// staying on its pods; its RBAC grants `patch` on it.
+    pub reports: Option<&'static str>,
     /// Whether our validating webhook and ValidatingAdmissionPolicy admit objects of this kind
     /// (only our own: the others are their projects' to validate).
     pub validated: bool,
@@ -233,6 +237,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| kubegang::read(o).map(GangObject::Gang),
         status: Some("gangs/status"),
         enqueue: None,
+        reports: None,
         validated: true,
         lookup: true,
     },
@@ -245,6 +250,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| coscheduling::read(o).map(GangObject::Gang),
         status: None,
         enqueue: None,
+        reports: None,
         validated: false,
         lookup: false,
     },
@@ -257,6 +263,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| volcano::read(o).map(GangObject::Gang),
         status: None,
         enqueue: Some(volcano::PHASE_INQUEUE),
+        reports: None,
         validated: false,
         lookup: false,
     },
@@ -269,6 +276,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| kai::read(o).map(GangObject::Gang),
         status: None,
         enqueue: None,
+        reports: None,
         validated: false,
         lookup: true,
     },
@@ -281,6 +289,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| koordinator::read(o).map(GangObject::Gang),
         status: None,
         enqueue: None,
+        reports: None,
         validated: false,
         lookup: false,
     },
@@ -293,6 +302,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| grove::read(o).map(GangObject::Gang),
         status: None,
         enqueue: None,
+        reports: Some("podgangs/status"),
         validated: false,
         lookup: true,
     },
@@ -307,6 +317,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| upstream::read(o).map(GangObject::UpstreamGroup),
         status: None,
         enqueue: None,
+        reports: None,
         validated: false,
         lookup: false,
     },
@@ -319,6 +330,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| upstream::read(o).map(GangObject::UpstreamGroup),
         status: None,
         enqueue: None,
+        reports: None,
         validated: false,
         lookup: false,
     },
@@ -333,6 +345,7 @@ pub const GANG_KINDS: &[GangKind] = &[
         read: |o| upstream::read_workload(o).map(GangObject::Workload),
         status: None,
         enqueue: None,
+        reports: None,
         validated: false,
         lookup: false,
     },
@@ -376,6 +389,12 @@ pub fn object_group(dialect: Dialect, kind: &str) -> Option<&'static str> {
 /// to that object's status (the table's `status`); otherwise it goes on the gang's pods.
 pub fn writes_status(dialect: Dialect, kind: &str) -> bool {
     GANG_KINDS.iter().any(|k| k.dialect == dialect && k.kind == kind && k.status.is_some())
+}
+
+/// Whether the scheduler reports scheduling to the status of a gang object of `dialect` and
+/// `kind` in its project's terms (the table's `reports`).
+pub fn reports_status(dialect: Dialect, kind: &str) -> bool {
+    GANG_KINDS.iter().any(|k| k.dialect == dialect && k.kind == kind && k.reports.is_some())
 }
 
 /// The phase the scheduler moves a waiting gang object of `dialect` and `kind` to (the table's
