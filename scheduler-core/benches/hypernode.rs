@@ -60,14 +60,14 @@ fn hypernodes(how: &str) -> BTreeMap<String, HyperNode> {
             )],
         };
         let name = format!("leaf-{l:03}");
-        out.insert(name.clone(), HyperNode { name, tier: 1, members });
+        out.insert(name.clone(), HyperNode { name, tier: 1, tier_name: None, members });
     }
     for s in 0..NODES / PER_LEAF / PER_SPINE {
         let members: Vec<HyperNodeMember> = (s * PER_SPINE..(s + 1) * PER_SPINE)
             .map(|l| member(true, MemberSelector::Regex(format!("^leaf-{l:03}$"))))
             .collect();
         let name = format!("spine-{s:02}");
-        out.insert(name.clone(), HyperNode { name, tier: 2, members });
+        out.insert(name.clone(), HyperNode { name, tier: 2, tier_name: None, members });
     }
     out
 }

@@ -316,6 +316,78 @@ fn a_volcano_gang_bounded_by_a_hypernode_tier_stays_in_one_hypernode() {
     assert_eq!((reason, nodes.len()), (scheduler_core::Reason::Scheduled, 8));
 }
 
+/// `highestTierName` names a tier by the HyperNodes' `tierName` (Volcano's session translates it
+/// to `highestTierAllowed`): the same bound as the tier's number, resolved again when a HyperNode's
+/// tier name changes; a name no HyperNode has is said, and the gang placed without a bound, as in
+/// Volcano.
+#[test]
+fn a_volcano_gang_bounded_by_a_named_tier_stays_in_one_hypernode_of_that_tier() {
+    let node = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+               "status": {"allocatable": {"cpu": "8", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let hypernode = |name: &str, tier: i64, tier_name: &str, members: Value| {
+        json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+               "spec": {"tier": tier, "tierName": tier_name, "members": members}})
+    };
+    let nodes = |pattern: &str| json!([{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]);
+    let objects = |pods: usize, tier_name: &str| {
+        let mut objects: Vec<Value> = (0..8).map(|i| node(&format!("n{i}"))).collect();
+        objects.push(hypernode("s0", 1, "rack", nodes("^n[0-3]$")));
+        objects.push(hypernode("s1", 1, "rack", nodes("^n[4-7]$")));
+        objects.push(hypernode(
+            "spine",
+            2,
+            "spine",
+            json!([{"type": "HyperNode", "selector": {"regexMatch": {"pattern": "^s[01]$"}}}]),
+        ));
+        objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ml"},
+            "spec": {"minMember": pods, "networkTopology": {"mode": "hard", "highestTierName": tier_name}}}));
+        for i in 0..pods {
+            objects.push(pod(
+                &format!("w{i}"),
+                json!({}),
+                json!({"scheduling.k8s.io/group-name": "pg"}),
+                json!({"schedulerName": "gang-scheduler",
+                       "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]}),
+            ));
+        }
+        objects
+    };
+    let place = |snap: &Snapshot| {
+        let plan = scheduler_core::schedule(
+            snap,
+            &scheduler_core::Config::default(),
+            scheduler_core::Time::from_secs(1),
+        );
+        let o = plan.outcomes.iter().find(|o| o.gang.name == "pg").unwrap().clone();
+        (o.reason, o.message, plan.bindings.len())
+    };
+    let (snap, problems) = assemble(objects(8, "rack"));
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(only_gang(&snap).topology_key.as_deref(), Some("volcano.sh/hypernode-tier-1"));
+    let (reason, message, bound) = place(&snap);
+    assert_eq!((reason, bound), (scheduler_core::Reason::TopologyUnsatisfiable, 0), "{message}");
+    let (snap, _) = assemble(objects(8, "spine"));
+    assert_eq!(place(&snap).0, scheduler_core::Reason::Scheduled);
+    // A name no HyperNode has: said, and no bound.
+    let (snap, problems) = assemble(objects(8, "block"));
+    assert!(problems.iter().any(|p| p.contains("no HyperNode has tierName \"block\"")), "{problems:?}");
+    assert_eq!((only_gang(&snap).topology_key.as_ref(), place(&snap).2), (None, 8));
+    // Live: the racks renamed "block" — the gang's bound follows the HyperNodes.
+    let mut live = scheduler_core::cluster::Live::new();
+    for o in objects(8, "block") {
+        live.push(o).unwrap();
+    }
+    live.refresh();
+    assert_eq!(live.snapshot().gangs[0].topology_key, None);
+    live.push(hypernode("s0", 1, "block", nodes("^n[0-3]$"))).unwrap();
+    live.push(hypernode("s1", 1, "block", nodes("^n[4-7]$"))).unwrap();
+    live.refresh();
+    assert_eq!(live.snapshot().gangs[0].topology_key.as_deref(), Some("volcano.sh/hypernode-tier-1"));
+}
+
 #[test]
 fn koordinator_annotations() {
     let ann = json!({"gang.scheduling.koordinator.sh/name": "kg", "gang.scheduling.koordinator.sh/min-available": "2",

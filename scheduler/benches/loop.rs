@@ -262,7 +262,16 @@ fn per_cycle(nodes: usize, running: usize, gangs: usize, members: usize) {
         assert_eq!(plan.bindings.len(), gangs * members);
         let t = Instant::now();
         let mut limiter = EventLimiter::default();
-        let writes = apply::writes(&plan, snapshot, &(), &mut limiter, &BTreeMap::new(), "bench", now);
+        let writes = apply::writes(
+            &plan,
+            snapshot,
+            &(),
+            &mut limiter,
+            &BTreeMap::new(),
+            "bench",
+            "gang-scheduler",
+            now,
+        );
         // Turned into HTTP as the loop does when it sends them.
         let sent: Vec<apply::Http> = writes
             .bindings

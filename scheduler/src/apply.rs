@@ -543,10 +543,12 @@ pub fn podgang_status(outcome: &Outcome, podgang: &Value, score: Option<f64>, no
     let conditions = current.and_then(|s| s.get("conditions")).and_then(Value::as_array);
     let was =
         conditions.into_iter().flatten().find(|c| c.get("type").and_then(Value::as_str) == Some("Scheduled"));
+    let generation = podgang.pointer("/metadata/generation").and_then(Value::as_i64);
     let same_condition = was.is_some_and(|c| {
         c.get("status").and_then(Value::as_str) == Some(status)
             && c.get("reason").and_then(Value::as_str) == Some(reason)
             && c.get("message").and_then(Value::as_str) == Some(message.as_str())
+            && c.get("observedGeneration").and_then(Value::as_i64) == generation
     });
     let same_score =
         score.is_none() || current.and_then(|s| s.get("placementScore")).and_then(Value::as_f64) == score;
@@ -562,7 +564,7 @@ pub fn podgang_status(outcome: &Outcome, podgang: &Value, score: Option<f64>, no
         .unwrap_or_else(|| json!(seconds(now)));
     let mut scheduled = json!({"type": "Scheduled", "status": status, "reason": reason, "message": message,
                                "lastTransitionTime": transition});
-    if let Some(g) = podgang.pointer("/metadata/generation").and_then(Value::as_i64) {
+    if let Some(g) = generation {
         scheduled["observedGeneration"] = json!(g);
     }
     let mut list: Vec<Value> = conditions
@@ -588,7 +590,9 @@ fn placement_score<'a>(
     nodes: impl Iterator<Item = &'a scheduler_core::model::Node>,
 ) -> Option<f64> {
     let key = gang.topology_preferred.as_deref().or(gang.topology_key.as_deref())?;
-    let domains: HashSet<&str> = nodes.filter_map(|n| n.labels.get(key).map(String::as_str)).collect();
+    // A node without the label is a domain of its own.
+    let domains: HashSet<&str> =
+        nodes.map(|n| n.labels.get(key).map_or(n.name.as_str(), String::as_str)).collect();
     (!domains.is_empty()).then(|| 1.0 / domains.len() as f64)
 }
 
@@ -737,7 +741,10 @@ fn with_blocked<'a>(o: &'a Outcome, plan: &Plan, blocked: &BTreeMap<PodKey, Stri
 
 /// Every write that applies `plan`, by kind. Writes that would change nothing, as `current`
 /// tells, are left out. `blocked`: victims whose eviction the API server refuses for now, and why;
-/// `instance`: this replica's identity, which its events report.
+/// `instance`: this replica's identity, which its events report; `scheduler`: the scheduler name
+/// this replica places pods for (another project's gang object is reported to only when one of
+/// its members names it).
+#[allow(clippy::too_many_arguments)]
 pub fn writes(
     plan: &Plan,
     snapshot: &Snapshot,
@@ -745,6 +752,7 @@ pub fn writes(
     limiter: &mut EventLimiter,
     blocked: &BTreeMap<PodKey, String>,
     instance: &str,
+    scheduler: &str,
     now: Time,
 ) -> Writes {
     // Each gang's members, in one pass over the pods (not one per gang).
@@ -797,8 +805,10 @@ pub fn writes(
         {
             out.statuses.extend(gang_status(o, &obj, now));
         }
+        // Only a gang this scheduler places (Grove may hand its PodGangs to KAI instead).
+        let ours = of_gang.iter().any(|p| p.scheduler_name == scheduler);
         if let Some(g) =
-            gang.filter(|g| scheduler_core::dialect::reports_status(g.source.dialect, &g.source.kind))
+            gang.filter(|g| ours && scheduler_core::dialect::reports_status(g.source.dialect, &g.source.kind))
         {
             let target = Target::Report(g.key.clone());
             if let Some(obj) = current.object(&target.object_ref()).filter(|_| !current.writing(&target)) {
@@ -1060,8 +1070,16 @@ mod tests {
         let plan = scheduler_core::schedule(&snapshot, &scheduler_core::Config::default(), now);
         let seen = Seen(cluster);
         let mut limiter = EventLimiter::default();
-        let w =
-            writes(&plan, &snapshot, &seen, &mut limiter, &BTreeMap::new(), "gang-scheduler-7d9f-x2", now);
+        let w = writes(
+            &plan,
+            &snapshot,
+            &seen,
+            &mut limiter,
+            &BTreeMap::new(),
+            "gang-scheduler-7d9f-x2",
+            "gang-scheduler",
+            now,
+        );
         let by_pod = |name: &str| {
             let e =
                 w.events.iter().find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name));
@@ -1088,6 +1106,46 @@ mod tests {
         for e in &w.events {
             accepted(kube_gang_tests::validation::Kind::Event, "v1", &serde_json::to_value(e).unwrap(), "ml");
         }
+    }
+
+    /// A Grove PodGang is reported to only when this scheduler places its pods: with Grove's KAI
+    /// backend its pods name `kai-scheduler`, and the PodGang's status is KAI's to write.
+    #[test]
+    fn a_podgang_is_reported_to_only_when_its_pods_are_ours() {
+        use kube_gang_tests::{gang_pod, node};
+        let report_writes = |scheduler: &str| {
+            let mut cluster = scheduler_core::cluster::Cluster::new();
+            cluster.push(node("n1", "64", 8, &[])).unwrap();
+            cluster
+                .push(json!({"apiVersion": "scheduler.grove.io/v1alpha1", "kind": "PodGang",
+                    "metadata": {"name": "pg", "namespace": "ml", "resourceVersion": "4"},
+                    "spec": {"podgroups": [{"name": "pg-w", "minReplicas": 1, "podReferences": []}]}}))
+                .unwrap();
+            let mut p = gang_pod("ml", "w-0", "unused", 1);
+            p["metadata"]["labels"] = json!({"grove.io/podgang": "pg", "grove.io/podclique": "pg-w"});
+            p["spec"]["schedulerName"] = json!(scheduler);
+            cluster.push(p).unwrap();
+            let snapshot = cluster.snapshot().snapshot;
+            let now = Time::from_secs(1_800_000_000);
+            let plan = scheduler_core::schedule(&snapshot, &scheduler_core::Config::default(), now);
+            let seen = Seen(cluster);
+            let w = writes(
+                &plan,
+                &snapshot,
+                &seen,
+                &mut EventLimiter::default(),
+                &BTreeMap::new(),
+                "r",
+                "gang-scheduler",
+                now,
+            );
+            w.statuses.into_iter().filter(|s| matches!(s.target, Target::Report(_))).collect::<Vec<_>>()
+        };
+        let ours = report_writes("gang-scheduler");
+        assert_eq!(ours.len(), 1, "{ours:?}");
+        assert_eq!(ours[0].resource_version.as_deref(), Some("4"));
+        assert_eq!(ours[0].http().path, "/apis/scheduler.grove.io/v1alpha1/namespaces/ml/podgangs/pg/status");
+        assert!(report_writes("kai-scheduler").is_empty(), "KAI's PodGang is KAI's to report");
     }
 
     /// The body as the strict fake API server (kube-apiserver's rules) would take it.

@@ -476,6 +476,7 @@ impl Loop {
             &mut self.limiter,
             &self.blocked,
             &self.settings.identity,
+            &self.settings.config.scheduler_name,
             now,
         );
         let starting = starting(&plan, now);

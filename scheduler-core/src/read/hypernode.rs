@@ -26,6 +26,27 @@ pub fn tier_of(key: &str) -> Option<u32> {
     key.strip_prefix(HYPERNODE_TIER_PREFIX)?.parse().ok()
 }
 
+/// The tier each `tierName` of the HyperNodes names, and the other tiers other HyperNodes give
+/// the same name (Volcano keeps whichever its map iteration meets last and logs the conflict; we
+/// keep the first by HyperNode name, and say so).
+pub fn tier_names(hypernodes: &BTreeMap<String, HyperNode>) -> BTreeMap<&str, (u32, Vec<u32>)> {
+    let mut out: BTreeMap<&str, (u32, Vec<u32>)> = BTreeMap::new();
+    for h in hypernodes.values() {
+        let Some(name) = h.tier_name.as_deref() else { continue };
+        match out.get_mut(name) {
+            Some((tier, others)) => {
+                if *tier != h.tier && !others.contains(&h.tier) {
+                    others.push(h.tier);
+                }
+            }
+            None => {
+                out.insert(name, (h.tier, Vec::new()));
+            }
+        }
+    }
+    out
+}
+
 /// The topology key of HyperNode tier `tier`.
 pub fn key_of(tier: u32) -> String {
     format!("{HYPERNODE_TIER_PREFIX}{tier}")
@@ -233,7 +254,7 @@ mod tests {
             ..Default::default()
         };
         let hn = |name: &str, tier: u32, members: Vec<HyperNodeMember>| {
-            (name.to_string(), HyperNode { name: name.into(), tier, members })
+            (name.to_string(), HyperNode { name: name.into(), tier, tier_name: None, members })
         };
         let hypernodes: BTreeMap<String, HyperNode> = [
             hn(

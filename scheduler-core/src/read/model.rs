@@ -853,6 +853,11 @@ pub struct Gang {
     /// Boxed: few gangs have one, and every gang of a cluster is held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_gather: Option<Box<NetworkGather>>,
+    /// A Volcano PodGroup's `networkTopology.highestTierName`, until the cluster is assembled:
+    /// the HyperNodes' `tierName`s turn it into a tier ([`crate::read::hypernode::key_of`]),
+    /// the required level (`hard`) or the preferred one (`soft`). Boxed: few gangs have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier_name: Option<Box<TierName>>,
     /// A gang object whose project's controllers create the gang's pods only once a scheduler has
     /// moved it out of `Pending` (Volcano's PodGroup: `Inqueue`), as read: what the scheduler does
     /// and what a waiting gang's message says. Boxed: few gangs have one.
@@ -924,6 +929,7 @@ impl Gang {
             topology_preferred: None,
             topology_object: None,
             network_gather: None,
+            tier_name: None,
             admission: None,
             exclusive_topology: None,
             gang_group: Vec::new(),
@@ -940,6 +946,16 @@ impl Gang {
             state: GangState::default(),
         }
     }
+}
+
+/// A tier named by the HyperNodes' `tierName` ([`Gang::tier_name`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TierName {
+    pub name: String,
+    /// `soft` mode: a preferred level, not a bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub soft: bool,
 }
 
 /// A gang object's admission by a scheduler, which its controllers wait for before they create

@@ -598,6 +598,8 @@ pub fn hypernode_from_value(v: &Value) -> Result<HyperNode, Vec<FieldError>> {
         #[serde(default)]
         tier: i64,
         #[serde(default)]
+        tier_name: Option<String>,
+        #[serde(default)]
         members: Vec<Member>,
     }
     #[derive(Deserialize)]
@@ -699,7 +701,8 @@ pub fn hypernode_from_value(v: &Value) -> Result<HyperNode, Vec<FieldError>> {
         };
         members.push(HyperNodeMember { hypernode, selector });
     }
-    if errors.is_empty() { Ok(HyperNode { name, tier, members }) } else { Err(errors) }
+    let tier_name = raw.spec.tier_name.filter(|n| !n.is_empty());
+    if errors.is_empty() { Ok(HyperNode { name, tier, tier_name, members }) } else { Err(errors) }
 }
 
 /// The parts of a ResourceClaim the cycle reads: the same at every version of `resource.k8s.io`

@@ -180,7 +180,11 @@ impl Assembly {
             StoredKind::ResourceClaim => drop(storage.resource_claims.remove(&object)),
             StoredKind::ResourceSlice => drop(storage.resource_slices.remove(&key.name)),
             StoredKind::DeviceClass => drop(storage.device_classes.remove(&key.name)),
-            StoredKind::HyperNode => drop(storage.hypernodes.remove(&key.name)),
+            StoredKind::HyperNode => {
+                if storage.hypernodes.remove(&key.name).is_some_and(|h| h.tier_name.is_some()) {
+                    self.stale = true;
+                }
+            }
             StoredKind::KaiTopology => drop(storage.kai_topologies.remove(&key.name)),
             StoredKind::KueueTopology => drop(storage.kueue_topologies.remove(&key.name)),
             // Replaced below, or kept when the new version cannot be read (as Koordinator keeps
@@ -206,7 +210,16 @@ impl Assembly {
             Some(Ok(Stored::ResourceClaim(c))) => drop(storage.resource_claims.insert(object, c)),
             Some(Ok(Stored::ResourceSlice(s))) => drop(storage.resource_slices.insert(key.name.clone(), s)),
             Some(Ok(Stored::DeviceClass(c))) => drop(storage.device_classes.insert(key.name.clone(), c)),
-            Some(Ok(Stored::HyperNode(h))) => drop(storage.hypernodes.insert(key.name.clone(), h)),
+            Some(Ok(Stored::HyperNode(h))) => {
+                // A tier's name changing changes the tier of the gangs that name it.
+                let was = storage.hypernodes.get(&key.name).map(|o| (o.tier, o.tier_name.clone()));
+                if (h.tier_name.is_some() || was.as_ref().is_some_and(|w| w.1.is_some()))
+                    && was != Some((h.tier, h.tier_name.clone()))
+                {
+                    self.stale = true;
+                }
+                storage.hypernodes.insert(key.name.clone(), h);
+            }
             Some(Ok(Stored::KaiTopology(levels))) => {
                 drop(storage.kai_topologies.insert(key.name.clone(), levels))
             }
@@ -438,6 +451,46 @@ impl Assembly {
             if !said.is_empty() {
                 self.object_problems
                     .push(Problem { object: format!("{} {}", g.source.kind, g.key), errors: said });
+            }
+        }
+        // Volcano's named tiers name HyperNodes' `tierName`s: a tier once they are known.
+        if self.snapshot.gangs.iter().any(|g| g.tier_name.is_some()) {
+            let names = crate::read::hypernode::tier_names(&self.snapshot.storage.hypernodes);
+            for g in &mut self.snapshot.gangs {
+                let Some(named) = g.tier_name.take() else { continue };
+                match names.get(named.name.as_str()) {
+                    Some((tier, others)) => {
+                        let key = crate::read::hypernode::key_of(*tier);
+                        if named.soft {
+                            g.topology_preferred = Some(key);
+                        } else {
+                            g.topology_key = Some(key);
+                        }
+                        if !others.is_empty() {
+                            self.object_problems.push(Problem {
+                                object: format!("{} {}", g.source.kind, g.key),
+                                errors: vec![FieldError::new(
+                                    "spec.networkTopology.highestTierName",
+                                    format!(
+                                        "HyperNodes give tier name {:?} more than one tier ({tier}, and {}): tier {tier} is used, that of the first by name",
+                                        named.name,
+                                        others.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                                    ),
+                                )],
+                            });
+                        }
+                    }
+                    None => self.object_problems.push(Problem {
+                        object: format!("{} {}", g.source.kind, g.key),
+                        errors: vec![FieldError::new(
+                            "spec.networkTopology.highestTierName",
+                            format!(
+                                "no HyperNode has tierName {:?}: Volcano then places the job without a tier bound, and so does kube-gang",
+                                named.name
+                            ),
+                        )],
+                    }),
+                }
             }
         }
         // A gang object's own priority class: its value is the gang's priority.

@@ -158,15 +158,29 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
 /// tier-t HyperNode. Without `highestTierAllowed` Volcano sets no tier bound (the Job CRD defaults
 /// it to 1, which a Job's expansion applies; a PodGroup's has no default), so nothing is required;
 /// in `soft` mode tier 1 is preferred, as low as it packs.
+///
+/// `highestTierName` names a tier by the HyperNodes' `tierName` instead; it becomes a tier once
+/// the cluster's HyperNodes are known ([`crate::read::model::Gang::tier_name`]), as Volcano's
+/// session translates it (`translateHighestTierNameToAllowed`).
 fn network_topology(t: &NetworkTopology, gang: &mut Gang, errors: &mut Vec<FieldError>) {
-    if t.highest_tier_name.as_deref().is_some_and(|n| !n.is_empty()) {
+    let mode = t.mode.as_deref().unwrap_or("hard");
+    if !matches!(mode, "hard" | "soft") {
+        errors.push(FieldError::new(
+            "spec.networkTopology.mode",
+            format!("Unsupported value: {mode:?}: supported values: \"hard\", \"soft\""),
+        ));
+        return;
+    }
+    if let Some(name) = t.highest_tier_name.as_deref().filter(|n| !n.is_empty()) {
         if t.highest_tier_allowed.is_some() {
             errors.push(FieldError::new(
                 "spec.networkTopology",
                 "HighestTierAllowed and HighestTierName cannot be set simultaneously",
             ));
+            return;
         }
-        // Named tiers (HyperNodes' `tierName`) are not read: warned about (`warnings`).
+        gang.tier_name =
+            Some(Box::new(crate::read::model::TierName { name: name.to_string(), soft: mode == "soft" }));
         return;
     }
     let tier = match t.highest_tier_allowed.map(u32::try_from) {
@@ -183,49 +197,30 @@ fn network_topology(t: &NetworkTopology, gang: &mut Gang, errors: &mut Vec<Field
             return;
         }
     };
-    match t.mode.as_deref().unwrap_or("hard") {
-        "hard" => gang.topology_key = tier.map(crate::read::hypernode::key_of),
-        "soft" => gang.topology_preferred = Some(crate::read::hypernode::key_of(tier.unwrap_or(1))),
-        other => errors.push(FieldError::new(
-            "spec.networkTopology.mode",
-            format!("Unsupported value: {other:?}: supported values: \"hard\", \"soft\""),
-        )),
+    if mode == "hard" {
+        gang.topology_key = tier.map(crate::read::hypernode::key_of);
+    } else {
+        gang.topology_preferred = Some(crate::read::hypernode::key_of(tier.unwrap_or(1)));
     }
 }
 
 /// Why a Volcano field naming HyperNode tiers is not evaluated.
-const HYPERNODES: &str = "not evaluated: per-subgroup tiers, partitions and named tiers are not read yet, so the gang's pods are placed without this bound (networkTopology with highestTierAllowed bounds the whole gang)";
+const HYPERNODES: &str = "not evaluated: per-subgroup tiers and partitions are not read yet, so the gang's pods are placed without this bound (networkTopology with highestTierAllowed or highestTierName bounds the whole gang)";
 
 /// What a Volcano PodGroup asks that the cycle does not evaluate, naming the field:
-/// `spec.subGroupPolicy` and `spec.networkTopology.highestTierName`. For `validate`, `simulate`
-/// and the webhook.
+/// `spec.subGroupPolicy`. For `validate`, `simulate` and the webhook.
 pub fn warnings(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
     if obj.pointer("/spec/subGroupPolicy").is_some_and(|v| !v.is_null()) {
         out.push(format!("spec.subGroupPolicy: {HYPERNODES}"));
     }
-    if obj
-        .pointer("/spec/networkTopology/highestTierName")
-        .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty())
-    {
-        out.push(format!("spec.networkTopology.highestTierName: {HYPERNODES}"));
-    }
     out
 }
 
-/// What a `batch.volcano.sh` Job asks that the cycle does not evaluate, naming the field: a
-/// named tier in `spec.networkTopology` (which Volcano's controller copies to its PodGroup) and
-/// each task's `partitionPolicy`.
+/// What a `batch.volcano.sh` Job asks that the cycle does not evaluate, naming the field: each
+/// task's `partitionPolicy`.
 pub fn job_warnings(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    if obj
-        .pointer("/spec/networkTopology/highestTierName")
-        .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty())
-    {
-        out.push(format!("spec.networkTopology.highestTierName: {HYPERNODES}"));
-    }
     let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     for (i, t) in tasks.iter().enumerate() {
         if t.get("partitionPolicy").is_some_and(|v| !v.is_null()) {
@@ -309,15 +304,33 @@ mod tests {
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].starts_with("spec.subGroupPolicy: not evaluated"), "{w:?}");
         assert!(warnings(&json!({"spec": {"minMember": 1}})).is_empty());
+        // A named tier is read now (a tier once the HyperNodes are known): no warning.
         let named = json!({"spec": {"minMember": 1, "networkTopology": {"highestTierName": "spine"}}});
-        assert!(warnings(&named)[0].starts_with("spec.networkTopology.highestTierName: "));
+        assert!(warnings(&named).is_empty());
         let job = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "spec": {"networkTopology": {"mode": "soft", "highestTierName": "spine"}, "tasks": [
                 {"name": "a", "replicas": 1},
                 {"name": "b", "replicas": 4, "partitionPolicy": {"totalPartitions": 2, "partitionSize": 2}}]}});
         let w = job_warnings(&job);
-        assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].starts_with("spec.networkTopology.highestTierName: "), "{w:?}");
-        assert!(w[1].starts_with("spec.tasks[1].partitionPolicy: not evaluated"), "{w:?}");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("spec.tasks[1].partitionPolicy: not evaluated"), "{w:?}");
+    }
+
+    #[test]
+    fn a_named_tier_waits_for_the_hypernodes() {
+        let pg = |t: Value| {
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": 2, "networkTopology": t}})
+        };
+        let g = read(&pg(json!({"mode": "hard", "highestTierName": "spine"}))).unwrap();
+        assert_eq!((g.topology_key, g.topology_preferred), (None, None), "not a tier until assembly");
+        assert_eq!(
+            g.tier_name.as_deref(),
+            Some(&crate::read::model::TierName { name: "spine".into(), soft: false })
+        );
+        let g = read(&pg(json!({"mode": "soft", "highestTierName": "spine"}))).unwrap();
+        assert!(g.tier_name.is_some_and(|t| t.soft));
+        let e = read(&pg(json!({"mode": "strict", "highestTierName": "spine"}))).unwrap_err();
+        assert_eq!(e[0].path, "spec.networkTopology.mode");
     }
 }

@@ -160,6 +160,9 @@ pub const MAX_PATTERN_SIZE: usize = 1 << 20;
 pub struct HyperNode {
     pub name: String,
     pub tier: u32,
+    /// `spec.tierName`: the name a PodGroup's `networkTopology.highestTierName` gives its tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier_name: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<HyperNodeMember>,
 }

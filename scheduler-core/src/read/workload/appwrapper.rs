@@ -225,6 +225,19 @@ fn inferred(
     errors: &mut Vec<FieldError>,
 ) {
     let template = format!("{base}/template");
+    // `InferPodSets` knows these kinds at these versions only (its GroupVersionKind switch):
+    // any other version of them, like any other kind, has no pod sets inferred.
+    let version =
+        t.get("apiVersion").and_then(Value::as_str).map_or("", |v| v.rsplit('/').next().unwrap_or(v));
+    let known = match (group, kind) {
+        ("", "Pod") | ("apps", "Deployment" | "StatefulSet") | ("batch", "Job") => version == "v1",
+        ("jobset.x-k8s.io", "JobSet") => version == "v1alpha2",
+        ("kubeflow.org", "PyTorchJob") | ("ray.io", "RayCluster" | "RayJob") => version == "v1",
+        _ => false,
+    };
+    if !known {
+        return;
+    }
     match (group, kind) {
         ("", "Pod") => roles.push(Role { name: role_name(i, kind, "", 1), pods: 1, template }),
         ("apps", "Deployment" | "StatefulSet") => {
@@ -457,6 +470,11 @@ mod tests {
             {"path": "template.spec.headGroupSpec.template"},
             {"path": "template.spec.workerGroupSpecs[0].template", "replicas": 4}]}])));
         assert!(e[0].contains("replica count 4 differs from inferred count 2"), "{e:?}");
+        // A version `InferPodSets` does not know infers nothing: with no pod sets declared, none.
+        let old_ray = json!({"apiVersion": "ray.io/v1alpha1", "kind": "RayCluster", "metadata": {"name": "r"},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}});
+        let e = errors(&wrapper(json!([{"template": old_ray}])));
+        assert!(e[0].contains("components contains no podspecs"), "{e:?}");
         // Kueue's limit of 8 pod sets an AppWrapper, and none at all.
         let many: Vec<Value> = (0..9).map(|_| json!({"template": job.clone()})).collect();
         let e = errors(&wrapper(Value::Array(many)));

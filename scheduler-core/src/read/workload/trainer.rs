@@ -187,8 +187,10 @@ pub fn render(trainjob: &Value, runtimes: &[Value]) -> Result<Option<Rendered>, 
             "spec": {"minMember": total, "scheduleTimeoutSeconds": timeout}}));
         label = Some(crate::read::dialect::coscheduling::LABEL);
     } else if policy.and_then(|p| p.get("volcano")).is_some() {
-        let queue = runtime
-            .at("/spec/template/metadata/annotations/scheduling.volcano.sh~1queue-name")
+        // The runtime's annotations with the patches' laid over them (Trainer's `info.Annotations`).
+        let queue = jobset_meta
+            .get("annotations")
+            .and_then(|a| a.get("scheduling.volcano.sh/queue-name"))
             .and_then(Value::as_str)
             .unwrap_or("default");
         out.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -216,10 +218,9 @@ pub fn render(trainjob: &Value, runtimes: &[Value]) -> Result<Option<Rendered>, 
             }
         }
     }
-    let mut labels = jobset_meta.get("labels").and_then(Value::as_object).cloned().unwrap_or_default();
-    if let Some(own) = trainjob.at("/metadata/labels").and_then(Value::as_object) {
-        labels.extend(own.clone());
-    }
+    // Trainer's JobSet carries the runtime template's labels and the patches' (`info.Labels`),
+    // not the TrainJob's own.
+    let labels = jobset_meta.get("labels").and_then(Value::as_object).cloned().unwrap_or_default();
     let mut metadata = json!({"name": name, "namespace": ns, "labels": labels});
     if let Some(a) = jobset_meta.get("annotations").filter(|a| a.as_object().is_some_and(|m| !m.is_empty())) {
         metadata["annotations"] = a.clone();
@@ -253,15 +254,15 @@ fn merge_key(path: &str) -> Option<&'static str> {
     None
 }
 
-/// A strategic merge of `patch` into `target` at `path` (see [`merge_key`]): objects key by key
-/// (`null` deletes), lists with a merge key entry by entry (new entries appended), anything else
-/// replaced.
+/// A strategic merge of `patch` into `target` at `path` (see [`merge_key`]): objects key by key,
+/// lists with a merge key entry by entry (new entries appended), anything else replaced. A
+/// `null` is no value: Trainer re-encodes a patch from Go types whose fields are all
+/// `omitempty`, so none ever reaches its merge (and the API server prunes them).
 fn strategic_merge(target: &mut Value, patch: &Value, path: &str) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {
             for (k, v) in p {
                 if v.is_null() {
-                    t.remove(k);
                     continue;
                 }
                 let child = format!("{path}/{k}");
@@ -440,7 +441,7 @@ mod tests {
                              "schedulingGates": [{"name": "two"}],
                              "containers": [{"name": "node", "volumeMounts": [{"name": "v", "mountPath": "/d"}]}]}}}}}]}}}},
             {"manager": "example.com/second", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
-                {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"zone": null}}}}}}]}}}}
+                {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"zone": null, "rack": "r1"}}}}}}]}}}}
         ]);
         let (out, warnings) = render(&tj, &[rt]).unwrap().unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
@@ -449,7 +450,11 @@ mod tests {
         assert_eq!(js["metadata"]["labels"]["kueue"], "yes", "a patch's JobSet labels are the JobSet's");
         let pod = &js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"];
         assert_eq!(pod["metadata"]["labels"]["flavor"], "h100");
-        assert_eq!(pod["spec"]["nodeSelector"], json!({"pool": "p5"}), "merged key by key, null deletes");
+        assert_eq!(
+            pod["spec"]["nodeSelector"],
+            json!({"zone": "z1", "pool": "p5", "rack": "r1"}),
+            "merged key by key; a null is no value (never reaches Trainer's merge)"
+        );
         assert_eq!(
             pod["spec"]["tolerations"],
             json!([{"key": "gpu", "operator": "Exists"}]),
