@@ -173,6 +173,12 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
             if shape.kind == "JobSet" {
                 jobset_child_job(obj, (&shape.name, &shape.namespace), role, i, &mut metadata, &mut spec);
             }
+            // A JobSet an AppWrapper wraps: its own controller makes its child Jobs as for any
+            // JobSet (labels, exclusive placement), from the component it is.
+            if wrapper && let Some((jobset, role)) = wrapped_jobset_role(obj, role) {
+                let name = jobset.at("/metadata/name").and_then(Value::as_str).unwrap_or(&shape.name);
+                jobset_child_job(jobset, (name, &shape.namespace), &role, i, &mut metadata, &mut spec);
+            }
             if shape.kind == "StatefulSet" {
                 claims.extend(statefulset_claims(obj, &shape, i, &mut spec));
             }
@@ -194,6 +200,23 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
         pods.insert(0, group);
     }
     Ok(pods)
+}
+
+/// For an AppWrapper pod set inside a wrapped JobSet (`/spec/components/<c>/template/spec/
+/// replicatedJobs/<j>/template/spec/template`): the JobSet, and the role as the JobSet names it
+/// (its replicated job, the template relative to the JobSet).
+fn wrapped_jobset_role<'a>(obj: &'a Value, role: &Role) -> Option<(&'a Value, Role)> {
+    let component = appwrapper::component_of(&role.template)?;
+    let base = format!("/spec/components/{component}/template");
+    let jobset = obj.at(&base)?;
+    let group = jobset.get("apiVersion").and_then(Value::as_str).map(crate::read::dialect::group_of);
+    if group != Some("jobset.x-k8s.io") || jobset.get("kind").and_then(Value::as_str) != Some("JobSet") {
+        return None;
+    }
+    let template = role.template.strip_prefix(&base)?.to_string();
+    let index = template.strip_prefix("/spec/replicatedJobs/")?.split('/').next()?;
+    let name = jobset.at(&format!("/spec/replicatedJobs/{index}/name")).and_then(Value::as_str)?.to_string();
+    Some((jobset, Role { name, pods: role.pods, template }))
 }
 
 /// The PodGroup a Job's controller compiles its `spec.scheduling` into when the policy is `gang`
