@@ -95,13 +95,15 @@ pub enum Command {
     },
     /// A tour on an embedded example cluster: no cluster needed.
     ///
-    /// Ends with two replays over time through the scheduler's own cycle: the example workloads
-    /// on the example cluster; and three gangs on an autoscaling node pool (up to 6 nodes of 8
+    /// Ends with three replays over time through the scheduler's own cycle: the example workloads
+    /// on the example cluster; three gangs on an autoscaling node pool (up to 6 nodes of 8
     /// GPUs, each ready 5 min after it is asked for, removed after 10 min empty), grown one
     /// pending pod at a time (each member with no room gets a node of its own) or atomically (a
     /// gang gets nodes for all its members at once, or none, as a ProvisioningRequest of class
     /// best-effort-atomic-scale-up asks), with each gang's time to start and the pool's idle
-    /// GPU-hours. The pool's model fits members by GPUs only.
+    /// GPU-hours (the pool's model fits members by GPUs only); and a stream of small jobs with
+    /// time limits and an hourly 16-node gang on 32 nodes, without holds and with backfill, the
+    /// big gangs' waits, the small jobs', utilisation and the GPUs in use over time as a chart.
     Demo,
 }
 
