@@ -353,10 +353,12 @@ pub fn backfill(config: &Config, now: Time, color: bool) -> String {
             .filter_map(|g| g.wait().map(|w| w.as_secs()))
             .collect();
         let mean = small.iter().sum::<u64>() / (small.len().max(1) as u64);
+        // Jobs that never started are not in the mean: said beside it.
+        let never = r.gangs.iter().filter(|g| !big(&g.gang.name) && g.started_secs.is_none()).count();
         grid.row([
             name.to_string(),
             waits.join(", "),
-            hms(mean),
+            if never == 0 { hms(mean) } else { format!("{} ({never} never started)", hms(mean)) },
             format!("{:.0}%", r.gpu_utilisation * 100.0),
             r.gangs.iter().filter(|g| g.backfilled).count().to_string(),
         ]);
@@ -367,7 +369,8 @@ pub fn backfill(config: &Config, now: Time, color: bool) -> String {
     let columns = CHART_HOURS * 60 / CHART_MINUTES;
     let _ = writeln!(
         out,
-        "\nGPUs in use, one column per {CHART_MINUTES} min (▁ few … █ all); ▲ a big gang starts:\n"
+        "\nGPUs in use, one column per {CHART_MINUTES} min (blank none, ▁ under 1/7 … ▇ under all, █ all);\n\
+         ▲ a big gang starts:\n"
     );
     for (name, r) in &runs {
         let mut bars = String::new();
@@ -383,16 +386,20 @@ pub fn backfill(config: &Config, now: Time, color: bool) -> String {
                 })
                 .map(|g| members.get(&g.gang).copied().unwrap_or(0) * 8)
                 .sum();
-            const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-            let level = ((busy as f64 / total) * 8.0).ceil().clamp(1.0, 8.0) as usize - 1;
-            bars.push(LEVELS[level]);
+            // Seven steps below full, so a column short of a node shows it; full alone is █.
+            const LEVELS: [char; 7] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇'];
+            bars.push(match busy {
+                0 => ' ',
+                b if b as f64 >= total => '█',
+                b => LEVELS[((b as f64 / total) * 7.0) as usize],
+            });
             let started = r
                 .gangs
                 .iter()
                 .any(|g| big(&g.gang.name) && g.started_secs.is_some_and(|s| s >= from && s < to));
             starts.push(if started { '▲' } else { ' ' });
         }
-        let _ = writeln!(out, "  {name:<14} {bars}");
+        let _ = writeln!(out, "  {name:<14} {}", bars.trim_end());
         let _ = writeln!(out, "  {:<14} {}", "", starts.trim_end());
     }
     let per_hour = usize::try_from(60 / CHART_MINUTES).unwrap_or(10);
@@ -427,11 +434,12 @@ mod tests {
         let row = |run: &str| {
             let line = text.lines().find(|l| l.starts_with(run)).unwrap_or_else(|| panic!("{text}"));
             let waits = line[run.len()..].trim_start().split("   ").next().unwrap().to_string();
+            // "never" is longer than any wait.
             waits
                 .split(", ")
-                .map(|w| {
-                    let (h, m) = w.split_once(':').unwrap();
-                    h.parse::<u64>().unwrap() * 60 + m.parse::<u64>().unwrap()
+                .map(|w| match w.split_once(':') {
+                    Some((h, m)) => h.parse::<u64>().unwrap() * 60 + m.parse::<u64>().unwrap(),
+                    None => u64::MAX,
                 })
                 .collect::<Vec<_>>()
         };

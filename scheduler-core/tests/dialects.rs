@@ -386,6 +386,18 @@ fn a_volcano_gang_bounded_by_a_named_tier_stays_in_one_hypernode_of_that_tier() 
     live.push(hypernode("s1", 1, "block", nodes("^n[4-7]$"))).unwrap();
     live.refresh();
     assert_eq!(live.snapshot().gangs[0].topology_key.as_deref(), Some("volcano.sh/hypernode-tier-1"));
+    // Volcano's controller rewriting a HyperNode's status changes no tier: nothing resolved again.
+    let before = live.stats().resolutions;
+    let mut counted = hypernode("s0", 1, "block", nodes("^n[0-3]$"));
+    counted["status"] = json!({"nodeCount": 4});
+    live.push(counted).unwrap();
+    live.refresh();
+    assert_eq!(live.stats().resolutions, before, "a status update resolves nothing");
+    // Gone: the name no longer names tier 1 only through s1, still there.
+    live.remove("topology.volcano.sh/v1alpha1", "HyperNode", "", "s1");
+    live.refresh();
+    assert_eq!(live.stats().resolutions, before + 1);
+    assert_eq!(live.snapshot().gangs[0].topology_key.as_deref(), Some("volcano.sh/hypernode-tier-1"));
 }
 
 #[test]

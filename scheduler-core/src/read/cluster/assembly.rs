@@ -171,6 +171,10 @@ impl Assembly {
     fn stored<H: Held>(&mut self, cluster: &Cluster<H>, key: &StoredAt) {
         self.storage_problems.remove(key);
         let storage = &mut self.snapshot.storage;
+        // A HyperNode's tier and tier name as they were: a change re-resolves the gangs that
+        // name tiers by name (Volcano's controller rewrites HyperNodes' status often; that alone
+        // changes nothing).
+        let mut named_tier_was: Option<(u32, Option<String>)> = None;
         let object = ObjectKey::new(key.namespace.as_str(), key.name.as_str());
         match key.kind {
             StoredKind::Pvc => drop(storage.claims.remove(&object)),
@@ -181,9 +185,7 @@ impl Assembly {
             StoredKind::ResourceSlice => drop(storage.resource_slices.remove(&key.name)),
             StoredKind::DeviceClass => drop(storage.device_classes.remove(&key.name)),
             StoredKind::HyperNode => {
-                if storage.hypernodes.remove(&key.name).is_some_and(|h| h.tier_name.is_some()) {
-                    self.stale = true;
-                }
+                named_tier_was = storage.hypernodes.remove(&key.name).map(|h| (h.tier, h.tier_name));
             }
             StoredKind::KaiTopology => drop(storage.kai_topologies.remove(&key.name)),
             StoredKind::KueueTopology => drop(storage.kueue_topologies.remove(&key.name)),
@@ -200,7 +202,11 @@ impl Assembly {
                 }
             }
         }
-        let Some(held) = cluster.storage.get(key) else { return };
+        let had_name = named_tier_was.as_ref().is_some_and(|(_, n)| n.is_some());
+        let Some(held) = cluster.storage.get(key) else {
+            self.stale |= had_name;
+            return;
+        };
         let v = held.value();
         match volume::from_value(&v) {
             Some(Ok(Stored::Pvc(c))) => drop(storage.claims.insert(object, c)),
@@ -211,10 +217,8 @@ impl Assembly {
             Some(Ok(Stored::ResourceSlice(s))) => drop(storage.resource_slices.insert(key.name.clone(), s)),
             Some(Ok(Stored::DeviceClass(c))) => drop(storage.device_classes.insert(key.name.clone(), c)),
             Some(Ok(Stored::HyperNode(h))) => {
-                // A tier's name changing changes the tier of the gangs that name it.
-                let was = storage.hypernodes.get(&key.name).map(|o| (o.tier, o.tier_name.clone()));
-                if (h.tier_name.is_some() || was.as_ref().is_some_and(|w| w.1.is_some()))
-                    && was != Some((h.tier, h.tier_name.clone()))
+                if (h.tier_name.is_some() || had_name)
+                    && named_tier_was != Some((h.tier, h.tier_name.clone()))
                 {
                     self.stale = true;
                 }
@@ -237,6 +241,7 @@ impl Assembly {
             // Koordinator's scheduler reads only the one named `default`.
             Some(Ok(Stored::NetworkTopology(..))) => {}
             Some(Err(errors)) => {
+                self.stale |= had_name;
                 self.storage_problems.insert(key.clone(), Problem { object: describe(&v), errors });
             }
             // Filed by its kind, so read by it: not reached.

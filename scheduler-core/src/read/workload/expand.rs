@@ -4,7 +4,7 @@
 use super::*;
 
 /// What the JobSet and Job controllers write on the `i`-th pod of `role`: its child Job
-/// (`<jobset>-<replicatedJob>-<index>`, `parallelism` pods each) in the Job controller's label,
+/// (`<jobset>-<replicatedJob>-<index>`, min(`parallelism`, `completions`) pods each) in the Job controller's label,
 /// JobSet's index, JobSet-name and replicated-job labels (not `job-key`, a SHA-1 of the Job's
 /// `namespace/name`), and the JobSet's exclusive-topology annotation, which the JobSet controller
 /// copies onto every child Job's pod template. Under the node-selector strategy the controller
@@ -19,13 +19,18 @@ fn jobset_child_job(
     spec: &mut Value,
 ) {
     let job_template = role.template.strip_suffix("/spec/template").unwrap_or(&role.template);
-    let parallelism = obj
-        .at(&format!("{job_template}/spec/parallelism"))
-        .and_then(Value::as_u64)
-        .and_then(|p| u32::try_from(p).ok())
-        .filter(|&p| p > 0)
-        .unwrap_or(1);
-    let index = i / parallelism;
+    // Each child Job runs min(parallelism, completions) pods at once (the role's count).
+    let count = |field: &str| {
+        obj.at(&format!("{job_template}/spec/{field}"))
+            .and_then(Value::as_u64)
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|&p| p > 0)
+    };
+    let per_job = match (count("parallelism").unwrap_or(1), count("completions")) {
+        (p, Some(c)) => p.min(c),
+        (p, None) => p,
+    };
+    let index = i / per_job;
     let job = format!("{jobset}-{}-{index}", role.name);
     let mut object_of = |key: &str| {
         let entry = metadata.entry(key).or_insert_with(|| json!({}));
@@ -160,6 +165,7 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
             }
         }
         let Some(stamp) = stamp else { continue };
+        let wrapped_jobset = if wrapper { wrapped_jobset_role(obj, role) } else { None };
         for i in 0..role.pods {
             let mut name = shape.name.clone();
             if !role.name.is_empty() {
@@ -175,9 +181,9 @@ pub fn expand_admitted(obj: &Value) -> Result<Vec<Value>, Vec<FieldError>> {
             }
             // A JobSet an AppWrapper wraps: its own controller makes its child Jobs as for any
             // JobSet (labels, exclusive placement), from the component it is.
-            if wrapper && let Some((jobset, role)) = wrapped_jobset_role(obj, role) {
+            if let Some((jobset, role)) = &wrapped_jobset {
                 let name = jobset.at("/metadata/name").and_then(Value::as_str).unwrap_or(&shape.name);
-                jobset_child_job(jobset, (name, &shape.namespace), &role, i, &mut metadata, &mut spec);
+                jobset_child_job(jobset, (name, &shape.namespace), role, i, &mut metadata, &mut spec);
             }
             if shape.kind == "StatefulSet" {
                 claims.extend(statefulset_claims(obj, &shape, i, &mut spec));
