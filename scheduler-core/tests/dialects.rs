@@ -252,6 +252,21 @@ fn a_gang_at_its_objects_class_preempts_only_below_it_and_says_so() {
     assert_eq!((reason, evicted), (scheduler_core::Reason::Preempting, 1), "{message}");
 }
 
+/// `n` pods of Volcano PodGroup `pg`, each asking a whole 8-CPU node.
+fn whole_node_members(pg: &str, n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            pod(
+                &format!("w{i}"),
+                json!({}),
+                json!({"scheduling.k8s.io/group-name": pg}),
+                json!({"schedulerName": "gang-scheduler",
+                       "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]}),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn a_volcano_gang_bounded_by_a_hypernode_tier_stays_in_one_hypernode() {
     // Two tier-1 HyperNodes of 4 nodes each (by name, and by pattern), under one tier-2 spine.
@@ -282,15 +297,7 @@ fn a_volcano_gang_bounded_by_a_hypernode_tier_stays_in_one_hypernode() {
         objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": "pg", "namespace": "ml"},
             "spec": {"minMember": pods, "networkTopology": {"mode": "hard", "highestTierAllowed": tier}}}));
-        for i in 0..pods {
-            objects.push(pod(
-                &format!("w{i}"),
-                json!({}),
-                json!({"scheduling.k8s.io/group-name": "pg"}),
-                json!({"schedulerName": "gang-scheduler",
-                       "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]}),
-            ));
-        }
+        objects.extend(whole_node_members("pg", pods));
         let (snap, problems) = assemble(objects);
         assert!(problems.is_empty(), "{problems:?}");
         let plan = scheduler_core::schedule(
@@ -344,15 +351,7 @@ fn a_volcano_gang_bounded_by_a_named_tier_stays_in_one_hypernode_of_that_tier() 
         objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": "pg", "namespace": "ml"},
             "spec": {"minMember": pods, "networkTopology": {"mode": "hard", "highestTierName": tier_name}}}));
-        for i in 0..pods {
-            objects.push(pod(
-                &format!("w{i}"),
-                json!({}),
-                json!({"scheduling.k8s.io/group-name": "pg"}),
-                json!({"schedulerName": "gang-scheduler",
-                       "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]}),
-            ));
-        }
+        objects.extend(whole_node_members("pg", pods));
         objects
     };
     let place = |snap: &Snapshot| {

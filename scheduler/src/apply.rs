@@ -118,6 +118,11 @@ impl Target {
     }
 }
 
+/// The path of the namespaced custom object `key` of `kind`.
+fn object_path(kind: &scheduler_core::object::ApiKind, key: &GangKey) -> String {
+    format!("/apis/{}/{}/namespaces/{}/{}/{}", kind.group, kind.version, key.namespace, kind.plural, key.name)
+}
+
 /// Grove's PodGang as the cluster view reads it (`scheduler.grove.io/v1alpha1`).
 pub(crate) fn podgang() -> &'static scheduler_core::object::ApiKind {
     use scheduler_core::dialect::grove;
@@ -295,27 +300,9 @@ impl StatusWrite {
                 ),
                 MERGE,
             ),
-            (Target::Report(k), _) => {
-                let pg = podgang();
-                (
-                    format!(
-                        "/apis/{}/{}/namespaces/{}/{}/{}/status",
-                        pg.group, pg.version, k.namespace, pg.plural, k.name
-                    ),
-                    MERGE,
-                )
-            }
+            (Target::Report(k), _) => (format!("{}/status", object_path(podgang(), k)), MERGE),
             // Volcano's PodGroup CRD has no status subresource: its status is the object's.
-            (Target::Enqueue(k), _) => {
-                let pg = volcano_podgroup();
-                (
-                    format!(
-                        "/apis/{}/{}/namespaces/{}/{}/{}",
-                        pg.group, pg.version, k.namespace, pg.plural, k.name
-                    ),
-                    MERGE,
-                )
-            }
+            (Target::Enqueue(k), _) => (object_path(volcano_podgroup(), k), MERGE),
         };
         Http { method: "PATCH", path, content_type, body: self.patch() }
     }
