@@ -80,6 +80,14 @@ pub(super) fn roles(obj: &Value, namespace: &str, roles: &mut Vec<Role>, errors:
         let (mut inferred_here, mut infer_errors) = (Vec::new(), Vec::new());
         inferred(t, kind, group, &base, i, &mut inferred_here, &mut infer_errors);
         pod_sets += declared.len().max(inferred_here.len());
+        if declared.len() > MAX_POD_SETS {
+            // Read no further: each would be a subgroup, a template and perhaps an error.
+            errors.push(FieldError::new(
+                path_of(&format!("{base}/podSets")),
+                format!("has {} pod sets; a gang spans at most {MAX_POD_SETS}", declared.len()),
+            ));
+            return;
+        }
         if !declared.is_empty() {
             for (j, ps) in declared.iter().enumerate() {
                 let at = format!("{base}/podSets/{j}");
@@ -149,10 +157,12 @@ fn declared_against_inferred(
     base: &str,
     group: &str,
 ) -> Option<String> {
-    if declared.is_empty() {
+    // Past Kueue's limit the whole AppWrapper is refused anyway (`roles`): nothing to compare,
+    // and a hostile list costs nothing more.
+    if declared.is_empty() || declared.len() > MAX_KUEUE_POD_SETS {
         return None;
     }
-    let mut paths: Vec<(String, i64)> = Vec::new();
+    let mut paths: Vec<(String, i64)> = Vec::with_capacity(declared.len());
     for ps in declared {
         let path = ps.get("path").and_then(Value::as_str).unwrap_or("");
         if paths.iter().any(|(p, _)| p == path) {
@@ -475,6 +485,11 @@ mod tests {
             "spec": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}});
         let e = errors(&wrapper(json!([{"template": old_ray}])));
         assert!(e[0].contains("components contains no podspecs"), "{e:?}");
+        // A hostile list of pod sets is refused before it is read: one error, not one a set.
+        let sets: Vec<Value> = (0..100_000).map(|_| json!({"path": ""})).collect();
+        let e = errors(&wrapper(json!([{"template": job.clone(), "podSets": sets}])));
+        assert!(e.len() <= 2, "{:?}", &e[..e.len().min(3)]);
+        assert!(e[0].contains("has 100000 pod sets"), "{e:?}");
         // Kueue's limit of 8 pod sets an AppWrapper, and none at all.
         let many: Vec<Value> = (0..9).map(|_| json!({"template": job.clone()})).collect();
         let e = errors(&wrapper(Value::Array(many)));

@@ -301,6 +301,57 @@ fn check_runtime_patches(patches: &[Value], spec: &Value) -> Vec<FieldError> {
             .push(FieldError::new(path, format!("Too many: {}: must have at most 16 items", patches.len())));
         return errors;
     }
+    // The CRD's bounds on what a patch lists (`RuntimePatch` and its parts), which the API server
+    // enforces before Trainer sees a TrainJob: past them the merge would cost what the lists
+    // multiplied, so a file fed to `simulate` is held to them too.
+    let bounds: [(&str, usize); 10] = [
+        ("/trainingRuntimeSpec/template/spec/replicatedJobs", 100),
+        ("containers", 64),
+        ("initContainers", 64),
+        ("volumes", 128),
+        ("tolerations", 128),
+        ("schedulingGates", 16),
+        ("imagePullSecrets", 64),
+        ("env", 128),
+        ("volumeMounts", 128),
+        ("", 0),
+    ];
+    for (i, patch) in patches.iter().enumerate() {
+        let rjobs = patch.at(bounds[0].0).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let mut too_many = |at: String, n: usize, max: usize| {
+            if n > max {
+                errors.push(FieldError::new(at, format!("Too many: {n}: must have at most {max} items")));
+            }
+        };
+        too_many(
+            format!("{path}[{i}].trainingRuntimeSpec.template.spec.replicatedJobs"),
+            rjobs.len(),
+            bounds[0].1,
+        );
+        for (j, rj) in rjobs.iter().enumerate().take(bounds[0].1) {
+            let Some(pod) = rj.at("/template/spec/template/spec") else { continue };
+            let at = format!(
+                "{path}[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}].template.spec.template.spec"
+            );
+            for (list, max) in &bounds[1..7] {
+                let n = pod.get(*list).and_then(Value::as_array).map_or(0, Vec::len);
+                too_many(format!("{at}.{list}"), n, *max);
+            }
+            for list in ["containers", "initContainers"] {
+                for (k, c) in
+                    pod.get(list).and_then(Value::as_array).into_iter().flatten().enumerate().take(64)
+                {
+                    for (field, max) in &bounds[7..9] {
+                        let n = c.get(*field).and_then(Value::as_array).map_or(0, Vec::len);
+                        too_many(format!("{at}.{list}[{k}].{field}"), n, *max);
+                    }
+                }
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return errors;
+    }
     let jobs = spec.get("replicatedJobs").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     let names = |job: &Value, list: &str| -> Vec<String> {
         job.at(&format!("/template/spec/template/spec/{list}"))
@@ -479,6 +530,18 @@ mod tests {
                 "containers": [{"name": "node", "env": [{"name": "A", "value": "b"}]}]}}}}}]}}}}]);
         let e = render(&bad, &[runtime(json!({}))]).unwrap_err();
         assert!(e[0].to_string().contains("must not have envs for the"), "{e:?}");
+        // Past the CRD's bounds a patch is refused before it is merged (the merge is per entry).
+        let mut hostile = trainjob();
+        let env: Vec<Value> = (0..100_000).map(|i| json!({"name": format!("E{i}"), "value": "x"})).collect();
+        hostile["spec"]["runtimePatches"] = json!([{"manager": "example.com/x", "trainingRuntimeSpec": {"template": {"spec": {
+            "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+                "initContainers": [{"name": "init", "env": env}]}}}}}]}}}}]);
+        let e = render(&hostile, &[runtime(json!({}))]).unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(
+            e[0].to_string(),
+            "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.initContainers[0].env: Too many: 100000: must have at most 128 items"
+        );
         for (manager, why) in
             [("", "Required value"), ("a/b/c", ""), ("Upper.io/x", "RFC 1123"), ("x.io/a b", "Invalid path")]
         {
