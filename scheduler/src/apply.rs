@@ -898,6 +898,12 @@ mod tests {
         let gang = Target::Gang(ObjectKey::new("ml", "g")).object_ref();
         let read = scheduler_core::cluster::READ;
         assert!(read.iter().any(|k| pod.is(k)) && read.iter().any(|k| gang.is(k)));
+        // Other projects' objects written to are watched too (and so found for the paths).
+        for t in [Target::Enqueue(ObjectKey::new("ml", "pg")), Target::Report(ObjectKey::new("ml", "pg"))] {
+            let r = t.object_ref();
+            assert!(read.iter().any(|k| r.is(k)), "{r:?}");
+            assert_eq!(Target::foreign(&r), Some(t));
+        }
         assert_eq!(
             (gang.api_version(), gang.namespace.as_str()),
             ("kube-gang.io/v1alpha1".to_string(), "ml")
