@@ -1113,3 +1113,62 @@ fn a_koordinator_gang_takes_its_levels_from_the_cluster_network_topology_as_it_c
     assert_eq!(only_gang(live.snapshot()).topology_key, None);
     assert!(said(&live, "no ClusterNetworkTopology named \"default\""), "{:?}", live.problems());
 }
+
+/// A running gang whose minimum is raised above what runs, none of what it was satisfied with
+/// lost, is growing (#30's elastic gangs): its members stay, however long it waits for more. One
+/// that lost members below what it was satisfied with is released after its grace period, as
+/// before; so is one whose state predates the record (no `satisfiedMinimum`).
+#[test]
+fn a_minimum_raised_above_what_runs_is_growth_not_an_eviction() {
+    let node = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+               "status": {"allocatable": {"cpu": "8", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let run = |min: u32, satisfied_min: Option<u32>| {
+        let mut status = json!({"wasSatisfied": true, "degradedSince": "2026-11-27T08:00:00Z"});
+        if let Some(m) = satisfied_min {
+            status["satisfiedMinimum"] = json!(m);
+        }
+        let mut objects = vec![node("n0"), node("n1"), node("n2")];
+        objects.push(json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "g-1"},
+            "spec": {"minMember": min}, "status": status}));
+        for i in 0..2 {
+            let mut p = pod(
+                &format!("w{i}"),
+                json!({"kube-gang.io/gang": "train"}),
+                json!({}),
+                json!({"nodeName": format!("n{i}")}),
+            );
+            p["status"] = json!({"phase": "Running"});
+            objects.push(p);
+        }
+        let (snap, problems) = assemble(objects);
+        assert!(problems.is_empty(), "{problems:?}");
+        // An hour after it fell short: far past the 60 s grace period.
+        let now = scheduler_core::model::Time::parse_rfc3339("2026-11-27T09:00:00Z").unwrap();
+        let plan = scheduler_core::schedule(&snap, &scheduler_core::Config::default(), now);
+        let o = plan.outcome(&GangKey::new("ml", "train")).unwrap().clone();
+        (o, plan.evictions.len())
+    };
+    // Satisfied with 2, raised to 4, 2 run: they stay, and the state says it is not degraded.
+    let (o, evicted) = run(4, Some(2));
+    assert_eq!((o.reason, evicted), (scheduler_core::Reason::WaitingForMembers, 0), "{}", o.message);
+    assert!(o.message.starts_with("minimum raised to 4 above the 2 it was satisfied with"), "{}", o.message);
+    assert_eq!(o.state.degraded_since, None);
+    assert_eq!(o.phase, scheduler_core::plan::Phase::Running);
+    // Satisfied with 4, 2 left: lost members, released.
+    let (o, evicted) = run(4, Some(4));
+    assert_eq!((o.reason, evicted), (scheduler_core::Reason::Stale, 2), "{}", o.message);
+    // No record (a state written before it was kept): as before, released.
+    let (o, evicted) = run(4, None);
+    assert_eq!((o.reason, evicted), (scheduler_core::Reason::Stale, 2), "{}", o.message);
+    // Satisfied at 2 and still 2: the record follows the minimum when it is satisfied.
+    let (o, evicted) = run(2, None);
+    assert_eq!(
+        (o.reason, evicted, o.state.satisfied_min),
+        (scheduler_core::Reason::Running, 0, 2),
+        "{}",
+        o.message
+    );
+}
