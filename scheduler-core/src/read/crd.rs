@@ -175,10 +175,6 @@ pub struct GangStatus {
     /// The gang has been placed at some point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub was_satisfied: Option<bool>,
-    /// The pods its minimum counted when it was last satisfied: a minimum raised above what runs
-    /// since then is growth, not a loss.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub satisfied_minimum: Option<i32>,
     /// The scheduler gave up after a timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gave_up: Option<bool>,

@@ -705,11 +705,6 @@ pub struct GangState {
     /// The gang was satisfied at some point (its minimum was running or bound).
     #[serde(default)]
     pub was_satisfied: bool,
-    /// The pods its minimum counted when it was last satisfied (0: not recorded). A running gang
-    /// whose minimum is then raised above what runs, with none of those pods lost, is growing,
-    /// not degraded: it is never released for it.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub satisfied_min: u32,
     /// A terminal failure after a timeout with the `Fail` action.
     #[serde(default)]
     pub failed: bool,
@@ -722,10 +717,6 @@ pub struct GangState {
 }
 
 fn is_zero_u64(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
@@ -766,8 +757,6 @@ struct StateText {
     backoff_until: Option<Time>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     was_satisfied: bool,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    satisfied_min: u32,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     gave_up: bool,
 }
@@ -786,7 +775,6 @@ impl Persisted {
             timeouts: st.timeouts,
             backoff_until: st.backoff_until,
             was_satisfied: st.was_satisfied,
-            satisfied_min: st.satisfied_min,
             gave_up: st.failed,
         };
         serde_json::to_string(&text).unwrap_or_default()
@@ -812,7 +800,6 @@ impl Persisted {
                 timeouts: t.timeouts,
                 backoff_until: t.backoff_until,
                 was_satisfied: t.was_satisfied,
-                satisfied_min: t.satisfied_min,
                 failed: t.gave_up,
                 rev: t.rev,
             },

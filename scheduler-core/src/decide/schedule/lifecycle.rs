@@ -380,7 +380,6 @@ impl<'v> View<'v, '_> {
         let mut st = f.gangs.states[g].clone();
         st.waiting_since = None;
         st.was_satisfied = true;
-        st.satisfied_min = satisfied_pods(gang);
         st.degraded_since = None;
         let (reason, msg) = if n > 0 {
             (Reason::Scheduled, format!("placed {n} more member(s); {} satisfied", minimum(gang)))
@@ -433,30 +432,6 @@ impl<'v> View<'v, '_> {
         }
         let gang = &f.input.snap.gangs[g];
         let m = &f.gangs.members[g];
-        // Its minimum raised above what runs, none of what it was satisfied with lost: growth.
-        let active: u32 = m.held.values().sum();
-        if let Some(need) = gang.min_pods().and_then(|n| u32::try_from(n).ok())
-            && st.was_satisfied
-            && st.satisfied_min > 0
-            && need > st.satisfied_min
-            && active >= st.satisfied_min
-        {
-            st.degraded_since = None;
-            let pending: usize = m.pending.values().map(Vec::len).sum();
-            let reason = if pending > 0 { Reason::Unschedulable } else { Reason::WaitingForMembers };
-            let why = if why.is_empty() { String::new() } else { format!(" {why}") };
-            let msg = format!(
-                "minimum raised to {need} above the {} it was satisfied with: the {active} running stay, and it grows as more fit{}.{why}",
-                st.satisfied_min,
-                self.failures_note(g)
-            );
-            let phase = if m.running.values().sum::<u32>() >= st.satisfied_min {
-                Phase::Running
-            } else {
-                Phase::Scheduled
-            };
-            return Some(Decision::new(g, reason, phase, msg, st));
-        }
         let since = *st.degraded_since.get_or_insert(f.input.now);
         let grace = gang.stale_grace.unwrap_or(f.input.config.stale_grace_period);
         let count = bound.len();
@@ -675,7 +650,6 @@ impl<'v> View<'v, '_> {
         // copy is not written again for a placement: the members hold nodes, so their wait no
         // longer matters).
         st.was_satisfied = true;
-        st.satisfied_min = satisfied_pods(gang);
         st.degraded_since = None;
         let mut msg = format!("placed {n} member(s)");
         if let Some(d) = &p.domain {
@@ -1118,12 +1092,6 @@ impl<'v> View<'v, '_> {
             Phase::Scheduled
         }
     }
-}
-
-/// The pods a satisfied gang's minimum counts, to remember in its state (0: a tree whose minimum
-/// counts subgroups, whose pods are not one number).
-fn satisfied_pods(gang: &crate::read::model::Gang) -> u32 {
-    gang.min_pods().and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
 }
 
 /// Gangs a cycle examines for backfill per hold it may make: each costs a few placements of the

@@ -280,7 +280,6 @@ pub fn state_of(status: &crd::GangStatus) -> GangState {
         timeouts: u32::try_from(status.timeouts.unwrap_or(0)).unwrap_or(0),
         backoff_until: status.backoff_until.as_ref().map(Time::from_k8s),
         was_satisfied: status.was_satisfied.unwrap_or(false),
-        satisfied_min: status.satisfied_minimum.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
         failed: status.gave_up.unwrap_or(false),
         rev: 0,
     }
@@ -296,8 +295,6 @@ pub fn write_state(state: &GangState, status: &mut crd::GangStatus) {
     status.timeouts = Some(i32::try_from(state.timeouts).unwrap_or(i32::MAX));
     status.backoff_until = time(state.backoff_until);
     status.was_satisfied = Some(state.was_satisfied);
-    status.satisfied_minimum =
-        (state.satisfied_min > 0).then(|| i32::try_from(state.satisfied_min).unwrap_or(i32::MAX));
     status.gave_up = Some(state.failed);
 }
 
