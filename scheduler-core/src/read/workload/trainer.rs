@@ -276,11 +276,23 @@ fn strategic_merge(target: &mut Value, patch: &Value, path: &str) {
         }
         (Value::Array(t), Value::Array(p)) if merge_key(path).is_some() => {
             let key = merge_key(path).unwrap_or("name");
+            // The entries by key, found once: a patch's entries each look theirs up, so a long
+            // runtime list costs its length once, not once per patch entry.
+            let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+            for (i, e) in t.iter().enumerate() {
+                if let Some(id) = e.get(key) {
+                    at.entry(id.to_string()).or_insert(i);
+                }
+            }
             for entry in p {
-                let id = entry.get(key);
-                match t.iter_mut().find(|e| id.is_some() && e.get(key) == id) {
-                    Some(existing) => strategic_merge(existing, entry, path),
-                    None => t.push(entry.clone()),
+                match entry.get(key).map(ToString::to_string).and_then(|id| at.get(&id).copied()) {
+                    Some(i) => strategic_merge(&mut t[i], entry, path),
+                    None => {
+                        if let Some(id) = entry.get(key) {
+                            at.insert(id.to_string(), t.len());
+                        }
+                        t.push(entry.clone());
+                    }
                 }
             }
         }
