@@ -184,3 +184,243 @@ fn a_budget_spent_in_another_rack_is_judged_again_within_each_rack() {
     assert_eq!(victims, ["b-y"], "{message}");
     assert!(!message.contains("violate"), "{message}");
 }
+
+/// A running member of gang `name` (namespace `other`, minimum `min`, 8 CPUs) on `node`, started
+/// at `started` (RFC 3339), with more annotations (`kube-gang.io/elastic-step`, …).
+fn member(gang: &str, pod: &str, node: &str, min: u32, started: &str, more: Value) -> Value {
+    let mut annotations = json!({"kube-gang.io/min-member": min.to_string()});
+    annotations.as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod, "namespace": "other", "labels": {"kube-gang.io/gang": gang, "app": gang},
+                     "annotations": annotations},
+        "spec": {"schedulerName": "gang-scheduler", "nodeName": node, "priority": 0,
+                 "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
+        "status": {"phase": "Running", "startTime": started}})
+}
+
+/// A gang of two 8-CPU workers at priority class `high`, free to span racks.
+fn spanning() -> Vec<Value> {
+    gang()
+        .into_iter()
+        .map(|mut w| {
+            w["metadata"]["annotations"].as_object_mut().unwrap().remove("kube-gang.io/topology-required");
+            w
+        })
+        .collect()
+}
+
+#[test]
+fn an_elastic_gang_gives_up_its_newest_members_beyond_its_minimum_and_keeps_running() {
+    // Gang `elastic` runs 4 members with a minimum of 2, one per node; the newest two (by start
+    // time, not by name) are on rack ra. Evicting the whole gang (as before) would make room too.
+    let mut objects = racks();
+    for (pod, node, started) in [
+        ("e-b0", "b0", "2026-01-01T10:00:00Z"),
+        ("e-b1", "b1", "2026-01-01T10:01:00Z"),
+        ("e-a0", "a0", "2026-01-01T10:02:00Z"),
+        ("e-a1", "a1", "2026-01-01T10:03:00Z"),
+    ] {
+        objects.push(member("elastic", pod, node, 2, started, json!({})));
+    }
+    objects.extend(gang());
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["e-a0", "e-a1"], "{message}");
+    assert!(message.contains("other/elastic: 2 member(s) beyond its minimum"), "{message}");
+}
+
+#[test]
+fn members_beyond_a_minimum_go_before_a_pod_of_their_priority_but_never_before_a_lower_one() {
+    // a0, a1 and b0 hold gang `elastic` (minimum 1, priority 0); b1 a pod outside any gang. Two
+    // nodes are needed. At priority 0 too, the pod's eviction ends it where the gang's members
+    // only shrink a gang that keeps running: the gang's two newest members go.
+    let objects = |other: i32| {
+        let mut objects = racks();
+        for (pod, node, started) in [
+            ("e-a0", "a0", "2026-01-01T10:00:00Z"),
+            ("e-a1", "a1", "2026-01-01T10:01:00Z"),
+            ("e-b0", "b0", "2026-01-01T10:02:00Z"),
+        ] {
+            objects.push(member("elastic", pod, node, 1, started, json!({})));
+        }
+        objects.push(running("z-b1", "b1", "8", other));
+        objects.extend(spanning());
+        objects
+    };
+    let (reason, message, victims) = preempted(objects(0));
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["e-a1", "e-b0"], "{message}");
+    // At priority -10 the pod is less important whatever it is (kube-scheduler's and upstream's
+    // first rule): it goes, with the gang's newest member.
+    let (reason, message, victims) = preempted(objects(-10));
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["e-b0", "z-b1"], "{message}");
+}
+
+#[test]
+fn a_gang_with_nothing_beyond_its_minimum_goes_whole_or_not_at_all() {
+    // Gang `full` runs 3 members with a minimum of 3 on a0, a1, b0; b1 is free. One more node
+    // is needed: no member may go alone, so the whole gang goes (never half of it).
+    let mut objects = racks();
+    for (pod, node) in [("f-a0", "a0"), ("f-a1", "a1"), ("f-b0", "b0")] {
+        objects.push(member("full", pod, node, 3, "2026-01-01T10:00:00Z", json!({})));
+    }
+    objects.extend(spanning());
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["f-a0", "f-a1", "f-b0"], "{message}");
+    assert!(!message.contains("beyond its minimum"), "{message}");
+}
+
+#[test]
+fn an_elastic_step_leaves_the_gang_at_a_size_its_step_allows() {
+    // Four members, minimum 1, growing in powers of two: one node is needed, but 3 is not a size
+    // the step allows, so two members go (4 → 2), the newest.
+    let mut objects = racks();
+    for (pod, node, started) in [
+        ("e-a0", "a0", "2026-01-01T10:00:00Z"),
+        ("e-a1", "a1", "2026-01-01T10:01:00Z"),
+        ("e-b0", "b0", "2026-01-01T10:02:00Z"),
+        ("e-b1", "b1", "2026-01-01T10:03:00Z"),
+    ] {
+        objects.push(member(
+            "elastic",
+            pod,
+            node,
+            1,
+            started,
+            json!({"kube-gang.io/elastic-step": "PowerOfTwo"}),
+        ));
+    }
+    let mut one = spanning();
+    one.truncate(1);
+    one[0]["metadata"]["annotations"]["kube-gang.io/min-member"] = json!("1");
+    objects.extend(one);
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["e-b0", "e-b1"], "{message}");
+}
+
+#[test]
+fn a_budget_counts_each_member_beyond_a_minimum_once() {
+    // Gang `elastic` (minimum 1) runs on a0, a1, b0 under a budget allowing 2 disruptions; b1
+    // holds a pod outside any gang. Two nodes are needed: the gang's two newest members go, within
+    // the budget. (Its units holding one and two of them overlap: counting the shared member
+    // twice would call the second unit a violation and put it after the other pod, which would go.)
+    let mut objects = racks();
+    for (pod, node, started) in [
+        ("e-a0", "a0", "2026-01-01T10:00:00Z"),
+        ("e-a1", "a1", "2026-01-01T10:01:00Z"),
+        ("e-b0", "b0", "2026-01-01T10:02:00Z"),
+    ] {
+        objects.push(member("elastic", pod, node, 1, started, json!({})));
+    }
+    objects.push(running("z-b1", "b1", "8", 0));
+    objects.push(budget("elastic", 2));
+    objects.extend(spanning());
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["e-a1", "e-b0"], "{message}");
+    assert!(!message.contains("violate"), "{message}");
+}
+
+#[test]
+fn members_beyond_a_minimum_are_counted_per_subgroup() {
+    // A `Gang` of subgroups `a` and `b` (one member each at least, both needed): `a` runs three
+    // members, `b` one — the newest of all. Two nodes are needed: only `a`'s members beyond its
+    // minimum may go (its two newest); `b`'s one member never goes alone.
+    let mut objects = racks();
+    objects.push(json!({"apiVersion": "kube-gang.io/v1alpha1", "kind": "Gang",
+        "metadata": {"name": "tree", "namespace": "other"},
+        "spec": {"minMember": 2, "subGroups": [{"name": "a", "minMember": 1}, {"name": "b", "minMember": 1}]}}));
+    for (pod, node, subgroup, started) in [
+        ("t-a0", "a0", "a", "2026-01-01T10:00:00Z"),
+        ("t-a1", "a1", "a", "2026-01-01T10:01:00Z"),
+        ("t-b0", "b0", "a", "2026-01-01T10:02:00Z"),
+        ("t-b1", "b1", "b", "2026-01-01T10:03:00Z"),
+    ] {
+        objects.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "other",
+                         "labels": {"kube-gang.io/gang": "tree", "kube-gang.io/subgroup": subgroup}},
+            "spec": {"schedulerName": "gang-scheduler", "nodeName": node, "priority": 0,
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
+            "status": {"phase": "Running", "startTime": started}}));
+    }
+    objects.extend(spanning());
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["t-a1", "t-b0"], "{message}");
+    assert!(message.contains("other/tree: 2 member(s) beyond its minimum"), "{message}");
+}
+
+/// An upstream `v1beta1` PodGroup in `namespace`, of `min` pods, with more `spec`.
+fn pod_group(namespace: &str, name: &str, min: u32, spec: Value) -> Value {
+    let mut s = json!({"schedulingPolicy": {"gang": {"minCount": min}}});
+    s.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+    json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}")}, "spec": s})
+}
+
+/// Four running members of PodGroup `other/up` (minimum 2), one per node, the newest on rack ra.
+fn upstream_members() -> Vec<Value> {
+    [
+        ("u-b0", "b0", "2026-01-01T10:00:00Z"),
+        ("u-b1", "b1", "2026-01-01T10:01:00Z"),
+        ("u-a0", "a0", "2026-01-01T10:02:00Z"),
+        ("u-a1", "a1", "2026-01-01T10:03:00Z"),
+    ]
+    .into_iter()
+    .map(|(pod, node, started)| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "other"},
+            "spec": {"schedulerName": "gang-scheduler", "nodeName": node, "priority": 0,
+                     "schedulingGroup": {"podGroupName": "up"},
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
+            "status": {"phase": "Running", "startTime": started}})
+    })
+    .collect()
+}
+
+#[test]
+fn an_upstream_podgroup_disrupted_only_whole_goes_whole() {
+    // `disruptionMode: single` (the default) lets the two newest members beyond the minimum go;
+    // `all` takes every member or none.
+    for (mode, want) in [
+        (json!({}), vec!["u-a0", "u-a1"]),
+        (json!({"disruptionMode": {"single": {}}}), vec!["u-a0", "u-a1"]),
+        (json!({"disruptionMode": {"all": {}}}), vec!["u-a0", "u-a1", "u-b0", "u-b1"]),
+    ] {
+        let mut objects = racks();
+        objects.push(pod_group("other", "up", 2, mode.clone()));
+        objects.extend(upstream_members());
+        objects.extend(gang());
+        let (reason, message, victims) = preempted(objects);
+        assert_eq!(reason, Reason::Preempting, "{mode}: {message}");
+        assert_eq!(victims, want, "{mode}: {message}");
+    }
+}
+
+#[test]
+fn an_upstream_podgroup_that_never_preempts_does_not_whatever_its_pods_say() {
+    // The preemptor's own PodGroup says Never; its pods (priority class `high`) say nothing.
+    let mut objects = racks();
+    for n in ["a0", "a1", "b0", "b1"] {
+        objects.push(running(&format!("z-{n}"), n, "8", 0));
+    }
+    objects.push(pod_group("ml", "train", 2, json!({"preemptionPolicy": "Never"})));
+    for w in gang() {
+        let mut w = w;
+        w["metadata"]["labels"] = json!({});
+        w["metadata"]["annotations"] = json!({});
+        w["spec"]["schedulingGroup"] = json!({"podGroupName": "train"});
+        objects.push(w);
+    }
+    let (reason, message, victims) = preempted(objects.clone());
+    assert_ne!(reason, Reason::Preempting, "{message}");
+    assert!(victims.is_empty(), "{message}: {victims:?}");
+    // Without the policy the same gang preempts.
+    let i = objects.iter().position(|o| o["kind"] == "PodGroup").unwrap();
+    objects[i] = pod_group("ml", "train", 2, json!({}));
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims.len(), 2, "{message}");
+}

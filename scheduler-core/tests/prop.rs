@@ -9,7 +9,7 @@ use scheduler_core::config::{Config, Scoring};
 use scheduler_core::model::terms::{self, PodTerms};
 use scheduler_core::model::*;
 use scheduler_core::resources::Resources;
-use scheduler_core::{Reason, schedule};
+use scheduler_core::{Reason, schedule, tree};
 
 #[derive(Clone, Debug)]
 struct GangSpec {
@@ -1000,4 +1000,158 @@ fn a_node_taken_between_a_runs_pods_is_the_next_ones_best() {
     let on: Vec<(&str, &str)> =
         plan.bindings.iter().map(|b| (b.pod.name.as_str(), b.node.as_str())).collect();
     assert_eq!(on, [("single-00", "n00"), ("single-01", "n09"), ("single-02", "n09"), ("single-03", "n09")]);
+}
+
+/// A cluster for the elastic-preemption property: whole-GPU nodes held by running gangs, some
+/// with members beyond their minimum (subgroups, elastic steps, a budget), and an urgent gang.
+#[derive(Clone, Debug)]
+struct ElasticCase {
+    nodes: usize,
+    /// Per gang: (members, minimum, GPUs each, priority, subgroups?, step 0 none / 1 power of two
+    /// / 2 multiple of 2).
+    gangs: Vec<(u32, u32, i64, i32, bool, u8)>,
+    /// A budget over gang 0's members allowing this many disruptions, if any.
+    budget: Option<i32>,
+    urgent: u32,
+    rack: bool,
+    /// Start times (seconds) the members take in turn.
+    starts: Vec<u8>,
+}
+
+fn elastic_case() -> impl Strategy<Value = ElasticCase> {
+    (
+        2usize..9,
+        prop::collection::vec(
+            (1u32..7, 1u32..7, prop_oneof![Just(4i64), Just(8)], 0i32..3, any::<bool>(), 0u8..3),
+            1..5,
+        ),
+        prop::option::of(0i32..3),
+        1u32..4,
+        any::<bool>(),
+        prop::collection::vec(0u8..8, 1..24),
+    )
+        .prop_map(|(nodes, gangs, budget, urgent, rack, starts)| ElasticCase {
+            nodes,
+            gangs: gangs
+                .into_iter()
+                .map(|(m, min, gpus, pr, sub, step)| (m, min.min(m), gpus, pr * 10, sub && m >= 2, step))
+                .collect(),
+            budget,
+            urgent,
+            rack,
+            starts,
+        })
+}
+
+fn elastic_snapshot(case: &ElasticCase) -> Snapshot {
+    let mut snap = Snapshot::default();
+    for i in 0..case.nodes {
+        snap.nodes.push(Node {
+            name: format!("n{i:02}").into(),
+            allocatable: Resources::new().with("cpu", 64_000).with("nvidia.com/gpu", 8).with("pods", 20),
+            labels: [("rack".to_string(), format!("r{}", i % 2))].into(),
+            taints: vec![],
+            unschedulable: false,
+            ready: true,
+        });
+    }
+    let mut free = vec![8i64; case.nodes];
+    for (j, &(members, min, gpus, priority, subgroups, step)) in case.gangs.iter().enumerate() {
+        let key = ObjectKey::new("ns", format!("v{j}"));
+        let mut gang =
+            Gang::new(key.clone(), min, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+        gang.elastic_step = match step {
+            1 => Some(ElasticStep::PowerOfTwo),
+            2 => Some(ElasticStep::MultipleOf(2)),
+            _ => None,
+        };
+        if subgroups {
+            gang.min_member = 2;
+            gang.subgroups = ["a", "b"]
+                .iter()
+                .map(|n| SubGroup {
+                    name: (*n).into(),
+                    parent: None,
+                    min_member: if *n == "a" { 1 } else { min.saturating_sub(1).max(1) },
+                    pod_floor: 0,
+                    topology_key: None,
+                    topology_preferred: None,
+                })
+                .collect();
+        }
+        for m in 0..members {
+            // First fit; a member with no room waits (its gang may be short of its minimum).
+            let node = free.iter().position(|&f| f >= gpus);
+            if let Some(n) = node {
+                free[n] -= gpus;
+            }
+            let mut p =
+                pod(&format!("v{j}-{m}"), Some(&key), gpus, 1000, priority, node.map(|n| format!("n{n:02}")));
+            let turn = (j * 7 + m as usize) % case.starts.len();
+            p.started = node.map(|_| Time::from_secs(100 + i64::from(case.starts[turn])));
+            if let (true, Some(mem)) = (subgroups, p.gang.as_mut()) {
+                mem.subgroup = Some(if m == 0 { "a" } else { "b" }.into());
+            }
+            if j == 0 {
+                p.labels = BTreeMap::from([("app".to_string(), "v0".to_string())]).into();
+            }
+            snap.pods.push(p);
+        }
+        snap.gangs.push(gang);
+    }
+    if let Some(allowed) = case.budget {
+        snap.budgets.push(Budget {
+            key: ObjectKey::new("ns", "v0"),
+            selector: Some(LabelSelector {
+                match_labels: BTreeMap::from([("app".to_string(), "v0".to_string())]),
+                match_expressions: vec![],
+            }),
+            disruptions_allowed: allowed,
+            disrupted_pods: Default::default(),
+        });
+    }
+    let key = ObjectKey::new("ns", "urgent");
+    for m in 0..case.urgent {
+        snap.pods.push(pod(&format!("urgent-{m}"), Some(&key), 8, 1000, 1_000, None));
+    }
+    let mut urgent = Gang::new(key, case.urgent, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+    if case.rack {
+        urgent.topology_key = Some("rack".into());
+    }
+    snap.gangs.push(urgent);
+    snap
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Preemption leaves no gang half-bound: each gang it takes members of either keeps every
+    /// minimum of its tree (and a size its elastic step allows, or its minimum) or loses every
+    /// member on a node.
+    #[test]
+    fn preemption_leaves_every_victim_gang_whole_or_gone(case in elastic_case()) {
+        let snap = elastic_snapshot(&case);
+        let plan = schedule(&snap, &Config::default(), Time::from_secs(1_000));
+        let evicted: std::collections::BTreeSet<&str> = plan.evictions.iter().map(|e| e.pod.name.as_str()).collect();
+        for g in snap.gangs.iter().filter(|g| g.key.name != "urgent") {
+            let members: Vec<&Pod> = snap.pods.iter().filter(|p| p.gang.as_ref().is_some_and(|m| m.gang == g.key)).collect();
+            if !members.iter().any(|p| evicted.contains(p.key.name.as_str())) {
+                continue;
+            }
+            let mut left: tree::LeafCounts = BTreeMap::new();
+            for p in members.iter().filter(|p| p.uses_node() && !evicted.contains(p.key.name.as_str())) {
+                let leaf = tree::leaf_of(g, p.gang.as_ref().and_then(|m| m.subgroup.as_deref())).unwrap();
+                *left.entry(leaf.to_string()).or_default() += 1;
+            }
+            let count = tree::pods_in(&left);
+            let min = g.min_pods().unwrap();
+            if count > 0 {
+                prop_assert!(tree::satisfied(g, &left), "{} left {left:?} below its minimum", g.key);
+                prop_assert!(
+                    g.elastic_step.is_none_or(|s| s.allows(count) || count == min),
+                    "{} left at {count}, which its step {:?} does not allow", g.key, g.elastic_step
+                );
+            }
+        }
+    }
 }

@@ -264,6 +264,25 @@ pub enum PreemptionPolicy {
     Never,
 }
 
+/// How preemption may take a running gang's members.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Disruption {
+    /// Members beyond the gang's minimum one at a time, newest first; the minimum only all
+    /// together (an upstream PodGroup's `disruptionMode: Single`, the default).
+    #[default]
+    Members,
+    /// Every member together (an upstream PodGroup's or CompositePodGroup's `disruptionMode:
+    /// All`, 1.36's `PodGroup`).
+    Whole,
+}
+
+impl Disruption {
+    /// The default.
+    pub fn is_members(&self) -> bool {
+        *self == Disruption::Members
+    }
+}
+
 /// Which gang a pod belongs to, and to which leaf subgroup.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Membership {
@@ -896,6 +915,13 @@ pub struct Gang {
     /// (`None`: any, as `One`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elastic_step: Option<ElasticStep>,
+    /// How preemption may take its members once it runs.
+    #[serde(default, skip_serializing_if = "Disruption::is_members")]
+    pub disruption: Disruption,
+    /// The gang's own preemption policy (an upstream PodGroup's `spec.preemptionPolicy`): `Never`
+    /// keeps it from preempting whatever its pods say. `None`: its pods'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_policy: Option<PreemptionPolicy>,
     pub source: Source,
     #[serde(default)]
     pub created: Time,
@@ -940,6 +966,8 @@ impl Gang {
             priority_class_name: None,
             provisioning: None,
             elastic_step: None,
+            disruption: Disruption::Members,
+            preemption_policy: None,
             source,
             created: Time::default(),
             uid: None,

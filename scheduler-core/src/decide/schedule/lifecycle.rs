@@ -778,14 +778,16 @@ impl<'v> View<'v, '_> {
                 },
             );
             match found {
-                preempt::Found::Evict { victims, placement, violating } => {
+                preempt::Found::Evict { victims, placement, violating, shrunk } => {
                     let victim_gangs: BTreeSet<String> = victims
                         .iter()
                         .map(|&p| {
                             let pod = &f.input.snap.pods[p];
-                            pod.gang
-                                .as_ref()
-                                .map_or_else(|| format!("pod {}", pod.key), |m| m.gang.to_string())
+                            let Some(m) = &pod.gang else { return format!("pod {}", pod.key) };
+                            match shrunk.iter().find(|&&(j, _)| f.input.snap.gangs[j].key == m.gang) {
+                                Some(&(_, n)) => format!("{}: {n} member(s) beyond its minimum", m.gang),
+                                None => m.gang.to_string(),
+                            }
                         })
                         .collect();
                     let count = victims.len();

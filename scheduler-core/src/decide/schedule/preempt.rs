@@ -1,14 +1,22 @@
 //! Gang-aware preemption: a gang that cannot fit may displace strictly lower-priority work.
 //!
-//! Victims are whole units — a gang's bound members together (so no victim gang is left below its
-//! minimum), or one pod outside any gang — taken in the order [`candidates`] gives: first every
-//! unit whose eviction violates no PodDisruptionBudget, then the others (kube-scheduler's
-//! DefaultPreemption reprieves budget-violating victims first and picks the node with the fewest
-//! violations: a violation is a last resort, not a bar); within each, lowest priority first, then
-//! smallest, then by key. The shortest prefix of that order with which the preemptor fits
+//! Victims are units that leave no gang below its minimum: a gang's bound members together, one
+//! pod outside any gang, or — for a running gang with members beyond its minimum (an elastic
+//! gang), unless it is disrupted only whole — its newest such members (see [`surplus`]). Units
+//! are taken in the order [`candidates`] gives: first every unit whose eviction violates no
+//! PodDisruptionBudget, then the others (kube-scheduler's DefaultPreemption reprieves
+//! budget-violating victims first and picks the node with the fewest violations: a violation is a
+//! last resort, not a bar); within each, lowest priority first; at one priority, members beyond a
+//! minimum (their gang keeps running), then pods outside any gang, then gangs, smallest first,
+//! then the most recently started, then by key (upstream's workload-aware preemption ranks units
+//! of one priority the same way: pods before groups, smaller groups before larger, later started
+//! before earlier). The shortest prefix of that order with which the preemptor fits
 //! completely is found by galloping and binary search; then every unit the preemptor can do
 //! without is dropped again (the last taken first), so the fewest and lowest are evicted. If the
-//! preemptor cannot fit even with every candidate gone, nothing is evicted.
+//! preemptor cannot fit even with every candidate gone, nothing is evicted. A gang's surplus
+//! units nest (each holds the one before it) and its whole unit holds them all, so the pods a set
+//! of units evicts are their union: whatever set is chosen, a gang keeps its minimum or loses
+//! every bound member.
 //!
 //! A gang held to one domain of a required topology key (and none of whose members is on a node
 //! yet) is searched again within each domain whose pods could make room (of the first
@@ -35,6 +43,7 @@ use super::ledger::Txn;
 use super::members::Members;
 use super::place::{Feasible, Placement};
 use crate::read::model::{Budget, ObjectKey, Pod, PreemptionPolicy, Snapshot};
+use crate::read::tree;
 
 /// How many victim units one preemptor may consider; bounds a cycle's cost on huge clusters.
 const MAX_CANDIDATES: usize = 512;
@@ -43,11 +52,24 @@ const MAX_CANDIDATES: usize = 512;
 /// trials to this many times one global search's.
 const MAX_DOMAINS: usize = 8;
 
+/// How many of a gang's members beyond its minimum one preemption considers, newest first.
+const MAX_SURPLUS: usize = 4096;
+
+/// Surplus units of one gang that differ by one pod (sizes 1, 2, 3, …); past them each unit is at
+/// least half as big again as the one before, so a gang offers O(log surplus) units.
+const SURPLUS_STEPS: usize = 16;
+
 /// What a preemption found.
 pub(super) enum Found {
     /// Evict these pods; the preemptor then goes where `placement` says. `violating`: the
-    /// victims whose eviction violates a budget (pod, budget), a last resort.
-    Evict { victims: Vec<usize>, placement: Box<Placement>, violating: Vec<(usize, usize)> },
+    /// victims whose eviction violates a budget (pod, budget), a last resort. `shrunk`: the
+    /// gangs that only lose members beyond their minimum (gang, how many), in gang order.
+    Evict {
+        victims: Vec<usize>,
+        placement: Box<Placement>,
+        violating: Vec<(usize, usize)>,
+        shrunk: Vec<(usize, usize)>,
+    },
     /// Victims of an earlier preemption are still terminating on the nominated nodes.
     Waiting(usize),
     /// Preemption cannot help (or is not allowed).
@@ -82,14 +104,29 @@ impl Room<'_, '_> {
     }
 }
 
-/// A unit of victims: a gang's bound members, or one pod outside any gang.
+/// A unit of victims: a gang's bound members, its newest members beyond its minimum, or one pod
+/// outside any gang.
 #[derive(Clone, Debug)]
 struct Victim<'a> {
     /// Its eviction would violate a budget, given the units before it in the order.
     violates: bool,
+    /// Members beyond the gang's minimum only: the gang keeps running without them.
+    surplus: bool,
+    /// The gang whose members these are (`None`: a pod outside any gang).
+    gang: Option<usize>,
     priority: i32,
+    /// When the unit started: its first pod's `status.startTime` (`None`: none has started).
+    started: Option<crate::read::model::Time>,
     pods: Vec<usize>,
     key: &'a ObjectKey,
+}
+
+/// The pods a set of units evicts: their union (a gang's units overlap), in pod order.
+fn union(chosen: &[&Victim<'_>]) -> Vec<usize> {
+    let mut pods: Vec<usize> = chosen.iter().flat_map(|u| u.pods.iter().copied()).collect();
+    pods.sort_unstable();
+    pods.dedup();
+    pods
 }
 
 /// The preemption, if any, that lets gang `g` (its `pending` members) fit: `place` places it on
@@ -106,9 +143,13 @@ pub(super) fn try_preempt(
     give_back: impl Fn(&mut Txn, usize),
 ) -> Found {
     let snap = room.snap;
-    if pending.is_empty()
-        || pending.iter().any(|&p| snap.pods[p].preemption_policy == PreemptionPolicy::Never)
-    {
+    // The gang's own policy (an upstream PodGroup's) decides for it; else any pod that never
+    // preempts keeps the gang from it.
+    let never = match snap.gangs[g].preemption_policy {
+        Some(policy) => policy == PreemptionPolicy::Never,
+        None => pending.iter().any(|&p| snap.pods[p].preemption_policy == PreemptionPolicy::Never),
+    };
+    if pending.is_empty() || never {
         return Found::Nothing;
     }
     let nominated: BTreeSet<&str> =
@@ -152,10 +193,8 @@ pub(super) fn try_preempt(
 
     let fits = |chosen: &[&Victim<'_>]| {
         let mut txn = Txn::default();
-        for u in chosen {
-            for &p in &u.pods {
-                give_back(&mut txn, p);
-            }
+        for p in union(chosen) {
+            give_back(&mut txn, p);
         }
         place(&txn)
     };
@@ -204,10 +243,25 @@ pub(super) fn try_preempt(
         }
     }
     let (_, chosen, placement) = best;
-    let victims: Vec<usize> = chosen.iter().flat_map(|u| u.pods.iter().copied()).collect();
+    let chosen: Vec<&Victim<'_>> = chosen.iter().collect();
+    let victims = union(&chosen);
     let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
     let violating = victims.iter().filter_map(|&p| Some((p, allowance.take(&snap.pods[p])?))).collect();
-    Found::Evict { victims, placement: Box::new(placement), violating }
+    // A gang none of whose whole units is chosen loses only members beyond its minimum: as many
+    // as its biggest chosen surplus unit holds (they nest).
+    let mut shrunk: Vec<(usize, usize)> = Vec::new();
+    for u in chosen.iter().filter(|u| u.surplus) {
+        let Some(j) = u.gang else { continue };
+        if chosen.iter().any(|w| !w.surplus && w.gang == Some(j)) {
+            continue;
+        }
+        match shrunk.iter_mut().find(|(k, _)| *k == j) {
+            Some(entry) => entry.1 = entry.1.max(u.pods.len()),
+            None => shrunk.push((j, u.pods.len())),
+        }
+    }
+    shrunk.sort_unstable();
+    Found::Evict { victims, placement: Box::new(placement), violating, shrunk }
 }
 
 /// The cheapest prefix of `units` with which the preemptor `fits` (more victims, more room):
@@ -282,7 +336,8 @@ struct Score {
 impl Score {
     fn of(snap: &Snapshot, room: &Room<'_, '_>, chosen: &[&Victim<'_>]) -> Score {
         let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
-        let pods = || chosen.iter().flat_map(|u| u.pods.iter().map(|&p| &snap.pods[p]));
+        let victims = union(chosen);
+        let pods = || victims.iter().map(|&p| &snap.pods[p]);
         Score {
             violations: pods().filter(|pod| allowance.take(pod).is_some()).count(),
             highest: pods().map(|pod| pod.priority).max().unwrap_or(i32::MIN),
@@ -378,8 +433,7 @@ impl<'s> Allowance<'s> {
 }
 
 /// The victim choice: every unit strictly below gang `g`'s priority with a pod on a `useful`
-/// node, in the order they are taken — those whose eviction violates no budget first, then
-/// lowest priority, fewest pods, key — at most [`MAX_CANDIDATES`] of them. Whether a unit
+/// node, in the order they are taken ([`in_order`]), at most [`MAX_CANDIDATES`] of them. Whether a unit
 /// violates is judged in (priority, size, key) order with what the units before it left of the
 /// budgets, so every prefix of the non-violating units violates nothing together.
 fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<'a>> {
@@ -398,9 +452,14 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
         }
         let pods: Vec<usize> = room.members[j].all.iter().copied().filter(|&p| evictable(p)).collect();
         if pods.iter().any(|&p| helps(p)) {
+            let helpful: Vec<usize> = pods.iter().copied().filter(|&p| helps(p)).collect();
+            surplus(room, j, helpful, &mut units);
             units.push(Victim {
                 violates: false,
+                surplus: false,
+                gang: Some(j),
                 priority: room.priorities[j],
+                started: first_started(snap, &pods),
                 pods,
                 key: &snap.gangs[j].key,
             });
@@ -409,7 +468,15 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
     for &i in singles {
         if evictable(i) && helps(i) {
             let pod = &snap.pods[i];
-            units.push(Victim { violates: false, priority: pod.priority, pods: vec![i], key: &pod.key });
+            units.push(Victim {
+                violates: false,
+                surplus: false,
+                gang: None,
+                priority: pod.priority,
+                started: pod.started,
+                pods: vec![i],
+                key: &pod.key,
+            });
         }
     }
     in_order(room, &mut units);
@@ -417,17 +484,128 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
     units
 }
 
-/// Puts `units` in the order they are taken: by (priority, size, key), each judged against the
-/// budgets with what the units before it left of them, those that violate none first (stable:
-/// each part keeps the order).
+/// The earliest `status.startTime` of `pods` (`None`: none has started).
+fn first_started(snap: &Snapshot, pods: &[usize]) -> Option<crate::read::model::Time> {
+    pods.iter().filter_map(|&p| snap.pods[p].started).min()
+}
+
+/// Puts `units` in the order they are taken: lowest priority first; at one priority, members
+/// beyond a minimum, then pods outside any gang, then gangs; then fewest pods, most recently
+/// started (not started yet first), key. Each is judged against the budgets with what the units
+/// before it left of them, those that violate none first (stable: each part keeps the order).
 fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
     let snap = room.snap;
-    units.sort_by(|a, b| (a.priority, a.pods.len(), a.key).cmp(&(b.priority, b.pods.len(), b.key)));
+    let rank = |u: &Victim<'_>| {
+        (
+            u.priority,
+            !u.surplus,
+            u.gang.is_some(),
+            u.pods.len(),
+            u.started.is_some(),
+            std::cmp::Reverse(u.started),
+        )
+    };
+    units.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.key.cmp(b.key)));
     if !snap.budgets.is_empty() {
         let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
+        // A gang's units overlap: each is judged on the pods the units of its gang taken before
+        // it do not already hold (so a budget counts a pod once).
+        let mut taken: Vec<(usize, BTreeSet<usize>)> = Vec::new();
         for u in units.iter_mut() {
-            u.violates = !allowance.take_all(u.pods.iter().map(|&p| &snap.pods[p]));
+            let before = u.gang.and_then(|j| taken.iter().position(|(k, _)| *k == j));
+            let new: Vec<usize> = match before {
+                Some(i) => u.pods.iter().copied().filter(|p| !taken[i].1.contains(p)).collect(),
+                None => u.pods.clone(),
+            };
+            u.violates = !allowance.take_all(new.iter().map(|&p| &snap.pods[p]));
+            if let (false, Some(j)) = (u.violates, u.gang) {
+                match before {
+                    Some(i) => taken[i].1.extend(new),
+                    None => taken.push((j, new.into_iter().collect())),
+                }
+            }
         }
         units.sort_by_key(|u| u.violates);
+    }
+}
+
+/// Gang `j`'s members beyond its minimum as victim units, pushed onto `units`: of `helpful` (its
+/// members that can go and are on nodes the preemptor could use), newest first (not started
+/// yet, then the latest `status.startTime`, then the last by name), each one whose loss still
+/// leaves every minimum of the gang's tree met and its pod floor held (counting what this cycle
+/// already evicted as gone) — at most [`MAX_SURPLUS`]. The units nest: the first k of them, for
+/// k = 1 … [`SURPLUS_STEPS`], then growing by half; with `kube-gang.io/elastic-step`, only counts
+/// that leave the gang at a size its step allows (or at its minimum). A gang not satisfied now,
+/// or disrupted only whole ([`crate::read::model::Disruption::Whole`]), has none: only its whole
+/// unit can go.
+fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &mut Vec<Victim<'a>>) {
+    let snap = room.snap;
+    let gang = &snap.gangs[j];
+    if gang.disruption == crate::read::model::Disruption::Whole {
+        return;
+    }
+    let members = &room.members[j];
+    let min = gang.min_pods().unwrap_or(u64::from(gang.min_member));
+    let leaf = |p: usize| tree::leaf_of(gang, snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()));
+    let mut held = members.held.clone();
+    for &p in members.all.iter().filter(|p| room.evicted.contains(p)) {
+        let pod = &snap.pods[p];
+        if pod.uses_node()
+            && !pod.deleting
+            && let Some(n) = leaf(p).and_then(|l| held.get_mut(l))
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
+    let total = tree::pods_in(&held);
+    if total <= min || !tree::satisfied(gang, &held) {
+        return;
+    }
+    helpful.sort_by(|&a, &b| {
+        let (pa, pb) = (&snap.pods[a], &snap.pods[b]);
+        (pa.started.is_some(), std::cmp::Reverse(pa.started), std::cmp::Reverse(&pa.key)).cmp(&(
+            pb.started.is_some(),
+            std::cmp::Reverse(pb.started),
+            std::cmp::Reverse(&pb.key),
+        ))
+    });
+    let mut order: Vec<usize> = Vec::new();
+    for p in helpful {
+        if order.len() == MAX_SURPLUS || tree::pods_in(&held) <= min {
+            break;
+        }
+        let Some(n) = leaf(p).and_then(|l| held.get_mut(l)).filter(|n| **n > 0) else { continue };
+        *n -= 1;
+        if tree::satisfied(gang, &held) {
+            order.push(p);
+        } else if let Some(n) = leaf(p).and_then(|l| held.get_mut(l)) {
+            *n += 1;
+        }
+    }
+    let allowed = |k: usize| {
+        let left = total.saturating_sub(u64::try_from(k).unwrap_or(u64::MAX));
+        gang.elastic_step.is_none_or(|s| s.allows(left) || left == min)
+    };
+    let mut last = 0usize;
+    let mut steps = 0usize;
+    for k in 1..=order.len() {
+        if !allowed(k) {
+            continue;
+        }
+        let grown = steps < SURPLUS_STEPS || k >= last + last.div_ceil(2) || k == order.len();
+        if !grown {
+            continue;
+        }
+        steps += 1;
+        last = k;
+        units.push(Victim {
+            violates: false,
+            surplus: true,
+            gang: Some(j),
+            priority: room.priorities[j],
+            started: first_started(snap, &order[..k]),
+            pods: order[..k].to_vec(),
+            key: &gang.key,
+        });
     }
 }

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::{Claim, Meta, count_field};
 use crate::read::error::FieldError;
-use crate::read::model::{Dialect, Gang, GangKey, Source, SubGroup, Time};
+use crate::read::model::{Dialect, Disruption, Gang, GangKey, PreemptionPolicy, Source, SubGroup, Time};
 
 /// A built-in `scheduling.k8s.io` object decoded in place, an error naming its exact field.
 fn typed<'de, T: Deserialize<'de>>(obj: &'de Value) -> Result<T, Vec<FieldError>> {
@@ -49,9 +49,48 @@ pub struct Group {
     pub min: Option<u32>,
     pub topology_key: Option<String>,
     pub priority: Option<i32>,
+    /// `spec.disruptionMode`.
+    pub disruption: Disruption,
+    /// `spec.preemptionPolicy` (1.37's kinds).
+    pub preemption_policy: Option<PreemptionPolicy>,
     pub created: Time,
     /// `metadata.uid`.
     pub uid: Option<String>,
+}
+
+/// 1.37's `spec.disruptionMode` (`{all: {}}` or `{single: {}}`): exactly one, as the API server
+/// holds it; `None` (absent) is `single`.
+fn disruption_mode(mode: Option<(bool, bool)>) -> Result<Disruption, FieldError> {
+    match mode {
+        None | Some((false, true)) => Ok(Disruption::Members),
+        Some((true, false)) => Ok(Disruption::Whole),
+        Some(_) => Err(FieldError::new("spec.disruptionMode", "exactly one of all and single must be set")),
+    }
+}
+
+/// 1.36's `spec.disruptionMode` (`Pod`, the default, or `PodGroup`).
+fn disruption_mode_v1alpha2(mode: Option<&str>) -> Result<Disruption, FieldError> {
+    match mode {
+        None | Some("Pod") => Ok(Disruption::Members),
+        Some("PodGroup") => Ok(Disruption::Whole),
+        Some(other) => Err(FieldError::new(
+            "spec.disruptionMode",
+            format!("Unsupported value: {other:?}: supported values: \"Pod\", \"PodGroup\""),
+        )),
+    }
+}
+
+/// `spec.preemptionPolicy` (`Never` or `PreemptLowerPriority`).
+fn preemption_policy(policy: Option<&str>) -> Result<Option<PreemptionPolicy>, FieldError> {
+    match policy {
+        None => Ok(None),
+        Some("Never") => Ok(Some(PreemptionPolicy::Never)),
+        Some("PreemptLowerPriority") => Ok(Some(PreemptionPolicy::PreemptLowerPriority)),
+        Some(other) => Err(FieldError::new(
+            "spec.preemptionPolicy",
+            format!("Unsupported value: {other:?}: supported values: \"Never\", \"PreemptLowerPriority\""),
+        )),
+    }
 }
 
 impl Group {
@@ -133,6 +172,8 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
         min: None,
         topology_key: None,
         priority: None,
+        disruption: Disruption::Members,
+        preemption_policy: None,
         created: meta.created(),
         uid: meta.uid(),
     };
@@ -149,11 +190,18 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
         }
         t.into_iter().next()
     };
+    // Fields read beside the topology, whose closure holds `errors` until the match ends.
+    let mut more = Vec::new();
     match (version, kind) {
         ("scheduling.k8s.io/v1beta1", "PodGroup") => {
             let pg: v1beta1::PodGroup = typed(obj)?;
             group.parent = pg.spec.parent_composite_pod_group_name;
             group.priority = pg.spec.priority;
+            let mode = pg.spec.disruption_mode.map(|d| (d.all.is_some(), d.single.is_some()));
+            group.disruption = disruption_mode(mode).map_err(|e| more.push(e)).unwrap_or_default();
+            group.preemption_policy = preemption_policy(pg.spec.preemption_policy.as_deref())
+                .map_err(|e| more.push(e))
+                .unwrap_or_default();
             group.topology_key = first_key(
                 pg.spec
                     .scheduling_constraints
@@ -170,6 +218,11 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
             let pg: v1alpha3::PodGroup = typed(obj)?;
             group.parent = pg.spec.parent_composite_pod_group_name;
             group.priority = pg.spec.priority;
+            let mode = pg.spec.disruption_mode.map(|d| (d.all.is_some(), d.single.is_some()));
+            group.disruption = disruption_mode(mode).map_err(|e| more.push(e)).unwrap_or_default();
+            group.preemption_policy = preemption_policy(pg.spec.preemption_policy.as_deref())
+                .map_err(|e| more.push(e))
+                .unwrap_or_default();
             group.topology_key = first_key(
                 pg.spec
                     .scheduling_constraints
@@ -185,6 +238,9 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
         ("scheduling.k8s.io/v1alpha2", "PodGroup") => {
             let pg: V1alpha2PodGroup = typed(obj)?;
             group.priority = pg.spec.priority;
+            group.disruption = disruption_mode_v1alpha2(pg.spec.disruption_mode.as_deref())
+                .map_err(|e| more.push(e))
+                .unwrap_or_default();
             group.topology_key = first_key(
                 pg.spec.scheduling_constraints.map(|c| c.topology.into_iter().map(|t| t.key).collect()),
             );
@@ -205,6 +261,11 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
             let cpg: v1alpha3::CompositePodGroup = typed(obj)?;
             group.parent = cpg.spec.parent_composite_pod_group_name;
             group.priority = cpg.spec.priority;
+            let mode = cpg.spec.disruption_mode.map(|d| (d.all.is_some(), d.single.is_some()));
+            group.disruption = disruption_mode(mode).map_err(|e| more.push(e)).unwrap_or_default();
+            group.preemption_policy = preemption_policy(cpg.spec.preemption_policy.as_deref())
+                .map_err(|e| more.push(e))
+                .unwrap_or_default();
             group.topology_key = first_key(
                 cpg.spec
                     .scheduling_constraints
@@ -224,6 +285,7 @@ pub fn read(obj: &Value) -> Result<Group, Vec<FieldError>> {
             ));
         }
     }
+    errors.extend(more);
     if errors.is_empty() { Ok(group) } else { Err(errors) }
 }
 
@@ -241,6 +303,7 @@ struct V1alpha2Spec {
     scheduling_policy: Policy,
     scheduling_constraints: Option<Constraints>,
     priority: Option<i32>,
+    disruption_mode: Option<String>,
 }
 
 /// `schedulingPolicy` (1.36+) or `policy` (1.35): `gang` or `basic`.
@@ -641,6 +704,12 @@ pub fn assemble(groups: &[Group]) -> Assembled {
         gang.created = root.created;
         gang.uid.clone_from(&root.uid);
         gang.priority = root.priority;
+        gang.preemption_policy = root.preemption_policy;
+        // A tree with any group disrupted only whole goes whole: the groups of a tree are one
+        // gang here, so a child taken alone is not a unit preemption has.
+        if members.iter().any(|m| m.disruption == Disruption::Whole) {
+            gang.disruption = Disruption::Whole;
+        }
         gang.topology_key = root.topology_key.clone();
         if root.kind == "PodGroup" {
             gang.min_member = root.min.unwrap_or(1);
@@ -813,5 +882,67 @@ mod tests {
         let bad = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
             "metadata": {"name": "w"}, "spec": {"schedulingPolicy": {"gang": {"minCount": -1}}}});
         assert_eq!(read(&bad).unwrap_err()[0].path, "spec.schedulingPolicy.gang.minCount");
+    }
+
+    #[test]
+    fn disruption_mode_and_preemption_policy_read_in_every_version() {
+        let with = |version: &str, kind: &str, spec: Value| {
+            let mut s = json!({"schedulingPolicy": {"gang": {"minCount": 2, "minGroupCount": 2}}});
+            s.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+            read(&json!({"apiVersion": format!("scheduling.k8s.io/{version}"), "kind": kind,
+                "metadata": {"name": "w", "namespace": "ml"}, "spec": s}))
+        };
+        for (version, kind) in
+            [("v1beta1", "PodGroup"), ("v1alpha3", "PodGroup"), ("v1alpha3", "CompositePodGroup")]
+        {
+            let g = with(version, kind, json!({})).unwrap();
+            assert_eq!((g.disruption, g.preemption_policy), (Disruption::Members, None), "{version} {kind}");
+            let g = with(version, kind, json!({"disruptionMode": {"all": {}}, "preemptionPolicy": "Never"}))
+                .unwrap();
+            assert_eq!(
+                (g.disruption, g.preemption_policy),
+                (Disruption::Whole, Some(PreemptionPolicy::Never)),
+                "{version} {kind}"
+            );
+            let g = with(version, kind, json!({"disruptionMode": {"single": {}}})).unwrap();
+            assert_eq!(g.disruption, Disruption::Members, "{version} {kind}");
+            for bad in [json!({"disruptionMode": {}}), json!({"disruptionMode": {"all": {}, "single": {}}})] {
+                let e = with(version, kind, bad).unwrap_err();
+                assert_eq!(e[0].path, "spec.disruptionMode", "{version} {kind}");
+            }
+            let e = with(version, kind, json!({"preemptionPolicy": "Sometimes"})).unwrap_err();
+            assert_eq!(e[0].path, "spec.preemptionPolicy", "{version} {kind}");
+        }
+        // 1.36 named the modes Pod and PodGroup.
+        assert_eq!(with("v1alpha2", "PodGroup", json!({})).unwrap().disruption, Disruption::Members);
+        let g = with("v1alpha2", "PodGroup", json!({"disruptionMode": "PodGroup"})).unwrap();
+        assert_eq!(g.disruption, Disruption::Whole);
+        let e = with("v1alpha2", "PodGroup", json!({"disruptionMode": "All"})).unwrap_err();
+        assert_eq!(e[0].path, "spec.disruptionMode");
+        assert!(e[0].message.contains("\"Pod\", \"PodGroup\""), "{}", e[0].message);
+    }
+
+    #[test]
+    fn a_tree_with_one_group_disrupted_whole_goes_whole() {
+        let mut child = pg("a", Some("llm"), 1);
+        child["spec"]["disruptionMode"] = json!({"all": {}});
+        let groups = vec![
+            read(&json!({"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+                "metadata": {"name": "llm", "namespace": "ml"},
+                "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 1}}, "preemptionPolicy": "Never",
+                         "workloadRef": {"name": "x"}}}))
+            .unwrap(),
+            read(&child).unwrap(),
+            read(&pg("b", Some("llm"), 1)).unwrap(),
+        ];
+        let Assembled { gangs, problems, .. } = assemble(&groups);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(gangs[0].disruption, Disruption::Whole);
+        assert_eq!(gangs[0].preemption_policy, Some(PreemptionPolicy::Never));
+        let plain = assemble(&[read(&pg("b", None, 1)).unwrap()]);
+        assert_eq!(
+            (plain.gangs[0].disruption, plain.gangs[0].preemption_policy),
+            (Disruption::Members, None)
+        );
     }
 }
