@@ -104,13 +104,15 @@ fn cycle(c: &mut Criterion) {
 
 /// A full cluster of low-priority 4-pod gangs (one 8-GPU pod per node) and `urgent` pending
 /// high-priority gangs of 8 members that can only run by preempting — each within one rack when
-/// `rack` (so preemption searches the racks its victims are in).
-fn full_cluster(nodes: usize, urgent: usize, rack: bool) -> Snapshot {
+/// `rack` (so preemption searches the racks its victims are in). `elastic`: the low gangs have 8
+/// members and a minimum of 4, started a minute apart (preemption takes their newest extras).
+fn full_cluster(nodes: usize, urgent: usize, rack: bool, elastic: bool) -> Snapshot {
     let mut snap = cluster(nodes, 0, 8);
     snap.pods.retain(|p| p.node_name.is_none());
+    let size = if elastic { 8 } else { 4 };
     for i in 0..nodes {
-        let key = ObjectKey::new("ml", format!("low-{:05}", i / 4));
-        if i % 4 == 0 {
+        let key = ObjectKey::new("ml", format!("low-{:05}", i / size));
+        if i % size == 0 {
             snap.gangs.push(Gang::new(
                 key.clone(),
                 4,
@@ -119,6 +121,9 @@ fn full_cluster(nodes: usize, urgent: usize, rack: bool) -> Snapshot {
         }
         let mut p = pod(&format!("low-{i:05}"), Some(&key), 8, 32_000, Some(format!("node-{i:05}")));
         p.priority = 10;
+        if elastic {
+            p.started = Some(Time::from_secs(60 * (i % size) as i64));
+        }
         snap.pods.push(p);
     }
     for g in 0..urgent {
@@ -142,9 +147,15 @@ fn preemption(c: &mut Criterion) {
     let now = Time::from_secs(1_000);
     let mut group = c.benchmark_group("preemption");
     group.sample_size(10);
-    for (nodes, urgent, rack) in [(1_000, 10, false), (15_000, 50, false), (15_000, 50, true)] {
-        let snap = carried(full_cluster(nodes, urgent, rack));
-        let tag = if rack { "-rack" } else { "" };
+    for (nodes, urgent, rack, elastic) in [
+        (1_000, 10, false, false),
+        (15_000, 50, false, false),
+        (15_000, 50, true, false),
+        (15_000, 50, false, true),
+        (15_000, 50, true, true),
+    ] {
+        let snap = carried(full_cluster(nodes, urgent, rack, elastic));
+        let tag = format!("{}{}", if rack { "-rack" } else { "" }, if elastic { "-elastic" } else { "" });
         let id = BenchmarkId::from_parameter(format!("{nodes}n-{urgent}urgent{tag}"));
         group.bench_with_input(id, &snap, |b, snap| b.iter(|| schedule(black_box(snap), &config, now)));
     }

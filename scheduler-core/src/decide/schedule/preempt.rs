@@ -13,10 +13,11 @@
 //! before earlier). The shortest prefix of that order with which the preemptor fits
 //! completely is found by galloping and binary search; then every unit the preemptor can do
 //! without is dropped again (the last taken first), so the fewest and lowest are evicted. If the
-//! preemptor cannot fit even with every candidate gone, nothing is evicted. A gang's surplus
-//! units nest (each holds the one before it) and its whole unit holds them all, so the pods a set
-//! of units evicts are their union: whatever set is chosen, a gang keeps its minimum or loses
-//! every bound member.
+//! preemptor cannot fit even with every candidate gone, nothing is evicted. A chosen unit of
+//! members beyond a minimum is then cut to the fewest of its newest members with which the
+//! preemptor still fits (binary search over the sizes it may be cut to). A gang's whole unit
+//! holds its surplus unit's pods too, so the pods a set of units evicts are their union: whatever
+//! set is chosen, a gang keeps its minimum or loses every bound member.
 //!
 //! A gang held to one domain of a required topology key (and none of whose members is on a node
 //! yet) is searched again within each domain whose pods could make room (of the first
@@ -54,10 +55,6 @@ const MAX_DOMAINS: usize = 8;
 
 /// How many of a gang's members beyond its minimum one preemption considers, newest first.
 const MAX_SURPLUS: usize = 4096;
-
-/// Surplus units of one gang that differ by one pod (sizes 1, 2, 3, …); past them each unit is at
-/// least half as big again as the one before, so a gang offers O(log surplus) units.
-const SURPLUS_STEPS: usize = 16;
 
 /// What a preemption found.
 pub(super) enum Found {
@@ -110,8 +107,12 @@ impl Room<'_, '_> {
 struct Victim<'a> {
     /// Its eviction would violate a budget, given the units before it in the order.
     violates: bool,
-    /// Members beyond the gang's minimum only: the gang keeps running without them.
+    /// Members beyond the gang's minimum only, newest first: the gang keeps running without
+    /// them, or without any first `cuts[i]` of them.
     surplus: bool,
+    /// The sizes, ascending, a surplus unit may be cut to (its last is all of it; empty for
+    /// other units).
+    cuts: Vec<usize>,
     /// The gang whose members these are (`None`: a pod outside any gang).
     gang: Option<usize>,
     priority: i32,
@@ -202,10 +203,10 @@ pub(super) fn try_preempt(
     let Some(global) = cheapest(&all, |c| fits(c).satisfied) else {
         return Found::Nothing;
     };
-    let placement = fits(&global);
-    let score = Score::of(snap, room, &global);
-    let mut best: (Score, Vec<Victim<'_>>, Placement) =
-        (score, global.into_iter().cloned().collect(), placement);
+    let refs: Vec<&Victim<'_>> = global.iter().collect();
+    let placement = fits(&refs);
+    let score = Score::of(snap, room, &refs);
+    let mut best: (Score, Vec<Victim<'_>>, Placement) = (score, global, placement);
     // Held to one domain: the global order's choice lies in whichever domain its first victims
     // are in; each other domain that could make room is searched on its own.
     if let Some(topo) = domains {
@@ -234,10 +235,11 @@ pub(super) fn try_preempt(
             }
             let within: Vec<&Victim<'_>> = here.iter().collect();
             if let Some(c) = cheapest(&within, |c| fits(c).satisfied) {
-                let score = Score::of(snap, room, &c);
+                let refs: Vec<&Victim<'_>> = c.iter().collect();
+                let score = Score::of(snap, room, &refs);
                 if score < best.0 {
-                    let placement = fits(&c);
-                    best = (score, c.into_iter().cloned().collect(), placement);
+                    let placement = fits(&refs);
+                    best = (score, c, placement);
                 }
             }
         }
@@ -249,30 +251,22 @@ pub(super) fn try_preempt(
     let violating = victims.iter().filter_map(|&p| Some((p, allowance.take(&snap.pods[p])?))).collect();
     // A gang none of whose whole units is chosen loses only members beyond its minimum: as many
     // as its biggest chosen surplus unit holds (they nest).
-    let mut shrunk: Vec<(usize, usize)> = Vec::new();
-    for u in chosen.iter().filter(|u| u.surplus) {
-        let Some(j) = u.gang else { continue };
-        if chosen.iter().any(|w| !w.surplus && w.gang == Some(j)) {
-            continue;
-        }
-        match shrunk.iter_mut().find(|(k, _)| *k == j) {
-            Some(entry) => entry.1 = entry.1.max(u.pods.len()),
-            None => shrunk.push((j, u.pods.len())),
-        }
-    }
+    let mut shrunk: Vec<(usize, usize)> = chosen
+        .iter()
+        .filter(|u| u.surplus && !chosen.iter().any(|w| !w.surplus && w.gang == u.gang))
+        .filter_map(|u| Some((u.gang?, u.pods.len())))
+        .collect();
     shrunk.sort_unstable();
     Found::Evict { victims, placement: Box::new(placement), violating, shrunk }
 }
 
 /// The cheapest prefix of `units` with which the preemptor `fits` (more victims, more room):
-/// gallop 1, 2, 4, … to the first prefix that fits, then binary search below it; then every unit
-/// it can do without is dropped again, highest priority (last added) first. Victims are usually
-/// few, so the trials — whose cost grows with the victims freed — stay small: O(log victims) of
-/// them, and one per unit kept. `None`: it does not fit even with all of them gone.
-fn cheapest<'v, 'a>(
-    units: &[&'v Victim<'a>],
-    fits: impl Fn(&[&'v Victim<'a>]) -> bool,
-) -> Option<Vec<&'v Victim<'a>>> {
+/// gallop 1, 2, 4, … to the first prefix that fits, then binary search below it; then its units
+/// of members beyond a minimum are [`cut`], and every unit it can do without is dropped again,
+/// highest priority (last added) first. Victims are usually few, so the trials — whose cost grows
+/// with the victims freed — stay small: O(log victims) of them, O(log cuts) per cut unit, and one
+/// per unit kept. `None`: it does not fit even with all of them gone.
+fn cheapest<'a>(units: &[&Victim<'a>], fits: impl Fn(&[&Victim<'a>]) -> bool) -> Option<Vec<Victim<'a>>> {
     if units.is_empty() {
         return None;
     }
@@ -291,17 +285,47 @@ fn cheapest<'v, 'a>(
         let mid = lo + (hi - lo) / 2;
         if fits(&units[..mid]) { hi = mid } else { lo = mid + 1 }
     }
-    let mut chosen: Vec<&Victim<'_>> = units[..lo].to_vec();
+    // Members beyond a minimum cut first, so a unit they then make needless is dropped.
+    let mut chosen = cut(units[..lo].to_vec(), &fits);
     let mut i = chosen.len();
     while i > 0 {
         i -= 1;
-        let mut without = chosen.clone();
-        without.remove(i);
+        let without: Vec<&Victim<'_>> =
+            chosen.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, u)| u).collect();
         if fits(&without) {
-            chosen = without;
+            chosen.remove(i);
         }
     }
     Some(chosen)
+}
+
+/// `chosen`, owned, with each unit of members beyond a minimum cut to the fewest of its newest
+/// members (a size in its `cuts`) with which the preemptor still `fits`, the last chosen first:
+/// O(log cuts) trials per such unit.
+fn cut<'a>(chosen: Vec<&Victim<'a>>, fits: &impl Fn(&[&Victim<'a>]) -> bool) -> Vec<Victim<'a>> {
+    let mut chosen: Vec<Victim<'a>> = chosen.into_iter().cloned().collect();
+    for i in (0..chosen.len()).rev() {
+        let gang = chosen[i].gang;
+        if !chosen[i].surplus
+            || chosen[i].cuts.len() < 2
+            || chosen.iter().any(|w| !w.surplus && w.gang == gang)
+        {
+            continue;
+        }
+        let all = std::mem::take(&mut chosen[i].pods);
+        let cuts = std::mem::take(&mut chosen[i].cuts);
+        // The last cut (all of it) fits: the smallest that does, by bisection.
+        let (mut lo, mut hi) = (0, cuts.len() - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            chosen[i].pods = all[..cuts[mid]].to_vec();
+            let refs: Vec<&Victim<'a>> = chosen.iter().collect();
+            if fits(&refs) { hi = mid } else { lo = mid + 1 }
+        }
+        chosen[i].pods = all[..cuts[hi]].to_vec();
+        chosen[i].cuts = cuts[..=hi].to_vec();
+    }
+    chosen
 }
 
 /// The domains of `topo` whose pods could make room, in the order their first victim comes in
@@ -457,6 +481,7 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
             units.push(Victim {
                 violates: false,
                 surplus: false,
+                cuts: Vec::new(),
                 gang: Some(j),
                 priority: room.priorities[j],
                 started: first_started(snap, &pods),
@@ -471,6 +496,7 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
             units.push(Victim {
                 violates: false,
                 surplus: false,
+                cuts: Vec::new(),
                 gang: None,
                 priority: pod.priority,
                 started: pod.started,
@@ -508,8 +534,9 @@ fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
     units.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.key.cmp(b.key)));
     if !snap.budgets.is_empty() {
         let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
-        // A gang's units overlap: each is judged on the pods the units of its gang taken before
-        // it do not already hold (so a budget counts a pod once).
+        // A gang's units overlap (its whole unit holds its surplus unit's pods): each is judged
+        // on the pods the units of its gang taken before it do not already hold (so a budget
+        // counts a pod once).
         let mut taken: Vec<(usize, BTreeSet<usize>)> = Vec::new();
         for u in units.iter_mut() {
             let before = u.gang.and_then(|j| taken.iter().position(|(k, _)| *k == j));
@@ -529,15 +556,14 @@ fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
     }
 }
 
-/// Gang `j`'s members beyond its minimum as victim units, pushed onto `units`: of `helpful` (its
-/// members that can go and are on nodes the preemptor could use), newest first (not started
+/// Gang `j`'s members beyond its minimum as one victim unit, pushed onto `units`: of `helpful`
+/// (its members that can go and are on nodes the preemptor could use), newest first (not started
 /// yet, then the latest `status.startTime`, then the last by name), each one whose loss still
 /// leaves every minimum of the gang's tree met and its pod floor held (counting what this cycle
-/// already evicted as gone) — at most [`MAX_SURPLUS`]. The units nest: the first k of them, for
-/// k = 1 … [`SURPLUS_STEPS`], then growing by half; with `kube-gang.io/elastic-step`, only counts
-/// that leave the gang at a size its step allows (or at its minimum). A gang not satisfied now,
-/// or disrupted only whole ([`crate::read::model::Disruption::Whole`]), has none: only its whole
-/// unit can go.
+/// already evicted as gone) — at most [`MAX_SURPLUS`]. Any first k of them may go as well
+/// (the unit's `cuts`); with `kube-gang.io/elastic-step`, only counts that leave the gang at a
+/// size its step allows (or at its minimum). A gang not satisfied now, or disrupted only whole
+/// ([`crate::read::model::Disruption::Whole`]), has none: only its whole unit can go.
 fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &mut Vec<Victim<'a>>) {
     let snap = room.snap;
     let gang = &snap.gangs[j];
@@ -586,26 +612,17 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
         let left = total.saturating_sub(u64::try_from(k).unwrap_or(u64::MAX));
         gang.elastic_step.is_none_or(|s| s.allows(left) || left == min)
     };
-    let mut last = 0usize;
-    let mut steps = 0usize;
-    for k in 1..=order.len() {
-        if !allowed(k) {
-            continue;
-        }
-        let grown = steps < SURPLUS_STEPS || k >= last + last.div_ceil(2) || k == order.len();
-        if !grown {
-            continue;
-        }
-        steps += 1;
-        last = k;
-        units.push(Victim {
-            violates: false,
-            surplus: true,
-            gang: Some(j),
-            priority: room.priorities[j],
-            started: first_started(snap, &order[..k]),
-            pods: order[..k].to_vec(),
-            key: &gang.key,
-        });
-    }
+    let cuts: Vec<usize> = (1..=order.len()).filter(|&k| allowed(k)).collect();
+    let Some(&most) = cuts.last() else { return };
+    order.truncate(most);
+    units.push(Victim {
+        violates: false,
+        surplus: true,
+        cuts,
+        gang: Some(j),
+        priority: room.priorities[j],
+        started: first_started(snap, &order),
+        pods: order,
+        key: &gang.key,
+    });
 }
