@@ -303,10 +303,10 @@ fn an_elastic_step_leaves_the_gang_at_a_size_its_step_allows() {
 
 #[test]
 fn a_budget_counts_each_member_beyond_a_minimum_once() {
-    // Gang `elastic` (minimum 1) runs on a0, a1, b0 under a budget allowing 2 disruptions; b1
-    // holds a pod outside any gang. Two nodes are needed: the gang's two newest members go, within
-    // the budget. (Its units holding one and two of them overlap: counting the shared member
-    // twice would call the second unit a violation and put it after the other pod, which would go.)
+    // Gang `elastic` (minimum 1) runs on a0, a1, b0 under a budget allowing 3 disruptions; b1
+    // holds a pod whose own budget allows none. Three nodes are needed: the whole gang goes, within
+    // its budget. (Its unit of members beyond the minimum and its whole unit share two pods:
+    // counting them twice would call the whole unit a violation and take the other pod instead.)
     let mut objects = racks();
     for (pod, node, started) in [
         ("e-a0", "a0", "2026-01-01T10:00:00Z"),
@@ -315,13 +315,68 @@ fn a_budget_counts_each_member_beyond_a_minimum_once() {
     ] {
         objects.push(member("elastic", pod, node, 1, started, json!({})));
     }
-    objects.push(running("z-b1", "b1", "8", 0));
-    objects.push(budget("elastic", 2));
-    objects.extend(spanning());
+    objects.push(labelled("z-b1", "b1", 0, json!({"app": "z"})));
+    objects.push(budget("elastic", 3));
+    objects.push(budget("z", 0));
+    let mut three = spanning();
+    let mut w2 = three[0].clone();
+    w2["metadata"]["name"] = json!("w2");
+    three.push(w2);
+    for w in &mut three {
+        w["metadata"]["annotations"]["kube-gang.io/min-member"] = json!("3");
+    }
+    objects.extend(three);
     let (reason, message, victims) = preempted(objects);
     assert_eq!(reason, Reason::Preempting, "{message}");
-    assert_eq!(victims, ["e-a1", "e-b0"], "{message}");
+    assert_eq!(victims, ["e-a0", "e-a1", "e-b0"], "{message}");
     assert!(!message.contains("violate"), "{message}");
+}
+
+#[test]
+fn two_preemptors_in_one_cycle_share_a_gang_s_members_beyond_its_minimum() {
+    // Gang `elastic` (minimum 2) runs on every node; three single-member gangs of priority
+    // `high` each need a node. The first two take its members beyond the minimum, newest first;
+    // the third counts their victims as gone, finds none beyond the minimum left, and takes the
+    // gang whole (taking one more would leave it half-bound).
+    let mut objects = racks();
+    for (pod, node, started) in [
+        ("e-a0", "a0", "2026-01-01T10:00:00Z"),
+        ("e-a1", "a1", "2026-01-01T10:01:00Z"),
+        ("e-b0", "b0", "2026-01-01T10:02:00Z"),
+        ("e-b1", "b1", "2026-01-01T10:03:00Z"),
+    ] {
+        objects.push(member("elastic", pod, node, 2, started, json!({})));
+    }
+    for g in ["train", "two", "three"] {
+        let mut w = spanning().remove(0);
+        w["metadata"]["name"] = json!(format!("{g}-0"));
+        w["metadata"]["labels"]["kube-gang.io/gang"] = json!(g);
+        w["metadata"]["annotations"]["kube-gang.io/min-member"] = json!("1");
+        objects.push(w);
+    }
+    let (_, _, victims) = preempted(objects);
+    assert_eq!(victims, ["e-a0", "e-a1", "e-b0", "e-b1"]);
+}
+
+#[test]
+fn members_beyond_a_minimum_are_found_again_within_each_rack() {
+    // Gang `elastic` (minimum 1): newest e-b0, then e-a1, e-a0, oldest e-b1. A gang held to one
+    // rack needs two nodes. Taken newest first across racks, e-b0 would go for nothing beside
+    // rack ra's two; within each rack, two members of that rack are enough.
+    let mut objects = racks();
+    for (pod, node, started) in [
+        ("e-b1", "b1", "2026-01-01T10:00:00Z"),
+        ("e-a0", "a0", "2026-01-01T10:01:00Z"),
+        ("e-a1", "a1", "2026-01-01T10:02:00Z"),
+        ("e-b0", "b0", "2026-01-01T10:03:00Z"),
+    ] {
+        objects.push(member("elastic", pod, node, 1, started, json!({})));
+    }
+    objects.extend(gang());
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims.len(), 2, "{message}: {victims:?}");
+    assert!(victims.iter().all(|v| v[2..3] == victims[0][2..3]), "one rack: {victims:?}");
 }
 
 #[test]

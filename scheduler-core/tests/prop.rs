@@ -1066,7 +1066,8 @@ fn elastic_snapshot(case: &ElasticCase) -> Snapshot {
             _ => None,
         };
         if subgroups {
-            gang.min_member = 2;
+            // Every other such gang needs only one of its two subgroups.
+            gang.min_member = if j % 2 == 0 { 2 } else { 1 };
             gang.subgroups = ["a", "b"]
                 .iter()
                 .map(|n| SubGroup {
@@ -1125,9 +1126,9 @@ fn elastic_snapshot(case: &ElasticCase) -> Snapshot {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
-    /// Preemption leaves no gang half-bound: each gang it takes members of either keeps every
-    /// minimum of its tree (and a size its elastic step allows, or its minimum) or loses every
-    /// member on a node.
+    /// Preemption leaves no gang half-bound: each gang it takes members of either keeps its
+    /// minimum (and a size its elastic step allows, or its minimum) or loses every member on a
+    /// node; and each subgroup it takes members of keeps its own minimum or loses every member.
     #[test]
     fn preemption_leaves_every_victim_gang_whole_or_gone(case in elastic_case()) {
         let snap = elastic_snapshot(&case);
@@ -1145,6 +1146,13 @@ proptest! {
             }
             let count = tree::pods_in(&left);
             let min = g.min_pods().unwrap();
+            for leaf in g.leaves() {
+                let touched = members.iter().any(|p| {
+                    evicted.contains(p.key.name.as_str()) && p.gang.as_ref().and_then(|m| m.subgroup.as_deref()) == Some(leaf.name.as_str())
+                });
+                let n = left.get(&leaf.name).copied().unwrap_or(0);
+                prop_assert!(!touched || n == 0 || n >= leaf.min_member, "{} left subgroup {} at {n} of {}", g.key, leaf.name, leaf.min_member);
+            }
             if count > 0 {
                 prop_assert!(tree::satisfied(g, &left), "{} left {left:?} below its minimum", g.key);
                 prop_assert!(

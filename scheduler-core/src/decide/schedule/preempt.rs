@@ -217,15 +217,22 @@ pub(super) fn try_preempt(
             }
             // The domain's units, judged against the budgets among themselves (a unit that
             // violates one after units of other domains took its allowance may not here).
-            let mut here: Vec<Victim<'_>> = units
-                .iter()
-                .filter(|u| {
-                    u.pods
-                        .iter()
-                        .any(|&p| room.node_of(p).is_some_and(|n| useful[n] && topo.node_domain[n] == d))
-                })
-                .cloned()
-                .collect();
+            let within_d = |p: usize| room.node_of(p).is_some_and(|n| useful[n] && topo.node_domain[n] == d);
+            let mut here: Vec<Victim<'_>> =
+                units.iter().filter(|u| !u.surplus && u.pods.iter().any(|&p| within_d(p))).cloned().collect();
+            // Members beyond a minimum found again among the domain's own (the newest may be
+            // elsewhere, where their eviction would make no room here).
+            for j in units.iter().filter(|u| u.surplus).filter_map(|u| u.gang) {
+                let mine: Vec<usize> = room.members[j]
+                    .all
+                    .iter()
+                    .copied()
+                    .filter(|&p| evictable(room, p) && within_d(p))
+                    .collect();
+                if !mine.is_empty() {
+                    surplus(room, j, mine, &mut here);
+                }
+            }
             in_order(room, &mut here);
             // When the best set violates no budget, only units that could be in a set ranked
             // above it: none violating, none above its highest priority. (With violations, fewer
@@ -456,6 +463,12 @@ impl<'s> Allowance<'s> {
     }
 }
 
+/// Whether pod `p` may be a victim: on a node of the snapshot, not finished, not going already.
+fn evictable(room: &Room<'_, '_>, p: usize) -> bool {
+    let pod = &room.snap.pods[p];
+    pod.uses_node() && !pod.deleting && !room.evicted.contains(&p) && room.node_of(p).is_some()
+}
+
 /// The victim choice: every unit strictly below gang `g`'s priority with a pod on a `useful`
 /// node, in the order they are taken ([`in_order`]), at most [`MAX_CANDIDATES`] of them. Whether a unit
 /// violates is judged in (priority, size, key) order with what the units before it left of the
@@ -463,10 +476,7 @@ impl<'s> Allowance<'s> {
 fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<'a>> {
     let snap = room.snap;
     let priority = room.priorities[g];
-    let evictable = |p: usize| {
-        let pod = &snap.pods[p];
-        pod.uses_node() && !pod.deleting && !room.evicted.contains(&p) && room.node_of(p).is_some()
-    };
+    let evictable = |p: usize| evictable(room, p);
     let helps = |p: usize| room.node_of(p).is_some_and(|n| useful[n]);
     let mut units: Vec<Victim<'a>> = Vec::new();
     let (gangs, singles) = room.below(priority);
@@ -537,19 +547,14 @@ fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
         // A gang's units overlap (its whole unit holds its surplus unit's pods): each is judged
         // on the pods the units of its gang taken before it do not already hold (so a budget
         // counts a pod once).
-        let mut taken: Vec<(usize, BTreeSet<usize>)> = Vec::new();
+        let mut taken: std::collections::HashMap<usize, BTreeSet<usize>> = std::collections::HashMap::new();
         for u in units.iter_mut() {
-            let before = u.gang.and_then(|j| taken.iter().position(|(k, _)| *k == j));
-            let new: Vec<usize> = match before {
-                Some(i) => u.pods.iter().copied().filter(|p| !taken[i].1.contains(p)).collect(),
-                None => u.pods.clone(),
-            };
+            let before = u.gang.and_then(|j| taken.get(&j));
+            let new: Vec<usize> =
+                u.pods.iter().copied().filter(|p| !before.is_some_and(|t| t.contains(p))).collect();
             u.violates = !allowance.take_all(new.iter().map(|&p| &snap.pods[p]));
             if let (false, Some(j)) = (u.violates, u.gang) {
-                match before {
-                    Some(i) => taken[i].1.extend(new),
-                    None => taken.push((j, new.into_iter().collect())),
-                }
+                taken.entry(j).or_default().extend(new);
             }
         }
         units.sort_by_key(|u| u.violates);
@@ -558,12 +563,15 @@ fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
 
 /// Gang `j`'s members beyond its minimum as one victim unit, pushed onto `units`: of `helpful`
 /// (its members that can go and are on nodes the preemptor could use), newest first (not started
-/// yet, then the latest `status.startTime`, then the last by name), each one whose loss still
-/// leaves every minimum of the gang's tree met and its pod floor held (counting what this cycle
-/// already evicted as gone) — at most [`MAX_SURPLUS`]. Any first k of them may go as well
-/// (the unit's `cuts`); with `kube-gang.io/elastic-step`, only counts that leave the gang at a
-/// size its step allows (or at its minimum). A gang not satisfied now, or disrupted only whole
-/// ([`crate::read::model::Disruption::Whole`]), has none: only its whole unit can go.
+/// yet, then the latest `status.startTime`, then the last by name), each one whose loss leaves
+/// its leaf subgroup its own minimum, every subgroup with a pod floor its floor, and the gang its
+/// minimum in pods (counting what this cycle already evicted as gone) — at most [`MAX_SURPLUS`].
+/// So no subgroup's state changes (satisfied stays satisfied; none is emptied: a subgroup the
+/// gang could do without still goes only with the whole gang), and any first k of them may go as
+/// well (the unit's `cuts`); with `kube-gang.io/elastic-step`, only counts that leave the gang at
+/// a size its step allows (or at its minimum). A gang not satisfied now, or disrupted only whole
+/// ([`crate::read::model::Disruption::Whole`]), has none: only its whole unit can go. Costs the
+/// sort of `helpful` and, per member, a look at its leaf and the floors above it.
 fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &mut Vec<Victim<'a>>) {
     let snap = room.snap;
     let gang = &snap.gangs[j];
@@ -587,6 +595,18 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
     if total <= min || !tree::satisfied(gang, &held) {
         return;
     }
+    let leaf_min = tree::leaf_minimums(gang);
+    // Subgroups with a pod floor: (floor, the leaves under it, their pods).
+    let mut floors: Vec<(u64, BTreeSet<String>, u64)> = gang
+        .subgroups
+        .iter()
+        .filter(|s| s.pod_floor > 0)
+        .map(|s| {
+            let leaves: BTreeSet<String> = tree::leaves_under(gang, &s.name).into_iter().collect();
+            let pods = leaves.iter().map(|l| u64::from(held.get(l).copied().unwrap_or(0))).sum();
+            (u64::from(s.pod_floor), leaves, pods)
+        })
+        .collect();
     helpful.sort_by(|&a, &b| {
         let (pa, pb) = (&snap.pods[a], &snap.pods[b]);
         (pa.started.is_some(), std::cmp::Reverse(pa.started), std::cmp::Reverse(&pa.key)).cmp(&(
@@ -596,17 +616,23 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
         ))
     });
     let mut order: Vec<usize> = Vec::new();
+    let mut left = total;
     for p in helpful {
-        if order.len() == MAX_SURPLUS || tree::pods_in(&held) <= min {
+        if order.len() == MAX_SURPLUS || left <= min {
             break;
         }
-        let Some(n) = leaf(p).and_then(|l| held.get_mut(l)).filter(|n| **n > 0) else { continue };
-        *n -= 1;
-        if tree::satisfied(gang, &held) {
-            order.push(p);
-        } else if let Some(n) = leaf(p).and_then(|l| held.get_mut(l)) {
-            *n += 1;
+        let Some(l) = leaf(p) else { continue };
+        let need = leaf_min.get(l).copied().unwrap_or(u32::MAX);
+        let Some(n) = held.get_mut(l).filter(|n| **n > need) else { continue };
+        if floors.iter().any(|(floor, leaves, pods)| pods <= floor && leaves.contains(l)) {
+            continue;
         }
+        *n -= 1;
+        left -= 1;
+        for (_, _, pods) in floors.iter_mut().filter(|(_, leaves, _)| leaves.contains(l)) {
+            *pods -= 1;
+        }
+        order.push(p);
     }
     let allowed = |k: usize| {
         let left = total.saturating_sub(u64::try_from(k).unwrap_or(u64::MAX));

@@ -59,12 +59,15 @@ pub struct Group {
 }
 
 /// 1.37's `spec.disruptionMode` (`{all: {}}` or `{single: {}}`): exactly one, as the API server
-/// holds it; `None` (absent) is `single`.
+/// holds it; `None` (absent) is `single`. One naming neither is a mode of a later release (the
+/// server admits nothing else), read on the safe side, as `all`: the group goes only whole.
 fn disruption_mode(mode: Option<(bool, bool)>) -> Result<Disruption, FieldError> {
     match mode {
         None | Some((false, true)) => Ok(Disruption::Members),
-        Some((true, false)) => Ok(Disruption::Whole),
-        Some(_) => Err(FieldError::new("spec.disruptionMode", "exactly one of all and single must be set")),
+        Some((true, false) | (false, false)) => Ok(Disruption::Whole),
+        Some((true, true)) => {
+            Err(FieldError::new("spec.disruptionMode", "exactly one of all and single must be set"))
+        }
     }
 }
 
@@ -906,10 +909,11 @@ mod tests {
             );
             let g = with(version, kind, json!({"disruptionMode": {"single": {}}})).unwrap();
             assert_eq!(g.disruption, Disruption::Members, "{version} {kind}");
-            for bad in [json!({"disruptionMode": {}}), json!({"disruptionMode": {"all": {}, "single": {}}})] {
-                let e = with(version, kind, bad).unwrap_err();
-                assert_eq!(e[0].path, "spec.disruptionMode", "{version} {kind}");
-            }
+            let e = with(version, kind, json!({"disruptionMode": {"all": {}, "single": {}}})).unwrap_err();
+            assert_eq!(e[0].path, "spec.disruptionMode", "{version} {kind}");
+            // A mode of a later release: only whole, the safe side.
+            let g = with(version, kind, json!({"disruptionMode": {"partial": {}}})).unwrap();
+            assert_eq!(g.disruption, Disruption::Whole, "{version} {kind}");
             let e = with(version, kind, json!({"preemptionPolicy": "Sometimes"})).unwrap_err();
             assert_eq!(e[0].path, "spec.preemptionPolicy", "{version} {kind}");
         }
