@@ -486,8 +486,10 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
         }
         let pods: Vec<usize> = room.members[j].all.iter().copied().filter(|&p| evictable(p)).collect();
         if pods.iter().any(|&p| helps(p)) {
-            let helpful: Vec<usize> = pods.iter().copied().filter(|&p| helps(p)).collect();
-            surplus(room, j, helpful, &mut units);
+            if may_shrink(room, j) {
+                let helpful: Vec<usize> = pods.iter().copied().filter(|&p| helps(p)).collect();
+                surplus(room, j, helpful, &mut units);
+            }
             units.push(Victim {
                 violates: false,
                 surplus: false,
@@ -561,6 +563,15 @@ fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
     }
 }
 
+/// Whether gang `j` may have members beyond its minimum at all (before this cycle's evictions
+/// are counted): not disrupted only whole, and more members held than its minimum. Most gangs
+/// have none: this keeps [`surplus`]'s work from them.
+fn may_shrink(room: &Room<'_, '_>, j: usize) -> bool {
+    let gang = &room.snap.gangs[j];
+    gang.disruption != crate::read::model::Disruption::Whole
+        && tree::pods_in(&room.members[j].held) > gang.min_pods().unwrap_or(u64::from(gang.min_member))
+}
+
 /// Gang `j`'s members beyond its minimum as one victim unit, pushed onto `units`: of `helpful`
 /// (its members that can go and are on nodes the preemptor could use), newest first (not started
 /// yet, then the latest `status.startTime`, then the last by name), each one whose loss leaves
@@ -581,13 +592,34 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
     let members = &room.members[j];
     let min = gang.min_pods().unwrap_or(u64::from(gang.min_member));
     let leaf = |p: usize| tree::leaf_of(gang, snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()));
+    let newest_first = |helpful: &mut Vec<usize>| {
+        helpful.sort_by(|&a, &b| {
+            let (pa, pb) = (&snap.pods[a], &snap.pods[b]);
+            (pa.started.is_some(), std::cmp::Reverse(pa.started))
+                .cmp(&(pb.started.is_some(), std::cmp::Reverse(pb.started)))
+                .then_with(|| pb.key.cmp(&pa.key))
+        });
+    };
+    // What this cycle already evicted of it is gone.
+    let gone = |p: &usize| {
+        let pod = &snap.pods[*p];
+        room.evicted.contains(p) && pod.uses_node() && !pod.deleting
+    };
+    if gang.subgroups.is_empty() {
+        // One leaf: the members beyond the minimum in pods, newest first.
+        let held = u64::from(members.held.get("").copied().unwrap_or(0));
+        let total = held.saturating_sub(members.all.iter().filter(|p| gone(p)).count() as u64);
+        if total <= min {
+            return;
+        }
+        newest_first(&mut helpful);
+        helpful.truncate(usize::try_from(total - min).unwrap_or(usize::MAX).min(MAX_SURPLUS));
+        push_surplus(room, j, total, min, helpful, units);
+        return;
+    }
     let mut held = members.held.clone();
-    for &p in members.all.iter().filter(|p| room.evicted.contains(p)) {
-        let pod = &snap.pods[p];
-        if pod.uses_node()
-            && !pod.deleting
-            && let Some(n) = leaf(p).and_then(|l| held.get_mut(l))
-        {
+    for &p in members.all.iter().filter(|p| gone(p)) {
+        if let Some(n) = leaf(p).and_then(|l| held.get_mut(l)) {
             *n = n.saturating_sub(1);
         }
     }
@@ -607,14 +639,7 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
             (u64::from(s.pod_floor), leaves, pods)
         })
         .collect();
-    helpful.sort_by(|&a, &b| {
-        let (pa, pb) = (&snap.pods[a], &snap.pods[b]);
-        (pa.started.is_some(), std::cmp::Reverse(pa.started), std::cmp::Reverse(&pa.key)).cmp(&(
-            pb.started.is_some(),
-            std::cmp::Reverse(pb.started),
-            std::cmp::Reverse(&pb.key),
-        ))
-    });
+    newest_first(&mut helpful);
     let mut order: Vec<usize> = Vec::new();
     let mut left = total;
     for p in helpful {
@@ -634,6 +659,21 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
         }
         order.push(p);
     }
+    push_surplus(room, j, total, min, order, units);
+}
+
+/// Pushes gang `j`'s unit of members beyond its minimum — `order`, newest first, any first k of
+/// which may go — with the sizes it may be cut to: those that leave the gang (of `total` members
+/// held, minimum `min`) at a count its elastic step allows, or at its minimum.
+fn push_surplus<'a>(
+    room: &Room<'_, 'a>,
+    j: usize,
+    total: u64,
+    min: u64,
+    mut order: Vec<usize>,
+    units: &mut Vec<Victim<'a>>,
+) {
+    let gang = &room.snap.gangs[j];
     let allowed = |k: usize| {
         let left = total.saturating_sub(u64::try_from(k).unwrap_or(u64::MAX));
         gang.elastic_step.is_none_or(|s| s.allows(left) || left == min)
@@ -647,7 +687,7 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
         cuts,
         gang: Some(j),
         priority: room.priorities[j],
-        started: first_started(snap, &order),
+        started: first_started(room.snap, &order),
         pods: order,
         key: &gang.key,
     });
