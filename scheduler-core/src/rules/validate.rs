@@ -146,8 +146,11 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
                     );
                 }
             }
-            Ok(crate::read::dialect::GangObject::Workload(_)) => {}
+            Ok(crate::read::dialect::GangObject::Workload(_)) => {
+                v.warnings.extend(crate::read::dialect::object_warnings(new));
+            }
             Ok(crate::read::dialect::GangObject::UpstreamGroup(g)) => {
+                v.warnings.extend(crate::read::dialect::object_warnings(new));
                 if g.min == Some(0) {
                     let field = if g.kind == "PodGroup" { "minCount" } else { "minGroupCount" };
                     v.errors.push(FieldError::new(

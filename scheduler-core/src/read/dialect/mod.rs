@@ -366,6 +366,7 @@ pub fn object_warnings(obj: &Value) -> Vec<String> {
         (grove::GROUP, grove::KIND) => grove::warnings(obj),
         (volcano::GROUP, "PodGroup") => volcano::warnings(obj),
         (kai::GROUP, "PodGroup") => kai::warnings(obj),
+        (upstream::GROUP, "PodGroup" | "Workload") => upstream::warnings(obj),
         (koordinator::GROUP, "PodGroup") => koordinator::network_topology_warnings(
             obj.pointer("/metadata/annotations").and_then(Value::as_object),
         ),

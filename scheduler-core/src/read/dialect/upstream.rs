@@ -96,6 +96,27 @@ fn preemption_policy(policy: Option<&str>) -> Result<Option<PreemptionPolicy>, F
     }
 }
 
+/// Why a PodGroup's own ResourceClaims are not evaluated.
+const GROUP_CLAIMS: &str = "not evaluated: ResourceClaims shared by a PodGroup (DRAWorkloadResourceClaims, KEP-5729) are not allocated or reserved for the group here: a member whose spec.resourceClaims entry matches a resourceClaimName entry gets that claim reserved for itself, as a claim pods share (at most 256 of them), and one matching a resourceClaimTemplateName entry waits, since its claim is the group's";
+
+/// What an upstream PodGroup or Workload asks that kube-gang does not evaluate, naming the field:
+/// a PodGroup's `spec.resourceClaims`, a Workload's `spec.podGroupTemplates[i].resourceClaims`.
+/// For `validate`, `simulate` and the webhook.
+pub fn warnings(obj: &Value) -> Vec<String> {
+    let present = |v: Option<&Value>| v.and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+    let mut out = Vec::new();
+    if present(obj.pointer("/spec/resourceClaims")) {
+        out.push(format!("spec.resourceClaims: {GROUP_CLAIMS}"));
+    }
+    let templates = obj.pointer("/spec/podGroupTemplates").and_then(Value::as_array);
+    for (i, t) in templates.map_or(&[][..], Vec::as_slice).iter().enumerate() {
+        if present(t.get("resourceClaims")) {
+            out.push(format!("spec.podGroupTemplates[{i}].resourceClaims: {GROUP_CLAIMS}"));
+        }
+    }
+    out
+}
+
 impl Group {
     /// A PodGroup heading no tree, with the basic policy and no scheduling constraint: Kubernetes
     /// schedules its pods one by one, the group only labels them ("the grouping is used as
@@ -885,6 +906,29 @@ mod tests {
         let bad = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
             "metadata": {"name": "w"}, "spec": {"schedulingPolicy": {"gang": {"minCount": -1}}}});
         assert_eq!(read(&bad).unwrap_err()[0].path, "spec.schedulingPolicy.gang.minCount");
+    }
+
+    #[test]
+    fn a_podgroup_s_own_resource_claims_are_said_to_be_unevaluated() {
+        let pg = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "w", "namespace": "ml"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                     "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "nvl"}]}});
+        let w = crate::read::dialect::object_warnings(&pg);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("spec.resourceClaims: not evaluated"), "{w:?}");
+        let workload = json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ml"},
+            "spec": {"podGroupTemplates": [
+                {"name": "a", "schedulingPolicy": {"gang": {"minCount": 2}}},
+                {"name": "b", "schedulingPolicy": {"gang": {"minCount": 2}},
+                 "resourceClaims": [{"name": "gpus", "resourceClaimName": "shared"}]}]}});
+        let w = crate::read::dialect::object_warnings(&workload);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("spec.podGroupTemplates[1].resourceClaims: not evaluated"), "{w:?}");
+        let plain = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "w"}, "spec": {"resourceClaims": []}});
+        assert!(crate::read::dialect::object_warnings(&plain).is_empty());
     }
 
     #[test]
