@@ -105,24 +105,39 @@ fn cycle(c: &mut Criterion) {
 /// A full cluster of low-priority 4-pod gangs (one 8-GPU pod per node) and `urgent` pending
 /// high-priority gangs of 8 members that can only run by preempting — each within one rack when
 /// `rack` (so preemption searches the racks its victims are in). `elastic`: the low gangs have 8
-/// members and a minimum of 4, started a minute apart (preemption takes their newest extras).
-fn full_cluster(nodes: usize, urgent: usize, rack: bool, elastic: bool) -> Snapshot {
+/// members and a minimum of 4, started a minute apart (preemption takes their newest extras);
+/// with `tree`, in 4 subgroups of 2 (each needing 1) under a pod floor of 6.
+fn full_cluster(nodes: usize, urgent: usize, rack: bool, elastic: bool, tree: bool) -> Snapshot {
     let mut snap = cluster(nodes, 0, 8);
     snap.pods.retain(|p| p.node_name.is_none());
     let size = if elastic { 8 } else { 4 };
     for i in 0..nodes {
         let key = ObjectKey::new("ml", format!("low-{:05}", i / size));
         if i % size == 0 {
-            snap.gangs.push(Gang::new(
-                key.clone(),
-                4,
-                Source { dialect: Dialect::KubeGang, kind: "Gang".into() },
-            ));
+            let mut gang =
+                Gang::new(key.clone(), 4, Source { dialect: Dialect::KubeGang, kind: "Gang".into() });
+            if tree {
+                gang.pod_floor = 6;
+                gang.subgroups = (0..4)
+                    .map(|s| SubGroup {
+                        name: format!("s{s}"),
+                        parent: None,
+                        min_member: 1,
+                        pod_floor: 0,
+                        topology_key: None,
+                        topology_preferred: None,
+                    })
+                    .collect();
+            }
+            snap.gangs.push(gang);
         }
         let mut p = pod(&format!("low-{i:05}"), Some(&key), 8, 32_000, Some(format!("node-{i:05}")));
         p.priority = 10;
         if elastic {
             p.started = Some(Time::from_secs(60 * (i % size) as i64));
+        }
+        if let (true, Some(m)) = (tree, p.gang.as_mut()) {
+            m.subgroup = Some(format!("s{}", (i % size) / 2));
         }
         snap.pods.push(p);
     }
@@ -147,15 +162,21 @@ fn preemption(c: &mut Criterion) {
     let now = Time::from_secs(1_000);
     let mut group = c.benchmark_group("preemption");
     group.sample_size(10);
-    for (nodes, urgent, rack, elastic) in [
-        (1_000, 10, false, false),
-        (15_000, 50, false, false),
-        (15_000, 50, true, false),
-        (15_000, 50, false, true),
-        (15_000, 50, true, true),
+    for (nodes, urgent, rack, elastic, tree) in [
+        (1_000, 10, false, false, false),
+        (15_000, 50, false, false, false),
+        (15_000, 50, true, false, false),
+        (15_000, 50, false, true, false),
+        (15_000, 50, true, true, false),
+        (15_000, 50, false, true, true),
     ] {
-        let snap = carried(full_cluster(nodes, urgent, rack, elastic));
-        let tag = format!("{}{}", if rack { "-rack" } else { "" }, if elastic { "-elastic" } else { "" });
+        let snap = carried(full_cluster(nodes, urgent, rack, elastic, tree));
+        let tag = format!(
+            "{}{}{}",
+            if rack { "-rack" } else { "" },
+            if elastic { "-elastic" } else { "" },
+            if tree { "-tree" } else { "" }
+        );
         let id = BenchmarkId::from_parameter(format!("{nodes}n-{urgent}urgent{tag}"));
         group.bench_with_input(id, &snap, |b, snap| b.iter(|| schedule(black_box(snap), &config, now)));
     }

@@ -479,3 +479,54 @@ fn an_upstream_podgroup_that_never_preempts_does_not_whatever_its_pods_say() {
     assert_eq!(reason, Reason::Preempting, "{message}");
     assert_eq!(victims.len(), 2, "{message}");
 }
+
+#[test]
+fn the_domain_of_the_first_choice_is_searched_again_for_members_beyond_a_minimum() {
+    // Gang `elastic` (minimum 1) on a0, a1, b0, the newest on b0; b1 is held at a higher
+    // priority. Across racks its newest members (b0, a1) fit no one rack, so the global search
+    // takes the whole gang, in rack ra; within ra, its two members there are enough, and the gang
+    // keeps running on b0.
+    let mut objects = racks();
+    for (pod, node, started) in [
+        ("e-a0", "a0", "2026-01-01T10:00:00Z"),
+        ("e-a1", "a1", "2026-01-01T10:01:00Z"),
+        ("e-b0", "b0", "2026-01-01T10:02:00Z"),
+    ] {
+        objects.push(member("elastic", pod, node, 1, started, json!({})));
+    }
+    objects.push(running("keep-b1", "b1", "8", 2000));
+    objects.extend(gang());
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["e-a0", "e-a1"], "{message}");
+}
+
+#[test]
+fn an_elastic_step_may_leave_the_gang_at_its_minimum_though_the_step_does_not_allow_it() {
+    // Six 4-CPU members, minimum 3, growing in powers of two, two per node on a0, a1, b0; b1 free.
+    // Five 4-CPU pods need three more slots: three members go (6 → 3, the minimum, though 3 is no
+    // power of two), not the whole gang.
+    let mut objects = racks();
+    for (i, node) in ["a0", "a0", "a1", "a1", "b0", "b0"].iter().enumerate() {
+        let mut m = member(
+            "elastic",
+            &format!("e-{i}"),
+            node,
+            3,
+            &format!("2026-01-01T10:0{i}:00Z"),
+            json!({"kube-gang.io/elastic-step": "PowerOfTwo"}),
+        );
+        m["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("4");
+        objects.push(m);
+    }
+    for i in 0..5 {
+        let mut w = spanning().remove(0);
+        w["metadata"]["name"] = json!(format!("w{i}"));
+        w["metadata"]["annotations"]["kube-gang.io/min-member"] = json!("5");
+        w["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("4");
+        objects.push(w);
+    }
+    let (reason, message, victims) = preempted(objects);
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["e-3", "e-4", "e-5"], "{message}");
+}

@@ -11,18 +11,19 @@
 //! then the most recently started, then by key (upstream's workload-aware preemption ranks units
 //! of one priority the same way: pods before groups, smaller groups before larger, later started
 //! before earlier). The shortest prefix of that order with which the preemptor fits
-//! completely is found by galloping and binary search; then every unit the preemptor can do
-//! without is dropped again (the last taken first), so the fewest and lowest are evicted. If the
-//! preemptor cannot fit even with every candidate gone, nothing is evicted. A chosen unit of
-//! members beyond a minimum is then cut to the fewest of its newest members with which the
-//! preemptor still fits (binary search over the sizes it may be cut to). A gang's whole unit
-//! holds its surplus unit's pods too, so the pods a set of units evicts are their union: whatever
-//! set is chosen, a gang keeps its minimum or loses every bound member.
+//! completely is found by galloping and binary search; a chosen unit of members beyond a minimum
+//! is cut to the fewest of its newest members with which the preemptor still fits (binary search
+//! over the sizes it may be cut to); then every unit the preemptor can do without is dropped again
+//! (the last taken first), so the fewest and lowest are evicted. If the preemptor cannot fit even
+//! with every candidate gone, nothing is evicted. A gang's whole unit holds its surplus unit's
+//! pods too, so the pods a set of units evicts are their union: whatever set is chosen, a gang
+//! keeps its minimum or loses every bound member.
 //!
 //! A gang held to one domain of a required topology key (and none of whose members is on a node
 //! yet) is searched again within each domain whose pods could make room (of the first
 //! [`MAX_DOMAINS`] domains its candidates' victims are in, cheapest first; the global choice's own
-//! domain is not searched twice): the one global order would otherwise take its victims from
+//! domain is not searched twice unless members beyond a minimum are about, which each domain
+//! finds again among its own pods): the one global order would otherwise take its victims from
 //! whichever domain comes first, though another needs fewer or lower ones. A domain's units are
 //! judged against the budgets among themselves. Of the sets found, the one kube-scheduler's
 //! `pickOneNodeForPreemption` would pick wins, a domain standing for its node: fewest budget
@@ -35,7 +36,7 @@
 //! one of its `disruptionsAllowed`, unless the budget lists the pod as already disrupted; a pod
 //! with none left violates it. Pods already evicted this cycle have taken theirs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use super::Places;
@@ -55,6 +56,11 @@ const MAX_DOMAINS: usize = 8;
 
 /// How many of a gang's members beyond its minimum one preemption considers, newest first.
 const MAX_SURPLUS: usize = 4096;
+
+/// How much work one preemption spends finding members beyond minimums, over every gang it looks
+/// at (a member looked at is one, a subgroup tree's walk its size squared per floor): past it,
+/// gangs offer only their whole unit.
+const SURPLUS_WORK: usize = 1 << 16;
 
 /// What a preemption found.
 pub(super) enum Found {
@@ -116,7 +122,7 @@ struct Victim<'a> {
     /// The gang whose members these are (`None`: a pod outside any gang).
     gang: Option<usize>,
     priority: i32,
-    /// When the unit started: its first pod's `status.startTime` (`None`: none has started).
+    /// When the unit started: its pods' earliest `status.startTime` (`None`: none has started).
     started: Option<crate::read::model::Time>,
     pods: Vec<usize>,
     key: &'a ObjectKey,
@@ -187,7 +193,8 @@ pub(super) fn try_preempt(
             useful[n] = true;
         }
     }
-    let units = candidates(room, g, &useful);
+    let work = std::cell::Cell::new(SURPLUS_WORK);
+    let units = candidates(room, g, &useful, &work);
     if units.is_empty() {
         return Found::Nothing;
     }
@@ -210,9 +217,12 @@ pub(super) fn try_preempt(
     // Held to one domain: the global order's choice lies in whichever domain its first victims
     // are in; each other domain that could make room is searched on its own.
     if let Some(topo) = domains {
+        // The global choice's own domain holds nothing new, unless members beyond a minimum
+        // are found again within it (the global order's may lie in several domains).
         let own = best.2.bindings.first().map(|&(_, n)| topo.node_domain[n]);
+        let again = units.iter().any(|u| u.surplus);
         for d in domains_in_order(topo, &units, room, &useful) {
-            if Some(d) == own {
+            if Some(d) == own && !again {
                 continue;
             }
             // The domain's units, judged against the budgets among themselves (a unit that
@@ -230,7 +240,7 @@ pub(super) fn try_preempt(
                     .filter(|&p| evictable(room, p) && within_d(p))
                     .collect();
                 if !mine.is_empty() {
-                    surplus(room, j, mine, &mut here);
+                    surplus(room, j, mine, &mut here, &work);
                 }
             }
             in_order(room, &mut here);
@@ -256,8 +266,8 @@ pub(super) fn try_preempt(
     let victims = union(&chosen);
     let mut allowance = Allowance::new(snap, room.evicted.iter().copied());
     let violating = victims.iter().filter_map(|&p| Some((p, allowance.take(&snap.pods[p])?))).collect();
-    // A gang none of whose whole units is chosen loses only members beyond its minimum: as many
-    // as its biggest chosen surplus unit holds (they nest).
+    // A gang whose whole unit is not chosen loses only members beyond its minimum: those its
+    // surplus unit holds, cut.
     let mut shrunk: Vec<(usize, usize)> = chosen
         .iter()
         .filter(|u| u.surplus && !chosen.iter().any(|w| !w.surplus && w.gang == u.gang))
@@ -294,14 +304,20 @@ fn cheapest<'a>(units: &[&Victim<'a>], fits: impl Fn(&[&Victim<'a>]) -> bool) ->
     }
     // Members beyond a minimum cut first, so a unit they then make needless is dropped.
     let mut chosen = cut(units[..lo].to_vec(), &fits);
+    let mut whole_dropped = false;
     let mut i = chosen.len();
     while i > 0 {
         i -= 1;
         let without: Vec<&Victim<'_>> =
             chosen.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, u)| u).collect();
         if fits(&without) {
+            whole_dropped |= !chosen[i].surplus && chosen[i].gang.is_some();
             chosen.remove(i);
         }
+    }
+    // A gang's surplus unit was not cut while its whole unit was chosen: cut it now.
+    if whole_dropped {
+        chosen = cut(chosen.iter().collect(), &fits);
     }
     Some(chosen)
 }
@@ -470,10 +486,16 @@ fn evictable(room: &Room<'_, '_>, p: usize) -> bool {
 }
 
 /// The victim choice: every unit strictly below gang `g`'s priority with a pod on a `useful`
-/// node, in the order they are taken ([`in_order`]), at most [`MAX_CANDIDATES`] of them. Whether a unit
-/// violates is judged in (priority, size, key) order with what the units before it left of the
-/// budgets, so every prefix of the non-violating units violates nothing together.
-fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<'a>> {
+/// node, in the order they are taken ([`in_order`]), at most [`MAX_CANDIDATES`] of them. Whether a
+/// unit violates is judged in that order with what the units before it left of the budgets, so
+/// every prefix of the non-violating units violates nothing together. Finding members beyond a
+/// minimum draws on `work` ([`surplus`]).
+fn candidates<'a>(
+    room: &Room<'_, 'a>,
+    g: usize,
+    useful: &[bool],
+    work: &std::cell::Cell<usize>,
+) -> Vec<Victim<'a>> {
     let snap = room.snap;
     let priority = room.priorities[g];
     let evictable = |p: usize| evictable(room, p);
@@ -488,7 +510,7 @@ fn candidates<'a>(room: &Room<'_, 'a>, g: usize, useful: &[bool]) -> Vec<Victim<
         if pods.iter().any(|&p| helps(p)) {
             if may_shrink(room, j) {
                 let helpful: Vec<usize> = pods.iter().copied().filter(|&p| helps(p)).collect();
-                surplus(room, j, helpful, &mut units);
+                surplus(room, j, helpful, &mut units, work);
             }
             units.push(Victim {
                 violates: false,
@@ -581,14 +603,29 @@ fn may_shrink(room: &Room<'_, '_>, j: usize) -> bool {
 /// gang could do without still goes only with the whole gang), and any first k of them may go as
 /// well (the unit's `cuts`); with `kube-gang.io/elastic-step`, only counts that leave the gang at
 /// a size its step allows (or at its minimum). A gang not satisfied now, or disrupted only whole
-/// ([`crate::read::model::Disruption::Whole`]), has none: only its whole unit can go. Costs the
-/// sort of `helpful` and, per member, a look at its leaf and the floors above it.
-fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &mut Vec<Victim<'a>>) {
+/// ([`crate::read::model::Disruption::Whole`]), has none: only its whole unit can go; nor has
+/// one whose cost (the members looked at, and a subgroup tree's size squared per pod floor) the
+/// preemption's `work` left cannot pay ([`SURPLUS_WORK`]).
+fn surplus<'a>(
+    room: &Room<'_, 'a>,
+    j: usize,
+    mut helpful: Vec<usize>,
+    units: &mut Vec<Victim<'a>>,
+    work: &std::cell::Cell<usize>,
+) {
     let snap = room.snap;
     let gang = &snap.gangs[j];
     if gang.disruption == crate::read::model::Disruption::Whole {
         return;
     }
+    // What it costs, drawn from the preemption's work before it is done.
+    let size = gang.subgroups.len();
+    let floored = gang.subgroups.iter().filter(|s| s.pod_floor > 0).count();
+    let cost = helpful.len().saturating_add(size.saturating_mul(size).saturating_mul(1 + floored));
+    if cost > work.get() {
+        return;
+    }
+    work.set(work.get() - cost);
     let members = &room.members[j];
     let min = gang.min_pods().unwrap_or(u64::from(gang.min_member));
     let leaf = |p: usize| tree::leaf_of(gang, snap.pods[p].gang.as_ref().and_then(|m| m.subgroup.as_deref()));
@@ -628,17 +665,18 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
         return;
     }
     let leaf_min = tree::leaf_minimums(gang);
-    // Subgroups with a pod floor: (floor, the leaves under it, their pods).
-    let mut floors: Vec<(u64, BTreeSet<String>, u64)> = gang
-        .subgroups
-        .iter()
-        .filter(|s| s.pod_floor > 0)
-        .map(|s| {
-            let leaves: BTreeSet<String> = tree::leaves_under(gang, &s.name).into_iter().collect();
-            let pods = leaves.iter().map(|l| u64::from(held.get(l).copied().unwrap_or(0))).sum();
-            (u64::from(s.pod_floor), leaves, pods)
-        })
-        .collect();
+    // Subgroups with a pod floor: (floor, the pods of the leaves under it); and for each leaf,
+    // the floors above it.
+    let mut floors: Vec<(u64, u64)> = Vec::new();
+    let mut above: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for s in gang.subgroups.iter().filter(|s| s.pod_floor > 0) {
+        let leaves = tree::leaves_under(gang, &s.name);
+        let pods = leaves.iter().map(|l| u64::from(held.get(l).copied().unwrap_or(0))).sum();
+        for l in leaves {
+            above.entry(l).or_default().push(floors.len());
+        }
+        floors.push((u64::from(s.pod_floor), pods));
+    }
     newest_first(&mut helpful);
     let mut order: Vec<usize> = Vec::new();
     let mut left = total;
@@ -649,13 +687,14 @@ fn surplus<'a>(room: &Room<'_, 'a>, j: usize, mut helpful: Vec<usize>, units: &m
         let Some(l) = leaf(p) else { continue };
         let need = leaf_min.get(l).copied().unwrap_or(u32::MAX);
         let Some(n) = held.get_mut(l).filter(|n| **n > need) else { continue };
-        if floors.iter().any(|(floor, leaves, pods)| pods <= floor && leaves.contains(l)) {
+        let mine = above.get(l).map_or(&[][..], Vec::as_slice);
+        if mine.iter().any(|&f| floors[f].1 <= floors[f].0) {
             continue;
         }
         *n -= 1;
         left -= 1;
-        for (_, _, pods) in floors.iter_mut().filter(|(_, leaves, _)| leaves.contains(l)) {
-            *pods -= 1;
+        for &f in mine {
+            floors[f].1 -= 1;
         }
         order.push(p);
     }
