@@ -530,3 +530,38 @@ fn an_elastic_step_may_leave_the_gang_at_its_minimum_though_the_step_does_not_al
     assert_eq!(reason, Reason::Preempting, "{message}");
     assert_eq!(victims, ["e-3", "e-4", "e-5"], "{message}");
 }
+
+#[test]
+fn a_violating_victim_still_takes_from_every_budget_it_is_under_as_in_kube_scheduler() {
+    // x (on a0) is under budgets `team` (none allowed) and `tier` (one allowed); z (on a1) under
+    // `tier` only; b0 and b1 are held at a higher priority. Both must go: x violates `team` and
+    // still takes `tier`'s one disruption, so z violates `tier` too (kube-scheduler decrements
+    // every budget that matches a victim, violated or not).
+    let mut objects = racks();
+    objects.push(labelled("x", "a0", 0, json!({"team": "t", "tier": "u"})));
+    objects.push(labelled("z", "a1", 0, json!({"tier": "u"})));
+    objects.push(running("keep-b0", "b0", "8", 2000));
+    objects.push(running("keep-b1", "b1", "8", 2000));
+    for (name, key, allowed) in [("team", "team", 0), ("tier", "tier", 1)] {
+        objects.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": "other"},
+            "spec": {"maxUnavailable": allowed, "selector": {"matchLabels": {key: if key == "team" { "t" } else { "u" }}}},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 2}}));
+    }
+    objects.extend(spanning());
+    let mut c = Cluster::new();
+    for o in objects {
+        c.push(o).unwrap();
+    }
+    let plan = scheduler_core::schedule(&c.snapshot().snapshot, &Config::default(), Time::from_secs(1));
+    let mut named: Vec<(String, Option<String>)> = plan
+        .evictions
+        .iter()
+        .map(|e| (e.pod.name.to_string(), e.budget.as_ref().map(|b| b.name.to_string())))
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        [("x".to_string(), Some("team".to_string())), ("z".to_string(), Some("tier".to_string()))]
+    );
+}

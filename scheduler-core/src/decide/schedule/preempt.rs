@@ -440,20 +440,22 @@ impl<'s> Allowance<'s> {
             .map(|(i, _)| i)
     }
 
-    /// Takes `pod`'s disruption from every budget that counts it, up to the first with none left,
-    /// which it violates (kube-scheduler's rule, one pod at a time).
+    /// Takes `pod`'s disruption from every budget that counts it; the first of them left below
+    /// zero is the one it violates (kube-scheduler's `filterPodsWithPDBViolation`, one pod at a
+    /// time: every matching budget is decremented, violated or not).
     pub fn take(&mut self, pod: &Pod) -> Option<usize> {
         if self.budgets.is_empty() {
             return None;
         }
         let counting: Vec<usize> = self.counting(pod).collect();
+        let mut violated = None;
         for b in counting {
-            if self.left[b] <= 0 {
-                return Some(b);
-            }
             self.left[b] -= 1;
+            if self.left[b] < 0 {
+                violated.get_or_insert(b);
+            }
         }
-        None
+        violated
     }
 
     /// Whether all of `pods` can go without violating any budget; if so, takes their
