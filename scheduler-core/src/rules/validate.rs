@@ -495,6 +495,7 @@ fn validate_workload(
         v.warnings.extend(crate::read::dialect::volcano::job_warnings(obj));
     }
     v.warnings.extend(crate::read::dialect::kai::workload_warnings(obj));
+    v.warnings.extend(crate::read::workload::kubeflow_warnings(obj));
     v.warnings.extend(kai_levels_overridden(obj, &shape));
     job_scheduling(obj, v);
     let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();

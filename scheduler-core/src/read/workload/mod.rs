@@ -204,6 +204,65 @@ fn int_at(obj: &Value, ptr: &str, default: i64, errors: &mut Vec<FieldError>) ->
     }
 }
 
+/// What a Kubeflow job asks of its gang's minimum, as its operator makes the gang:
+/// `spec.runPolicy.schedulingPolicy.minAvailable` (training-operator's and mpi-operator's
+/// PodGroup `minMember`, else all replicas), else, on a PyTorchJob, `spec.elasticPolicy.minReplicas`
+/// (the nodes an elastic job starts with, which KAI's pod grouper makes its minimum). `None` when
+/// neither is set; an error at the field when it is below 1 or above the `total` pods the job runs
+/// (a gang that could never be satisfied).
+fn kubeflow_min_available(obj: &Value, kind: &str, total: u32, errors: &mut Vec<FieldError>) -> Option<u32> {
+    let asked = [
+        Some("/spec/runPolicy/schedulingPolicy/minAvailable"),
+        (kind == "PyTorchJob").then_some("/spec/elasticPolicy/minReplicas"),
+    ];
+    let (ptr, v) =
+        asked.into_iter().flatten().find_map(|p| Some((p, obj.at(p).filter(|v| !v.is_null())?)))?;
+    match v.as_i64() {
+        Some(n) if n < 1 => {
+            errors.push(FieldError::new(path_of(ptr), format!("{n}: must be at least 1")));
+            None
+        }
+        Some(n) if n > i64::from(total) => {
+            errors.push(FieldError::new(
+                path_of(ptr),
+                format!("{n} exceeds the {total} pods the {kind} runs: the gang can never be satisfied"),
+            ));
+            None
+        }
+        Some(n) => u32::try_from(n).ok(),
+        None => {
+            errors.push(FieldError::new(path_of(ptr), format!("must be an integer, got {v}")));
+            None
+        }
+    }
+}
+
+/// What a Kubeflow job's `spec.runPolicy.schedulingPolicy` asks beyond `minAvailable` that
+/// kube-gang does not evaluate, naming each field (the operators copy them into the PodGroup they
+/// make for Volcano or the coscheduling plugin). For `validate`, `simulate` and the webhook.
+pub fn kubeflow_warnings(obj: &Value) -> Vec<String> {
+    let is_kubeflow = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| crate::read::object::group_of(v) == "kubeflow.org");
+    let Some(policy) = obj.at("/spec/runPolicy/schedulingPolicy").filter(|_| is_kubeflow) else {
+        return Vec::new();
+    };
+    let said = [
+        ("priorityClass", "the gang's priority is its pods' (their priorityClassName)"),
+        ("queue", "kube-gang has no queues (Kueue's kueue.x-k8s.io/queue-name label admits a job)"),
+        ("minResources", "the gang waits for room for its members' own requests"),
+        (
+            "scheduleTimeoutSeconds",
+            "set the kube-gang.io/timeout annotation on the pod templates for a gang timeout",
+        ),
+    ];
+    said.iter()
+        .filter(|(field, _)| policy.get(field).is_some_and(|v| !v.is_null()))
+        .map(|(field, why)| format!("spec.runPolicy.schedulingPolicy.{field}: not evaluated: {why}"))
+        .collect()
+}
+
 /// `/spec/replicatedJobs/0/replicas` → `spec.replicatedJobs[0].replicas`.
 pub fn path_of(ptr: &str) -> String {
     let mut out = String::new();
@@ -483,6 +542,11 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 &mut errors,
             );
         }
+    }
+    if group == "kubeflow.org"
+        && let Some(n) = kubeflow_min_available(obj, kind, min_member, &mut errors)
+    {
+        min_member = n;
     }
     // The workload may ask for less than all of its pods (an elastic gang): its own
     // `kube-gang.io/min-member` annotation wins over the derived minimum; on a Job or a JobSet,
@@ -1074,6 +1138,49 @@ mod tests {
                 "Master": {"replicas": 1, "template": {"spec": {"containers": [{"name": "m"}]}}},
                 "Worker": {"replicas": 3, "template": {"metadata": {"annotations": {"kube-gang.io/min-member": "2"}},
                     "spec": {"schedulerName": "volcano", "containers": [{"name": "w"}]}}}}}})
+    }
+
+    #[test]
+    fn a_kubeflow_job_s_own_minimum_is_read_as_its_operator_reads_it() {
+        let min = |spec: Value, annotations: Value| {
+            let mut obj = pytorch();
+            obj["metadata"]["annotations"] = annotations;
+            obj["spec"].as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+            inspect(&obj).unwrap().map(|s| s.min_member).map_err(|e| e[0].to_string())
+        };
+        assert_eq!(min(json!({}), json!({})), Ok(4));
+        assert_eq!(min(json!({"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}}), json!({})), Ok(2));
+        // The gang field wins over the elastic policy, and our own annotation over both.
+        let both = json!({"runPolicy": {"schedulingPolicy": {"minAvailable": 3}}, "elasticPolicy": {"minReplicas": 2}});
+        assert_eq!(min(both.clone(), json!({})), Ok(3));
+        assert_eq!(min(both, json!({"kube-gang.io/min-member": "1"})), Ok(1));
+        for (bad, why) in [
+            (
+                json!({"runPolicy": {"schedulingPolicy": {"minAvailable": 0}}}),
+                "spec.runPolicy.schedulingPolicy.minAvailable: 0: must be at least 1",
+            ),
+            (
+                json!({"runPolicy": {"schedulingPolicy": {"minAvailable": "2"}}}),
+                "spec.runPolicy.schedulingPolicy.minAvailable: must be an integer",
+            ),
+            (
+                json!({"elasticPolicy": {"minReplicas": 9}}),
+                "spec.elasticPolicy.minReplicas: 9 exceeds the 4 pods",
+            ),
+            (
+                json!({"runPolicy": {"schedulingPolicy": {"minAvailable": 9_000_000_000u64}}}),
+                "exceeds the 4 pods",
+            ),
+        ] {
+            let e = min(bad.clone(), json!({})).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        // Only a PyTorchJob has an elastic policy.
+        let mut tf = pytorch();
+        tf["kind"] = json!("TFJob");
+        tf["spec"] = json!({"elasticPolicy": {"minReplicas": 1},
+            "tfReplicaSpecs": {"Worker": {"replicas": 3, "template": {"spec": {"containers": [{"name": "w"}]}}}}});
+        assert_eq!(inspect(&tf).unwrap().unwrap().min_member, 3);
     }
 
     #[test]
