@@ -92,7 +92,7 @@ pub fn run(opts: &Options) -> anyhow::Result<String> {
     out.push_str(&nodes_table(&base, opts.color));
 
     let steps = [
-        (0, "A PyTorchJob that fits: 4 members x 8 GPUs, placed whole"),
+        (0, "An elastic PyTorchJob that fits: 4 workers x 8 GPUs (it can run with 2), placed whole"),
         (1, "A Job too big for the cluster: 8 members x 8 GPUs. Nothing is bound, and here is why"),
         (2, "A hierarchical gang: 2 prefill (4 GPUs) + 4 decode (2 GPUs) members that start together"),
         (3, "A topology-constrained gang: 3 members x 8 GPUs within one rack"),
