@@ -565,3 +565,49 @@ fn a_violating_victim_still_takes_from_every_budget_it_is_under_as_in_kube_sched
         [("x".to_string(), Some("team".to_string())), ("z".to_string(), Some("tier".to_string()))]
     );
 }
+
+/// A running KAI PodGroup `other/kai` of two 8-CPU members on a0 and a1, with `spec`, and a
+/// PriorityClass `kai-class` of `value`.
+fn kai_gang(spec: Value, value: i32) -> Vec<Value> {
+    let mut s = json!({"minMember": 2, "priorityClassName": "kai-class"});
+    s.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+    let mut objects = vec![
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "kai-class"}, "value": value}),
+        json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "kai", "namespace": "other", "uid": "uid-kai"}, "spec": s}),
+    ];
+    for (pod, node) in [("k-a0", "a0"), ("k-a1", "a1")] {
+        objects.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "other", "annotations": {"pod-group-name": "kai"}},
+            "spec": {"schedulerName": "gang-scheduler", "nodeName": node, "priority": value,
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
+            "status": {"phase": "Running"}}));
+    }
+    objects
+}
+
+#[test]
+fn a_kai_podgroup_that_runs_to_completion_is_no_one_s_victim() {
+    // The preemptor (priority class `high`, 1000) needs two nodes; b0 and b1 are held at 2000.
+    // The KAI gang on a0, a1 goes only when KAI would let it: preemptible, or stating nothing at
+    // a priority below 100.
+    for (spec, value, goes) in [
+        (json!({}), 50, true),
+        (json!({}), 100, false),
+        (json!({"preemptibility": "preemptible"}), 500, true),
+        (json!({"preemptibility": "non-preemptible"}), 10, false),
+    ] {
+        let mut objects = racks();
+        objects.push(running("keep-b0", "b0", "8", 2000));
+        objects.push(running("keep-b1", "b1", "8", 2000));
+        objects.extend(kai_gang(spec.clone(), value));
+        objects.extend(spanning());
+        let (reason, message, victims) = preempted(objects);
+        if goes {
+            assert_eq!(reason, Reason::Preempting, "{spec} {value}: {message}");
+            assert_eq!(victims, ["k-a0", "k-a1"], "{spec} {value}: {message}");
+        } else {
+            assert!(victims.is_empty(), "{spec} {value}: {message}: {victims:?}");
+        }
+    }
+}

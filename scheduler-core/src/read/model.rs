@@ -274,9 +274,24 @@ pub enum Disruption {
     /// Every member together (an upstream PodGroup's or CompositePodGroup's `disruptionMode:
     /// All`, 1.36's `PodGroup`).
     Whole,
+    /// Never: it runs to completion once placed (a KAI PodGroup's `preemptibility:
+    /// non-preemptible`).
+    Never,
+    /// As `Members` while the gang's priority is below this, else `Never` (a KAI PodGroup with no
+    /// `preemptibility`: KAI calls priorities of 100 and above non-preemptible).
+    Below(i32),
 }
 
 impl Disruption {
+    /// How preemption may take the gang's members at its `priority`.
+    pub fn at(self, priority: i32) -> Disruption {
+        match self {
+            Disruption::Below(p) if priority >= p => Disruption::Never,
+            Disruption::Below(_) => Disruption::Members,
+            d => d,
+        }
+    }
+
     /// The default.
     pub fn is_members(&self) -> bool {
         *self == Disruption::Members

@@ -1,5 +1,8 @@
 //! Gang-aware preemption: a gang that cannot fit may displace strictly lower-priority work.
 //!
+//! A gang that runs to completion once placed (a KAI PodGroup that is non-preemptible, or states
+//! no preemptibility at priority 100 or above, as KAI reads it) is never a victim.
+//!
 //! Victims are units that leave no gang below its minimum: a gang's bound members together, one
 //! pod outside any gang, or — for a running gang with members beyond its minimum (an elastic
 //! gang), unless it is disrupted only whole — its newest such members (see [`surplus`]). Units
@@ -44,7 +47,7 @@ use super::cache::Topology;
 use super::ledger::Txn;
 use super::members::Members;
 use super::place::{Feasible, Placement};
-use crate::read::model::{Budget, ObjectKey, Pod, PreemptionPolicy, Snapshot};
+use crate::read::model::{Budget, Disruption, ObjectKey, Pod, PreemptionPolicy, Snapshot};
 use crate::read::tree;
 
 /// How many victim units one preemptor may consider; bounds a cycle's cost on huge clusters.
@@ -505,7 +508,8 @@ fn candidates<'a>(
     let mut units: Vec<Victim<'a>> = Vec::new();
     let (gangs, singles) = room.below(priority);
     for &j in gangs {
-        if j == g {
+        // A gang that runs to completion once placed is no one's victim.
+        if j == g || snap.gangs[j].disruption.at(room.priorities[j]) == Disruption::Never {
             continue;
         }
         let pods: Vec<usize> = room.members[j].all.iter().copied().filter(|&p| evictable(p)).collect();
@@ -592,7 +596,7 @@ fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
 /// have none: this keeps [`surplus`]'s work from them.
 fn may_shrink(room: &Room<'_, '_>, j: usize) -> bool {
     let gang = &room.snap.gangs[j];
-    gang.disruption != crate::read::model::Disruption::Whole
+    gang.disruption.at(room.priorities[j]) == Disruption::Members
         && tree::pods_in(&room.members[j].held) > gang.min_pods().unwrap_or(u64::from(gang.min_member))
 }
 
@@ -605,7 +609,7 @@ fn may_shrink(room: &Room<'_, '_>, j: usize) -> bool {
 /// gang could do without still goes only with the whole gang), and any first k of them may go as
 /// well (the unit's `cuts`); with `kube-gang.io/elastic-step`, only counts that leave the gang at
 /// a size its step allows (or at its minimum). A gang not satisfied now, or disrupted only whole
-/// ([`crate::read::model::Disruption::Whole`]), has none: only its whole unit can go; nor has
+/// ([`Disruption::Whole`]), has none: only its whole unit can go; nor has
 /// one whose cost (the members looked at, and a subgroup tree's size squared per pod floor) the
 /// preemption's `work` left cannot pay ([`SURPLUS_WORK`]).
 fn surplus<'a>(
@@ -617,7 +621,7 @@ fn surplus<'a>(
 ) {
     let snap = room.snap;
     let gang = &snap.gangs[j];
-    if gang.disruption == crate::read::model::Disruption::Whole {
+    if gang.disruption.at(room.priorities[j]) != Disruption::Members {
         return;
     }
     // What it costs, drawn from the preemption's work before it is done.

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::{Claim, Meta, annotation_path, count_field, label_path, typed};
 use crate::read::error::FieldError;
-use crate::read::model::{Dialect, Gang, GangKey, Source, SubGroup};
+use crate::read::model::{Dialect, Disruption, Gang, GangKey, Source, SubGroup};
 
 /// The API group.
 pub const GROUP: &str = "scheduling.run.ai";
@@ -45,7 +45,14 @@ struct Spec {
     #[serde(default)]
     sub_groups: Vec<KaiSubGroup>,
     topology_constraint: Option<Topology>,
+    priority_class_name: Option<String>,
+    preemptibility: Option<String>,
+    staleness_grace_period: Option<String>,
 }
+
+/// The priority from which KAI calls a PodGroup that states no `preemptibility` non-preemptible
+/// (its `build` class; `train` is 50, `inference` 125).
+pub const NON_PREEMPTIBLE_FROM: i32 = 100;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -105,6 +112,29 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut gang = Gang::new(meta.key(), min, Source { dialect: Dialect::Kai, kind: "PodGroup".into() });
     gang.created = meta.created();
     gang.uid = meta.uid();
+    gang.priority_class_name = pg.spec.priority_class_name.clone().filter(|c| !c.is_empty());
+    gang.disruption = match pg.spec.preemptibility.as_deref().unwrap_or("") {
+        "" => Disruption::Below(NON_PREEMPTIBLE_FROM),
+        "preemptible" => Disruption::Members,
+        "non-preemptible" => Disruption::Never,
+        other => {
+            errors.push(FieldError::new(
+                "spec.preemptibility",
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"preemptible\", \"non-preemptible\""
+                ),
+            ));
+            Disruption::Never
+        }
+    };
+    // How long it may stay short of its minimum before what it holds is released; a negative one
+    // (KAI: never released) cannot hold here (a gang is never left half-bound): warned about.
+    if let Some(g) = pg.spec.staleness_grace_period.as_deref().filter(|g| !g.starts_with('-')) {
+        match crate::read::duration::parse(g) {
+            Ok(d) => gang.stale_grace = Some(d),
+            Err(e) => errors.push(FieldError::new("spec.stalenessGracePeriod", e)),
+        }
+    }
     if let Some(t) = &pg.spec.topology_constraint {
         (gang.topology_key, gang.topology_preferred) = t.levels();
     }
@@ -163,6 +193,23 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
 /// (one Topology orders a gang's levels here).
 pub fn warnings(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
+    let spec = |f: &str| obj.pointer("/spec").and_then(|s| s.get(f)).filter(|v| !v.is_null());
+    for (field, why) in [
+        ("queue", "kube-gang has no queues: the gang is admitted by room alone"),
+        ("markUnschedulable", "the gang's pods always get Unschedulable events"),
+        ("schedulingBackoff", "the gang is tried every cycle (its timeout and backoff are kube-gang's)"),
+        ("preemptionDelay", "the gang preempts as soon as it cannot fit"),
+    ] {
+        if spec(field).is_some() {
+            out.push(format!("spec.{field}: not evaluated: {why}"));
+        }
+    }
+    if spec("stalenessGracePeriod").and_then(Value::as_str).is_some_and(|g| g.starts_with('-')) {
+        out.push(
+            "spec.stalenessGracePeriod: a negative grace period (never release) is not honored: a gang short of its minimum is released after the scheduler's staleGracePeriod, never left half-bound"
+                .to_string(),
+        );
+    }
     let constraints =
         std::iter::once(("spec.topologyConstraint".to_string(), obj.pointer("/spec/topologyConstraint")))
             .chain(
@@ -327,5 +374,44 @@ mod tests {
             (3, 0),
             "without subgroups minMember is the root count"
         );
+    }
+
+    #[test]
+    fn priority_class_preemptibility_and_grace_are_read_as_kai_reads_them() {
+        let pg = |spec: Value| {
+            let mut s = json!({"minMember": 2});
+            s.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+            json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                "metadata": {"name": "kai", "namespace": "ml"}, "spec": s})
+        };
+        let g = read(&pg(json!({}))).unwrap();
+        assert_eq!(
+            (g.disruption, g.priority_class_name, g.stale_grace),
+            (Disruption::Below(100), None, None)
+        );
+        assert_eq!(Disruption::Below(100).at(99), Disruption::Members);
+        assert_eq!(Disruption::Below(100).at(100), Disruption::Never);
+        let g = read(&pg(json!({"priorityClassName": "train", "preemptibility": "non-preemptible",
+                                 "stalenessGracePeriod": "1m30s"})))
+        .unwrap();
+        assert_eq!(g.priority_class_name.as_deref(), Some("train"));
+        assert_eq!(g.disruption, Disruption::Never);
+        assert_eq!(g.stale_grace, Some(std::time::Duration::from_secs(90)));
+        assert_eq!(
+            read(&pg(json!({"preemptibility": "preemptible"}))).unwrap().disruption,
+            Disruption::Members
+        );
+        let e = read(&pg(json!({"preemptibility": "Preemptible"}))).unwrap_err();
+        assert_eq!(e[0].path, "spec.preemptibility");
+        let e = read(&pg(json!({"stalenessGracePeriod": "soon"}))).unwrap_err();
+        assert_eq!(e[0].path, "spec.stalenessGracePeriod");
+        // Never released is not honored, and said; the fields with no effect here are named.
+        let obj = pg(json!({"stalenessGracePeriod": "-1s", "queue": "team-a", "preemptionDelay": "30s"}));
+        assert_eq!(read(&obj).unwrap().stale_grace, None);
+        let w = warnings(&obj);
+        assert!(w.iter().any(|w| w.starts_with("spec.queue: not evaluated")), "{w:?}");
+        assert!(w.iter().any(|w| w.starts_with("spec.preemptionDelay: not evaluated")), "{w:?}");
+        assert!(w.iter().any(|w| w.starts_with("spec.stalenessGracePeriod: a negative")), "{w:?}");
+        assert!(warnings(&pg(json!({}))).is_empty());
     }
 }

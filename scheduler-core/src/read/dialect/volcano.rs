@@ -214,13 +214,24 @@ pub fn warnings(obj: &Value) -> Vec<String> {
     if obj.pointer("/spec/subGroupPolicy").is_some_and(|v| !v.is_null()) {
         out.push(format!("spec.subGroupPolicy: {HYPERNODES}"));
     }
+    out.extend(queue_warning(obj));
     out
+}
+
+/// `spec.queue` naming a queue other than Volcano's `default`: Volcano admits a PodGroup only
+/// within its queue's capacity (and never into a queue that does not exist); kube-gang has none.
+fn queue_warning(obj: &Value) -> Option<String> {
+    let queue =
+        obj.pointer("/spec/queue").and_then(Value::as_str).filter(|q| !q.is_empty() && *q != "default")?;
+    Some(format!(
+        "spec.queue: not evaluated: kube-gang has no queues, so {queue:?}'s capacity and state do not hold the gang back"
+    ))
 }
 
 /// What a `batch.volcano.sh` Job asks that the cycle does not evaluate, naming the field: each
 /// task's `partitionPolicy`.
 pub fn job_warnings(obj: &Value) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = queue_warning(obj).into_iter().collect();
     let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     for (i, t) in tasks.iter().enumerate() {
         if t.get("partitionPolicy").is_some_and(|v| !v.is_null()) {
@@ -303,6 +314,15 @@ mod tests {
         let w = warnings(&pg);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].starts_with("spec.subGroupPolicy: not evaluated"), "{w:?}");
+        let queued = |q: &str| {
+            warnings(&json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg"}, "spec": {"minMember": 1, "queue": q}}))
+        };
+        assert!(queued("default").is_empty());
+        assert!(queued("research")[0].starts_with("spec.queue: not evaluated"), "{:?}", queued("research"));
+        let job = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "vj"}, "spec": {"queue": "research", "tasks": []}});
+        assert!(job_warnings(&job)[0].starts_with("spec.queue: not evaluated"));
         assert!(warnings(&json!({"spec": {"minMember": 1}})).is_empty());
         // A named tier is read now (a tier once the HyperNodes are known): no warning.
         let named = json!({"spec": {"minMember": 1, "networkTopology": {"highestTierName": "spine"}}});
