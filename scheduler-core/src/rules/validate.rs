@@ -179,6 +179,15 @@ pub fn validate_with(new: &Value, old: Option<&Value>, gangs: &dyn Gangs) -> Fin
     }
     if let Some(shape) = crate::read::workload::inspect(new) {
         validate_workload(new, old, shape, gangs, &mut v);
+    } else if crate::read::workload::is_opted_in(new, None)
+        && (api_version == "ray.io/v1" || api_version == "ray.io/v1alpha1")
+        && kind == "RayJob"
+        && crate::read::workload::ray_job_selects_cluster(new)
+    {
+        v.warnings.push(
+            "spec.clusterSelector: the job runs on an existing RayCluster, whose pods KubeRay created for that cluster: no gang is made for the RayJob (opt the RayCluster in for one)"
+                .into(),
+        );
     }
     v
 }

@@ -237,6 +237,35 @@ fn kubeflow_min_available(obj: &Value, kind: &str, total: u32, errors: &mut Vec<
     }
 }
 
+/// With in-tree autoscaling on (`enableInTreeAutoscaling`), the pods a RayCluster needs at once:
+/// its head and each worker group's `minReplicas` × `numOfHosts` (suspended groups none), as
+/// KubeRay's Volcano integration and KAI's Ray grouper make the gang — the autoscaler adds the
+/// rest as they are asked for. `None` without autoscaling. Counts were checked by the caller.
+fn ray_autoscaling_min(obj: &Value, kind: &str) -> Option<u32> {
+    let base = if kind == "RayJob" { "/spec/rayClusterSpec" } else { "/spec" };
+    if obj.at(&format!("{base}/enableInTreeAutoscaling")).and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let workers =
+        obj.at(&format!("{base}/workerGroupSpecs")).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let count = |w: &Value, f: &str, default: u64| w.get(f).and_then(Value::as_u64).unwrap_or(default);
+    let pods = workers
+        .iter()
+        .filter(|w| w.get("suspend").and_then(Value::as_bool) != Some(true))
+        .map(|w| count(w, "minReplicas", 0).saturating_mul(count(w, "numOfHosts", 1)))
+        .fold(1u64, u64::saturating_add);
+    Some(u32::try_from(pods).unwrap_or(MAX_PODS))
+}
+
+/// Whether a RayJob runs on an existing RayCluster (`spec.clusterSelector` and no
+/// `spec.rayClusterSpec`; KubeRay requires exactly one of them): KubeRay then creates no cluster
+/// pods for it, so it has no gang of its own — the selected cluster's pods are that cluster's.
+pub fn ray_job_selects_cluster(obj: &Value) -> bool {
+    let set =
+        |p: &str| obj.at(p).is_some_and(|v| !v.is_null() && v.as_object().is_none_or(|m| !m.is_empty()));
+    set("/spec/clusterSelector") && !set("/spec/rayClusterSpec")
+}
+
 /// What a Kubeflow job's `spec.runPolicy.schedulingPolicy` asks beyond `minAvailable` that
 /// kube-gang does not evaluate, naming each field (the operators copy them into the PodGroup they
 /// make for Volcano or the coscheduling plugin). For `validate`, `simulate` and the webhook.
@@ -434,6 +463,7 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
                 });
             }
         }
+        ("ray.io", "RayJob") if ray_job_selects_cluster(obj) => return None,
         ("ray.io", "RayCluster" | "RayJob") => {
             // A RayJob's cluster is `spec.rayClusterSpec`; its submitter pod is not a gang member.
             let base = if kind == "RayJob" { "/spec/rayClusterSpec" } else { "/spec" };
@@ -547,6 +577,11 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         && let Some(n) = kubeflow_min_available(obj, kind, min_member, &mut errors)
     {
         min_member = n;
+    }
+    if group == "ray.io"
+        && let Some(n) = ray_autoscaling_min(obj, kind)
+    {
+        min_member = n.min(min_member);
     }
     // The workload may ask for less than all of its pods (an elastic gang): its own
     // `kube-gang.io/min-member` annotation wins over the derived minimum; on a Job or a JobSet,
