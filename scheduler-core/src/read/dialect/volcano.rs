@@ -234,6 +234,15 @@ pub fn job_warnings(obj: &Value) -> Vec<String> {
     let mut out: Vec<String> = queue_warning(obj).into_iter().collect();
     let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     for (i, t) in tasks.iter().enumerate() {
+        // NUMA placement by Volcano's numa-aware plugin: kube-gang places by node, not by NUMA
+        // zone (`none` asks for nothing).
+        if let Some(policy) =
+            t.get("topologyPolicy").and_then(Value::as_str).filter(|p| !p.is_empty() && *p != "none")
+        {
+            out.push(format!(
+                "spec.tasks[{i}].topologyPolicy: not evaluated: {policy:?} NUMA placement is left to the kubelet's topology manager; kube-gang chooses nodes, not NUMA zones"
+            ));
+        }
         if t.get("partitionPolicy").is_some_and(|v| !v.is_null()) {
             out.push(format!("spec.tasks[{i}].partitionPolicy: {HYPERNODES}"));
         }
@@ -323,6 +332,11 @@ mod tests {
         let job = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": "vj"}, "spec": {"queue": "research", "tasks": []}});
         assert!(job_warnings(&job)[0].starts_with("spec.queue: not evaluated"));
+        let numa = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "vj"},
+            "spec": {"tasks": [{"name": "a", "topologyPolicy": "none"}, {"name": "b", "topologyPolicy": "single-numa-node"}]}});
+        let w = job_warnings(&numa);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("spec.tasks[1].topologyPolicy: not evaluated"), "{w:?}");
         assert!(warnings(&json!({"spec": {"minMember": 1}})).is_empty());
         // A named tier is read now (a tier once the HyperNodes are known): no warning.
         let named = json!({"spec": {"minMember": 1, "networkTopology": {"highestTierName": "spine"}}});

@@ -274,8 +274,19 @@ pub fn kubeflow_warnings(obj: &Value) -> Vec<String> {
         .get("apiVersion")
         .and_then(Value::as_str)
         .is_some_and(|v| crate::read::object::group_of(v) == "kubeflow.org");
+    let mut out = Vec::new();
+    // PaddleJob's elastic policy scales it between bounds; no operator makes it a gang minimum.
+    if is_kubeflow
+        && obj.get("kind").and_then(Value::as_str) == Some("PaddleJob")
+        && obj.at("/spec/elasticPolicy/minReplicas").is_some_and(|v| !v.is_null())
+    {
+        out.push(
+            "spec.elasticPolicy.minReplicas: not evaluated: a PaddleJob's gang is all its replicas (or spec.runPolicy.schedulingPolicy.minAvailable, or kube-gang.io/min-member)"
+                .to_string(),
+        );
+    }
     let Some(policy) = obj.at("/spec/runPolicy/schedulingPolicy").filter(|_| is_kubeflow) else {
-        return Vec::new();
+        return out;
     };
     let said = [
         ("priorityClass", "the gang's priority is its pods' (their priorityClassName)"),
@@ -286,10 +297,12 @@ pub fn kubeflow_warnings(obj: &Value) -> Vec<String> {
             "set the kube-gang.io/timeout annotation on the pod templates for a gang timeout",
         ),
     ];
-    said.iter()
-        .filter(|(field, _)| policy.get(field).is_some_and(|v| !v.is_null()))
-        .map(|(field, why)| format!("spec.runPolicy.schedulingPolicy.{field}: not evaluated: {why}"))
-        .collect()
+    out.extend(
+        said.iter()
+            .filter(|(field, _)| policy.get(field).is_some_and(|v| !v.is_null()))
+            .map(|(field, why)| format!("spec.runPolicy.schedulingPolicy.{field}: not evaluated: {why}")),
+    );
+    out
 }
 
 /// `/spec/replicatedJobs/0/replicas` → `spec.replicatedJobs[0].replicas`.
@@ -1210,12 +1223,22 @@ mod tests {
             let e = min(bad.clone(), json!({})).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
         }
-        // Only a PyTorchJob has an elastic policy.
+        // Only a PyTorchJob's elastic policy is a gang minimum (a PaddleJob's is warned about).
         let mut tf = pytorch();
         tf["kind"] = json!("TFJob");
         tf["spec"] = json!({"elasticPolicy": {"minReplicas": 1},
             "tfReplicaSpecs": {"Worker": {"replicas": 3, "template": {"spec": {"containers": [{"name": "w"}]}}}}});
         assert_eq!(inspect(&tf).unwrap().unwrap().min_member, 3);
+        let mut paddle = tf.clone();
+        paddle["kind"] = json!("PaddleJob");
+        paddle["spec"] = json!({"elasticPolicy": {"minReplicas": 1},
+            "runPolicy": {"schedulingPolicy": {"queue": "q"}},
+            "paddleReplicaSpecs": {"Worker": {"replicas": 3, "template": {"spec": {"containers": [{"name": "w"}]}}}}});
+        assert_eq!(inspect(&paddle).unwrap().unwrap().min_member, 3);
+        let w = kubeflow_warnings(&paddle);
+        assert!(w[0].starts_with("spec.elasticPolicy.minReplicas: not evaluated"), "{w:?}");
+        assert!(w[1].starts_with("spec.runPolicy.schedulingPolicy.queue: not evaluated"), "{w:?}");
+        assert!(kubeflow_warnings(&pytorch()).is_empty());
     }
 
     #[test]
