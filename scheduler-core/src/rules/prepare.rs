@@ -533,6 +533,11 @@ impl Preparing<'_> {
                 return;
             }
             self.out.objects.push(Compact::new(&obj));
+        } else if obj.get("kind").and_then(Value::as_str) == Some("RayJob")
+            && crate::read::workload::ray_job_selects_cluster(&obj)
+        {
+            // Runs on an existing RayCluster, which makes its pods: nothing to place here (the
+            // rule book says so when it opted in).
         } else {
             self.warnings.push(format!("{source}: {what}: neither a workload nor a gang object; skipped"));
         }

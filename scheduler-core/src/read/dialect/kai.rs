@@ -114,6 +114,9 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     gang.uid = meta.uid();
     gang.priority_class_name = pg.spec.priority_class_name.clone().filter(|c| !c.is_empty());
     gang.disruption = match pg.spec.preemptibility.as_deref().unwrap_or("") {
+        // KAI's PodGroup priority without a class is its default, 50 (a cluster-wide default
+        // class is not consulted here): preemptible.
+        "" if gang.priority_class_name.is_none() => Disruption::Members,
         "" => Disruption::Below(NON_PREEMPTIBLE_FROM),
         "preemptible" => Disruption::Members,
         "non-preemptible" => Disruption::Never,
@@ -130,8 +133,18 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     // How long it may stay short of its minimum before what it holds is released; a negative one
     // (KAI: never released) cannot hold here (a gang is never left half-bound): warned about.
     if let Some(g) = pg.spec.staleness_grace_period.as_deref().filter(|g| !g.starts_with('-')) {
+        // A Go duration: a bare number other than 0 has no unit, which Go refuses.
+        let bare = g.trim() != "0" && g.trim().parse::<u64>().is_ok();
         match crate::read::duration::parse(g) {
-            Ok(d) => gang.stale_grace = Some(d),
+            Ok(_) if bare => errors.push(FieldError::new(
+                "spec.stalenessGracePeriod",
+                format!("{g:?}: missing unit in duration (e.g. 90s, 5m)"),
+            )),
+            // Kept in whole seconds: a fraction rounds up, never shorter than asked.
+            Ok(d) => {
+                gang.stale_grace =
+                    Some(std::time::Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0)))
+            }
             Err(e) => errors.push(FieldError::new("spec.stalenessGracePeriod", e)),
         }
     }
@@ -384,10 +397,12 @@ mod tests {
             json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
                 "metadata": {"name": "kai", "namespace": "ml"}, "spec": s})
         };
+        // No class: KAI's default priority, 50, is preemptible; a class decides by its value.
         let g = read(&pg(json!({}))).unwrap();
+        assert_eq!((g.disruption, g.priority_class_name, g.stale_grace), (Disruption::Members, None, None));
         assert_eq!(
-            (g.disruption, g.priority_class_name, g.stale_grace),
-            (Disruption::Below(100), None, None)
+            read(&pg(json!({"priorityClassName": "build"}))).unwrap().disruption,
+            Disruption::Below(100)
         );
         assert_eq!(Disruption::Below(100).at(99), Disruption::Members);
         assert_eq!(Disruption::Below(100).at(100), Disruption::Never);
@@ -405,6 +420,17 @@ mod tests {
         assert_eq!(e[0].path, "spec.preemptibility");
         let e = read(&pg(json!({"stalenessGracePeriod": "soon"}))).unwrap_err();
         assert_eq!(e[0].path, "spec.stalenessGracePeriod");
+        // A Go duration: no bare numbers but 0, and a fraction of a second rounds up.
+        assert_eq!(
+            read(&pg(json!({"stalenessGracePeriod": "600"}))).unwrap_err()[0].path,
+            "spec.stalenessGracePeriod"
+        );
+        let g = read(&pg(json!({"stalenessGracePeriod": "1.5s"}))).unwrap();
+        assert_eq!(g.stale_grace, Some(std::time::Duration::from_secs(2)));
+        assert_eq!(
+            read(&pg(json!({"stalenessGracePeriod": "0"}))).unwrap().stale_grace,
+            Some(std::time::Duration::ZERO)
+        );
         // Never released is not honored, and said; the fields with no effect here are named.
         let obj = pg(json!({"stalenessGracePeriod": "-1s", "queue": "team-a", "preemptionDelay": "30s"}));
         assert_eq!(read(&obj).unwrap().stale_grace, None);

@@ -206,11 +206,18 @@ fn int_at(obj: &Value, ptr: &str, default: i64, errors: &mut Vec<FieldError>) ->
 
 /// What a Kubeflow job asks of its gang's minimum, as its operator makes the gang:
 /// `spec.runPolicy.schedulingPolicy.minAvailable` (training-operator's and mpi-operator's
-/// PodGroup `minMember`, else all replicas), else, on a PyTorchJob, `spec.elasticPolicy.minReplicas`
-/// (the nodes an elastic job starts with, which KAI's pod grouper makes its minimum). `None` when
-/// neither is set; an error at the field when it is below 1 or above the `total` pods the job runs
-/// (a gang that could never be satisfied).
-fn kubeflow_min_available(obj: &Value, kind: &str, total: u32, errors: &mut Vec<FieldError>) -> Option<u32> {
+/// PodGroup `minMember`, counting every pod, else all replicas), else, on a PyTorchJob,
+/// `spec.elasticPolicy.minReplicas` — the workers an elastic job starts with (training-operator
+/// scales `Worker.replicas` by it) — plus its Master, which must run too. `None` when neither is
+/// set; an error at the field when it is below 1 or above the `total` pods the job runs (a gang
+/// that could never be satisfied).
+fn kubeflow_min_available(
+    obj: &Value,
+    kind: &str,
+    roles: &[Role],
+    total: u32,
+    errors: &mut Vec<FieldError>,
+) -> Option<u32> {
     let asked = [
         Some("/spec/runPolicy/schedulingPolicy/minAvailable"),
         (kind == "PyTorchJob").then_some("/spec/elasticPolicy/minReplicas"),
@@ -229,6 +236,20 @@ fn kubeflow_min_available(obj: &Value, kind: &str, total: u32, errors: &mut Vec<
             ));
             None
         }
+        Some(n) if ptr.starts_with("/spec/elasticPolicy") => {
+            let masters: u32 = roles.iter().filter(|r| r.name == "master").map(|r| r.pods).sum();
+            let workers: u32 = roles.iter().filter(|r| r.name == "worker").map(|r| r.pods).sum();
+            if n > i64::from(workers) {
+                errors.push(FieldError::new(
+                    path_of(ptr),
+                    format!(
+                        "{n} exceeds the {workers} workers the {kind} runs: the gang can never be satisfied"
+                    ),
+                ));
+                return None;
+            }
+            u32::try_from(n).ok().map(|n| n.saturating_add(masters).min(total))
+        }
         Some(n) => u32::try_from(n).ok(),
         None => {
             errors.push(FieldError::new(path_of(ptr), format!("must be an integer, got {v}")));
@@ -239,8 +260,9 @@ fn kubeflow_min_available(obj: &Value, kind: &str, total: u32, errors: &mut Vec<
 
 /// With in-tree autoscaling on (`enableInTreeAutoscaling`), the pods a RayCluster needs at once:
 /// its head and each worker group's `minReplicas` × `numOfHosts` (suspended groups none), as
-/// KubeRay's Volcano integration and KAI's Ray grouper make the gang — the autoscaler adds the
-/// rest as they are asked for. `None` without autoscaling. Counts were checked by the caller.
+/// KubeRay's Volcano integration makes the gang (`CalculateMinReplicas` + 1) — the autoscaler
+/// adds the rest as they are asked for. `None` without autoscaling. Counts were checked by the
+/// caller.
 fn ray_autoscaling_min(obj: &Value, kind: &str) -> Option<u32> {
     let base = if kind == "RayJob" { "/spec/rayClusterSpec" } else { "/spec" };
     if obj.at(&format!("{base}/enableInTreeAutoscaling")).and_then(Value::as_bool) != Some(true) {
@@ -257,13 +279,11 @@ fn ray_autoscaling_min(obj: &Value, kind: &str) -> Option<u32> {
     Some(u32::try_from(pods).unwrap_or(MAX_PODS))
 }
 
-/// Whether a RayJob runs on an existing RayCluster (`spec.clusterSelector` and no
-/// `spec.rayClusterSpec`; KubeRay requires exactly one of them): KubeRay then creates no cluster
-/// pods for it, so it has no gang of its own — the selected cluster's pods are that cluster's.
+/// Whether a RayJob runs on an existing RayCluster: a non-empty `spec.clusterSelector`, which
+/// KubeRay follows whatever `spec.rayClusterSpec` says. KubeRay then creates no cluster pods for
+/// it, so it has no gang of its own — the selected cluster's pods are that cluster's.
 pub fn ray_job_selects_cluster(obj: &Value) -> bool {
-    let set =
-        |p: &str| obj.at(p).is_some_and(|v| !v.is_null() && v.as_object().is_none_or(|m| !m.is_empty()));
-    set("/spec/clusterSelector") && !set("/spec/rayClusterSpec")
+    obj.at("/spec/clusterSelector").and_then(Value::as_object).is_some_and(|m| !m.is_empty())
 }
 
 /// What a Kubeflow job's `spec.runPolicy.schedulingPolicy` asks beyond `minAvailable` that
@@ -586,8 +606,10 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
             );
         }
     }
+    // The pods the workload runs at once: what a minimum it asks for may not exceed.
+    let at_once = min_member;
     if group == "kubeflow.org"
-        && let Some(n) = kubeflow_min_available(obj, kind, min_member, &mut errors)
+        && let Some(n) = kubeflow_min_available(obj, kind, &roles, min_member, &mut errors)
     {
         min_member = n;
     }
@@ -613,9 +635,11 @@ pub fn inspect(obj: &Value) -> Option<Result<WorkloadShape, Vec<FieldError>>> {
         let field = format!("metadata.annotations[{key}]");
         match v.as_str().map(|s| s.trim().parse::<u32>()) {
             Some(Ok(0)) => errors.push(FieldError::new(field, "must be at least 1")),
-            Some(Ok(n)) if n > min_member => errors.push(FieldError::new(
+            Some(Ok(n)) if n > at_once => errors.push(FieldError::new(
                 field,
-                format!("{n} exceeds the {min_member} pods the {kind} runs at once: the gang can never be satisfied"),
+                format!(
+                    "{n} exceeds the {at_once} pods the {kind} runs at once: the gang can never be satisfied"
+                ),
             )),
             Some(Ok(n)) => min_member = n,
             _ => errors.push(FieldError::new(field, format!("{v} is not a positive integer"))),
@@ -1197,11 +1221,15 @@ mod tests {
             inspect(&obj).unwrap().map(|s| s.min_member).map_err(|e| e[0].to_string())
         };
         assert_eq!(min(json!({}), json!({})), Ok(4));
-        assert_eq!(min(json!({"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}}), json!({})), Ok(2));
-        // The gang field wins over the elastic policy, and our own annotation over both.
+        // minReplicas counts workers: the Master (1) runs too.
+        assert_eq!(min(json!({"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}}), json!({})), Ok(3));
+        // The gang field wins over the elastic policy, and our own annotation over both, up to
+        // every pod the job runs (not only up to the minimum they ask).
         let both = json!({"runPolicy": {"schedulingPolicy": {"minAvailable": 3}}, "elasticPolicy": {"minReplicas": 2}});
         assert_eq!(min(both.clone(), json!({})), Ok(3));
-        assert_eq!(min(both, json!({"kube-gang.io/min-member": "1"})), Ok(1));
+        assert_eq!(min(both.clone(), json!({"kube-gang.io/min-member": "1"})), Ok(1));
+        assert_eq!(min(both.clone(), json!({"kube-gang.io/min-member": "4"})), Ok(4));
+        assert!(min(both, json!({"kube-gang.io/min-member": "5"})).is_err());
         for (bad, why) in [
             (
                 json!({"runPolicy": {"schedulingPolicy": {"minAvailable": 0}}}),
@@ -1212,8 +1240,8 @@ mod tests {
                 "spec.runPolicy.schedulingPolicy.minAvailable: must be an integer",
             ),
             (
-                json!({"elasticPolicy": {"minReplicas": 9}}),
-                "spec.elasticPolicy.minReplicas: 9 exceeds the 4 pods",
+                json!({"elasticPolicy": {"minReplicas": 4}}),
+                "spec.elasticPolicy.minReplicas: 4 exceeds the 3 workers",
             ),
             (
                 json!({"runPolicy": {"schedulingPolicy": {"minAvailable": 9_000_000_000u64}}}),
@@ -1497,6 +1525,12 @@ mod tests {
             "spec": {"rayClusterSpec": {"headGroupSpec": {"template": {"spec": {}}}, "workerGroupSpecs": groups(1000)}}});
         let errors = inspect(&job).unwrap().unwrap_err();
         assert_eq!(errors[0].path, "spec.rayClusterSpec.workerGroupSpecs");
+        // A cluster selector wins over a cluster spec (KubeRay uses the existing cluster).
+        let mut selecting = job.clone();
+        selecting["spec"]["clusterSelector"] = json!({"ray.io/cluster": "shared"});
+        assert!(inspect(&selecting).is_none());
+        selecting["spec"]["clusterSelector"] = json!({});
+        assert!(inspect(&selecting).is_some());
     }
 
     #[test]
