@@ -198,6 +198,18 @@ fn member(gang: &str, pod: &str, node: &str, min: u32, started: &str, more: Valu
         "status": {"phase": "Running", "startTime": started}})
 }
 
+/// Running members of gang `name` (see [`member`]) on the nodes `placed` names, started a minute
+/// apart in that order (the first at 10:00).
+fn elastic(name: &str, min: u32, more: Value, placed: &[(&str, &str)]) -> Vec<Value> {
+    placed
+        .iter()
+        .enumerate()
+        .map(|(i, (pod, node))| {
+            member(name, pod, node, min, &format!("2026-01-01T10:{i:02}:00Z"), more.clone())
+        })
+        .collect()
+}
+
 /// A gang of two 8-CPU workers at priority class `high`, free to span racks.
 fn spanning() -> Vec<Value> {
     gang()
@@ -214,14 +226,12 @@ fn an_elastic_gang_gives_up_its_newest_members_beyond_its_minimum_and_keeps_runn
     // Gang `elastic` runs 4 members with a minimum of 2, one per node; the newest two (by start
     // time, not by name) are on rack ra. Evicting the whole gang (as before) would make room too.
     let mut objects = racks();
-    for (pod, node, started) in [
-        ("e-b0", "b0", "2026-01-01T10:00:00Z"),
-        ("e-b1", "b1", "2026-01-01T10:01:00Z"),
-        ("e-a0", "a0", "2026-01-01T10:02:00Z"),
-        ("e-a1", "a1", "2026-01-01T10:03:00Z"),
-    ] {
-        objects.push(member("elastic", pod, node, 2, started, json!({})));
-    }
+    objects.extend(elastic(
+        "elastic",
+        2,
+        json!({}),
+        &[("e-b0", "b0"), ("e-b1", "b1"), ("e-a0", "a0"), ("e-a1", "a1")],
+    ));
     objects.extend(gang());
     let (reason, message, victims) = preempted(objects);
     assert_eq!(reason, Reason::Preempting, "{message}");
@@ -236,13 +246,7 @@ fn members_beyond_a_minimum_go_before_a_pod_of_their_priority_but_never_before_a
     // only shrink a gang that keeps running: the gang's two newest members go.
     let objects = |other: i32| {
         let mut objects = racks();
-        for (pod, node, started) in [
-            ("e-a0", "a0", "2026-01-01T10:00:00Z"),
-            ("e-a1", "a1", "2026-01-01T10:01:00Z"),
-            ("e-b0", "b0", "2026-01-01T10:02:00Z"),
-        ] {
-            objects.push(member("elastic", pod, node, 1, started, json!({})));
-        }
+        objects.extend(elastic("elastic", 1, json!({}), &[("e-a0", "a0"), ("e-a1", "a1"), ("e-b0", "b0")]));
         objects.push(running("z-b1", "b1", "8", other));
         objects.extend(spanning());
         objects
@@ -277,21 +281,12 @@ fn an_elastic_step_leaves_the_gang_at_a_size_its_step_allows() {
     // Four members, minimum 1, growing in powers of two: one node is needed, but 3 is not a size
     // the step allows, so two members go (4 → 2), the newest.
     let mut objects = racks();
-    for (pod, node, started) in [
-        ("e-a0", "a0", "2026-01-01T10:00:00Z"),
-        ("e-a1", "a1", "2026-01-01T10:01:00Z"),
-        ("e-b0", "b0", "2026-01-01T10:02:00Z"),
-        ("e-b1", "b1", "2026-01-01T10:03:00Z"),
-    ] {
-        objects.push(member(
-            "elastic",
-            pod,
-            node,
-            1,
-            started,
-            json!({"kube-gang.io/elastic-step": "PowerOfTwo"}),
-        ));
-    }
+    objects.extend(elastic(
+        "elastic",
+        1,
+        json!({"kube-gang.io/elastic-step": "PowerOfTwo"}),
+        &[("e-a0", "a0"), ("e-a1", "a1"), ("e-b0", "b0"), ("e-b1", "b1")],
+    ));
     let mut one = spanning();
     one.truncate(1);
     one[0]["metadata"]["annotations"]["kube-gang.io/min-member"] = json!("1");
@@ -308,13 +303,7 @@ fn a_budget_counts_each_member_beyond_a_minimum_once() {
     // its budget. (Its unit of members beyond the minimum and its whole unit share two pods:
     // counting them twice would call the whole unit a violation and take the other pod instead.)
     let mut objects = racks();
-    for (pod, node, started) in [
-        ("e-a0", "a0", "2026-01-01T10:00:00Z"),
-        ("e-a1", "a1", "2026-01-01T10:01:00Z"),
-        ("e-b0", "b0", "2026-01-01T10:02:00Z"),
-    ] {
-        objects.push(member("elastic", pod, node, 1, started, json!({})));
-    }
+    objects.extend(elastic("elastic", 1, json!({}), &[("e-a0", "a0"), ("e-a1", "a1"), ("e-b0", "b0")]));
     objects.push(labelled("z-b1", "b1", 0, json!({"app": "z"})));
     objects.push(budget("elastic", 3));
     objects.push(budget("z", 0));
@@ -339,14 +328,12 @@ fn two_preemptors_in_one_cycle_share_a_gang_s_members_beyond_its_minimum() {
     // the third counts their victims as gone, finds none beyond the minimum left, and takes the
     // gang whole (taking one more would leave it half-bound).
     let mut objects = racks();
-    for (pod, node, started) in [
-        ("e-a0", "a0", "2026-01-01T10:00:00Z"),
-        ("e-a1", "a1", "2026-01-01T10:01:00Z"),
-        ("e-b0", "b0", "2026-01-01T10:02:00Z"),
-        ("e-b1", "b1", "2026-01-01T10:03:00Z"),
-    ] {
-        objects.push(member("elastic", pod, node, 2, started, json!({})));
-    }
+    objects.extend(elastic(
+        "elastic",
+        2,
+        json!({}),
+        &[("e-a0", "a0"), ("e-a1", "a1"), ("e-b0", "b0"), ("e-b1", "b1")],
+    ));
     for g in ["train", "two", "three"] {
         let mut w = spanning().remove(0);
         w["metadata"]["name"] = json!(format!("{g}-0"));
@@ -364,14 +351,12 @@ fn members_beyond_a_minimum_are_found_again_within_each_rack() {
     // rack needs two nodes. Taken newest first across racks, e-b0 would go for nothing beside
     // rack ra's two; within each rack, two members of that rack are enough.
     let mut objects = racks();
-    for (pod, node, started) in [
-        ("e-b1", "b1", "2026-01-01T10:00:00Z"),
-        ("e-a0", "a0", "2026-01-01T10:01:00Z"),
-        ("e-a1", "a1", "2026-01-01T10:02:00Z"),
-        ("e-b0", "b0", "2026-01-01T10:03:00Z"),
-    ] {
-        objects.push(member("elastic", pod, node, 1, started, json!({})));
-    }
+    objects.extend(elastic(
+        "elastic",
+        1,
+        json!({}),
+        &[("e-b1", "b1"), ("e-a0", "a0"), ("e-a1", "a1"), ("e-b0", "b0")],
+    ));
     objects.extend(gang());
     let (reason, message, victims) = preempted(objects);
     assert_eq!(reason, Reason::Preempting, "{message}");
@@ -487,13 +472,7 @@ fn the_domain_of_the_first_choice_is_searched_again_for_members_beyond_a_minimum
     // takes the whole gang, in rack ra; within ra, its two members there are enough, and the gang
     // keeps running on b0.
     let mut objects = racks();
-    for (pod, node, started) in [
-        ("e-a0", "a0", "2026-01-01T10:00:00Z"),
-        ("e-a1", "a1", "2026-01-01T10:01:00Z"),
-        ("e-b0", "b0", "2026-01-01T10:02:00Z"),
-    ] {
-        objects.push(member("elastic", pod, node, 1, started, json!({})));
-    }
+    objects.extend(elastic("elastic", 1, json!({}), &[("e-a0", "a0"), ("e-a1", "a1"), ("e-b0", "b0")]));
     objects.push(running("keep-b1", "b1", "8", 2000));
     objects.extend(gang());
     let (reason, message, victims) = preempted(objects);
