@@ -30,6 +30,11 @@ pub const GROUPS: &str = "gang.scheduling.koordinator.sh/groups";
 pub const NETWORK_TOPOLOGY_SPEC: &str = "gang.scheduling.koordinator.sh/network-topology-spec";
 /// A pod's rank for network-topology placement.
 pub const NETWORK_TOPOLOGY_INDEX: &str = "gang.scheduling.koordinator.sh/network-topology-index";
+/// Which pods count toward the gang's minimum (`once-satisfied`, the default, `waiting-and-running`,
+/// `only-waiting`; `apis/extension/coscheduling.go`), and its alias of the lightweight coscheduling
+/// prefix.
+pub const MATCH_POLICY: &str = "gang.scheduling.koordinator.sh/match-policy";
+pub const MATCH_POLICY_ALIAS: &str = "pod-group.scheduling.sigs.k8s.io/match-policy";
 
 /// The most gather rules one `network-topology-spec` may hold (a rule per layer; a
 /// `ClusterNetworkTopology` holds at most `MAX_TOPOLOGY_OBJECT_LEVELS` + 1 layers here).
@@ -44,6 +49,23 @@ pub const MAX_GATHER_RULES: usize = crate::read::volume::MAX_TOPOLOGY_OBJECT_LEV
 pub fn network_topology_warnings(annotations: Option<&serde_json::Map<String, Value>>) -> Vec<String> {
     let Some(a) = annotations else { return Vec::new() };
     let mut out = Vec::new();
+    // The match policy (read as Koordinator reads it: the gang key, else its alias). Members on
+    // nodes count toward the minimum here, and a satisfied gang places more freely: as
+    // `waiting-and-running` and `once-satisfied` do; `only-waiting` is not.
+    let policy = [MATCH_POLICY, MATCH_POLICY_ALIAS]
+        .into_iter()
+        .find_map(|k| Some((k, a.get(k).and_then(Value::as_str).filter(|v| !v.is_empty())?)));
+    match policy {
+        Some((k, "only-waiting")) => out.push(format!(
+            "{}: only-waiting is not evaluated: members already on nodes count toward the minimum here (as waiting-and-running)",
+            annotation_path(k)
+        )),
+        Some((_, "waiting-and-running" | "once-satisfied")) | None => {}
+        Some((k, other)) => out.push(format!(
+            "{}: {other:?} is not a Koordinator match policy (once-satisfied, waiting-and-running, only-waiting): ignored",
+            annotation_path(k)
+        )),
+    }
     let spec_path = annotation_path(NETWORK_TOPOLOGY_SPEC);
     let spec = a.get(NETWORK_TOPOLOGY_SPEC).and_then(Value::as_str).filter(|s| !s.is_empty());
     if let Some(Err(e)) = spec.map(gather_rules) {
@@ -478,5 +500,10 @@ mod tests {
         assert!(w.iter().any(|w| w.contains("gathered on its own")));
         a.insert(NETWORK_TOPOLOGY_SPEC.into(), serde_json::json!("{"));
         assert!(network_topology_warnings(Some(&a))[0].contains("Koordinator ignores such a spec"));
+        let policy = |k: &str, v: &str| network_topology_warnings(serde_json::json!({k: v}).as_object());
+        assert!(policy(MATCH_POLICY, "once-satisfied").is_empty());
+        assert!(policy(MATCH_POLICY_ALIAS, "waiting-and-running").is_empty());
+        assert!(policy(MATCH_POLICY, "only-waiting")[0].contains("only-waiting is not evaluated"));
+        assert!(policy(MATCH_POLICY_ALIAS, "sometimes")[0].contains("is not a Koordinator match policy"));
     }
 }
