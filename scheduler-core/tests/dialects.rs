@@ -1113,3 +1113,97 @@ fn a_koordinator_gang_takes_its_levels_from_the_cluster_network_topology_as_it_c
     assert_eq!(only_gang(live.snapshot()).topology_key, None);
     assert!(said(&live, "no ClusterNetworkTopology named \"default\""), "{:?}", live.problems());
 }
+
+/// KAI's `kai.scheduler/preemptibility` label on a workload is its gang's, as KAI's pod grouper
+/// makes it its PodGroup's: copied to the pod templates at admission (a template's own kept and
+/// named), refused unless a value KAI knows. KAI's `priorityClassName` label is named as unused.
+#[test]
+fn a_workloads_kai_preemptibility_label_becomes_its_gang_s_and_a_bad_one_is_refused() {
+    let job = |labels: Value, template_labels: Value| {
+        let mut l = json!({"kube-gang.io/enabled": "true"});
+        l.as_object_mut().unwrap().extend(labels.as_object().unwrap().clone());
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "labels": l},
+            "spec": {"parallelism": 2, "completions": 2, "template": {
+                "metadata": {"labels": template_labels},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}})
+    };
+    let gang_of = |job: &Value| {
+        let mut pod = job["spec"]["template"].clone();
+        pod["apiVersion"] = json!("v1");
+        pod["kind"] = json!("Pod");
+        pod["metadata"]["namespace"] = json!("ml");
+        pod["metadata"]["name"] = json!("train-0");
+        let claim = scheduler_core::dialect::pod_claims(&pod).unwrap().remove(0);
+        scheduler_core::dialect::annotation_gang(&claim, &pod).unwrap().unwrap()
+    };
+    let mut semi = job(
+        json!({"kai.scheduler/preemptibility": "semi-preemptible", "priorityClassName": "train"}),
+        json!({}),
+    );
+    let verdict = scheduler_core::admit::admit(&mut semi, None, None);
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert_eq!(
+        semi["spec"]["template"]["metadata"]["labels"]["kai.scheduler/preemptibility"],
+        "semi-preemptible"
+    );
+    assert_eq!(gang_of(&semi).disruption, scheduler_core::model::Disruption::Surplus);
+    assert!(
+        verdict
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("metadata.labels[priorityClassName]: \"train\" is not used")),
+        "{:?}",
+        verdict.warnings
+    );
+    // The template's own value stays, and the workload's is named as not used for it.
+    let mut own = job(
+        json!({"kai.scheduler/preemptibility": "preemptible"}),
+        json!({"kai.scheduler/preemptibility": "non-preemptible"}),
+    );
+    let verdict = scheduler_core::admit::admit(&mut own, None, None);
+    assert!(verdict.allowed(), "{verdict:?}");
+    assert_eq!(gang_of(&own).disruption, scheduler_core::model::Disruption::Never);
+    assert!(
+        verdict.warnings.iter().any(|w| w
+            == "metadata.labels[kai.scheduler/preemptibility]: \"preemptible\" is not used for spec.template: \
+                its own metadata.labels[kai.scheduler/preemptibility] says \"non-preemptible\""),
+        "{:?}",
+        verdict.warnings
+    );
+    // A value KAI does not know: refused at the label (every pod would carry it).
+    let mut bad = job(json!({"kai.scheduler/preemptibility": "Non-Preemptible"}), json!({}));
+    let verdict = scheduler_core::admit::admit(&mut bad, None, None);
+    assert!(!verdict.allowed(), "{verdict:?}");
+    assert!(format!("{verdict:?}").contains("metadata.labels[kai.scheduler/preemptibility]"), "{verdict:?}");
+}
+
+/// KubeRay's batch-scheduling labels: `ray.io/priority-class-name` is the PodGroup's class in
+/// KubeRay's Volcano integration, not the pods' — named as unused; `ray.io/gang-scheduling-
+/// enabled` on a cluster not opted in to kube-gang is named as not the opt-in.
+#[test]
+fn kuberay_batch_scheduling_labels_are_named_where_they_do_not_take_effect() {
+    let cluster = |labels: Value| {
+        json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "r", "namespace": "ml", "labels": labels},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}},
+                     "workerGroupSpecs": [{"groupName": "w", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
+                         "template": {"spec": {"containers": [{"name": "w", "image": "ray"}]}}}]}})
+    };
+    let warnings = |obj: &Value| scheduler_core::validate::validate(obj, None).warnings;
+    let w = warnings(&cluster(json!({"kube-gang.io/enabled": "true", "ray.io/priority-class-name": "high"})));
+    assert!(
+        w.iter().any(|w| w.starts_with("metadata.labels[ray.io/priority-class-name]: \"high\" is not used")),
+        "{w:?}"
+    );
+    let w = warnings(&cluster(json!({"ray.io/gang-scheduling-enabled": "true"})));
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("metadata.labels[ray.io/gang-scheduling-enabled]: asks KubeRay's own")),
+        "{w:?}"
+    );
+    // Opted in, the label asks nothing more: not named.
+    let w =
+        warnings(&cluster(json!({"kube-gang.io/enabled": "true", "ray.io/gang-scheduling-enabled": "true"})));
+    assert!(!w.iter().any(|w| w.contains("ray.io/gang-scheduling-enabled")), "{w:?}");
+}

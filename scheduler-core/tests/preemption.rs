@@ -590,3 +590,92 @@ fn a_kai_podgroup_that_runs_to_completion_is_no_one_s_victim() {
         }
     }
 }
+
+/// KAI's `semi-preemptible` (0.18): the minimum is the gang's core and never goes; members beyond
+/// it go newest first. Gang `other/kai` runs four members (minimum 2 or 3) on every node; the
+/// preemptor needs two nodes.
+#[test]
+fn a_semi_preemptible_kai_podgroup_gives_up_members_beyond_its_minimum_never_the_minimum() {
+    let kai = |min: u32, preemptibility: &str| {
+        let mut objects = vec![json!({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "kai", "namespace": "other", "uid": "uid-kai"},
+            "spec": {"minMember": min, "preemptibility": preemptibility}})];
+        for (i, node) in ["b0", "b1", "a0", "a1"].iter().enumerate() {
+            objects.push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("k-{node}"), "namespace": "other", "annotations": {"pod-group-name": "kai"}},
+                "spec": {"schedulerName": "gang-scheduler", "nodeName": node, "priority": 0,
+                         "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
+                "status": {"phase": "Running", "startTime": format!("2026-01-01T10:0{i}:00Z")}}));
+        }
+        objects
+    };
+    let run = |min: u32, preemptibility: &str| {
+        let mut objects = racks();
+        objects.extend(kai(min, preemptibility));
+        objects.extend(spanning());
+        preempted(objects)
+    };
+    // Two beyond a minimum of 2: the two newest go, the gang keeps running.
+    let (reason, message, victims) = run(2, "semi-preemptible");
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims, ["k-a0", "k-a1"], "{message}");
+    // One beyond a minimum of 3: not room enough, and the minimum is never taken.
+    let (_, message, victims) = run(3, "semi-preemptible");
+    assert!(victims.is_empty(), "{message}: {victims:?}");
+    // Preemptible, the same gang goes whole.
+    let (reason, message, victims) = run(3, "preemptible");
+    assert_eq!(reason, Reason::Preempting, "{message}");
+    assert_eq!(victims.len(), 4, "{message}: {victims:?}");
+}
+
+/// KAI's `kai.scheduler/preemptibility` label on the pods of a kube-gang gang (copied there from
+/// their workload at admission) is the gang's, as KAI's pod grouper makes it its PodGroup's.
+#[test]
+fn the_kai_preemptibility_label_on_a_gang_s_pods_decides_how_preemption_takes_it() {
+    let labelled = |value: Option<&str>| -> Vec<Value> {
+        elastic("elastic", 2, json!({}), &[("e-b0", "b0"), ("e-b1", "b1"), ("e-a0", "a0"), ("e-a1", "a1")])
+            .into_iter()
+            .map(|mut p| {
+                if let Some(v) = value {
+                    p["metadata"]["labels"]["kai.scheduler/preemptibility"] = json!(v);
+                }
+                p
+            })
+            .collect()
+    };
+    for (value, expected) in [
+        (None, vec!["e-a0", "e-a1"]),
+        (Some("preemptible"), vec!["e-a0", "e-a1"]),
+        (Some("semi-preemptible"), vec!["e-a0", "e-a1"]),
+        (Some("non-preemptible"), vec![]),
+    ] {
+        let mut objects = racks();
+        objects.extend(labelled(value));
+        objects.extend(gang());
+        let (_, message, victims) = preempted(objects);
+        assert_eq!(victims, expected, "{value:?}: {message}");
+    }
+    // At its minimum, semi-preemptible keeps every member where preemptible loses them all.
+    for (value, gone) in [("preemptible", 2), ("semi-preemptible", 0)] {
+        let mut objects = racks();
+        objects.push(running("keep-b0", "b0", "8", 2000));
+        objects.push(running("keep-b1", "b1", "8", 2000));
+        objects.extend(elastic("elastic", 2, json!({}), &[("e-a0", "a0"), ("e-a1", "a1")]).into_iter().map(
+            |mut p| {
+                p["metadata"]["labels"]["kai.scheduler/preemptibility"] = json!(value);
+                p
+            },
+        ));
+        objects.extend(spanning());
+        let (_, message, victims) = preempted(objects);
+        assert_eq!(victims.len(), gone, "{value}: {message}: {victims:?}");
+    }
+    // A value KAI does not know is refused, naming the label.
+    let mut c = Cluster::new();
+    for o in racks().into_iter().chain(labelled(Some("Never"))) {
+        c.push(o).unwrap();
+    }
+    let a = c.snapshot();
+    let said: Vec<String> = a.problems.iter().flat_map(|p| p.errors.iter().map(|e| e.path.clone())).collect();
+    assert!(said.iter().any(|p| p == "metadata.labels[kai.scheduler/preemptibility]"), "{:?}", a.problems);
+}

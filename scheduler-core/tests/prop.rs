@@ -1065,6 +1065,10 @@ fn elastic_snapshot(case: &ElasticCase) -> Snapshot {
             2 => Some(ElasticStep::MultipleOf(2)),
             _ => None,
         };
+        // Every fourth gang's minimum is never taken (KAI's semi-preemptible).
+        if j % 4 == 3 {
+            gang.disruption = Disruption::Surplus;
+        }
         if subgroups {
             // Every other such gang needs only one of its two subgroups.
             gang.min_member = if j % 2 == 0 { 2 } else { 1 };
@@ -1132,7 +1136,7 @@ proptest! {
 
     /// Preemption leaves no gang half-bound: each gang it takes members of either keeps its
     /// minimum (and a size its elastic step allows, or its minimum) or loses every member on a
-    /// node; and each subgroup it takes members of keeps its own minimum or loses every member.
+    /// node (never one whose minimum is never taken); and each subgroup it takes members of keeps its own minimum or loses every member.
     #[test]
     fn preemption_leaves_every_victim_gang_whole_or_gone(case in elastic_case()) {
         let snap = elastic_snapshot(&case);
@@ -1157,6 +1161,10 @@ proptest! {
                 let n = left.get(&leaf.name).copied().unwrap_or(0);
                 prop_assert!(!touched || count == 0 || n >= leaf.min_member, "{} left subgroup {} at {n} of {}", g.key, leaf.name, leaf.min_member);
             }
+            prop_assert!(
+                count > 0 || g.disruption != Disruption::Surplus,
+                "{} lost its minimum, which is never taken", g.key
+            );
             if count > 0 {
                 prop_assert!(tree::satisfied(g, &left), "{} left {left:?} below its minimum", g.key);
                 prop_assert!(

@@ -163,6 +163,11 @@ pub const KAI_TOPOLOGY: &str = "kai.scheduler/topology";
 pub const KAI_TOPOLOGY_REQUIRED: &str = "kai.scheduler/topology-required-placement";
 /// KAI's workload annotation: the level pods would rather share (`preferredTopologyLevel`).
 pub const KAI_TOPOLOGY_PREFERRED: &str = "kai.scheduler/topology-preferred-placement";
+/// KAI's label on a workload or its pods: how preemption may take the gang (its pod grouper
+/// writes it into the PodGroup's `preemptibility`; the workload's wins over its pods').
+pub const KAI_PREEMPTIBILITY: &str = "kai.scheduler/preemptibility";
+/// KAI's label on a workload: the PriorityClass its pod grouper gives the PodGroup.
+pub const KAI_PRIORITY_CLASS: &str = "priorityClassName";
 
 /// Workload label: the Kueue LocalQueue the workload is submitted to.
 pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
@@ -219,6 +224,12 @@ pub const LWS_LEADER_NAME: &str = "leaderworkerset.sigs.k8s.io/leader-name";
 pub const KUBEFLOW_JOB_NAME: &str = "training.kubeflow.org/job-name";
 /// KubeRay's pod label carrying the RayCluster's name.
 pub const RAY_CLUSTER: &str = "ray.io/cluster";
+/// KubeRay's label on a RayCluster or RayJob: the PriorityClass of the PodGroup its Volcano
+/// integration makes (`ray-operator/controllers/ray/utils`).
+pub const RAY_PRIORITY_CLASS: &str = "ray.io/priority-class-name";
+/// KubeRay's label on a RayCluster or RayJob asking its batch-scheduler integrations for a gang
+/// (present at all: any value).
+pub const RAY_GANG_SCHEDULING: &str = "ray.io/gang-scheduling-enabled";
 /// The AppWrapper controller's label on every pod template it creates: the AppWrapper's name.
 pub const APPWRAPPER_NAME: &str = "workload.codeflare.dev/appwrapper";
 /// The pod labels [`ANNOTATION_GANG_FROM`] may name: each is written on every pod by the

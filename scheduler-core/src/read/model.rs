@@ -277,6 +277,9 @@ pub enum Disruption {
     /// Never: it runs to completion once placed (a KAI PodGroup's `preemptibility:
     /// non-preemptible`).
     Never,
+    /// Members beyond the gang's minimum one at a time, newest first; the minimum never (KAI's
+    /// `semi-preemptible`: the minimum is the gang's core, what runs beyond it is elastic).
+    Surplus,
     /// As `Members` while the gang's priority is below this, else `Never` (a KAI PodGroup with no
     /// `preemptibility`: KAI calls priorities of 100 and above non-preemptible).
     Below(i32),
@@ -295,6 +298,11 @@ impl Disruption {
     /// The default.
     pub fn is_members(&self) -> bool {
         *self == Disruption::Members
+    }
+
+    /// Whether members beyond the minimum may go one at a time (at a priority: see [`Self::at`]).
+    pub fn takes_members(self) -> bool {
+        matches!(self, Disruption::Members | Disruption::Surplus)
     }
 }
 

@@ -518,6 +518,10 @@ fn candidates<'a>(
                 let helpful: Vec<usize> = pods.iter().copied().filter(|&p| helps(p)).collect();
                 surplus(room, j, helpful, &mut units, work);
             }
+            // A gang whose minimum is never disrupted offers only its members beyond it.
+            if snap.gangs[j].disruption.at(room.priorities[j]) == Disruption::Surplus {
+                continue;
+            }
             units.push(Victim {
                 violates: false,
                 surplus: false,
@@ -596,7 +600,7 @@ fn in_order(room: &Room<'_, '_>, units: &mut [Victim<'_>]) {
 /// have none: this keeps [`surplus`]'s work from them.
 fn may_shrink(room: &Room<'_, '_>, j: usize) -> bool {
     let gang = &room.snap.gangs[j];
-    gang.disruption.at(room.priorities[j]) == Disruption::Members
+    gang.disruption.at(room.priorities[j]).takes_members()
         && tree::pods_in(&room.members[j].held) > gang.min_pods().unwrap_or(u64::from(gang.min_member))
 }
 
@@ -621,7 +625,7 @@ fn surplus<'a>(
 ) {
     let snap = room.snap;
     let gang = &snap.gangs[j];
-    if gang.disruption.at(room.priorities[j]) != Disruption::Members {
+    if !gang.disruption.at(room.priorities[j]).takes_members() {
         return;
     }
     // What it costs, drawn from the preemption's work before it is done.

@@ -103,6 +103,23 @@ pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, Fiel
     }))
 }
 
+/// A KAI `preemptibility` (the PodGroup field, or the `kai.scheduler/preemptibility` label) at
+/// `path`: `preemptible`, `non-preemptible`, or KAI 0.18's `semi-preemptible` (the minimum, each
+/// leaf's `minMember`, is the core and never taken; members beyond it may be).
+pub fn preemptibility(path: &str, value: &str) -> Result<Disruption, FieldError> {
+    match value {
+        "preemptible" => Ok(Disruption::Members),
+        "non-preemptible" => Ok(Disruption::Never),
+        "semi-preemptible" => Ok(Disruption::Surplus),
+        other => Err(FieldError::new(
+            path,
+            format!(
+                "Unsupported value: {other:?}: supported values: \"preemptible\", \"non-preemptible\", \"semi-preemptible\""
+            ),
+        )),
+    }
+}
+
 /// Reads a KAI PodGroup.
 pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let meta = Meta::of(obj);
@@ -118,17 +135,10 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
         // class is not consulted here): preemptible.
         "" if gang.priority_class_name.is_none() => Disruption::Members,
         "" => Disruption::Below(NON_PREEMPTIBLE_FROM),
-        "preemptible" => Disruption::Members,
-        "non-preemptible" => Disruption::Never,
-        other => {
-            errors.push(FieldError::new(
-                "spec.preemptibility",
-                format!(
-                    "Unsupported value: {other:?}: supported values: \"preemptible\", \"non-preemptible\""
-                ),
-            ));
+        other => preemptibility("spec.preemptibility", other).unwrap_or_else(|e| {
+            errors.push(e);
             Disruption::Never
-        }
+        }),
     };
     // How long it may stay short of its minimum before what it holds is released; a negative one
     // (KAI: never released) cannot hold here (a gang is never left half-bound): warned about.
@@ -416,8 +426,17 @@ mod tests {
             read(&pg(json!({"preemptibility": "preemptible"}))).unwrap().disruption,
             Disruption::Members
         );
+        // KAI 0.18's third value: the minimum is never taken, whatever the class says.
+        assert_eq!(
+            read(&pg(json!({"priorityClassName": "build", "preemptibility": "semi-preemptible"})))
+                .unwrap()
+                .disruption
+                .at(50),
+            Disruption::Surplus
+        );
         let e = read(&pg(json!({"preemptibility": "Preemptible"}))).unwrap_err();
         assert_eq!(e[0].path, "spec.preemptibility");
+        assert!(e[0].message.contains("\"semi-preemptible\""), "{}", e[0].message);
         let e = read(&pg(json!({"stalenessGracePeriod": "soon"}))).unwrap_err();
         assert_eq!(e[0].path, "spec.stalenessGracePeriod");
         // A Go duration: no bare numbers but 0, and a fraction of a second rounds up.

@@ -385,6 +385,14 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
             Err(e) => errors.push(FieldError::new(annotation_path(ANNOTATION_ELASTIC_STEP), e)),
         }
     }
+    // KAI's label, on the pods or copied from their workload at admission, as KAI's pod grouper
+    // reads it into the PodGroup it would make.
+    if let Some(v) = meta.labels.get(KAI_PREEMPTIBILITY) {
+        match super::kai::preemptibility(&label_path(KAI_PREEMPTIBILITY), v) {
+            Ok(d) => gang.disruption = d,
+            Err(e) => errors.push(e),
+        }
+    }
     if let Some(v) = a.get(ANNOTATION_GANG_GROUP) {
         for (i, s) in v.split(',').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
             match GangKey::parse(s, meta.namespace) {

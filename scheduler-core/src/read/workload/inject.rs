@@ -235,6 +235,11 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
         if with_roles && !role.name.is_empty() {
             labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
         }
+        // KAI's preemptibility, stated on the workload: its pods' too, where the template states
+        // none (the gang reads it from them; `validate` names a template that says otherwise).
+        if let Some(v) = kai_preemptibility(obj) {
+            labels.push((crate::read::labels::KAI_PREEMPTIBILITY, v.to_string()));
+        }
         // Labels and annotations share `metadata`: when it is absent, one change adds both.
         if template.as_object().is_some_and(|t| vacant(t.get("metadata"))) {
             let map = |entries: &[(&str, String)]| -> Value {
@@ -265,6 +270,14 @@ fn job_deadline(obj: &Value, shape: &WorkloadShape, template: &str) -> Option<St
     let job = template.strip_suffix("/template")?;
     let secs = obj.at(&format!("{job}/activeDeadlineSeconds"))?.as_i64().filter(|&n| n > 0)?;
     Some(format!("{secs}s"))
+}
+
+/// The workload's own `kai.scheduler/preemptibility` label, if it states one.
+pub(crate) fn kai_preemptibility(obj: &Value) -> Option<&str> {
+    obj.at("/metadata/labels")
+        .and_then(|l| l.get(crate::read::labels::KAI_PREEMPTIBILITY))
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
 }
 
 /// What a workload's KAI topology annotations become on its templates, as KAI's pod grouper

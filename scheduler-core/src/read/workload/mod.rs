@@ -286,6 +286,49 @@ pub fn ray_job_selects_cluster(obj: &Value) -> bool {
     obj.at("/spec/clusterSelector").and_then(Value::as_object).is_some_and(|m| !m.is_empty())
 }
 
+/// What a RayCluster's or RayJob's KubeRay batch-scheduling labels ask that a kube-gang gang
+/// does not take, naming the label: `ray.io/priority-class-name` (KubeRay gives it to the
+/// PodGroup of its Volcano integration; a gang's priority is its pods'). `ray.io/gang-scheduling-
+/// enabled` asks KubeRay's own integrations for a gang and needs nothing here: an opted-in
+/// cluster is a gang with or without it.
+pub fn ray_warnings(obj: &Value) -> Vec<String> {
+    let is_ray = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| crate::read::object::group_of(v) == "ray.io");
+    let label = obj
+        .at("/metadata/labels")
+        .and_then(|l| l.get(crate::read::labels::RAY_PRIORITY_CLASS))
+        .and_then(Value::as_str)
+        .filter(|v| is_ray && !v.is_empty());
+    label
+        .map(|class| {
+            format!(
+                "metadata.labels[{}]: {class:?} is not used: KubeRay gives this class to the PodGroup of its Volcano integration; a kube-gang gang's priority is its pods' (set priorityClassName in headGroupSpec.template and each workerGroupSpecs[].template)",
+                crate::read::labels::RAY_PRIORITY_CLASS
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+/// For a RayCluster or RayJob not opted in by its own label: KubeRay's
+/// `ray.io/gang-scheduling-enabled` asks KubeRay's batch-scheduler integrations for a gang, not
+/// kube-gang — said, since a user may take it for the opt-in.
+pub fn ray_gang_label_warning(obj: &Value) -> Option<String> {
+    let key = crate::read::labels::RAY_GANG_SCHEDULING;
+    let is_ray = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| crate::read::object::group_of(v) == "ray.io");
+    (is_ray && obj.at("/metadata/labels").and_then(|l| l.get(key)).is_some()).then(|| {
+        format!(
+            "metadata.labels[{key}]: asks KubeRay's own batch-scheduler integration for a gang; kube-gang makes this cluster a gang only when it is labelled {}: \"true\" (or its namespace is)",
+            crate::read::labels::LABEL_ENABLED
+        )
+    })
+}
+
 /// What a Kubeflow job's `spec.runPolicy.schedulingPolicy` asks beyond `minAvailable` that
 /// kube-gang does not evaluate, naming each field (the operators copy them into the PodGroup they
 /// make for Volcano or the coscheduling plugin). For `validate`, `simulate` and the webhook.
