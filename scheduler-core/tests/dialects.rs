@@ -1,6 +1,8 @@
 //! Every dialect, one model: each dialect's objects and pod markers, assembled through
 //! `Cluster`, become the same canonical gang and memberships.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use scheduler_core::cluster::Cluster;
 use scheduler_core::model::{Dialect, Gang, GangKey, GangMode, Snapshot};
 use serde_json::{Value, json};
@@ -1206,4 +1208,155 @@ fn kuberay_batch_scheduling_labels_are_named_where_they_do_not_take_effect() {
     let w =
         warnings(&cluster(json!({"kube-gang.io/enabled": "true", "ray.io/gang-scheduling-enabled": "true"})));
     assert!(!w.iter().any(|w| w.contains("ray.io/gang-scheduling-enabled")), "{w:?}");
+}
+
+/// Eight 8-CPU nodes in two tier-1 HyperNodes of four (`s0`: n0–n3, `s1`: n4–n7) under a tier-2
+/// spine.
+fn hypernode_cluster() -> Vec<Value> {
+    let mut objects: Vec<Value> = (0..8)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}")},
+                   "status": {"allocatable": {"cpu": "8", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}})
+        })
+        .collect();
+    for (name, pattern) in [("s0", "^n[0-3]$"), ("s1", "^n[4-7]$")] {
+        objects.push(json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]}}));
+    }
+    objects.push(json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "spine"},
+        "spec": {"tier": 2, "members": [{"type": "HyperNode", "selector": {"regexMatch": {"pattern": "^s"}}}]}}));
+    objects
+}
+
+/// A Volcano Job task's `partitionPolicy` (Volcano ≥ 1.13): the controller labels each pod with
+/// its partition and writes a `subGroupPolicy` per partitioned task; each partition of
+/// `partitionSize` pods lands in one tier-1 HyperNode, and `minPartitions` of them must fit.
+#[test]
+fn a_volcano_job_s_partitions_each_land_in_one_hypernode_of_their_tier() {
+    let job = |replicas: u32, size: u32, min: u32, cpu: &str| {
+        json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "llm", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"schedulerName": "gang-scheduler", "tasks": [
+                {"name": "worker", "replicas": replicas,
+                 "partitionPolicy": {"totalPartitions": replicas / size, "partitionSize": size, "minPartitions": min,
+                                     "networkTopology": {"mode": "hard", "highestTierAllowed": 1}},
+                 "template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}}]}})
+    };
+    let run = |job: Value, busy: &[&str]| {
+        let mut objects = hypernode_cluster();
+        for n in busy {
+            objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("busy-{n}"), "namespace": "other"},
+                "spec": {"nodeName": n, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
+                "status": {"phase": "Running"}}));
+        }
+        let expanded = scheduler_core::workload::expand(&job).unwrap();
+        let pg = &expanded[0];
+        assert_eq!(
+            pg["spec"]["subGroupPolicy"][0]["matchLabelKeys"],
+            json!(["volcano.sh/partition-id"]),
+            "{pg}"
+        );
+        objects.extend(expanded);
+        let (snap, problems) = assemble(objects);
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = scheduler_core::schedule(
+            &snap,
+            &scheduler_core::Config::default(),
+            scheduler_core::Time::from_secs(1),
+        );
+        let o = plan.outcomes.iter().find(|o| o.gang.name == "llm").unwrap().clone();
+        let placed: BTreeMap<String, String> =
+            plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
+        (o.reason, o.message, placed, snap)
+    };
+    // Two partitions of four 4-CPU pods, n0 and n4 busy: each partition within s0 or within s1
+    // (never split), though packing them in order would put the second across both.
+    let (reason, message, placed, snap) = run(job(8, 4, 2, "4"), &["n0", "n4"]);
+    assert_eq!(reason, scheduler_core::Reason::Scheduled, "{message}");
+    let g = only_gang(&snap);
+    let names: Vec<&str> = g.subgroups.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["worker", "worker-0", "worker-1"], "{g:#?}");
+    assert_eq!((g.subgroups[0].min_member, g.subgroups[0].pod_floor, g.subgroups[1].min_member), (2, 8, 4));
+    for part in [0..4, 4..8] {
+        let hypernodes: BTreeSet<bool> = part
+            .map(|i| ["n0", "n1", "n2", "n3"].contains(&placed[&format!("llm-worker-{i}")].as_str()))
+            .collect();
+        assert_eq!(hypernodes.len(), 1, "a partition split across HyperNodes: {placed:?}");
+    }
+    // Whole-node pods, free nodes n3 (s0) and n4–n6 (s1): four pods fit, but two partitions of
+    // two do not (s0 holds one) — nothing is placed, a partition named.
+    let (reason, message, placed, _) = run(job(4, 2, 2, "8"), &["n0", "n1", "n2", "n7"]);
+    assert_eq!(placed.len(), 0, "{reason:?} {message}");
+    assert!(message.contains("subgroup worker-"), "{message}");
+    // Needing one partition, the job starts with the one that fits, whole, in s1.
+    let (reason, message, placed, _) = run(job(4, 2, 1, "8"), &["n0", "n1", "n2", "n7"]);
+    assert_eq!(reason, scheduler_core::Reason::Scheduled, "{message}");
+    let in_s1 = |pod: &str| placed.get(pod).is_some_and(|n| ["n4", "n5", "n6"].contains(&n.as_str()));
+    assert!(
+        (in_s1("llm-worker-0") && in_s1("llm-worker-1")) || (in_s1("llm-worker-2") && in_s1("llm-worker-3")),
+        "{placed:?}"
+    );
+}
+
+/// A PodGroup's own `subGroupPolicy`: its pods grouped by `matchLabelKeys` values, each group
+/// ready at `subGroupSize` pods and bound by the policy's tier, `minSubGroups` of them needed;
+/// pods no policy groups are the gang's and need no group; a group not among the pods yet is
+/// waited for.
+#[test]
+fn a_volcano_podgroup_s_sub_group_policy_groups_its_pods_by_label_values() {
+    let member = |name: &str, rack: Option<&str>| {
+        let labels = rack.map_or(json!({}), |r| json!({"rack-id": r}));
+        pod(
+            name,
+            labels,
+            json!({"scheduling.k8s.io/group-name": "pg"}),
+            json!({"schedulerName": "gang-scheduler",
+                   "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]}),
+        )
+    };
+    let run = |members: Vec<Value>| {
+        let mut objects = hypernode_cluster();
+        objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ml"},
+            "spec": {"minMember": 3, "subGroupPolicy": [{"name": "racks", "subGroupSize": 2, "minSubGroups": 2,
+                "matchLabelKeys": ["rack-id"], "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]}}));
+        objects.extend(members);
+        let (snap, problems) = assemble(objects);
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = scheduler_core::schedule(
+            &snap,
+            &scheduler_core::Config::default(),
+            scheduler_core::Time::from_secs(1),
+        );
+        let placed: BTreeMap<String, String> =
+            plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
+        let message = plan.outcomes.iter().find(|o| o.gang.name == "pg").unwrap().message.clone();
+        (only_gang(&snap).clone(), placed, message)
+    };
+    // One group of two and a pod of no group: the second group is waited for.
+    let (g, placed, message) = run(vec![member("a0", Some("a")), member("a1", Some("a")), member("x", None)]);
+    let shape: Vec<(&str, Option<&str>, u32)> =
+        g.subgroups.iter().map(|s| (s.name.as_str(), s.parent.as_deref(), s.min_member)).collect();
+    assert_eq!(
+        shape,
+        [
+            ("racks", None, 2),
+            ("racks-a", Some("racks"), 2),
+            ("racks-missing-1", Some("racks"), 2),
+            ("ungrouped", None, 0)
+        ]
+    );
+    assert_eq!((g.min_member, g.pod_floor), (2, 3));
+    assert!(placed.is_empty(), "{placed:?}: {message}");
+    // Two groups: placed, each within one tier-1 HyperNode.
+    let (_, placed, message) = run(vec![
+        member("a0", Some("a")),
+        member("a1", Some("a")),
+        member("b0", Some("b")),
+        member("b1", Some("b")),
+        member("x", None),
+    ]);
+    assert_eq!(placed.len(), 5, "{message}");
+    let s0 = |p: &str| ["n0", "n1", "n2", "n3"].contains(&placed[p].as_str());
+    assert_eq!((s0("a0"), s0("b0")), (s0("a1"), s0("b1")), "{placed:?}");
 }

@@ -886,7 +886,7 @@ pub struct Gang {
     /// KAI. `None`: levels are ordered by the policy's `topologyLevels`, else by the cluster's
     /// Kueue or KAI Topology that has the preferred level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topology_object: Option<String>,
+    pub topology_object: Option<Box<str>>,
     /// Koordinator's network-topology gather rules (`gang.scheduling.koordinator.sh/
     /// network-topology-spec`), until the cluster is assembled: they name layers of its
     /// `ClusterNetworkTopology`, whose order decides the required and preferred levels
@@ -900,6 +900,11 @@ pub struct Gang {
     /// the required level (`hard`) or the preferred one (`soft`). Boxed: few gangs have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier_name: Option<Box<TierName>>,
+    /// Volcano's `subGroupPolicy`: subgroups made of the gang's pods by their labels, once its
+    /// pods are known ([`Partitioning`]). `None` for every other gang.
+    /// Boxed: few gangs have one (and every gang pays for the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitioning: Option<Box<Vec<Partitioning>>>,
     /// A gang object whose project's controllers create the gang's pods only once a scheduler has
     /// moved it out of `Pending` (Volcano's PodGroup: `Inqueue`), as read: what the scheduler does
     /// and what a waiting gang's message says. Boxed: few gangs have one.
@@ -964,6 +969,23 @@ impl Gang {
         self.source.dialect != Dialect::KubeGang
     }
 
+    /// Its Volcano `subGroupPolicy` entries ([`Gang::partitioning`]); none for most gangs.
+    pub fn partitions(&self) -> &[Partitioning] {
+        self.partitioning.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether `s` is a subgroup Volcano's `subGroupPolicy` made of the gang's pods
+    /// ([`Gang::partitions`]): a policy's inner subgroup, one of its groups, or the pods no policy
+    /// groups ([`UNGROUPED`]).
+    pub fn made_by_partitions(&self, s: &SubGroup) -> bool {
+        !self.partitions().is_empty()
+            && ((s.parent.is_none() && s.name == UNGROUPED)
+                || self.partitions().iter().any(|p| {
+                    let node = p.node();
+                    s.name == node || s.parent.as_deref() == Some(node.as_str())
+                }))
+    }
+
     /// A gang with no subgroups, for tests and builders.
     pub fn new(key: GangKey, min_member: u32, source: Source) -> Self {
         Gang {
@@ -979,6 +1001,7 @@ impl Gang {
             topology_object: None,
             network_gather: None,
             tier_name: None,
+            partitioning: None,
             admission: None,
             exclusive_topology: None,
             gang_group: Vec::new(),
@@ -997,6 +1020,95 @@ impl Gang {
             state: GangState::default(),
         }
     }
+}
+
+/// One of a Volcano PodGroup's `subGroupPolicy` entries: the gang's pods its `selector` selects
+/// (all when `None`) and that carry every label of `keys` with a non-empty value are grouped by
+/// those values, each group a leaf subgroup of `size` pods (Volcano's subJob: ready with `size`
+/// pods), under an inner subgroup named `name` that needs `min` of them; each group's pods land
+/// in one domain of `topology_key`, and try one of `topology_preferred`. The leaves are made when
+/// the gang meets its pods ([`crate::read::cluster`]), as Volcano's scheduler makes its subJobs
+/// from the pods it sees (`getOrCreateSubJob`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Partitioning {
+    pub name: String,
+    /// The task subgroup (a leaf of the PodGroup's `minTaskMember`) these groups take the place
+    /// of: that task's minimum becomes the inner subgroup's pod floor. `None`: a subgroup of its
+    /// own under the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    pub size: u32,
+    pub min: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    pub keys: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_preferred: Option<String>,
+}
+
+impl Partitioning {
+    /// The values of `keys` on a pod with `labels`, if it is one of this policy's: selected, and
+    /// every key present with a non-empty value (Volcano's `getSubJobMatchValues`; with no keys no
+    /// pod is grouped, as there).
+    pub fn values<'l>(&self, labels: &'l Labels) -> Option<Vec<&'l str>> {
+        if self.keys.is_empty() || self.selector.as_ref().is_some_and(|s| !s.matches(labels)) {
+            return None;
+        }
+        self.keys.iter().map(|k| labels.get(k).filter(|v| !v.is_empty())).collect()
+    }
+
+    /// The inner subgroup its groups are under: the task's, else one named after the policy.
+    pub fn node(&self) -> String {
+        match &self.task {
+            Some(t) => t.clone(),
+            None => dns_name(&[&self.name]),
+        }
+    }
+
+    /// The leaf subgroup of the group of `values`: `<policy>-<v1>-<v2>` (`worker-0` for partition
+    /// 0 of task `worker`), made a DNS label if it is not one ([`dns_name`]).
+    pub fn leaf(&self, values: &[&str]) -> String {
+        let mut parts = vec![self.task.as_deref().unwrap_or(&self.name)];
+        parts.extend_from_slice(values);
+        dns_name(&parts)
+    }
+
+    /// The `k`-th placeholder leaf, for a group not among the pods yet: the inner subgroup needs
+    /// `min` groups, and a group without pods is one not ready.
+    pub fn missing(&self, k: usize) -> String {
+        dns_name(&[self.task.as_deref().unwrap_or(&self.name), "missing", &k.to_string()])
+    }
+}
+
+/// The subgroup made of a Volcano PodGroup's pods no `subGroupPolicy` groups, when it has no
+/// `minTaskMember` subgroups (Volcano's default subJob: it needs none of them).
+pub const UNGROUPED: &str = "ungrouped";
+
+/// A DNS label for `parts` joined by `-`: the join itself when it is one; else it lowercased,
+/// every other character as `-`, cut to 54 characters and followed by `-` and 8 hex digits of a
+/// hash of the join (so distinct joins stay distinct).
+pub fn dns_name(parts: &[&str]) -> String {
+    let joined = parts.join("-");
+    let is_label = !joined.is_empty()
+        && joined.len() <= 63
+        && joined.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !joined.starts_with('-')
+        && !joined.ends_with('-');
+    if is_label {
+        return joined;
+    }
+    // FNV-1a: stable across runs and builds.
+    let hash = joined.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    let clean: String = joined
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .take(54)
+        .collect();
+    let clean = clean.trim_matches('-');
+    if clean.is_empty() { format!("g-{hash:08x}") } else { format!("{clean}-{hash:08x}") }
 }
 
 /// A tier named by the HyperNodes' `tierName` ([`Gang::tier_name`]).

@@ -880,7 +880,8 @@ fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
         } else {
             index.insert(&s.name, i);
         }
-        if s.min_member < 1 {
+        // (Volcano's groups may need none: `minSubGroups` 0, its default subJob.)
+        if s.min_member < 1 && !gang.made_by_partitions(s) {
             errors.push(FieldError::new(format!("{path}.minMember"), "must be at least 1"));
         }
         if let Some(key) = &s.topology_key

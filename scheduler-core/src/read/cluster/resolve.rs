@@ -273,7 +273,124 @@ pub(super) fn resolve<'a, H: Held>(
             e.message = format!("gang {gang} does not exist (yet): {waits}");
         }
     }
+    partition(&mut defined, &mut memberships, claimed);
     let mut gangs: Vec<Gang> = defined.into_values().collect();
     gangs.sort_unstable_by(|a, b| a.key.cmp(&b.key));
     Resolved { gangs, memberships, object_problems, claim_problems: problems }
+}
+
+/// Volcano's `subGroupPolicy` ([`crate::read::model::Partitioning`]): each member of a gang with
+/// policies is put in the group its labels give it under the first policy that takes it (a
+/// task's policy takes only that task's pods), and the groups found become the gang's leaf
+/// subgroups, sorted by name, under the policy's inner subgroup — the task's subgroup (its
+/// minimum now a pod floor, its `minSubGroups` counting ready groups) or one of its own. When
+/// fewer groups have pods than `minSubGroups` asks, placeholders without pods stand for the rest
+/// (the gang waits for them, as Volcano's job does). Pods of a gang without task subgroups that
+/// no policy takes are in [`crate::read::model::UNGROUPED`], which needs none of them; the
+/// gang's `minMember` becomes its pod floor, and the root needs every top-level subgroup.
+///
+/// Cost: for each member of such a gang, each policy's selector and keys once (at most
+/// [`crate::read::dialect::volcano::MAX_POLICIES`] policies); nothing for other gangs.
+fn partition<H>(
+    defined: &mut HashMap<GangKey, Gang>,
+    memberships: &mut [(usize, Option<Membership>)],
+    claimed: &[Claimant<'_, H>],
+) {
+    use std::collections::BTreeSet;
+
+    use crate::read::model::{SubGroup, UNGROUPED};
+    if defined.values().all(|g| g.partitions().is_empty()) {
+        return;
+    }
+    // Per gang: the leaves found per policy, and whether some pod is ungrouped.
+    let mut found: HashMap<GangKey, (Vec<BTreeSet<String>>, bool)> = HashMap::new();
+    for (j, (_, m)) in memberships.iter_mut().enumerate() {
+        let Some(m) = m else { continue };
+        let Some(gang) = defined.get(&m.gang).filter(|g| !g.partitions().is_empty()) else { continue };
+        let labels = &claimed[j].pod.labels;
+        let entry = found
+            .entry(m.gang.clone())
+            .or_insert_with(|| (vec![BTreeSet::new(); gang.partitions().len()], false));
+        let taken = gang.partitions().iter().enumerate().find_map(|(i, p)| {
+            if p.task.as_ref().is_some_and(|t| m.subgroup.as_deref() != Some(t.as_str())) {
+                return None;
+            }
+            p.values(labels).map(|v| (i, p.leaf(&v)))
+        });
+        match taken {
+            Some((i, leaf)) => {
+                entry.0[i].insert(leaf.clone());
+                m.subgroup = Some(leaf);
+            }
+            // Beside task subgroups a pod keeps its task (a partitioned task's pod without its
+            // group's labels names an inner subgroup, and is said not to count).
+            None if gang.subgroups.is_empty() => {
+                entry.1 = true;
+                m.subgroup = Some(UNGROUPED.to_string());
+            }
+            None => {}
+        }
+    }
+    for gang in defined.values_mut().filter(|g| !g.partitions().is_empty()) {
+        let (leaves, ungrouped) = found
+            .remove(&gang.key)
+            .unwrap_or_else(|| (vec![BTreeSet::new(); gang.partitions().len()], false));
+        let flat = gang.subgroups.is_empty();
+        let mut made = Vec::new();
+        // Out while the task subgroups change, back when done.
+        let partitioning = gang.partitioning.take();
+        for (p, leaves) in partitioning.iter().flat_map(|b| b.iter()).zip(leaves) {
+            let node = p.node();
+            let mut floor = 0;
+            match gang.subgroups.iter_mut().find(|s| p.task.as_deref() == Some(s.name.as_str())) {
+                // The task's minimum (its pods) is now a floor on its groups' pods.
+                Some(task) => {
+                    task.pod_floor = task.min_member;
+                    task.min_member = p.min;
+                    floor = task.pod_floor;
+                }
+                None => made.push(SubGroup {
+                    name: node.clone(),
+                    parent: None,
+                    min_member: p.min,
+                    pod_floor: 0,
+                    topology_key: None,
+                    topology_preferred: None,
+                }),
+            }
+            // A task's floor with no group yet is not met by nothing: one placeholder at least.
+            let missing = (p.min as usize)
+                .saturating_sub(leaves.len())
+                .max(usize::from(leaves.is_empty() && floor > 0));
+            for name in leaves.into_iter().chain((1..=missing).map(|k| p.missing(k))) {
+                made.push(SubGroup {
+                    name,
+                    parent: Some(node.clone()),
+                    min_member: p.size,
+                    pod_floor: 0,
+                    topology_key: p.topology_key.clone(),
+                    topology_preferred: p.topology_preferred.clone(),
+                });
+            }
+        }
+        if flat {
+            if ungrouped {
+                made.push(SubGroup {
+                    name: UNGROUPED.to_string(),
+                    parent: None,
+                    min_member: 0,
+                    pod_floor: 0,
+                    topology_key: None,
+                    topology_preferred: None,
+                });
+            }
+            // The root's minimum counted pods; now it needs every top-level subgroup, and the
+            // pods stay its floor.
+            gang.pod_floor = gang.pod_floor.max(gang.min_member);
+            gang.min_member =
+                u32::try_from(made.iter().filter(|s| s.parent.is_none()).count()).unwrap_or(u32::MAX);
+        }
+        gang.subgroups.extend(made);
+        gang.partitioning = partitioning;
+    }
 }

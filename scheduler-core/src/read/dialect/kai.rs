@@ -166,8 +166,9 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     gang.topology_object = std::iter::once(&pg.spec.topology_constraint)
         .chain(pg.spec.sub_groups.iter().map(|s| &s.topology_constraint))
         .flatten()
-        .map(|t| t.topology.clone())
-        .find(|t| !t.is_empty());
+        .map(|t| t.topology.as_str())
+        .find(|t| !t.is_empty())
+        .map(Box::from);
     let mut children: BTreeMap<Option<&str>, u32> = BTreeMap::new();
     for s in &pg.spec.sub_groups {
         *children.entry(s.parent.as_deref()).or_default() += 1;

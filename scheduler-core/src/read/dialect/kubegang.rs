@@ -354,7 +354,7 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     // the order of the gang's levels, as in the PodGroup KAI's pod grouper would make.
     if gang.topology_key.is_some() || gang.topology_preferred.is_some() {
         gang.topology_object =
-            a.get(crate::read::labels::KAI_TOPOLOGY).filter(|t| !t.is_empty()).map(str::to_string);
+            a.get(crate::read::labels::KAI_TOPOLOGY).filter(|t| !t.is_empty()).map(Box::from);
     }
     // Kueue's TAS levels, set on the pod template of a workload of one PodSet, are its gang's (a
     // workload of several PodSets sets them per role: `kueue_topology_warnings`). Ours win.

@@ -40,7 +40,31 @@ struct Spec {
     min_resources: Option<BTreeMap<String, Quantity>>,
     priority_class_name: Option<String>,
     network_topology: Option<NetworkTopology>,
+    sub_group_policy: Option<Vec<SubGroupPolicy>>,
 }
+
+/// One `spec.subGroupPolicy` entry (Volcano's `SubGroupPolicySpec`).
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SubGroupPolicy {
+    #[serde(default)]
+    name: String,
+    sub_group_size: Option<i32>,
+    min_sub_groups: Option<i32>,
+    label_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    #[serde(default)]
+    match_label_keys: Option<Vec<String>>,
+    network_topology: Option<NetworkTopology>,
+}
+
+/// How many `subGroupPolicy` entries a PodGroup may have here: each is an inner subgroup, and a
+/// gang's whole tree holds at most [`crate::read::tree::MAX_SUBGROUPS`].
+pub const MAX_POLICIES: usize = 16;
+
+/// The pod label Volcano's job controller puts each pod's partition index in (`index /
+/// partitionSize`), and the key of the `subGroupPolicy` it writes for a task's
+/// `partitionPolicy`.
+pub const PARTITION_LABEL: &str = "volcano.sh/partition-id";
 
 /// `spec.networkTopology`: the HyperNode tier a job may not cross (`hard`), or tries not to
 /// (`soft`).
@@ -149,7 +173,102 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
         gang.min_member = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
         gang.subgroups = tasks;
     }
+    let policies = pg.spec.sub_group_policy.as_deref().unwrap_or(&[]);
+    let made = partitions(policies, &gang.subgroups, &mut errors);
+    gang.partitioning = (!made.is_empty()).then(|| Box::new(made));
     if errors.is_empty() { Ok(gang) } else { Err(errors) }
+}
+
+/// The task whose pods a policy partitions: a selector of exactly `volcano.sh/task-spec: <task>`
+/// (what Volcano's job controller writes for a task's `partitionPolicy`) naming one of `tasks`.
+fn task_of<'t>(
+    selector: Option<&crate::read::model::LabelSelector>,
+    tasks: &'t [SubGroup],
+) -> Option<&'t str> {
+    let s = selector?;
+    if !s.match_expressions.is_empty() || s.match_labels.len() != 1 {
+        return None;
+    }
+    let task = s.match_labels.get(TASK_ANNOTATION)?;
+    tasks.iter().find(|t| t.name == *task).map(|t| t.name.as_str())
+}
+
+/// `spec.subGroupPolicy` as [`Partitioning`]s, as Volcano's scheduler reads it: `subGroupSize`
+/// (default 1) pods make a group ready, `minSubGroups` (default 0) groups must be, `networkTopology`
+/// bounds each group (`hard` with `highestTierAllowed`: required; `soft`: preferred). A policy
+/// partitioning one task of `tasks` (the PodGroup's `minTaskMember` read as subgroups) takes that
+/// task's place in the tree; beside task subgroups, a policy of any other selector is not
+/// evaluated (its pods would count in two places: [`warnings`] says so).
+fn partitions(
+    policies: &[SubGroupPolicy],
+    tasks: &[SubGroup],
+    errors: &mut Vec<FieldError>,
+) -> Vec<crate::read::model::Partitioning> {
+    if policies.len() > MAX_POLICIES {
+        errors.push(FieldError::new(
+            "spec.subGroupPolicy",
+            format!("has {} entries; a gang is read with at most {MAX_POLICIES}", policies.len()),
+        ));
+        return Vec::new();
+    }
+    let mut out: Vec<crate::read::model::Partitioning> = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
+    for (i, p) in policies.iter().enumerate() {
+        let path = format!("spec.subGroupPolicy[{i}]");
+        let before = errors.len();
+        // (An empty name is one Volcano accepts; two alike would share one count there.)
+        if !names.insert(p.name.as_str()) {
+            errors.push(FieldError::new(format!("{path}.name"), format!("Duplicate value: {:?}", p.name)));
+        }
+        let size = match p.sub_group_size {
+            None => 1,
+            Some(n) if n >= 1 => n.unsigned_abs(),
+            Some(n) => {
+                errors.push(FieldError::new(
+                    format!("{path}.subGroupSize"),
+                    format!("must be greater than or equal to 1, got {n}"),
+                ));
+                1
+            }
+        };
+        let min = count_field(&format!("{path}.minSubGroups"), p.min_sub_groups.unwrap_or(0))
+            .map_err(|e| errors.push(e))
+            .unwrap_or(0);
+        let selector = p
+            .label_selector
+            .as_ref()
+            .map(|s| crate::read::volume::selector(s, &format!("{path}.labelSelector"), errors));
+        let keys = p.match_label_keys.clone().unwrap_or_default();
+        let mut group =
+            Gang::new(GangKey::new("", ""), 0, Source { dialect: Dialect::Volcano, kind: String::new() });
+        if let Some(t) = &p.network_topology {
+            let mut errs = Vec::new();
+            network_topology(t, &mut group, &mut errs);
+            errors.extend(
+                errs.into_iter()
+                    .map(|e| FieldError::new(e.path.replacen("spec.", &format!("{path}."), 1), e.message)),
+            );
+        }
+        if errors.len() > before {
+            continue;
+        }
+        let task = task_of(selector.as_ref(), tasks).map(str::to_string);
+        // Beside task subgroups only a task's own partitions have a place in the tree.
+        if !tasks.is_empty() && task.is_none() {
+            continue;
+        }
+        out.push(crate::read::model::Partitioning {
+            name: p.name.clone(),
+            task,
+            size,
+            min,
+            selector,
+            keys,
+            topology_key: group.topology_key,
+            topology_preferred: group.topology_preferred,
+        });
+    }
+    out
 }
 
 /// A PodGroup's `networkTopology` as levels ([`crate::read::hypernode`]), as Volcano's scheduler reads
@@ -204,15 +323,41 @@ fn network_topology(t: &NetworkTopology, gang: &mut Gang, errors: &mut Vec<Field
     }
 }
 
-/// Why a Volcano field naming HyperNode tiers is not evaluated.
-const HYPERNODES: &str = "not evaluated: per-subgroup tiers and partitions are not read yet, so the gang's pods are placed without this bound (networkTopology with highestTierAllowed or highestTierName bounds the whole gang)";
-
-/// What a Volcano PodGroup asks that the cycle does not evaluate, naming the field:
-/// `spec.subGroupPolicy`. For `validate`, `simulate` and the webhook.
+/// What a Volcano PodGroup asks that the cycle does not evaluate, naming the field: a
+/// `subGroupPolicy` entry beside `minTaskMember` subgroups that partitions no single task (its
+/// pods would count toward two subgroups), a policy's tier named by `highestTierName` (not
+/// resolved per subgroup), a policy without `matchLabelKeys` (Volcano groups no pod by it), and
+/// the queue. For `validate`, `simulate` and the webhook.
 pub fn warnings(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    if obj.pointer("/spec/subGroupPolicy").is_some_and(|v| !v.is_null()) {
-        out.push(format!("spec.subGroupPolicy: {HYPERNODES}"));
+    let policies =
+        obj.pointer("/spec/subGroupPolicy").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let tasks = read(obj).map(|g| g.subgroups).unwrap_or_default();
+    for (i, p) in policies.iter().enumerate().take(MAX_POLICIES) {
+        let Ok(policy) = serde_json::from_value::<SubGroupPolicy>(p.clone()) else { continue };
+        let selector =
+            policy.label_selector.as_ref().map(|s| crate::read::volume::selector(s, "", &mut Vec::new()));
+        if !tasks.is_empty() && task_of(selector.as_ref(), &tasks).is_none() {
+            out.push(format!(
+                "spec.subGroupPolicy[{i}]: not evaluated: beside spec.minTaskMember only a policy whose labelSelector is exactly {TASK_ANNOTATION}: <a task> is read (its pods would count toward two subgroups)"
+            ));
+            continue;
+        }
+        if policy.match_label_keys.as_ref().is_none_or(Vec::is_empty) {
+            out.push(format!(
+                "spec.subGroupPolicy[{i}].matchLabelKeys: empty: Volcano groups no pod by this policy (each pod stays in the gang's own group)"
+            ));
+        }
+        if policy
+            .network_topology
+            .as_ref()
+            .and_then(|t| t.highest_tier_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+        {
+            out.push(format!(
+                "spec.subGroupPolicy[{i}].networkTopology.highestTierName: not evaluated: a tier named per subgroup is not resolved, so each group's pods are placed without this bound (highestTierAllowed is)"
+            ));
+        }
     }
     out.extend(queue_warning(obj));
     out
@@ -228,8 +373,8 @@ fn queue_warning(obj: &Value) -> Option<String> {
     ))
 }
 
-/// What a `batch.volcano.sh` Job asks that the cycle does not evaluate, naming the field: each
-/// task's `partitionPolicy`.
+/// What a `batch.volcano.sh` Job asks that the cycle does not evaluate, naming the field: a
+/// task's NUMA `topologyPolicy`, a partition's tier named by `highestTierName`, the queue.
 pub fn job_warnings(obj: &Value) -> Vec<String> {
     let mut out: Vec<String> = queue_warning(obj).into_iter().collect();
     let tasks = obj.pointer("/spec/tasks").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
@@ -243,8 +388,13 @@ pub fn job_warnings(obj: &Value) -> Vec<String> {
                 "spec.tasks[{i}].topologyPolicy: not evaluated: {policy:?} NUMA placement is left to the kubelet's topology manager; kube-gang chooses nodes, not NUMA zones"
             ));
         }
-        if t.get("partitionPolicy").is_some_and(|v| !v.is_null()) {
-            out.push(format!("spec.tasks[{i}].partitionPolicy: {HYPERNODES}"));
+        if t.pointer("/partitionPolicy/networkTopology/highestTierName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty())
+        {
+            out.push(format!(
+                "spec.tasks[{i}].partitionPolicy.networkTopology.highestTierName: not evaluated: a tier named per partition is not resolved, so each partition's pods are placed without this bound (highestTierAllowed is)"
+            ));
         }
     }
     out
@@ -322,7 +472,7 @@ mod tests {
                      "subGroupPolicy": [{"name": "workers"}]}});
         let w = warnings(&pg);
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].starts_with("spec.subGroupPolicy: not evaluated"), "{w:?}");
+        assert!(w[0].starts_with("spec.subGroupPolicy[0].matchLabelKeys: empty"), "{w:?}");
         let queued = |q: &str| {
             warnings(&json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                 "metadata": {"name": "pg"}, "spec": {"minMember": 1, "queue": q}}))
@@ -344,10 +494,73 @@ mod tests {
         let job = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "spec": {"networkTopology": {"mode": "soft", "highestTierName": "spine"}, "tasks": [
                 {"name": "a", "replicas": 1},
-                {"name": "b", "replicas": 4, "partitionPolicy": {"totalPartitions": 2, "partitionSize": 2}}]}});
+                {"name": "b", "replicas": 4, "partitionPolicy": {"totalPartitions": 2, "partitionSize": 2,
+                    "networkTopology": {"highestTierName": "leaf"}}}]}});
         let w = job_warnings(&job);
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].starts_with("spec.tasks[1].partitionPolicy: not evaluated"), "{w:?}");
+        assert!(
+            w[0].starts_with("spec.tasks[1].partitionPolicy.networkTopology.highestTierName: not evaluated"),
+            "{w:?}"
+        );
+    }
+
+    /// `subGroupPolicy` as Volcano's scheduler reads it (defaults `subGroupSize` 1 and
+    /// `minSubGroups` 0, the CRD's bounds), a task's policy found by its exact selector, and what
+    /// has no place in the tree said.
+    #[test]
+    fn sub_group_policies_are_read_with_volcano_s_defaults_and_bounds() {
+        let pg = |spec: Value| {
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ml"}, "spec": spec})
+        };
+        let g = read(&pg(json!({"minMember": 4, "subGroupPolicy": [
+            {"name": "racks", "matchLabelKeys": ["rack-id"], "networkTopology": {"mode": "hard", "highestTierAllowed": 1}},
+            {"name": "pairs", "subGroupSize": 2, "minSubGroups": 1, "matchLabelKeys": ["pair"],
+             "labelSelector": {"matchExpressions": [{"key": "role", "operator": "In", "values": ["w"]}]},
+             "networkTopology": {"mode": "soft"}}]})))
+        .unwrap();
+        let p = g.partitions();
+        assert_eq!((p[0].size, p[0].min, p[0].task.as_deref()), (1, 0, None));
+        assert_eq!(p[0].topology_key.as_deref(), Some("volcano.sh/hypernode-tier-1"));
+        assert_eq!((p[1].size, p[1].min), (2, 1));
+        assert_eq!(p[1].topology_preferred.as_deref(), Some("volcano.sh/hypernode-tier-1"));
+        assert_eq!(p[1].selector.as_ref().unwrap().match_expressions.len(), 1);
+        // A task's own policy takes its place; another policy beside tasks is not evaluated.
+        let spec = json!({"minMember": 5, "minTaskMember": {"master": 1, "worker": 4}, "subGroupPolicy": [
+            {"name": "worker", "subGroupSize": 2, "minSubGroups": 2,
+             "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}}, "matchLabelKeys": ["volcano.sh/partition-id"]},
+            {"name": "other", "labelSelector": {"matchLabels": {"app": "x"}}, "matchLabelKeys": ["k"]}]});
+        let g = read(&pg(spec.clone())).unwrap();
+        assert_eq!(g.partitions().len(), 1);
+        assert_eq!(g.partitions()[0].task.as_deref(), Some("worker"));
+        let w = warnings(&pg(spec));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("spec.subGroupPolicy[1]: not evaluated"), "{w:?}");
+        // The CRD's bounds and Volcano's rules, each at its field.
+        let e = read(&pg(json!({"minMember": 1, "subGroupPolicy": [
+            {"name": "a", "subGroupSize": 0, "matchLabelKeys": ["k"]},
+            {"name": "a", "minSubGroups": -1, "matchLabelKeys": ["k"]},
+            {"name": "d", "matchLabelKeys": ["k"], "networkTopology": {"mode": "tight"}},
+            {"name": "b", "matchLabelKeys": ["k"], "networkTopology": {"highestTierAllowed": 1, "highestTierName": "x"}},
+            {"name": "c", "labelSelector": {"matchExpressions": [{"key": "k", "operator": "Near"}]}}]})))
+        .unwrap_err();
+        let paths: Vec<&str> = e.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.subGroupPolicy[0].subGroupSize",
+                "spec.subGroupPolicy[1].name",
+                "spec.subGroupPolicy[1].minSubGroups",
+                "spec.subGroupPolicy[2].networkTopology.mode",
+                "spec.subGroupPolicy[3].networkTopology",
+                "spec.subGroupPolicy[4].labelSelector.matchExpressions[0].operator",
+            ],
+            "{e:?}"
+        );
+        let many: Vec<Value> =
+            (0..=MAX_POLICIES).map(|i| json!({"name": format!("p{i}"), "matchLabelKeys": ["k"]})).collect();
+        let e = read(&pg(json!({"minMember": 1, "subGroupPolicy": many}))).unwrap_err();
+        assert_eq!(e[0].path, "spec.subGroupPolicy", "{e:?}");
     }
 
     #[test]

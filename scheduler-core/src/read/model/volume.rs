@@ -199,7 +199,7 @@ impl Storage {
         policy: &'s [String],
         key: &str,
     ) -> &'s [String] {
-        if let Some(name) = &gang.topology_object {
+        if let Some(name) = gang.topology_object.as_deref() {
             return self.kai_topologies.get(name).map_or(&[], Vec::as_slice);
         }
         if key.starts_with(NETWORK_LAYER_PREFIX) {

@@ -334,13 +334,33 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
     let scheduler = obj.at("/spec/schedulerName").cloned().unwrap_or_else(|| json!("volcano"));
     let class = obj.at("/spec/priorityClassName").and_then(Value::as_str).filter(|c| !c.is_empty());
     let mut task_min = Map::new();
+    let mut policies = Vec::new();
     let mut pods = Vec::new();
     for (i, (role, stamp)) in shape.roles.iter().zip(stamps).enumerate() {
+        let partition = super::volcano_partition(obj, i, role.pods, &mut Vec::new());
         let min = obj
             .at(&format!("/spec/tasks/{i}/minAvailable"))
             .and_then(Value::as_u64)
-            .unwrap_or(u64::from(role.pods));
+            .unwrap_or(u64::from(partition.map_or(role.pods, |p| p.task_min(role.pods))));
         task_min.insert(role.name.clone(), json!(min));
+        // A partitioned task's policy, as the controller writes it (`getSubGroupPolicy`).
+        if let Some(p) = partition {
+            let mut policy = json!({
+                "name": role.name, "subGroupSize": p.size, "minSubGroups": p.min,
+                "labelSelector": {"matchLabels": {crate::read::dialect::volcano::TASK_ANNOTATION: role.name}},
+                "matchLabelKeys": [crate::read::dialect::volcano::PARTITION_LABEL],
+            });
+            if let Some(t) =
+                obj.at(&format!("/spec/tasks/{i}/partitionPolicy/networkTopology")).filter(|t| !t.is_null())
+            {
+                let mut t = t.clone();
+                if let Some(m) = t.as_object_mut() {
+                    m.entry("mode").or_insert_with(|| json!("hard"));
+                }
+                policy["networkTopology"] = t;
+            }
+            policies.push(policy);
+        }
         let Some(stamp) = stamp else { continue };
         let mut spec = stamp.spec.clone();
         if let Some(sp) = spec.as_object_mut() {
@@ -364,6 +384,16 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
                 a.insert(crate::read::dialect::volcano::ANNOTATION.into(), json!(shape.name));
                 a.insert(crate::read::dialect::volcano::TASK_ANNOTATION.into(), json!(role.name));
             }
+            // The task as a label too, and a partitioned task's partition (`createJobPod`).
+            if let Some(l) = map_at(&mut metadata, &["labels"]) {
+                l.insert(crate::read::dialect::volcano::TASK_ANNOTATION.into(), json!(role.name));
+                if let Some(p) = partition.filter(|p| p.size > 0) {
+                    l.insert(
+                        crate::read::dialect::volcano::PARTITION_LABEL.into(),
+                        json!((n / p.size).to_string()),
+                    );
+                }
+            }
             let Value::Object(metadata) = metadata else { continue };
             pods.push(pod_of(metadata, spec.clone()));
         }
@@ -378,6 +408,9 @@ fn expand_volcano(obj: &Value, shape: &WorkloadShape, stamps: &[Option<Stamp>]) 
     })];
     if let Some(c) = class {
         out[0]["spec"]["priorityClassName"] = json!(c);
+    }
+    if !policies.is_empty() {
+        out[0]["spec"]["subGroupPolicy"] = Value::Array(policies);
     }
     // The Job's labels and annotations, and the Job as its controller, as Volcano's
     // `createOrUpdatePodGroup` writes them (the labels carry the Job's opt-in to kube-gang).

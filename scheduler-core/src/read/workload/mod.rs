@@ -777,7 +777,22 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
                 format!("duplicate task name {:?}", r.name),
             ));
         }
-        let task_min = int_at(obj, &format!("/spec/tasks/{i}/minAvailable"), i64::from(r.pods), errors);
+        let partitioned = volcano_partition(obj, i, r.pods, errors);
+        let default_min = partitioned.map_or(r.pods, |p| p.task_min(r.pods));
+        let task_min = int_at(obj, &format!("/spec/tasks/{i}/minAvailable"), i64::from(default_min), errors);
+        if let Some(p) = partitioned
+            && p.min > 0
+            && obj.at(&format!("/spec/tasks/{i}/minAvailable")).is_some_and(|v| !v.is_null())
+            && u64::from(task_min) != u64::from(p.min) * u64::from(p.size)
+        {
+            errors.push(FieldError::new(
+                format!("spec.tasks[{i}].minAvailable"),
+                format!(
+                    "{task_min} is not partitionPolicy.minPartitions × partitionSize ({} × {}): Volcano refuses the job",
+                    p.min, p.size
+                ),
+            ));
+        }
         if task_min > r.pods {
             errors.push(FieldError::new(
                 format!("spec.tasks[{i}].minAvailable"),
@@ -799,6 +814,104 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
             n
         }
     }
+}
+
+/// A Volcano Job task's `partitionPolicy`: its pods in `total` partitions of `size` (the
+/// controller labels pod `i` with partition `i / size`), of which `min` must be ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VolcanoPartition {
+    pub total: u32,
+    pub size: u32,
+    pub min: u32,
+}
+
+impl VolcanoPartition {
+    /// The task's `minAvailable` when it states none, as Volcano's job mutating webhook sets it:
+    /// `minPartitions × partitionSize` when `minPartitions` is above 0, else every replica.
+    pub fn task_min(self, replicas: u32) -> u32 {
+        if self.min > 0 { self.min.saturating_mul(self.size) } else { replicas }
+    }
+}
+
+/// Task `i`'s `partitionPolicy`, held to Volcano's job admission rules
+/// (`validatePartitionPolicy`): `totalPartitions` and `partitionSize` above 0, their product the
+/// task's `replicas` (`pods`), `minPartitions` not negative and within `totalPartitions`, and
+/// not both `highestTierAllowed` and `highestTierName` in its `networkTopology`. `None` without
+/// one, or when it breaks a rule (the error names the field).
+pub fn volcano_partition(
+    obj: &Value,
+    i: usize,
+    pods: u32,
+    errors: &mut Vec<FieldError>,
+) -> Option<VolcanoPartition> {
+    let at = format!("/spec/tasks/{i}/partitionPolicy");
+    let policy = obj.at(&at).filter(|v| !v.is_null())?;
+    let before = errors.len();
+    let path = format!("spec.tasks[{i}].partitionPolicy");
+    let field = |name: &str, errors: &mut Vec<FieldError>| -> i64 {
+        match policy.get(name) {
+            None | Some(Value::Null) => 0,
+            Some(v) => match v.as_i64().filter(|n| i32::try_from(*n).is_ok()) {
+                Some(n) => n,
+                None => {
+                    errors.push(FieldError::new(
+                        format!("{path}.{name}"),
+                        format!("{v} is not a 32-bit integer"),
+                    ));
+                    0
+                }
+            },
+        }
+    };
+    let total = field("totalPartitions", errors);
+    let size = field("partitionSize", errors);
+    let min = field("minPartitions", errors);
+    if errors.len() > before {
+        return None;
+    }
+    if total <= 0 {
+        errors.push(FieldError::new(
+            format!("{path}.totalPartitions"),
+            format!("must be greater than 0, got {total}"),
+        ));
+    } else if size <= 0 {
+        errors.push(FieldError::new(
+            format!("{path}.partitionSize"),
+            format!("must be greater than 0, got {size}"),
+        ));
+    } else if total.saturating_mul(size) != i64::from(pods) {
+        errors.push(FieldError::new(
+            format!("spec.tasks[{i}].replicas"),
+            format!("{pods} is not partitionPolicy.totalPartitions × partitionSize ({total} × {size}): Volcano refuses the job"),
+        ));
+    }
+    if min < 0 {
+        errors.push(FieldError::new(
+            format!("{path}.minPartitions"),
+            format!("must not be negative, got {min}"),
+        ));
+    } else if min > total {
+        errors.push(FieldError::new(
+            format!("{path}.minPartitions"),
+            format!("{min} is greater than totalPartitions {total}: the task can never start"),
+        ));
+    }
+    let topology = policy.get("networkTopology");
+    let named = topology
+        .and_then(|t| t.get("highestTierName"))
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if named && topology.and_then(|t| t.get("highestTierAllowed")).is_some_and(|v| !v.is_null()) {
+        errors.push(FieldError::new(
+            format!("{path}.networkTopology"),
+            "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously",
+        ));
+    }
+    if errors.len() > before {
+        return None;
+    }
+    let n = |v: i64| u32::try_from(v).unwrap_or(0);
+    Some(VolcanoPartition { total: n(total), size: n(size), min: n(min) })
 }
 
 /// Volcano's DAG rule for `dependsOn`: every task a task depends on exists and the dependencies
