@@ -1117,7 +1117,7 @@ fn a_koordinator_gang_takes_its_levels_from_the_cluster_network_topology_as_it_c
 }
 
 /// KAI's `kai.scheduler/preemptibility` label on a workload is its gang's, as KAI's pod grouper
-/// makes it its PodGroup's: copied to the pod templates at admission (a template's own kept and
+/// makes it its PodGroup's: copied to the pod templates at admission (over a template's own,
 /// named), refused unless a value KAI knows. KAI's `priorityClassName` label is named as unused.
 #[test]
 fn a_workloads_kai_preemptibility_label_becomes_its_gang_s_and_a_bad_one_is_refused() {
@@ -1158,18 +1158,20 @@ fn a_workloads_kai_preemptibility_label_becomes_its_gang_s_and_a_bad_one_is_refu
         "{:?}",
         verdict.warnings
     );
-    // The template's own value stays, and the workload's is named as not used for it.
+    // The workload's value wins over the template's own (KAI reads the top owner's first), and
+    // the template's is named as overridden.
     let mut own = job(
         json!({"kai.scheduler/preemptibility": "preemptible"}),
         json!({"kai.scheduler/preemptibility": "non-preemptible"}),
     );
     let verdict = scheduler_core::admit::admit(&mut own, None, None);
     assert!(verdict.allowed(), "{verdict:?}");
-    assert_eq!(gang_of(&own).disruption, scheduler_core::model::Disruption::Never);
+    assert_eq!(gang_of(&own).disruption, scheduler_core::model::Disruption::Members);
     assert!(
         verdict.warnings.iter().any(|w| w
-            == "metadata.labels[kai.scheduler/preemptibility]: \"preemptible\" is not used for spec.template: \
-                its own metadata.labels[kai.scheduler/preemptibility] says \"non-preemptible\""),
+            == "spec.template.metadata.labels[kai.scheduler/preemptibility]: \"non-preemptible\" is overridden by the \
+                workload's \"preemptible\" (metadata.labels[kai.scheduler/preemptibility]), as KAI's pod grouper reads \
+                the top owner's label first"),
         "{:?}",
         verdict.warnings
     );
@@ -1288,6 +1290,11 @@ fn a_volcano_job_s_partitions_each_land_in_one_hypernode_of_their_tier() {
     let (reason, message, placed, _) = run(job(4, 2, 2, "8"), &["n0", "n1", "n2", "n7"]);
     assert_eq!(placed.len(), 0, "{reason:?} {message}");
     assert!(message.contains("subgroup worker-"), "{message}");
+    assert!(message.contains("all within one tier-1 Volcano HyperNode"), "{message}");
+    // minPartitions left at 0: the task's minimum is every replica, and each partition still
+    // keeps to one HyperNode — the second has none with two free nodes, so nothing is placed.
+    let (reason, message, placed, _) = run(job(4, 2, 0, "8"), &["n0", "n1", "n2", "n7"]);
+    assert_eq!(placed.len(), 0, "{reason:?} {message}: {placed:?}");
     // Needing one partition, the job starts with the one that fits, whole, in s1.
     let (reason, message, placed, _) = run(job(4, 2, 1, "8"), &["n0", "n1", "n2", "n7"]);
     assert_eq!(reason, scheduler_core::Reason::Scheduled, "{message}");
@@ -1359,4 +1366,62 @@ fn a_volcano_podgroup_s_sub_group_policy_groups_its_pods_by_label_values() {
     assert_eq!(placed.len(), 5, "{message}");
     let s0 = |p: &str| ["n0", "n1", "n2", "n3"].contains(&placed[p].as_str());
     assert_eq!((s0("a0"), s0("b0")), (s0("a1"), s0("b1")), "{placed:?}");
+}
+
+/// Groups a policy makes never take a name already used (task `worker-1` beside task `worker`'s
+/// partition 1), and a partitioned task's pods without the group label are in a subgroup of their
+/// own that needs none of them, not lost.
+#[test]
+fn partition_names_never_clash_and_unlabelled_task_pods_still_count() {
+    let member = |name: &str, task: &str, partition: Option<&str>| {
+        let mut labels = json!({"volcano.sh/task-spec": task});
+        if let Some(p) = partition {
+            labels["volcano.sh/partition-id"] = json!(p);
+        }
+        pod(
+            name,
+            labels,
+            json!({"scheduling.k8s.io/group-name": "pg", "volcano.sh/task-spec": task}),
+            json!({"schedulerName": "gang-scheduler",
+                   "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}),
+        )
+    };
+    let mut objects = hypernode_cluster();
+    objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ml"},
+        "spec": {"minMember": 5, "minTaskMember": {"worker": 4, "worker-1": 1},
+                 "subGroupPolicy": [{"name": "worker", "subGroupSize": 2,
+                     "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}},
+                     "matchLabelKeys": ["volcano.sh/partition-id"]}]}}));
+    objects.extend([
+        member("w0", "worker", Some("0")),
+        member("w1", "worker", Some("0")),
+        member("w2", "worker", Some("1")),
+        member("w3", "worker", Some("1")),
+        member("w4", "worker", None),
+        member("other", "worker-1", None),
+    ]);
+    let (snap, problems) = assemble(objects);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    let mut names: Vec<&str> = g.subgroups.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["worker", "worker-0", "worker-1", "worker-1-2", "worker-ungrouped"], "{g:#?}");
+    let leaf_of = |pod: &str| {
+        snap.pods.iter().find(|p| p.key.name == pod).and_then(|p| p.gang.as_ref()?.subgroup.clone()).unwrap()
+    };
+    assert_eq!(leaf_of("other"), "worker-1", "the task keeps its name");
+    assert_eq!(leaf_of("w2"), "worker-1-2", "the partition gets another");
+    assert_eq!(leaf_of("w4"), "worker-ungrouped");
+    assert!(
+        scheduler_core::validate::gang_tree_errors(g).is_empty(),
+        "{:?}",
+        scheduler_core::validate::gang_tree_errors(g)
+    );
+    let plan = scheduler_core::schedule(
+        &snap,
+        &scheduler_core::Config::default(),
+        scheduler_core::Time::from_secs(1),
+    );
+    assert_eq!(plan.bindings.len(), 6, "{:?}", plan.outcomes);
 }

@@ -974,16 +974,12 @@ impl Gang {
         self.partitioning.as_deref().map_or(&[], Vec::as_slice)
     }
 
-    /// Whether `s` is a subgroup Volcano's `subGroupPolicy` made of the gang's pods
-    /// ([`Gang::partitions`]): a policy's inner subgroup, one of its groups, or the pods no policy
-    /// groups ([`UNGROUPED`]).
-    pub fn made_by_partitions(&self, s: &SubGroup) -> bool {
+    /// Whether subgroup `s` may need no pod or group: only what Volcano's `subGroupPolicy` makes
+    /// of a gang's pods ([`Gang::partitions`]: `minSubGroups` 0, pods no policy groups) — every
+    /// other subgroup of such a gang is a `minTaskMember` task, read only when its minimum is 1
+    /// or more.
+    pub fn made_by_partitions(&self, _s: &SubGroup) -> bool {
         !self.partitions().is_empty()
-            && ((s.parent.is_none() && s.name == UNGROUPED)
-                || self.partitions().iter().any(|p| {
-                    let node = p.node();
-                    s.name == node || s.parent.as_deref() == Some(node.as_str())
-                }))
     }
 
     /// A gang with no subgroups, for tests and builders.

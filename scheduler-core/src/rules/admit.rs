@@ -119,9 +119,9 @@ fn admit_one(
     if object.is_object() && is_ours(object, namespace_labels) {
         if old.is_none()
             && let Some(Ok(shape)) = workload::inspect(object)
-            && let Some(w) = workload::unnamed_gang(object, &shape)
         {
-            verdict.warnings.push(w);
+            verdict.warnings.extend(workload::unnamed_gang(object, &shape));
+            verdict.warnings.extend(workload::kai_preemptibility_overridden(object, &shape));
         }
         let injection =
             if old.is_none() { workload::injection(object) } else { workload::injection_named(object) };

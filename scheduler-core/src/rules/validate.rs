@@ -507,7 +507,7 @@ fn validate_workload(
     v.warnings.extend(crate::read::dialect::kai::workload_warnings(obj));
     v.warnings.extend(crate::read::workload::kubeflow_warnings(obj));
     v.warnings.extend(kai_levels_overridden(obj, &shape));
-    kai_labels(obj, &shape, v);
+    kai_labels(obj, v);
     v.warnings.extend(crate::read::workload::ray_warnings(obj));
     job_scheduling(obj, v);
     let known = |key: &GangKey| gangs.find(key).iter().filter_map(|g| g.min_pods()).max();
@@ -653,30 +653,18 @@ fn kai_levels_overridden(obj: &Value, shape: &crate::read::workload::WorkloadSha
 }
 
 /// KAI's workload labels, as KAI's pod grouper reads them into the PodGroup it makes:
-/// `kai.scheduler/preemptibility` is the gang's (copied to the templates at admission; refused
-/// unless a value KAI knows; a template stating another value keeps its own, said as a warning);
+/// `kai.scheduler/preemptibility` is the gang's (copied to the templates at admission, over a
+/// template's own: `admit` says so; refused unless a value KAI knows);
 /// KAI's `priorityClassName` label is not a pod's priority, said as a warning.
-fn kai_labels(obj: &Value, shape: &crate::read::workload::WorkloadShape, v: &mut Findings) {
+fn kai_labels(obj: &Value, v: &mut Findings) {
     use crate::read::labels::{KAI_PREEMPTIBILITY, KAI_PRIORITY_CLASS};
     let label = |k: &str| {
         obj.at("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str).filter(|v| !v.is_empty())
     };
     if let Some(value) = label(KAI_PREEMPTIBILITY) {
         let path = format!("metadata.labels[{KAI_PREEMPTIBILITY}]");
-        match crate::read::dialect::kai::preemptibility(&path, value) {
-            Err(e) => v.errors.push(e),
-            Ok(_) => {
-                let differs = shape.roles.iter().find_map(|r| {
-                    let set = obj.at(&format!("{}/metadata/labels", r.template))?.get(KAI_PREEMPTIBILITY)?;
-                    let set = set.as_str()?;
-                    (set != value).then(|| (crate::read::workload::path_of(&r.template), set.to_string()))
-                });
-                if let Some((template, set)) = differs {
-                    v.warnings.push(format!(
-                        "{path}: {value:?} is not used for {template}: its own metadata.labels[{KAI_PREEMPTIBILITY}] says {set:?}"
-                    ));
-                }
-            }
+        if let Err(e) = crate::read::dialect::kai::preemptibility(&path, value) {
+            v.errors.push(e);
         }
     }
     if let Some(class) = label(KAI_PRIORITY_CLASS) {

@@ -70,7 +70,14 @@ pub(super) fn unplaced(
         if leaf.is_empty() {
             parts.push(format!("needs {need} pods{shape}"));
         } else {
-            parts.push(format!("subgroup {leaf} needs {leaf_need} pods{shape}"));
+            // A subgroup's own bound (the gang's is said below when it is what blocks).
+            let within = subgroup_key(gang, leaf).map_or(String::new(), |key| {
+                match crate::read::hypernode::tier_of(key) {
+                    Some(t) => format!(", all within one tier-{t} Volcano HyperNode ({key})"),
+                    None => format!(", all within one {key} domain"),
+                }
+            });
+            parts.push(format!("subgroup {leaf} needs {leaf_need} pods{shape}{within}"));
         }
         if let Some(note) = a.blocked.as_ref().or(a.exclusive_note.as_ref()) {
             parts.push(note.clone());
@@ -97,6 +104,20 @@ pub(super) fn unplaced(
         parts.push(format!("cannot place the minimum of {total_min} member(s)"));
     }
     parts.join("; ")
+}
+
+/// The required key that bounds subgroup `leaf`'s members: its own, else its nearest ancestor's
+/// (not the gang's). Walks at most the tree's depth.
+fn subgroup_key<'g>(gang: &'g Gang, leaf: &str) -> Option<&'g str> {
+    let mut name = Some(leaf);
+    for _ in 0..=tree::WALK_DEPTH_LIMIT {
+        let s = gang.subgroups.iter().find(|s| Some(s.name.as_str()) == name)?;
+        if let Some(key) = s.topology_key.as_deref() {
+            return Some(key);
+        }
+        name = s.parent.as_deref();
+    }
+    None
 }
 
 /// `nvidia.com/gpu 8, cpu 8, memory 64Gi`: extended resources first, as a user scans for them.

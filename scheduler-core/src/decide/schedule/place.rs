@@ -1671,10 +1671,22 @@ impl<'a> Placer<'a> {
         }
         let mut short =
             u64::from(child.pod_floor).saturating_sub(tree::pods_under(r.gang, &child.name, &w.counts));
-        let f = if filter.is_empty() { None } else { Some(filter) };
         // A set, not a scan of the bindings per pod: a floor over thousands of pods stays linear.
         let placed: std::collections::HashSet<usize> = w.bindings.iter().map(|&(q, _)| q).collect();
         for leaf in tree::leaves_under(r.gang, &child.name) {
+            // A leaf bound to one domain of its own key (a Volcano partition's tier) keeps its
+            // members there: the domain of those placed or bound, else the first one's.
+            let topo = r
+                .gang
+                .subgroups
+                .iter()
+                .find(|s| s.name == leaf)
+                .and_then(|s| s.topology_key.as_deref())
+                .map(|k| self.caches.topology(k));
+            let mut anchor = topo.as_ref().and_then(|t| {
+                let domains = self.candidate_domains(r, t, Some(&leaf), w);
+                (domains.len() == 1).then(|| u32::try_from(domains[0]).unwrap_or(u32::MAX))
+            });
             for &p in r.members.pending.get(&leaf).into_iter().flatten() {
                 if short == 0 {
                     return;
@@ -1682,17 +1694,31 @@ impl<'a> Placer<'a> {
                 if placed.contains(&p) {
                     continue;
                 }
+                let mut lf = filter.clone();
+                if let (Some(t), Some(d)) = (&topo, anchor) {
+                    lf.push((t.clone(), d));
+                }
+                let f = if lf.is_empty() { None } else { Some(&lf) };
                 let before = Tentative::of(r.siblings, &w.bindings);
-                if let Some(n) = self.best_node(
+                let Some(n) = self.best_node(
                     r.ledger,
                     &w.txn,
                     r.demand,
                     p,
                     Spot { filter: f, reserved: r.reserved.get(&p), before },
-                ) {
-                    self.place(r, w, &leaf, p, n);
-                    short -= 1;
+                ) else {
+                    continue;
+                };
+                if let Some(t) = &topo {
+                    // A node in no domain of the key cannot hold a member bound to one.
+                    let d = t.node_domain[n];
+                    if d == u32::MAX {
+                        continue;
+                    }
+                    anchor.get_or_insert(d);
                 }
+                self.place(r, w, &leaf, p, n);
+                short -= 1;
             }
         }
     }

@@ -282,64 +282,105 @@ pub(super) fn resolve<'a, H: Held>(
 /// Volcano's `subGroupPolicy` ([`crate::read::model::Partitioning`]): each member of a gang with
 /// policies is put in the group its labels give it under the first policy that takes it (a
 /// task's policy takes only that task's pods), and the groups found become the gang's leaf
-/// subgroups, sorted by name, under the policy's inner subgroup — the task's subgroup (its
-/// minimum now a pod floor, its `minSubGroups` counting ready groups) or one of its own. When
-/// fewer groups have pods than `minSubGroups` asks, placeholders without pods stand for the rest
-/// (the gang waits for them, as Volcano's job does). Pods of a gang without task subgroups that
-/// no policy takes are in [`crate::read::model::UNGROUPED`], which needs none of them; the
-/// gang's `minMember` becomes its pod floor, and the root needs every top-level subgroup.
+/// subgroups, sorted, under the policy's inner subgroup — the task's subgroup (its minimum now a
+/// pod floor, its `minSubGroups` counting ready groups) or one of its own. When fewer groups have
+/// pods than `minSubGroups` asks, placeholders without pods stand for the rest (the gang waits
+/// for them, as Volcano's job does). Pods no policy groups need no group: those of a gang without
+/// task subgroups are in [`crate::read::model::UNGROUPED`] (the gang's `minMember` becomes its
+/// pod floor and the root needs every top-level subgroup), those of a partitioned task in a
+/// subgroup of the task's own beside it (counted toward the gang's floor, not the task's:
+/// stricter than Volcano, which counts them toward the task too). Generated names never take a
+/// name already used: a clash gets a numbered name.
 ///
 /// Cost: for each member of such a gang, each policy's selector and keys once (at most
-/// [`crate::read::dialect::volcano::MAX_POLICIES`] policies); nothing for other gangs.
+/// [`crate::read::dialect::volcano::MAX_POLICIES`] policies); nothing for other gangs. Groups
+/// beyond what a gang's tree may hold make the gang invalid, named as such; placeholders are
+/// bounded by `minSubGroups`, itself bounded at read.
 fn partition<H>(
     defined: &mut HashMap<GangKey, Gang>,
     memberships: &mut [(usize, Option<Membership>)],
     claimed: &[Claimant<'_, H>],
 ) {
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeSet, HashSet};
 
-    use crate::read::model::{SubGroup, UNGROUPED};
+    use crate::read::model::{SubGroup, UNGROUPED, dns_name};
+    /// Where a member goes: a policy's group of label values, or no group (under a policy's
+    /// task, or the gang's).
+    enum Spot {
+        Group(usize, Vec<String>),
+        Ungrouped(Option<usize>),
+    }
+    #[derive(Default)]
+    struct Found {
+        groups: Vec<BTreeSet<Vec<String>>>,
+        ungrouped: BTreeSet<Option<usize>>,
+    }
     if defined.values().all(|g| g.partitions().is_empty()) {
         return;
     }
-    // Per gang: the leaves found per policy, and whether some pod is ungrouped.
-    let mut found: HashMap<GangKey, (Vec<BTreeSet<String>>, bool)> = HashMap::new();
-    for (j, (_, m)) in memberships.iter_mut().enumerate() {
+    let mut spots: Vec<(usize, Spot)> = Vec::new();
+    let mut found: HashMap<GangKey, Found> = HashMap::new();
+    for (j, (_, m)) in memberships.iter().enumerate() {
         let Some(m) = m else { continue };
         let Some(gang) = defined.get(&m.gang).filter(|g| !g.partitions().is_empty()) else { continue };
         let labels = &claimed[j].pod.labels;
-        let entry = found
-            .entry(m.gang.clone())
-            .or_insert_with(|| (vec![BTreeSet::new(); gang.partitions().len()], false));
-        let taken = gang.partitions().iter().enumerate().find_map(|(i, p)| {
+        let policies = gang.partitions();
+        let taken = policies.iter().enumerate().find_map(|(i, p)| {
             if p.task.as_ref().is_some_and(|t| m.subgroup.as_deref() != Some(t.as_str())) {
                 return None;
             }
-            p.values(labels).map(|v| (i, p.leaf(&v)))
+            p.values(labels).map(|v| (i, v.into_iter().map(str::to_string).collect::<Vec<_>>()))
         });
-        match taken {
-            Some((i, leaf)) => {
-                entry.0[i].insert(leaf.clone());
-                m.subgroup = Some(leaf);
-            }
-            // Beside task subgroups a pod keeps its task (a partitioned task's pod without its
-            // group's labels names an inner subgroup, and is said not to count).
-            None if gang.subgroups.is_empty() => {
-                entry.1 = true;
-                m.subgroup = Some(UNGROUPED.to_string());
-            }
-            None => {}
+        let spot = match taken {
+            Some((i, values)) => Spot::Group(i, values),
+            None if gang.subgroups.is_empty() => Spot::Ungrouped(None),
+            None => match policies.iter().position(|p| p.task.is_some() && p.task == m.subgroup) {
+                Some(i) => Spot::Ungrouped(Some(i)),
+                // A task no policy partitions keeps its subgroup.
+                None => continue,
+            },
+        };
+        let f = found.entry(m.gang.clone()).or_default();
+        if f.groups.is_empty() {
+            f.groups = vec![BTreeSet::new(); policies.len()];
         }
+        match &spot {
+            Spot::Group(i, values) => {
+                if !f.groups[*i].contains(values) {
+                    f.groups[*i].insert(values.clone());
+                }
+            }
+            Spot::Ungrouped(at) => {
+                f.ungrouped.insert(*at);
+            }
+        }
+        spots.push((j, spot));
     }
+    // Per gang: each group's subgroup name, and each ungrouped spot's.
+    /// A gang's names: each group's (by policy and values), each ungrouped spot's.
+    type Names = (HashMap<(usize, Vec<String>), String>, HashMap<Option<usize>, String>);
+    let mut names: HashMap<GangKey, Names> = HashMap::new();
     for gang in defined.values_mut().filter(|g| !g.partitions().is_empty()) {
-        let (leaves, ungrouped) = found
-            .remove(&gang.key)
-            .unwrap_or_else(|| (vec![BTreeSet::new(); gang.partitions().len()], false));
+        let Found { groups, ungrouped } = found.remove(&gang.key).unwrap_or_default();
         let flat = gang.subgroups.is_empty();
-        let mut made = Vec::new();
         // Out while the task subgroups change, back when done.
         let partitioning = gang.partitioning.take();
-        for (p, leaves) in partitioning.iter().flat_map(|b| b.iter()).zip(leaves) {
+        let policies = partitioning.as_deref().map_or(&[][..], Vec::as_slice);
+        let mut taken: HashSet<String> = gang.subgroups.iter().map(|s| s.name.clone()).collect();
+        taken.extend(policies.iter().map(|p| p.node()));
+        let mut unique = |base: String| -> String {
+            let mut name = base.clone();
+            let mut k = 2u32;
+            while taken.contains(&name) {
+                name = dns_name(&[&base, &k.to_string()]);
+                k += 1;
+            }
+            taken.insert(name.clone());
+            name
+        };
+        let mut made = Vec::new();
+        let mut group_names = HashMap::new();
+        for (i, p) in policies.iter().enumerate() {
             let node = p.node();
             let mut floor = 0;
             match gang.subgroups.iter_mut().find(|s| p.task.as_deref() == Some(s.name.as_str())) {
@@ -358,11 +399,21 @@ fn partition<H>(
                     topology_preferred: None,
                 }),
             }
+            let these = groups.get(i).cloned().unwrap_or_default();
             // A task's floor with no group yet is not met by nothing: one placeholder at least.
             let missing = (p.min as usize)
-                .saturating_sub(leaves.len())
-                .max(usize::from(leaves.is_empty() && floor > 0));
-            for name in leaves.into_iter().chain((1..=missing).map(|k| p.missing(k))) {
+                .saturating_sub(these.len())
+                .max(usize::from(these.is_empty() && floor > 0))
+                .min(crate::read::tree::MAX_SUBGROUPS + 1);
+            let mut leaves = Vec::with_capacity(these.len() + missing);
+            for values in these {
+                let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+                let name = unique(p.leaf(&refs));
+                group_names.insert((i, values), name.clone());
+                leaves.push(name);
+            }
+            leaves.extend((1..=missing).map(|k| unique(p.missing(k))));
+            for name in leaves {
                 made.push(SubGroup {
                     name,
                     parent: Some(node.clone()),
@@ -373,24 +424,43 @@ fn partition<H>(
                 });
             }
         }
+        let mut ungrouped_names = HashMap::new();
+        for at in ungrouped {
+            let base = match at {
+                None => UNGROUPED.to_string(),
+                Some(i) => dns_name(&[&policies[i].node(), UNGROUPED]),
+            };
+            let name = unique(base);
+            made.push(SubGroup {
+                name: name.clone(),
+                parent: None,
+                min_member: 0,
+                pod_floor: 0,
+                topology_key: None,
+                topology_preferred: None,
+            });
+            ungrouped_names.insert(at, name);
+        }
         if flat {
-            if ungrouped {
-                made.push(SubGroup {
-                    name: UNGROUPED.to_string(),
-                    parent: None,
-                    min_member: 0,
-                    pod_floor: 0,
-                    topology_key: None,
-                    topology_preferred: None,
-                });
-            }
             // The root's minimum counted pods; now it needs every top-level subgroup, and the
             // pods stay its floor.
             gang.pod_floor = gang.pod_floor.max(gang.min_member);
-            gang.min_member =
-                u32::try_from(made.iter().filter(|s| s.parent.is_none()).count()).unwrap_or(u32::MAX);
         }
         gang.subgroups.extend(made);
+        gang.min_member =
+            u32::try_from(gang.subgroups.iter().filter(|s| s.parent.is_none()).count()).unwrap_or(u32::MAX);
         gang.partitioning = partitioning;
+        names.insert(gang.key.clone(), (group_names, ungrouped_names));
+    }
+    for (j, spot) in spots {
+        let Some(m) = memberships[j].1.as_mut() else { continue };
+        let Some((groups, ungrouped)) = names.get(&m.gang) else { continue };
+        let name = match &spot {
+            Spot::Group(i, values) => groups.get(&(*i, values.clone())),
+            Spot::Ungrouped(at) => ungrouped.get(at),
+        };
+        if let Some(name) = name {
+            m.subgroup = Some(name.clone());
+        }
     }
 }

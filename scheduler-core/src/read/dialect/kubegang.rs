@@ -387,7 +387,7 @@ pub(crate) fn annotation_gang(meta: &Meta<'_>, claim: &Claim) -> Result<Gang, Ve
     }
     // KAI's label, on the pods or copied from their workload at admission, as KAI's pod grouper
     // reads it into the PodGroup it would make.
-    if let Some(v) = meta.labels.get(KAI_PREEMPTIBILITY) {
+    if let Some(v) = meta.labels.get(KAI_PREEMPTIBILITY).filter(|v| !v.is_empty()) {
         match super::kai::preemptibility(&label_path(KAI_PREEMPTIBILITY), v) {
             Ok(d) => gang.disruption = d,
             Err(e) => errors.push(e),

@@ -1,10 +1,10 @@
 //! Volcano: `scheduling.volcano.sh/v1beta1` `PodGroup` (with per-task `minTaskMember`) and the pod
 //! annotation `scheduling.k8s.io/group-name`; a pod's task comes from `volcano.sh/task-spec`.
 //!
-//! `minTaskMember` becomes one leaf subgroup per task, all required. Volcano's `minMember` also
-//! bounds the total; when it exceeds the sum of the task minimums the remainder ("any N more pods
-//! of any task") has no per-task form, so the gang is read flat with `minMember` — the total is the
-//! stronger guarantee — and the per-task minimums are not enforced.
+//! `minTaskMember` becomes one leaf subgroup per task, all required, with `minMember` as the
+//! gang's pod floor — as Volcano's scheduler holds a job to its task minimums only when
+//! `minMember` is at least their sum (`CheckTaskReady`, `CheckTaskValid`: below it, the per-task
+//! minimums are skipped and only `minMember` counts, so the gang is read flat).
 
 use std::collections::BTreeMap;
 
@@ -169,7 +169,8 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
             Err(e) => errors.push(e),
         }
     }
-    if !tasks.is_empty() && sum >= u64::from(min) {
+    if !tasks.is_empty() && sum <= u64::from(min) {
+        gang.pod_floor = if sum < u64::from(min) { min } else { 0 };
         gang.min_member = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
         gang.subgroups = tasks;
     }
@@ -234,6 +235,17 @@ fn partitions(
         let min = count_field(&format!("{path}.minSubGroups"), p.min_sub_groups.unwrap_or(0))
             .map_err(|e| errors.push(e))
             .unwrap_or(0);
+        // Each group needed is a subgroup (a placeholder until its pods exist): past the bound
+        // of a gang's tree it could never be held.
+        if min as usize > crate::read::tree::MAX_SUBGROUPS {
+            errors.push(FieldError::new(
+                format!("{path}.minSubGroups"),
+                format!(
+                    "{min} groups cannot be held: a gang has at most {} subgroups",
+                    crate::read::tree::MAX_SUBGROUPS
+                ),
+            ));
+        }
         let selector = p
             .label_selector
             .as_ref()
@@ -253,8 +265,9 @@ fn partitions(
             continue;
         }
         let task = task_of(selector.as_ref(), tasks).map(str::to_string);
-        // Beside task subgroups only a task's own partitions have a place in the tree.
-        if !tasks.is_empty() && task.is_none() {
+        // Beside task subgroups only a task's own partitions have a place in the tree, one policy
+        // a task (a second would find no pod: the first takes them, as in Volcano).
+        if (!tasks.is_empty() && task.is_none()) || (task.is_some() && out.iter().any(|o| o.task == task)) {
             continue;
         }
         out.push(crate::read::model::Partitioning {
@@ -333,13 +346,23 @@ pub fn warnings(obj: &Value) -> Vec<String> {
     let policies =
         obj.pointer("/spec/subGroupPolicy").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     let tasks = read(obj).map(|g| g.subgroups).unwrap_or_default();
+    let mut partitioned = std::collections::BTreeSet::new();
     for (i, p) in policies.iter().enumerate().take(MAX_POLICIES) {
         let Ok(policy) = serde_json::from_value::<SubGroupPolicy>(p.clone()) else { continue };
         let selector =
             policy.label_selector.as_ref().map(|s| crate::read::volume::selector(s, "", &mut Vec::new()));
-        if !tasks.is_empty() && task_of(selector.as_ref(), &tasks).is_none() {
+        let task = task_of(selector.as_ref(), &tasks);
+        if !tasks.is_empty() && task.is_none() {
             out.push(format!(
-                "spec.subGroupPolicy[{i}]: not evaluated: beside spec.minTaskMember only a policy whose labelSelector is exactly {TASK_ANNOTATION}: <a task> is read (its pods would count toward two subgroups)"
+                "spec.subGroupPolicy[{i}]: not evaluated: beside spec.minTaskMember (whose sum is within minMember) only a policy whose labelSelector is exactly {TASK_ANNOTATION}: <a task with a minimum> is read (its pods would count toward two subgroups)"
+            ));
+            continue;
+        }
+        if let Some(t) = task
+            && !partitioned.insert(t)
+        {
+            out.push(format!(
+                "spec.subGroupPolicy[{i}]: not evaluated: an earlier policy groups task {t:?}'s pods, and a pod is in the first policy that takes it"
             ));
             continue;
         }
@@ -507,6 +530,28 @@ mod tests {
     /// `subGroupPolicy` as Volcano's scheduler reads it (defaults `subGroupSize` 1 and
     /// `minSubGroups` 0, the CRD's bounds), a task's policy found by its exact selector, and what
     /// has no place in the tree said.
+    /// Volcano holds a job to its task minimums only when `minMember` is at least their sum
+    /// (`CheckTaskReady`): then the tasks are subgroups and `minMember` their floor; below it,
+    /// only `minMember` counts.
+    #[test]
+    fn task_minimums_count_only_within_min_member_as_in_volcano() {
+        let pg = |min: i32, tasks: Value| {
+            read(&json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": min, "minTaskMember": tasks}}))
+            .unwrap()
+        };
+        // 1 + 4 above 3: flat, three pods of any task.
+        let g = pg(3, json!({"master": 1, "worker": 4}));
+        assert_eq!((g.subgroups.len(), g.min_member, g.pod_floor), (0, 3, 0));
+        // 1 + 2 within 5: both tasks' minimums, and five pods in all.
+        let g = pg(5, json!({"master": 1, "worker": 2}));
+        assert_eq!((g.subgroups.len(), g.min_member, g.pod_floor), (2, 2, 5));
+        assert_eq!(g.min_pods(), Some(5));
+        // Equal: the tasks alone.
+        let g = pg(3, json!({"master": 1, "worker": 2}));
+        assert_eq!((g.subgroups.len(), g.pod_floor), (2, 0));
+    }
+
     #[test]
     fn sub_group_policies_are_read_with_volcano_s_defaults_and_bounds() {
         let pg = |spec: Value| {
@@ -556,6 +601,22 @@ mod tests {
                 "spec.subGroupPolicy[4].labelSelector.matchExpressions[0].operator",
             ],
             "{e:?}"
+        );
+        // More groups needed than a gang's tree may hold: refused at the field (a placeholder
+        // each would be made otherwise).
+        let e = read(&pg(json!({"minMember": 1, "subGroupPolicy": [
+            {"name": "a", "minSubGroups": 2_000_000_000, "matchLabelKeys": ["k"]}]})))
+        .unwrap_err();
+        assert_eq!(e[0].path, "spec.subGroupPolicy[0].minSubGroups", "{e:?}");
+        // A second policy for one task finds no pod (the first takes them): not read, and said.
+        let twice = json!({"minMember": 4, "minTaskMember": {"worker": 4}, "subGroupPolicy": [
+            {"name": "a", "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}}, "matchLabelKeys": ["x"]},
+            {"name": "b", "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}}, "matchLabelKeys": ["y"]}]});
+        assert_eq!(read(&pg(twice.clone())).unwrap().partitions().len(), 1);
+        let w = warnings(&pg(twice));
+        assert!(
+            w.iter().any(|w| w.starts_with("spec.subGroupPolicy[1]: not evaluated: an earlier policy")),
+            "{w:?}"
         );
         let many: Vec<Value> =
             (0..=MAX_POLICIES).map(|i| json!({"name": format!("p{i}"), "matchLabelKeys": ["k"]})).collect();

@@ -5,7 +5,8 @@ use super::*;
 
 /// One field admission adds to an object: a JSON Patch `add` of `value` at `path` (an RFC 6901
 /// pointer whose parent exists in the object it was computed for). Adding at a member that exists
-/// replaces it; injection only does so for a `null` or for a `schedulerName` left to the default.
+/// replaces it; injection only does so for a `null`, for a `schedulerName` left to the default,
+/// and for a template's `kai.scheduler/preemptibility` label its workload's own overrides.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
     pub path: String,
@@ -235,10 +236,19 @@ fn injection_of(obj: &Value, name_known: bool) -> Result<Vec<Change>, Vec<FieldE
         if with_roles && !role.name.is_empty() {
             labels.push((LABEL_SUBGROUP, label_value_for(&role.name)));
         }
-        // KAI's preemptibility, stated on the workload: its pods' too, where the template states
-        // none (the gang reads it from them; `validate` names a template that says otherwise).
+        // KAI's preemptibility, stated on the workload: its pods' too — over the template's own,
+        // as KAI's pod grouper reads the top owner's label before the pod's (`validate` names a
+        // template it overrides).
         if let Some(v) = kai_preemptibility(obj) {
-            labels.push((crate::read::labels::KAI_PREEMPTIBILITY, v.to_string()));
+            let key = crate::read::labels::KAI_PREEMPTIBILITY;
+            let own = template.at("/metadata/labels").and_then(|l| l.get(key));
+            match own.and_then(Value::as_str) {
+                Some(o) if o != v => out.push(Change {
+                    path: format!("{}/metadata/labels/{}", role.template, token(key)),
+                    value: Value::String(v.to_string()),
+                }),
+                _ => labels.push((key, v.to_string())),
+            }
         }
         // Labels and annotations share `metadata`: when it is absent, one change adds both.
         if template.as_object().is_some_and(|t| vacant(t.get("metadata"))) {
@@ -270,6 +280,23 @@ fn job_deadline(obj: &Value, shape: &WorkloadShape, template: &str) -> Option<St
     let job = template.strip_suffix("/template")?;
     let secs = obj.at(&format!("{job}/activeDeadlineSeconds"))?.as_i64().filter(|&n| n > 0)?;
     Some(format!("{secs}s"))
+}
+
+/// What injection overrides of a template's own `kai.scheduler/preemptibility` label (the
+/// workload's wins, as KAI's pod grouper reads the top owner's label first), as a warning naming
+/// the first such template. For admission, before the changes are applied.
+pub fn kai_preemptibility_overridden(obj: &Value, shape: &WorkloadShape) -> Option<String> {
+    let key = crate::read::labels::KAI_PREEMPTIBILITY;
+    let value = kai_preemptibility(obj)?;
+    shape.roles.iter().find_map(|r| {
+        let set = obj.at(&format!("{}/metadata/labels", r.template))?.get(key)?.as_str()?;
+        (set != value).then(|| {
+            format!(
+                "{}.metadata.labels[{key}]: {set:?} is overridden by the workload's {value:?} (metadata.labels[{key}]), as KAI's pod grouper reads the top owner's label first",
+                super::path_of(&r.template)
+            )
+        })
+    })
 }
 
 /// The workload's own `kai.scheduler/preemptibility` label, if it states one.

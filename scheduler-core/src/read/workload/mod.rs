@@ -767,6 +767,8 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
     }
     let mut seen = std::collections::BTreeSet::new();
     let mut sum_min = 0u32;
+    // The subgroups the Job's gang will have: a task each, and a partitioned task's partitions.
+    let mut subgroups = roles.len();
     for (i, r) in roles.iter().enumerate() {
         if let Err(e) = crate::read::dialect::check_dns_label(&r.name) {
             errors.push(FieldError::new(format!("spec.tasks[{i}].name"), e));
@@ -778,6 +780,7 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
             ));
         }
         let partitioned = volcano_partition(obj, i, r.pods, errors);
+        subgroups = subgroups.saturating_add(partitioned.map_or(0, |p| p.total as usize));
         let default_min = partitioned.map_or(r.pods, |p| p.task_min(r.pods));
         let task_min = int_at(obj, &format!("/spec/tasks/{i}/minAvailable"), i64::from(default_min), errors);
         if let Some(p) = partitioned
@@ -800,6 +803,15 @@ fn volcano_min_available(obj: &Value, roles: &[Role], total: u32, errors: &mut V
             ));
         }
         sum_min = sum_min.saturating_add(task_min);
+    }
+    if subgroups > crate::read::tree::MAX_SUBGROUPS {
+        errors.push(FieldError::new(
+            "spec.tasks",
+            format!(
+                "the tasks and their partitions make {subgroups} subgroups; a gang has at most {}",
+                crate::read::tree::MAX_SUBGROUPS
+            ),
+        ));
     }
     match obj.at("/spec/minAvailable") {
         None | Some(Value::Null) => sum_min,
