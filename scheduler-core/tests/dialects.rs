@@ -1425,3 +1425,30 @@ fn partition_names_never_clash_and_unlabelled_task_pods_still_count() {
     );
     assert_eq!(plan.bindings.len(), 6, "{:?}", plan.outcomes);
 }
+
+/// A Kubeflow training job's Volcano PodGroup still Pending, with no pods yet: the gang's message
+/// says why (the operator waits for it to leave Pending) and whether the scheduler will move it.
+#[test]
+fn a_kubeflow_job_s_pending_volcano_podgroup_says_who_waits_for_it() {
+    let message = |namespace_labels: Value| {
+        let objects = vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": namespace_labels}}),
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "bert", "namespace": "ml", "ownerReferences": [
+                    {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "bert", "uid": "u", "controller": true}]},
+                "spec": {"minMember": 4}, "status": {"phase": "Pending"}}),
+        ];
+        let (snap, problems) = assemble(objects);
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = scheduler_core::schedule(
+            &snap,
+            &scheduler_core::Config::default(),
+            scheduler_core::Time::from_secs(1),
+        );
+        plan.outcomes.iter().find(|o| o.gang.name == "bert").unwrap().message.clone()
+    };
+    let m = message(json!({"kube-gang.io/enabled": "true"}));
+    assert!(m.contains("the Kubeflow training operator creates the PyTorchJob's pods once it is Inqueue, to which the scheduler moves it"), "{m}");
+    let m = message(json!({}));
+    assert!(m.contains("namespace ml is not opted in"), "{m}");
+}

@@ -554,7 +554,8 @@ async fn a_gang_crd_installed_later_is_watched_and_its_gangs_placed() {
 /// never gets a pod. The scheduler moves an opted-in PodGroup (its own label, copied from the Job
 /// by Volcano's controller, or its namespace's) to `Inqueue` once, with a patch of the object
 /// (the CRD has no status subresource); then, as the controller would, its pods are made and
-/// the gang is bound. PodGroups not opted in, or past `Pending`, are left as they are.
+/// the gang is bound. PodGroups not opted in, or past `Pending`, are left as they are. A Kubeflow
+/// training job's Volcano PodGroup is moved too, in an opted-in namespace.
 #[tokio::test]
 async fn an_opted_in_volcano_podgroup_is_moved_to_inqueue_so_its_controller_creates_the_pods() {
     let fake = FakeApi::start(&[
@@ -589,6 +590,17 @@ async fn an_opted_in_volcano_podgroup_is_moved_to_inqueue_so_its_controller_crea
     let mut plain = podgroup("lab", "podgroup-e5", json!({}), json!({"phase": "Pending"}));
     plain["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f", "uid": "rs-1", "controller": true}]);
     fake.put(plain);
+    // Kubeflow's training operator (Volcano as its gang scheduler) makes one for a PyTorchJob and
+    // holds the job's pods back the same way; it copies the job's annotations, not its labels, so
+    // only a namespace opts it in.
+    let pytorch = |ns: &str, name: &str| {
+        let mut pg = podgroup(ns, name, json!({}), json!(null));
+        pg["metadata"]["ownerReferences"] = json!([{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "name": name, "uid": format!("pt-{name}"), "controller": true}]);
+        pg
+    };
+    fake.put(pytorch("lab", "bert-f6"));
+    fake.put(pytorch("ml", "bert-g7"));
     let (stop, handle) = start(&fake, false).await;
     let phase = |f: &FakeApi, ns: &str, name: &str| {
         f.get("scheduling.volcano.sh/v1beta1", "PodGroup", ns, name)
@@ -597,6 +609,7 @@ async fn an_opted_in_volcano_podgroup_is_moved_to_inqueue_so_its_controller_crea
     let enqueued = |f: &FakeApi| {
         phase(f, "ml", "train-a1").as_deref() == Some("Inqueue")
             && phase(f, "lab", "sweep-b2").as_deref() == Some("Inqueue")
+            && phase(f, "lab", "bert-f6").as_deref() == Some("Inqueue")
     };
     assert!(fake.wait_for(Duration::from_secs(10), enqueued).await, "{:#?}", fake.requests());
     // Volcano's controller, seeing `Inqueue`, creates the Job's pods.
@@ -622,6 +635,7 @@ async fn an_opted_in_volcano_podgroup_is_moved_to_inqueue_so_its_controller_crea
     assert!(fake.requests_to("PATCH", "/podgroups/done-d4").is_empty());
     assert!(fake.requests_to("PATCH", "/podgroups/podgroup-e5").is_empty());
     assert_eq!(phase(&fake, "lab", "podgroup-e5").as_deref(), Some("Pending"));
+    assert!(fake.requests_to("PATCH", "/podgroups/bert-g7").is_empty(), "not opted in: its namespace is not");
     stop.cancel();
     handle.await.unwrap();
 }

@@ -1118,7 +1118,8 @@ pub struct TierName {
 }
 
 /// A gang object's admission by a scheduler, which its controllers wait for before they create
-/// the gang's pods ([`Gang::admission`]): Volcano's PodGroup phase, as its object says it.
+/// the gang's pods ([`Gang::admission`]): the phase of a Volcano PodGroup a Volcano Job or a
+/// Kubeflow training job controls, as its object says it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Admission {
@@ -1131,6 +1132,10 @@ pub struct Admission {
     /// Being deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
+    /// The Kubeflow training job kind that controls it (its operator copies the job's
+    /// annotations, not its labels: only a namespace opts it in); `None`: a Volcano Job's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeflow: Option<String>,
 }
 
 impl Admission {

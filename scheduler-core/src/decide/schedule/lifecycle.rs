@@ -1127,6 +1127,18 @@ fn admission_note(
     let label = crate::read::labels::LABEL_ENABLED;
     let enabled = namespaces.get(namespace).and_then(|l| l.get(label));
     let phase = if a.phase.is_empty() { "has no phase yet" } else { "is Pending" };
+    let inqueue = crate::read::dialect::volcano::PHASE_INQUEUE;
+    if let Some(kind) = &a.kubeflow {
+        return if a.opted_in(enabled) {
+            format!(
+                "; its Volcano PodGroup {phase}: the Kubeflow training operator creates the {kind}'s pods once it is {inqueue}, to which the scheduler moves it"
+            )
+        } else {
+            format!(
+                "; its Volcano PodGroup {phase} and namespace {namespace} is not opted in ({label}=true): the Kubeflow training operator creates the {kind}'s pods only once a scheduler moves it to {inqueue}, and gang-scheduler moves it only in an opted-in namespace (the operator does not copy the job's labels to it)"
+            )
+        };
+    }
     if a.opted_in(enabled) {
         format!(
             "; its PodGroup {phase}: Volcano's job controller creates the pods once it is {}, to \

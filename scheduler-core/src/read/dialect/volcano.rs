@@ -99,23 +99,30 @@ pub fn awaits_enqueue(pg: &Value, namespace_enabled: Option<&str>) -> bool {
     admission(pg).is_some_and(|a| a.waiting() && a.opted_in(namespace_enabled))
 }
 
-/// What a Volcano Job's PodGroup says of its admission ([`crate::read::model::Gang::admission`]);
-/// `None` for a PodGroup no Volcano Job controls.
+/// The Kubeflow training-operator kinds whose Volcano PodGroup holds back their pods: the
+/// operator creates a job's pods only once its PodGroup's phase is neither unset nor `Pending`
+/// (`VolcanoControl.DelayPodCreationDueToPodGroup`, with `--gang-scheduler-name=volcano`).
+pub const KUBEFLOW_WAITING: &[&str] = &["PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob"];
+
+/// What a Volcano PodGroup whose controller waits for its admission says of it
+/// ([`crate::read::model::Gang::admission`]): a Volcano Job's, or a Kubeflow training job's
+/// ([`KUBEFLOW_WAITING`]); `None` for any other.
 pub fn admission(pg: &Value) -> Option<Admission> {
     let owners = pg.pointer("/metadata/ownerReferences").and_then(Value::as_array);
-    let of_job = owners.into_iter().flatten().any(|o| {
-        o.get("controller").and_then(Value::as_bool) == Some(true)
-            && o.get("kind").and_then(Value::as_str) == Some("Job")
-            && o.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("batch.volcano.sh/"))
-    });
-    if !of_job {
-        return None;
-    }
+    let controller = owners.into_iter().flatten().find_map(|o| {
+        let kind = o.get("kind").and_then(Value::as_str)?;
+        let group = crate::read::object::group_of(o.get("apiVersion").and_then(Value::as_str)?);
+        let waits = (group == "batch.volcano.sh" && kind == "Job")
+            || (group == "kubeflow.org" && KUBEFLOW_WAITING.contains(&kind));
+        (o.get("controller").and_then(Value::as_bool) == Some(true) && waits).then_some(kind)
+    })?;
+    let by_kubeflow = controller != "Job";
     let label = pg.pointer("/metadata/labels").and_then(|l| l.get(crate::read::labels::LABEL_ENABLED));
     Some(Admission {
         phase: pg.pointer("/status/phase").and_then(Value::as_str).unwrap_or("").to_string(),
         enabled: label.and_then(Value::as_str).map(String::from),
         deleting: pg.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()),
+        kubeflow: by_kubeflow.then(|| controller.to_string()),
     })
 }
 
@@ -459,6 +466,18 @@ mod tests {
         let mut going = pg(on, Value::Null);
         going["metadata"]["deletionTimestamp"] = json!("2026-11-27T10:00:00Z");
         assert!(!awaits_enqueue(&going, None), "a PodGroup being deleted is left alone");
+        // A Kubeflow training job's (training-operator with Volcano as its gang scheduler holds
+        // the pods back the same way): in an opted-in namespace only — the operator copies the
+        // job's annotations, not its labels.
+        let mut kubeflow = pg(json!({}), Value::Null);
+        kubeflow["metadata"]["ownerReferences"] = json!([{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "name": "pg", "uid": "p", "controller": true}]);
+        assert!(awaits_enqueue(&kubeflow, Some("true")));
+        assert!(!awaits_enqueue(&kubeflow, None));
+        assert_eq!(admission(&kubeflow).unwrap().kubeflow.as_deref(), Some("PyTorchJob"));
+        // Not one of the training operator's kinds (a TrainJob's JobSet, say): left alone.
+        kubeflow["metadata"]["ownerReferences"][0]["kind"] = json!("TrainJob");
+        assert!(!awaits_enqueue(&kubeflow, Some("true")));
     }
 
     #[test]
