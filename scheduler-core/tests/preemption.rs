@@ -670,6 +670,18 @@ fn the_kai_preemptibility_label_on_a_gang_s_pods_decides_how_preemption_takes_it
         let (_, message, victims) = preempted(objects);
         assert_eq!(victims.len(), gone, "{value}: {message}: {victims:?}");
     }
+    // Members that disagree are said, the gang's source pod deciding.
+    let mut c = Cluster::new();
+    let mut members = labelled(Some("non-preemptible"));
+    members[3]["metadata"]["labels"]["kai.scheduler/preemptibility"] = json!("preemptible");
+    for o in racks().into_iter().chain(members) {
+        c.push(o).unwrap();
+    }
+    let said: Vec<String> = c.snapshot().problems.iter().map(ToString::to_string).collect();
+    assert!(
+        said.iter().any(|p| p.contains("preemptibility \"preemptible\" disagrees with \"non-preemptible\"")),
+        "{said:?}"
+    );
     // A value KAI does not know is refused, naming the label.
     let mut c = Cluster::new();
     for o in racks().into_iter().chain(labelled(Some("Never"))) {

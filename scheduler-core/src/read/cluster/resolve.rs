@@ -167,6 +167,25 @@ pub(super) fn resolve<'a, H: Held>(
             if src == j {
                 continue;
             }
+            // KAI's preemptibility label, read from the source pod too: another value is said.
+            let kai = crate::read::labels::KAI_PREEMPTIBILITY;
+            let (mine, source) = (claimed[j].pod.labels.get(kai), claimed[src].pod.labels.get(kai));
+            if mine != source && defined.contains_key(&c.gang) {
+                problems.push(Problem {
+                    object: describe(&claimed[j].raw.value()),
+                    errors: vec![FieldError::new(
+                        format!("metadata.labels[{kai}]"),
+                        format!(
+                            "gang {} preemptibility {:?} disagrees with {:?} on pod {}; using {:?}",
+                            c.gang,
+                            mine.unwrap_or(""),
+                            source.unwrap_or(""),
+                            claimed[src].pod.key,
+                            source.unwrap_or("")
+                        ),
+                    )],
+                });
+            }
             // Borrowed from a decoded pod; copied out of a compact one, the rest of it dropped.
             let theirs = source_annotations.entry(src).or_insert_with(|| match claimed[src].raw.value() {
                 Cow::Borrowed(v) => v.pointer("/metadata/annotations").map(Cow::Borrowed),
