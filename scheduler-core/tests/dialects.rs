@@ -1452,3 +1452,109 @@ fn a_kubeflow_job_s_pending_volcano_podgroup_says_who_waits_for_it() {
     let m = message(json!({}));
     assert!(m.contains("namespace ml is not opted in"), "{m}");
 }
+
+/// What a review found Volcano counts and we did not: a task with `minAvailable: 0` (its pods
+/// count toward the job's `minAvailable`, never alone), pods naming their task only by label, a
+/// partitioned task's pods without the partition label (they count toward the task's minimum),
+/// and a partition filled by its task's floor that fits only in its second-tightest HyperNode.
+#[test]
+fn volcano_counts_every_pod_toward_the_job_and_its_task() {
+    let run = |objects: Vec<Value>, busy: &[&str]| {
+        let mut all = hypernode_cluster();
+        for n in busy {
+            all.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("busy-{n}"), "namespace": "other"},
+                "spec": {"nodeName": n, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
+                "status": {"phase": "Running"}}));
+        }
+        all.extend(objects);
+        let (snap, problems) = assemble(all);
+        assert!(problems.is_empty(), "{problems:?}");
+        let plan = scheduler_core::schedule(
+            &snap,
+            &scheduler_core::Config::default(),
+            scheduler_core::Time::from_secs(1),
+        );
+        let placed: BTreeMap<String, String> =
+            plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
+        let message = plan.outcomes.iter().map(|o| o.message.clone()).collect::<Vec<_>>().join(" | ");
+        (placed, message)
+    };
+    let task = |name: &str, replicas: u32, min: Option<u32>, cpu: &str| {
+        let mut t = json!({"name": name, "replicas": replicas,
+            "template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}});
+        if let Some(m) = min {
+            t["minAvailable"] = json!(m);
+        }
+        t
+    };
+    let job = |min: u32, tasks: Vec<Value>| {
+        json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ml", "labels": {"kube-gang.io/enabled": "true"}},
+            "spec": {"schedulerName": "gang-scheduler", "minAvailable": min, "tasks": tasks}})
+    };
+    // A task that needs none of its pods: three pods of any task start the job.
+    let zero = job(3, vec![task("master", 1, Some(1), "1"), task("worker", 4, Some(0), "1")]);
+    let (placed, message) = run(scheduler_core::workload::expand(&zero).unwrap(), &[]);
+    assert_eq!(placed.len(), 5, "{message}");
+    // A pod naming its task by label only counts toward it.
+    let mut pods = scheduler_core::workload::expand(&job(
+        2,
+        vec![task("master", 1, Some(1), "1"), task("worker", 1, Some(1), "1")],
+    ))
+    .unwrap();
+    pods[2]["metadata"]["annotations"].as_object_mut().unwrap().remove("volcano.sh/task-spec");
+    let (placed, message) = run(pods, &[]);
+    assert_eq!(placed.len(), 2, "{message}");
+    // A partition of four whole-node pods whose task needs three: s0 has one free node, s1
+    // three — the partition goes to s1 whole.
+    let mut partitioned = task("worker", 4, Some(3), "8");
+    partitioned["partitionPolicy"] = json!({"totalPartitions": 1, "partitionSize": 4,
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 1}});
+    let (placed, message) =
+        run(scheduler_core::workload::expand(&job(3, vec![partitioned])).unwrap(), &["n0", "n1", "n2", "n4"]);
+    assert_eq!(placed.len(), 3, "{message}");
+    assert!(placed.values().all(|n| ["n5", "n6", "n7"].contains(&n.as_str())), "{placed:?}");
+}
+
+/// A partitioned task's pods without the partition label count toward the task's minimum (as
+/// Volcano counts a task's pods whatever their subJob), without being a ready group.
+#[test]
+fn a_partitioned_task_s_unlabelled_pods_count_toward_its_minimum() {
+    let member = |name: &str, partition: Option<&str>| {
+        let mut labels = json!({"volcano.sh/task-spec": "worker"});
+        if let Some(p) = partition {
+            labels["volcano.sh/partition-id"] = json!(p);
+        }
+        pod(
+            name,
+            labels,
+            json!({"scheduling.k8s.io/group-name": "pg", "volcano.sh/task-spec": "worker"}),
+            json!({"schedulerName": "gang-scheduler",
+                   "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}),
+        )
+    };
+    let mut objects = hypernode_cluster();
+    objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ml"},
+        "spec": {"minMember": 4, "minTaskMember": {"worker": 4},
+                 "subGroupPolicy": [{"name": "worker", "subGroupSize": 2, "minSubGroups": 1,
+                     "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}},
+                     "matchLabelKeys": ["volcano.sh/partition-id"]}]}}));
+    objects.extend([
+        member("w0", Some("0")),
+        member("w1", Some("0")),
+        member("w2", None),
+        member("w3", None),
+    ]);
+    let (snap, problems) = assemble(objects);
+    assert!(problems.is_empty(), "{problems:?}");
+    let g = only_gang(&snap);
+    let worker = g.subgroups.iter().find(|s| s.name == "worker").unwrap();
+    assert_eq!((worker.min_member, worker.pod_floor), (2, 4), "one group and the ungrouped pods: {g:#?}");
+    let plan = scheduler_core::schedule(
+        &snap,
+        &scheduler_core::Config::default(),
+        scheduler_core::Time::from_secs(1),
+    );
+    assert_eq!(plan.bindings.len(), 4, "{:?}", plan.outcomes);
+}

@@ -974,12 +974,11 @@ impl Gang {
         self.partitioning.as_deref().map_or(&[], Vec::as_slice)
     }
 
-    /// Whether subgroup `s` may need no pod or group: only what Volcano's `subGroupPolicy` makes
-    /// of a gang's pods ([`Gang::partitions`]: `minSubGroups` 0, pods no policy groups) — every
-    /// other subgroup of such a gang is a `minTaskMember` task, read only when its minimum is 1
-    /// or more.
-    pub fn made_by_partitions(&self, _s: &SubGroup) -> bool {
-        !self.partitions().is_empty()
+    /// Whether subgroup `s` may need no pod or group: a Volcano gang's may (a `minTaskMember` of
+    /// 0, and what its `subGroupPolicy` makes of its pods — `minSubGroups` 0, pods no policy or
+    /// task groups: [`Gang::partitions`]); every other dialect's subgroup needs at least one.
+    pub fn may_need_none(&self, _s: &SubGroup) -> bool {
+        self.source.dialect == Dialect::Volcano
     }
 
     /// A gang with no subgroups, for tests and builders.

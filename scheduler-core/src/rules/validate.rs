@@ -868,8 +868,8 @@ fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
         } else {
             index.insert(&s.name, i);
         }
-        // (Volcano's groups may need none: `minSubGroups` 0, its default subJob.)
-        if s.min_member < 1 && !gang.made_by_partitions(s) {
+        // (Volcano's tasks and groups may need none: `minTaskMember` 0, `minSubGroups` 0.)
+        if s.min_member < 1 && !gang.may_need_none(s) {
             errors.push(FieldError::new(format!("{path}.minMember"), "must be at least 1"));
         }
         if let Some(key) = &s.topology_key

@@ -1674,8 +1674,12 @@ impl<'a> Placer<'a> {
         // A set, not a scan of the bindings per pod: a floor over thousands of pods stays linear.
         let placed: std::collections::HashSet<usize> = w.bindings.iter().map(|&(q, _)| q).collect();
         for leaf in tree::leaves_under(r.gang, &child.name) {
+            if short == 0 {
+                return;
+            }
             // A leaf bound to one domain of its own key (a Volcano partition's tier) keeps its
-            // members there: the domain of those placed or bound, else the first one's.
+            // members there: the domain of those placed or bound; else, of the domains (tightest
+            // first, a few), the one that takes the most of what is short.
             let topo = r
                 .gang
                 .subgroups
@@ -1683,44 +1687,79 @@ impl<'a> Placer<'a> {
                 .find(|s| s.name == leaf)
                 .and_then(|s| s.topology_key.as_deref())
                 .map(|k| self.caches.topology(k));
-            let mut anchor = topo.as_ref().and_then(|t| {
-                let domains = self.candidate_domains(r, t, Some(&leaf), w);
-                (domains.len() == 1).then(|| u32::try_from(domains[0]).unwrap_or(u32::MAX))
-            });
-            for &p in r.members.pending.get(&leaf).into_iter().flatten() {
-                if short == 0 {
-                    return;
+            let Some(t) = topo else {
+                short -= self.fill(r, filter, None, &leaf, &placed, short, w);
+                continue;
+            };
+            let domains = self.candidate_domains(r, &t, Some(&leaf), w);
+            match domains.as_slice() {
+                // A member on a node in no domain of the key: none can join it.
+                [] => {}
+                &[d] => {
+                    let d = u32::try_from(d).unwrap_or(u32::MAX);
+                    short -= self.fill(r, filter, Some((&t, d)), &leaf, &placed, short, w);
                 }
-                if placed.contains(&p) {
-                    continue;
-                }
-                let mut lf = filter.clone();
-                if let (Some(t), Some(d)) = (&topo, anchor) {
-                    lf.push((t.clone(), d));
-                }
-                let f = if lf.is_empty() { None } else { Some(&lf) };
-                let before = Tentative::of(r.siblings, &w.bindings);
-                let Some(n) = self.best_node(
-                    r.ledger,
-                    &w.txn,
-                    r.demand,
-                    p,
-                    Spot { filter: f, reserved: r.reserved.get(&p), before },
-                ) else {
-                    continue;
-                };
-                if let Some(t) = &topo {
-                    // A node in no domain of the key cannot hold a member bound to one.
-                    let d = t.node_domain[n];
-                    if d == u32::MAX {
-                        continue;
+                _ => {
+                    let mut best: Option<(u64, Work)> = None;
+                    for (_, d) in self.by_free(r, &t, domains, w).into_iter().take(MAX_PREFERRED_TRIALS) {
+                        let mut trial = w.clone();
+                        let d = u32::try_from(d).unwrap_or(u32::MAX);
+                        let n = self.fill(r, filter, Some((&t, d)), &leaf, &placed, short, &mut trial);
+                        if best.as_ref().is_none_or(|(b, _)| n > *b) {
+                            best = Some((n, trial));
+                        }
+                        if n == short {
+                            break;
+                        }
                     }
-                    anchor.get_or_insert(d);
+                    if let Some((n, trial)) = best {
+                        *w = trial;
+                        short -= n;
+                    }
                 }
-                self.place(r, w, &leaf, p, n);
-                short -= 1;
             }
         }
+    }
+
+    /// Places up to `most` pending members of `leaf` not in `placed`, each on the best node within
+    /// `filter` and, with `within`, within that domain of its topology; how many it placed.
+    #[allow(clippy::too_many_arguments)]
+    fn fill(
+        &self,
+        r: &PlacementRequest<'_>,
+        filter: &Filter,
+        within: Option<(&Rc<Topology>, u32)>,
+        leaf: &str,
+        placed: &std::collections::HashSet<usize>,
+        most: u64,
+        w: &mut Work,
+    ) -> u64 {
+        let mut lf = filter.clone();
+        if let Some((t, d)) = within {
+            lf.push((t.clone(), d));
+        }
+        let f = if lf.is_empty() { None } else { Some(&lf) };
+        let mut n = 0;
+        for &p in r.members.pending.get(leaf).into_iter().flatten() {
+            if n == most {
+                break;
+            }
+            if placed.contains(&p) {
+                continue;
+            }
+            let before = Tentative::of(r.siblings, &w.bindings);
+            if let Some(node) = self.best_node(
+                r.ledger,
+                &w.txn,
+                r.demand,
+                p,
+                Spot { filter: f, reserved: r.reserved.get(&p), before },
+            ) {
+                self.place(r, w, leaf, p, node);
+                n += 1;
+            }
+        }
+        n
     }
 
     fn leaf(&self, r: &PlacementRequest<'_>, leaf: &str, filter: &Filter, w: &mut Work, cap: bool) {

@@ -167,10 +167,16 @@ pub(super) fn resolve<'a, H: Held>(
             if src == j {
                 continue;
             }
-            // KAI's preemptibility label, read from the source pod too: another value is said.
+            // KAI's preemptibility label, read from a gang of annotations' source pod: another
+            // value on a member is said (an empty one is none).
             let kai = crate::read::labels::KAI_PREEMPTIBILITY;
-            let (mine, source) = (claimed[j].pod.labels.get(kai), claimed[src].pod.labels.get(kai));
-            if mine != source && defined.contains_key(&c.gang) {
+            let label = |at: usize| claimed[at].pod.labels.get(kai).filter(|v| !v.is_empty());
+            let (mine, source) = (label(j), label(src));
+            if mine != source
+                && c.dialect == Dialect::KubeGangAnnotations
+                && defined.contains_key(&c.gang)
+                && problems.last().is_none_or(|p: &Problem| p.object != describe(&claimed[j].raw.value()))
+            {
                 problems.push(Problem {
                     object: describe(&claimed[j].raw.value()),
                     errors: vec![FieldError::new(
@@ -305,11 +311,12 @@ pub(super) fn resolve<'a, H: Held>(
 /// pod floor, its `minSubGroups` counting ready groups) or one of its own. When fewer groups have
 /// pods than `minSubGroups` asks, placeholders without pods stand for the rest (the gang waits
 /// for them, as Volcano's job does). Pods no policy groups need no group: those of a gang without
-/// task subgroups are in [`crate::read::model::UNGROUPED`] (the gang's `minMember` becomes its
-/// pod floor and the root needs every top-level subgroup), those of a partitioned task in a
-/// subgroup of the task's own beside it (counted toward the gang's floor, not the task's:
-/// stricter than Volcano, which counts them toward the task too). Generated names never take a
-/// name already used: a clash gets a numbered name.
+/// task subgroups, and those of no task a gang of tasks knows, are in
+/// [`crate::read::model::UNGROUPED`] (the gang's `minMember` its pod floor; the root needs every
+/// top-level subgroup), those of a partitioned task in a subgroup of their own under the task
+/// (counted toward its floor, as Volcano counts a task's pods whatever their subJob; the task
+/// then needs one more child, that one, always satisfied). Generated names never take a name
+/// already used: a clash gets a numbered name.
 ///
 /// Cost: for each member of such a gang, each policy's selector and keys once (at most
 /// [`crate::read::dialect::volcano::MAX_POLICIES`] policies); nothing for other gangs. Groups
@@ -334,14 +341,18 @@ fn partition<H>(
         groups: Vec<BTreeSet<Vec<String>>>,
         ungrouped: BTreeSet<Option<usize>>,
     }
-    if defined.values().all(|g| g.partitions().is_empty()) {
+    // Gangs with policies, and Volcano gangs of tasks (whose pods of no known task need a place).
+    let handled = |g: &Gang| {
+        !g.partitions().is_empty() || (g.source.dialect == Dialect::Volcano && !g.subgroups.is_empty())
+    };
+    if !defined.values().any(handled) {
         return;
     }
     let mut spots: Vec<(usize, Spot)> = Vec::new();
     let mut found: HashMap<GangKey, Found> = HashMap::new();
     for (j, (_, m)) in memberships.iter().enumerate() {
         let Some(m) = m else { continue };
-        let Some(gang) = defined.get(&m.gang).filter(|g| !g.partitions().is_empty()) else { continue };
+        let Some(gang) = defined.get(&m.gang).filter(|g| handled(g)) else { continue };
         let labels = &claimed[j].pod.labels;
         let policies = gang.partitions();
         let taken = policies.iter().enumerate().find_map(|(i, p)| {
@@ -355,8 +366,12 @@ fn partition<H>(
             None if gang.subgroups.is_empty() => Spot::Ungrouped(None),
             None => match policies.iter().position(|p| p.task.is_some() && p.task == m.subgroup) {
                 Some(i) => Spot::Ungrouped(Some(i)),
-                // A task no policy partitions keeps its subgroup.
-                None => continue,
+                // A task no policy partitions keeps its subgroup; a pod of no task the gang
+                // knows counts toward its total only (Volcano's job readiness counts every pod).
+                None if m.subgroup.as_deref().is_some_and(|t| gang.subgroups.iter().any(|s| s.name == t)) => {
+                    continue;
+                }
+                None => Spot::Ungrouped(None),
             },
         };
         let f = found.entry(m.gang.clone()).or_default();
@@ -379,7 +394,7 @@ fn partition<H>(
     /// A gang's names: each group's (by policy and values), each ungrouped spot's.
     type Names = (HashMap<(usize, Vec<String>), String>, HashMap<Option<usize>, String>);
     let mut names: HashMap<GangKey, Names> = HashMap::new();
-    for gang in defined.values_mut().filter(|g| !g.partitions().is_empty()) {
+    for gang in defined.values_mut().filter(|g| handled(g)) {
         let Found { groups, ungrouped } = found.remove(&gang.key).unwrap_or_default();
         let flat = gang.subgroups.is_empty();
         // Out while the task subgroups change, back when done.
@@ -402,11 +417,14 @@ fn partition<H>(
         for (i, p) in policies.iter().enumerate() {
             let node = p.node();
             let mut floor = 0;
+            // The task's pods no group takes, under it: they count toward its floor, and the
+            // subgroup they make, always satisfied (it needs none), is one more child to need.
+            let loose = ungrouped.contains(&Some(i));
             match gang.subgroups.iter_mut().find(|s| p.task.as_deref() == Some(s.name.as_str())) {
                 // The task's minimum (its pods) is now a floor on its groups' pods.
                 Some(task) => {
                     task.pod_floor = task.min_member;
-                    task.min_member = p.min;
+                    task.min_member = p.min.saturating_add(u32::from(loose));
                     floor = task.pod_floor;
                 }
                 None => made.push(SubGroup {
@@ -422,7 +440,7 @@ fn partition<H>(
             // A task's floor with no group yet is not met by nothing: one placeholder at least.
             let missing = (p.min as usize)
                 .saturating_sub(these.len())
-                .max(usize::from(these.is_empty() && floor > 0))
+                .max(usize::from(these.is_empty() && floor > 0 && !loose))
                 .min(crate::read::tree::MAX_SUBGROUPS + 1);
             let mut leaves = Vec::with_capacity(these.len() + missing);
             for values in these {
@@ -445,14 +463,14 @@ fn partition<H>(
         }
         let mut ungrouped_names = HashMap::new();
         for at in ungrouped {
-            let base = match at {
-                None => UNGROUPED.to_string(),
-                Some(i) => dns_name(&[&policies[i].node(), UNGROUPED]),
+            let (base, parent) = match at {
+                None => (UNGROUPED.to_string(), None),
+                Some(i) => (dns_name(&[&policies[i].node(), UNGROUPED]), Some(policies[i].node())),
             };
             let name = unique(base);
             made.push(SubGroup {
                 name: name.clone(),
-                parent: None,
+                parent,
                 min_member: 0,
                 pod_floor: 0,
                 topology_key: None,

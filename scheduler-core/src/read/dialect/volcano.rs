@@ -112,8 +112,11 @@ pub fn admission(pg: &Value) -> Option<Admission> {
     let controller = owners.into_iter().flatten().find_map(|o| {
         let kind = o.get("kind").and_then(Value::as_str)?;
         let group = crate::read::object::group_of(o.get("apiVersion").and_then(Value::as_str)?);
+        // The training operator's own version: mpi-operator's `kubeflow.org/v2beta1` MPIJob never
+        // waits for its PodGroup (and names Volcano's scheduler on every pod).
+        let version = o.get("apiVersion").and_then(Value::as_str)?;
         let waits = (group == "batch.volcano.sh" && kind == "Job")
-            || (group == "kubeflow.org" && KUBEFLOW_WAITING.contains(&kind));
+            || (version == "kubeflow.org/v1" && KUBEFLOW_WAITING.contains(&kind));
         (o.get("controller").and_then(Value::as_bool) == Some(true) && waits).then_some(kind)
     })?;
     let by_kubeflow = controller != "Job";
@@ -127,10 +130,13 @@ pub fn admission(pg: &Value) -> Option<Admission> {
 }
 
 pub(crate) fn claim(meta: &Meta<'_>, _pod: &Value) -> Result<Option<Claim>, FieldError> {
+    // The task: its annotation, else its label (Volcano's `getTaskRole` reads both, in turn).
+    let task = meta.annotations.get(TASK_ANNOTATION).filter(|t| !t.is_empty());
+    let task = task.or_else(|| meta.labels.get(TASK_ANNOTATION).filter(|t| !t.is_empty()));
     Ok(meta.annotations.get(ANNOTATION).map(|name| Claim {
         dialect: Dialect::Volcano,
         gang: GangKey::new(meta.namespace, name),
-        subgroup: meta.annotations.get(TASK_ANNOTATION).map(|t| t.to_string()),
+        subgroup: task.map(str::to_string),
         path: annotation_path(ANNOTATION),
     }))
 }
@@ -161,7 +167,7 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
     let mut sum = 0u64;
     for (task, n) in &pg.spec.min_task_member {
         match count_field(&format!("spec.minTaskMember[{task}]"), *n) {
-            Ok(0) => {}
+            // A task that needs none of its pods still has them: a subgroup that needs none.
             Ok(n) => {
                 sum += u64::from(n);
                 tasks.push(SubGroup {
@@ -176,7 +182,9 @@ pub fn read(obj: &Value) -> Result<Gang, Vec<FieldError>> {
             Err(e) => errors.push(e),
         }
     }
-    if !tasks.is_empty() && sum <= u64::from(min) {
+    // (A `minMember` of 0 keeps the tasks' minimums, as before Volcano's rule was read: it asks
+    // for no gang at all there.)
+    if sum > 0 && (sum <= u64::from(min) || min == 0) {
         gang.pod_floor = if sum < u64::from(min) { min } else { 0 };
         gang.min_member = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
         gang.subgroups = tasks;
@@ -273,7 +281,7 @@ fn partitions(
         }
         let task = task_of(selector.as_ref(), tasks).map(str::to_string);
         // Beside task subgroups only a task's own partitions have a place in the tree, one policy
-        // a task (a second would find no pod: the first takes them, as in Volcano).
+        // a task (a second is said: `warnings`).
         if (!tasks.is_empty() && task.is_none()) || (task.is_some() && out.iter().any(|o| o.task == task)) {
             continue;
         }
@@ -369,7 +377,7 @@ pub fn warnings(obj: &Value) -> Vec<String> {
             && !partitioned.insert(t)
         {
             out.push(format!(
-                "spec.subGroupPolicy[{i}]: not evaluated: an earlier policy groups task {t:?}'s pods, and a pod is in the first policy that takes it"
+                "spec.subGroupPolicy[{i}]: not evaluated: an earlier policy groups task {t:?}'s pods, and only one policy a task is read (Volcano tries this one for pods missing the earlier one's keys and holds its minSubGroups too; here such pods are the task's ungrouped pods)"
             ));
             continue;
         }
@@ -475,7 +483,14 @@ mod tests {
         assert!(awaits_enqueue(&kubeflow, Some("true")));
         assert!(!awaits_enqueue(&kubeflow, None));
         assert_eq!(admission(&kubeflow).unwrap().kubeflow.as_deref(), Some("PyTorchJob"));
+        // mpi-operator's MPIJob (`kubeflow.org/v2beta1`) never waits for its PodGroup and names
+        // Volcano's scheduler on its pods: left alone.
+        kubeflow["metadata"]["ownerReferences"][0]["kind"] = json!("MPIJob");
+        assert!(awaits_enqueue(&kubeflow, Some("true")), "training-operator's v1 MPIJob waits");
+        kubeflow["metadata"]["ownerReferences"][0]["apiVersion"] = json!("kubeflow.org/v2beta1");
+        assert!(!awaits_enqueue(&kubeflow, Some("true")));
         // Not one of the training operator's kinds (a TrainJob's JobSet, say): left alone.
+        kubeflow["metadata"]["ownerReferences"][0]["apiVersion"] = json!("kubeflow.org/v1");
         kubeflow["metadata"]["ownerReferences"][0]["kind"] = json!("TrainJob");
         assert!(!awaits_enqueue(&kubeflow, Some("true")));
     }
@@ -568,6 +583,13 @@ mod tests {
         assert_eq!(g.min_pods(), Some(5));
         // Equal: the tasks alone.
         let g = pg(3, json!({"master": 1, "worker": 2}));
+        assert_eq!((g.subgroups.len(), g.pod_floor), (2, 0));
+        // A task that needs none is a subgroup that needs none (its pods still count).
+        let g = pg(3, json!({"master": 1, "worker": 0}));
+        assert_eq!((g.subgroups.len(), g.subgroups[1].min_member, g.pod_floor), (2, 0, 3));
+        assert!(g.may_need_none(&g.subgroups[1]), "the rule book lets a Volcano task need none");
+        // No minMember (Volcano asks for no gang): the tasks' minimums are kept, as before.
+        let g = pg(0, json!({"master": 1, "worker": 2}));
         assert_eq!((g.subgroups.len(), g.pod_floor), (2, 0));
     }
 
