@@ -374,7 +374,10 @@ fn partition<H>(
                 None => Spot::Ungrouped(None),
             },
         };
-        let f = found.entry(m.gang.clone()).or_default();
+        let f = match found.get_mut(&m.gang) {
+            Some(f) => f,
+            None => found.entry(m.gang.clone()).or_default(),
+        };
         if f.groups.is_empty() {
             f.groups = vec![BTreeSet::new(); policies.len()];
         }
@@ -492,9 +495,9 @@ fn partition<H>(
     for (j, spot) in spots {
         let Some(m) = memberships[j].1.as_mut() else { continue };
         let Some((groups, ungrouped)) = names.get(&m.gang) else { continue };
-        let name = match &spot {
-            Spot::Group(i, values) => groups.get(&(*i, values.clone())),
-            Spot::Ungrouped(at) => ungrouped.get(at),
+        let name = match spot {
+            Spot::Group(i, values) => groups.get(&(i, values)),
+            Spot::Ungrouped(at) => ungrouped.get(&at),
         };
         if let Some(name) = name {
             m.subgroup = Some(name.clone());
