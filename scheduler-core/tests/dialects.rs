@@ -1230,6 +1230,31 @@ fn hypernode_cluster() -> Vec<Value> {
     objects
 }
 
+/// `objects` on [`hypernode_cluster`], a whole node taken on each of `busy` by a pod outside any
+/// gang, assembled (no problem) and scheduled once: the snapshot, each bound pod's node, and the
+/// outcomes.
+fn on_hypernodes(
+    objects: Vec<Value>,
+    busy: &[&str],
+) -> (Snapshot, BTreeMap<String, String>, Vec<scheduler_core::plan::Outcome>) {
+    let mut all = hypernode_cluster();
+    for n in busy {
+        all.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("busy-{n}"), "namespace": "other"},
+            "spec": {"nodeName": n, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
+            "status": {"phase": "Running"}}));
+    }
+    all.extend(objects);
+    let (snap, problems) = assemble(all);
+    assert!(problems.is_empty(), "{problems:?}");
+    let plan = scheduler_core::schedule(
+        &snap,
+        &scheduler_core::Config::default(),
+        scheduler_core::Time::from_secs(1),
+    );
+    let placed = plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
+    (snap, placed, plan.outcomes)
+}
+
 /// A Volcano Job task's `partitionPolicy` (Volcano ≥ 1.13): the controller labels each pod with
 /// its partition and writes a `subGroupPolicy` per partitioned task; each partition of
 /// `partitionSize` pods lands in one tier-1 HyperNode, and `minPartitions` of them must fit.
@@ -1245,12 +1270,6 @@ fn a_volcano_job_s_partitions_each_land_in_one_hypernode_of_their_tier() {
                  "template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}}]}})
     };
     let run = |job: Value, busy: &[&str]| {
-        let mut objects = hypernode_cluster();
-        for n in busy {
-            objects.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("busy-{n}"), "namespace": "other"},
-                "spec": {"nodeName": n, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
-                "status": {"phase": "Running"}}));
-        }
         let expanded = scheduler_core::workload::expand(&job).unwrap();
         let pg = &expanded[0];
         assert_eq!(
@@ -1258,17 +1277,8 @@ fn a_volcano_job_s_partitions_each_land_in_one_hypernode_of_their_tier() {
             json!(["volcano.sh/partition-id"]),
             "{pg}"
         );
-        objects.extend(expanded);
-        let (snap, problems) = assemble(objects);
-        assert!(problems.is_empty(), "{problems:?}");
-        let plan = scheduler_core::schedule(
-            &snap,
-            &scheduler_core::Config::default(),
-            scheduler_core::Time::from_secs(1),
-        );
-        let o = plan.outcomes.iter().find(|o| o.gang.name == "llm").unwrap().clone();
-        let placed: BTreeMap<String, String> =
-            plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
+        let (snap, placed, outcomes) = on_hypernodes(expanded, busy);
+        let o = outcomes.iter().find(|o| o.gang.name == "llm").unwrap().clone();
         (o.reason, o.message, placed, snap)
     };
     // Two partitions of four 4-CPU pods, n0 and n4 busy: each partition within s0 or within s1
@@ -1322,22 +1332,13 @@ fn a_volcano_podgroup_s_sub_group_policy_groups_its_pods_by_label_values() {
         )
     };
     let run = |members: Vec<Value>| {
-        let mut objects = hypernode_cluster();
-        objects.push(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        let mut objects = vec![json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": "pg", "namespace": "ml"},
             "spec": {"minMember": 3, "subGroupPolicy": [{"name": "racks", "subGroupSize": 2, "minSubGroups": 2,
-                "matchLabelKeys": ["rack-id"], "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]}}));
+                "matchLabelKeys": ["rack-id"], "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}]}})];
         objects.extend(members);
-        let (snap, problems) = assemble(objects);
-        assert!(problems.is_empty(), "{problems:?}");
-        let plan = scheduler_core::schedule(
-            &snap,
-            &scheduler_core::Config::default(),
-            scheduler_core::Time::from_secs(1),
-        );
-        let placed: BTreeMap<String, String> =
-            plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
-        let message = plan.outcomes.iter().find(|o| o.gang.name == "pg").unwrap().message.clone();
+        let (snap, placed, outcomes) = on_hypernodes(objects, &[]);
+        let message = outcomes.iter().find(|o| o.gang.name == "pg").unwrap().message.clone();
         (only_gang(&snap).clone(), placed, message)
     };
     // One group of two and a pod of no group: the second group is waited for.
@@ -1460,23 +1461,8 @@ fn a_kubeflow_job_s_pending_volcano_podgroup_says_who_waits_for_it() {
 #[test]
 fn volcano_counts_every_pod_toward_the_job_and_its_task() {
     let run = |objects: Vec<Value>, busy: &[&str]| {
-        let mut all = hypernode_cluster();
-        for n in busy {
-            all.push(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("busy-{n}"), "namespace": "other"},
-                "spec": {"nodeName": n, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]},
-                "status": {"phase": "Running"}}));
-        }
-        all.extend(objects);
-        let (snap, problems) = assemble(all);
-        assert!(problems.is_empty(), "{problems:?}");
-        let plan = scheduler_core::schedule(
-            &snap,
-            &scheduler_core::Config::default(),
-            scheduler_core::Time::from_secs(1),
-        );
-        let placed: BTreeMap<String, String> =
-            plan.bindings.iter().map(|b| (b.pod.name.to_string(), b.node.to_string())).collect();
-        let message = plan.outcomes.iter().map(|o| o.message.clone()).collect::<Vec<_>>().join(" | ");
+        let (_, placed, outcomes) = on_hypernodes(objects, busy);
+        let message = outcomes.iter().map(|o| o.message.clone()).collect::<Vec<_>>().join(" | ");
         (placed, message)
     };
     let task = |name: &str, replicas: u32, min: Option<u32>, cpu: &str| {

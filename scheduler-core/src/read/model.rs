@@ -1082,17 +1082,22 @@ impl Partitioning {
 /// `minTaskMember` subgroups (Volcano's default subJob: it needs none of them).
 pub const UNGROUPED: &str = "ungrouped";
 
+/// Whether `v` is a DNS-1123 label: 1 to 63 lowercase alphanumerics or `-`, starting and ending
+/// with an alphanumeric.
+pub fn is_dns_label(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 63
+        && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !v.starts_with('-')
+        && !v.ends_with('-')
+}
+
 /// A DNS label for `parts` joined by `-`: the join itself when it is one; else it lowercased,
 /// every other character as `-`, cut to 54 characters and followed by `-` and 8 hex digits of a
 /// hash of the join (so distinct joins stay distinct).
 pub fn dns_name(parts: &[&str]) -> String {
     let joined = parts.join("-");
-    let is_label = !joined.is_empty()
-        && joined.len() <= 63
-        && joined.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !joined.starts_with('-')
-        && !joined.ends_with('-');
-    if is_label {
+    if is_dns_label(&joined) {
         return joined;
     }
     // FNV-1a: stable across runs and builds.

@@ -548,12 +548,7 @@ pub(crate) fn typed<'de, T: serde::Deserialize<'de>>(obj: &'de Value) -> Result<
 /// A DNS-1123 label (RFC 1123, as Kubernetes checks names): at most 63 characters, lowercase
 /// alphanumerics and `-`, starting and ending with an alphanumeric.
 pub fn check_dns_label(v: &str) -> Result<(), String> {
-    let ok = !v.is_empty()
-        && v.len() <= 63
-        && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !v.starts_with('-')
-        && !v.ends_with('-');
-    if ok {
+    if crate::read::model::is_dns_label(v) {
         Ok(())
     } else {
         Err(format!(
