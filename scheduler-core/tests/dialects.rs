@@ -720,6 +720,17 @@ fn a_kueue_preferred_level_is_relaxed_through_the_kueue_topology_that_has_it() {
     assert!(!one_block(&nodes), "{nodes:?}");
 }
 
+/// The gang of annotations the pod `ml/train-0` made from Job `job`'s template would define.
+fn template_gang(job: &Value) -> Gang {
+    let mut pod = job["spec"]["template"].clone();
+    pod["apiVersion"] = json!("v1");
+    pod["kind"] = json!("Pod");
+    pod["metadata"]["namespace"] = json!("ml");
+    pod["metadata"]["name"] = json!("train-0");
+    let claim = scheduler_core::dialect::pod_claims(&pod).unwrap().remove(0);
+    scheduler_core::dialect::annotation_gang(&claim, &pod).unwrap().unwrap()
+}
+
 #[test]
 fn a_workloads_kai_topology_annotations_become_its_templates_levels_within_the_topology_named() {
     let job = |annotations: Value| {
@@ -738,13 +749,7 @@ fn a_workloads_kai_topology_annotations_become_its_templates_levels_within_the_t
     assert_eq!(a["kai.scheduler/topology"], "cluster-topology");
     assert!(scheduler_core::dialect::kai::workload_warnings(&named).is_empty());
     // The pods' gang is ordered by that Topology.
-    let mut pod = injected["spec"]["template"].clone();
-    pod["apiVersion"] = json!("v1");
-    pod["kind"] = json!("Pod");
-    pod["metadata"]["namespace"] = json!("ml");
-    pod["metadata"]["name"] = json!("train-0");
-    let claim = scheduler_core::dialect::pod_claims(&pod).unwrap().remove(0);
-    let g = scheduler_core::dialect::annotation_gang(&claim, &pod).unwrap().unwrap();
+    let g = template_gang(&injected);
     assert_eq!(
         (g.topology_key.as_deref(), g.topology_preferred.as_deref(), g.topology_object.as_deref()),
         (Some("topology.kubernetes.io/zone"), Some("topology.kubernetes.io/rack"), Some("cluster-topology"))
@@ -1130,15 +1135,7 @@ fn a_workloads_kai_preemptibility_label_becomes_its_gang_s_and_a_bad_one_is_refu
                 "metadata": {"labels": template_labels},
                 "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}})
     };
-    let gang_of = |job: &Value| {
-        let mut pod = job["spec"]["template"].clone();
-        pod["apiVersion"] = json!("v1");
-        pod["kind"] = json!("Pod");
-        pod["metadata"]["namespace"] = json!("ml");
-        pod["metadata"]["name"] = json!("train-0");
-        let claim = scheduler_core::dialect::pod_claims(&pod).unwrap().remove(0);
-        scheduler_core::dialect::annotation_gang(&claim, &pod).unwrap().unwrap()
-    };
+    let gang_of = template_gang;
     let mut semi = job(
         json!({"kai.scheduler/preemptibility": "semi-preemptible", "priorityClassName": "train"}),
         json!({}),
