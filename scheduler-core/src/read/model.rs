@@ -974,10 +974,10 @@ impl Gang {
         self.partitioning.as_deref().map_or(&[], Vec::as_slice)
     }
 
-    /// Whether subgroup `s` may need no pod or group: a Volcano gang's may (a `minTaskMember` of
+    /// Whether its subgroups may need no pod or group: a Volcano gang's may (a `minTaskMember` of
     /// 0, and what its `subGroupPolicy` makes of its pods — `minSubGroups` 0, pods no policy or
     /// task groups: [`Gang::partitions`]); every other dialect's subgroup needs at least one.
-    pub fn may_need_none(&self, _s: &SubGroup) -> bool {
+    pub fn subgroups_may_need_none(&self) -> bool {
         self.source.dialect == Dialect::Volcano
     }
 

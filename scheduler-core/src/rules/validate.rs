@@ -869,7 +869,7 @@ fn subgroup_errors(gang: &Gang, errors: &mut Vec<FieldError>) {
             index.insert(&s.name, i);
         }
         // (Volcano's tasks and groups may need none: `minTaskMember` 0, `minSubGroups` 0.)
-        if s.min_member < 1 && !gang.may_need_none(s) {
+        if s.min_member < 1 && !gang.subgroups_may_need_none() {
             errors.push(FieldError::new(format!("{path}.minMember"), "must be at least 1"));
         }
         if let Some(key) = &s.topology_key

@@ -292,10 +292,7 @@ pub fn ray_job_selects_cluster(obj: &Value) -> bool {
 /// enabled` asks KubeRay's own integrations for a gang and needs nothing here: an opted-in
 /// cluster is a gang with or without it.
 pub fn ray_warnings(obj: &Value) -> Vec<String> {
-    let is_ray = obj
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .is_some_and(|v| crate::read::object::group_of(v) == "ray.io");
+    let is_ray = is_ray(obj);
     let label = obj
         .at("/metadata/labels")
         .and_then(|l| l.get(crate::read::labels::RAY_PRIORITY_CLASS))
@@ -312,15 +309,19 @@ pub fn ray_warnings(obj: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether `obj` is KubeRay's (`ray.io`).
+fn is_ray(obj: &Value) -> bool {
+    obj.get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| crate::read::object::group_of(v) == "ray.io")
+}
+
 /// For a RayCluster or RayJob not opted in by its own label: KubeRay's
 /// `ray.io/gang-scheduling-enabled` asks KubeRay's batch-scheduler integrations for a gang, not
 /// kube-gang — said, since a user may take it for the opt-in.
 pub fn ray_gang_label_warning(obj: &Value) -> Option<String> {
     let key = crate::read::labels::RAY_GANG_SCHEDULING;
-    let is_ray = obj
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .is_some_and(|v| crate::read::object::group_of(v) == "ray.io");
+    let is_ray = is_ray(obj);
     (is_ray && obj.at("/metadata/labels").and_then(|l| l.get(key)).is_some()).then(|| {
         format!(
             "metadata.labels[{key}]: asks KubeRay's own batch-scheduler integration for a gang; kube-gang makes this cluster a gang only when it is labelled {}: \"true\" (or its namespace is)",
